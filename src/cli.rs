@@ -1,0 +1,169 @@
+//! The command line: clap definitions only. `settings` turns them into plain values.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::ui::ColorChoice;
+
+const ABOUT: &str = "Deploy a platform made of many small Pulumi projects as one unit";
+
+const LONG_ABOUT: &str = "\
+Deploy a platform made of many small Pulumi projects as one unit.
+
+mara reads one environment file and one shared stack configuration, takes the projects and their
+dependencies from a provider (aws, do, linode, kubeconfig, k3d, or your own), builds the dependency
+graph and runs each project in order, in parallel where the graph allows.";
+
+const AFTER_HELP: &str = "\
+Examples:
+  mara list-providers
+  mara show-execution --provider aws
+  mara show-execution --provider do --format mermaid
+  mara validate --provider aws --stack dev
+
+Exit codes: 0 success · 1 a project failed · 2 usage error · 3 validation or configuration error
+            4 preview found changes · 5 the stack is locked by another run · 130 interrupted";
+
+#[derive(Debug, Parser)]
+#[command(name = "mara", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+#[command(propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Run as if started in DIR
+    #[arg(short = 'C', long = "cwd", value_name = "DIR", global = true)]
+    pub cwd: Option<PathBuf>,
+
+    /// The stack of every project [default: MARA_STACK, then PULUMI_STACK]
+    #[arg(short, long, value_name = "NAME", global = true)]
+    pub stack: Option<String>,
+
+    /// The provider [default: MARA_PROVIDER, then mara.toml, then the stack's kubernetes:infra_type]
+    #[arg(short, long, value_name = "NAME", global = true)]
+    pub provider: Option<String>,
+
+    /// Say more (repeat for even more)
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    /// Say only what went wrong
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// When to use colours (NO_COLOR is honoured)
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t, global = true)]
+    pub color: ColorChoice,
+
+    /// Never ask a question (implied when CI is set or stdin is not a terminal)
+    #[arg(long, global = true)]
+    pub non_interactive: bool,
+
+    /// Output for people, or JSON for programs
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        default_value_t,
+        global = true
+    )]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum OutputFormat {
+    #[default]
+    Human,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the providers, with their description and where each is defined
+    ListProviders(ListProvidersArgs),
+
+    /// Print the execution plan: which projects run, in what order, with what hooks and secrets
+    ShowExecution(ShowExecutionArgs),
+
+    /// Check the workspace, provider, configuration, projects and tools without changing anything
+    Validate(ValidateArgs),
+
+    /// Print a shell completion script
+    Completions {
+        /// The shell to complete for
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ListProvidersArgs {
+    /// Also list abstract providers, which exist only to be extended
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowExecutionArgs {
+    /// How to print the plan [default: tree, or json with --output json]
+    #[arg(long, value_enum)]
+    pub format: Option<PlanFormat>,
+
+    /// Show the plan of every provider
+    #[arg(long, conflicts_with_all = ["only", "skip", "from"])]
+    pub all: bool,
+
+    #[command(flatten)]
+    pub selection: SelectionArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    /// The original runner's tree, by stage, with hooks and secrets
+    Tree,
+    /// One project path per line, in execution order
+    List,
+    /// Graphviz
+    Dot,
+    /// A Mermaid flowchart
+    Mermaid,
+    /// The plan as JSON
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    #[command(flatten)]
+    pub selection: SelectionArgs,
+}
+
+/// The selection flags of SPEC §4, shared by every command that plans.
+#[derive(Debug, Args, Default)]
+#[command(next_help_heading = "Selection")]
+pub struct SelectionArgs {
+    /// Only this project (a path, or its last segments when unique); repeatable
+    #[arg(long, value_name = "PROJECT")]
+    pub only: Vec<String>,
+
+    /// Leave this project out; repeatable
+    #[arg(long, value_name = "PROJECT")]
+    pub skip: Vec<String>,
+
+    /// This project and everything after it in the order
+    #[arg(long, value_name = "PROJECT")]
+    pub from: Option<String>,
+
+    /// Add every project the selection depends on
+    #[arg(long)]
+    pub with_dependencies: bool,
+
+    /// Add every project that depends on the selection
+    #[arg(long)]
+    pub with_dependents: bool,
+}

@@ -1,0 +1,112 @@
+//! `mara show-execution`: the plan of one provider (or of all, with `--all`), in the chosen format.
+
+use crate::cli::{OutputFormat, PlanFormat, ShowExecutionArgs};
+use crate::error::Result;
+use crate::graph::render::{self, View};
+use crate::graph::{ExecutionGraph, Plan, Selection};
+use crate::provider::Provider;
+use crate::settings::Settings;
+use crate::ui;
+use crate::workspace::Workspace;
+use crate::workspace::pulumi_project::PulumiProject;
+
+pub fn run(settings: &Settings, args: ShowExecutionArgs) -> Result<()> {
+    let workspace = super::workspace(settings)?;
+    let registry = super::registry(&workspace)?;
+    let format = args.format.unwrap_or(match settings.output {
+        OutputFormat::Json => PlanFormat::Json,
+        OutputFormat::Human => PlanFormat::Tree,
+    });
+    let providers: Vec<Provider> = if args.all {
+        registry
+            .resolve_all()?
+            .into_iter()
+            .filter(|p| !p.is_abstract)
+            .collect()
+    } else {
+        vec![super::choose_provider(settings, &workspace, &registry)?.0]
+    };
+    let selection = Selection::from(args.selection);
+    let graphs: Vec<ExecutionGraph> = providers
+        .iter()
+        .map(ExecutionGraph::build)
+        .collect::<Result<_>>()?;
+    let plans: Vec<Plan<'_>> = graphs
+        .iter()
+        .map(|g| Plan::select(g, &selection))
+        .collect::<Result<_>>()?;
+    let names: Vec<Vec<Option<String>>> =
+        graphs.iter().map(|g| pulumi_names(&workspace, g)).collect();
+    let views: Vec<View<'_>> = providers
+        .iter()
+        .zip(&plans)
+        .zip(&names)
+        .map(|((provider, plan), names)| View {
+            provider,
+            plan,
+            names,
+            default_engine: workspace.settings.engine,
+            style: settings.stdout_style,
+        })
+        .collect();
+    ui::print(&render_all(&views, format, args.all))
+}
+
+fn render_all(views: &[View<'_>], format: PlanFormat, all: bool) -> String {
+    match format {
+        PlanFormat::Tree => views
+            .iter()
+            .map(render::tree)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        PlanFormat::List if all => views
+            .iter()
+            .flat_map(|v| {
+                v.plan.order().iter().map(move |&i| {
+                    format!("{} {}\n", v.provider.name, v.plan.graph.project(i).path)
+                })
+            })
+            .collect(),
+        PlanFormat::List => views.iter().map(|v| render::list(v.plan)).collect(),
+        PlanFormat::Dot => views.iter().map(render::dot).collect::<Vec<_>>().join("\n"),
+        PlanFormat::Mermaid => {
+            let mut out = String::from("flowchart LR\n");
+            if let [view] = views {
+                render::mermaid(view, "", &mut out, "  ");
+            } else {
+                for view in views {
+                    let id = view
+                        .provider
+                        .name
+                        .replace(|c: char| !c.is_ascii_alphanumeric(), "_");
+                    out.push_str(&format!("  subgraph {id}[\"{}\"]\n", view.provider.name));
+                    render::mermaid(view, &format!("{id}_"), &mut out, "    ");
+                    out.push_str("  end\n");
+                }
+            }
+            out
+        }
+        PlanFormat::Json => {
+            let value = match views {
+                [view] if !all => render::json(view),
+                _ => serde_json::Value::Array(views.iter().map(render::json).collect()),
+            };
+            format!(
+                "{}\n",
+                serde_json::to_string_pretty(&value).expect("JSON values serialize")
+            )
+        }
+    }
+}
+
+/// The Pulumi name of each project whose `Pulumi.yaml` can be read; `None` for the others.
+fn pulumi_names(workspace: &Workspace, graph: &ExecutionGraph) -> Vec<Option<String>> {
+    (0..graph.len())
+        .map(|i| {
+            let dir = workspace.project_dir(&graph.project(i).path);
+            PulumiProject::find(&dir)
+                .and_then(|file| PulumiProject::load(&file).ok())
+                .map(|p| p.name)
+        })
+        .collect()
+}

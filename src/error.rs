@@ -1,0 +1,282 @@
+//! Error types and exit codes: what went wrong, where, and which exit code it means.
+//!
+//! Every problem a user can fix names its place: the file, the line where it has one, and the key or
+//! project it concerns (`Problem`). Several problems are collected and reported together
+//! (`Error::Problems`) instead of stopping at the first. `main` is the only place that prints an
+//! error and turns it into an exit code.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Exit codes (SPEC §5.2). One place, so that a code never means two things.
+pub mod exit {
+    pub const SUCCESS: i32 = 0;
+    /// One or more projects failed.
+    pub const PROJECT_FAILED: i32 = 1;
+    /// Bad flags, or a confirmation was needed and could not be asked for.
+    pub const USAGE: i32 = 2;
+    /// A validation or configuration error: nothing ran.
+    pub const CONFIG: i32 = 3;
+    /// `preview --expect-no-changes` found changes.
+    pub const DRIFT: i32 = 4;
+    /// Another run holds the stack's lock.
+    pub const LOCKED: i32 = 5;
+    /// Interrupted by Ctrl-C or SIGTERM.
+    pub const INTERRUPTED: i32 = 130;
+}
+
+/// A place in a user's file: the file, and the line and column where known (1-based).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+}
+
+impl Location {
+    pub fn file(file: impl Into<PathBuf>) -> Self {
+        Location {
+            file: file.into(),
+            line: None,
+            column: None,
+        }
+    }
+
+    pub fn line(file: impl Into<PathBuf>, line: usize) -> Self {
+        Location {
+            file: file.into(),
+            line: Some(line),
+            column: None,
+        }
+    }
+
+    /// The location of byte `offset` in `text`, which is the content of `file`.
+    pub fn at_offset(file: impl Into<PathBuf>, text: &str, offset: usize) -> Self {
+        let (line, column) = line_column(text, offset);
+        Location {
+            file: file.into(),
+            line: Some(line),
+            column: Some(column),
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// 1-based line and column of a byte offset (clamped to the text).
+pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text.as_bytes()[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    let column = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
+    (line, column)
+}
+
+/// One problem a user can fix, with everything needed to explain it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub location: Option<Location>,
+    /// The key, flag or project the problem concerns, shown before the message.
+    pub subject: Option<String>,
+    pub message: String,
+    /// A likely fix ("did you mean …", "pass --stack").
+    pub hint: Option<String>,
+}
+
+impl Problem {
+    pub fn new(message: impl Into<String>) -> Self {
+        Problem {
+            location: None,
+            subject: None,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn at(mut self, location: Location) -> Self {
+        self.location = Some(location);
+        self
+    }
+
+    pub fn in_file(self, file: impl Into<PathBuf>) -> Self {
+        self.at(Location::file(file))
+    }
+
+    pub fn subject(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn maybe_hint(mut self, hint: Option<String>) -> Self {
+        if hint.is_some() {
+            self.hint = hint;
+        }
+        self
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(location) = &self.location {
+            write!(f, "{location}: ")?;
+        }
+        if let Some(subject) = &self.subject {
+            write!(f, "{subject}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Everything that can stop a mara command, each with its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The command line is wrong (exit 2).
+    #[error("{0}")]
+    Usage(Problem),
+    /// The configuration is wrong; nothing ran (exit 3).
+    #[error("{}", problems_headline(.0))]
+    Problems(Vec<Problem>),
+    /// A file could not be read (exit 3: it is part of the configuration).
+    #[error("cannot read {}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing mara's own output failed.
+    #[error("cannot write the output")]
+    Output(#[source] std::io::Error),
+    /// `validate` found problems; its report has already been printed (exit 3).
+    #[error("validation failed: {failed} {} failed", plural(*failed, "check", "checks"))]
+    ValidationFailed { failed: usize },
+}
+
+fn problems_headline(problems: &[Problem]) -> String {
+    match problems {
+        [one] => one.to_string(),
+        many => format!("{} problems in the configuration", many.len()),
+    }
+}
+
+impl Error {
+    pub fn usage(problem: Problem) -> Self {
+        Error::Usage(problem)
+    }
+
+    pub fn config(problem: Problem) -> Self {
+        Error::Problems(vec![problem])
+    }
+
+    pub fn read(path: &Path, source: std::io::Error) -> Self {
+        Error::Read {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage(_) => exit::USAGE,
+            Error::Problems(_) | Error::Read { .. } | Error::ValidationFailed { .. } => {
+                exit::CONFIG
+            }
+            Error::Output(_) => exit::PROJECT_FAILED,
+        }
+    }
+
+    /// The individual problems, for reporting each on its own line.
+    pub fn problems(&self) -> &[Problem] {
+        match self {
+            Error::Usage(problem) => std::slice::from_ref(problem),
+            Error::Problems(problems) => problems,
+            Error::Read { .. } | Error::Output(_) | Error::ValidationFailed { .. } => &[],
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `1 check` / `2 checks`.
+pub fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 { one } else { many }
+}
+
+/// The candidate closest to `wanted`, if any is close enough to be a plausible typo.
+///
+/// Compares whole strings and, for paths, their last segments, so that `vcp` suggests
+/// `infrastructure/aws/vpc`.
+pub fn did_you_mean<'a>(
+    wanted: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    fn last(s: &str) -> &str {
+        s.rsplit('/').next().unwrap_or(s)
+    }
+    candidates
+        .into_iter()
+        .map(|candidate| {
+            let whole = strsim::jaro_winkler(wanted, candidate);
+            let tail = strsim::jaro_winkler(last(wanted), last(candidate));
+            (whole.max(tail), candidate)
+        })
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, candidate)| candidate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_column_counts_from_one() {
+        let text = "a = 1\nbb = 2\n";
+        assert_eq!(line_column(text, 0), (1, 1));
+        assert_eq!(line_column(text, 6), (2, 1));
+        assert_eq!(line_column(text, 8), (2, 3));
+        assert_eq!(line_column(text, 999), (3, 1));
+    }
+
+    #[test]
+    fn problem_names_file_line_and_subject() {
+        let problem = Problem::new("unknown key")
+            .at(Location::line("mara.toml", 4))
+            .subject("`paralel`");
+        assert_eq!(problem.to_string(), "mara.toml:4: `paralel`: unknown key");
+    }
+
+    #[test]
+    fn suggestions_find_typos_and_path_tails() {
+        let names = [
+            "infrastructure/aws/vpc",
+            "infrastructure/aws/eks",
+            "kubernetes/logstore",
+        ];
+        assert_eq!(
+            did_you_mean("infrastructure/aws/vcp", names),
+            Some("infrastructure/aws/vpc")
+        );
+        assert_eq!(did_you_mean("logstor", names), Some("kubernetes/logstore"));
+        assert_eq!(did_you_mean("zzzzzz", names), None);
+    }
+}

@@ -1,0 +1,81 @@
+//! mara: deploy a platform made of many small Pulumi projects as one unit.
+//!
+//! `main` parses the command line, runs the command, and turns an error into its message and
+//! exit code. Nothing else happens here.
+
+use std::io::Write;
+
+use clap::{CommandFactory, Parser};
+
+use mara::cli::{Cli, Command};
+use mara::error::{Error, exit};
+use mara::settings::Settings;
+use mara::{commands, ui};
+
+fn main() {
+    let cli = Cli::parse();
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let settings = Settings::resolve(cli.global, env);
+    init_tracing(settings.verbosity);
+    let result = match cli.command {
+        Command::ListProviders(args) => commands::list_providers::run(&settings, args),
+        Command::ShowExecution(args) => commands::show_execution::run(&settings, args),
+        Command::Validate(args) => commands::validate::run(&settings, args.selection.into()),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "mara", &mut out);
+            ui::print(&String::from_utf8_lossy(&out))
+        }
+    };
+    let code = match result {
+        Ok(()) => exit::SUCCESS,
+        Err(error) => {
+            report(&error, settings.stderr_style);
+            error.exit_code()
+        }
+    };
+    std::process::exit(code);
+}
+
+/// `error: …` for each problem (with its hint), then `caused by: …` for each underlying cause.
+fn report(error: &Error, style: ui::Style) {
+    let mut text = String::new();
+    let label = style.red(&style.bold("error:"));
+    match error.problems() {
+        [] => text.push_str(&format!("{label} {error}\n")),
+        problems => {
+            for problem in problems {
+                text.push_str(&format!("{label} {problem}\n"));
+                if let Some(hint) = &problem.hint {
+                    text.push_str(&format!("  {} {hint}\n", style.cyan("hint:")));
+                }
+            }
+        }
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(&format!("caused by: {cause}\n"));
+        source = cause.source();
+    }
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// Diagnostics on stderr: warnings by default, more with each `-v`, errors only with `-q`.
+/// `MARA_LOG` (an `EnvFilter` directive) overrides.
+fn init_tracing(verbosity: i8) {
+    let level = match verbosity {
+        i8::MIN..=-1 => "error",
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MARA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("mara={level}")));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_target(false)
+        .init();
+}

@@ -1,0 +1,481 @@
+//! The provider file format (SPEC §3) as written, and its translation into checked values.
+//!
+//! Unknown keys are rejected by serde with their line. Checks that serde cannot express (a hook's
+//! fields for its kind, a default of the wrong type, a path escaping the workspace) are collected
+//! here, all of them, before the file is used.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{
+    ConfigKind, ConfigSpec, EngineKind, Hook, Project, Reference, SecretSpec, Stage, Steps,
+};
+use crate::error::{Location, Problem};
+use crate::workspace::mara_toml::toml_problem;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProvider {
+    pub description: Option<String>,
+    pub infra_type: Option<String>,
+    pub extends: Option<Spanned<String>>,
+    #[serde(default)]
+    pub remove: Vec<Spanned<String>>,
+    #[serde(default, rename = "abstract")]
+    pub is_abstract: bool,
+    #[serde(default)]
+    pub config: Vec<RawConfig>,
+    #[serde(default, rename = "project")]
+    pub projects: Vec<RawProject>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub key: Spanned<String>,
+    pub prompt: String,
+    pub default: Option<Spanned<toml::Value>>,
+    pub env: Option<String>,
+    #[serde(default)]
+    pub kind: ConfigKind,
+    #[serde(default)]
+    pub choices: Vec<toml::Value>,
+    #[serde(default)]
+    pub optional: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProject {
+    pub path: Spanned<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub stage: Stage,
+    #[serde(default)]
+    pub after: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub before: Vec<Spanned<String>>,
+    pub insert_after: Option<Spanned<String>>,
+    pub engine: Option<EngineKind>,
+    #[serde(default)]
+    pub required_config: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub secret: Vec<RawSecret>,
+    #[serde(default)]
+    pub on_success: Vec<RawHook>,
+    #[serde(default)]
+    pub on_destroy: Vec<RawHook>,
+    pub up: Option<String>,
+    pub preview: Option<String>,
+    pub refresh: Option<String>,
+    pub destroy: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSecret {
+    pub key: Spanned<String>,
+    pub prompt: String,
+    pub default: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookKind {
+    Kubeconfig,
+    Command,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHook {
+    pub kind: Spanned<HookKind>,
+    pub output: Option<String>,
+    pub merge: Option<bool>,
+    pub run: Option<String>,
+}
+
+/// A provider file, parsed and checked on its own (before `extends` is applied).
+#[derive(Debug)]
+pub struct ParsedProvider {
+    pub description: Option<String>,
+    pub infra_type: Option<String>,
+    pub extends: Option<(String, Location)>,
+    pub remove: Vec<Reference>,
+    pub is_abstract: bool,
+    pub config: Vec<ConfigSpec>,
+    pub projects: Vec<ParsedProject>,
+}
+
+/// A project entry and the ordering hint that only matters when it is added by `extends`.
+#[derive(Debug)]
+pub struct ParsedProject {
+    pub project: Project,
+    pub insert_after: Option<Reference>,
+}
+
+/// Parses provider file `file` (for messages) with content `text`, reporting every problem.
+pub fn parse(file: &Path, text: &str) -> Result<ParsedProvider, Vec<Problem>> {
+    let raw: RawProvider = toml::from_str(text).map_err(|e| vec![toml_problem(file, text, &e)])?;
+    let mut checker = Checker {
+        file,
+        text,
+        problems: Vec::new(),
+    };
+    let parsed = checker.provider(raw);
+    if checker.problems.is_empty() {
+        Ok(parsed)
+    } else {
+        Err(checker.problems)
+    }
+}
+
+struct Checker<'a> {
+    file: &'a Path,
+    text: &'a str,
+    problems: Vec<Problem>,
+}
+
+impl Checker<'_> {
+    fn at<T>(&self, spanned: &Spanned<T>) -> Location {
+        Location::at_offset(self.file, self.text, spanned.span().start)
+    }
+
+    fn reference(&self, spanned: Spanned<String>) -> Reference {
+        let at = self.at(&spanned);
+        Reference {
+            target: spanned.into_inner(),
+            at,
+        }
+    }
+
+    fn problem(&mut self, at: Location, subject: impl Into<String>, message: impl Into<String>) {
+        self.problems
+            .push(Problem::new(message).at(at).subject(subject));
+    }
+
+    fn provider(&mut self, raw: RawProvider) -> ParsedProvider {
+        let RawProvider {
+            description,
+            infra_type,
+            extends,
+            remove,
+            is_abstract,
+            config,
+            projects,
+        } = raw;
+        let extends = extends.map(|name| {
+            let at = self.at(&name);
+            (name.into_inner(), at)
+        });
+        let remove = remove.into_iter().map(|r| self.reference(r)).collect();
+        let config = config
+            .into_iter()
+            .map(|c| self.config(c))
+            .collect::<Vec<_>>();
+        for (i, entry) in config.iter().enumerate() {
+            if let Some(first) = config[..i].iter().find(|c| c.key == entry.key) {
+                let line = first.declared_at.line.unwrap_or_default();
+                self.problem(
+                    entry.declared_at.clone(),
+                    format!("config `{}`", entry.key),
+                    format!("declared twice (first on line {line})"),
+                );
+            }
+        }
+        let projects = projects.into_iter().map(|p| self.project(p)).collect();
+        if description.as_deref().is_some_and(|d| d.trim().is_empty()) {
+            self.problem(
+                Location::file(self.file),
+                "`description`",
+                "must not be empty",
+            );
+        }
+        ParsedProvider {
+            description,
+            infra_type,
+            extends,
+            remove,
+            is_abstract,
+            config,
+            projects,
+        }
+    }
+
+    fn config(&mut self, raw: RawConfig) -> ConfigSpec {
+        let RawConfig {
+            key,
+            prompt,
+            default,
+            env,
+            kind,
+            choices,
+            optional,
+        } = raw;
+        let declared_at = self.at(&key);
+        let key = key.into_inner();
+        let subject = format!("config `{key}`");
+        if !is_namespaced(&key) {
+            self.problem(
+                declared_at.clone(),
+                &subject,
+                "keys are `namespace:name`, e.g. `aws:region`",
+            );
+        }
+        let default = default.map(|value| {
+            let at = self.at(&value);
+            let value = value.into_inner();
+            if let Err(message) = kind.check(&value) {
+                self.problem(at, &subject, format!("`default` {message}"));
+            }
+            toml_to_json(value)
+        });
+        if !choices.is_empty() && !matches!(kind, ConfigKind::String | ConfigKind::Int) {
+            self.problem(
+                declared_at.clone(),
+                &subject,
+                "`choices` is only for kind \"string\" or \"int\"",
+            );
+        }
+        for choice in &choices {
+            if let Err(message) = kind.check(choice) {
+                self.problem(declared_at.clone(), &subject, format!("a choice {message}"));
+            }
+        }
+        if let (Some(default), false) = (&default, choices.is_empty()) {
+            let choices: Vec<_> = choices.iter().cloned().map(toml_to_json).collect();
+            if !choices.contains(default) {
+                self.problem(
+                    declared_at.clone(),
+                    &subject,
+                    format!("`default` {default} is not one of its `choices`"),
+                );
+            }
+        }
+        if env
+            .as_deref()
+            .is_some_and(|e| !crate::workspace::envfile::is_valid_key(e))
+        {
+            self.problem(
+                declared_at.clone(),
+                &subject,
+                "`env` must be an environment variable name",
+            );
+        }
+        ConfigSpec {
+            key,
+            prompt,
+            default,
+            env,
+            kind,
+            choices: choices.into_iter().map(toml_to_json).collect(),
+            optional,
+            declared_at,
+        }
+    }
+
+    fn project(&mut self, raw: RawProject) -> ParsedProject {
+        let RawProject {
+            path,
+            description,
+            stage,
+            after,
+            before,
+            insert_after,
+            engine,
+            required_config,
+            secret,
+            on_success,
+            on_destroy,
+            up,
+            preview,
+            refresh,
+            destroy,
+        } = raw;
+        let declared_at = self.at(&path);
+        let path = path.into_inner();
+        let subject = format!("project `{path}`");
+        if let Some(message) = project_path_problem(&path) {
+            self.problem(declared_at.clone(), &subject, message);
+        }
+        let required_config = required_config
+            .into_iter()
+            .map(|key| {
+                if !is_namespaced(key.get_ref()) {
+                    let at = self.at(&key);
+                    self.problem(
+                        at,
+                        &subject,
+                        format!(
+                            "required_config `{}` is not `namespace:name`",
+                            key.get_ref()
+                        ),
+                    );
+                }
+                key.into_inner()
+            })
+            .collect();
+        let secrets = secret
+            .into_iter()
+            .map(
+                |RawSecret {
+                     key,
+                     prompt,
+                     default,
+                 }| {
+                    let at = self.at(&key);
+                    if !is_namespaced(key.get_ref()) {
+                        self.problem(
+                            at.clone(),
+                            &subject,
+                            format!("secret `{}` is not `namespace:name`", key.get_ref()),
+                        );
+                    }
+                    if default.as_deref() == Some("") {
+                        self.problem(
+                            at.clone(),
+                            &subject,
+                            format!("secret `{}` has an empty default", key.get_ref()),
+                        );
+                    }
+                    SecretSpec {
+                        key: key.into_inner(),
+                        prompt,
+                        default,
+                        declared_at: at,
+                    }
+                },
+            )
+            .collect();
+        let on_success = on_success
+            .into_iter()
+            .filter_map(|h| self.hook(&subject, h))
+            .collect();
+        let on_destroy = on_destroy
+            .into_iter()
+            .filter_map(|h| self.hook(&subject, h))
+            .collect();
+        let steps = Steps {
+            up,
+            preview,
+            refresh,
+            destroy,
+        };
+        match engine {
+            Some(EngineKind::Command) => {
+                for (name, step) in [("up", &steps.up), ("destroy", &steps.destroy)] {
+                    if step.as_deref().is_none_or(|s| s.trim().is_empty()) {
+                        self.problem(
+                            declared_at.clone(),
+                            &subject,
+                            format!("engine \"command\" needs an `{name}` command"),
+                        );
+                    }
+                }
+            }
+            _ if steps.any() => self.problem(
+                declared_at.clone(),
+                &subject,
+                "`up`, `preview`, `refresh` and `destroy` commands are only for engine = \"command\"",
+            ),
+            _ => {}
+        }
+        ParsedProject {
+            project: Project {
+                path,
+                description,
+                stage,
+                after: after.into_iter().map(|r| self.reference(r)).collect(),
+                before: before.into_iter().map(|r| self.reference(r)).collect(),
+                engine,
+                required_config,
+                secrets,
+                on_success,
+                on_destroy,
+                steps,
+                declared_at,
+            },
+            insert_after: insert_after.map(|r| self.reference(r)),
+        }
+    }
+
+    fn hook(&mut self, subject: &str, raw: RawHook) -> Option<Hook> {
+        let RawHook {
+            kind,
+            output,
+            merge,
+            run,
+        } = raw;
+        let at = self.at(&kind);
+        match (*kind.get_ref(), run) {
+            (HookKind::Kubeconfig, None) => Some(Hook::Kubeconfig {
+                output: output.unwrap_or_else(|| "kubeconfig".into()),
+                merge: merge.unwrap_or(false),
+            }),
+            (HookKind::Kubeconfig, Some(_)) => {
+                self.problem(
+                    at,
+                    subject,
+                    "a \"kubeconfig\" hook takes `output` and `merge`, not `run`",
+                );
+                None
+            }
+            (HookKind::Command, Some(run))
+                if output.is_none() && merge.is_none() && !run.trim().is_empty() =>
+            {
+                Some(Hook::Command { run })
+            }
+            (HookKind::Command, _) => {
+                self.problem(
+                    at,
+                    subject,
+                    "a \"command\" hook takes one non-empty `run` (and no `output` or `merge`)",
+                );
+                None
+            }
+        }
+    }
+}
+
+/// `namespace:name`, both parts non-empty.
+pub fn is_namespaced(key: &str) -> bool {
+    matches!(key.split_once(':'), Some((ns, name)) if !ns.is_empty() && !name.is_empty())
+}
+
+/// Project paths are relative, `/`-separated, and stay inside the projects directory.
+fn project_path_problem(path: &str) -> Option<&'static str> {
+    if path.is_empty() {
+        Some("`path` must not be empty")
+    } else if path.starts_with('/') || path.contains('\\') {
+        Some("`path` must be relative and use `/`")
+    } else if path
+        .split('/')
+        .any(|segment| segment.is_empty() || segment == "." || segment == "..")
+    {
+        Some("`path` must not contain empty, `.` or `..` segments")
+    } else {
+        None
+    }
+}
+
+pub fn toml_to_json(value: toml::Value) -> serde_json::Value {
+    match value {
+        toml::Value::String(s) => serde_json::Value::String(s),
+        toml::Value::Integer(i) => serde_json::Value::from(i),
+        toml::Value::Float(f) => serde_json::Value::from(f),
+        toml::Value::Boolean(b) => serde_json::Value::Bool(b),
+        toml::Value::Datetime(d) => serde_json::Value::String(d.to_string()),
+        toml::Value::Array(items) => {
+            serde_json::Value::Array(items.into_iter().map(toml_to_json).collect())
+        }
+        toml::Value::Table(table) => serde_json::Value::Object(
+            table
+                .into_iter()
+                .map(|(k, v)| (k, toml_to_json(v)))
+                .collect(),
+        ),
+    }
+}

@@ -1,0 +1,89 @@
+//! Flags and the process environment, merged into plain settings (the clap types stop here).
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use crate::cli::{GlobalArgs, OutputFormat, SelectionArgs};
+use crate::graph::Selection;
+use crate::ui::{self, Style};
+
+/// Where the provider name of this invocation came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderSource {
+    Flag,
+    MaraProviderVariable,
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where to look for the workspace.
+    pub start_dir: PathBuf,
+    pub stack: Option<String>,
+    pub provider: Option<(String, ProviderSource)>,
+    /// -1 quiet, 0 normal, 1.. verbose.
+    pub verbosity: i8,
+    pub stdout_style: Style,
+    pub stderr_style: Style,
+    /// Whether mara may ask questions.
+    pub interactive: bool,
+    pub output: OutputFormat,
+    /// The process environment, read once.
+    pub env: BTreeMap<String, String>,
+}
+
+impl Settings {
+    pub fn resolve(global: GlobalArgs, env: BTreeMap<String, String>) -> Settings {
+        let GlobalArgs {
+            cwd,
+            stack,
+            provider,
+            verbose,
+            quiet,
+            color,
+            non_interactive,
+            output,
+        } = global;
+        let no_color = env.get("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let ci = env
+            .get("CI")
+            .is_some_and(|v| !v.is_empty() && v != "false" && v != "0");
+        let provider = provider
+            .map(|name| (name, ProviderSource::Flag))
+            .or_else(|| {
+                env.get("MARA_PROVIDER")
+                    .filter(|v| !v.is_empty())
+                    .map(|v| (v.clone(), ProviderSource::MaraProviderVariable))
+            });
+        Settings {
+            start_dir: cwd.unwrap_or_else(|| PathBuf::from(".")),
+            stack,
+            provider,
+            verbosity: if quiet { -1 } else { verbose.min(3) as i8 },
+            stdout_style: color.style_for(no_color, ui::stdout_is_terminal()),
+            stderr_style: color.style_for(no_color, ui::stderr_is_terminal()),
+            interactive: !non_interactive && !ci && std::io::stdin().is_terminal(),
+            output,
+            env,
+        }
+    }
+}
+
+impl From<SelectionArgs> for Selection {
+    fn from(args: SelectionArgs) -> Selection {
+        let SelectionArgs {
+            only,
+            skip,
+            from,
+            with_dependencies,
+            with_dependents,
+        } = args;
+        Selection {
+            only,
+            skip,
+            from,
+            with_dependencies,
+            with_dependents,
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The environment file `<config_dir>/environment` (SPEC §2.1) and the environment every engine
+//! process gets.
+//!
+//! The format is deliberately small and predictable, unlike the original's ConfigParser: one
+//! `KEY=VALUE` per line, `#` comments and blank lines ignored, an optional `export `, a value
+//! optionally wrapped in single or double quotes, and everything else literal — `%`, `=`, `#` and
+//! `$` included (no interpolation, no escapes).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Location, Problem, Result};
+
+/// Variables mara adds to every engine's environment unless already set.
+pub const DEFAULTS: &[(&str, &str)] = &[("PULUMI_SKIP_UPDATE_CHECK", "true")];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvEntry {
+    pub key: String,
+    pub value: String,
+    pub line: usize,
+}
+
+/// A parsed environment file, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvFile {
+    pub path: PathBuf,
+    pub entries: Vec<EnvEntry>,
+}
+
+impl EnvFile {
+    /// Reads the file at `path`; `Ok(None)` when there is none.
+    pub fn load(path: &Path) -> Result<Option<EnvFile>> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => parse(path, &text).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::read(path, e)),
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&EnvEntry> {
+        self.entries.iter().find(|entry| entry.key == key)
+    }
+}
+
+/// Parses the file's text, reporting every malformed line and duplicate key at once.
+pub fn parse(path: &Path, text: &str) -> Result<EnvFile> {
+    let mut entries: Vec<EnvEntry> = Vec::new();
+    let mut problems = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let at = || Location::line(path, line);
+        match parse_line(raw) {
+            Ok(None) => {}
+            Ok(Some((key, value))) => {
+                if let Some(first) = entries.iter().find(|entry| entry.key == key) {
+                    problems.push(
+                        Problem::new(format!("duplicate key (first set on line {})", first.line))
+                            .at(at())
+                            .subject(format!("`{key}`"))
+                            .hint("keep one of the two lines"),
+                    );
+                } else {
+                    entries.push(EnvEntry { key, value, line });
+                }
+            }
+            Err(message) => problems.push(
+                Problem::new(message)
+                    .at(at())
+                    .hint("each line is KEY=VALUE, a # comment, or blank"),
+            ),
+        }
+    }
+    if problems.is_empty() {
+        Ok(EnvFile {
+            path: path.to_path_buf(),
+            entries,
+        })
+    } else {
+        Err(Error::Problems(problems))
+    }
+}
+
+/// One line: `Ok(None)` for a blank or comment line.
+fn parse_line(raw: &str) -> std::result::Result<Option<(String, String)>, String> {
+    let line = raw.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(None);
+    }
+    let line = line
+        .strip_prefix("export ")
+        .map(str::trim_start)
+        .unwrap_or(line);
+    let Some((key, value)) = line.split_once('=') else {
+        return Err(format!("expected KEY=VALUE, found `{}`", shorten(line)));
+    };
+    let key = key.trim();
+    if !is_valid_key(key) {
+        return Err(format!(
+            "`{}` is not a valid variable name (letters, digits and `_`, not starting with a digit)",
+            shorten(key)
+        ));
+    }
+    Ok(Some((key.to_string(), unquote(value.trim())?)))
+}
+
+fn unquote(value: &str) -> std::result::Result<String, String> {
+    for quote in ['"', '\''] {
+        if let Some(rest) = value.strip_prefix(quote) {
+            return match rest.strip_suffix(quote) {
+                Some(inner) if !rest.is_empty() => Ok(inner.to_string()),
+                _ => Err(format!(
+                    "the value opens a {quote} quote that is not closed at the end of the line"
+                )),
+            };
+        }
+    }
+    Ok(value.to_string())
+}
+
+pub fn is_valid_key(key: &str) -> bool {
+    let mut chars = key.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Lines are quoted in messages; a very long one is cut so the message stays readable.
+fn shorten(text: &str) -> String {
+    const MAX: usize = 60;
+    if text.chars().count() <= MAX {
+        text.to_string()
+    } else {
+        format!("{}…", text.chars().take(MAX).collect::<String>())
+    }
+}
+
+/// The environment of every engine process: the process environment, overlaid by the file (the
+/// file wins, as in the original), with `DEFAULTS` added unless set.
+pub fn merged_environment(
+    process: &BTreeMap<String, String>,
+    file: Option<&EnvFile>,
+) -> BTreeMap<String, String> {
+    let mut env = process.clone();
+    for entry in file.map(|f| f.entries.as_slice()).unwrap_or_default() {
+        env.insert(entry.key.clone(), entry.value.clone());
+    }
+    for (key, value) in DEFAULTS {
+        env.entry((*key).to_string())
+            .or_insert_with(|| (*value).to_string());
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_ok(text: &str) -> Vec<(String, String)> {
+        parse(Path::new("environment"), text)
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| (e.key, e.value))
+            .collect()
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn values_are_literal() {
+        let text = "# comment\n\nA=1\nexport B = two words \nC=\"quoted # not a comment\"\nD='100%=x'\nE=a=b#c\nF=\nG=$HOME\n";
+        assert_eq!(
+            parse_ok(text),
+            pairs(&[
+                ("A", "1"),
+                ("B", "two words"),
+                ("C", "quoted # not a comment"),
+                ("D", "100%=x"),
+                ("E", "a=b#c"),
+                ("F", ""),
+                ("G", "$HOME"),
+            ])
+        );
+    }
+
+    #[test]
+    fn a_lone_quote_is_unclosed() {
+        let err = parse(Path::new("environment"), "A=\"\nB='x\n").unwrap_err();
+        assert_eq!(err.problems().len(), 2);
+        assert!(err.problems()[0].message.contains("not closed"));
+    }
+
+    #[test]
+    fn every_bad_line_is_reported_with_its_number() {
+        let err = parse(
+            Path::new("config/pulumi/environment"),
+            "A=1\nnot a pair\nA=2\n1X=3\n",
+        )
+        .unwrap_err();
+        let lines: Vec<String> = err.problems().iter().map(ToString::to_string).collect();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(
+            lines[0].starts_with("config/pulumi/environment:2: expected KEY=VALUE"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with(
+                "config/pulumi/environment:3: `A`: duplicate key (first set on line 1)"
+            )
+        );
+        assert!(
+            lines[2].starts_with("config/pulumi/environment:4: `1X` is not a valid variable name")
+        );
+    }
+
+    #[test]
+    fn the_file_wins_and_defaults_fill_in() {
+        let process = BTreeMap::from([
+            ("A".to_string(), "process".to_string()),
+            ("B".to_string(), "kept".to_string()),
+        ]);
+        let file = parse(Path::new("environment"), "A=file\n").unwrap();
+        let env = merged_environment(&process, Some(&file));
+        assert_eq!(env["A"], "file");
+        assert_eq!(env["B"], "kept");
+        assert_eq!(env["PULUMI_SKIP_UPDATE_CHECK"], "true");
+
+        let process =
+            BTreeMap::from([("PULUMI_SKIP_UPDATE_CHECK".to_string(), "false".to_string())]);
+        assert_eq!(
+            merged_environment(&process, None)["PULUMI_SKIP_UPDATE_CHECK"],
+            "false"
+        );
+    }
+}

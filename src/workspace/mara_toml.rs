@@ -1,0 +1,255 @@
+//! `mara.toml`: the workspace's own settings (SPEC §2). Every key is optional; unknown keys are errors.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{Error, Location, Problem, Result};
+use crate::provider::EngineKind;
+
+/// The workspace settings with every default applied. Paths are relative to the workspace root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceSettings {
+    pub projects_dir: String,
+    pub config_dir: String,
+    pub providers_dir: String,
+    pub state_dir: String,
+    pub secrets_project: String,
+    pub parallel: usize,
+    pub provider: Option<String>,
+    pub engine: EngineKind,
+    pub pulumi: PulumiSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PulumiSettings {
+    pub binary: String,
+    pub secrets_provider: Option<String>,
+}
+
+impl Default for WorkspaceSettings {
+    fn default() -> Self {
+        WorkspaceSettings {
+            projects_dir: ".".into(),
+            config_dir: "config/pulumi".into(),
+            providers_dir: "providers".into(),
+            state_dir: ".mara".into(),
+            secrets_project: "kubernetes/secrets".into(),
+            parallel: 4,
+            provider: None,
+            engine: EngineKind::Pulumi,
+            pulumi: PulumiSettings {
+                binary: "pulumi".into(),
+                secrets_provider: None,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMaraToml {
+    projects_dir: Option<Spanned<String>>,
+    config_dir: Option<Spanned<String>>,
+    providers_dir: Option<Spanned<String>>,
+    state_dir: Option<Spanned<String>>,
+    secrets_project: Option<Spanned<String>>,
+    parallel: Option<Spanned<i64>>,
+    provider: Option<String>,
+    engine: Option<EngineKind>,
+    pulumi: Option<RawPulumi>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPulumi {
+    binary: Option<Spanned<String>>,
+    secrets_provider: Option<String>,
+}
+
+/// Parses the text of `mara.toml` (read from `path`), reporting every problem with its line.
+pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
+    let raw: RawMaraToml =
+        toml::from_str(text).map_err(|e| Error::config(toml_problem(path, text, &e)))?;
+    let RawMaraToml {
+        projects_dir,
+        config_dir,
+        providers_dir,
+        state_dir,
+        secrets_project,
+        parallel,
+        provider,
+        engine,
+        pulumi,
+    } = raw;
+    let defaults = WorkspaceSettings::default();
+    let mut problems = Vec::new();
+    let mut dir = |key: &str, value: Option<Spanned<String>>, default: String| match value {
+        None => default,
+        Some(value) => {
+            if let Some(message) = relative_path_problem(value.get_ref()) {
+                problems.push(
+                    Problem::new(message)
+                        .at(Location::at_offset(path, text, value.span().start))
+                        .subject(format!("`{key}`")),
+                );
+            }
+            value.into_inner()
+        }
+    };
+    let projects_dir = dir("projects_dir", projects_dir, defaults.projects_dir);
+    let config_dir = dir("config_dir", config_dir, defaults.config_dir);
+    let providers_dir = dir("providers_dir", providers_dir, defaults.providers_dir);
+    let state_dir = dir("state_dir", state_dir, defaults.state_dir);
+    let secrets_project = dir("secrets_project", secrets_project, defaults.secrets_project);
+    let parallel = match parallel {
+        None => defaults.parallel,
+        Some(n) if *n.get_ref() >= 1 => *n.get_ref() as usize,
+        Some(n) => {
+            problems.push(
+                Problem::new(format!("must be at least 1, not {}", n.get_ref()))
+                    .at(Location::at_offset(path, text, n.span().start))
+                    .subject("`parallel`"),
+            );
+            defaults.parallel
+        }
+    };
+    let pulumi = match pulumi {
+        None => defaults.pulumi,
+        Some(RawPulumi {
+            binary,
+            secrets_provider,
+        }) => PulumiSettings {
+            binary: match binary {
+                Some(binary) if binary.get_ref().trim().is_empty() => {
+                    problems.push(
+                        Problem::new("must name a program")
+                            .at(Location::at_offset(path, text, binary.span().start))
+                            .subject("`pulumi.binary`"),
+                    );
+                    defaults.pulumi.binary
+                }
+                Some(binary) => binary.into_inner(),
+                None => defaults.pulumi.binary,
+            },
+            secrets_provider,
+        },
+    };
+    if !problems.is_empty() {
+        problems.sort_by_key(|p| p.location.as_ref().and_then(|l| l.line));
+        return Err(Error::Problems(problems));
+    }
+    Ok(WorkspaceSettings {
+        projects_dir,
+        config_dir,
+        providers_dir,
+        state_dir,
+        secrets_project,
+        parallel,
+        provider,
+        engine: engine.unwrap_or(defaults.engine),
+        pulumi,
+    })
+}
+
+/// Paths in `mara.toml` stay inside the workspace: relative, and without `..`.
+fn relative_path_problem(value: &str) -> Option<String> {
+    let path = Path::new(value);
+    if value.is_empty() {
+        Some("must not be empty (use \".\" for the workspace root)".into())
+    } else if path.is_absolute() {
+        Some(format!("`{value}` must be relative to the workspace root"))
+    } else if path
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        Some(format!(
+            "`{value}` must stay inside the workspace (no `..`)"
+        ))
+    } else {
+        None
+    }
+}
+
+/// A TOML syntax or schema error as a `Problem` at its line.
+pub fn toml_problem(path: &Path, text: &str, error: &toml::de::Error) -> Problem {
+    let location = match error.span() {
+        Some(span) => Location::at_offset(path, text, span.start),
+        None => Location::file(path),
+    };
+    let message = error.message().trim_end().replace('\n', "; ");
+    Problem::new(message).at(location)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_is_optional() {
+        assert_eq!(
+            parse(Path::new("mara.toml"), "").unwrap(),
+            WorkspaceSettings::default()
+        );
+    }
+
+    #[test]
+    fn reads_every_key() {
+        let text = r#"
+projects_dir = "pulumi/python"
+config_dir = "cfg"
+providers_dir = "p"
+state_dir = "state"
+secrets_project = "k8s/secrets"
+parallel = 8
+provider = "aws"
+engine = "pulumi"
+[pulumi]
+binary = "/opt/pulumi/bin/pulumi"
+secrets_provider = "passphrase"
+"#;
+        let settings = parse(Path::new("mara.toml"), text).unwrap();
+        assert_eq!(settings.projects_dir, "pulumi/python");
+        assert_eq!(settings.parallel, 8);
+        assert_eq!(settings.provider.as_deref(), Some("aws"));
+        assert_eq!(settings.pulumi.binary, "/opt/pulumi/bin/pulumi");
+        assert_eq!(
+            settings.pulumi.secrets_provider.as_deref(),
+            Some("passphrase")
+        );
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_key() {
+        let err = parse(Path::new("mara.toml"), "parallel = 2\nparalel = 3\n").unwrap_err();
+        let problem = &err.problems()[0];
+        assert_eq!(problem.location.as_ref().unwrap().line, Some(2));
+        assert!(problem.message.contains("paralel"), "{problem}");
+    }
+
+    #[test]
+    fn parallel_must_be_positive_and_dirs_relative() {
+        let err = parse(
+            Path::new("mara.toml"),
+            "parallel = 0\nstate_dir = \"/tmp/x\"\n",
+        )
+        .unwrap_err();
+        let problems = err.problems();
+        assert_eq!(problems.len(), 2);
+        assert!(
+            problems[0]
+                .to_string()
+                .starts_with("mara.toml:1: `parallel`"),
+            "{}",
+            problems[0]
+        );
+        assert!(
+            problems[1]
+                .to_string()
+                .starts_with("mara.toml:2: `state_dir`"),
+            "{}",
+            problems[1]
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! The workspace (SPEC §2): finding its root, its settings, and the paths of its files.
+//!
+//! The root is the nearest ancestor of the starting directory that holds `mara.toml`; with none,
+//! the starting directory itself, with every setting at its default. Nothing here writes.
+
+pub mod envfile;
+pub mod mara_toml;
+pub mod pulumi_project;
+pub mod stack;
+pub mod stack_config;
+pub mod yaml;
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+pub use mara_toml::WorkspaceSettings;
+use stack::StackName;
+
+pub const MARA_TOML: &str = "mara.toml";
+
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    pub root: PathBuf,
+    /// The `mara.toml` the settings came from, if any.
+    pub settings_file: Option<PathBuf>,
+    pub settings: WorkspaceSettings,
+}
+
+impl Workspace {
+    /// Finds the workspace that contains `start` and reads its settings.
+    pub fn discover(start: &Path) -> Result<Workspace> {
+        let start = std::path::absolute(start).map_err(|e| Error::read(start, e))?;
+        if !start.is_dir() {
+            return Err(Error::read(
+                &start,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+            ));
+        }
+        let found = start.ancestors().find(|dir| dir.join(MARA_TOML).is_file());
+        match found {
+            Some(root) => {
+                let file = root.join(MARA_TOML);
+                let text = std::fs::read_to_string(&file).map_err(|e| Error::read(&file, e))?;
+                let settings = mara_toml::parse(&file, &text)?;
+                Ok(Workspace {
+                    root: root.to_path_buf(),
+                    settings_file: Some(file),
+                    settings,
+                })
+            }
+            None => Ok(Workspace {
+                root: start,
+                settings_file: None,
+                settings: WorkspaceSettings::default(),
+            }),
+        }
+    }
+
+    pub fn projects_dir(&self) -> PathBuf {
+        self.root.join(&self.settings.projects_dir)
+    }
+
+    pub fn project_dir(&self, project_path: &str) -> PathBuf {
+        self.projects_dir().join(project_path)
+    }
+
+    pub fn config_dir(&self) -> PathBuf {
+        self.root.join(&self.settings.config_dir)
+    }
+
+    pub fn env_file(&self) -> PathBuf {
+        self.config_dir().join("environment")
+    }
+
+    pub fn stack_config_file(&self, stack: &StackName) -> PathBuf {
+        self.config_dir().join(format!("Pulumi.{stack}.yaml"))
+    }
+
+    pub fn providers_dir(&self) -> PathBuf {
+        self.root.join(&self.settings.providers_dir)
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.join(&self.settings.state_dir)
+    }
+
+    /// The kubeconfig mara writes for a stack: `<state_dir>/kube/<stack>.yaml`.
+    pub fn kubeconfig_file(&self, stack: &StackName) -> PathBuf {
+        self.state_dir().join("kube").join(format!("{stack}.yaml"))
+    }
+
+    /// The secrets project keeps its own stack configuration, beside its `Pulumi.yaml`.
+    pub fn secrets_config_file(&self, stack: &StackName) -> PathBuf {
+        self.project_dir(&self.settings.secrets_project)
+            .join(format!("Pulumi.{stack}.yaml"))
+    }
+
+    /// `path` relative to the workspace root when it lies inside it, for shorter messages.
+    pub fn display<'a>(&self, path: &'a Path) -> std::borrow::Cow<'a, Path> {
+        match path.strip_prefix(&self.root) {
+            Ok(relative) if relative.as_os_str().is_empty() => Path::new(".").into(),
+            Ok(relative) => relative.to_path_buf().into(),
+            Err(_) => path.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nearest_mara_toml_is_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join(MARA_TOML), "projects_dir = \"pulumi/python\"\n").unwrap();
+        let deep = root.join("pulumi/python/kubernetes/logstore");
+        std::fs::create_dir_all(&deep).unwrap();
+        let ws = Workspace::discover(&deep).unwrap();
+        assert_eq!(ws.root, root);
+        assert_eq!(ws.project_dir("kubernetes/logstore"), deep);
+        assert_eq!(ws.env_file(), root.join("config/pulumi/environment"));
+    }
+
+    #[test]
+    fn without_mara_toml_the_start_is_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::discover(dir.path()).unwrap();
+        assert!(ws.settings_file.is_none());
+        assert_eq!(ws.settings, WorkspaceSettings::default());
+        let stack = StackName::parse("dev").unwrap();
+        assert_eq!(
+            ws.display(&ws.stack_config_file(&stack)),
+            Path::new("config/pulumi/Pulumi.dev.yaml")
+        );
+        assert_eq!(
+            ws.display(&ws.kubeconfig_file(&stack)),
+            Path::new(".mara/kube/dev.yaml")
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! Stack names (SPEC §2.3): one name for every project, where it comes from, and its validation.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::error::{Error, Location, Problem, Result};
+use crate::workspace::envfile::EnvFile;
+
+/// A valid Pulumi stack name: `[A-Za-z0-9_.-]+`, kept exactly as given (never lower-cased).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StackName(String);
+
+impl StackName {
+    pub fn parse(name: &str) -> std::result::Result<StackName, String> {
+        if name.is_empty() {
+            Err("a stack name cannot be empty".into())
+        } else if let Some(bad) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+        {
+            Err(format!(
+                "`{name}` is not a valid stack name: `{bad}` is not allowed (use letters, digits, `_`, `.` and `-`)"
+            ))
+        } else {
+            Ok(StackName(name.to_string()))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for StackName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a stack name came from, for messages that explain a conflict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackSource {
+    Flag,
+    MaraStackVariable,
+    EnvironmentFile,
+    ProcessEnvironment,
+}
+
+impl fmt::Display for StackSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StackSource::Flag => "--stack",
+            StackSource::MaraStackVariable => "MARA_STACK",
+            StackSource::EnvironmentFile => "PULUMI_STACK in the environment file",
+            StackSource::ProcessEnvironment => "PULUMI_STACK in the environment",
+        })
+    }
+}
+
+/// The stack of this invocation and where its name came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedStack {
+    pub name: StackName,
+    pub source: StackSource,
+}
+
+/// `--stack`, else `MARA_STACK`, else `PULUMI_STACK` (environment file, then process environment).
+///
+/// `Ok(None)` when no source names one. A name chosen explicitly (flag or `MARA_STACK`) that differs
+/// from the environment file's `PULUMI_STACK` is a usage error showing both: the file is what every
+/// engine process sees, so running with another name would deploy two stacks at once.
+pub fn resolve(
+    flag: Option<&str>,
+    process_env: &BTreeMap<String, String>,
+    env_file: Option<&EnvFile>,
+) -> Result<Option<ResolvedStack>> {
+    let file_entry = env_file.and_then(|f| f.get("PULUMI_STACK").map(|entry| (f, entry)));
+    let explicit = flag
+        .map(|name| (name.to_string(), StackSource::Flag))
+        .or_else(|| {
+            process_env
+                .get("MARA_STACK")
+                .filter(|v| !v.is_empty())
+                .map(|v| (v.clone(), StackSource::MaraStackVariable))
+        });
+    let (raw, source) = match (explicit, file_entry) {
+        (Some((name, source)), Some((file, entry))) if name != entry.value => {
+            return Err(Error::usage(
+                Problem::new(format!(
+                    "stack `{name}` given by {source}, but the environment file sets PULUMI_STACK={}",
+                    entry.value
+                ))
+                .at(Location::line(&file.path, entry.line))
+                .hint(format!(
+                    "use `--stack {}`, or change PULUMI_STACK in {} to deploy `{name}`",
+                    entry.value,
+                    file.path.display()
+                )),
+            ));
+        }
+        (Some(explicit), _) => explicit,
+        (None, Some((_, entry))) => (entry.value.clone(), StackSource::EnvironmentFile),
+        (None, None) => match process_env.get("PULUMI_STACK").filter(|v| !v.is_empty()) {
+            Some(name) => (name.clone(), StackSource::ProcessEnvironment),
+            None => return Ok(None),
+        },
+    };
+    let name = StackName::parse(&raw).map_err(|message| {
+        let problem = Problem::new(message).subject(source.to_string());
+        let problem = match (source, file_entry) {
+            (StackSource::EnvironmentFile, Some((file, entry))) => {
+                problem.at(Location::line(&file.path, entry.line))
+            }
+            _ => problem,
+        };
+        Error::usage(problem)
+    })?;
+    Ok(Some(ResolvedStack { name, source }))
+}
+
+/// The error for a command that needs a stack when no source names one.
+pub fn missing_stack_problem(env_file_path: &std::path::Path) -> Problem {
+    Problem::new("no stack name given").hint(format!(
+        "pass --stack NAME, set MARA_STACK, or put PULUMI_STACK=NAME in {}",
+        env_file_path.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workspace::envfile;
+    use std::path::Path;
+
+    fn file(text: &str) -> EnvFile {
+        envfile::parse(Path::new("config/pulumi/environment"), text).unwrap()
+    }
+
+    #[test]
+    fn names_are_validated_not_lowercased() {
+        assert_eq!(
+            StackName::parse("Dev.eu-1_a").unwrap().as_str(),
+            "Dev.eu-1_a"
+        );
+        assert!(
+            StackName::parse("dev/prod")
+                .unwrap_err()
+                .contains("`/` is not allowed")
+        );
+        assert!(StackName::parse("").is_err());
+    }
+
+    #[test]
+    fn precedence_is_flag_then_mara_stack_then_file_then_process() {
+        let empty = BTreeMap::new();
+        let env = BTreeMap::from([("PULUMI_STACK".to_string(), "proc".to_string())]);
+        assert_eq!(resolve(None, &empty, None).unwrap(), None);
+        assert_eq!(
+            resolve(None, &env, None).unwrap().unwrap().source,
+            StackSource::ProcessEnvironment
+        );
+        let f = file("PULUMI_STACK=dev\n");
+        let r = resolve(None, &env, Some(&f)).unwrap().unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.source),
+            ("dev", StackSource::EnvironmentFile)
+        );
+        let r = resolve(Some("dev"), &env, Some(&f)).unwrap().unwrap();
+        assert_eq!(r.source, StackSource::Flag);
+        let mara = BTreeMap::from([("MARA_STACK".to_string(), "ci".to_string())]);
+        let r = resolve(None, &mara, None).unwrap().unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.source),
+            ("ci", StackSource::MaraStackVariable)
+        );
+    }
+
+    #[test]
+    fn a_conflict_with_the_file_shows_both_names() {
+        let f = file("# x\nPULUMI_STACK=dev\n");
+        let err = resolve(Some("prod"), &BTreeMap::new(), Some(&f)).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("`prod` given by --stack") && text.contains("PULUMI_STACK=dev"),
+            "{text}"
+        );
+        assert!(text.starts_with("config/pulumi/environment:2:"), "{text}");
+        assert_eq!(err.exit_code(), crate::error::exit::USAGE);
+    }
+}

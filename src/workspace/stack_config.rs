@@ -1,0 +1,217 @@
+//! The shared stack configuration `<config_dir>/Pulumi.<stack>.yaml` (SPEC §2.2), read as Pulumi
+//! writes it: a mapping with a `config:` mapping of namespaced keys, whose values may be nested and
+//! whose `secure:` values are secrets that mara never shows.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Location, Problem, Result};
+use crate::workspace::yaml;
+
+/// The key that records which provider built the stack.
+pub const INFRA_TYPE_KEY: &str = "kubernetes:infra_type";
+
+/// A stack configuration file's state: a missing or empty file means the stack's first run.
+#[derive(Debug, Clone)]
+pub enum StackConfigFile {
+    Missing(PathBuf),
+    /// The file exists but holds no configuration keys.
+    Empty(PathBuf),
+    Present(StackConfig),
+}
+
+impl StackConfigFile {
+    pub fn load(path: &Path) -> Result<StackConfigFile> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(StackConfigFile::Missing(path.to_path_buf()));
+            }
+            Err(e) => return Err(Error::read(path, e)),
+        };
+        let config = StackConfig::parse(path, &text)?;
+        Ok(if config.values.is_empty() {
+            StackConfigFile::Empty(path.to_path_buf())
+        } else {
+            StackConfigFile::Present(config)
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        match self {
+            StackConfigFile::Missing(path) | StackConfigFile::Empty(path) => path,
+            StackConfigFile::Present(config) => &config.path,
+        }
+    }
+
+    pub fn config(&self) -> Option<&StackConfig> {
+        match self {
+            StackConfigFile::Present(config) => Some(config),
+            _ => None,
+        }
+    }
+
+    pub fn is_first_run(&self) -> bool {
+        self.config().is_none()
+    }
+}
+
+/// A parsed stack configuration.
+#[derive(Debug, Clone)]
+pub struct StackConfig {
+    pub path: PathBuf,
+    text: String,
+    /// `config:` — namespaced key to value, in file order.
+    pub values: Map<String, Value>,
+}
+
+/// A configuration value as mara may show it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigValue<'a> {
+    Secret,
+    Plain(&'a Value),
+}
+
+impl StackConfig {
+    pub fn parse(path: &Path, text: &str) -> Result<StackConfig> {
+        let document = yaml::parse_value(path, text)?;
+        let values = match document {
+            Value::Null => Map::new(),
+            Value::Object(mut top) => match top.remove("config") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(values)) => values,
+                Some(_) => {
+                    return Err(Error::config(
+                        Problem::new("must be a mapping of `namespace:key: value` entries")
+                            .at(location_of_key(path, text, "config"))
+                            .subject("`config`"),
+                    ));
+                }
+            },
+            _ => {
+                return Err(Error::config(
+                    Problem::new(
+                        "a stack configuration must be a YAML mapping with a `config:` key",
+                    )
+                    .in_file(path),
+                ));
+            }
+        };
+        Ok(StackConfig {
+            path: path.to_path_buf(),
+            text: text.to_string(),
+            values,
+        })
+    }
+
+    pub fn get(&self, key: &str) -> Option<ConfigValue<'_>> {
+        self.values.get(key).map(|value| {
+            if is_secure(value) {
+                ConfigValue::Secret
+            } else {
+                ConfigValue::Plain(value)
+            }
+        })
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.values.contains_key(key)
+    }
+
+    /// A plain string value (numbers and booleans as their text); `None` for secrets and objects.
+    pub fn get_text(&self, key: &str) -> Option<String> {
+        match self.get(key)? {
+            ConfigValue::Plain(Value::String(s)) => Some(s.clone()),
+            ConfigValue::Plain(v @ (Value::Number(_) | Value::Bool(_))) => Some(v.to_string()),
+            _ => None,
+        }
+    }
+
+    /// Where `key` is set, for messages about its value.
+    pub fn location_of(&self, key: &str) -> Location {
+        location_of_key(&self.path, &self.text, key)
+    }
+
+    /// Keys without a namespace: Pulumi would give each project its own, so in a shared file they
+    /// mean something different to every project.
+    pub fn keys_without_namespace(&self) -> impl Iterator<Item = &str> {
+        self.values
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !k.contains(':'))
+    }
+}
+
+/// `{secure: …}` is how Pulumi stores an encrypted value.
+pub fn is_secure(value: &Value) -> bool {
+    matches!(value, Value::Object(map) if map.len() == 1 && map.contains_key("secure"))
+}
+
+/// The line of a mapping key in YAML text, found by its text (`key:` after indentation, optionally
+/// quoted); the file alone when it cannot be found.
+pub fn location_of_key(path: &Path, text: &str, key: &str) -> Location {
+    let candidates = [
+        format!("{key}:"),
+        format!("\"{key}\":"),
+        format!("'{key}':"),
+    ];
+    text.lines()
+        .position(|line| {
+            let line = line.trim_start();
+            candidates.iter().any(|c| line.starts_with(c.as_str()))
+        })
+        .map_or_else(
+            || Location::file(path),
+            |index| Location::line(path, index + 1),
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "encryptionsalt: v1:abc\nconfig:\n  aws:region: us-west-2\n  eks:min_size: 3\n  kubernetes:infra_type: AWS\n  vpc:azs:\n    - us-west-2a\n  sirius:pwd:\n    secure: v1:xyz\n";
+
+    #[test]
+    fn reads_values_secrets_and_lines() {
+        let config = StackConfig::parse(Path::new("Pulumi.dev.yaml"), TEXT).unwrap();
+        assert_eq!(config.get_text("aws:region").as_deref(), Some("us-west-2"));
+        assert_eq!(config.get_text("eks:min_size").as_deref(), Some("3"));
+        assert_eq!(config.get("sirius:pwd"), Some(ConfigValue::Secret));
+        assert_eq!(config.get_text("sirius:pwd"), None);
+        assert_eq!(config.location_of(INFRA_TYPE_KEY).line, Some(5));
+        assert!(config.get("nope").is_none());
+    }
+
+    #[test]
+    fn empty_and_comment_only_files_are_a_first_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Pulumi.dev.yaml");
+        assert!(StackConfigFile::load(&path).unwrap().is_first_run());
+        for text in ["", "# only a comment\n", "config: {}\n", "config:\n"] {
+            std::fs::write(&path, text).unwrap();
+            assert!(
+                matches!(
+                    StackConfigFile::load(&path).unwrap(),
+                    StackConfigFile::Empty(_)
+                ),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_syntax_error_names_the_line() {
+        let err = StackConfig::parse(Path::new("Pulumi.dev.yaml"), "config:\n  a:b: [1, 2\n")
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("Pulumi.dev.yaml:"), "{text}");
+        let err = StackConfig::parse(Path::new("Pulumi.dev.yaml"), "config: 3\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("Pulumi.dev.yaml:1: `config`: must be a mapping"),
+            "{err}"
+        );
+    }
+}
