@@ -152,7 +152,7 @@ impl fmt::Display for Problem {
 pub enum Error {
     /// The command line is wrong (exit 2).
     #[error("{0}")]
-    Usage(Problem),
+    Usage(Box<Problem>),
     /// The configuration is wrong; nothing ran (exit 3).
     #[error("{}", problems_headline(.0))]
     Problems(Vec<Problem>),
@@ -167,7 +167,7 @@ pub enum Error {
     #[error("cannot write the output")]
     Output(#[source] std::io::Error),
     /// `validate` found problems; its report has already been printed (exit 3).
-    #[error("validation failed: {failed} {} failed", plural(*failed, "check", "checks"))]
+    #[error("validation found {failed} {}", plural(*failed, "problem", "problems"))]
     ValidationFailed { failed: usize },
 }
 
@@ -180,7 +180,7 @@ fn problems_headline(problems: &[Problem]) -> String {
 
 impl Error {
     pub fn usage(problem: Problem) -> Self {
-        Error::Usage(problem)
+        Error::Usage(Box::new(problem))
     }
 
     pub fn config(problem: Problem) -> Self {
@@ -204,10 +204,30 @@ impl Error {
         }
     }
 
+    /// The same error with every problem's file named relative to `root` when it lies inside it:
+    /// `config/pulumi/environment:3`, as the documentation names the files.
+    pub fn relative_to(self, root: &Path) -> Error {
+        let shorten = |mut problem: Problem| {
+            if let Some(location) = &mut problem.location
+                && let Ok(relative) = location.file.strip_prefix(root)
+            {
+                location.file = relative.to_path_buf();
+            }
+            problem
+        };
+        match self {
+            Error::Usage(problem) => Error::Usage(Box::new(shorten(*problem))),
+            Error::Problems(problems) => {
+                Error::Problems(problems.into_iter().map(shorten).collect())
+            }
+            other => other,
+        }
+    }
+
     /// The individual problems, for reporting each on its own line.
     pub fn problems(&self) -> &[Problem] {
         match self {
-            Error::Usage(problem) => std::slice::from_ref(problem),
+            Error::Usage(problem) => std::slice::from_ref(&**problem),
             Error::Problems(problems) => problems,
             Error::Read { .. } | Error::Output(_) | Error::ValidationFailed { .. } => &[],
         }

@@ -12,6 +12,11 @@ use crate::workspace::pulumi_project::PulumiProject;
 
 pub fn run(settings: &Settings, args: ShowExecutionArgs) -> Result<()> {
     let workspace = super::workspace(settings)?;
+    plan(settings, &workspace, args).map_err(|e| e.relative_to(&workspace.root))
+}
+
+fn plan(settings: &Settings, workspace: &Workspace, args: ShowExecutionArgs) -> Result<()> {
+    let workspace = workspace.clone();
     let registry = super::registry(&workspace)?;
     let format = args.format.unwrap_or(match settings.output {
         OutputFormat::Json => PlanFormat::Json,

@@ -81,11 +81,15 @@ impl Report {
     }
 
     /// Every problem of `error` as a failed check.
-    fn fail_with(&mut self, area: &'static str, error: &Error) {
+    fn fail_with(&mut self, area: &'static str, error: Error) {
+        let error = match &self.workspace {
+            Some(root) => error.relative_to(root),
+            None => error,
+        };
         let problems = error.problems();
         if problems.is_empty() {
             let mut message = error.to_string();
-            let mut source = std::error::Error::source(error);
+            let mut source = std::error::Error::source(&error);
             while let Some(cause) = source {
                 message.push_str(&format!(": {cause}"));
                 source = cause.source();
@@ -157,6 +161,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
         }
         Some(file) => {
             let root = file.parent().expect("a file has a parent").to_path_buf();
+            report.workspace = Some(root.clone());
             let parsed = std::fs::read_to_string(file)
                 .map_err(|e| Error::read(file, e))
                 .and_then(|t| mara_toml::parse(file, &t));
@@ -169,7 +174,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
                     settings
                 }
                 Err(error) => {
-                    report.fail_with("workspace", &error);
+                    report.fail_with("workspace", error);
                     WorkspaceSettings::default()
                 }
             };
@@ -206,7 +211,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
             None
         }
         Err(error) => {
-            report.fail_with("environment", &error);
+            report.fail_with("environment", error);
             None
         }
     };
@@ -224,7 +229,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
             None
         }
         Err(error) => {
-            report.fail_with("stack", &error);
+            report.fail_with("stack", error);
             None
         }
     };
@@ -237,7 +242,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
     let registry = match super::registry(&workspace) {
         Ok(registry) => Some(registry),
         Err(error) => {
-            report.fail_with("provider", &error);
+            report.fail_with("provider", error);
             None
         }
     };
@@ -257,7 +262,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
                 Some(graph)
             }
             Err(error) => {
-                report.fail_with("graph", &error);
+                report.fail_with("graph", error);
                 None
             }
         });
@@ -274,7 +279,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
                 Some(plan)
             }
             Err(error) => {
-                report.fail_with("selection", &error);
+                report.fail_with("selection", error);
                 None
             }
         });
@@ -351,7 +356,7 @@ fn check_provider(
             None
         }
         Err(error) => {
-            report.fail_with("provider", &error);
+            report.fail_with("provider", error);
             None
         }
     }
@@ -361,6 +366,7 @@ fn check_projects(report: &mut Report, workspace: &Workspace, plan: &Plan<'_>) {
     let default_engine = workspace.settings.engine;
     let shared_config_dir = normalize(&workspace.config_dir());
     let mut names: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let mut missing_dirs = 0;
     for &i in plan.order() {
         let project = plan.graph.project(i);
         let path = project.path.as_str();
@@ -376,13 +382,18 @@ fn check_projects(report: &mut Report, workspace: &Workspace, plan: &Plan<'_>) {
             continue;
         }
         if !dir.is_dir() {
+            missing_dirs += 1;
+            // The same hint on every missing directory would bury the list: say it once.
+            let hint = (missing_dirs == 1).then(|| {
+                format!(
+                    "create the project there, or point `projects_dir` in mara.toml (now \"{}\") at the directory that holds the projects",
+                    workspace.settings.projects_dir
+                )
+            });
             report.fail(
                 "project",
                 format!("{path}: no directory {}", workspace.display(&dir).display()),
-                Some(format!(
-                    "create the project there, or point `projects_dir` in mara.toml (now \"{}\") at the directory that holds the projects",
-                    workspace.settings.projects_dir
-                )),
+                hint,
             );
             continue;
         }
@@ -433,7 +444,7 @@ fn check_projects(report: &mut Report, workspace: &Workspace, plan: &Plan<'_>) {
                         }
                         names.entry(pulumi.name).or_default().push(path);
                     }
-                    Err(error) => report.fail_with("project", &error),
+                    Err(error) => report.fail_with("project", error),
                 }
             }
             EngineKind::Terraform | EngineKind::Tofu => {
@@ -474,8 +485,8 @@ fn check_projects(report: &mut Report, workspace: &Workspace, plan: &Plan<'_>) {
         report.fail(
             "project",
             format!(
-                "{} are all named `{name}` in their Pulumi.yaml",
-                paths.join(", ")
+                "{} are named `{name}` in their Pulumi.yaml",
+                paths.join(" and ")
             ),
             Some("stack references address projects by name: give each its own".into()),
         );
@@ -493,7 +504,7 @@ fn check_configuration(
     let config = match config {
         Ok(config) => config,
         Err(error) => {
-            report.fail_with("configuration", &error);
+            report.fail_with("configuration", error);
             return;
         }
     };
@@ -549,7 +560,7 @@ fn check_configuration(
         }
         return;
     };
-    check_infra_type(report, provider, values);
+    check_infra_type(report, workspace, provider, values);
     let mut missing = 0;
     for (key, projects) in &required {
         if *key != INFRA_TYPE_KEY && !values.contains(key) {
@@ -591,11 +602,17 @@ fn check_configuration(
     }
 }
 
-fn check_infra_type(report: &mut Report, provider: &Provider, values: &StackConfig) {
+fn check_infra_type(
+    report: &mut Report,
+    workspace: &Workspace,
+    provider: &Provider,
+    values: &StackConfig,
+) {
     let Some(expected) = &provider.infra_type else {
         return;
     };
-    let location = values.location_of(INFRA_TYPE_KEY);
+    let mut location = values.location_of(INFRA_TYPE_KEY);
+    location.file = workspace.display(&location.file).into_owned();
     match values.get_text(INFRA_TYPE_KEY) {
         None => report.warn(
             "configuration",
@@ -654,7 +671,7 @@ fn check_secrets(
     let stored = match StackConfigFile::load(&file) {
         Ok(config) => config,
         Err(error) => {
-            report.fail_with("secrets", &error);
+            report.fail_with("secrets", error);
             return;
         }
     };

@@ -159,7 +159,7 @@ impl Error {
     fn into_usage(self) -> Error {
         match self {
             Error::Problems(mut problems) if problems.len() == 1 => {
-                Error::Usage(problems.remove(0))
+                Error::usage(problems.remove(0))
             }
             Error::Problems(problems) => {
                 // Several bad names: keep them all, as one usage problem per line.
@@ -169,7 +169,7 @@ impl Error {
                     .collect::<Vec<_>>()
                     .join("; ");
                 let hint = problems.iter().find_map(|p| p.hint.clone());
-                Error::Usage(Problem {
+                Error::usage(Problem {
                     location: None,
                     subject: None,
                     message,

@@ -169,6 +169,7 @@ fn identity(source: &ProviderSource) -> (String, bool) {
 /// Where an added project goes in the inherited declaration order. Only projects of its own
 /// stage place it: the original ran `infra_execution_order() + k8s_execution_order()`, so an
 /// infrastructure project wired `before` a kubernetes one still belongs with the infrastructure.
+#[allow(clippy::result_large_err)] // cold path: a mistyped `insert_after`
 fn insertion_point(
     projects: &[Project],
     project: &Project,

@@ -126,10 +126,12 @@ pub fn parse(file: &Path, text: &str) -> Result<ParsedProvider, Vec<Problem>> {
         problems: Vec::new(),
     };
     let parsed = checker.provider(raw);
-    if checker.problems.is_empty() {
+    let mut problems = checker.problems;
+    problems.sort_by_key(|p| p.location.as_ref().and_then(|l| l.line));
+    if problems.is_empty() {
         Ok(parsed)
     } else {
-        Err(checker.problems)
+        Err(problems)
     }
 }
 

@@ -1,0 +1,104 @@
+//! Helpers shared by the integration tests: the binary with a clean environment, and scratch
+//! workspaces.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+/// The repository's example workspace.
+pub fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+}
+
+/// `mara` run in `dir`, with no colour and none of the variables that change its choices.
+pub fn mara(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("mara").expect("the mara binary is built");
+    cmd.current_dir(dir).env("NO_COLOR", "1");
+    for var in [
+        "MARA_STACK",
+        "MARA_PROVIDER",
+        "PULUMI_STACK",
+        "CI",
+        "MARA_LOG",
+        "KUBECONFIG",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (key, _) in std::env::vars() {
+        if key.starts_with("MARA_SECRET_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+/// A scratch workspace: a temporary directory with the given files.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    pub fn new(files: &[(&str, &str)]) -> Workspace {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let workspace = Workspace { dir };
+        for (path, text) in files {
+            workspace.write(path, text);
+        }
+        workspace
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn write(&self, path: &str, text: &str) {
+        let path = self.dir.path().join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("create the directory");
+        std::fs::write(path, text).expect("write the file");
+    }
+
+    /// A Pulumi YAML project at `path` named `name`.
+    pub fn project(&self, path: &str, name: &str) {
+        self.write(
+            &format!("{path}/Pulumi.yaml"),
+            &format!("name: {name}\nruntime: yaml\n"),
+        );
+    }
+
+    pub fn mara(&self) -> Command {
+        mara(self.path())
+    }
+}
+
+/// Every file and directory under `root` with its content (directories map to `None`), to show
+/// that a command changed nothing.
+pub fn tree(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
+    let mut found = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read the directory") {
+            let path = entry.expect("an entry").path();
+            let relative = path.strip_prefix(root).expect("under root").to_path_buf();
+            if path.is_dir() {
+                found.insert(relative, None);
+                stack.push(path);
+            } else {
+                found.insert(relative, Some(std::fs::read(&path).expect("read the file")));
+            }
+        }
+    }
+    found
+}
+
+pub fn stdout(output: &std::process::Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("UTF-8 output")
+}
+
+pub fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("UTF-8 output")
+}

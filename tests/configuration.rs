@@ -1,0 +1,360 @@
+//! Configuration files through the binary: every mistake exits 3 (or 2 for the command line)
+//! and names the file, the line and the key or project.
+
+mod common;
+
+use common::{Workspace, stderr, stdout};
+
+/// A workspace whose provider file is `text`.
+fn with_provider(text: &str) -> Workspace {
+    Workspace::new(&[("providers/mine.toml", text)])
+}
+
+fn show(ws: &Workspace) -> std::process::Output {
+    ws.mara()
+        .args(["show-execution", "--provider", "mine", "--format", "list"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_cycle_is_printed() {
+    let ws = with_provider(
+        r#"description = "cycle"
+[[project]]
+path = "a"
+after = ["c"]
+[[project]]
+path = "b"
+after = ["a"]
+[[project]]
+path = "c"
+after = ["b"]
+"#,
+    );
+    let output = show(&ws);
+    assert_eq!(output.status.code(), Some(3));
+    let err = stderr(&output);
+    assert!(err.contains("providers/mine.toml:3:"), "{err}");
+    assert!(err.contains("a -> b -> c -> a"), "{err}");
+}
+
+#[test]
+fn an_unknown_after_names_file_line_and_suggests() {
+    let ws = with_provider(
+        "description = \"typo\"\n[[project]]\npath = \"kubernetes/logstore\"\n[[project]]\npath = \"kubernetes/logagent\"\nafter = [\"kubernetes/logstor\"]\n",
+    );
+    let output = show(&ws);
+    assert_eq!(output.status.code(), Some(3));
+    insta::assert_snapshot!("unknown_after", stderr(&output));
+}
+
+#[test]
+fn a_duplicate_path_is_refused() {
+    let ws = with_provider(
+        "description = \"dup\"\n[[project]]\npath = \"a\"\n[[project]]\npath = \"b\"\n[[project]]\npath = \"a\"\n",
+    );
+    let output = show(&ws);
+    assert_eq!(output.status.code(), Some(3));
+    let err = stderr(&output);
+    assert!(
+        err.contains(
+            "providers/mine.toml:7: `a`: duplicate project path (first declared at line 3)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unknown_key_in_a_provider_file_is_refused() {
+    let ws =
+        with_provider("description = \"x\"\n[[project]]\npath = \"a\"\ndepends_on = [\"b\"]\n");
+    let output = show(&ws);
+    assert_eq!(output.status.code(), Some(3));
+    let err = stderr(&output);
+    assert!(
+        err.contains("providers/mine.toml:4:") && err.contains("depends_on"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unknown_key_in_mara_toml_is_refused() {
+    let ws = Workspace::new(&[("mara.toml", "parallel = 2\nprovder = \"aws\"\n")]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "aws"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    insta::assert_snapshot!("unknown_mara_toml_key", stderr(&output));
+}
+
+#[test]
+fn several_mistakes_in_one_provider_file_are_reported_together() {
+    let ws = with_provider(
+        r#"description = "several"
+[[config]]
+key = "region"
+prompt = "Region"
+kind = "int"
+default = "us-east-1"
+
+[[project]]
+path = "/abs"
+
+[[project]]
+path = "b"
+[[project.on_success]]
+kind = "command"
+
+[[project.secret]]
+key = "b:pw"
+prompt = "pw"
+default = ""
+"#,
+    );
+    let output = show(&ws);
+    assert_eq!(output.status.code(), Some(3));
+    insta::assert_snapshot!("several_provider_mistakes", stderr(&output));
+}
+
+#[test]
+fn an_unknown_provider_gets_a_suggestion() {
+    let ws = Workspace::new(&[]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "lineode"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(
+        err.contains("no provider named `lineode`") && err.contains("did you mean `linode`?"),
+        "{err}"
+    );
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "AWS"])
+        .output()
+        .unwrap();
+    assert!(stderr(&output).contains("did you mean `aws`?"));
+}
+
+#[test]
+fn a_workspace_provider_overrides_a_built_in() {
+    let ws = Workspace::new(&[(
+        "providers/aws.toml",
+        "description = \"Our own AWS\"\ninfra_type = \"AWS\"\n[[project]]\npath = \"only/this\"\nstage = \"infrastructure\"\n",
+    )]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "aws", "--format", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&output), "only/this\n");
+    let output = ws
+        .mara()
+        .args(["list-providers", "--output", "json"])
+        .output()
+        .unwrap();
+    let list: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let aws = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "aws")
+        .unwrap();
+    assert_eq!(aws["description"], "Our own AWS");
+    assert!(
+        aws["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("providers/aws.toml"),
+        "{aws}"
+    );
+}
+
+#[test]
+fn extends_inserts_and_removes_projects() {
+    let ws = Workspace::new(&[(
+        "providers/aws-lean.toml",
+        r#"description = "AWS without logging, with a DNS step"
+extends = "aws"
+remove = ["kubernetes/logstore", "kubernetes/logagent"]
+
+[[project]]
+path = "kubernetes/dns"
+description = "DNS"
+after = ["kubernetes/nginx/ingress-controller"]
+
+[[project]]
+path = "infrastructure/aws/iam"
+stage = "infrastructure"
+before = ["infrastructure/aws/eks"]
+"#,
+    )]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "aws-lean", "--format", "list"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let order: Vec<String> = stdout(&output).lines().map(str::to_string).collect();
+    assert_eq!(
+        order,
+        [
+            "infrastructure/aws/vpc",
+            "infrastructure/aws/iam",
+            "infrastructure/aws/eks",
+            "infrastructure/aws/ecr",
+            "infrastructure/kubeconfig",
+            "kubernetes/secrets",
+            "utility/kic-image-build",
+            "utility/kic-image-push",
+            "kubernetes/nginx/ingress-controller-namespace",
+            "kubernetes/nginx/ingress-controller",
+            "kubernetes/dns",
+            "kubernetes/certmgr",
+            "kubernetes/prometheus",
+            "kubernetes/observability",
+            "kubernetes/applications/sirius",
+        ]
+    );
+    // It keeps the base's infra_type and config, and names its own source.
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "aws-lean", "--format", "json"])
+        .output()
+        .unwrap();
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(plan["infra_type"], "AWS");
+}
+
+#[test]
+fn a_workspace_file_may_extend_the_built_in_it_replaces() {
+    let ws = Workspace::new(&[(
+        "providers/do.toml",
+        "description = \"DO without DNS\"\nextends = \"do\"\nremove = [\"infrastructure/digitalocean/dns-record\"]\n",
+    )]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "do", "--format", "list"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert_eq!(text.lines().count(), 15);
+    assert!(!text.contains("dns-record"));
+}
+
+#[test]
+fn removing_an_unknown_project_is_an_error() {
+    let ws = Workspace::new(&[(
+        "providers/x.toml",
+        "description = \"x\"\nextends = \"aws\"\nremove = [\"kubernetes/logstor\"]\n",
+    )]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let err = stderr(&output);
+    assert!(
+        err.contains("providers/x.toml:3:") && err.contains("did you mean `kubernetes/logstore`?"),
+        "{err}"
+    );
+}
+
+#[test]
+fn providers_that_extend_each_other_are_a_cycle() {
+    let ws = Workspace::new(&[
+        ("providers/a.toml", "description = \"a\"\nextends = \"b\"\n"),
+        ("providers/b.toml", "description = \"b\"\nextends = \"a\"\n"),
+    ]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "a"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        stderr(&output).contains("a -> b -> a"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn abstract_providers_cannot_run() {
+    let ws = Workspace::new(&[]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "mara-kubernetes"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("abstract"));
+}
+
+#[test]
+fn the_provider_comes_from_the_stack_when_not_given() {
+    let ws = Workspace::new(&[
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: LKE\n",
+        ),
+    ]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "--format", "list"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).starts_with("infrastructure/linode/lke\n"));
+
+    let empty = Workspace::new(&[]);
+    let output = empty.mara().args(["show-execution"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("no provider given"));
+}
+
+#[test]
+fn a_stack_that_conflicts_with_the_environment_file_is_a_usage_error() {
+    let ws = Workspace::new(&[("config/pulumi/environment", "PULUMI_STACK=dev\n")]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "--stack", "prod"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(
+        err.contains("config/pulumi/environment:1")
+            && err.contains("`prod`")
+            && err.contains("PULUMI_STACK=dev"),
+        "{err}"
+    );
+    let output = ws
+        .mara()
+        .args(["validate", "--stack", "dev/x", "-p", "aws"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+}
+
+#[test]
+fn the_help_is_stable() {
+    let ws = Workspace::new(&[]);
+    let output = ws.mara().arg("--help").output().unwrap();
+    assert!(output.status.success());
+    insta::assert_snapshot!("help", stdout(&output));
+    let output = ws
+        .mara()
+        .args(["show-execution", "--help"])
+        .output()
+        .unwrap();
+    insta::assert_snapshot!("help_show_execution", stdout(&output));
+}

@@ -1,0 +1,204 @@
+//! `mara validate` through the binary: every problem at once, exit 3, and not one byte changed.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::{Workspace, example, stderr, stdout, tree};
+
+/// A directory holding do-nothing `pulumi` and `kubectl` programs, for PATH.
+fn fake_tools() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for tool in ["pulumi", "kubectl"] {
+        let path = dir.path().join(tool);
+        std::fs::write(&path, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir
+}
+
+fn redact(text: &str, root: &Path) -> String {
+    text.replace(&root.display().to_string(), "[WORKSPACE]")
+}
+
+fn redact_tools(text: &str, tools: &Path) -> String {
+    text.replace(&tools.display().to_string(), "[TOOLS]")
+}
+
+#[test]
+fn several_problems_are_reported_together_and_nothing_changes() {
+    let ws = Workspace::new(&[
+        ("mara.toml", "parallel = 2\n"),
+        (
+            "config/pulumi/environment",
+            "# comment\nPULUMI_STACK=dev\nnot a pair\nPULUMI_STACK=dev\n",
+        ),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  aws:region: us-east-1\n  kubernetes:infra_type: DO\n",
+        ),
+        ("infrastructure/aws/vpc/Pulumi.yaml", "runtime: yaml\n"),
+    ]);
+    ws.project("infrastructure/aws/eks", "aws-eks");
+    ws.project("infrastructure/aws/ecr", "aws-eks");
+    let before = tree(ws.path());
+    let output = ws
+        .mara()
+        .args(["validate", "--provider", "aws", "--stack", "dev"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(tree(ws.path()), before, "validate changed the workspace");
+    assert!(!ws.path().join(".mara").exists());
+
+    let out = stdout(&output);
+    for expected in [
+        "config/pulumi/environment:3: expected KEY=VALUE",
+        "config/pulumi/environment:4: `PULUMI_STACK`: duplicate key (first set on line 2)",
+        "infrastructure/aws/vpc/Pulumi.yaml: has no `name:`",
+        "infrastructure/aws/eks and infrastructure/aws/ecr are named `aws-eks`",
+        "kubernetes/logstore: no directory kubernetes/logstore",
+        "config/pulumi/Pulumi.dev.yaml:3: the stack was built with kubernetes:infra_type `DO`",
+        "pulumi: not found on PATH",
+    ] {
+        assert!(out.contains(expected), "missing {expected:?} in:\n{out}");
+    }
+    assert!(
+        stderr(&output).contains("error: validation found"),
+        "{}",
+        stderr(&output)
+    );
+    insta::assert_snapshot!("validate_many_problems", redact(&out, ws.path()));
+}
+
+#[test]
+fn the_example_workspace_is_valid_with_its_tools_and_secrets() {
+    let tools = fake_tools();
+    let dir = example("mara-local");
+    let before = tree(&dir);
+    let mut cmd = common::mara(&dir);
+    cmd.arg("validate").env("PATH", tools.path());
+    for key in [
+        "PROMETHEUS_ADMINPASS",
+        "SIRIUS_ACCOUNTS_PWD",
+        "SIRIUS_LEDGER_PWD",
+        "SIRIUS_DEMO_LOGIN_USER",
+        "SIRIUS_DEMO_LOGIN_PWD",
+    ] {
+        cmd.env(format!("MARA_SECRET_{key}"), "s3cret-value");
+    }
+    let output = cmd.output().unwrap();
+    let out = stdout(&output);
+    assert!(output.status.success(), "{out}{}", stderr(&output));
+    assert!(out.contains("✓ valid"), "{out}");
+    assert!(!out.contains("s3cret-value"));
+    assert_eq!(tree(&dir), before);
+    insta::assert_snapshot!(
+        "validate_example",
+        redact(&redact_tools(&out, tools.path()), &dir)
+    );
+}
+
+#[test]
+fn a_missing_secret_fails_without_a_terminal() {
+    let tools = fake_tools();
+    let output = common::mara(&example("mara-local"))
+        .arg("validate")
+        .env("PATH", tools.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let out = stdout(&output);
+    assert!(out.contains("MARA_SECRET_PROMETHEUS_ADMINPASS"), "{out}");
+}
+
+#[test]
+fn the_first_run_is_reported_with_what_will_be_asked() {
+    let ws = Workspace::new(&[]);
+    let output = ws
+        .mara()
+        .args(["validate", "-p", "aws", "-s", "dev", "--output", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["valid"], false);
+    let configuration: Vec<&serde_json::Value> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["area"] == "configuration")
+        .collect();
+    let message = configuration[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("first run")
+            && message.contains("aws:region")
+            && message.contains("eks:k8s_version"),
+        "{message}"
+    );
+    assert_eq!(
+        configuration[0]["status"], "fail",
+        "without a terminal nothing can be asked"
+    );
+}
+
+#[test]
+fn the_environment_file_format() {
+    let ws = Workspace::new(&[(
+        "config/pulumi/environment",
+        "# comment\n\nexport PULUMI_STACK='stage.eu-1'\nA=\"quoted # not a comment\"\nB=100%=x\nC=a#b\n",
+    )]);
+    let output = ws
+        .mara()
+        .args(["validate", "-p", "kubeconfig"])
+        .output()
+        .unwrap();
+    let out = stdout(&output);
+    assert!(
+        out.contains("config/pulumi/environment: 4 variables"),
+        "{out}"
+    );
+    assert!(
+        out.contains("stage.eu-1 (from PULUMI_STACK in the environment file)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("config/pulumi/Pulumi.stage.eu-1.yaml does not exist"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_malformed_environment_file_stops_planning_commands_with_exit_3() {
+    let ws = Workspace::new(&[(
+        "config/pulumi/environment",
+        "PULUMI_STACK=dev\nexport = x\nPULUMI_STACK=prod\n",
+    )]);
+    let output = ws.mara().args(["show-execution"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let err = stderr(&output);
+    assert!(err.contains("config/pulumi/environment:2:"), "{err}");
+    assert!(
+        err.contains("config/pulumi/environment:3: `PULUMI_STACK`: duplicate key"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_broken_mara_toml_still_checks_the_rest() {
+    let ws = Workspace::new(&[("mara.toml", "parallel = \"many\"\n")]);
+    let output = ws
+        .mara()
+        .args(["validate", "-p", "aws", "-s", "dev"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let out = stdout(&output);
+    assert!(out.contains("mara.toml:1:"), "{out}");
+    assert!(
+        out.contains("infrastructure/aws/vpc: no directory"),
+        "the other checks still ran: {out}"
+    );
+}
