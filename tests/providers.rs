@@ -347,3 +347,29 @@ fn selection_narrows_the_plan() {
     assert_eq!(output.status.code(), Some(2));
     insta::assert_snapshot!("selection_unknown_name", common::stderr(&output));
 }
+
+#[test]
+fn the_example_stack_configuration_documents_every_key_the_built_ins_use() {
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("config/pulumi/Pulumi.stackname.yaml.example"),
+    )
+    .unwrap();
+    let registry =
+        mara::provider::Registry::load(std::path::Path::new("/nonexistent"), |p| p.to_path_buf())
+            .unwrap();
+    for provider in registry.resolve_all().unwrap() {
+        let asked = provider.config.iter().map(|c| c.key.as_str());
+        let required = provider
+            .projects
+            .iter()
+            .flat_map(|p| p.required_config.iter().map(String::as_str));
+        for key in asked.chain(required) {
+            assert!(
+                example.contains(&format!("{key}:")),
+                "{} uses {key}, which the example does not document",
+                provider.name
+            );
+        }
+    }
+}
