@@ -16,7 +16,7 @@ fn main() {
     let cli = Cli::parse();
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let settings = Settings::resolve(cli.global, env);
-    init_tracing(settings.verbosity);
+    init_tracing(settings.verbosity, settings.stderr_style.enabled);
     let result = match cli.command {
         Command::ListProviders(args) => commands::list_providers::run(&settings, args),
         Command::ShowExecution(args) => commands::show_execution::run(&settings, args),
@@ -62,7 +62,7 @@ fn report(error: &Error, style: ui::Style) {
 
 /// Diagnostics on stderr: warnings by default, more with each `-v`, errors only with `-q`.
 /// `MARA_LOG` (an `EnvFilter` directive) overrides.
-fn init_tracing(verbosity: i8) {
+fn init_tracing(verbosity: i8, ansi: bool) {
     let level = match verbosity {
         i8::MIN..=-1 => "error",
         0 => "warn",
@@ -75,6 +75,7 @@ fn init_tracing(verbosity: i8) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .without_time()
         .with_target(false)
         .init();

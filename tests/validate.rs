@@ -202,3 +202,23 @@ fn a_broken_mara_toml_still_checks_the_rest() {
         "the other checks still ran: {out}"
     );
 }
+
+#[test]
+fn quiet_shows_only_what_went_wrong() {
+    let ws = Workspace::new(&[]);
+    let output = ws
+        .mara()
+        .args(["-q", "validate", "-p", "aws", "-s", "dev"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let out = stdout(&output);
+    assert!(
+        out.contains("✗ project") && out.contains("problems"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("✓ workspace") && !out.contains("✓ graph"),
+        "{out}"
+    );
+}

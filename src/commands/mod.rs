@@ -141,12 +141,14 @@ pub fn choose_provider(
     registry: &Registry,
 ) -> Result<(Provider, ProviderChoice)> {
     if let Some((name, choice)) = explicit_provider(settings, workspace) {
+        tracing::info!(provider = %name, "provider {choice}");
         return Ok((resolve_runnable(registry, &name)?, choice));
     }
     let context = stack_context(settings, workspace)?;
     if let Some(config) = &context.config
         && let Some(found) = provider_for_stack(registry, config)?
     {
+        tracing::info!(provider = %found.0.name, "provider chosen because {}", found.1);
         return Ok(found);
     }
     let names: Vec<&str> = registry

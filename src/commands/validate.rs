@@ -123,7 +123,7 @@ pub fn run(settings: &Settings, selection: Selection) -> Result<()> {
                 serde_json::to_string_pretty(&value).expect("JSON values serialize")
             )
         }
-        OutputFormat::Human => render(&report, settings.stdout_style),
+        OutputFormat::Human => render(&report, settings.stdout_style, settings.verbosity < 0),
     };
     ui::print(&text)?;
     match report.count(Status::Fail) {
@@ -866,7 +866,8 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-fn render(report: &Report, style: Style) -> String {
+/// The report for people; `quiet` keeps only what went wrong (failures and warnings) and the verdict.
+fn render(report: &Report, style: Style, quiet: bool) -> String {
     let mut out = String::new();
     let what = match (&report.provider, &report.stack) {
         (Some(p), Some(s)) => format!("provider {p}, stack {s}"),
@@ -882,7 +883,11 @@ fn render(report: &Report, style: Style) -> String {
         .map(|c| c.area.len())
         .max()
         .unwrap_or(0);
-    for check in &report.checks {
+    let shown = report
+        .checks
+        .iter()
+        .filter(|c| !quiet || matches!(c.status, Status::Fail | Status::Warn));
+    for check in shown {
         let mark = match check.status {
             Status::Pass => style.green("✓"),
             Status::Warn => style.yellow("!"),

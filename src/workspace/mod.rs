@@ -40,6 +40,7 @@ impl Workspace {
         match found {
             Some(root) => {
                 let file = root.join(MARA_TOML);
+                tracing::debug!(root = %root.display(), "workspace settings from mara.toml");
                 let text = std::fs::read_to_string(&file).map_err(|e| Error::read(&file, e))?;
                 let settings = mara_toml::parse(&file, &text)?;
                 Ok(Workspace {
