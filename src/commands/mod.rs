@@ -15,14 +15,9 @@ use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfigFile};
 pub fn workspace(settings: &Settings) -> Result<Workspace> {
     let start = std::path::absolute(&settings.start_dir)
         .map_err(|e| Error::read(&settings.start_dir, e))?;
-    Workspace::discover(&start).map_err(|e| {
-        match start
-            .ancestors()
-            .find(|d| d.join(crate::workspace::MARA_TOML).is_file())
-        {
-            Some(root) => e.relative_to(root),
-            None => e,
-        }
+    Workspace::discover(&start).map_err(|e| match crate::workspace::find_root(&start) {
+        Some(root) => e.relative_to(&root),
+        None => e,
     })
 }
 

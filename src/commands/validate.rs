@@ -140,10 +140,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
     // checked with the default settings so that one mistake does not hide the others.
     let start =
         std::path::absolute(&settings.start_dir).unwrap_or_else(|_| settings.start_dir.clone());
-    let root_file = start
-        .ancestors()
-        .map(|dir| dir.join(MARA_TOML))
-        .find(|file| file.is_file());
+    let root_file = crate::workspace::find_root(&start).map(|root| root.join(MARA_TOML));
     let workspace = match &root_file {
         None => {
             report.pass(

@@ -220,8 +220,8 @@ pub fn json(view: &View<'_>) -> Value {
     })
 }
 
-/// Graphviz: one cluster per stage; stage-rule edges dashed. `prefix` keeps node names apart
-/// when several providers share one document.
+/// Graphviz: one cluster per stage; stage-rule edges dashed. Nodes are named by path, which is
+/// unique within a provider; with `--all` each provider is its own graph.
 pub fn dot(view: &View<'_>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "digraph {} {{", dot_id(&view.provider.name));

@@ -18,6 +18,14 @@ use stack::StackName;
 
 pub const MARA_TOML: &str = "mara.toml";
 
+/// The nearest ancestor of `start` (itself included) that holds `mara.toml`.
+pub fn find_root(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .find(|dir| dir.join(MARA_TOML).is_file())
+        .map(Path::to_path_buf)
+}
+
 #[derive(Debug, Clone)]
 pub struct Workspace {
     pub root: PathBuf,
@@ -36,8 +44,7 @@ impl Workspace {
                 std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
             ));
         }
-        let found = start.ancestors().find(|dir| dir.join(MARA_TOML).is_file());
-        match found {
+        match find_root(&start) {
             Some(root) => {
                 let file = root.join(MARA_TOML);
                 tracing::debug!(root = %root.display(), "workspace settings from mara.toml");
