@@ -1,0 +1,898 @@
+//! A stand-in for the `pulumi` CLI (v3.259) for mara's tests: the real CLI cannot be installed from
+//! the package registries. It follows `shared/reference/pulumi-cli.md`: every flag is checked
+//! against the real flag table (`pulumi-flags.json`), state lives in a DIY file backend laid out
+//! as Pulumi's, exit codes and messages are Pulumi's, and programs are a small subset of Pulumi
+//! YAML (see `program.rs`) so that state really flows between projects through stack references.
+//!
+//! Test knobs (environment variables):
+//! - `PULUMI_STAND_IN_LOG=<file>`: append one JSON line per invocation (argv, cwd, pid, start,
+//!   end, exit code, whether SIGINT arrived). Never the standard input.
+//! - `PULUMI_STAND_IN_DELAY_MS=<ms>` or `<project>=<ms>,…` (`*` for the rest): how long an
+//!   operation takes, holding its lock.
+//! - `PULUMI_STAND_IN_FAIL=<project>` or `<operation>:<project>`, comma-separated: that operation
+//!   fails as a resource error would (exit 1).
+//! - `PULUMI_STAND_IN_IGNORE_SIGINT=1`: ignore SIGINT (otherwise it cancels the operation as
+//!   Pulumi does, releasing the lock, exit 8).
+
+mod backend;
+mod flags;
+mod program;
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Map, Value, json};
+
+use backend::{Backend, ConfigFile};
+use flags::Args;
+use program::Project;
+
+/// A failure: the message printed as `error: …` and the exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: i32, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn io(path: &Path, error: std::io::Error) -> Failure {
+        Failure::new(1, format!("{}: {error}", path.display()))
+    }
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn env(key: &str) -> Option<String> {
+    std::env::var(key).ok()
+}
+
+fn main() {
+    let start = backend::now_secs_f64();
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    // SAFETY: installing a handler that only stores to an atomic is async-signal-safe.
+    unsafe {
+        if env("PULUMI_STAND_IN_IGNORE_SIGINT").is_some_and(|v| v == "1") {
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+        } else {
+            libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+        }
+    }
+    let spec = flags::Spec::load();
+    let mut context = Invocation::default();
+    let code = match flags::parse(&spec, &argv, &env) {
+        Err(flags::UsageError(message)) => {
+            eprintln!("error: {message}");
+            1
+        }
+        Ok(args) => match run(&args, &mut context) {
+            Ok(()) => 0,
+            Err(failure) => {
+                if !failure.message.is_empty() {
+                    eprintln!("error: {}", failure.message);
+                }
+                failure.code
+            }
+        },
+    };
+    if let Some(log) = env("PULUMI_STAND_IN_LOG") {
+        let entry = json!({
+            "argv": argv,
+            "cwd": std::env::current_dir().ok(),
+            "pid": std::process::id(),
+            "start": start,
+            "end": backend::now_secs_f64(),
+            "exit": code,
+            "project": context.project,
+            "stack": context.stack,
+            "sigint": INTERRUPTED.load(Ordering::SeqCst),
+        });
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            let _ = writeln!(file, "{entry}");
+        }
+    }
+    std::process::exit(code);
+}
+
+/// What the invocation log records besides argv.
+#[derive(Default)]
+struct Invocation {
+    project: Option<String>,
+    stack: Option<String>,
+}
+
+fn run(args: &Args, invocation: &mut Invocation) -> Result<(), Failure> {
+    if args.has("help") {
+        println!(
+            "pulumi {} (stand-in): see shared/reference/pulumi-cli.md",
+            args.command
+        );
+        return Ok(());
+    }
+    if let Some(dir) = args.value("cwd") {
+        std::env::set_current_dir(dir).map_err(|e| Failure::io(Path::new(dir), e))?;
+    }
+    match args.command.as_str() {
+        "version" => {
+            println!("{}", backend::VERSION);
+            return Ok(());
+        }
+        "whoami" => {
+            println!("{}", backend::username());
+            return Ok(());
+        }
+        _ => {}
+    }
+    let cwd = std::env::current_dir().map_err(|e| Failure::io(Path::new("."), e))?;
+    let project = Project::find(&cwd)?;
+    invocation.project = Some(project.name.clone());
+    let backend = Backend::from_env(&env, &cwd)?;
+    let stack_arg = match args.command.as_str() {
+        "stack select" | "stack init" | "stack rm" | "cancel" => args.positionals.first().cloned(),
+        _ => None,
+    };
+    let stack = stack_arg
+        .or_else(|| args.value("stack").map(str::to_string))
+        .or_else(|| env("PULUMI_STACK"));
+    let stack = stack.map(|s| s.rsplit('/').next().unwrap_or(&s).to_string());
+    invocation.stack = stack.clone();
+    let stack = match (args.command.as_str(), stack) {
+        ("stack ls", s) => s.unwrap_or_default(),
+        (_, Some(stack)) => stack,
+        (_, None) => {
+            return Err(Failure::new(
+                1,
+                "no stack selected; please use `pulumi stack select` or `pulumi stack init` to choose one",
+            ));
+        }
+    };
+    let ctx = Ctx {
+        args,
+        project,
+        backend,
+        stack,
+        non_interactive: non_interactive(args),
+    };
+    match args.command.as_str() {
+        "stack select" => ctx.stack_select(),
+        "stack init" => ctx.stack_init(),
+        "stack rm" => ctx.stack_rm(),
+        "stack ls" => ctx.stack_ls(),
+        "stack output" => ctx.stack_output(),
+        "config" => ctx.config_list(),
+        "config get" => ctx.config_get(),
+        "config set" => ctx.config_set(),
+        "config rm" => ctx.config_rm(),
+        "cancel" => ctx.cancel(),
+        "up" | "preview" | "refresh" | "destroy" => ctx.operation(),
+        other => Err(Failure::new(
+            1,
+            format!("the stand-in does not implement `pulumi {other}`"),
+        )),
+    }
+}
+
+fn non_interactive(args: &Args) -> bool {
+    args.has("non-interactive")
+        || env("CI").is_some_and(|v| !v.is_empty())
+        || env("TERM").is_some_and(|t| t == "dumb")
+        || !std::io::stdin().is_terminal()
+        || !std::io::stdout().is_terminal()
+}
+
+struct Ctx<'a> {
+    args: &'a Args,
+    project: Project,
+    backend: Backend,
+    stack: String,
+    non_interactive: bool,
+}
+
+impl Ctx<'_> {
+    fn require_stack(&self) -> Result<Value, Failure> {
+        self.backend.read(&self.project.name, &self.stack)
+    }
+
+    fn config_path(&self) -> PathBuf {
+        match self.args.value("config-file") {
+            Some(path) => PathBuf::from(path),
+            None => self.project.stack_config_path(&self.stack),
+        }
+    }
+
+    /// The passphrase, checked against the stack's salt.
+    fn passphrase(&self, checkpoint: &Value) -> Result<String, Failure> {
+        let passphrase = backend::passphrase(&env)?;
+        if let Some(salt) =
+            checkpoint["checkpoint"]["latest"]["secrets_providers"]["state"]["salt"].as_str()
+        {
+            backend::check_salt(salt, &passphrase)?;
+        }
+        Ok(passphrase)
+    }
+
+    fn stack_select(&self) -> Result<(), Failure> {
+        if self.backend.exists(&self.project.name, &self.stack) {
+            return Ok(());
+        }
+        if !self.args.has("create") {
+            return Err(Failure::new(
+                6,
+                format!("no stack named '{}' found", self.stack),
+            ));
+        }
+        self.create_stack()
+    }
+
+    fn stack_init(&self) -> Result<(), Failure> {
+        if self.backend.exists(&self.project.name, &self.stack) {
+            return Err(Failure::new(
+                1,
+                format!(
+                    "stack 'organization/{}/{}' already exists",
+                    self.project.name, self.stack
+                ),
+            ));
+        }
+        self.create_stack()
+    }
+
+    fn create_stack(&self) -> Result<(), Failure> {
+        match self.args.value("secrets-provider") {
+            None | Some("default") | Some("passphrase") => {}
+            Some(other) => {
+                return Err(Failure::new(
+                    1,
+                    format!(
+                        "the stand-in supports the passphrase secrets provider only, not {other}"
+                    ),
+                ));
+            }
+        }
+        let passphrase = backend::passphrase(&env)?;
+        let salt = backend::new_salt(&passphrase);
+        self.backend
+            .create(&self.project.name, &self.stack, &salt)?;
+        // As `stack init` does on a passphrase stack: the salt goes into the project's stack file.
+        let mut file = ConfigFile::load(&self.project.stack_config_path(&self.stack))?;
+        if !file.top.contains_key("encryptionsalt") {
+            file.top
+                .insert("encryptionsalt".into(), Value::String(salt));
+            file.save()?;
+        }
+        println!("Created stack '{}'", self.stack);
+        Ok(())
+    }
+
+    fn stack_rm(&self) -> Result<(), Failure> {
+        let checkpoint = self.require_stack()?;
+        if !self.args.has("yes") && self.non_interactive {
+            return Err(Failure::new(1, "non-interactive mode requires --yes flag"));
+        }
+        let resources = checkpoint["checkpoint"]["latest"]["resources"]
+            .as_array()
+            .map_or(0, Vec::len);
+        if resources > 0 && !self.args.has("force") {
+            return Err(Failure::new(
+                1,
+                format!(
+                    "'{}' still has resources; removal rejected. Possible actions:\n- Make sure that '{}' is the stack that you want to destroy\n- Run `pulumi destroy` to delete the resources, then run `pulumi stack rm`\n- Run `pulumi stack rm --force` to override this error",
+                    self.stack, self.stack
+                ),
+            ));
+        }
+        self.backend.remove(&self.project.name, &self.stack)?;
+        if !self.args.has("preserve-config") {
+            let _ = std::fs::remove_file(self.project.stack_config_path(&self.stack));
+        }
+        println!("Stack '{}' has been removed!", self.stack);
+        Ok(())
+    }
+
+    fn stack_ls(&self) -> Result<(), Failure> {
+        let names = self.backend.stacks(&self.project.name);
+        let list: Vec<Value> = names
+            .iter()
+            .map(|name| {
+                let checkpoint = self
+                    .backend
+                    .read(&self.project.name, name)
+                    .unwrap_or_default();
+                let resources = checkpoint["checkpoint"]["latest"]["resources"]
+                    .as_array()
+                    .map(Vec::len);
+                let mut entry = json!({"name": name, "current": name == &self.stack});
+                if let Some(n) = resources {
+                    entry["lastUpdate"] =
+                        json!(checkpoint["checkpoint"]["latest"]["manifest"]["time"]);
+                    entry["resourceCount"] = json!(n);
+                }
+                entry
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list).expect("JSON"));
+        Ok(())
+    }
+
+    fn stack_output(&self) -> Result<(), Failure> {
+        let checkpoint = self.require_stack()?;
+        let show = self.args.has("show-secrets");
+        let passphrase = if show {
+            Some(self.passphrase(&checkpoint)?)
+        } else {
+            None
+        };
+        let mut outputs = Map::new();
+        for (name, value) in program::stack_outputs(&checkpoint) {
+            let shown = match (value.get("ciphertext").and_then(Value::as_str), &passphrase) {
+                (Some(ciphertext), Some(passphrase)) => {
+                    let text = backend::decrypt(ciphertext, passphrase)?;
+                    serde_json::from_str(&text).unwrap_or(Value::String(text))
+                }
+                (Some(_), None) => Value::String("[secret]".into()),
+                (None, _) => value,
+            };
+            outputs.insert(name, shown);
+        }
+        let json = self.args.has("json");
+        match self.args.positionals.first() {
+            Some(name) => {
+                let value = outputs.get(name).ok_or_else(|| {
+                    Failure::new(
+                        1,
+                        format!("current stack does not have output property '{name}'"),
+                    )
+                })?;
+                match (json, value) {
+                    (true, v) => println!("{}", serde_json::to_string_pretty(v).expect("JSON")),
+                    (false, Value::String(s)) => println!("{s}"),
+                    (false, v) => println!("{v}"),
+                }
+            }
+            None if json => println!(
+                "{}",
+                serde_json::to_string_pretty(&Value::Object(outputs)).expect("JSON")
+            ),
+            None => {
+                println!("Current stack outputs ({}):", outputs.len());
+                println!("    OUTPUT  VALUE");
+                for (k, v) in &outputs {
+                    println!(
+                        "    {k}  {}",
+                        v.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| v.to_string())
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn config_list(&self) -> Result<(), Failure> {
+        let checkpoint = self.require_stack()?;
+        let file = ConfigFile::load(&self.config_path())?;
+        let show = self.args.has("show-secrets");
+        let passphrase = if show {
+            Some(self.passphrase(&checkpoint)?)
+        } else {
+            None
+        };
+        let mut out = Map::new();
+        for (key, value) in file.values() {
+            let entry = match (secure(&value), &passphrase) {
+                (Some(c), Some(p)) => json!({"value": backend::decrypt(c, p)?, "secret": true}),
+                (Some(_), None) => json!({"secret": true}),
+                (None, _) => json!({"value": plain_text(&value), "secret": false}),
+            };
+            out.insert(key, entry);
+        }
+        if self.args.has("json") {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&Value::Object(out)).expect("JSON")
+            );
+        } else {
+            println!("KEY  VALUE");
+            for (k, v) in out {
+                println!(
+                    "{k}  {}",
+                    v.get("value").and_then(Value::as_str).unwrap_or("[secret]")
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn config_get(&self) -> Result<(), Failure> {
+        let checkpoint = self.require_stack()?;
+        let key = self.project.full_key(&self.args.positionals[0]);
+        let file = ConfigFile::load(&self.config_path())?;
+        let value = file.values().get(&key).cloned().ok_or_else(|| {
+            Failure::new(
+                1,
+                format!(
+                    "configuration key '{key}' not found for stack '{}'",
+                    self.stack
+                ),
+            )
+        })?;
+        let (text, is_secret) = match secure(&value) {
+            Some(ciphertext) => (
+                backend::decrypt(ciphertext, &self.passphrase(&checkpoint)?)?,
+                true,
+            ),
+            None => (plain_text(&value), false),
+        };
+        if self.args.has("json") {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({"value": text, "secret": is_secret}))
+                    .expect("JSON")
+            );
+        } else {
+            println!("{text}");
+        }
+        Ok(())
+    }
+
+    fn config_set(&self) -> Result<(), Failure> {
+        let checkpoint = self.require_stack()?;
+        let key = self.project.full_key(&self.args.positionals[0]);
+        let raw = match self.args.positionals.get(1) {
+            Some(value) => value.clone(),
+            None if !std::io::stdin().is_terminal() => {
+                let mut text = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut text)
+                    .map_err(|e| Failure::new(1, format!("reading stdin: {e}")))?;
+                if !self.args.has("raw") {
+                    text = text
+                        .strip_suffix('\n')
+                        .map(|t| t.strip_suffix('\r').unwrap_or(t))
+                        .unwrap_or(&text)
+                        .to_string();
+                }
+                text
+            }
+            None => {
+                return Err(Failure::new(
+                    1,
+                    "config value must be specified in non-interactive mode",
+                ));
+            }
+        };
+        let secret = self.args.has("secret");
+        if !secret && !self.args.has("plaintext") && looks_like_secret(&key, &raw) {
+            return Err(Failure::new(
+                1,
+                format!(
+                    "config value for '{key}' looks like a secret; rerun with --secret to encrypt it, or --plaintext if you meant to store in plaintext"
+                ),
+            ));
+        }
+        let mut file = ConfigFile::load(&self.config_path())?;
+        let value = if secret {
+            let passphrase = self.passphrase(&checkpoint)?;
+            if !file.top.contains_key("encryptionsalt")
+                && let Some(salt) = checkpoint["checkpoint"]["latest"]["secrets_providers"]["state"]
+                    ["salt"]
+                    .as_str()
+            {
+                file.top
+                    .insert("encryptionsalt".into(), Value::String(salt.to_string()));
+            }
+            json!({"secure": backend::encrypt(&raw, &passphrase)})
+        } else {
+            match self.args.value("type") {
+                Some("int") => Value::from(
+                    raw.parse::<i64>()
+                        .map_err(|_| Failure::new(1, format!("invalid int value: {raw}")))?,
+                ),
+                Some("bool") => Value::Bool(
+                    raw.parse::<bool>()
+                        .map_err(|_| Failure::new(1, format!("invalid bool value: {raw}")))?,
+                ),
+                Some("float") => Value::from(
+                    raw.parse::<f64>()
+                        .map_err(|_| Failure::new(1, format!("invalid float value: {raw}")))?,
+                ),
+                _ => Value::String(raw),
+            }
+        };
+        if self.args.has("path") {
+            set_path(&mut file, &key, value)?;
+        } else {
+            file.set(&key, value);
+        }
+        file.save()
+    }
+
+    fn config_rm(&self) -> Result<(), Failure> {
+        self.require_stack()?;
+        let key = self.project.full_key(&self.args.positionals[0]);
+        let mut file = ConfigFile::load(&self.config_path())?;
+        if file.remove(&key) {
+            file.save()?;
+        }
+        Ok(())
+    }
+
+    fn cancel(&self) -> Result<(), Failure> {
+        self.require_stack()?;
+        let dir = self.backend.lock_dir(&self.project.name, &self.stack);
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        println!(
+            "The currently running update for '{}' has been canceled!",
+            self.stack
+        );
+        Ok(())
+    }
+
+    /// `up`, `preview`, `refresh` and `destroy`.
+    fn operation(&self) -> Result<(), Failure> {
+        let op = self.args.command.as_str();
+        let confirmed = self.args.has("yes")
+            || self.args.has("skip-preview")
+            || env("PULUMI_SKIP_CONFIRMATIONS").is_some_and(|v| v == "true" || v == "1");
+        if op != "preview" && !confirmed && !self.args.has("preview-only") {
+            let message = "--yes or --skip-preview or --preview-only must be passed in to proceed when running in non-interactive mode";
+            // refresh reports it as a plain error (exit 1); up and destroy as a missing confirmation (2).
+            return Err(Failure::new(if op == "refresh" { 1 } else { 2 }, message));
+        }
+        let checkpoint = self.require_stack()?;
+        let passphrase = self.passphrase(&checkpoint)?;
+        let mutates = op != "preview" && !self.args.has("preview-only");
+        let _lock = if mutates {
+            Some(self.backend.lock(&self.project.name, &self.stack)?)
+        } else {
+            None
+        };
+        let started = backend::now_secs_f64();
+        self.wait()?;
+        if fails(op, &self.project.name) {
+            println!(
+                "    error: the stand-in was told to fail {op} of {} (PULUMI_STAND_IN_FAIL)",
+                self.project.name
+            );
+            return Err(Failure::new(1, ""));
+        }
+        let before = checkpoint["checkpoint"]["latest"]["resources"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let after = match op {
+            "destroy" => Vec::new(),
+            "refresh" => before.clone(),
+            _ => {
+                let config = ConfigFile::load(&self.config_path())?.values();
+                let evaluated = program::evaluate(
+                    &self.project,
+                    &self.stack,
+                    &config,
+                    &self.backend,
+                    Some(passphrase.clone()),
+                )?;
+                self.resources(&evaluated, &passphrase)
+            }
+        };
+        let changes = count_changes(&before, &after);
+        let changed = changes.keys().any(|k| k != "same");
+        if mutates {
+            let mut next = checkpoint.clone();
+            next["checkpoint"]["latest"]["manifest"] = backend::manifest();
+            next["checkpoint"]["latest"]["resources"] = Value::Array(after.clone());
+            if after.is_empty() {
+                next["checkpoint"]["latest"]
+                    .as_object_mut()
+                    .expect("latest")
+                    .remove("resources");
+            }
+            self.backend.write(&self.project.name, &self.stack, &next)?;
+        }
+        let duration = backend::now_secs_f64() - started;
+        self.report(op, &after, &changes, duration, mutates);
+        if op == "destroy" && self.args.has("remove") {
+            self.backend.remove(&self.project.name, &self.stack)?;
+            let _ = std::fs::remove_file(self.project.stack_config_path(&self.stack));
+            println!(
+                "The resources in the stack have been deleted, and the history and configuration associated with the stack have been removed."
+            );
+        }
+        if self.args.has("expect-no-changes") && changed {
+            let what = match op {
+                "up" => "update",
+                other => other,
+            };
+            return Err(Failure::new(
+                7,
+                format!("no changes were expected for {what} but changes were proposed"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Sleeps as long as the delay knob says, giving up on SIGINT as Pulumi cancels an update.
+    fn wait(&self) -> Result<(), Failure> {
+        let delay = delay_ms(&self.project.name);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(delay);
+        loop {
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                println!(
+                    "^C received; cancelling. If you would like to terminate immediately, press ^C again."
+                );
+                let what = if self.args.command == "destroy" {
+                    "destroy"
+                } else {
+                    "update"
+                };
+                return Err(Failure::new(8, format!("{what} cancelled")));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// The resources the program declares: the stack itself and its stack references.
+    fn resources(&self, evaluated: &program::Evaluated, passphrase: &str) -> Vec<Value> {
+        let stack_urn = format!(
+            "urn:pulumi:{}::{}::pulumi:pulumi:Stack::{}-{}",
+            self.stack, self.project.name, self.project.name, self.stack
+        );
+        let mut outputs = Map::new();
+        for (name, value) in &evaluated.outputs {
+            let (plain, is_secret) = program::reveal(value);
+            let stored = if is_secret {
+                backend::secret_value(backend::encrypt(&plain.to_string(), passphrase))
+            } else {
+                plain
+            };
+            outputs.insert(name.clone(), stored);
+        }
+        let mut resources = vec![
+            json!({"urn": stack_urn, "custom": false, "type": "pulumi:pulumi:Stack", "outputs": outputs}),
+        ];
+        for (name, target) in &evaluated.references {
+            resources.push(json!({
+                "urn": format!("urn:pulumi:{}::{}::pulumi:pulumi:StackReference::{name}", self.stack, self.project.name),
+                "custom": true,
+                "id": target,
+                "type": "pulumi:pulumi:StackReference",
+                "inputs": {"name": target},
+                "outputs": {"name": target},
+                "parent": stack_urn,
+            }));
+        }
+        resources
+    }
+
+    fn report(
+        &self,
+        op: &str,
+        after: &[Value],
+        changes: &Map<String, Value>,
+        duration: f64,
+        mutates: bool,
+    ) {
+        let json = self.args.has("json");
+        if json && op == "preview" {
+            let digest =
+                json!({"steps": [], "duration": (duration * 1e9) as u64, "changeSummary": changes});
+            let mut text = Vec::new();
+            let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+            let mut serializer = serde_json::Serializer::with_formatter(&mut text, formatter);
+            serde::Serialize::serialize(&digest, &mut serializer).expect("JSON");
+            println!("{}", String::from_utf8(text).expect("UTF-8"));
+            return;
+        }
+        if json {
+            let now = (backend::now_nanos() / 1_000_000_000) as u64;
+            let mut sequence = 0;
+            let mut event = |kind: &str, body: Value| {
+                println!(
+                    "{}",
+                    json!({"sequence": sequence, "timestamp": now, kind: body})
+                );
+                sequence += 1;
+            };
+            event("preludeEvent", json!({"config": {}}));
+            for resource in after {
+                event(
+                    "resourcePreEvent",
+                    json!({"metadata": {"op": "same", "urn": resource["urn"], "type": resource["type"]}}),
+                );
+            }
+            event(
+                "summaryEvent",
+                json!({"maybeCorrupt": false, "durationSeconds": duration as u64, "resourceChanges": changes, "PolicyPacks": {}, "isPreview": !mutates, "result": "succeeded"}),
+            );
+            return;
+        }
+        let verb = match op {
+            "up" => "Updating",
+            "preview" => "Previewing update",
+            "refresh" => "Refreshing",
+            _ => "Destroying",
+        };
+        println!("{verb} ({})\n", self.stack);
+        println!("     Type                 Name");
+        for resource in after {
+            println!(
+                "     {}  {}",
+                resource["type"].as_str().unwrap_or_default(),
+                resource["urn"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or_default()
+            );
+        }
+        if op == "up"
+            && let Some(outputs) = after.first().and_then(|s| s["outputs"].as_object())
+            && !outputs.is_empty()
+        {
+            println!("\nOutputs:");
+            for (name, value) in outputs {
+                let shown = if value.get(backend::SECRET_SIG).is_some() {
+                    "[secret]".to_string()
+                } else {
+                    value.to_string()
+                };
+                println!("    {name}: {shown}");
+            }
+        }
+        println!("\nResources:");
+        for (kind, count) in changes {
+            println!("    {count} {kind}");
+        }
+        println!("\nDuration: {}s", duration.round());
+    }
+}
+
+/// Pulumi's change counts between two resource lists, keyed by op name.
+fn count_changes(before: &[Value], after: &[Value]) -> Map<String, Value> {
+    let mut counts: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for resource in after {
+        let previous = before.iter().find(|b| b["urn"] == resource["urn"]);
+        let op = match previous {
+            None => "create",
+            Some(p) if p["outputs"] == resource["outputs"] && p["inputs"] == resource["inputs"] => {
+                "same"
+            }
+            Some(_) => "update",
+        };
+        *counts.entry(op).or_default() += 1;
+    }
+    for resource in before {
+        if !after.iter().any(|a| a["urn"] == resource["urn"]) {
+            *counts.entry("delete").or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), Value::from(v)))
+        .collect()
+}
+
+fn delay_ms(project: &str) -> u64 {
+    let Some(knob) = env("PULUMI_STAND_IN_DELAY_MS") else {
+        return 0;
+    };
+    if !knob.contains('=') {
+        return knob.trim().parse().unwrap_or(0);
+    }
+    let entries: Vec<(&str, u64)> = knob
+        .split(',')
+        .filter_map(|e| e.split_once('='))
+        .map(|(k, v)| (k.trim(), v.trim().parse().unwrap_or(0)))
+        .collect();
+    entries
+        .iter()
+        .find(|(k, _)| *k == project)
+        .or_else(|| entries.iter().find(|(k, _)| *k == "*"))
+        .map_or(0, |(_, v)| *v)
+}
+
+fn fails(op: &str, project: &str) -> bool {
+    env("PULUMI_STAND_IN_FAIL").is_some_and(|knob| {
+        knob.split(',')
+            .map(str::trim)
+            .any(|entry| match entry.split_once(':') {
+                Some((o, p)) => o == op && p == project,
+                None => entry == project,
+            })
+    })
+}
+
+fn secure(value: &Value) -> Option<&str> {
+    value
+        .as_object()
+        .filter(|m| m.len() == 1)
+        .and_then(|m| m.get("secure"))
+        .and_then(Value::as_str)
+}
+
+fn plain_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Pulumi's guard against a secret stored in plain text: a secret-sounding key and a value with
+/// high entropy.
+fn looks_like_secret(key: &str, value: &str) -> bool {
+    let name = key.rsplit(':').next().unwrap_or(key).to_lowercase();
+    let secret_name = ["passwd", "pass", "password", "pwd", "secret", "token"]
+        .iter()
+        .any(|w| name.contains(w));
+    if !secret_name || value.len() < 8 {
+        return false;
+    }
+    let mut counts = std::collections::HashMap::new();
+    for c in value.chars() {
+        *counts.entry(c).or_insert(0usize) += 1;
+    }
+    let n = value.chars().count() as f64;
+    let entropy: f64 = counts
+        .values()
+        .map(|&c| {
+            let p = c as f64 / n;
+            -p * p.log2()
+        })
+        .sum();
+    entropy >= 3.0
+}
+
+/// `config set --path a.b[0]`: the namespace applies to the first segment only; "true"/"false"
+/// and integers below the top level become booleans and numbers.
+fn set_path(file: &mut ConfigFile, key: &str, value: Value) -> Result<(), Failure> {
+    let (namespace, rest) = key.split_once(':').unwrap_or(("", key));
+    let segments: Vec<&str> = rest.split('.').collect();
+    let top = format!("{namespace}:{}", segments[0]);
+    let mut root = file.values().get(&top).cloned().unwrap_or(Value::Null);
+    let coerced = match &value {
+        Value::String(s) if segments.len() > 1 => match s.as_str() {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            s => s.parse::<i64>().map(Value::from).unwrap_or(value.clone()),
+        },
+        _ => value,
+    };
+    let mut node = &mut root;
+    for segment in &segments[1..] {
+        if !node.is_object() {
+            *node = Value::Object(Map::new());
+        }
+        node = node
+            .as_object_mut()
+            .expect("an object")
+            .entry(segment.to_string())
+            .or_insert(Value::Null);
+    }
+    *node = coerced;
+    file.set(&top, root);
+    Ok(())
+}

@@ -1,0 +1,420 @@
+//! The stand-in held to the Pulumi CLI contract (shared/reference/pulumi-cli.md): flags, exit
+//! codes, messages, the DIY backend layout, secrets, and state flowing through stack references.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let scratch = Scratch {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        scratch.project("a", "name: proj-a\nruntime: yaml\nconfig:\n  greeting:\n    type: string\n    default: hello\n  count:\n    type: integer\noutputs:\n  message: ${greeting} world\n  count: ${count}\n  token: ${token}\nvariables:\n  token:\n    fn::secret: t0k3n-${pulumi.stack}\n");
+        scratch.project("b", "name: proj-b\nruntime: yaml\nresources:\n  a:\n    type: pulumi:pulumi:StackReference\n    properties:\n      name: organization/proj-a/${pulumi.stack}\noutputs:\n  copied: ${a.outputs[\"message\"]}\n  doubled: ${a.outputs[\"count\"]}${a.outputs[\"count\"]}\n  token: ${a.outputs[\"token\"]}\n");
+        std::fs::write(
+            scratch.path().join("shared.yaml"),
+            "config:\n  proj-a:count: 2\n",
+        )
+        .unwrap();
+        scratch
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn project(&self, dir: &str, text: &str) {
+        std::fs::create_dir_all(self.path().join(dir)).unwrap();
+        std::fs::write(self.path().join(dir).join("Pulumi.yaml"), text).unwrap();
+    }
+
+    fn pulumi(&self, dir: &str, args: &[&str]) -> Output {
+        self.pulumi_with(dir, args, None)
+    }
+
+    fn pulumi_with(&self, dir: &str, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pulumi-stand-in"));
+        cmd.args(args)
+            .current_dir(self.path().join(dir))
+            .env(
+                "PULUMI_BACKEND_URL",
+                format!("file://{}", self.path().join("state").display()),
+            )
+            .env("PULUMI_CONFIG_PASSPHRASE", "correct horse")
+            .env_remove("PULUMI_STACK")
+            .env_remove("PULUMI_STAND_IN_FAIL")
+            .env_remove("PULUMI_STAND_IN_DELAY_MS")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.unwrap_or("").as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    fn shared(&self) -> String {
+        self.path().join("shared.yaml").display().to_string()
+    }
+
+    fn up(&self, dir: &str) -> Output {
+        let shared = self.shared();
+        self.pulumi(
+            dir,
+            &[
+                "--non-interactive",
+                "up",
+                "--yes",
+                "--skip-preview",
+                "--stack",
+                "dev",
+                "--config-file",
+                &shared,
+            ],
+        )
+    }
+
+    fn create(&self, dir: &str) {
+        let out = self.pulumi(
+            dir,
+            &[
+                "--non-interactive",
+                "stack",
+                "select",
+                "--create",
+                "--stack",
+                "dev",
+            ],
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn unknown_flags_exit_1_with_cobras_message() {
+    let s = Scratch::new();
+    let out = s.pulumi("a", &["up", "--yes", "--frobnicate"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr), "error: unknown flag: --frobnicate\n");
+    let out = s.pulumi("a", &["destroy", "--exclude-dependents", "--yes"]);
+    assert_eq!(
+        text(&out.stderr),
+        "error: unknown flag: --exclude-dependents\n"
+    );
+    let out = s.pulumi("a", &["preview", "--yes"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_project_file_is_required() {
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.path().join("empty")).unwrap();
+    let out = s.pulumi("empty", &["stack", "select", "--stack", "dev"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no Pulumi.yaml project file found"));
+}
+
+#[test]
+fn exit_codes_follow_the_taxonomy() {
+    let s = Scratch::new();
+    // 6: no such stack.
+    let out = s.pulumi(
+        "a",
+        &["--non-interactive", "stack", "select", "--stack", "dev"],
+    );
+    assert_eq!(
+        (out.status.code(), text(&out.stderr)),
+        (Some(6), "error: no stack named 'dev' found\n".into())
+    );
+    s.create("a");
+    // 2: no confirmation in non-interactive mode (up and destroy); refresh says the same with 1.
+    let out = s.pulumi("a", &["--non-interactive", "up", "--stack", "dev"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--yes or --skip-preview"));
+    assert_eq!(
+        s.pulumi("a", &["--non-interactive", "destroy", "--stack", "dev"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        s.pulumi("a", &["--non-interactive", "refresh", "--stack", "dev"])
+            .status
+            .code(),
+        Some(1)
+    );
+    // 7: --expect-no-changes with changes.
+    let shared = s.shared();
+    let out = s.pulumi(
+        "a",
+        &[
+            "--non-interactive",
+            "preview",
+            "--expect-no-changes",
+            "--stack",
+            "dev",
+            "--config-file",
+            &shared,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(7));
+    assert!(
+        text(&out.stderr)
+            .contains("no changes were expected for preview but changes were proposed")
+    );
+    assert!(s.up("a").status.success());
+    let out = s.pulumi(
+        "a",
+        &[
+            "--non-interactive",
+            "preview",
+            "--expect-no-changes",
+            "--stack",
+            "dev",
+            "--config-file",
+            &shared,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn state_flows_through_stack_references_and_secrets_stay_secret() {
+    let s = Scratch::new();
+    s.create("a");
+    s.create("b");
+    let out = s.up("a");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = s.up("b");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = s.pulumi(
+        "b",
+        &[
+            "--non-interactive",
+            "stack",
+            "output",
+            "--json",
+            "--stack",
+            "dev",
+        ],
+    );
+    let outputs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outputs["copied"], "hello world");
+    assert_eq!(outputs["doubled"], "22");
+    assert_eq!(outputs["token"], "[secret]");
+    let out = s.pulumi(
+        "b",
+        &[
+            "--non-interactive",
+            "stack",
+            "output",
+            "--json",
+            "--show-secrets",
+            "--stack",
+            "dev",
+        ],
+    );
+    let outputs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(outputs["token"], "t0k3n-dev");
+    // The DIY layout, and no plaintext secret in any state file.
+    let checkpoint = s.path().join("state/.pulumi/stacks/proj-b/dev.json");
+    assert!(checkpoint.is_file());
+    assert!(s.path().join("state/.pulumi/meta.yaml").is_file());
+    for file in walk(&s.path().join("state")) {
+        assert!(
+            !std::fs::read_to_string(&file)
+                .unwrap_or_default()
+                .contains("t0k3n"),
+            "{}",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn config_set_secret_reads_stdin_and_config_get_decrypts() {
+    let s = Scratch::new();
+    s.create("a");
+    let out = s.pulumi_with(
+        "a",
+        &[
+            "--non-interactive",
+            "config",
+            "set",
+            "--secret",
+            "db:password",
+            "--stack",
+            "dev",
+        ],
+        Some("s3cr3t-value\n"),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let file = std::fs::read_to_string(s.path().join("a/Pulumi.dev.yaml")).unwrap();
+    assert!(
+        file.contains("db:password") && file.contains("secure:") && !file.contains("s3cr3t"),
+        "{file}"
+    );
+    let out = s.pulumi(
+        "a",
+        &[
+            "--non-interactive",
+            "config",
+            "get",
+            "db:password",
+            "--json",
+            "--stack",
+            "dev",
+        ],
+    );
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        got,
+        serde_json::json!({"value": "s3cr3t-value", "secret": true})
+    );
+    // A secret-looking value without --secret or --plaintext is refused.
+    let out = s.pulumi(
+        "a",
+        &[
+            "--non-interactive",
+            "config",
+            "set",
+            "api:token",
+            "Zx9-Qp2-Lm7-Wv4",
+            "--stack",
+            "dev",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("looks like a secret"));
+    // A missing key.
+    let out = s.pulumi(
+        "a",
+        &[
+            "--non-interactive",
+            "config",
+            "get",
+            "nope",
+            "--stack",
+            "dev",
+        ],
+    );
+    assert!(
+        text(&out.stderr).contains("configuration key 'proj-a:nope' not found for stack 'dev'")
+    );
+}
+
+#[test]
+fn a_held_lock_is_reported_as_pulumi_reports_it() {
+    let s = Scratch::new();
+    s.create("a");
+    let locks = s.path().join("state/.pulumi/locks/organization/proj-a/dev");
+    std::fs::create_dir_all(&locks).unwrap();
+    std::fs::write(
+        locks.join("other.json"),
+        r#"{"pid":4242,"username":"u","hostname":"h","timestamp":"2026-08-21T10:00:00Z"}"#,
+    )
+    .unwrap();
+    let out = s.up("a");
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("the stack is currently locked by 1 lock(s)")
+            && err.contains("created by u@h (pid 4242)"),
+        "{err}"
+    );
+    let out = s.pulumi(
+        "a",
+        &["--non-interactive", "cancel", "--yes", "--stack", "dev"],
+    );
+    assert!(out.status.success());
+    assert!(s.up("a").status.success());
+}
+
+#[test]
+fn destroy_removes_resources_and_remove_the_stack() {
+    let s = Scratch::new();
+    s.create("a");
+    assert!(s.up("a").status.success());
+    let shared = s.shared();
+    let out = s.pulumi(
+        "a",
+        &[
+            "--non-interactive",
+            "destroy",
+            "--yes",
+            "--skip-preview",
+            "--remove",
+            "--json",
+            "--stack",
+            "dev",
+            "--config-file",
+            &shared,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let summary = text(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e.get("summaryEvent").is_some())
+        .unwrap();
+    assert_eq!(summary["summaryEvent"]["resourceChanges"]["delete"], 1);
+    assert!(
+        !s.path()
+            .join("state/.pulumi/stacks/proj-a/dev.json")
+            .exists()
+    );
+    assert!(
+        s.path().join("shared.yaml").exists(),
+        "the shared configuration is not the stack's own file"
+    );
+}
+
+#[test]
+fn missing_configuration_and_a_wrong_passphrase_fail() {
+    let s = Scratch::new();
+    s.create("a");
+    let out = s.pulumi("a", &["--non-interactive", "up", "--yes", "--stack", "dev"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("Missing required configuration variable 'proj-a:count'"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pulumi-stand-in"));
+    let out = cmd
+        .args(["--non-interactive", "up", "--yes", "--stack", "dev"])
+        .current_dir(s.path().join("a"))
+        .env(
+            "PULUMI_BACKEND_URL",
+            format!("file://{}", s.path().join("state").display()),
+        )
+        .env("PULUMI_CONFIG_PASSPHRASE", "wrong")
+        .output()
+        .unwrap();
+    assert!(text(&out.stderr).contains("incorrect passphrase"));
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path)
+            } else {
+                files.push(path)
+            }
+        }
+    }
+    files
+}
