@@ -1,0 +1,384 @@
+//! The Pulumi CLI, exactly (SPEC §6.1): every flag here exists in Pulumi v3.259
+//! (`shared/reference/pulumi-flags.json`; a test checks each argv against it).
+//!
+//! Per project, in its directory: `stack select --create` (plus `--secrets-provider` when set),
+//! then the operation with `--stack`, `--config-file <shared>` (not for the secrets project, which
+//! keeps its own configuration), `--color` and `--json`, then after a successful `up`
+//! `stack output --json --show-secrets`. Change counts come from the JSON: the `summaryEvent` of
+//! the NDJSON stream for up/refresh/destroy, the digest's `changeSummary` for preview.
+//!
+//! `destroy --remove` runs `stack rm --yes` after the destroy instead of passing Pulumi's
+//! `--remove`, as the Automation API does: `stack rm` takes no `--config-file`, so it can only
+//! ever delete the project's own stack file, never the shared configuration.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::{Changes, Operation, Step, StepKind, changes_summary};
+
+/// Pulumi's message when another update holds the stack (DIY backends and Pulumi Cloud).
+pub const LOCKED_MARKERS: &[&str] = &[
+    "the stack is currently locked by",
+    "Conflict: Another update is currently in progress",
+];
+
+/// What every Pulumi step of a run shares.
+#[derive(Debug, Clone)]
+pub struct Pulumi {
+    pub binary: String,
+    pub stack: String,
+    pub shared_config: PathBuf,
+    pub secrets_project: String,
+    pub secrets_provider: Option<String>,
+    pub color: bool,
+}
+
+impl Pulumi {
+    /// The steps of `operation` on the project at `path` (relative to the projects directory),
+    /// whose directory is `dir`.
+    pub fn steps(&self, path: &str, dir: &Path, operation: Operation, remove: bool) -> Vec<Step> {
+        let step = |kind, args: Vec<String>| Step {
+            kind,
+            program: self.binary.clone(),
+            args,
+            cwd: dir.to_path_buf(),
+        };
+        let owned = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<String>>();
+        let mut select = owned(&[
+            "--non-interactive",
+            "stack",
+            "select",
+            "--create",
+            "--stack",
+            &self.stack,
+        ]);
+        if let Some(provider) = &self.secrets_provider {
+            select.extend(owned(&["--secrets-provider", provider]));
+        }
+        let mut op = owned(&["--non-interactive", operation.as_str()]);
+        match operation {
+            Operation::Preview => {}
+            Operation::Up | Operation::Refresh | Operation::Destroy => {
+                op.extend(owned(&["--yes", "--skip-preview"]))
+            }
+        }
+        op.extend(owned(&["--stack", &self.stack]));
+        if path != self.secrets_project {
+            op.extend(owned(&[
+                "--config-file",
+                &self.shared_config.display().to_string(),
+            ]));
+        }
+        op.extend(owned(&[
+            "--color",
+            if self.color { "always" } else { "never" },
+            "--json",
+        ]));
+        let mut steps = vec![
+            step(StepKind::Prepare, select),
+            step(StepKind::Operation, op),
+        ];
+        match operation {
+            Operation::Up => steps.push(step(
+                StepKind::Outputs,
+                owned(&[
+                    "--non-interactive",
+                    "stack",
+                    "output",
+                    "--json",
+                    "--show-secrets",
+                    "--stack",
+                    &self.stack,
+                ]),
+            )),
+            Operation::Destroy if remove => steps.push(step(
+                StepKind::Cleanup,
+                owned(&[
+                    "--non-interactive",
+                    "stack",
+                    "rm",
+                    "--yes",
+                    "--stack",
+                    &self.stack,
+                ]),
+            )),
+            _ => {}
+        }
+        steps
+    }
+}
+
+/// Whether stderr says another update holds the stack's lock.
+pub fn is_locked(stderr: &str) -> bool {
+    LOCKED_MARKERS.iter().any(|m| stderr.contains(m))
+}
+
+/// Reads an operation's stdout: lines for people, and the change counts.
+#[derive(Debug)]
+pub struct OutputReader {
+    operation: Operation,
+    /// `preview --json` prints one document at the end: it is collected, then read.
+    document: String,
+    pub changes: Option<Changes>,
+    pub result: Option<String>,
+}
+
+impl OutputReader {
+    pub fn new(operation: Operation) -> OutputReader {
+        OutputReader {
+            operation,
+            document: String::new(),
+            changes: None,
+            result: None,
+        }
+    }
+
+    /// The lines to show for one line of stdout.
+    pub fn line(&mut self, line: &str) -> Vec<String> {
+        if self.operation == Operation::Preview {
+            self.document.push_str(line);
+            self.document.push('\n');
+            return Vec::new();
+        }
+        match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(event)) => self.event(&event),
+            _ => vec![line.to_string()],
+        }
+    }
+
+    /// The lines still to show once stdout has ended.
+    pub fn finish(&mut self) -> Vec<String> {
+        if self.operation != Operation::Preview || self.document.trim().is_empty() {
+            return Vec::new();
+        }
+        let Ok(digest) = serde_json::from_str::<Value>(&self.document) else {
+            return self.document.lines().map(str::to_string).collect();
+        };
+        let mut lines = Vec::new();
+        for step in digest["steps"].as_array().into_iter().flatten() {
+            let op = step["op"].as_str().unwrap_or_default();
+            if op != "same" {
+                lines.push(format!(
+                    "{op} {}",
+                    urn_name(step["urn"].as_str().unwrap_or_default())
+                ));
+            }
+        }
+        for diagnostic in digest["diagnostics"].as_array().into_iter().flatten() {
+            lines.push(diagnostic_line(diagnostic));
+        }
+        let changes = counts(&digest["changeSummary"]);
+        lines.push(format!("Preview: {}", changes_summary(&changes)));
+        self.changes = Some(changes);
+        lines
+    }
+
+    fn event(&mut self, event: &serde_json::Map<String, Value>) -> Vec<String> {
+        if let Some(summary) = event.get("summaryEvent") {
+            let changes = counts(&summary["resourceChanges"]);
+            self.result = summary["result"].as_str().map(str::to_string);
+            let line = format!(
+                "Resources: {} ({}s)",
+                changes_summary(&changes),
+                summary["durationSeconds"].as_u64().unwrap_or_default()
+            );
+            self.changes = Some(changes);
+            return vec![line];
+        }
+        if let Some(diagnostic) = event.get("diagnosticEvent") {
+            return vec![diagnostic_line(diagnostic)];
+        }
+        if let Some(stdout) = event.get("stdoutEvent") {
+            return stdout["message"]
+                .as_str()
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_string)
+                .collect();
+        }
+        if let Some(pre) = event.get("resourcePreEvent") {
+            let op = pre["metadata"]["op"].as_str().unwrap_or_default();
+            if op != "same" && !op.is_empty() {
+                return vec![format!(
+                    "{op} {}",
+                    urn_name(pre["metadata"]["urn"].as_str().unwrap_or_default())
+                )];
+            }
+        }
+        if let Some(failed) = event.get("resOpFailedEvent") {
+            return vec![format!(
+                "failed: {}",
+                urn_name(failed["metadata"]["urn"].as_str().unwrap_or_default())
+            )];
+        }
+        if event.contains_key("cancelEvent") {
+            return vec!["cancelled".into()];
+        }
+        Vec::new()
+    }
+}
+
+fn diagnostic_line(diagnostic: &Value) -> String {
+    let severity = diagnostic["severity"].as_str().unwrap_or("info");
+    let message = diagnostic["message"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_end();
+    if severity == "info" {
+        message.to_string()
+    } else {
+        format!("{severity}: {message}")
+    }
+}
+
+/// `urn:pulumi:dev::proj::pulumi:pulumi:StackReference::cluster` → `pulumi:pulumi:StackReference cluster`.
+fn urn_name(urn: &str) -> String {
+    let mut parts = urn.rsplitn(3, "::");
+    let name = parts.next().unwrap_or_default();
+    let kind = parts.next().unwrap_or_default();
+    if kind.is_empty() {
+        name.to_string()
+    } else {
+        format!("{kind} {name}")
+    }
+}
+
+fn counts(value: &Value) -> Changes {
+    value
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_u64().map(|n| (k.clone(), n)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pulumi() -> Pulumi {
+        Pulumi {
+            binary: "pulumi".into(),
+            stack: "dev".into(),
+            shared_config: "/w/config/pulumi/Pulumi.dev.yaml".into(),
+            secrets_project: "kubernetes/secrets".into(),
+            secrets_provider: None,
+            color: false,
+        }
+    }
+
+    fn lines(steps: &[Step]) -> Vec<String> {
+        steps.iter().map(Step::display).collect()
+    }
+
+    #[test]
+    fn up_selects_the_stack_runs_and_reads_the_outputs() {
+        let steps = pulumi().steps(
+            "kubernetes/logstore",
+            Path::new("/w/kubernetes/logstore"),
+            Operation::Up,
+            false,
+        );
+        assert_eq!(
+            lines(&steps),
+            [
+                "pulumi --non-interactive stack select --create --stack dev",
+                "pulumi --non-interactive up --yes --skip-preview --stack dev --config-file /w/config/pulumi/Pulumi.dev.yaml --color never --json",
+                "pulumi --non-interactive stack output --json --show-secrets --stack dev",
+            ]
+        );
+        assert!(
+            steps
+                .iter()
+                .all(|s| s.cwd == Path::new("/w/kubernetes/logstore"))
+        );
+    }
+
+    #[test]
+    fn the_secrets_project_keeps_its_own_configuration() {
+        let steps = pulumi().steps(
+            "kubernetes/secrets",
+            Path::new("/w/s"),
+            Operation::Refresh,
+            false,
+        );
+        assert_eq!(
+            steps[1].display(),
+            "pulumi --non-interactive refresh --yes --skip-preview --stack dev --color never --json"
+        );
+    }
+
+    #[test]
+    fn preview_needs_no_yes_and_destroy_remove_is_a_stack_rm() {
+        let mut p = pulumi();
+        p.secrets_provider = Some("passphrase".into());
+        p.color = true;
+        let steps = p.steps("a", Path::new("/w/a"), Operation::Preview, false);
+        assert_eq!(
+            steps[0].display(),
+            "pulumi --non-interactive stack select --create --stack dev --secrets-provider passphrase"
+        );
+        assert!(
+            steps[1]
+                .display()
+                .starts_with("pulumi --non-interactive preview --stack dev --config-file")
+        );
+        assert!(steps[1].args.iter().any(|a| a == "always"));
+        let steps = p.steps("a", Path::new("/w/a"), Operation::Destroy, true);
+        assert_eq!(
+            steps[2].display(),
+            "pulumi --non-interactive stack rm --yes --stack dev"
+        );
+        assert_eq!(steps[2].kind, StepKind::Cleanup);
+    }
+
+    #[test]
+    fn the_event_stream_gives_lines_and_counts() {
+        let mut reader = OutputReader::new(Operation::Up);
+        assert!(
+            reader
+                .line(r#"{"sequence":0,"timestamp":1,"preludeEvent":{"config":{}}}"#)
+                .is_empty()
+        );
+        assert_eq!(
+            reader.line(r#"{"sequence":1,"resourcePreEvent":{"metadata":{"op":"create","urn":"urn:pulumi:dev::p::pulumi:pulumi:StackReference::cluster","type":"pulumi:pulumi:StackReference"}}}"#),
+            ["create pulumi:pulumi:StackReference cluster"]
+        );
+        assert_eq!(
+            reader.line(r#"{"diagnosticEvent":{"message":"careful\n","severity":"warning"}}"#),
+            ["warning: careful"]
+        );
+        assert_eq!(reader.line("plain text"), ["plain text"]);
+        let last = reader.line(r#"{"summaryEvent":{"durationSeconds":3,"resourceChanges":{"create":1,"same":2},"result":"succeeded"}}"#);
+        assert_eq!(last, ["Resources: +1 (3s)"]);
+        assert_eq!(
+            reader.changes,
+            Some(Changes::from([("create".into(), 1), ("same".into(), 2)]))
+        );
+        assert_eq!(reader.result.as_deref(), Some("succeeded"));
+    }
+
+    #[test]
+    fn the_preview_digest_is_read_at_the_end() {
+        let mut reader = OutputReader::new(Operation::Preview);
+        for line in "{\n    \"steps\": [{\"op\": \"update\", \"urn\": \"urn:pulumi:dev::p::pulumi:pulumi:Stack::p-dev\"}],\n    \"changeSummary\": {\"update\": 1, \"same\": 1}\n}".lines() {
+            assert!(reader.line(line).is_empty());
+        }
+        assert_eq!(
+            reader.finish(),
+            ["update pulumi:pulumi:Stack p-dev", "Preview: ~1"]
+        );
+        assert_eq!(reader.changes.as_ref().unwrap()["update"], 1);
+    }
+
+    #[test]
+    fn a_held_lock_is_recognised() {
+        assert!(is_locked(
+            "error: the stack is currently locked by 1 lock(s). Either wait"
+        ));
+        assert!(!is_locked("error: something else"));
+    }
+}
