@@ -10,6 +10,7 @@ pub mod engine;
 pub mod error;
 pub mod graph;
 pub mod provider;
+pub mod run;
 pub mod settings;
 pub mod ui;
 pub mod workspace;

@@ -1,0 +1,74 @@
+//! Wall-clock times as mara records them: RFC 3339 in UTC, and run ids that sort by time.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `2026-11-21T17:08:56.123Z`.
+pub fn rfc3339(time: SystemTime) -> String {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    let (date, clock) = civil(since.as_secs() as i64);
+    format!("{date}T{clock}.{:03}Z", since.subsec_millis())
+}
+
+/// `20261121-170856-4f2a`: the time the run started, and four hex digits that keep two runs of the
+/// same second apart.
+pub fn run_id(time: SystemTime) -> String {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    let (date, clock) = civil(since.as_secs() as i64);
+    let noise = (since.subsec_nanos() ^ std::process::id().rotate_left(16)) & 0xffff;
+    format!(
+        "{}-{}-{noise:04x}",
+        date.replace('-', ""),
+        clock.replace(':', "")
+    )
+}
+
+/// (`YYYY-MM-DD`, `HH:MM:SS`) of a Unix time, by Howard Hinnant's days-from-civil inverse.
+fn civil(secs: i64) -> (String, String) {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (
+        format!("{year:04}-{month:02}-{day:02}"),
+        format!("{:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60),
+    )
+}
+
+/// `1.2s`, `2m05s`: a duration for people.
+pub fn human(duration: Duration) -> String {
+    let secs = duration.as_secs_f64();
+    if secs < 60.0 {
+        format!("{secs:.1}s")
+    } else {
+        let whole = duration.as_secs();
+        format!("{}m{:02}s", whole / 60, whole % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_instants() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_280_936_123);
+        assert_eq!(rfc3339(t), "2026-11-21T17:08:56.123Z");
+        assert!(run_id(t).starts_with("20261121-170856-"));
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn durations_for_people() {
+        assert_eq!(human(Duration::from_millis(1234)), "1.2s");
+        assert_eq!(human(Duration::from_secs(125)), "2m05s");
+    }
+}

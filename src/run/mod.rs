@@ -1,0 +1,4 @@
+//! Running a plan: the scheduler, the engine processes, and what each project ended as.
+
+pub mod clock;
+pub mod process;

@@ -1,0 +1,298 @@
+//! Running one engine process: in its own process group (so that a Ctrl-C reaches it only through
+//! mara, and all of its children with it), with exactly the merged environment, its stdout and
+//! stderr read line by line as they come.
+//!
+//! When to forward signals: mara's own Ctrl-C handler (see `Interrupt`) sends SIGINT to every
+//! running group once — Pulumi then cancels cleanly and releases its lock — and SIGKILL on the
+//! second Ctrl-C. Because each child leads its own group, the terminal's Ctrl-C does not reach it
+//! directly; a child never gets SIGINT twice by accident.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, watch};
+
+use crate::engine::Step;
+
+/// Which stream a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// How far an interruption has gone: nothing, SIGINT sent, SIGKILL sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum InterruptLevel {
+    #[default]
+    None,
+    Graceful,
+    Kill,
+}
+
+/// The run's interruption state, shared by the signal handler, the scheduler and every process.
+#[derive(Clone)]
+pub struct Interrupt {
+    level: watch::Sender<InterruptLevel>,
+    groups: Arc<Mutex<BTreeSet<i32>>>,
+}
+
+impl Default for Interrupt {
+    fn default() -> Self {
+        Interrupt {
+            level: watch::Sender::new(InterruptLevel::None),
+            groups: Arc::default(),
+        }
+    }
+}
+
+impl Interrupt {
+    /// The next step: SIGINT to every running process group, then SIGKILL.
+    pub fn escalate(&self) -> InterruptLevel {
+        let next = match *self.level.borrow() {
+            InterruptLevel::None => InterruptLevel::Graceful,
+            _ => InterruptLevel::Kill,
+        };
+        self.level.send_replace(next);
+        let signal = if next == InterruptLevel::Kill {
+            libc::SIGKILL
+        } else {
+            libc::SIGINT
+        };
+        for &group in self
+            .groups
+            .lock()
+            .expect("the group set is never poisoned")
+            .iter()
+        {
+            // SAFETY: killpg only sends a signal; a group that has already exited yields ESRCH.
+            unsafe {
+                libc::killpg(group, signal);
+            }
+        }
+        next
+    }
+
+    pub fn level(&self) -> InterruptLevel {
+        *self.level.borrow()
+    }
+
+    pub fn is_interrupted(&self) -> bool {
+        self.level() > InterruptLevel::None
+    }
+
+    /// Resolves once an interruption has been requested.
+    pub async fn requested(&self) {
+        let mut receiver = self.level.subscribe();
+        let _ = receiver
+            .wait_for(|level| *level > InterruptLevel::None)
+            .await;
+    }
+
+    fn register(&self, group: i32) {
+        self.groups
+            .lock()
+            .expect("the group set is never poisoned")
+            .insert(group);
+        // A process started after the interruption gets it at once.
+        let signal = match self.level() {
+            InterruptLevel::None => return,
+            InterruptLevel::Graceful => libc::SIGINT,
+            InterruptLevel::Kill => libc::SIGKILL,
+        };
+        // SAFETY: as in `escalate`.
+        unsafe {
+            libc::killpg(group, signal);
+        }
+    }
+
+    fn unregister(&self, group: i32) {
+        self.groups
+            .lock()
+            .expect("the group set is never poisoned")
+            .remove(&group);
+    }
+}
+
+/// What a finished process left.
+#[derive(Debug)]
+pub struct Finished {
+    /// `None` when it was ended by a signal.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `step` with `env`, sending each line to `lines` as it arrives; `stdin` is written to the
+/// process and closed (secrets travel this way, never as arguments).
+pub async fn run(
+    step: &Step,
+    env: &BTreeMap<String, String>,
+    stdin: Option<&str>,
+    interrupt: &Interrupt,
+    lines: mpsc::UnboundedSender<(Stream, String)>,
+) -> std::io::Result<Finished> {
+    let program = resolve_program(&step.program, env, &step.cwd)?;
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(&step.args)
+        .current_dir(&step.cwd)
+        .env_clear()
+        .envs(env)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = command.spawn()?;
+    let group = child.id().map(|pid| pid as i32);
+    if let Some(group) = group {
+        interrupt.register(group);
+    }
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(text.as_bytes()).await?;
+        drop(pipe);
+    }
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (stdout, stderr) = tokio::join!(
+        read_lines(stdout, Stream::Stdout, lines.clone()),
+        read_lines(stderr, Stream::Stderr, lines)
+    );
+    let status = child.wait().await;
+    if let Some(group) = group {
+        interrupt.unregister(group);
+    }
+    Ok(Finished {
+        code: status?.code(),
+        stdout,
+        stderr,
+    })
+}
+
+/// Reads `reader` line by line, sending each line as it comes; returns everything read.
+async fn read_lines(
+    reader: impl tokio::io::AsyncRead + Unpin,
+    stream: Stream,
+    lines: mpsc::UnboundedSender<(Stream, String)>,
+) -> String {
+    let mut reader = BufReader::new(reader);
+    let mut all = String::new();
+    let mut buffer = Vec::new();
+    loop {
+        buffer.clear();
+        match reader.read_until(b'\n', &mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let line = String::from_utf8_lossy(&buffer);
+                let line = line.trim_end_matches(['\n', '\r']).to_string();
+                all.push_str(&line);
+                all.push('\n');
+                let _ = lines.send((stream, line));
+            }
+        }
+    }
+    all
+}
+
+/// The program as the child's PATH finds it, so that the environment file's PATH counts.
+fn resolve_program(
+    program: &str,
+    env: &BTreeMap<String, String>,
+    cwd: &Path,
+) -> std::io::Result<std::path::PathBuf> {
+    let path = env.get("PATH").map(String::as_str).unwrap_or_default();
+    which::which_in(program, Some(path), cwd).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("`{program}` was not found on PATH"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::StepKind;
+
+    fn step(args: &[&str]) -> Step {
+        Step {
+            kind: StepKind::Operation,
+            program: "sh".into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            cwd: std::env::temp_dir(),
+        }
+    }
+
+    fn env() -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (
+                "PATH".to_string(),
+                std::env::var("PATH").unwrap_or_default(),
+            ),
+            ("ONLY".into(), "this".into()),
+        ])
+    }
+
+    #[tokio::test]
+    async fn streams_lines_with_exactly_the_given_environment() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let script = "echo out-$ONLY; echo err-${HOME:-unset} >&2; read x; echo got-$x; exit 3";
+        let finished = run(
+            &step(&["-c", script]),
+            &env(),
+            Some("input\n"),
+            &Interrupt::default(),
+            tx,
+        )
+        .await
+        .unwrap();
+        assert_eq!(finished.code, Some(3));
+        assert_eq!(finished.stdout, "out-this\ngot-input\n");
+        assert_eq!(finished.stderr, "err-unset\n");
+        let mut seen = Vec::new();
+        while let Ok(line) = rx.try_recv() {
+            seen.push(line);
+        }
+        assert!(seen.contains(&(Stream::Stderr, "err-unset".into())));
+    }
+
+    #[tokio::test]
+    async fn an_interrupt_reaches_the_whole_process_group() {
+        let interrupt = Interrupt::default();
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let trigger = interrupt.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            trigger.escalate();
+        });
+        // The shell traps INT and reports it; its foreground child, in the same group, gets it too.
+        let script = "trap 'echo trapped; exit 9' INT; sleep 5; echo not-reached";
+        let finished = run(&step(&["-c", script]), &env(), None, &interrupt, tx)
+            .await
+            .unwrap();
+        assert_eq!(finished.code, Some(9));
+        assert!(finished.stdout.contains("trapped") && !finished.stdout.contains("not-reached"));
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_an_error_naming_it() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let mut s = step(&[]);
+        s.program = "no-such-program-mara".into();
+        let err = run(&s, &env(), None, &Interrupt::default(), tx)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`no-such-program-mara` was not found on PATH")
+        );
+    }
+}
