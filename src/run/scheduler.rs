@@ -200,8 +200,8 @@ pub async fn run(
             let mut stack = vec![i];
             while let Some(j) = stack.pop() {
                 for &k in unblocks.get(&j).map(Vec::as_slice).unwrap_or_default() {
-                    if !blocked.contains_key(&k) {
-                        blocked.insert(k, path.clone());
+                    if let std::collections::btree_map::Entry::Vacant(entry) = blocked.entry(k) {
+                        entry.insert(path.clone());
                         stack.push(k);
                     }
                 }
