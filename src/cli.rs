@@ -17,6 +17,10 @@ graph and runs each project in order, in parallel where the graph allows.";
 
 const AFTER_HELP: &str = "\
 Examples:
+  mara up --provider aws --stack dev
+  mara up --provider aws --stack prod --yes --report report.json
+  mara preview --expect-no-changes
+  mara destroy
   mara list-providers
   mara show-execution --provider aws
   mara show-execution --provider do --format mermaid
@@ -85,6 +89,22 @@ pub enum OutputFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Deploy the selected projects in graph order
+    Up(RunArgs),
+
+    /// Preview every selected project and show the combined changes
+    Preview(PreviewArgs),
+
+    /// Refresh each project's state from the real resources, in graph order
+    Refresh(RunArgs),
+
+    /// Destroy the selected projects in reverse graph order
+    #[command(visible_alias = "down")]
+    Destroy(DestroyArgs),
+
+    /// Print the stack outputs of every project (or one) as JSON
+    Output(OutputArgs),
+
     /// List the providers, with their description and where each is defined
     ListProviders(ListProvidersArgs),
 
@@ -100,6 +120,72 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+/// The options of every command that runs projects.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// How many projects run at once [default: `parallel` in mara.toml, else 4]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallel: Option<u16>,
+
+    /// After a failure, go on with every project that does not depend on it
+    #[arg(long)]
+    pub keep_going: bool,
+
+    /// Do not ask for confirmation
+    #[arg(short, long)]
+    pub yes: bool,
+
+    /// Print every engine command with its directory, in order, and run none
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// How engine output is printed
+    #[arg(long, value_enum, value_name = "ORDER", default_value_t)]
+    pub log_order: crate::ui::reporter::LogOrder,
+
+    /// Write the JSON summary to FILE
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+
+    /// Write a JUnit XML report to FILE (one test case per project)
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub selection: SelectionArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PreviewArgs {
+    /// Exit with code 4 when any project would change
+    #[arg(long)]
+    pub expect_no_changes: bool,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DestroyArgs {
+    /// Also remove the stacks (`pulumi stack rm`) once their resources are destroyed
+    #[arg(long)]
+    pub remove: bool,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Only this project's outputs
+    #[arg(value_name = "PROJECT")]
+    pub project: Option<String>,
+
+    /// Show secret outputs instead of [secret]
+    #[arg(long)]
+    pub show_secrets: bool,
 }
 
 #[derive(Debug, Args)]

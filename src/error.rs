@@ -166,6 +166,15 @@ pub enum Error {
     /// Writing mara's own output failed.
     #[error("cannot write the output")]
     Output(#[source] std::io::Error),
+    /// One or more projects failed (exit 1); the summary has already been printed.
+    #[error("{failed} {} failed", plural(*failed, "project", "projects"))]
+    ProjectsFailed { failed: usize },
+    /// `preview --expect-no-changes` found changes (exit 4).
+    #[error("the preview found changes in {changed} {}", plural(*changed, "project", "projects"))]
+    Drift { changed: usize },
+    /// The run was interrupted (exit 130).
+    #[error("interrupted")]
+    Interrupted,
     /// `validate` found problems; its report has already been printed (exit 3).
     #[error("validation found {failed} {}", plural(*failed, "problem", "problems"))]
     ValidationFailed { failed: usize },
@@ -200,7 +209,9 @@ impl Error {
             Error::Problems(_) | Error::Read { .. } | Error::ValidationFailed { .. } => {
                 exit::CONFIG
             }
-            Error::Output(_) => exit::PROJECT_FAILED,
+            Error::Output(_) | Error::ProjectsFailed { .. } => exit::PROJECT_FAILED,
+            Error::Drift { .. } => exit::DRIFT,
+            Error::Interrupted => exit::INTERRUPTED,
         }
     }
 
@@ -229,7 +240,7 @@ impl Error {
         match self {
             Error::Usage(problem) => std::slice::from_ref(&**problem),
             Error::Problems(problems) => problems,
-            Error::Read { .. } | Error::Output(_) | Error::ValidationFailed { .. } => &[],
+            _ => &[],
         }
     }
 }

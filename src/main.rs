@@ -17,7 +17,32 @@ fn main() {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let settings = Settings::resolve(cli.global, env);
     init_tracing(settings.verbosity, settings.stderr_style.enabled);
+    use mara::commands::run::Extra;
+    use mara::engine::Operation;
     let result = match cli.command {
+        Command::Up(args) => commands::run::run(&settings, Operation::Up, args, Extra::default()),
+        Command::Preview(args) => commands::run::run(
+            &settings,
+            Operation::Preview,
+            args.run,
+            Extra {
+                expect_no_changes: args.expect_no_changes,
+                remove: false,
+            },
+        ),
+        Command::Refresh(args) => {
+            commands::run::run(&settings, Operation::Refresh, args, Extra::default())
+        }
+        Command::Destroy(args) => commands::run::run(
+            &settings,
+            Operation::Destroy,
+            args.run,
+            Extra {
+                expect_no_changes: false,
+                remove: args.remove,
+            },
+        ),
+        Command::Output(args) => commands::output::run(&settings, args),
         Command::ListProviders(args) => commands::list_providers::run(&settings, args),
         Command::ShowExecution(args) => commands::show_execution::run(&settings, args),
         Command::Validate(args) => commands::validate::run(&settings, args.selection.into()),

@@ -27,6 +27,8 @@ pub struct Settings {
     pub stderr_style: Style,
     /// Whether mara may ask questions.
     pub interactive: bool,
+    /// Whether a CI system runs mara (`CI` is set): no live view.
+    pub ci: bool,
     pub output: OutputFormat,
     /// The process environment, read once.
     pub env: BTreeMap<String, String>,
@@ -63,6 +65,7 @@ impl Settings {
             stdout_style: color.style_for(no_color, ui::stdout_is_terminal()),
             stderr_style: color.style_for(no_color, ui::stderr_is_terminal()),
             interactive: !non_interactive && !ci && std::io::stdin().is_terminal(),
+            ci,
             output,
             env,
         }

@@ -1,6 +1,8 @@
 //! The commands: each loads what it needs through the layers below, then prints.
 
 pub mod list_providers;
+pub mod output;
+pub mod run;
 pub mod show_execution;
 pub mod validate;
 

@@ -3,6 +3,9 @@
 //! Only the command layer and this module know about terminals; everything below them returns
 //! data or text.
 
+pub mod report;
+pub mod reporter;
+
 use std::io::{self, IsTerminal, Write};
 
 /// ANSI styling, on or off. Off yields the text unchanged, which is what tests snapshot.

@@ -1,0 +1,122 @@
+//! `mara output [PROJECT]`: the stack outputs of every project of the plan (or one), as JSON.
+//!
+//! Secrets stay `[secret]` unless `--show-secrets`: mara asks Pulumi for them the same way, so it
+//! never holds a secret it was not asked to show.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+
+use serde_json::{Map, Value};
+
+use crate::cli::OutputArgs;
+use crate::error::{Error, Problem, Result};
+use crate::graph::{ExecutionGraph, Plan, Selection};
+use crate::provider::EngineKind;
+use crate::settings::Settings;
+use crate::workspace::envfile;
+use crate::workspace::stack;
+
+pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
+    let workspace = super::workspace(settings)?;
+    let result = (|| {
+        let registry = super::registry(&workspace)?;
+        let (provider, _) = super::choose_provider(settings, &workspace, &registry)?;
+        let graph = ExecutionGraph::build(&provider)?;
+        let plan = Plan::select(&graph, &Selection::default())?;
+        let context = super::stack_context(settings, &workspace)?;
+        let Some(stack) = context.stack else {
+            return Err(Error::usage(stack::missing_stack_problem(
+                &workspace.display(&workspace.env_file()),
+            )));
+        };
+        let mut env = envfile::merged_environment(&settings.env, context.env_file.as_ref());
+        super::run::resolve_backend_url(&mut env, &workspace.root);
+        let chosen: Vec<usize> = match &args.project {
+            Some(name) => vec![graph.find(name).map_err(Error::usage)?],
+            None => plan.order().to_vec(),
+        };
+        let mut all = Map::new();
+        for &i in &chosen {
+            let project = graph.project(i);
+            if project.engine_or(workspace.settings.engine) != EngineKind::Pulumi {
+                all.insert(project.path.clone(), Value::Null);
+                continue;
+            }
+            let outputs = read_outputs(
+                &workspace.settings.pulumi.binary,
+                &workspace.project_dir(&project.path),
+                stack.name.as_str(),
+                args.show_secrets,
+                &env,
+            )?;
+            all.insert(project.path.clone(), outputs);
+        }
+        let value = match (&args.project, chosen.as_slice()) {
+            (Some(_), [i]) => all.remove(&graph.project(*i).path).unwrap_or(Value::Null),
+            _ => Value::Object(all),
+        };
+        crate::ui::print(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&value).expect("JSON values serialize")
+        ))
+    })();
+    result.map_err(|e| e.relative_to(&workspace.root))
+}
+
+/// One project's outputs; `null` when its stack does not exist (nothing deployed yet).
+fn read_outputs(
+    binary: &str,
+    dir: &std::path::Path,
+    stack: &str,
+    show_secrets: bool,
+    env: &BTreeMap<String, String>,
+) -> Result<Value> {
+    if !dir.is_dir() {
+        return Ok(Value::Null);
+    }
+    let program = which::which_in(binary, env.get("PATH"), dir).map_err(|_| {
+        Error::config(
+            Problem::new(format!("`{binary}` was not found on PATH"))
+                .hint("install the Pulumi CLI, or set `binary` under [pulumi] in mara.toml"),
+        )
+    })?;
+    let mut args = vec![
+        "--non-interactive",
+        "stack",
+        "output",
+        "--json",
+        "--stack",
+        stack,
+    ];
+    if show_secrets {
+        args.push("--show-secrets");
+    }
+    let output = std::process::Command::new(program)
+        .args(&args)
+        .current_dir(dir)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(Error::Output)?;
+    match output.status.code() {
+        Some(0) => Ok(serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)),
+        // No such stack: the project has not been deployed.
+        Some(6) => Ok(Value::Null),
+        _ => {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let reason = stderr
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("error:"))
+                .unwrap_or("pulumi stack output failed");
+            if stderr.contains("no stack named") {
+                return Ok(Value::Null);
+            }
+            Err(Error::config(
+                Problem::new(reason.trim_start_matches("error:").trim().to_string())
+                    .subject(dir.display().to_string()),
+            ))
+        }
+    }
+}

@@ -1,0 +1,509 @@
+//! `mara up`, `preview`, `refresh` and `destroy` (SPEC §5, §6): load the plan, check that it can
+//! run, confirm, run it through the scheduler, and report.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use tokio::sync::mpsc;
+
+use crate::cli::{OutputFormat, RunArgs};
+use crate::engine::pulumi::Pulumi;
+use crate::engine::{Operation, StepKind, has_changes};
+use crate::error::{Error, Location, Problem, Result, plural};
+use crate::graph::{ExecutionGraph, Plan, Selection};
+use crate::provider::{EngineKind, Hook, Provider};
+use crate::run::clock;
+use crate::run::hooks::HookContext;
+use crate::run::process::{Interrupt, InterruptLevel};
+use crate::run::project::{self, ProjectJob};
+use crate::run::redact::Redactor;
+use crate::run::scheduler::{self, FailurePolicy, Outcome};
+use crate::settings::Settings;
+use crate::ui::report::{self, RunSummary};
+use crate::ui::reporter::{Reporter, Target};
+use crate::workspace::Workspace;
+use crate::workspace::envfile;
+use crate::workspace::stack::{self, ResolvedStack};
+use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfigFile};
+
+/// What differs between the four operations.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extra {
+    pub expect_no_changes: bool,
+    pub remove: bool,
+}
+
+pub fn run(settings: &Settings, operation: Operation, args: RunArgs, extra: Extra) -> Result<()> {
+    let workspace = super::workspace(settings)?;
+    run_in(settings, &workspace, operation, args, extra).map_err(|e| e.relative_to(&workspace.root))
+}
+
+fn run_in(
+    settings: &Settings,
+    workspace: &Workspace,
+    operation: Operation,
+    args: RunArgs,
+    extra: Extra,
+) -> Result<()> {
+    let registry = super::registry(workspace)?;
+    let (provider, _) = super::choose_provider(settings, workspace, &registry)?;
+    let graph = ExecutionGraph::build(&provider)?;
+    let selection = Selection::from(args.selection);
+    let plan = Plan::select(&graph, &selection)?;
+    let context = super::stack_context(settings, workspace)?;
+    let Some(stack) = context.stack.clone() else {
+        return Err(Error::usage(stack::missing_stack_problem(
+            &workspace.display(&workspace.env_file()),
+        )));
+    };
+    check_engines(workspace, &plan)?;
+    if let Some(config) = &context.config {
+        check_configuration(workspace, &provider, &plan, &stack, config, operation)?;
+    }
+
+    let mut env = envfile::merged_environment(&settings.env, context.env_file.as_ref());
+    resolve_backend_url(&mut env, &workspace.root);
+    let pulumi = Pulumi {
+        binary: workspace.settings.pulumi.binary.clone(),
+        stack: stack.name.to_string(),
+        shared_config: workspace.stack_config_file(&stack.name),
+        secrets_project: workspace.settings.secrets_project.clone(),
+        secrets_provider: workspace.settings.pulumi.secrets_provider.clone(),
+        color: settings.stdout_style.enabled,
+    };
+    let order: Vec<usize> = if operation == Operation::Destroy {
+        plan.reverse_order().collect()
+    } else {
+        plan.order().to_vec()
+    };
+    let steps_of = |i: usize| {
+        let project = graph.project(i);
+        let mut steps = pulumi.steps(
+            &project.path,
+            &workspace.project_dir(&project.path),
+            operation,
+            extra.remove,
+        );
+        // A destroy hook that reads the outputs needs them before they are gone.
+        if operation == Operation::Destroy
+            && project
+                .on_destroy
+                .iter()
+                .any(|h| matches!(h, Hook::Command { .. }))
+        {
+            let read = pulumi.steps(
+                &project.path,
+                &workspace.project_dir(&project.path),
+                Operation::Up,
+                false,
+            );
+            if let Some(outputs) = read.into_iter().find(|s| s.kind == StepKind::Outputs) {
+                steps.insert(1, outputs);
+            }
+        }
+        steps
+    };
+
+    if args.dry_run {
+        let mut text = String::new();
+        for &i in &order {
+            let project = graph.project(i);
+            text.push_str(&format!(
+                "# {} (in {})\n",
+                project.path,
+                workspace
+                    .display(&workspace.project_dir(&project.path))
+                    .display()
+            ));
+            for step in steps_of(i) {
+                text.push_str(&format!("{}\n", step.display()));
+            }
+        }
+        return crate::ui::print(&text);
+    }
+
+    if operation.mutates() && operation != Operation::Refresh && !args.yes {
+        confirm(settings, operation, &stack, &order, &graph)?;
+    }
+    if operation == Operation::Up && context.env_file.is_none() {
+        let text = format!("PULUMI_STACK={}\n", stack.name);
+        crate::run::hooks::write_private(&workspace.env_file(), &text)
+            .map_err(|e| Error::read(&workspace.env_file(), e))?;
+    }
+
+    let started = SystemTime::now();
+    let clock_start = Instant::now();
+    let run_id = clock::run_id(started);
+    let logs = workspace.state_dir().join("logs").join(&run_id);
+    let env = Arc::new(env);
+    let hook_context = Arc::new(HookContext {
+        workspace_root: workspace.root.clone(),
+        stack: stack.name.to_string(),
+        provider: provider.name.clone(),
+        kubeconfig_file: workspace.kubeconfig_file(&stack.name),
+        env: env.clone(),
+    });
+    let redactor = Arc::new(Redactor::new(Vec::new()));
+    let interrupt = Interrupt::default();
+    let parallel = args
+        .parallel
+        .map_or(workspace.settings.parallel, usize::from);
+    let policy = if args.keep_going {
+        FailurePolicy::SkipDependents
+    } else {
+        FailurePolicy::StopAll
+    };
+    let target = if settings.output == OutputFormat::Json {
+        Target::Stderr
+    } else {
+        Target::Stdout
+    };
+    let live =
+        crate::ui::stderr_is_terminal() && !settings.ci && settings.output == OutputFormat::Human;
+    let verb = operation.as_str();
+    let mut reporter = Reporter::new(
+        live,
+        args.log_order,
+        settings.stdout_style,
+        target,
+        settings.verbosity < 0,
+        verb,
+    );
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Output)?;
+    let reports = runtime.block_on(async {
+        let (events, mut received) = mpsc::unbounded_channel();
+        let signals = tokio::spawn(watch_signals(interrupt.clone(), settings.stderr_style));
+        let reporting = tokio::spawn(async move {
+            while let Some(event) = received.recv().await {
+                reporter.handle(event);
+            }
+            reporter.finish();
+        });
+        let reports = scheduler::run(
+            &plan,
+            operation,
+            parallel,
+            policy,
+            &interrupt,
+            &events,
+            |i| {
+                let project = graph.project(i);
+                let hooks = match operation {
+                    Operation::Up => project.on_success.clone(),
+                    Operation::Destroy => project.on_destroy.clone(),
+                    _ => Vec::new(),
+                };
+                let job = ProjectJob {
+                    index: i,
+                    path: project.path.clone(),
+                    operation,
+                    steps: steps_of(i),
+                    dir: workspace.project_dir(&project.path),
+                    hooks,
+                    env: env.clone(),
+                    log: logs.join(format!("{}.log", project.path)),
+                    redactor: redactor.clone(),
+                    interrupt: interrupt.clone(),
+                    events: events.clone(),
+                    hook_context: hook_context.clone(),
+                };
+                Box::pin(project::run(job))
+            },
+        )
+        .await;
+        drop(events);
+        let _ = reporting.await;
+        signals.abort();
+        reports
+    });
+
+    let interrupted = interrupt.level() > InterruptLevel::None;
+    let failed = reports
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Failed { .. }))
+        .count();
+    let status = if interrupted {
+        "cancelled"
+    } else if failed > 0 {
+        "failed"
+    } else {
+        "succeeded"
+    };
+    let summary = RunSummary {
+        run_id,
+        operation,
+        provider: provider.name.clone(),
+        stack: stack.name.to_string(),
+        status,
+        started: clock::rfc3339(started),
+        finished: clock::rfc3339(SystemTime::now()),
+        duration: clock_start.elapsed(),
+        logs: logs.is_dir().then(|| workspace.display(&logs).into_owned()),
+        projects: reports,
+    };
+    write_reports(settings, &summary, &args.report, &args.junit)?;
+
+    if interrupted {
+        return Err(Error::Interrupted);
+    }
+    if failed > 0 {
+        return Err(Error::ProjectsFailed { failed });
+    }
+    if operation == Operation::Preview && extra.expect_no_changes {
+        let changed = summary
+            .projects
+            .iter()
+            .filter(|p| p.changes.as_ref().is_some_and(has_changes))
+            .count();
+        if changed > 0 {
+            return Err(Error::Drift { changed });
+        }
+    }
+    Ok(())
+}
+
+/// Only Pulumi projects run for now; the other engines are planned and validated.
+fn check_engines(workspace: &Workspace, plan: &Plan<'_>) -> Result<()> {
+    let problems: Vec<Problem> = plan
+        .order()
+        .iter()
+        .map(|&i| plan.graph.project(i))
+        .filter_map(|p| {
+            let engine = p.engine_or(workspace.settings.engine);
+            (engine != EngineKind::Pulumi).then(|| {
+                Problem::new(format!("uses engine \"{engine}\", which this version of mara can plan and validate but not run"))
+                    .at(p.declared_at.clone())
+                    .subject(format!("project `{}`", p.path))
+                    .hint("leave it out with --skip, or run it by hand")
+            })
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Problems(problems))
+    }
+}
+
+/// Refuses, before anything runs, a stack built with another provider, a first run that needs
+/// answers, and required keys that are not set.
+fn check_configuration(
+    workspace: &Workspace,
+    provider: &Provider,
+    plan: &Plan<'_>,
+    stack: &ResolvedStack,
+    config: &StackConfigFile,
+    operation: Operation,
+) -> Result<()> {
+    let file = workspace.display(config.path()).into_owned();
+    let Some(values) = config.config() else {
+        if operation == Operation::Up && !provider.config.is_empty() {
+            let keys: Vec<&str> = provider.config.iter().map(|c| c.key.as_str()).collect();
+            return Err(Error::config(
+                Problem::new(format!(
+                    "the stack `{}` has no configuration yet; provider {} needs: {}",
+                    stack.name,
+                    provider.name,
+                    keys.join(", ")
+                ))
+                .in_file(&file)
+                .hint("write them under `config:` (config/pulumi/Pulumi.stackname.yaml.example documents each)"),
+            ));
+        }
+        return Ok(());
+    };
+    let mut problems = Vec::new();
+    if let (Some(expected), Some(recorded)) =
+        (&provider.infra_type, values.get_text(INFRA_TYPE_KEY))
+        && &recorded != expected
+    {
+        let mut at = values.location_of(INFRA_TYPE_KEY);
+        at.file = workspace.display(&at.file).into_owned();
+        problems.push(
+            Problem::new(format!(
+                "the stack `{}` was built with kubernetes:infra_type `{recorded}`, but provider {} is `{expected}`",
+                stack.name, provider.name
+            ))
+            .at(at)
+            .hint("a stack keeps its provider: destroy it with the provider that built it, or use a new stack name"),
+        );
+    }
+    if operation == Operation::Up {
+        let mut missing: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for &i in plan.order() {
+            let project = plan.graph.project(i);
+            for key in &project.required_config {
+                if key != INFRA_TYPE_KEY && !values.contains(key) {
+                    missing
+                        .entry(key.as_str())
+                        .or_default()
+                        .push(project.path.as_str());
+                }
+            }
+        }
+        for (key, projects) in missing {
+            problems.push(
+                Problem::new(format!("required by {} but not set", projects.join(", ")))
+                    .at(Location::file(&file))
+                    .subject(format!("`{key}`")),
+            );
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Problems(problems))
+    }
+}
+
+/// A relative `file://` backend URL names a directory under the workspace root: every engine
+/// process runs in its own project directory, so a relative path would mean a different backend
+/// to each.
+pub fn resolve_backend_url(env: &mut BTreeMap<String, String>, root: &Path) {
+    let Some(url) = env.get("PULUMI_BACKEND_URL") else {
+        return;
+    };
+    let Some(path) = url.strip_prefix("file://") else {
+        return;
+    };
+    if path.is_empty() || path.starts_with('/') || path.starts_with('~') {
+        return;
+    }
+    let absolute = root.join(path.trim_start_matches("./"));
+    env.insert(
+        "PULUMI_BACKEND_URL".into(),
+        format!("file://{}", absolute.display()),
+    );
+}
+
+/// Without `--yes`: on a terminal, ask; without one, refuse with exit 2 naming the flag.
+fn confirm(
+    settings: &Settings,
+    operation: Operation,
+    stack: &ResolvedStack,
+    order: &[usize],
+    graph: &ExecutionGraph,
+) -> Result<()> {
+    if !settings.interactive {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "`mara {operation}` changes infrastructure and there is no terminal to confirm on"
+            ))
+            .hint("pass --yes to go ahead without confirmation"),
+        ));
+    }
+    let projects: Vec<&str> = order
+        .iter()
+        .map(|&i| graph.project(i).path.as_str())
+        .collect();
+    let theme = dialoguer::theme::SimpleTheme;
+    match operation {
+        Operation::Destroy => {
+            eprintln!(
+                "This destroys every resource of {} {} on stack {}:",
+                projects.len(),
+                plural(projects.len(), "project", "projects"),
+                stack.name
+            );
+            for path in &projects {
+                eprintln!("  - {path}");
+            }
+            let typed: String = dialoguer::Input::with_theme(&theme)
+                .with_prompt(format!("Type the stack name ({}) to confirm", stack.name))
+                .allow_empty(true)
+                .interact_text()
+                .map_err(|e| Error::Output(std::io::Error::other(e)))?;
+            if typed.trim() == stack.name.as_str() {
+                Ok(())
+            } else {
+                Err(Error::usage(Problem::new(
+                    "not confirmed: nothing was destroyed",
+                )))
+            }
+        }
+        _ => {
+            eprintln!(
+                "This updates {} {} on stack {}.",
+                projects.len(),
+                plural(projects.len(), "project", "projects"),
+                stack.name
+            );
+            let answer = dialoguer::Confirm::with_theme(&theme)
+                .with_prompt("Do you want to perform this update?")
+                .default(false)
+                .interact()
+                .map_err(|e| Error::Output(std::io::Error::other(e)))?;
+            if answer {
+                Ok(())
+            } else {
+                Err(Error::usage(Problem::new(
+                    "not confirmed: nothing was changed",
+                )))
+            }
+        }
+    }
+}
+
+/// The first Ctrl-C (or SIGTERM) asks every engine to cancel; the second kills them.
+async fn watch_signals(interrupt: Interrupt, style: crate::ui::Style) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        let message = match interrupt.escalate() {
+            InterruptLevel::Graceful => {
+                "interrupted: the running projects are cancelling (Ctrl-C again to kill them)"
+            }
+            _ => "killing the running engine processes",
+        };
+        eprintln!("{}", style.yellow(message));
+    }
+}
+
+fn write_reports(
+    settings: &Settings,
+    summary: &RunSummary,
+    report: &Option<PathBuf>,
+    junit: &Option<PathBuf>,
+) -> Result<()> {
+    let style = settings.stdout_style;
+    match settings.output {
+        OutputFormat::Json => {
+            eprint!("{}", report::table(summary, settings.stderr_style));
+            crate::ui::print(&summary.to_json())?;
+        }
+        OutputFormat::Human => crate::ui::print(&format!("\n{}", report::table(summary, style)))?,
+    }
+    if let Some(path) = report {
+        std::fs::write(path, summary.to_json()).map_err(|e| Error::read(path, e))?;
+    }
+    if let Some(path) = junit {
+        std::fs::write(path, report::junit(summary)).map_err(|e| Error::read(path, e))?;
+    }
+    if let Some(path) = settings
+        .env
+        .get("GITHUB_STEP_SUMMARY")
+        .filter(|p| !p.is_empty())
+    {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| Error::read(Path::new(path), e))?;
+        file.write_all(report::markdown(summary).as_bytes())
+            .map_err(|e| Error::read(Path::new(path), e))?;
+    }
+    Ok(())
+}

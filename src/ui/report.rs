@@ -1,0 +1,254 @@
+//! The run summary (SPEC §5.0) and its forms: the table people read, the JSON report, a JUnit
+//! file for CI systems, and a Markdown table for GitHub's step summary.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::Style;
+use crate::engine::{Operation, changes_summary};
+use crate::run::scheduler::ProjectReport;
+
+/// The run as a whole.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub operation: Operation,
+    pub provider: String,
+    pub stack: String,
+    /// succeeded, failed or cancelled.
+    pub status: &'static str,
+    pub started: String,
+    pub finished: String,
+    pub projects: Vec<ProjectReport>,
+    #[serde(skip)]
+    pub duration: std::time::Duration,
+    #[serde(skip)]
+    pub logs: Option<std::path::PathBuf>,
+}
+
+impl RunSummary {
+    pub fn count(&self, status: &str) -> usize {
+        self.projects.iter().filter(|p| p.status == status).count()
+    }
+
+    pub fn to_json(&self) -> String {
+        format!(
+            "{}\n",
+            serde_json::to_string_pretty(self).expect("the summary serializes")
+        )
+    }
+}
+
+/// The summary table and its closing line.
+pub fn table(summary: &RunSummary, style: Style) -> String {
+    let rows: Vec<[String; 5]> = summary
+        .projects
+        .iter()
+        .map(|p| {
+            let duration = p
+                .duration_ms
+                .map(|ms| crate::run::clock::human(std::time::Duration::from_millis(ms)))
+                .unwrap_or_else(|| "-".into());
+            let changes = match (&p.changes, p.reason.as_deref()) {
+                (_, Some(reason)) if p.status != "succeeded" => reason.to_string(),
+                (Some(changes), _) => changes_summary(changes),
+                (None, _) => String::new(),
+            };
+            [
+                p.path.clone(),
+                summary.operation.to_string(),
+                p.status.to_string(),
+                duration,
+                changes,
+            ]
+        })
+        .collect();
+    let headers = ["PROJECT", "OPERATION", "RESULT", "DURATION", "CHANGES"];
+    let widths: Vec<usize> = (0..4)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].chars().count())
+                .chain([headers[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let pad = |text: &str, width: usize| {
+        format!(
+            "{text}{}",
+            " ".repeat(width.saturating_sub(text.chars().count()))
+        )
+    };
+    let header: Vec<String> = (0..4).map(|c| pad(headers[c], widths[c])).collect();
+    let _ = writeln!(
+        out,
+        "{}",
+        style.bold(&format!("{}  {}", header.join("  "), headers[4]))
+    );
+    for row in &rows {
+        let result = pad(&row[2], widths[2]);
+        let result = match row[2].as_str() {
+            "succeeded" | "unchanged" => style.green(&result),
+            "failed" => style.red(&result),
+            "cancelled" | "skipped" => style.yellow(&result),
+            _ => result,
+        };
+        let _ = writeln!(
+            out,
+            "{}  {}  {result}  {}  {}",
+            pad(&row[0], widths[0]),
+            pad(&row[1], widths[1]),
+            pad(&row[3], widths[3]),
+            row[4]
+        );
+    }
+    out.push('\n');
+    out.push_str(&verdict(summary, style));
+    out.push('\n');
+    out
+}
+
+/// `✓ up on stack dev: 14 projects succeeded in 5.2s` and the like.
+pub fn verdict(summary: &RunSummary, style: Style) -> String {
+    let mut counts = Vec::new();
+    for status in ["succeeded", "unchanged", "failed", "skipped", "cancelled"] {
+        let n = summary.count(status);
+        if n > 0 {
+            counts.push(format!("{n} {status}"));
+        }
+    }
+    let took = crate::run::clock::human(summary.duration);
+    let what = format!("{} on stack {}", summary.operation, summary.stack);
+    let logs = summary
+        .logs
+        .as_ref()
+        .map(|l| format!("; logs in {}", l.display()))
+        .unwrap_or_default();
+    match summary.status {
+        "succeeded" => style.green(&format!("✓ {what}: {} in {took}", counts.join(", "))),
+        "cancelled" => style.yellow(&format!(
+            "! {what} was interrupted: {}{logs}",
+            counts.join(", ")
+        )),
+        _ => style.red(&format!("✗ {what} failed: {}{logs}", counts.join(", "))),
+    }
+}
+
+/// A JUnit XML report: one test case per project.
+pub fn junit(summary: &RunSummary) -> String {
+    let failures = summary.count("failed");
+    let skipped = summary.count("skipped") + summary.count("cancelled");
+    let seconds = summary.duration.as_secs_f64();
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"mara\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{seconds:.3}\">",
+        summary.projects.len()
+    );
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{seconds:.3}\" timestamp=\"{}\">",
+        xml(&format!(
+            "mara {} {} ({})",
+            summary.operation, summary.stack, summary.provider
+        )),
+        summary.projects.len(),
+        xml(&summary.started),
+    );
+    for project in &summary.projects {
+        let time = project.duration_ms.unwrap_or(0) as f64 / 1000.0;
+        let _ = write!(
+            out,
+            "    <testcase classname=\"{}\" name=\"{}\" time=\"{time:.3}\"",
+            xml(&format!("mara.{}.{}", summary.provider, summary.operation)),
+            xml(&project.path)
+        );
+        let reason = project
+            .reason
+            .clone()
+            .unwrap_or_else(|| project.status.to_string());
+        match project.status {
+            "failed" => {
+                let _ = writeln!(
+                    out,
+                    ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>",
+                    xml(&reason),
+                    xml(&reason)
+                );
+            }
+            "skipped" | "cancelled" => {
+                let _ = writeln!(
+                    out,
+                    ">\n      <skipped message=\"{}\"/>\n    </testcase>",
+                    xml(&reason)
+                );
+            }
+            _ => {
+                let changes = project
+                    .changes
+                    .as_ref()
+                    .map(changes_summary)
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    ">\n      <system-out>{}</system-out>\n    </testcase>",
+                    xml(&format!("{}: {changes}", project.status))
+                );
+            }
+        }
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
+
+/// A Markdown section for `$GITHUB_STEP_SUMMARY`.
+pub fn markdown(summary: &RunSummary) -> String {
+    let mut out = format!(
+        "### mara {} on stack `{}` ({}): {}\n\n| project | result | duration | changes |\n|---|---|---|---|\n",
+        summary.operation, summary.stack, summary.provider, summary.status
+    );
+    for p in &summary.projects {
+        let duration = p
+            .duration_ms
+            .map(|ms| crate::run::clock::human(std::time::Duration::from_millis(ms)))
+            .unwrap_or_default();
+        let detail = match (&p.changes, &p.reason) {
+            (_, Some(reason)) => reason.replace('|', "\\|"),
+            (Some(changes), None) => changes_summary(changes),
+            (None, None) => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {duration} | {detail} |",
+            p.path, p.status
+        );
+    }
+    out.push('\n');
+    out
+}
+
+fn xml(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))
+        .map(|c| match c {
+            '&' => "&amp;".to_string(),
+            '<' => "&lt;".to_string(),
+            '>' => "&gt;".to_string(),
+            '"' => "&quot;".to_string(),
+            '\'' => "&apos;".to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xml_is_escaped() {
+        assert_eq!(xml("a<b & \"c\"\u{1b}[0m"), "a&lt;b &amp; &quot;c&quot;[0m");
+    }
+}
