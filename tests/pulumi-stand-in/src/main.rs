@@ -13,6 +13,8 @@
 //!   fails as a resource error would (exit 1).
 //! - `PULUMI_STAND_IN_IGNORE_SIGINT=1`: ignore SIGINT (otherwise it cancels the operation as
 //!   Pulumi does, releasing the lock, exit 8).
+//! - `PULUMI_STAND_IN_CHECK_ONLY=1`: only check the command line against the flag table (exit 0
+//!   or 1 with the real CLI's message) and do nothing else; tests use it to re-check recorded argv.
 
 mod backend;
 mod flags;
@@ -71,11 +73,13 @@ fn main() {
     }
     let spec = flags::Spec::load();
     let mut context = Invocation::default();
+    let check_only = env("PULUMI_STAND_IN_CHECK_ONLY").is_some_and(|v| v == "1");
     let code = match flags::parse(&spec, &argv, &env) {
         Err(flags::UsageError(message)) => {
             eprintln!("error: {message}");
             1
         }
+        Ok(_) if check_only => 0,
         Ok(args) => match run(&args, &mut context) {
             Ok(()) => 0,
             Err(failure) => {
@@ -86,7 +90,7 @@ fn main() {
             }
         },
     };
-    if let Some(log) = env("PULUMI_STAND_IN_LOG") {
+    if let Some(log) = env("PULUMI_STAND_IN_LOG").filter(|_| !check_only) {
         let entry = json!({
             "argv": argv,
             "cwd": std::env::current_dir().ok(),
@@ -98,12 +102,13 @@ fn main() {
             "stack": context.stack,
             "sigint": INTERRUPTED.load(Ordering::SeqCst),
         });
+        // One write per entry on an O_APPEND file: parallel stand-ins never interleave lines.
         if let Ok(mut file) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
         {
-            let _ = writeln!(file, "{entry}");
+            let _ = file.write_all(format!("{entry}\n").as_bytes());
         }
     }
     std::process::exit(code);

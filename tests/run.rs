@@ -1,0 +1,728 @@
+//! Runs through the real binary and the pulumi stand-in: the example workspace deployed and
+//! destroyed, failures, parallelism measured on the stand-in's recorded times, interruption,
+//! kubeconfig merging checked with the real kubectl, and every argv the stand-in saw re-checked
+//! against the real CLI's flag table.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// A copy of an example workspace with the stand-in installed as `pulumi`, a private HOME and
+/// an invocation log.
+struct Deployment {
+    dir: tempfile::TempDir,
+    bin: tempfile::TempDir,
+}
+
+impl Deployment {
+    fn new() -> Deployment {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(&common::example("mara-local"), dir.path());
+        let bin = tempfile::tempdir().unwrap();
+        let stand_in = stand_in();
+        std::os::unix::fs::symlink(&stand_in, bin.path().join("pulumi")).unwrap();
+        Deployment { dir, bin }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn log(&self) -> PathBuf {
+        self.root().join("stand-in.jsonl")
+    }
+
+    fn mara(&self) -> Command {
+        let mut cmd = common::mara(self.root());
+        self.environment(&mut cmd);
+        cmd
+    }
+
+    fn environment<C: EnvCommand>(&self, cmd: &mut C) {
+        let path = format!(
+            "{}:{}",
+            self.bin.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        cmd.set("PATH", &path);
+        cmd.set("HOME", &self.root().join("home").display().to_string());
+        cmd.set("PULUMI_STAND_IN_LOG", &self.log().display().to_string());
+        cmd.unset("KUBECONFIG");
+    }
+
+    /// The stand-in's log: one entry per invocation.
+    fn calls(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.log())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+            .collect()
+    }
+
+    /// The calls of `operation` (`up`, `destroy`, …), as (project directory, entry).
+    fn operations(&self, operation: &str) -> Vec<(String, Value)> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c["argv"].as_array().unwrap().iter().any(|a| a == operation))
+            .map(|c| {
+                let cwd = PathBuf::from(c["cwd"].as_str().unwrap());
+                let project = cwd
+                    .strip_prefix(self.root().canonicalize().unwrap())
+                    .or_else(|_| cwd.strip_prefix(self.root()))
+                    .unwrap()
+                    .display()
+                    .to_string();
+                (project, c)
+            })
+            .collect()
+    }
+
+    /// Every argv recorded so far, re-checked by the stand-in against pulumi-flags.json.
+    fn assert_every_argv_valid(&self) {
+        let calls = self.calls();
+        assert!(!calls.is_empty());
+        for call in calls {
+            let argv: Vec<String> = call["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_string())
+                .collect();
+            let status = StdCommand::new(stand_in())
+                .args(&argv)
+                .env("PULUMI_STAND_IN_CHECK_ONLY", "1")
+                .status()
+                .unwrap();
+            assert!(
+                status.success(),
+                "the real CLI would reject: pulumi {}",
+                argv.join(" ")
+            );
+        }
+    }
+
+    fn plan_edges(&self) -> Vec<(String, String)> {
+        let output = self
+            .mara()
+            .args(["show-execution", "--format", "json"])
+            .output()
+            .unwrap();
+        let plan: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let mut edges = Vec::new();
+        for project in plan["projects"].as_array().unwrap() {
+            for before in project["after"].as_array().unwrap() {
+                edges.push((
+                    before.as_str().unwrap().to_string(),
+                    project["path"].as_str().unwrap().to_string(),
+                ));
+            }
+        }
+        edges
+    }
+
+    fn order(&self) -> Vec<String> {
+        let output = self
+            .mara()
+            .args(["show-execution", "--format", "list"])
+            .output()
+            .unwrap();
+        common::stdout(&output)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+trait EnvCommand {
+    fn set(&mut self, key: &str, value: &str);
+    fn unset(&mut self, key: &str);
+}
+
+impl EnvCommand for Command {
+    fn set(&mut self, key: &str, value: &str) {
+        self.env(key, value);
+    }
+    fn unset(&mut self, key: &str) {
+        self.env_remove(key);
+    }
+}
+
+impl EnvCommand for StdCommand {
+    fn set(&mut self, key: &str, value: &str) {
+        self.env(key, value);
+    }
+    fn unset(&mut self, key: &str) {
+        self.env_remove(key);
+    }
+}
+
+/// The stand-in binary, built beside mara by `cargo test`.
+fn stand_in() -> PathBuf {
+    let mara = assert_cmd::cargo::cargo_bin("mara");
+    let path = mara.with_file_name("pulumi-stand-in");
+    assert!(
+        path.is_file(),
+        "{} is missing: `cargo test` builds it (or `cargo build -p pulumi-stand-in`)",
+        path.display()
+    );
+    path
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_name() == ".mara" {
+            continue;
+        }
+        if entry.path().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Times, sizes and paths that differ between runs, for snapshots.
+fn stable(text: &str, root: &Path) -> String {
+    let text = text.replace(&root.display().to_string(), "[WORKSPACE]");
+    let mut out = String::new();
+    for line in text.lines() {
+        let words: Vec<String> = line
+            .split(' ')
+            .map(|w| {
+                let trimmed = w.trim_end_matches(',');
+                let is_duration = trimmed.ends_with('s')
+                    && trimmed[..trimmed.len() - 1]
+                        .chars()
+                        .all(|c| c.is_ascii_digit() || c == '.' || c == 'm')
+                    && trimmed.len() > 1;
+                if is_duration {
+                    w.replace(trimmed, "[T]")
+                } else {
+                    w.to_string()
+                }
+            })
+            .collect();
+        let line = words.join(" ");
+        let line = match line.find(".mara/logs/") {
+            Some(at) => format!("{}.mara/logs/[RUN]", &line[..at]),
+            None => line,
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn up_deploys_the_example_in_a_valid_order_and_reports_it() {
+    let d = Deployment::new();
+    let output = d
+        .mara()
+        .args([
+            "up",
+            "--yes",
+            "--report",
+            "report.json",
+            "--junit",
+            "junit.xml",
+        ])
+        .output()
+        .unwrap();
+    let out = common::stdout(&output);
+    assert!(
+        output.status.success(),
+        "{out}\n{}",
+        common::stderr(&output)
+    );
+
+    // Every dependency finished its up before the dependent started.
+    let ups = d.operations("up");
+    assert_eq!(ups.len(), 14);
+    let time = |project: &str, key: &str| {
+        ups.iter()
+            .find(|(p, _)| p == project)
+            .map(|(_, c)| c[key].as_f64().unwrap())
+            .unwrap_or_else(|| panic!("{project} did not run"))
+    };
+    for (before, after) in d.plan_edges() {
+        assert!(
+            time(&before, "end") <= time(&after, "start"),
+            "{after} started before {before} ended"
+        );
+    }
+
+    // State flowed through the stack references.
+    let output = d
+        .mara()
+        .args(["output", "kubernetes/applications/sirius"])
+        .output()
+        .unwrap();
+    let outputs: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        outputs["application_url"],
+        "https://ingress.mara-dev.localhost"
+    );
+
+    // The kubeconfig hook wrote the stack's kubeconfig, private.
+    use std::os::unix::fs::PermissionsExt;
+    let kube = d.root().join(".mara/kube/dev.yaml");
+    assert_eq!(
+        std::fs::metadata(&kube).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(std::fs::read_to_string(&kube).unwrap().contains("mara-dev"));
+
+    // The JSON report.
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.root().join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["operation"], "up");
+    assert_eq!(report["status"], "succeeded");
+    assert_eq!(report["stack"], "dev");
+    assert_eq!(report["provider"], "local");
+    for key in ["run_id", "started", "finished"] {
+        assert!(report[key].is_string(), "{key}");
+    }
+    let projects = report["projects"].as_array().unwrap();
+    assert_eq!(projects.len(), 14);
+    for project in projects {
+        assert_eq!(project["status"], "succeeded", "{project}");
+        assert_eq!(project["exit_code"], 0);
+        assert!(
+            project["duration_ms"].is_u64() && project["changes"]["create"].as_u64().unwrap() >= 1,
+            "{project}"
+        );
+    }
+
+    // The JUnit file, read by a JUnit parser.
+    let junit = std::fs::File::open(d.root().join("junit.xml")).unwrap();
+    let suites = junit_parser::from_reader(std::io::BufReader::new(junit)).unwrap();
+    assert_eq!(suites.tests, 14);
+    assert_eq!(suites.failures, 0);
+    assert_eq!(suites.suites[0].cases.len(), 14);
+
+    // A log per project.
+    let logs = d.root().join(".mara/logs");
+    let run = std::fs::read_dir(&logs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(run.join("kubernetes/applications/sirius.log").is_file());
+
+    let summary = &out[out.find("PROJECT").unwrap()..];
+    insta::assert_snapshot!("up_summary", stable(summary, d.root()));
+    d.assert_every_argv_valid();
+}
+
+#[test]
+fn destroy_walks_the_exact_reverse_order() {
+    let d = Deployment::new();
+    assert!(
+        d.mara()
+            .args(["up", "--yes"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    let output = d
+        .mara()
+        .args(["destroy", "--yes", "--parallel", "1"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let destroyed: Vec<String> = d
+        .operations("destroy")
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    let mut reversed = d.order();
+    reversed.reverse();
+    assert_eq!(destroyed, reversed);
+    assert!(
+        !d.root().join(".mara/kube/dev.yaml").exists(),
+        "the destroy hook removes the kubeconfig"
+    );
+    // Nothing is left in the stacks.
+    let output = d.mara().args(["output"]).output().unwrap();
+    let outputs: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        outputs
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|v| v.as_object().is_none_or(|o| o.is_empty())),
+        "{outputs}"
+    );
+    d.assert_every_argv_valid();
+}
+
+#[test]
+fn a_failing_project_skips_its_dependents_and_keep_going_finishes_the_rest() {
+    let d = Deployment::new();
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--parallel", "1", "--output", "json"])
+        .env("PULUMI_STAND_IN_FAIL", "up:logstore")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let status = |path: &str| {
+        summary["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["path"] == path)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(status("kubernetes/logstore")["status"], "failed");
+    assert_eq!(status("kubernetes/logagent")["status"], "skipped");
+    assert_eq!(
+        status("kubernetes/logagent")["reason"],
+        "depends on kubernetes/logstore, which did not succeed"
+    );
+    assert_eq!(summary["status"], "failed");
+    let started: Vec<String> = d.operations("up").into_iter().map(|(p, _)| p).collect();
+    assert!(
+        !started.contains(&"kubernetes/logagent".to_string()),
+        "a dependent was started: {started:?}"
+    );
+    assert!(
+        !started.contains(&"kubernetes/applications/sirius".to_string()),
+        "fail-fast starts nothing new"
+    );
+
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--keep-going", "--output", "json"])
+        .env("PULUMI_STAND_IN_FAIL", "up:logstore")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let statuses: Vec<(String, String)> = summary["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["path"].as_str().unwrap().to_string(),
+                p["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        statuses.contains(&("kubernetes/applications/sirius".into(), "unchanged".into()))
+            || statuses.contains(&("kubernetes/applications/sirius".into(), "succeeded".into())),
+        "{statuses:?}"
+    );
+    assert!(statuses.contains(&("kubernetes/logagent".into(), "skipped".into())));
+    d.assert_every_argv_valid();
+}
+
+#[test]
+fn parallel_projects_overlap_and_dependents_wait() {
+    let d = Deployment::new();
+    let output = d
+        .mara()
+        .args([
+            "up",
+            "--yes",
+            "--parallel",
+            "4",
+            "--only",
+            "kubeconfig",
+            "--with-dependencies",
+        ])
+        .env("PULUMI_STAND_IN_DELAY_MS", "400")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let ups = d.operations("up");
+    let get = |project: &str| {
+        ups.iter()
+            .find(|(p, _)| p == project)
+            .map(|(_, c)| (c["start"].as_f64().unwrap(), c["end"].as_f64().unwrap()))
+            .unwrap()
+    };
+    let cluster = get("infrastructure/local/cluster");
+    let registry = get("infrastructure/local/registry");
+    let kubeconfig = get("infrastructure/kubeconfig");
+    assert!(
+        cluster.0 < registry.1 && registry.0 < cluster.1,
+        "the two infrastructure projects ran at the same time: {cluster:?} {registry:?}"
+    );
+    assert!(
+        kubeconfig.0 >= cluster.1 && kubeconfig.0 >= registry.1,
+        "kubeconfig waited for both: {kubeconfig:?}"
+    );
+
+    // With --parallel 1 nothing overlaps.
+    let d = Deployment::new();
+    d.mara()
+        .args([
+            "up",
+            "--yes",
+            "--parallel",
+            "1",
+            "--only",
+            "cluster",
+            "--only",
+            "registry",
+        ])
+        .env("PULUMI_STAND_IN_DELAY_MS", "200")
+        .assert()
+        .success();
+    let ups = d.operations("up");
+    let (a, b) = (&ups[0].1, &ups[1].1);
+    assert!(a["end"].as_f64().unwrap() <= b["start"].as_f64().unwrap());
+}
+
+#[test]
+fn sigint_cancels_the_running_engines_and_exits_130() {
+    let d = Deployment::new();
+    let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("mara"));
+    cmd.args(["up", "--yes"])
+        .current_dir(d.root())
+        .env("NO_COLOR", "1")
+        .env("PULUMI_STAND_IN_DELAY_MS", "20000");
+    d.environment(&mut cmd);
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the two infrastructure projects hold their locks.
+    let locks = d
+        .root()
+        .join(".mara/pulumi-state/.pulumi/locks/organization");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while count_files(&locks) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the engines never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: sending a signal to our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        common::stderr(&output)
+    );
+    let ups = d.operations("up");
+    assert_eq!(ups.len(), 2, "only the running projects had started");
+    for (project, call) in &ups {
+        assert_eq!(call["sigint"], true, "{project} did not get SIGINT");
+        assert_eq!(call["exit"], 8, "{project} cancelled as Pulumi does");
+    }
+    assert_eq!(count_files(&locks), 0, "the engines released their locks");
+    assert!(no_process_in(d.root()), "an engine process was left behind");
+    let out = common::stdout(&output);
+    assert!(
+        out.contains("cancelled") && out.contains("was interrupted"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_stack_locked_by_another_update_is_reported_as_such() {
+    let d = Deployment::new();
+    let locks = d
+        .root()
+        .join(".mara/pulumi-state/.pulumi/locks/organization/local-registry/dev");
+    std::fs::create_dir_all(&locks).unwrap();
+    std::fs::write(
+        locks.join("x.json"),
+        r#"{"pid":1,"username":"ci","hostname":"runner","timestamp":"2026-11-21T00:00:00Z"}"#,
+    )
+    .unwrap();
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--only", "registry"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let out = common::stdout(&output);
+    assert!(
+        out.contains("the stack is locked by another update"),
+        "{out}"
+    );
+    assert_eq!(d.operations("up").len(), 1, "no retry loop");
+}
+
+#[test]
+fn merging_into_an_existing_kubeconfig_keeps_its_contexts() {
+    let d = Deployment::new();
+    let provider = d.root().join("providers/local.toml");
+    let text = std::fs::read_to_string(&provider)
+        .unwrap()
+        .replace("merge = false", "merge = true");
+    std::fs::write(&provider, text).unwrap();
+    let kube = d.root().join("home/.kube/config");
+    std::fs::create_dir_all(kube.parent().unwrap()).unwrap();
+    let existing = "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n  cluster:\n    server: https://prod.example.com\nusers:\n- name: prod-admin\n  user:\n    token: keep-me\ncontexts:\n- name: prod\n  context:\n    cluster: prod\n    user: prod-admin\ncurrent-context: prod\n";
+    std::fs::write(&kube, existing).unwrap();
+    d.mara()
+        .args(["up", "--yes", "--only", "cluster"])
+        .assert()
+        .success();
+
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&kube).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::read_to_string(kube.with_file_name("config.mara.bak")).unwrap(),
+        existing
+    );
+    let merged = std::fs::read_to_string(&kube).unwrap();
+    assert!(
+        merged.contains("keep-me") && merged.contains("mara-dev"),
+        "{merged}"
+    );
+    if let Ok(kubectl) = which::which("kubectl") {
+        let contexts = StdCommand::new(&kubectl)
+            .args(["config", "get-contexts", "-o", "name", "--kubeconfig"])
+            .arg(&kube)
+            .output()
+            .unwrap();
+        let names = String::from_utf8(contexts.stdout).unwrap();
+        assert_eq!(
+            names.lines().collect::<Vec<_>>(),
+            ["mara-dev", "prod"],
+            "kubectl sees both contexts"
+        );
+        let current = StdCommand::new(&kubectl)
+            .args(["config", "current-context", "--kubeconfig"])
+            .arg(&kube)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(current.stdout).unwrap().trim(),
+            "mara-dev"
+        );
+    }
+    d.mara()
+        .args(["destroy", "--yes", "--only", "cluster"])
+        .assert()
+        .success();
+    let cleaned = std::fs::read_to_string(&kube).unwrap();
+    assert!(
+        cleaned.contains("prod") && !cleaned.contains("mara-dev"),
+        "{cleaned}"
+    );
+}
+
+#[test]
+fn dry_run_prints_every_command_and_runs_none() {
+    let d = Deployment::new();
+    let output = d
+        .mara()
+        .args([
+            "destroy",
+            "--dry-run",
+            "--only",
+            "sirius",
+            "--with-dependencies",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert!(d.calls().is_empty(), "nothing ran");
+    insta::assert_snapshot!(
+        "destroy_dry_run",
+        stable(&common::stdout(&output), d.root())
+    );
+}
+
+#[test]
+fn without_a_terminal_a_change_needs_yes() {
+    let d = Deployment::new();
+    let output = d.mara().args(["up"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(common::stderr(&output).contains("pass --yes"));
+    let output = d.mara().args(["destroy"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(d.calls().is_empty());
+}
+
+#[test]
+fn preview_expect_no_changes_is_exit_4_when_something_changes() {
+    let d = Deployment::new();
+    // Before anything is deployed, the first projects have changes (their dependents cannot be
+    // previewed yet: the stacks they reference have no outputs, as with Pulumi itself).
+    let output = d
+        .mara()
+        .args([
+            "preview",
+            "--expect-no-changes",
+            "--only",
+            "cluster",
+            "--only",
+            "registry",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(4), "{}", common::stdout(&output));
+    d.mara().args(["up", "--yes"]).assert().success();
+    d.mara()
+        .args(["preview", "--expect-no-changes"])
+        .assert()
+        .success();
+    let config = d.root().join("config/pulumi/Pulumi.dev.yaml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("mara-dev", "mara-renamed");
+    std::fs::write(&config, text).unwrap();
+    let output = d
+        .mara()
+        .args(["preview", "--expect-no-changes"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(4));
+    d.assert_every_argv_valid();
+}
+
+fn count_files(dir: &Path) -> usize {
+    let mut n = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            if entry.path().is_dir() {
+                stack.push(entry.path());
+            } else {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Whether no process on this machine has its working directory inside `root`.
+fn no_process_in(root: &Path) -> bool {
+    let root = root.canonicalize().unwrap();
+    std::fs::read_dir("/proc").unwrap().flatten().all(|entry| {
+        let cwd = entry.path().join("cwd");
+        std::fs::read_link(cwd)
+            .map(|c| !c.starts_with(&root))
+            .unwrap_or(true)
+    })
+}
