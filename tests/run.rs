@@ -163,10 +163,10 @@ impl EnvCommand for StdCommand {
 /// The stand-in binary, built beside mara by `cargo test`.
 fn stand_in() -> PathBuf {
     let mara = assert_cmd::cargo::cargo_bin("mara");
-    let path = mara.with_file_name("pulumi-stand-in");
+    let path = mara.with_file_name("pulumi");
     assert!(
         path.is_file(),
-        "{} is missing: `cargo test` builds it (or `cargo build -p pulumi-stand-in`)",
+        "{} is missing: `cargo test` builds the stand-in (or `cargo build -p pulumi-stand-in`)",
         path.display()
     );
     path
@@ -176,7 +176,13 @@ fn copy_dir(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
         let target = to.join(entry.file_name());
-        if entry.file_name() == ".mara" {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // Leave out what a local run of the example may have left: mara's state, and the stack
+        // files Pulumi writes into each project (the shared configuration stays).
+        let stack_file = name.starts_with("Pulumi.")
+            && name != "Pulumi.yaml"
+            && !from.ends_with("config/pulumi");
+        if name == ".mara" || stack_file {
             continue;
         }
         if entry.path().is_dir() {

@@ -38,7 +38,7 @@ impl Scratch {
     }
 
     fn pulumi_with(&self, dir: &str, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pulumi-stand-in"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pulumi"));
         cmd.args(args)
             .current_dir(self.path().join(dir))
             .env(
@@ -389,7 +389,7 @@ fn missing_configuration_and_a_wrong_passphrase_fail() {
     let out = s.pulumi("a", &["--non-interactive", "up", "--yes", "--stack", "dev"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("Missing required configuration variable 'proj-a:count'"));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pulumi-stand-in"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pulumi"));
     let out = cmd
         .args(["--non-interactive", "up", "--yes", "--stack", "dev"])
         .current_dir(s.path().join("a"))
