@@ -71,10 +71,12 @@ impl Reporter {
             Event::Started { index, path } => {
                 if let Some((multi, bars)) = &mut self.live {
                     let bar = multi.add(ProgressBar::new_spinner());
-                    bar.set_style(
-                        ProgressStyle::with_template("{spinner:.cyan} {msg} {elapsed:.dim}")
-                            .expect("a valid template"),
-                    );
+                    let template = if self.style.enabled {
+                        "{spinner:.cyan} {msg} {elapsed:.dim}"
+                    } else {
+                        "{spinner} {msg} {elapsed}"
+                    };
+                    bar.set_style(ProgressStyle::with_template(template).expect("a valid template"));
                     bar.set_message(format!("{} {path}", self.verb));
                     bar.enable_steady_tick(Duration::from_millis(100));
                     bars.insert(index, bar);
