@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::cli::{OutputFormat, RunArgs};
 use crate::engine::pulumi::Pulumi;
-use crate::engine::{Operation, StepKind, has_changes};
+use crate::engine::{Operation, Step, StepKind, has_changes};
 use crate::error::{Error, Location, Problem, Result, plural};
 use crate::graph::{ExecutionGraph, Plan, Selection};
 use crate::provider::{EngineKind, Hook, Provider};
@@ -73,39 +73,29 @@ fn run_in(
         secrets_provider: workspace.settings.pulumi.secrets_provider.clone(),
         color: settings.stdout_style.enabled,
     };
+    let env = Arc::new(env);
+    let execution = Execution {
+        graph: &graph,
+        plan: &plan,
+        workspace,
+        pulumi: &pulumi,
+        env: env.clone(),
+        hook_context: Arc::new(HookContext {
+            workspace_root: workspace.root.clone(),
+            stack: stack.name.to_string(),
+            provider: provider.name.clone(),
+            kubeconfig_file: workspace.kubeconfig_file(&stack.name),
+            env: env.clone(),
+        }),
+        redactor: Arc::new(Redactor::new(Vec::new())),
+        remove: extra.remove,
+        interrupt: Interrupt::default(),
+    };
     let order: Vec<usize> = if operation == Operation::Destroy {
         plan.reverse_order().collect()
     } else {
         plan.order().to_vec()
     };
-    let steps_of = |i: usize| {
-        let project = graph.project(i);
-        let mut steps = pulumi.steps(
-            &project.path,
-            &workspace.project_dir(&project.path),
-            operation,
-            extra.remove,
-        );
-        // A destroy hook that reads the outputs needs them before they are gone.
-        if operation == Operation::Destroy
-            && project
-                .on_destroy
-                .iter()
-                .any(|h| matches!(h, Hook::Command { .. }))
-        {
-            let read = pulumi.steps(
-                &project.path,
-                &workspace.project_dir(&project.path),
-                Operation::Up,
-                false,
-            );
-            if let Some(outputs) = read.into_iter().find(|s| s.kind == StepKind::Outputs) {
-                steps.insert(1, outputs);
-            }
-        }
-        steps
-    };
-
     if args.dry_run {
         let mut text = String::new();
         for &i in &order {
@@ -117,15 +107,28 @@ fn run_in(
                     .display(&workspace.project_dir(&project.path))
                     .display()
             ));
-            for step in steps_of(i) {
+            for step in execution.steps(i, operation) {
                 text.push_str(&format!("{}\n", step.display()));
             }
         }
         return crate::ui::print(&text);
     }
 
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Output)?;
+    let signals = runtime.spawn(watch_signals(
+        execution.interrupt.clone(),
+        settings.stderr_style,
+    ));
+    let parallel = args
+        .parallel
+        .map_or(workspace.settings.parallel, usize::from);
     if operation.mutates() && operation != Operation::Refresh && !args.yes {
-        confirm(settings, operation, &stack, &order, &graph)?;
+        confirm(
+            settings, operation, &stack, &order, &execution, &runtime, parallel,
+        )?;
     }
     if operation == Operation::Up && context.env_file.is_none() {
         let text = format!("PULUMI_STACK={}\n", stack.name);
@@ -137,19 +140,6 @@ fn run_in(
     let clock_start = Instant::now();
     let run_id = clock::run_id(started);
     let logs = workspace.state_dir().join("logs").join(&run_id);
-    let env = Arc::new(env);
-    let hook_context = Arc::new(HookContext {
-        workspace_root: workspace.root.clone(),
-        stack: stack.name.to_string(),
-        provider: provider.name.clone(),
-        kubeconfig_file: workspace.kubeconfig_file(&stack.name),
-        env: env.clone(),
-    });
-    let redactor = Arc::new(Redactor::new(Vec::new()));
-    let interrupt = Interrupt::default();
-    let parallel = args
-        .parallel
-        .map_or(workspace.settings.parallel, usize::from);
     let policy = if args.keep_going {
         FailurePolicy::SkipDependents
     } else {
@@ -162,66 +152,18 @@ fn run_in(
     };
     let live =
         crate::ui::stderr_is_terminal() && !settings.ci && settings.output == OutputFormat::Human;
-    let verb = operation.as_str();
-    let mut reporter = Reporter::new(
+    let reporter = Reporter::new(
         live,
         args.log_order,
         settings.stdout_style,
         target,
         settings.verbosity < 0,
-        verb,
+        operation.as_str(),
     );
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(Error::Output)?;
-    let reports = runtime.block_on(async {
-        let (events, mut received) = mpsc::unbounded_channel();
-        let signals = tokio::spawn(watch_signals(interrupt.clone(), settings.stderr_style));
-        let reporting = tokio::spawn(async move {
-            while let Some(event) = received.recv().await {
-                reporter.handle(event);
-            }
-            reporter.finish();
-        });
-        let reports = scheduler::run(
-            &plan,
-            operation,
-            parallel,
-            policy,
-            &interrupt,
-            &events,
-            |i| {
-                let project = graph.project(i);
-                let hooks = match operation {
-                    Operation::Up => project.on_success.clone(),
-                    Operation::Destroy => project.on_destroy.clone(),
-                    _ => Vec::new(),
-                };
-                let job = ProjectJob {
-                    index: i,
-                    path: project.path.clone(),
-                    operation,
-                    steps: steps_of(i),
-                    dir: workspace.project_dir(&project.path),
-                    hooks,
-                    env: env.clone(),
-                    log: logs.join(format!("{}.log", project.path)),
-                    redactor: redactor.clone(),
-                    interrupt: interrupt.clone(),
-                    events: events.clone(),
-                    hook_context: hook_context.clone(),
-                };
-                Box::pin(project::run(job))
-            },
-        )
-        .await;
-        drop(events);
-        let _ = reporting.await;
-        signals.abort();
-        reports
-    });
+    let (reports, _) =
+        runtime.block_on(execution.execute(operation, parallel, policy, &logs, reporter, false));
+    signals.abort();
+    let interrupt = &execution.interrupt;
 
     let interrupted = interrupt.level() > InterruptLevel::None;
     let failed = reports
@@ -266,6 +208,101 @@ fn run_in(
         }
     }
     Ok(())
+}
+
+/// What running the plan needs, shared by the confirmation's previews and the run itself.
+struct Execution<'a> {
+    graph: &'a ExecutionGraph,
+    plan: &'a Plan<'a>,
+    workspace: &'a Workspace,
+    pulumi: &'a Pulumi,
+    env: Arc<BTreeMap<String, String>>,
+    hook_context: Arc<HookContext>,
+    redactor: Arc<Redactor>,
+    remove: bool,
+    interrupt: Interrupt,
+}
+
+impl Execution<'_> {
+    /// The engine steps of project `i` for `operation`.
+    fn steps(&self, i: usize, operation: Operation) -> Vec<Step> {
+        let project = self.graph.project(i);
+        let dir = self.workspace.project_dir(&project.path);
+        let remove = self.remove && operation == Operation::Destroy;
+        let mut steps = self.pulumi.steps(&project.path, &dir, operation, remove);
+        // A destroy hook that reads the outputs needs them before they are gone.
+        if operation == Operation::Destroy
+            && project
+                .on_destroy
+                .iter()
+                .any(|h| matches!(h, Hook::Command { .. }))
+        {
+            let read = self.pulumi.steps(&project.path, &dir, Operation::Up, false);
+            if let Some(outputs) = read.into_iter().find(|s| s.kind == StepKind::Outputs) {
+                steps.insert(1, outputs);
+            }
+        }
+        steps
+    }
+
+    /// Runs `operation` over the plan; with `keep_lines`, also returns each project's shown lines.
+    async fn execute(
+        &self,
+        operation: Operation,
+        parallel: usize,
+        policy: FailurePolicy,
+        logs: &Path,
+        mut reporter: Reporter,
+        keep_lines: bool,
+    ) -> (Vec<scheduler::ProjectReport>, BTreeMap<usize, Vec<String>>) {
+        let (events, mut received) = mpsc::unbounded_channel();
+        let reporting = tokio::spawn(async move {
+            let mut lines: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+            while let Some(event) = received.recv().await {
+                if keep_lines && let scheduler::Event::Line { index, text, .. } = &event {
+                    lines.entry(*index).or_default().push(text.clone());
+                }
+                reporter.handle(event);
+            }
+            reporter.finish();
+            lines
+        });
+        let reports = scheduler::run(
+            self.plan,
+            operation,
+            parallel,
+            policy,
+            &self.interrupt,
+            &events,
+            |i| {
+                let project = self.graph.project(i);
+                let hooks = match operation {
+                    Operation::Up => project.on_success.clone(),
+                    Operation::Destroy => project.on_destroy.clone(),
+                    _ => Vec::new(),
+                };
+                let job = ProjectJob {
+                    index: i,
+                    path: project.path.clone(),
+                    operation,
+                    steps: self.steps(i, operation),
+                    dir: self.workspace.project_dir(&project.path),
+                    hooks,
+                    env: self.env.clone(),
+                    log: logs.join(format!("{}.log", project.path)),
+                    redactor: self.redactor.clone(),
+                    interrupt: self.interrupt.clone(),
+                    events: events.clone(),
+                    hook_context: self.hook_context.clone(),
+                };
+                Box::pin(project::run(job))
+            },
+        )
+        .await;
+        drop(events);
+        let lines = reporting.await.unwrap_or_default();
+        (reports, lines)
+    }
 }
 
 /// Only Pulumi projects run for now; the other engines are planned and validated.
@@ -383,12 +420,17 @@ pub fn resolve_backend_url(env: &mut BTreeMap<String, String>, root: &Path) {
 }
 
 /// Without `--yes`: on a terminal, ask; without one, refuse with exit 2 naming the flag.
+///
+/// `up` first previews every selected project and shows the combined changes (yes / no /
+/// details); `destroy` lists what it will destroy and asks for the stack name to be typed.
 fn confirm(
     settings: &Settings,
     operation: Operation,
     stack: &ResolvedStack,
     order: &[usize],
-    graph: &ExecutionGraph,
+    execution: &Execution<'_>,
+    runtime: &tokio::runtime::Runtime,
+    parallel: usize,
 ) -> Result<()> {
     if !settings.interactive {
         return Err(Error::usage(
@@ -398,53 +440,106 @@ fn confirm(
             .hint("pass --yes to go ahead without confirmation"),
         ));
     }
+    let graph = execution.graph;
     let projects: Vec<&str> = order
         .iter()
         .map(|&i| graph.project(i).path.as_str())
         .collect();
     let theme = dialoguer::theme::SimpleTheme;
-    match operation {
-        Operation::Destroy => {
-            eprintln!(
-                "This destroys every resource of {} {} on stack {}:",
+    let style = settings.stderr_style;
+    let asked = |e: dialoguer::Error| Error::Output(std::io::Error::other(e));
+    if operation == Operation::Destroy {
+        eprintln!(
+            "{}",
+            style.bold(&format!(
+                "This destroys every resource of {} {} on stack {}, in this order:",
                 projects.len(),
                 plural(projects.len(), "project", "projects"),
                 stack.name
-            );
-            for path in &projects {
-                eprintln!("  - {path}");
-            }
-            let typed: String = dialoguer::Input::with_theme(&theme)
-                .with_prompt(format!("Type the stack name ({}) to confirm", stack.name))
-                .allow_empty(true)
-                .interact_text()
-                .map_err(|e| Error::Output(std::io::Error::other(e)))?;
-            if typed.trim() == stack.name.as_str() {
-                Ok(())
-            } else {
-                Err(Error::usage(Problem::new(
-                    "not confirmed: nothing was destroyed",
-                )))
-            }
+            ))
+        );
+        for path in &projects {
+            eprintln!("  - {path}");
         }
-        _ => {
-            eprintln!(
-                "This updates {} {} on stack {}.",
-                projects.len(),
-                plural(projects.len(), "project", "projects"),
-                stack.name
-            );
-            let answer = dialoguer::Confirm::with_theme(&theme)
-                .with_prompt("Do you want to perform this update?")
-                .default(false)
-                .interact()
-                .map_err(|e| Error::Output(std::io::Error::other(e)))?;
-            if answer {
-                Ok(())
-            } else {
-                Err(Error::usage(Problem::new(
+        let typed: String = dialoguer::Input::with_theme(&theme)
+            .with_prompt(format!("Type the stack name ({}) to confirm", stack.name))
+            .allow_empty(true)
+            .interact_text()
+            .map_err(asked)?;
+        return if typed.trim() == stack.name.as_str() {
+            Ok(())
+        } else {
+            Err(Error::usage(Problem::new(
+                "not confirmed: nothing was destroyed",
+            )))
+        };
+    }
+
+    eprintln!(
+        "Previewing {} {} on stack {}…",
+        projects.len(),
+        plural(projects.len(), "project", "projects"),
+        stack.name
+    );
+    let logs = execution
+        .workspace
+        .state_dir()
+        .join("logs")
+        .join(format!("{}-preview", clock::run_id(SystemTime::now())));
+    let reporter = Reporter::new(
+        false,
+        crate::ui::reporter::LogOrder::Grouped,
+        style,
+        Target::Stderr,
+        true,
+        "preview",
+    );
+    let (reports, lines) = runtime.block_on(execution.execute(
+        Operation::Preview,
+        parallel,
+        FailurePolicy::SkipDependents,
+        &logs,
+        reporter,
+        true,
+    ));
+    if execution.interrupt.is_interrupted() {
+        return Err(Error::Interrupted);
+    }
+    let width = projects.iter().map(|p| p.len()).max().unwrap_or(0);
+    eprintln!(
+        "\n{}",
+        style.bold(&format!("{:<width$}  CHANGES", "PROJECT"))
+    );
+    for report in &reports {
+        let changes = match (&report.changes, &report.outcome) {
+            (Some(changes), _) => crate::engine::changes_summary(changes),
+            (None, Outcome::Failed { .. }) => style.yellow("cannot be previewed yet (see details): it may need its dependencies deployed first"),
+            (None, _) => style.dim("not previewed: a dependency could not be"),
+        };
+        eprintln!("{:<width$}  {changes}", report.path);
+    }
+    eprintln!();
+    loop {
+        let choice = dialoguer::Select::with_theme(&theme)
+            .with_prompt("Do you want to perform this update?")
+            .items(["yes", "no", "details"])
+            .default(1)
+            .interact()
+            .map_err(asked)?;
+        match choice {
+            0 => return Ok(()),
+            1 => {
+                return Err(Error::usage(Problem::new(
                     "not confirmed: nothing was changed",
-                )))
+                )));
+            }
+            _ => {
+                for &i in order {
+                    eprintln!("{}", style.cyan(&format!("── {}", graph.project(i).path)));
+                    for line in lines.get(&i).into_iter().flatten() {
+                        eprintln!("   {line}");
+                    }
+                }
             }
         }
     }

@@ -76,7 +76,9 @@ impl Reporter {
                     } else {
                         "{spinner} {msg} {elapsed}"
                     };
-                    bar.set_style(ProgressStyle::with_template(template).expect("a valid template"));
+                    bar.set_style(
+                        ProgressStyle::with_template(template).expect("a valid template"),
+                    );
                     bar.set_message(format!("{} {path}", self.verb));
                     bar.enable_steady_tick(Duration::from_millis(100));
                     bars.insert(index, bar);

@@ -615,7 +615,7 @@ impl Ctx<'_> {
             self.backend.write(&self.project.name, &self.stack, &next)?;
         }
         let duration = backend::now_secs_f64() - started;
-        self.report(op, &after, &changes, duration, mutates);
+        self.report(op, &before, &after, &changes, duration, mutates);
         if op == "destroy" && self.args.has("remove") {
             self.backend.remove(&self.project.name, &self.stack)?;
             let _ = std::fs::remove_file(self.project.stack_config_path(&self.stack));
@@ -695,6 +695,7 @@ impl Ctx<'_> {
     fn report(
         &self,
         op: &str,
+        before: &[Value],
         after: &[Value],
         changes: &Map<String, Value>,
         duration: f64,
@@ -702,8 +703,12 @@ impl Ctx<'_> {
     ) {
         let json = self.args.has("json");
         if json && op == "preview" {
-            let digest =
-                json!({"steps": [], "duration": (duration * 1e9) as u64, "changeSummary": changes});
+            let steps: Vec<Value> = step_ops(before, after)
+                .into_iter()
+                .filter(|(op, _)| *op != "same")
+                .map(|(op, urn)| json!({"op": op, "urn": urn}))
+                .collect();
+            let digest = json!({"steps": steps, "duration": (duration * 1e9) as u64, "changeSummary": changes});
             let mut text = Vec::new();
             let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
             let mut serializer = serde_json::Serializer::with_formatter(&mut text, formatter);
@@ -776,9 +781,9 @@ impl Ctx<'_> {
     }
 }
 
-/// Pulumi's change counts between two resource lists, keyed by op name.
-fn count_changes(before: &[Value], after: &[Value]) -> Map<String, Value> {
-    let mut counts: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+/// The step of each resource between two resource lists: (op, urn).
+fn step_ops(before: &[Value], after: &[Value]) -> Vec<(&'static str, Value)> {
+    let mut steps = Vec::new();
     for resource in after {
         let previous = before.iter().find(|b| b["urn"] == resource["urn"]);
         let op = match previous {
@@ -788,12 +793,21 @@ fn count_changes(before: &[Value], after: &[Value]) -> Map<String, Value> {
             }
             Some(_) => "update",
         };
-        *counts.entry(op).or_default() += 1;
+        steps.push((op, resource["urn"].clone()));
     }
     for resource in before {
         if !after.iter().any(|a| a["urn"] == resource["urn"]) {
-            *counts.entry("delete").or_default() += 1;
+            steps.push(("delete", resource["urn"].clone()));
         }
+    }
+    steps
+}
+
+/// Pulumi's change counts between two resource lists, keyed by op name.
+fn count_changes(before: &[Value], after: &[Value]) -> Map<String, Value> {
+    let mut counts: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for (op, _) in step_ops(before, after) {
+        *counts.entry(op).or_default() += 1;
     }
     counts
         .into_iter()
