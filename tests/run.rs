@@ -732,3 +732,131 @@ fn no_process_in(root: &Path) -> bool {
             .unwrap_or(true)
     })
 }
+
+#[test]
+fn grouped_output_keeps_each_projects_lines_together_and_github_gets_a_summary() {
+    let d = Deployment::new();
+    let summary = d.root().join("step-summary.md");
+    let output = d
+        .mara()
+        .args([
+            "up",
+            "--yes",
+            "--log-order",
+            "grouped",
+            "--only",
+            "cluster",
+            "--only",
+            "registry",
+        ])
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .env("PULUMI_STAND_IN_DELAY_MS", "200")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let out = common::stdout(&output);
+    // Each project's lines form one uninterrupted block.
+    let owners: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .map(|l| &l[..l.find(']').unwrap() + 1])
+        .collect();
+    let mut blocks = owners.clone();
+    blocks.dedup();
+    let mut seen = std::collections::BTreeSet::new();
+    for block in &blocks {
+        assert!(seen.insert(*block), "{block} appears in two blocks:\n{out}");
+    }
+    assert_eq!(seen.len(), 2, "{out}");
+    let markdown = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        markdown.starts_with("### mara up on stack `dev` (local): succeeded"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("| `infrastructure/local/cluster` | succeeded |"),
+        "{markdown}"
+    );
+}
+
+#[test]
+fn command_hooks_get_the_stack_and_its_outputs() {
+    let d = Deployment::new();
+    let provider = d.root().join("providers/local.toml");
+    let mut text = std::fs::read_to_string(&provider).unwrap();
+    text.push_str(
+        "\n[[project]]\npath = \"infrastructure/local/registry\"\ndescription = \"Simulated registry\"\nstage = \"infrastructure\"\nbefore = [\"utility/kic-image-push\"]\n\n[[project.on_success]]\nkind = \"command\"\nrun = 'echo \"$MARA_STACK $MARA_PROJECT $MARA_PROVIDER $MARA_OUTPUT_REGISTRY_URL\" > hook.out'\n",
+    );
+    std::fs::write(&provider, text).unwrap();
+    d.mara()
+        .args(["up", "--yes", "--only", "registry"])
+        .assert()
+        .success();
+    let written =
+        std::fs::read_to_string(d.root().join("infrastructure/local/registry/hook.out")).unwrap();
+    assert_eq!(
+        written.trim(),
+        "dev infrastructure/local/registry local localhost:5000/dev"
+    );
+
+    // A failing hook fails its project.
+    let text = std::fs::read_to_string(&provider)
+        .unwrap()
+        .replace("> hook.out'", "> hook.out; exit 3'");
+    std::fs::write(&provider, text).unwrap();
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--only", "registry"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        common::stdout(&output).contains("exit code 3"),
+        "{}",
+        common::stdout(&output)
+    );
+}
+
+#[test]
+fn a_second_sigint_kills_engines_that_ignore_the_first() {
+    let d = Deployment::new();
+    let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("mara"));
+    cmd.args(["up", "--yes", "--only", "cluster"])
+        .current_dir(d.root())
+        .env("NO_COLOR", "1")
+        .env("PULUMI_STAND_IN_DELAY_MS", "60000")
+        .env("PULUMI_STAND_IN_IGNORE_SIGINT", "1");
+    d.environment(&mut cmd);
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let locks = d
+        .root()
+        .join(".mara/pulumi-state/.pulumi/locks/organization");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while count_files(&locks) < 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the engine never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let started = std::time::Instant::now();
+    for _ in 0..2 {
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGINT);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "it did not wait for the engine's minute"
+    );
+    assert!(no_process_in(d.root()), "the killed engine is gone");
+    assert!(common::stderr(&output).contains("killing the running engine processes"));
+}
