@@ -5,7 +5,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -105,30 +105,8 @@ impl Terminal {
 
 fn workspace() -> (tempfile::TempDir, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    copy(&common::example("mara-local"), dir.path());
-    let bin = tempfile::tempdir().unwrap();
-    let stand_in: PathBuf = assert_cmd::cargo::cargo_bin("mara").with_file_name("pulumi");
-    std::os::unix::fs::symlink(stand_in, bin.path().join("pulumi")).unwrap();
-    (dir, bin)
-}
-
-fn copy(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let stack_file = name.starts_with("Pulumi.")
-            && name != "Pulumi.yaml"
-            && !from.ends_with("config/pulumi");
-        if name == ".mara" || stack_file {
-            continue;
-        }
-        let target = to.join(&name);
-        if entry.path().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-            copy(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
+    common::copy_example(&common::example("mara-local"), dir.path());
+    (dir, common::stand_in_bin())
 }
 
 fn deployed(workspace: &Path, project: &str) -> bool {

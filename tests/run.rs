@@ -21,11 +21,11 @@ struct Deployment {
 impl Deployment {
     fn new() -> Deployment {
         let dir = tempfile::tempdir().unwrap();
-        copy_dir(&common::example("mara-local"), dir.path());
-        let bin = tempfile::tempdir().unwrap();
-        let stand_in = stand_in();
-        std::os::unix::fs::symlink(&stand_in, bin.path().join("pulumi")).unwrap();
-        Deployment { dir, bin }
+        common::copy_example(&common::example("mara-local"), dir.path());
+        Deployment {
+            dir,
+            bin: common::stand_in_bin(),
+        }
     }
 
     fn root(&self) -> &Path {
@@ -92,7 +92,7 @@ impl Deployment {
                 .iter()
                 .map(|a| a.as_str().unwrap().to_string())
                 .collect();
-            let status = StdCommand::new(stand_in())
+            let status = StdCommand::new(common::stand_in())
                 .args(&argv)
                 .env("PULUMI_STAND_IN_CHECK_ONLY", "1")
                 .status()
@@ -157,40 +157,6 @@ impl EnvCommand for StdCommand {
     }
     fn unset(&mut self, key: &str) {
         self.env_remove(key);
-    }
-}
-
-/// The stand-in binary, built beside mara by `cargo test`.
-fn stand_in() -> PathBuf {
-    let mara = assert_cmd::cargo::cargo_bin("mara");
-    let path = mara.with_file_name("pulumi");
-    assert!(
-        path.is_file(),
-        "{} is missing: `cargo test` builds the stand-in (or `cargo build -p pulumi-stand-in`)",
-        path.display()
-    );
-    path
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        let name = entry.file_name().to_string_lossy().into_owned();
-        // Leave out what a local run of the example may have left: mara's state, and the stack
-        // files Pulumi writes into each project (the shared configuration stays).
-        let stack_file = name.starts_with("Pulumi.")
-            && name != "Pulumi.yaml"
-            && !from.ends_with("config/pulumi");
-        if name == ".mara" || stack_file {
-            continue;
-        }
-        if entry.path().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
     }
 }
 
@@ -495,32 +461,53 @@ fn parallel_projects_overlap_and_dependents_wait() {
     assert!(a["end"].as_f64().unwrap() <= b["start"].as_f64().unwrap());
 }
 
+impl Deployment {
+    /// Starts `mara <args>` with `env`, and returns once `engines` engine processes hold their
+    /// stack locks (that is, are running their operation).
+    fn start_until_locked(
+        &self,
+        args: &[&str],
+        env: &[(&str, &str)],
+        engines: usize,
+    ) -> std::process::Child {
+        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("mara"));
+        cmd.args(args).current_dir(self.root()).env("NO_COLOR", "1");
+        self.environment(&mut cmd);
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
+        let child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while count_files(&self.locks()) < engines {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the engines never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        child
+    }
+
+    fn locks(&self) -> PathBuf {
+        self.root()
+            .join(".mara/pulumi-state/.pulumi/locks/organization")
+    }
+}
+
 #[test]
 fn sigint_cancels_the_running_engines_and_exits_130() {
     let d = Deployment::new();
-    let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("mara"));
-    cmd.args(["up", "--yes"])
-        .current_dir(d.root())
-        .env("NO_COLOR", "1")
-        .env("PULUMI_STAND_IN_DELAY_MS", "20000");
-    d.environment(&mut cmd);
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until the two infrastructure projects hold their locks.
-    let locks = d
-        .root()
-        .join(".mara/pulumi-state/.pulumi/locks/organization");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while count_files(&locks) < 2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the engines never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    // The two infrastructure projects run at once.
+    let child = d.start_until_locked(
+        &["up", "--yes"],
+        &[("PULUMI_STAND_IN_DELAY_MS", "20000")],
+        2,
+    );
+    let locks = d.locks();
     // SAFETY: sending a signal to our own child.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
@@ -820,29 +807,11 @@ fn command_hooks_get_the_stack_and_its_outputs() {
 #[test]
 fn a_second_sigint_kills_engines_that_ignore_the_first() {
     let d = Deployment::new();
-    let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("mara"));
-    cmd.args(["up", "--yes", "--only", "cluster"])
-        .current_dir(d.root())
-        .env("NO_COLOR", "1")
-        .env("PULUMI_STAND_IN_DELAY_MS", "60000")
-        .env("PULUMI_STAND_IN_IGNORE_SIGINT", "1");
-    d.environment(&mut cmd);
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let locks = d
-        .root()
-        .join(".mara/pulumi-state/.pulumi/locks/organization");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while count_files(&locks) < 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the engine never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let env = [
+        ("PULUMI_STAND_IN_DELAY_MS", "60000"),
+        ("PULUMI_STAND_IN_IGNORE_SIGINT", "1"),
+    ];
+    let child = d.start_until_locked(&["up", "--yes", "--only", "cluster"], &env, 1);
     let started = std::time::Instant::now();
     for _ in 0..2 {
         // SAFETY: signalling our own child.

@@ -62,22 +62,15 @@ pub fn run(settings: &Settings, args: ListProvidersArgs) -> Result<()> {
                 })
                 .collect();
             let headers = ["PROVIDER", "INFRA_TYPE", "SOURCE", "DESCRIPTION"];
-            let widths: Vec<usize> = (0..3)
-                .map(|c| {
-                    rows.iter()
-                        .map(|r| r[c].chars().count())
-                        .chain([headers[c].len()])
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect();
+            let widths = ui::column_widths(headers, &rows);
             let line = |cells: [&str; 4]| {
-                let mut line = String::new();
-                for (c, cell) in cells.iter().enumerate().take(3) {
-                    line.push_str(&format!("{cell:<width$}  ", width = widths[c]));
-                }
-                line.push_str(cells[3]);
-                line
+                let padded: Vec<String> = cells
+                    .iter()
+                    .zip(widths)
+                    .take(3)
+                    .map(|(cell, w)| ui::pad(cell, w))
+                    .collect();
+                format!("{}  {}", padded.join("  "), cells[3])
             };
             let mut out = format!("{}\n", style.bold(&line(headers)));
             for row in &rows {

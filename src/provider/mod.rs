@@ -133,7 +133,13 @@ impl SecretSpec {
 }
 
 pub fn secret_env_var(key: &str) -> String {
-    let name: String = key
+    env_var_name("MARA_SECRET_", key)
+}
+
+/// `prefix` + `name` upper-cased, every character that is not a letter or digit an underscore:
+/// how mara names the variables it derives from keys and outputs.
+pub fn env_var_name(prefix: &str, name: &str) -> String {
+    let name: String = name
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
@@ -143,7 +149,7 @@ pub fn secret_env_var(key: &str) -> String {
             }
         })
         .collect();
-    format!("MARA_SECRET_{name}")
+    format!("{prefix}{name}")
 }
 
 /// What runs after a project's successful `up` (or `destroy`).
@@ -312,6 +318,17 @@ impl Registry {
             Ok(Registry { builtin, workspace })
         } else {
             Err(Error::Problems(problems))
+        }
+    }
+
+    /// The built-in providers alone (no workspace).
+    pub fn builtin() -> Registry {
+        let builtin = builtin::sources()
+            .map(|source| (source.name.clone(), source))
+            .collect();
+        Registry {
+            builtin,
+            workspace: BTreeMap::new(),
         }
     }
 

@@ -107,17 +107,7 @@ pub async fn run(
 
 /// `cluster-name` → `MARA_OUTPUT_CLUSTER_NAME`.
 pub fn output_variable(name: &str) -> String {
-    let name: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("MARA_OUTPUT_{name}")
+    crate::provider::env_var_name("MARA_OUTPUT_", name)
 }
 
 fn write_kubeconfig(

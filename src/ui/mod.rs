@@ -48,6 +48,29 @@ impl Style {
     }
 }
 
+/// The width of each column of a table (headers included), in characters; the last column is
+/// never padded, so it is left out (0).
+pub fn column_widths<const N: usize>(headers: [&str; N], rows: &[[String; N]]) -> [usize; N] {
+    let mut widths = [0; N];
+    for (c, width) in widths.iter_mut().enumerate().take(N.saturating_sub(1)) {
+        *width = rows
+            .iter()
+            .map(|r| r[c].chars().count())
+            .chain([headers[c].chars().count()])
+            .max()
+            .unwrap_or(0);
+    }
+    widths
+}
+
+/// `text` padded with spaces to `width` characters.
+pub fn pad(text: &str, width: usize) -> String {
+    format!(
+        "{text}{}",
+        " ".repeat(width.saturating_sub(text.chars().count()))
+    )
+}
+
 /// When to colour: `--color`, else `NO_COLOR`, else whether the stream is a terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ColorChoice {

@@ -65,22 +65,9 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
         })
         .collect();
     let headers = ["PROJECT", "OPERATION", "RESULT", "DURATION", "CHANGES"];
-    let widths: Vec<usize> = (0..4)
-        .map(|c| {
-            rows.iter()
-                .map(|r| r[c].chars().count())
-                .chain([headers[c].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let widths = super::column_widths(headers, &rows);
+    let pad = super::pad;
     let mut out = String::new();
-    let pad = |text: &str, width: usize| {
-        format!(
-            "{text}{}",
-            " ".repeat(width.saturating_sub(text.chars().count()))
-        )
-    };
     let header: Vec<String> = (0..4).map(|c| pad(headers[c], widths[c])).collect();
     let _ = writeln!(
         out,

@@ -102,3 +102,43 @@ pub fn stdout(output: &std::process::Output) -> String {
 pub fn stderr(output: &std::process::Output) -> String {
     String::from_utf8(output.stderr.clone()).expect("UTF-8 output")
 }
+
+/// Copies an example workspace, leaving out what a local run of it may have left behind: mara's
+/// state, and the stack files Pulumi writes into each project (the shared configuration stays).
+pub fn copy_example(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).expect("read the example").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let stack_file = name.starts_with("Pulumi.")
+            && name != "Pulumi.yaml"
+            && !from.ends_with("config/pulumi");
+        if name == ".mara" || stack_file {
+            continue;
+        }
+        let target = to.join(&name);
+        if entry.path().is_dir() {
+            std::fs::create_dir_all(&target).expect("create the directory");
+            copy_example(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy the file");
+        }
+    }
+}
+
+/// A directory holding `pulumi` → the stand-in (built beside mara by `cargo test`), for PATH.
+pub fn stand_in_bin() -> tempfile::TempDir {
+    let stand_in = stand_in();
+    let bin = tempfile::tempdir().expect("a temporary directory");
+    std::os::unix::fs::symlink(&stand_in, bin.path().join("pulumi")).expect("link the stand-in");
+    bin
+}
+
+/// The stand-in binary.
+pub fn stand_in() -> PathBuf {
+    let path = assert_cmd::cargo::cargo_bin("mara").with_file_name("pulumi");
+    assert!(
+        path.is_file(),
+        "{} is missing: `cargo test` builds the stand-in (or `cargo build -p pulumi-stand-in`)",
+        path.display()
+    );
+    path
+}
