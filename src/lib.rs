@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod configure;
 pub mod engine;
 pub mod error;
 pub mod graph;

@@ -1,0 +1,509 @@
+//! What a stack still needs before `up` (SPEC §5.3, §5.4), and getting it: the provider's
+//! `[[config]]` answers on a stack's first run, and every secret of a selected project that the
+//! secrets project does not store yet.
+//!
+//! On a terminal mara asks, with typed, validated questions (dialoguer); without one it never asks:
+//! a secret comes from `MARA_SECRET_<KEY>`, and anything still missing is one error listing every
+//! key and how to supply it, before any engine runs. Secret values never reach a command line, a
+//! file of mara's or its output.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Problem, Result};
+use crate::graph::Plan;
+use crate::provider::{ConfigKind, ConfigSpec, Provider, SecretSpec, env_var_name, secret_env_var};
+use crate::workspace::Workspace;
+use crate::workspace::stack::StackName;
+use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfigFile};
+
+/// A secret value: never printed, never formatted by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
+    /// The value, for the one place that must pass it on (an engine's standard input).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[secret]")
+    }
+}
+
+/// Answers to the first-run questions.
+#[derive(Debug, Default)]
+pub struct FirstRun {
+    /// Plain values, written to the shared configuration with `kubernetes:infra_type`.
+    pub values: Map<String, Value>,
+    /// `kind = "secret"` answers, stored encrypted in the shared configuration.
+    pub secrets: Vec<(String, Secret)>,
+}
+
+/// What this `up` has to get before it runs.
+#[derive(Debug, Default)]
+pub struct Needs<'p> {
+    /// The first-run questions (empty when the stack has its configuration).
+    pub config: Vec<&'p ConfigSpec>,
+    /// Secrets of selected projects that the secrets project does not store yet.
+    pub secrets: Vec<&'p SecretSpec>,
+}
+
+impl Needs<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.config.is_empty() && self.secrets.is_empty()
+    }
+}
+
+/// Works out what `up` needs: the provider's questions when the stack has no configuration, and
+/// the secrets not stored yet (read from the secrets project's own stack file, not through Pulumi).
+pub fn needs<'p>(
+    workspace: &Workspace,
+    provider: &'p Provider,
+    plan: &Plan<'p>,
+    stack: &StackName,
+    config: &StackConfigFile,
+) -> Result<Needs<'p>> {
+    let config_needed: Vec<&ConfigSpec> = if config.is_first_run() {
+        provider.config.iter().collect()
+    } else {
+        Vec::new()
+    };
+    let stored = StackConfigFile::load(&workspace.secrets_config_file(stack))?;
+    let mut secrets: Vec<&SecretSpec> = Vec::new();
+    for &i in plan.order() {
+        for secret in &plan.graph.project(i).secrets {
+            let is_stored = stored.config().is_some_and(|c| c.contains(&secret.key));
+            if !is_stored && !secrets.iter().any(|s| s.key == secret.key) {
+                secrets.push(secret);
+            }
+        }
+    }
+    Ok(Needs {
+        config: config_needed,
+        secrets,
+    })
+}
+
+/// The default of a question: its `env` variable when set, else the provider's default with
+/// `{stack}` and `{kubeconfig}` filled in.
+pub fn default_of(
+    spec: &ConfigSpec,
+    env: &BTreeMap<String, String>,
+    stack: &StackName,
+    kubeconfig: &str,
+) -> Option<Value> {
+    if let Some(value) = spec
+        .env
+        .as_ref()
+        .and_then(|e| env.get(e))
+        .filter(|v| !v.is_empty())
+    {
+        return Some(match spec.kind {
+            ConfigKind::List => {
+                Value::Array(split_list(value).into_iter().map(Value::String).collect())
+            }
+            _ => Value::String(value.clone()),
+        });
+    }
+    spec.default.clone().map(|value| match value {
+        Value::String(text) => Value::String(
+            text.replace("{stack}", stack.as_str())
+                .replace("{kubeconfig}", kubeconfig),
+        ),
+        other => other,
+    })
+}
+
+/// A `kind = "secret"` question whose `env` variable is set needs no answer: the projects read
+/// the variable (DIGITALOCEAN_TOKEN, LINODE_TOKEN).
+fn supplied_by_env(spec: &ConfigSpec, env: &BTreeMap<String, String>) -> bool {
+    spec.kind == ConfigKind::Secret
+        && spec
+            .env
+            .as_ref()
+            .is_some_and(|e| env.get(e).is_some_and(|v| !v.is_empty()))
+}
+
+/// Without a terminal: the secrets from `MARA_SECRET_*`, or one error listing everything missing.
+pub fn without_terminal(
+    needs: &Needs<'_>,
+    env: &BTreeMap<String, String>,
+    stack: &StackName,
+    config_file: &str,
+) -> Result<(FirstRun, Vec<(String, Secret)>)> {
+    let mut missing = String::new();
+    for spec in &needs.config {
+        if supplied_by_env(spec, env) {
+            continue;
+        }
+        if spec.kind == ConfigKind::Secret {
+            let _ = write!(
+                missing,
+                "\n  - {} ({}): set {}",
+                spec.key,
+                spec.prompt,
+                secret_env_var(&spec.key)
+            );
+            if let Some(var) = &spec.env {
+                let _ = write!(missing, " (or {var})");
+            }
+        } else {
+            let _ = write!(
+                missing,
+                "\n  - {} ({}): add it to {config_file}",
+                spec.key, spec.prompt
+            );
+            if let Some(default) = &spec.default {
+                let _ = write!(missing, " (the question's default is {default})");
+            }
+        }
+    }
+    let mut secrets = Vec::new();
+    for spec in &needs.secrets {
+        match env.get(&spec.env_var()).filter(|v| !v.is_empty()) {
+            Some(value) => secrets.push((spec.key.clone(), Secret::new(value.clone()))),
+            None => {
+                let _ = write!(
+                    missing,
+                    "\n  - {} (secret: {}): set {}",
+                    spec.key,
+                    spec.prompt,
+                    spec.env_var()
+                );
+            }
+        }
+    }
+    if !missing.is_empty() {
+        let what = if needs.config.is_empty() {
+            "secrets"
+        } else {
+            "configuration and secrets"
+        };
+        return Err(Error::config(
+            Problem::new(format!(
+                "stack `{stack}` needs {what} that cannot be asked for without a terminal:{missing}"
+            ))
+            .hint("supply each as listed, or run `mara up` once on a terminal to be asked"),
+        ));
+    }
+    Ok((FirstRun::default(), secrets))
+}
+
+/// On a terminal: asks every question, then every secret.
+pub fn ask(
+    needs: &Needs<'_>,
+    env: &BTreeMap<String, String>,
+    stack: &StackName,
+    kubeconfig: &str,
+    provider: &Provider,
+) -> Result<(FirstRun, Vec<(String, Secret)>)> {
+    let theme = dialoguer::theme::SimpleTheme;
+    let failed = |e: dialoguer::Error| Error::Output(std::io::Error::other(e));
+    let mut first_run = FirstRun::default();
+    if !needs.config.is_empty() {
+        eprintln!(
+            "Stack {stack} has no configuration yet: provider {} asks {} questions.",
+            provider.name,
+            needs.config.len()
+        );
+    }
+    for spec in &needs.config {
+        if supplied_by_env(spec, env) {
+            continue;
+        }
+        let default = default_of(spec, env, stack, kubeconfig);
+        match spec.kind {
+            ConfigKind::Secret => {
+                let value = ask_secret(&spec.prompt, None).map_err(failed)?;
+                first_run.secrets.push((spec.key.clone(), value));
+            }
+            ConfigKind::Bool => {
+                let answer = dialoguer::Confirm::with_theme(&theme)
+                    .with_prompt(&spec.prompt)
+                    .default(default.as_ref().and_then(Value::as_bool).unwrap_or(false))
+                    .interact()
+                    .map_err(failed)?;
+                first_run
+                    .values
+                    .insert(spec.key.clone(), Value::Bool(answer));
+            }
+            _ if !spec.choices.is_empty() => {
+                let items: Vec<String> = spec.choices.iter().map(display).collect();
+                let start = default
+                    .as_ref()
+                    .and_then(|d| spec.choices.iter().position(|c| c == d))
+                    .unwrap_or(0);
+                let index = dialoguer::Select::with_theme(&theme)
+                    .with_prompt(&spec.prompt)
+                    .items(&items)
+                    .default(start)
+                    .interact()
+                    .map_err(failed)?;
+                first_run
+                    .values
+                    .insert(spec.key.clone(), spec.choices[index].clone());
+            }
+            kind => {
+                let mut input = dialoguer::Input::<String>::with_theme(&theme)
+                    .with_prompt(&spec.prompt)
+                    .allow_empty(true);
+                if let Some(default) = &default {
+                    input = input.default(display(default));
+                }
+                let optional = spec.optional;
+                let text = input
+                    .validate_with(move |answer: &String| check_answer(kind, answer, optional))
+                    .interact_text()
+                    .map_err(failed)?;
+                if let Some(value) = typed(kind, &text) {
+                    first_run.values.insert(spec.key.clone(), value);
+                }
+            }
+        }
+    }
+    let mut secrets = Vec::new();
+    if !needs.secrets.is_empty() {
+        eprintln!(
+            "{} secrets are not stored yet; they are kept encrypted in the secrets project.",
+            needs.secrets.len()
+        );
+    }
+    for spec in &needs.secrets {
+        let value = ask_secret(&spec.prompt, spec.default.as_deref()).map_err(failed)?;
+        secrets.push((spec.key.clone(), value));
+    }
+    Ok((first_run, secrets))
+}
+
+/// Hidden input, typed twice; an empty answer takes the default, and is refused without one.
+pub fn ask_secret(
+    prompt: &str,
+    default: Option<&str>,
+) -> std::result::Result<Secret, dialoguer::Error> {
+    let theme = dialoguer::theme::SimpleTheme;
+    let prompt = match default {
+        Some(_) => format!("{prompt} (empty for the default)"),
+        None => prompt.to_string(),
+    };
+    loop {
+        let value = dialoguer::Password::with_theme(&theme)
+            .with_prompt(&prompt)
+            .with_confirmation("Repeat it", "The two entries differ; again.")
+            .allow_empty_password(true)
+            .interact()?;
+        match (value.is_empty(), default) {
+            (false, _) => return Ok(Secret::new(value)),
+            (true, Some(default)) => return Ok(Secret::new(default.to_string())),
+            (true, None) => eprintln!("A secret cannot be empty; again."),
+        }
+    }
+}
+
+/// Whether a typed answer fits its kind (an empty one only when the question is optional).
+pub fn check_answer(
+    kind: ConfigKind,
+    answer: &str,
+    optional: bool,
+) -> std::result::Result<(), String> {
+    let answer = answer.trim();
+    if answer.is_empty() {
+        return if optional {
+            Ok(())
+        } else {
+            Err("an answer is needed".into())
+        };
+    }
+    match kind {
+        ConfigKind::Int => answer
+            .parse::<i64>()
+            .map(|_| ())
+            .map_err(|_| format!("`{answer}` is not a whole number")),
+        ConfigKind::List if split_list(answer).is_empty() => {
+            Err("give at least one item, separated by commas".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The value an answer stands for; `None` for an empty answer (the key stays unset).
+pub fn typed(kind: ConfigKind, answer: &str) -> Option<Value> {
+    let answer = answer.trim();
+    if answer.is_empty() {
+        return None;
+    }
+    Some(match kind {
+        ConfigKind::Int => answer
+            .parse::<i64>()
+            .map(Value::from)
+            .unwrap_or_else(|_| Value::String(answer.into())),
+        ConfigKind::Bool => Value::Bool(matches!(
+            answer.to_lowercase().as_str(),
+            "y" | "yes" | "t" | "true" | "1"
+        )),
+        ConfigKind::List => {
+            Value::Array(split_list(answer).into_iter().map(Value::String).collect())
+        }
+        ConfigKind::String | ConfigKind::Secret => Value::String(answer.to_string()),
+    })
+}
+
+fn split_list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn display(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(display).collect::<Vec<_>>().join(", "),
+        other => other.to_string(),
+    }
+}
+
+/// The shared configuration of a first run, as Pulumi itself would write it: a `config:` mapping
+/// of namespaced keys, strings that YAML would read as something else quoted, numbers and booleans
+/// as typed values (`config set --type`), lists as sequences (`config set --path`).
+pub fn first_run_document(values: &Map<String, Value>, infra_type: Option<&str>) -> String {
+    let mut config = Map::new();
+    if let Some(infra_type) = infra_type {
+        config.insert(
+            INFRA_TYPE_KEY.to_string(),
+            Value::String(infra_type.to_string()),
+        );
+    }
+    for (key, value) in values {
+        config.insert(key.clone(), value.clone());
+    }
+    let mut document = Map::new();
+    document.insert("config".into(), Value::Object(config));
+    serde_saphyr::to_string(&Value::Object(document)).expect("a mapping of plain values serializes")
+}
+
+/// `MARA_SECRET_*` never reaches an engine or a hook: it is only for mara.
+pub fn strip_secret_variables(env: &mut BTreeMap<String, String>) {
+    env.retain(|key, _| !key.starts_with(&env_var_name("MARA_SECRET_", "")));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Location;
+    use crate::workspace::stack_config::StackConfig;
+
+    fn spec(key: &str, kind: ConfigKind, default: Option<Value>, env: Option<&str>) -> ConfigSpec {
+        ConfigSpec {
+            key: key.into(),
+            prompt: format!("{key}?"),
+            default,
+            env: env.map(str::to_string),
+            kind,
+            choices: Vec::new(),
+            optional: false,
+            declared_at: Location::file("p.toml"),
+        }
+    }
+
+    #[test]
+    fn defaults_come_from_the_environment_then_the_provider_with_templates() {
+        let stack = StackName::parse("dev").unwrap();
+        let env = BTreeMap::from([("AWS_DEFAULT_REGION".to_string(), "eu-west-1".to_string())]);
+        let region = spec(
+            "aws:region",
+            ConfigKind::String,
+            Some(Value::from("us-east-1")),
+            Some("AWS_DEFAULT_REGION"),
+        );
+        assert_eq!(
+            default_of(&region, &env, &stack, "/k"),
+            Some(Value::from("eu-west-1"))
+        );
+        assert_eq!(
+            default_of(&region, &BTreeMap::new(), &stack, "/k"),
+            Some(Value::from("us-east-1"))
+        );
+        let context = spec(
+            "kubernetes:context",
+            ConfigKind::String,
+            Some(Value::from("k3d-mara-{stack} {kubeconfig}")),
+            None,
+        );
+        assert_eq!(
+            default_of(&context, &env, &stack, "/w/.mara/kube/dev.yaml"),
+            Some(Value::from("k3d-mara-dev /w/.mara/kube/dev.yaml"))
+        );
+    }
+
+    #[test]
+    fn answers_are_checked_and_typed() {
+        assert!(check_answer(ConfigKind::Int, "12", false).is_ok());
+        assert_eq!(
+            check_answer(ConfigKind::Int, "twelve", false).unwrap_err(),
+            "`twelve` is not a whole number"
+        );
+        assert!(check_answer(ConfigKind::String, " ", false).is_err());
+        assert!(check_answer(ConfigKind::String, "", true).is_ok());
+        assert_eq!(
+            typed(ConfigKind::List, "a, b,, c"),
+            Some(serde_json::json!(["a", "b", "c"]))
+        );
+        assert_eq!(typed(ConfigKind::Int, "3"), Some(Value::from(3)));
+        assert_eq!(typed(ConfigKind::Bool, "Yes"), Some(Value::Bool(true)));
+        assert_eq!(typed(ConfigKind::String, ""), None);
+    }
+
+    #[test]
+    fn the_first_run_file_reads_back_with_its_types() {
+        let mut values = Map::new();
+        values.insert("eks:k8s_version".into(), Value::from("1.34"));
+        values.insert("eks:min_size".into(), Value::from(3));
+        values.insert("linode:k8s_ha".into(), Value::Bool(true));
+        values.insert(
+            "vpc:azs".into(),
+            serde_json::json!(["us-east-1a", "us-east-1b"]),
+        );
+        values.insert("aws:profile".into(), Value::from("true"));
+        let text = first_run_document(&values, Some("AWS"));
+        let config = StackConfig::parse(std::path::Path::new("Pulumi.dev.yaml"), &text).unwrap();
+        assert_eq!(config.values["kubernetes:infra_type"], "AWS");
+        assert_eq!(
+            config.values["eks:k8s_version"],
+            Value::from("1.34"),
+            "{text}"
+        );
+        assert_eq!(config.values["eks:min_size"], Value::from(3));
+        assert_eq!(config.values["linode:k8s_ha"], Value::Bool(true));
+        assert_eq!(
+            config.values["vpc:azs"],
+            serde_json::json!(["us-east-1a", "us-east-1b"])
+        );
+        assert_eq!(
+            config.values["aws:profile"],
+            Value::from("true"),
+            "a string stays a string: {text}"
+        );
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        assert_eq!(format!("{:?}", Secret::new("hunter2".into())), "[secret]");
+        let mut env = BTreeMap::from([
+            ("MARA_SECRET_X".to_string(), "v".to_string()),
+            ("PATH".to_string(), "/bin".to_string()),
+        ]);
+        strip_secret_variables(&mut env);
+        assert_eq!(env.keys().collect::<Vec<_>>(), ["PATH"]);
+    }
+}
