@@ -142,8 +142,13 @@ pub fn without_terminal(
     config_file: &str,
 ) -> Result<(FirstRun, Vec<(String, Secret)>)> {
     let mut missing = String::new();
+    let mut first_run = FirstRun::default();
     for spec in &needs.config {
         if supplied_by_env(spec, env) {
+            continue;
+        }
+        if let (ConfigKind::Secret, Some(value)) = (spec.kind, supplied_secret(&spec.key, env)) {
+            first_run.secrets.push((spec.key.clone(), value));
             continue;
         }
         if spec.kind == ConfigKind::Secret {
@@ -170,8 +175,8 @@ pub fn without_terminal(
     }
     let mut secrets = Vec::new();
     for spec in &needs.secrets {
-        match env.get(&spec.env_var()).filter(|v| !v.is_empty()) {
-            Some(value) => secrets.push((spec.key.clone(), Secret::new(value.clone()))),
+        match supplied_secret(&spec.key, env) {
+            Some(value) => secrets.push((spec.key.clone(), value)),
             None => {
                 let _ = write!(
                     missing,
@@ -196,7 +201,7 @@ pub fn without_terminal(
             .hint("supply each as listed, or run `mara up` once on a terminal to be asked"),
         ));
     }
-    Ok((FirstRun::default(), secrets))
+    Ok((first_run, secrets))
 }
 
 /// On a terminal: asks every question, then every secret.
@@ -224,7 +229,10 @@ pub fn ask(
         let default = default_of(spec, env, stack, kubeconfig);
         match spec.kind {
             ConfigKind::Secret => {
-                let value = ask_secret(&spec.prompt, None).map_err(failed)?;
+                let value = match supplied_secret(&spec.key, env) {
+                    Some(value) => value,
+                    None => ask_secret(&spec.prompt, None).map_err(failed)?,
+                };
                 first_run.secrets.push((spec.key.clone(), value));
             }
             ConfigKind::Bool => {
@@ -279,10 +287,20 @@ pub fn ask(
         );
     }
     for spec in &needs.secrets {
-        let value = ask_secret(&spec.prompt, spec.default.as_deref()).map_err(failed)?;
+        let value = match supplied_secret(&spec.key, env) {
+            Some(value) => value,
+            None => ask_secret(&spec.prompt, spec.default.as_deref()).map_err(failed)?,
+        };
         secrets.push((spec.key.clone(), value));
     }
     Ok((first_run, secrets))
+}
+
+/// A secret given by its `MARA_SECRET_<KEY>` variable is never asked for, on a terminal either.
+fn supplied_secret(key: &str, env: &BTreeMap<String, String>) -> Option<Secret> {
+    env.get(&secret_env_var(key))
+        .filter(|v| !v.is_empty())
+        .map(|v| Secret::new(v.clone()))
 }
 
 /// Hidden input, typed twice; an empty answer takes the default, and is refused without one.

@@ -9,6 +9,7 @@ use std::time::{Instant, SystemTime};
 use tokio::sync::mpsc;
 
 use crate::cli::{OutputFormat, RunArgs};
+use crate::configure;
 use crate::engine::pulumi::Pulumi;
 use crate::engine::{Operation, Step, StepKind, has_changes};
 use crate::error::{Error, Location, Problem, Result, plural};
@@ -73,6 +74,41 @@ fn run_in(
         secrets_provider: workspace.settings.pulumi.secrets_provider.clone(),
         color: settings.stdout_style.enabled,
     };
+    // Without a terminal, a change without --yes is a usage error before anything else.
+    let needs_confirmation =
+        operation.mutates() && operation != Operation::Refresh && !args.yes && !args.dry_run;
+    if needs_confirmation && !settings.interactive {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "`mara {operation}` changes infrastructure and there is no terminal to confirm on"
+            ))
+            .hint("pass --yes to go ahead without confirmation"),
+        ));
+    }
+    // MARA_SECRET_* is for mara alone: no engine or hook process gets it.
+    let with_secret_variables = env.clone();
+    configure::strip_secret_variables(&mut env);
+    let mut known_secrets = Vec::new();
+    if operation == Operation::Up && !args.dry_run {
+        let config = context
+            .config
+            .as_ref()
+            .expect("a resolved stack has its configuration read");
+        known_secrets = prepare_stack(
+            settings,
+            workspace,
+            &provider,
+            &plan,
+            &stack,
+            config,
+            &pulumi,
+            &env,
+            &with_secret_variables,
+        )?;
+    }
+    if !args.dry_run {
+        known_secrets.extend(read_back_secrets(workspace, &plan, &pulumi, &env));
+    }
     let env = Arc::new(env);
     let execution = Execution {
         graph: &graph,
@@ -87,7 +123,7 @@ fn run_in(
             kubeconfig_file: workspace.kubeconfig_file(&stack.name),
             env: env.clone(),
         }),
-        redactor: Arc::new(Redactor::new(Vec::new())),
+        redactor: Arc::new(Redactor::new(known_secrets)),
         remove: extra.remove,
         interrupt: Interrupt::default(),
     };
@@ -305,6 +341,120 @@ impl Execution<'_> {
     }
 }
 
+/// Before `up`: the first run's answers written to the shared configuration (with
+/// `kubernetes:infra_type`), the secret answers and the missing secrets stored encrypted through
+/// Pulumi (the value on standard input). Returns every secret value it handled.
+#[allow(clippy::too_many_arguments)]
+fn prepare_stack(
+    settings: &Settings,
+    workspace: &Workspace,
+    provider: &Provider,
+    plan: &Plan<'_>,
+    stack: &ResolvedStack,
+    config: &StackConfigFile,
+    pulumi: &Pulumi,
+    env: &BTreeMap<String, String>,
+    with_secret_variables: &BTreeMap<String, String>,
+) -> Result<Vec<String>> {
+    let needs = configure::needs(workspace, provider, plan, &stack.name, config)?;
+    let kubeconfig = workspace.kubeconfig_file(&stack.name).display().to_string();
+    let config_file = workspace.display(config.path()).display().to_string();
+    let (first_run, secrets) = if needs.is_empty() {
+        Default::default()
+    } else if settings.interactive {
+        configure::ask(
+            &needs,
+            with_secret_variables,
+            &stack.name,
+            &kubeconfig,
+            provider,
+        )?
+    } else {
+        configure::without_terminal(&needs, with_secret_variables, &stack.name, &config_file)?
+    };
+    if config.is_first_run() {
+        let text = configure::first_run_document(&first_run.values, provider.infra_type.as_deref());
+        crate::run::hooks::write_atomic(config.path(), &text, 0o644)
+            .map_err(|e| Error::read(config.path(), e))?;
+        let written = StackConfigFile::load(config.path())?;
+        check_configuration(workspace, provider, plan, stack, &written, Operation::Up)?;
+    }
+    let mut values = Vec::new();
+    let store = |dir: &Path, key: &str, value: &configure::Secret, shared: bool| -> Result<()> {
+        for (step, stdin) in [
+            (pulumi.select_step(dir), None),
+            (
+                pulumi.set_secret_step(dir, key, shared),
+                Some(value.expose()),
+            ),
+        ] {
+            let finished =
+                crate::run::process::run_blocking(&step, env, stdin).map_err(Error::Output)?;
+            if finished.code != Some(0) {
+                let redactor = Redactor::new([value.expose().to_string()]);
+                let reason = finished
+                    .stderr
+                    .lines()
+                    .rev()
+                    .find(|l| l.starts_with("error:"))
+                    .unwrap_or("pulumi failed");
+                return Err(Error::config(
+                    Problem::new(format!(
+                        "storing `{key}` failed: {}",
+                        redactor.redact(reason.trim_start_matches("error:").trim())
+                    ))
+                    .subject(workspace.display(dir).display().to_string()),
+                ));
+            }
+        }
+        Ok(())
+    };
+    if let Some(first) = plan.order().first() {
+        let dir = workspace.project_dir(&plan.graph.project(*first).path);
+        for (key, value) in &first_run.secrets {
+            store(&dir, key, value, true)?;
+            values.push(value.expose().to_string());
+        }
+    }
+    let secrets_dir = workspace.project_dir(&workspace.settings.secrets_project);
+    for (key, value) in &secrets {
+        store(&secrets_dir, key, value, false)?;
+        values.push(value.expose().to_string());
+    }
+    Ok(values)
+}
+
+/// The secret values Pulumi already stores for this stack — in the secrets project and in the
+/// shared configuration — so that they can be kept out of every line mara shows or logs.
+fn read_back_secrets(
+    workspace: &Workspace,
+    plan: &Plan<'_>,
+    pulumi: &Pulumi,
+    env: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let holds_secrets =
+        |file: &Path| std::fs::read_to_string(file).is_ok_and(|t| t.contains("secure:"));
+    let mut reads = Vec::new();
+    let secrets_dir = workspace.project_dir(&workspace.settings.secrets_project);
+    if holds_secrets(&secrets_dir.join(format!("Pulumi.{}.yaml", pulumi.stack))) {
+        reads.push(pulumi.read_config_step(&secrets_dir, false));
+    }
+    if holds_secrets(&pulumi.shared_config)
+        && let Some(first) = plan.order().first()
+    {
+        reads.push(pulumi.read_config_step(
+            &workspace.project_dir(&plan.graph.project(*first).path),
+            true,
+        ));
+    }
+    reads
+        .iter()
+        .filter_map(|step| crate::run::process::run_blocking(step, env, None).ok())
+        .filter(|finished| finished.code == Some(0))
+        .flat_map(|finished| crate::engine::pulumi::secret_values(&finished.stdout))
+        .collect()
+}
+
 /// Only Pulumi projects run for now; the other engines are planned and validated.
 fn check_engines(workspace: &Workspace, plan: &Plan<'_>) -> Result<()> {
     let problems: Vec<Problem> = plan
@@ -340,19 +490,6 @@ fn check_configuration(
 ) -> Result<()> {
     let file = workspace.display(config.path()).into_owned();
     let Some(values) = config.config() else {
-        if operation == Operation::Up && !provider.config.is_empty() {
-            let keys: Vec<&str> = provider.config.iter().map(|c| c.key.as_str()).collect();
-            return Err(Error::config(
-                Problem::new(format!(
-                    "the stack `{}` has no configuration yet; provider {} needs: {}",
-                    stack.name,
-                    provider.name,
-                    keys.join(", ")
-                ))
-                .in_file(&file)
-                .hint("write them under `config:` (config/pulumi/Pulumi.stackname.yaml.example documents each)"),
-            ));
-        }
         return Ok(());
     };
     let mut problems = Vec::new();

@@ -109,6 +109,121 @@ impl Pulumi {
     }
 }
 
+impl Pulumi {
+    /// `stack select --create` in `dir`: a stack must exist before its configuration can be set.
+    pub fn select_step(&self, dir: &Path) -> Step {
+        let mut args: Vec<String> = [
+            "--non-interactive",
+            "stack",
+            "select",
+            "--create",
+            "--stack",
+            &self.stack,
+        ]
+        .map(String::from)
+        .to_vec();
+        if let Some(provider) = &self.secrets_provider {
+            args.extend(["--secrets-provider".to_string(), provider.clone()]);
+        }
+        Step {
+            kind: StepKind::Prepare,
+            program: self.binary.clone(),
+            args,
+            cwd: dir.to_path_buf(),
+        }
+    }
+
+    /// `config set --secret KEY` in `dir`, the value to be written to standard input (never an
+    /// argument); with `shared`, into the shared configuration.
+    pub fn set_secret_step(&self, dir: &Path, key: &str, shared: bool) -> Step {
+        let mut args: Vec<String> = [
+            "--non-interactive",
+            "config",
+            "set",
+            "--secret",
+            key,
+            "--stack",
+            &self.stack,
+        ]
+        .map(String::from)
+        .to_vec();
+        if shared {
+            args.extend([
+                "--config-file".to_string(),
+                self.shared_config.display().to_string(),
+            ]);
+        }
+        Step {
+            kind: StepKind::Prepare,
+            program: self.binary.clone(),
+            args,
+            cwd: dir.to_path_buf(),
+        }
+    }
+
+    /// `config set KEY VALUE` (plain) into the shared configuration, from `dir`.
+    pub fn set_plain_step(&self, dir: &Path, key: &str, value: &str, path: bool) -> Step {
+        let mut args: Vec<String> = ["--non-interactive", "config", "set", "--plaintext"]
+            .map(String::from)
+            .to_vec();
+        if path {
+            args.push("--path".into());
+        }
+        args.extend([
+            key.to_string(),
+            "--stack".into(),
+            self.stack.clone(),
+            "--config-file".into(),
+            self.shared_config.display().to_string(),
+        ]);
+        args.extend(["--".to_string(), value.to_string()]);
+        Step {
+            kind: StepKind::Prepare,
+            program: self.binary.clone(),
+            args,
+            cwd: dir.to_path_buf(),
+        }
+    }
+
+    /// `config --json --show-secrets` in `dir` (the shared configuration with `shared`): how mara
+    /// learns the secret values it must keep out of its output.
+    pub fn read_config_step(&self, dir: &Path, shared: bool) -> Step {
+        let mut args: Vec<String> = [
+            "--non-interactive",
+            "config",
+            "--json",
+            "--show-secrets",
+            "--stack",
+            &self.stack,
+        ]
+        .map(String::from)
+        .to_vec();
+        if shared {
+            args.extend([
+                "--config-file".to_string(),
+                self.shared_config.display().to_string(),
+            ]);
+        }
+        Step {
+            kind: StepKind::Outputs,
+            program: self.binary.clone(),
+            args,
+            cwd: dir.to_path_buf(),
+        }
+    }
+}
+
+/// The secret values of `pulumi config --json --show-secrets` output.
+pub fn secret_values(config_json: &str) -> Vec<String> {
+    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(config_json) else {
+        return Vec::new();
+    };
+    map.values()
+        .filter(|entry| entry["secret"] == Value::Bool(true))
+        .filter_map(|entry| entry["value"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// Whether stderr says another update holds the stack's lock.
 pub fn is_locked(stderr: &str) -> bool {
     LOCKED_MARKERS.iter().any(|m| stderr.contains(m))
@@ -372,6 +487,25 @@ mod tests {
             ["update pulumi:pulumi:Stack p-dev", "Preview: ~1"]
         );
         assert_eq!(reader.changes.as_ref().unwrap()["update"], 1);
+    }
+
+    #[test]
+    fn secrets_travel_on_stdin_and_are_read_back_by_value() {
+        let p = pulumi();
+        let step = p.set_secret_step(Path::new("/w/s"), "prometheus:adminpass", false);
+        assert_eq!(
+            step.display(),
+            "pulumi --non-interactive config set --secret prometheus:adminpass --stack dev"
+        );
+        let step = p.set_plain_step(Path::new("/w/a"), "aws:region", "-x", false);
+        assert!(
+            step.display()
+                .ends_with("--config-file /w/config/pulumi/Pulumi.dev.yaml -- -x"),
+            "{}",
+            step.display()
+        );
+        let json = r#"{"a:b": {"value": "v", "secret": false}, "p:pw": {"value": "hunter2", "secret": true}, "p:x": {"secret": true}}"#;
+        assert_eq!(secret_values(json), ["hunter2"]);
     }
 
     #[test]

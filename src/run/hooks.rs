@@ -338,6 +338,12 @@ pub fn unmerge_kubeconfig(existing: Value, ours: &Value) -> Value {
 
 /// Writes `text` to `path` atomically (a temporary file beside it, then a rename) with mode 0600.
 pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    write_atomic(path, text, 0o600)
+}
+
+/// Writes `text` to `path` atomically with `mode`: a reader sees the old file or the new one,
+/// never a part.
+pub fn write_atomic(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let temp = dir.join(format!(
@@ -349,7 +355,7 @@ pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
         .write(true)
         .create(true)
         .truncate(true)
-        .mode(0o600)
+        .mode(mode)
         .open(&temp)?;
     file.write_all(text.as_bytes())?;
     file.sync_all()?;

@@ -177,6 +177,39 @@ pub async fn run(
     })
 }
 
+/// Runs a short step to its end without streaming (storing or reading configuration), with
+/// `stdin` written to it. Interrupts reach it as they reach the operations.
+pub fn run_blocking(
+    step: &Step,
+    env: &BTreeMap<String, String>,
+    stdin: Option<&str>,
+) -> std::io::Result<Finished> {
+    use std::io::Write as _;
+    let program = resolve_program(&step.program, env, &step.cwd)?;
+    let mut child = std::process::Command::new(program)
+        .args(&step.args)
+        .current_dir(&step.cwd)
+        .env_clear()
+        .envs(env)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(text.as_bytes())?;
+    }
+    let output = child.wait_with_output()?;
+    Ok(Finished {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    })
+}
+
 /// Reads `reader` line by line, sending each line as it comes; returns everything read.
 async fn read_lines(
     reader: impl tokio::io::AsyncRead + Unpin,
