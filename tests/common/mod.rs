@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+use std::io::{Read, Write};
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -141,4 +143,105 @@ pub fn stand_in() -> PathBuf {
         path.display()
     );
     path
+}
+
+/// mara running on a pseudo-terminal, its screen collected as it comes.
+pub struct Terminal {
+    child: std::process::Child,
+    pub screen: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Terminal {
+    /// Starts `mara <args>` on a pseudo-terminal in `workspace`, with `bin` first on PATH and `env` set.
+    pub fn start(workspace: &Path, bin: &Path, args: &str) -> Terminal {
+        Terminal::start_with(workspace, bin, args, &[])
+    }
+
+    pub fn start_with(workspace: &Path, bin: &Path, args: &str, env: &[(&str, &str)]) -> Terminal {
+        let mara = assert_cmd::cargo::cargo_bin("mara");
+        let command = format!("{} --color never {args}", mara.display());
+        let mut child = std::process::Command::new("script")
+            .args(["-qfec", &command, "/dev/null"])
+            .current_dir(workspace)
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    bin.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .env("HOME", workspace.join("home"))
+            .env("TERM", "xterm")
+            .env_remove("CI")
+            .env_remove("KUBECONFIG")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .envs(env.iter().copied())
+            .spawn()
+            .expect("script (util-linux) runs");
+        let screen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut stdout = child.stdout.take().unwrap();
+        let collected = screen.clone();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buffer) {
+                if n == 0 {
+                    break;
+                }
+                collected
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buffer[..n]));
+            }
+        });
+        Terminal { child, screen }
+    }
+
+    /// Waits until `text` is on the screen, then a moment more: the prompt is printed before the
+    /// terminal is switched to raw mode, which discards keys typed in between.
+    pub fn wait_for(&self, text: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !self.screen.lock().unwrap().contains(text) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never saw {text:?} in:\n{}",
+                self.screen.lock().unwrap()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(400));
+    }
+
+    pub fn type_keys(&mut self, keys: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(keys.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn finish(mut self) -> (i32, String) {
+        drop(self.child.stdin.take());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("mara did not finish:\n{}", self.screen.lock().unwrap());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while std::time::Instant::now() < deadline
+            && !self.screen.lock().unwrap().contains("Script done")
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        (
+            status.code().unwrap_or(-1),
+            self.screen.lock().unwrap().clone(),
+        )
+    }
 }

@@ -1,0 +1,329 @@
+//! First runs and secrets: the guided conversation on a real terminal, the precise error without
+//! one, a provider switch refused, and no secret value anywhere — not in mara's output, its logs
+//! and reports, the workspace's files, nor any command line the stand-in recorded.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::Terminal;
+
+const SECRETS: [(&str, &str); 5] = [
+    (
+        "MARA_SECRET_PROMETHEUS_ADMINPASS",
+        "Zq7-prom-admin-leak-check",
+    ),
+    ("MARA_SECRET_SIRIUS_ACCOUNTS_PWD", "Zq7-accounts-leak-check"),
+    ("MARA_SECRET_SIRIUS_LEDGER_PWD", "Zq7-ledger-leak-check"),
+    ("MARA_SECRET_SIRIUS_DEMO_LOGIN_USER", "Zq7-user-leak-check"),
+    ("MARA_SECRET_SIRIUS_DEMO_LOGIN_PWD", "Zq7-login-leak-check"),
+];
+
+/// A copy of the example without its demo secrets (and, with `first_run`, without its
+/// configuration), the stand-in as `pulumi`, and a log of its calls.
+struct Case {
+    dir: tempfile::TempDir,
+    bin: tempfile::TempDir,
+}
+
+impl Case {
+    fn new(first_run: bool) -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        common::copy_example(&common::example("mara-local"), dir.path());
+        let env_file = dir.path().join("config/pulumi/environment");
+        let text: String = std::fs::read_to_string(&env_file)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with("MARA_SECRET_"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(&env_file, text).unwrap();
+        if first_run {
+            std::fs::remove_file(dir.path().join("config/pulumi/Pulumi.dev.yaml")).unwrap();
+        }
+        Case {
+            dir,
+            bin: common::stand_in_bin(),
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn log(&self) -> PathBuf {
+        self.root().join("calls.jsonl")
+    }
+
+    fn mara(&self) -> assert_cmd::Command {
+        let mut cmd = common::mara(self.root());
+        cmd.env(
+            "PATH",
+            format!(
+                "{}:{}",
+                self.bin.path().display(),
+                std::env::var("PATH").unwrap()
+            ),
+        )
+        .env("HOME", self.root().join("home"))
+        .env("PULUMI_STAND_IN_LOG", self.log());
+        cmd
+    }
+
+    /// The stand-in, in a project directory, with the example's backend and passphrase.
+    fn pulumi(&self, project: &str, args: &[&str]) -> String {
+        let output = std::process::Command::new(common::stand_in())
+            .args(args)
+            .current_dir(self.root().join(project))
+            .env(
+                "PULUMI_BACKEND_URL",
+                format!(
+                    "file://{}",
+                    self.root().join(".mara/pulumi-state").display()
+                ),
+            )
+            .env("PULUMI_CONFIG_PASSPHRASE", "mara-local-example")
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    fn calls(&self) -> String {
+        std::fs::read_to_string(self.log()).unwrap_or_default()
+    }
+}
+
+#[test]
+fn the_first_run_and_the_secrets_are_asked_on_a_terminal() {
+    let case = Case::new(true);
+    let log = case.log().display().to_string();
+    let mut terminal = Terminal::start_with(
+        case.root(),
+        case.bin.path(),
+        "up --yes",
+        &[("PULUMI_STAND_IN_LOG", &log)],
+    );
+    terminal.wait_for("Name of the simulated cluster");
+    terminal.type_keys("\r"); // the default: mara-dev
+    terminal.wait_for("Number of simulated nodes");
+    terminal.type_keys("many\r");
+    terminal.wait_for("is not a whole number");
+    terminal.type_keys("5\r");
+    let answers = [
+        ("Prometheus administrator password", "Zq7-typed-prom"),
+        (
+            "Bank of Sirius Accounts Database password",
+            "Zq7-typed-accounts",
+        ),
+        (
+            "Bank of Sirius Ledger Database password",
+            "Zq7-typed-ledger",
+        ),
+    ];
+    for (prompt, answer) in answers {
+        terminal.wait_for(prompt);
+        terminal.type_keys(&format!("{answer}\r"));
+        terminal.wait_for("Repeat it");
+        terminal.type_keys(&format!("{answer}\r"));
+    }
+    // A default: an empty answer takes it.
+    terminal.wait_for("Bank of Sirius demo site login username (empty for the default)");
+    terminal.type_keys("\r");
+    terminal.wait_for("Repeat it");
+    terminal.type_keys("\r");
+    // Two different entries are asked again.
+    terminal.wait_for("Bank of Sirius demo site login password");
+    terminal.type_keys("Zq7-one\r");
+    terminal.wait_for("Repeat it");
+    terminal.type_keys("Zq7-two\r");
+    terminal.wait_for("The two entries differ");
+    terminal.type_keys("Zq7-typed-login\r");
+    terminal.wait_for("Repeat it");
+    terminal.type_keys("Zq7-typed-login\r");
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, 0, "{screen}");
+    assert!(
+        !screen.contains("Zq7-typed"),
+        "hidden input is never echoed: {screen}"
+    );
+
+    // The configuration, written as Pulumi reads it, with the provider recorded.
+    let written =
+        std::fs::read_to_string(case.root().join("config/pulumi/Pulumi.dev.yaml")).unwrap();
+    let config: serde_json::Value = serde_saphyr::from_str(&written).unwrap();
+    assert_eq!(
+        config["config"]["kubernetes:infra_type"], "local",
+        "{written}"
+    );
+    assert_eq!(config["config"]["local-cluster:cluster_name"], "mara-dev");
+    assert_eq!(config["config"]["local-cluster:node_count"], 5);
+    let nodes = case.pulumi(
+        "infrastructure/local/cluster",
+        &[
+            "--non-interactive",
+            "stack",
+            "output",
+            "node_count",
+            "--stack",
+            "dev",
+        ],
+    );
+    assert_eq!(nodes.trim(), "5", "Pulumi read the answer back");
+
+    // The secrets, stored encrypted in the secrets project, read back by Pulumi.
+    let stored =
+        std::fs::read_to_string(case.root().join("kubernetes/secrets/Pulumi.dev.yaml")).unwrap();
+    assert!(
+        stored.contains("prometheus:adminpass")
+            && stored.contains("secure:")
+            && !stored.contains("Zq7"),
+        "{stored}"
+    );
+    let get = |key: &str| {
+        case.pulumi(
+            "kubernetes/secrets",
+            &["--non-interactive", "config", "get", key, "--stack", "dev"],
+        )
+    };
+    assert_eq!(get("prometheus:adminpass").trim(), "Zq7-typed-prom");
+    assert_eq!(get("sirius:demo_login_user").trim(), "testuser");
+    assert_eq!(get("sirius:demo_login_pwd").trim(), "Zq7-typed-login");
+    assert!(
+        !case.calls().contains("Zq7"),
+        "a secret was on a command line"
+    );
+
+    // A second up asks nothing.
+    case.mara().args(["up", "--yes"]).assert().success();
+}
+
+#[test]
+fn without_a_terminal_one_error_lists_everything_missing_and_nothing_runs() {
+    let case = Case::new(true);
+    let output = case.mara().args(["up", "--yes"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let err = common::stderr(&output);
+    for key in [
+        "local-cluster:cluster_name",
+        "local-cluster:node_count",
+        "MARA_SECRET_PROMETHEUS_ADMINPASS",
+        "MARA_SECRET_SIRIUS_ACCOUNTS_PWD",
+        "MARA_SECRET_SIRIUS_LEDGER_PWD",
+        "MARA_SECRET_SIRIUS_DEMO_LOGIN_USER",
+        "MARA_SECRET_SIRIUS_DEMO_LOGIN_PWD",
+    ] {
+        assert!(err.contains(key), "{key} missing from:\n{err}");
+    }
+    assert!(err.contains("config/pulumi/Pulumi.dev.yaml"), "{err}");
+    assert!(case.calls().is_empty(), "no engine call before the error");
+    assert!(
+        !case.root().join("config/pulumi/Pulumi.dev.yaml").exists(),
+        "no file written"
+    );
+
+    // With the configuration there and the secrets in the environment, it runs.
+    let case = Case::new(false);
+    let mut cmd = case.mara();
+    cmd.args(["up", "--yes", "--report", "report.json"]);
+    for (key, value) in SECRETS {
+        cmd.env(key, value);
+    }
+    let output = cmd.output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(
+        case.pulumi(
+            "kubernetes/secrets",
+            &[
+                "--non-interactive",
+                "config",
+                "get",
+                "prometheus:adminpass",
+                "--stack",
+                "dev"
+            ]
+        )
+        .trim(),
+        SECRETS[0].1
+    );
+}
+
+#[test]
+fn a_provider_switch_on_an_existing_stack_is_refused() {
+    let case = Case::new(false);
+    let config = case.root().join("config/pulumi/Pulumi.dev.yaml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("kubernetes:infra_type: local", "kubernetes:infra_type: AWS");
+    std::fs::write(&config, text).unwrap();
+    let mut cmd = case.mara();
+    cmd.args(["up", "--yes", "--provider", "local"]);
+    for (key, value) in SECRETS {
+        cmd.env(key, value);
+    }
+    let output = cmd.output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let err = common::stderr(&output);
+    assert!(
+        err.contains("config/pulumi/Pulumi.dev.yaml:2")
+            && err.contains("`AWS`")
+            && err.contains("provider local"),
+        "{err}"
+    );
+    assert!(err.contains("destroy it"), "the remedy: {err}");
+    assert!(case.calls().is_empty());
+}
+
+#[test]
+fn no_secret_value_appears_anywhere() {
+    let case = Case::new(false);
+    // A hook that prints a stored secret, as a careless script would: mara must hide it.
+    let provider = case.root().join("providers/local.toml");
+    let mut text = std::fs::read_to_string(&provider).unwrap();
+    text.push_str(
+        "\n[[project]]\npath = \"kubernetes/secrets\"\ndescription = \"Secrets\"\nafter = [\"infrastructure/kubeconfig\"]\n\n[[project.on_success]]\nkind = \"command\"\nrun = \"echo leaked: $(pulumi --non-interactive config get prometheus:adminpass --stack dev)\"\n",
+    );
+    std::fs::write(&provider, text).unwrap();
+    let mut cmd = case.mara();
+    cmd.args([
+        "up",
+        "--yes",
+        "--report",
+        "report.json",
+        "--junit",
+        "junit.xml",
+        "--output",
+        "json",
+    ])
+    .env("GITHUB_STEP_SUMMARY", case.root().join("summary.md"));
+    for (key, value) in SECRETS {
+        cmd.env(key, value);
+    }
+    let output = cmd.output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let stdout = common::stdout(&output);
+    let stderr = common::stderr(&output);
+    assert!(
+        stderr.contains("leaked: [secret]"),
+        "the hook ran and its output was redacted: {stderr}"
+    );
+    let mut places: Vec<(String, String)> =
+        vec![("stdout".into(), stdout), ("stderr".into(), stderr)];
+    for (path, content) in common::tree(case.root()) {
+        if let Some(content) = content {
+            places.push((
+                path.display().to_string(),
+                String::from_utf8_lossy(&content).into_owned(),
+            ));
+        }
+    }
+    let logs = places
+        .iter()
+        .filter(|(p, _)| p.starts_with(".mara/logs/"))
+        .count();
+    assert!(logs >= 14, "every project has its log: {logs}");
+    for (_, secret) in SECRETS {
+        for (place, content) in &places {
+            assert!(!content.contains(secret), "{secret} appears in {place}");
+        }
+    }
+}
