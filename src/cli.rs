@@ -105,6 +105,10 @@ pub enum Command {
     /// Print the stack outputs of every project (or one) as JSON
     Output(OutputArgs),
 
+    /// Read or write the shared stack configuration (and, with --secret, the secrets project's)
+    #[command(subcommand)]
+    Config(ConfigCommand),
+
     /// List the providers, with their description and where each is defined
     ListProviders(ListProvidersArgs),
 
@@ -186,6 +190,33 @@ pub struct OutputArgs {
     /// Show secret outputs instead of [secret]
     #[arg(long)]
     pub show_secrets: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print one key's value (a secret as [secret] unless --show-secrets)
+    Get {
+        /// `namespace:key`
+        key: String,
+        /// Decrypt a secret value
+        #[arg(long)]
+        show_secrets: bool,
+    },
+    /// Set one key: in the shared configuration, or with --secret encrypted in the secrets project
+    Set {
+        /// `namespace:key` (with --path, `namespace:key.inner[0]`)
+        key: String,
+        /// The value; without it, read from standard input, or asked for on a terminal
+        value: Option<String>,
+        /// Store it encrypted in the secrets project (the value is never on a command line)
+        #[arg(long)]
+        secret: bool,
+        /// The key is a path into a structured value
+        #[arg(long, conflicts_with = "secret")]
+        path: bool,
+    },
+    /// Every key of the shared configuration and the secrets project (secrets as [secret])
+    List,
 }
 
 #[derive(Debug, Args)]

@@ -43,6 +43,7 @@ fn main() {
             },
         ),
         Command::Output(args) => commands::output::run(&settings, args),
+        Command::Config(command) => commands::config::run(&settings, command),
         Command::ListProviders(args) => commands::list_providers::run(&settings, args),
         Command::ShowExecution(args) => commands::show_execution::run(&settings, args),
         Command::Validate(args) => commands::validate::run(&settings, args.selection.into()),

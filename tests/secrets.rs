@@ -327,3 +327,83 @@ fn no_secret_value_appears_anywhere() {
         }
     }
 }
+
+#[test]
+fn config_get_set_and_list() {
+    let case = Case::new(false);
+    case.mara()
+        .args(["config", "set", "local-cluster:node_count", "4"])
+        .assert()
+        .success();
+    case.mara()
+        .args(["config", "set", "--secret", "prometheus:adminpass"])
+        .write_stdin("Zq7-from-stdin\n")
+        .assert()
+        .success();
+    case.mara()
+        .args([
+            "config",
+            "set",
+            "--path",
+            "local-cluster:labels.team",
+            "platform",
+        ])
+        .assert()
+        .success();
+
+    let get =
+        |args: &[&str]| common::stdout(&case.mara().arg("config").args(args).output().unwrap());
+    assert_eq!(get(&["get", "local-cluster:node_count"]), "4\n");
+    assert_eq!(
+        get(&["get", "local-cluster:labels"]),
+        "{\"team\":\"platform\"}\n"
+    );
+    assert_eq!(get(&["get", "prometheus:adminpass"]), "[secret]\n");
+    assert_eq!(
+        get(&["get", "prometheus:adminpass", "--show-secrets"]),
+        "Zq7-from-stdin\n"
+    );
+
+    let list: serde_json::Value =
+        serde_json::from_str(&get(&["--output", "json", "list"])).unwrap();
+    assert_eq!(
+        list["prometheus:adminpass"],
+        serde_json::json!({"value": "[secret]", "secret": true, "file": "kubernetes/secrets/Pulumi.dev.yaml"})
+    );
+    assert_eq!(list["kubernetes:infra_type"]["value"], "local");
+    let table = get(&["list"]);
+    assert!(
+        table.contains("prometheus:adminpass")
+            && table.contains("[secret]")
+            && !table.contains("Zq7"),
+        "{table}"
+    );
+
+    // The secret was on no command line, and is in no file in plain text.
+    assert!(!case.calls().contains("Zq7"));
+    for (path, content) in common::tree(case.root()) {
+        if let Some(content) = content {
+            assert!(
+                !String::from_utf8_lossy(&content).contains("Zq7"),
+                "{}",
+                path.display()
+            );
+        }
+    }
+
+    let output = case
+        .mara()
+        .args(["config", "get", "nope:key"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        common::stderr(&output).contains("`nope:key` is not set in config/pulumi/Pulumi.dev.yaml")
+    );
+    let output = case
+        .mara()
+        .args(["config", "set", "bare", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}
