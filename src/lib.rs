@@ -10,6 +10,7 @@ pub mod configure;
 pub mod engine;
 pub mod error;
 pub mod graph;
+pub mod ledger;
 pub mod provider;
 pub mod run;
 pub mod settings;

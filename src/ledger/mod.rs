@@ -1,0 +1,159 @@
+//! The run ledger (SPEC §7): the source of truth about what ran, what is running now, and the
+//! inputs of each project's last successful deployment.
+//!
+//! The scheduler never talks to it; the run command records what the scheduler reports. The
+//! ledger sits behind `Ledger`, so that a shared database for teams can replace the local SQLite
+//! one (`sqlite::SqliteLedger`, `.mara/ledger.db`) without touching anything else.
+
+pub mod sqlite;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::engine::Changes;
+use crate::error::Result;
+
+/// Who holds a stack's lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Holder {
+    pub run_id: String,
+    pub user: String,
+    pub host: String,
+    pub pid: u32,
+    pub started: String,
+    pub command: String,
+}
+
+impl fmt::Display for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "run {} by {}@{} (pid {}) since {}: `{}`",
+            self.run_id, self.user, self.host, self.pid, self.started, self.command
+        )
+    }
+}
+
+/// What `begin` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Begun {
+    /// The run is recorded (and holds the lock, if asked). `took_over` names a lock whose process
+    /// was gone: its run is now `abandoned`.
+    Started { took_over: Option<Holder> },
+    /// Another live run holds the stack.
+    Held(Holder),
+}
+
+/// A run as it starts.
+#[derive(Debug, Clone)]
+pub struct RunStart {
+    pub run_id: String,
+    pub operation: String,
+    pub provider: String,
+    pub stack: String,
+    pub command: String,
+    pub started: String,
+}
+
+/// A recorded run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub operation: String,
+    pub provider: String,
+    pub stack: String,
+    pub user: String,
+    pub host: String,
+    pub pid: u32,
+    pub command: String,
+    pub started: String,
+    pub finished: Option<String>,
+    /// running, succeeded, failed, cancelled or abandoned.
+    pub status: String,
+    pub projects: Vec<ProjectRecord>,
+}
+
+/// A project of a recorded run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectRecord {
+    pub path: String,
+    pub status: String,
+    pub started: Option<String>,
+    pub finished: Option<String>,
+    pub exit_code: Option<i32>,
+    pub changes: Option<Changes>,
+    pub reason: Option<String>,
+    pub log: Option<String>,
+    pub fingerprint: Option<String>,
+}
+
+pub trait Ledger {
+    /// Records a run as `running`; with `lock`, first takes the stack's lock, atomically.
+    fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun>;
+
+    /// Records that a project started (`running`).
+    fn project_started(
+        &mut self,
+        run_id: &str,
+        path: &str,
+        started: &str,
+        fingerprint: Option<&str>,
+    ) -> Result<()>;
+
+    /// Records a project's end.
+    fn project_finished(&mut self, run_id: &str, project: &ProjectRecord) -> Result<()>;
+
+    /// Records the run's end and releases its lock.
+    fn finish(&mut self, run_id: &str, status: &str, finished: &str) -> Result<()>;
+
+    /// Who holds `stack`'s lock now.
+    fn holder(&self, stack: &str) -> Result<Option<Holder>>;
+
+    /// Clears `stack`'s lock whoever holds it; the run is recorded `abandoned`.
+    fn unlock(&mut self, stack: &str) -> Result<Option<Holder>>;
+
+    /// Asks the run holding `stack` to stop; returns it.
+    fn request_cancel(&mut self, stack: &str) -> Result<Option<Holder>>;
+
+    fn cancel_requested(&self, run_id: &str) -> Result<bool>;
+
+    /// Runs, newest first (without their projects), of one stack or all.
+    fn runs(&self, stack: Option<&str>, limit: usize) -> Result<Vec<RunRecord>>;
+
+    /// One run with its projects.
+    fn run(&self, run_id: &str) -> Result<Option<RunRecord>>;
+
+    /// The last run of `operation` on `stack`, with its projects.
+    fn last_run(&self, stack: &str, operation: &str) -> Result<Option<RunRecord>>;
+
+    /// Each project's fingerprint at its last successful `up` on `stack`.
+    fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>>;
+}
+
+/// The user and host of this process, as a lock records them.
+pub fn whoami() -> (String, String) {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| {
+            // SAFETY: getuid has no preconditions.
+            format!("uid{}", unsafe { libc::getuid() })
+        });
+    let mut buffer = [0u8; 256];
+    // SAFETY: the buffer is large enough and gethostname writes at most its length.
+    let host = if unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } == 0 {
+        let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
+        String::from_utf8_lossy(&buffer[..end]).into_owned()
+    } else {
+        "localhost".into()
+    };
+    (user, host)
+}
+
+/// Whether process `pid` exists on this host.
+pub fn process_exists(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let result = unsafe { libc::kill(pid as i32, 0) };
+    result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}

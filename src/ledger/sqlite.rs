@@ -1,0 +1,490 @@
+//! The ledger in an embedded SQLite database, `<state_dir>/ledger.db`.
+//!
+//! WAL mode, so that `status` and `history` read while a run writes; a busy timeout, so that two
+//! processes wait for each other instead of failing; the lock taken in an immediate transaction,
+//! so that two runs can never both hold a stack. The schema is migrated by `PRAGMA user_version`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::{Begun, Holder, Ledger, ProjectRecord, RunRecord, RunStart, process_exists, whoami};
+use crate::error::{Error, Problem, Result};
+
+/// Each entry moves the schema one version up; never edit one, add the next.
+const MIGRATIONS: &[&str] = &[
+    // 1: runs, their projects, and the stack locks.
+    "CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        operation TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        stack TEXT NOT NULL,
+        user TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        command TEXT NOT NULL,
+        started TEXT NOT NULL,
+        finished TEXT,
+        status TEXT NOT NULL,
+        cancel_requested INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX runs_by_stack ON runs (stack, started);
+    CREATE TABLE projects (
+        run_id TEXT NOT NULL REFERENCES runs (run_id),
+        path TEXT NOT NULL,
+        status TEXT NOT NULL,
+        started TEXT,
+        finished TEXT,
+        exit_code INTEGER,
+        changes TEXT,
+        reason TEXT,
+        log TEXT,
+        fingerprint TEXT,
+        PRIMARY KEY (run_id, path)
+    );
+    CREATE TABLE locks (
+        stack TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES runs (run_id)
+    );",
+];
+
+pub struct SqliteLedger {
+    connection: Connection,
+    user: String,
+    host: String,
+}
+
+fn db_error(path: &Path, error: rusqlite::Error) -> Error {
+    Error::config(Problem::new(format!("the run ledger: {error}")).in_file(path))
+}
+
+impl SqliteLedger {
+    /// Opens (creating, and migrating) the ledger at `path`.
+    pub fn open(path: &Path) -> Result<SqliteLedger> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::read(dir, e))?;
+        }
+        let connection = Connection::open(path).map_err(|e| db_error(path, e))?;
+        connection
+            .busy_timeout(Duration::from_secs(10))
+            .map_err(|e| db_error(path, e))?;
+        connection
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+            )
+            .map_err(|e| db_error(path, e))?;
+        let version: i64 = connection
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| db_error(path, e))?;
+        let version = usize::try_from(version).unwrap_or(0);
+        if version > MIGRATIONS.len() {
+            return Err(Error::config(
+                Problem::new(format!("the run ledger is at schema version {version}, newer than this mara knows ({})", MIGRATIONS.len()))
+                    .in_file(path)
+                    .hint("use a newer mara"),
+            ));
+        }
+        for (index, migration) in MIGRATIONS.iter().enumerate().skip(version) {
+            let sql = format!(
+                "BEGIN; {migration} PRAGMA user_version = {}; COMMIT;",
+                index + 1
+            );
+            connection
+                .execute_batch(&sql)
+                .map_err(|e| db_error(path, e))?;
+        }
+        let (user, host) = whoami();
+        Ok(SqliteLedger {
+            connection,
+            user,
+            host,
+        })
+    }
+
+    /// Opens the ledger only if it exists (for commands that only read).
+    pub fn open_existing(path: &Path) -> Result<Option<SqliteLedger>> {
+        if path.is_file() {
+            SqliteLedger::open(path).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn e(error: rusqlite::Error) -> Error {
+        Error::config(Problem::new(format!("the run ledger: {error}")))
+    }
+
+    fn holder_of(connection: &Connection, stack: &str) -> rusqlite::Result<Option<Holder>> {
+        connection
+            .query_row(
+                "SELECT r.run_id, r.user, r.host, r.pid, r.started, r.command FROM locks l JOIN runs r ON r.run_id = l.run_id WHERE l.stack = ?1",
+                [stack],
+                |row| {
+                    Ok(Holder {
+                        run_id: row.get(0)?,
+                        user: row.get(1)?,
+                        host: row.get(2)?,
+                        pid: row.get(3)?,
+                        started: row.get(4)?,
+                        command: row.get(5)?,
+                    })
+                },
+            )
+            .optional()
+    }
+
+    fn record(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+        Ok(RunRecord {
+            run_id: row.get(0)?,
+            operation: row.get(1)?,
+            provider: row.get(2)?,
+            stack: row.get(3)?,
+            user: row.get(4)?,
+            host: row.get(5)?,
+            pid: row.get(6)?,
+            command: row.get(7)?,
+            started: row.get(8)?,
+            finished: row.get(9)?,
+            status: row.get(10)?,
+            projects: Vec::new(),
+        })
+    }
+
+    const RUN_COLUMNS: &'static str =
+        "run_id, operation, provider, stack, user, host, pid, command, started, finished, status";
+
+    fn projects(&self, run_id: &str) -> Result<Vec<ProjectRecord>> {
+        let mut statement = self
+            .connection
+            .prepare("SELECT path, status, started, finished, exit_code, changes, reason, log, fingerprint FROM projects WHERE run_id = ?1 ORDER BY rowid")
+            .map_err(Self::e)?;
+        let rows = statement
+            .query_map([run_id], |row| {
+                let changes: Option<String> = row.get(5)?;
+                Ok(ProjectRecord {
+                    path: row.get(0)?,
+                    status: row.get(1)?,
+                    started: row.get(2)?,
+                    finished: row.get(3)?,
+                    exit_code: row.get(4)?,
+                    changes: changes.and_then(|c| serde_json::from_str(&c).ok()),
+                    reason: row.get(6)?,
+                    log: row.get(7)?,
+                    fingerprint: row.get(8)?,
+                })
+            })
+            .map_err(Self::e)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(Self::e)
+    }
+}
+
+impl Ledger for SqliteLedger {
+    fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun> {
+        let (user, host) = (self.user.clone(), self.host.clone());
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Self::e)?;
+        let mut took_over = None;
+        if lock && let Some(holder) = Self::holder_of(&transaction, &run.stack).map_err(Self::e)? {
+            if holder.host != host || process_exists(holder.pid) {
+                return Ok(Begun::Held(holder));
+            }
+            transaction
+                .execute(
+                    "UPDATE runs SET status = 'abandoned', finished = ?2 WHERE run_id = ?1",
+                    params![holder.run_id, run.started],
+                )
+                .map_err(Self::e)?;
+            transaction
+                .execute("UPDATE projects SET status = 'abandoned' WHERE run_id = ?1 AND status = 'running'", [&holder.run_id])
+                .map_err(Self::e)?;
+            transaction
+                .execute("DELETE FROM locks WHERE stack = ?1", [&run.stack])
+                .map_err(Self::e)?;
+            took_over = Some(holder);
+        }
+        transaction
+            .execute(
+                "INSERT INTO runs (run_id, operation, provider, stack, user, host, pid, command, started, status)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running')",
+                params![run.run_id, run.operation, run.provider, run.stack, user, host, std::process::id(), run.command, run.started],
+            )
+            .map_err(Self::e)?;
+        if lock {
+            transaction
+                .execute(
+                    "INSERT INTO locks (stack, run_id) VALUES (?1, ?2)",
+                    params![run.stack, run.run_id],
+                )
+                .map_err(Self::e)?;
+        }
+        transaction.commit().map_err(Self::e)?;
+        Ok(Begun::Started { took_over })
+    }
+
+    fn project_started(
+        &mut self,
+        run_id: &str,
+        path: &str,
+        started: &str,
+        fingerprint: Option<&str>,
+    ) -> Result<()> {
+        self.connection
+            .execute(
+                "INSERT INTO projects (run_id, path, status, started, fingerprint) VALUES (?1, ?2, 'running', ?3, ?4)
+                 ON CONFLICT (run_id, path) DO UPDATE SET status = 'running', started = ?3, fingerprint = ?4",
+                params![run_id, path, started, fingerprint],
+            )
+            .map_err(Self::e)?;
+        Ok(())
+    }
+
+    fn project_finished(&mut self, run_id: &str, project: &ProjectRecord) -> Result<()> {
+        let changes = project
+            .changes
+            .as_ref()
+            .map(|c| serde_json::to_string(c).expect("counts serialize"));
+        self.connection
+            .execute(
+                "INSERT INTO projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT (run_id, path) DO UPDATE SET status = ?3, started = COALESCE(?4, started), finished = ?5,
+                   exit_code = ?6, changes = ?7, reason = ?8, log = ?9, fingerprint = COALESCE(?10, fingerprint)",
+                params![
+                    run_id,
+                    project.path,
+                    project.status,
+                    project.started,
+                    project.finished,
+                    project.exit_code,
+                    changes,
+                    project.reason,
+                    project.log,
+                    project.fingerprint
+                ],
+            )
+            .map_err(Self::e)?;
+        Ok(())
+    }
+
+    fn finish(&mut self, run_id: &str, status: &str, finished: &str) -> Result<()> {
+        let transaction = self.connection.transaction().map_err(Self::e)?;
+        transaction
+            .execute(
+                "UPDATE runs SET status = ?2, finished = ?3 WHERE run_id = ?1",
+                params![run_id, status, finished],
+            )
+            .map_err(Self::e)?;
+        transaction
+            .execute("DELETE FROM locks WHERE run_id = ?1", [run_id])
+            .map_err(Self::e)?;
+        transaction.commit().map_err(Self::e)
+    }
+
+    fn holder(&self, stack: &str) -> Result<Option<Holder>> {
+        Self::holder_of(&self.connection, stack).map_err(Self::e)
+    }
+
+    fn unlock(&mut self, stack: &str) -> Result<Option<Holder>> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Self::e)?;
+        let holder = Self::holder_of(&transaction, stack).map_err(Self::e)?;
+        if let Some(holder) = &holder {
+            transaction
+                .execute("DELETE FROM locks WHERE stack = ?1", [stack])
+                .map_err(Self::e)?;
+            transaction
+                .execute(
+                    "UPDATE runs SET status = 'abandoned', finished = COALESCE(finished, ?2) WHERE run_id = ?1 AND status = 'running'",
+                    params![holder.run_id, crate::run::clock::rfc3339(std::time::SystemTime::now())],
+                )
+                .map_err(Self::e)?;
+        }
+        transaction.commit().map_err(Self::e)?;
+        Ok(holder)
+    }
+
+    fn request_cancel(&mut self, stack: &str) -> Result<Option<Holder>> {
+        let holder = self.holder(stack)?;
+        if let Some(holder) = &holder {
+            self.connection
+                .execute(
+                    "UPDATE runs SET cancel_requested = 1 WHERE run_id = ?1",
+                    [&holder.run_id],
+                )
+                .map_err(Self::e)?;
+        }
+        Ok(holder)
+    }
+
+    fn cancel_requested(&self, run_id: &str) -> Result<bool> {
+        let requested: Option<i64> = self
+            .connection
+            .query_row(
+                "SELECT cancel_requested FROM runs WHERE run_id = ?1",
+                [run_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(Self::e)?;
+        Ok(requested == Some(1))
+    }
+
+    fn runs(&self, stack: Option<&str>, limit: usize) -> Result<Vec<RunRecord>> {
+        let sql = format!(
+            "SELECT {} FROM runs WHERE ?1 IS NULL OR stack = ?1 ORDER BY started DESC, run_id DESC LIMIT ?2",
+            Self::RUN_COLUMNS
+        );
+        let mut statement = self.connection.prepare(&sql).map_err(Self::e)?;
+        let rows = statement
+            .query_map(params![stack, limit as i64], Self::record)
+            .map_err(Self::e)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(Self::e)
+    }
+
+    fn run(&self, run_id: &str) -> Result<Option<RunRecord>> {
+        let sql = format!("SELECT {} FROM runs WHERE run_id = ?1", Self::RUN_COLUMNS);
+        let record = self
+            .connection
+            .query_row(&sql, [run_id], Self::record)
+            .optional()
+            .map_err(Self::e)?;
+        match record {
+            Some(mut record) => {
+                record.projects = self.projects(run_id)?;
+                Ok(Some(record))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn last_run(&self, stack: &str, operation: &str) -> Result<Option<RunRecord>> {
+        let id: Option<String> = self
+            .connection
+            .query_row(
+                "SELECT run_id FROM runs WHERE stack = ?1 AND operation = ?2 ORDER BY started DESC, run_id DESC LIMIT 1",
+                [stack, operation],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(Self::e)?;
+        match id {
+            Some(id) => self.run(&id),
+            None => Ok(None),
+        }
+    }
+
+    fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>> {
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT p.path, p.fingerprint FROM projects p JOIN runs r ON r.run_id = p.run_id
+                 WHERE r.stack = ?1 AND r.operation = 'up' AND p.status IN ('succeeded', 'unchanged') AND p.fingerprint IS NOT NULL
+                 ORDER BY p.finished",
+            )
+            .map_err(Self::e)?;
+        let rows = statement
+            .query_map([stack], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(Self::e)?;
+        // Later rows overwrite earlier ones: the last successful up wins.
+        rows.collect::<rusqlite::Result<BTreeMap<_, _>>>()
+            .map_err(Self::e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(id: &str, stack: &str) -> RunStart {
+        RunStart {
+            run_id: id.into(),
+            operation: "up".into(),
+            provider: "aws".into(),
+            stack: stack.into(),
+            command: "mara up".into(),
+            started: format!("2026-11-21T00:00:0{}.000Z", id.len()),
+        }
+    }
+
+    #[test]
+    fn a_live_holder_keeps_the_lock_and_a_dead_one_is_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let mut ledger = SqliteLedger::open(&path).unwrap();
+        assert_eq!(
+            ledger.begin(&start("r1", "dev"), true).unwrap(),
+            Begun::Started { took_over: None }
+        );
+        // Our own pid is alive: a second run is refused, naming us.
+        let Begun::Held(holder) = ledger.begin(&start("r2", "dev"), true).unwrap() else {
+            panic!("not held")
+        };
+        assert_eq!(
+            (holder.run_id.as_str(), holder.pid),
+            ("r1", std::process::id())
+        );
+        // Another stack is free.
+        assert!(matches!(
+            ledger.begin(&start("r3", "prod"), true).unwrap(),
+            Begun::Started { .. }
+        ));
+        // A holder whose process is gone is taken over, and its run abandoned.
+        ledger
+            .connection
+            .execute("UPDATE runs SET pid = 999999999 WHERE run_id = 'r1'", [])
+            .unwrap();
+        let Begun::Started {
+            took_over: Some(old),
+        } = ledger.begin(&start("r4", "dev"), true).unwrap()
+        else {
+            panic!("no takeover")
+        };
+        assert_eq!(old.run_id, "r1");
+        assert_eq!(ledger.run("r1").unwrap().unwrap().status, "abandoned");
+        ledger
+            .finish("r4", "succeeded", "2026-11-21T00:01:00.000Z")
+            .unwrap();
+        assert!(ledger.holder("dev").unwrap().is_none());
+    }
+
+    #[test]
+    fn projects_fingerprints_and_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = SqliteLedger::open(&dir.path().join("ledger.db")).unwrap();
+        ledger.begin(&start("r1", "dev"), true).unwrap();
+        ledger
+            .project_started("r1", "a", "t0", Some("fp-a"))
+            .unwrap();
+        let record = ProjectRecord {
+            path: "a".into(),
+            status: "succeeded".into(),
+            started: Some("t0".into()),
+            finished: Some("t1".into()),
+            exit_code: Some(0),
+            changes: Some(BTreeMap::from([("create".to_string(), 2)])),
+            reason: None,
+            log: Some(".mara/logs/r1/a.log".into()),
+            fingerprint: None,
+        };
+        ledger.project_finished("r1", &record).unwrap();
+        ledger.finish("r1", "succeeded", "t2").unwrap();
+        let run = ledger.run("r1").unwrap().unwrap();
+        assert_eq!(run.projects[0].fingerprint.as_deref(), Some("fp-a"));
+        assert_eq!(run.projects[0].changes.as_ref().unwrap()["create"], 2);
+        assert_eq!(ledger.last_fingerprints("dev").unwrap()["a"], "fp-a");
+        assert_eq!(ledger.runs(None, 10).unwrap().len(), 1);
+        assert_eq!(ledger.last_run("dev", "up").unwrap().unwrap().run_id, "r1");
+        // Reopening does not migrate again.
+        drop(ledger);
+        let ledger = SqliteLedger::open(&dir.path().join("ledger.db")).unwrap();
+        assert_eq!(ledger.runs(Some("dev"), 10).unwrap()[0].status, "succeeded");
+    }
+}
