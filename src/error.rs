@@ -172,6 +172,9 @@ pub enum Error {
     /// `preview --expect-no-changes` found changes (exit 4).
     #[error("the preview found changes in {changed} {}", plural(*changed, "project", "projects"))]
     Drift { changed: usize },
+    /// Another run holds the stack's lock (exit 5).
+    #[error("{0}")]
+    Locked(Box<Problem>),
     /// The run was interrupted (exit 130).
     #[error("interrupted")]
     Interrupted,
@@ -212,6 +215,7 @@ impl Error {
             Error::Output(_) | Error::ProjectsFailed { .. } => exit::PROJECT_FAILED,
             Error::Drift { .. } => exit::DRIFT,
             Error::Interrupted => exit::INTERRUPTED,
+            Error::Locked(_) => exit::LOCKED,
         }
     }
 
@@ -238,7 +242,7 @@ impl Error {
     /// The individual problems, for reporting each on its own line.
     pub fn problems(&self) -> &[Problem] {
         match self {
-            Error::Usage(problem) => std::slice::from_ref(&**problem),
+            Error::Usage(problem) | Error::Locked(problem) => std::slice::from_ref(&**problem),
             Error::Problems(problems) => problems,
             _ => &[],
         }

@@ -14,6 +14,8 @@ use crate::engine::pulumi::Pulumi;
 use crate::engine::{Operation, Step, StepKind, has_changes};
 use crate::error::{Error, Location, Problem, Result, plural};
 use crate::graph::{ExecutionGraph, Plan, Selection};
+use crate::ledger::sqlite::SqliteLedger;
+use crate::ledger::{Begun, Ledger, ProjectRecord, RunStart};
 use crate::provider::{EngineKind, Hook, Provider};
 use crate::run::clock;
 use crate::run::hooks::HookContext;
@@ -85,165 +87,266 @@ fn run_in(
             .hint("pass --yes to go ahead without confirmation"),
         ));
     }
-    // MARA_SECRET_* is for mara alone: no engine or hook process gets it.
-    let with_secret_variables = env.clone();
-    configure::strip_secret_variables(&mut env);
-    let mut known_secrets = Vec::new();
-    if operation == Operation::Up && !args.dry_run {
-        let config = context
-            .config
-            .as_ref()
-            .expect("a resolved stack has its configuration read");
-        known_secrets = prepare_stack(
-            settings,
+    // The run's record, and the stack's lock, before the first engine call (a preview takes none).
+    let started = SystemTime::now();
+    let run_id = clock::run_id(started);
+    let record = if operation.mutates() && !args.dry_run {
+        Some(begin_run(
             workspace,
             &provider,
-            &plan,
             &stack,
-            config,
-            &pulumi,
-            &env,
-            &with_secret_variables,
-        )?;
-    }
-    if !args.dry_run {
-        known_secrets.extend(read_back_secrets(workspace, &plan, &pulumi, &env));
-    }
-    let env = Arc::new(env);
-    let execution = Execution {
-        graph: &graph,
-        plan: &plan,
-        workspace,
-        pulumi: &pulumi,
-        env: env.clone(),
-        hook_context: Arc::new(HookContext {
-            workspace_root: workspace.root.clone(),
-            stack: stack.name.to_string(),
-            provider: provider.name.clone(),
-            kubeconfig_file: workspace.kubeconfig_file(&stack.name),
-            env: env.clone(),
-        }),
-        redactor: Arc::new(Redactor::new(known_secrets)),
-        remove: extra.remove,
-        interrupt: Interrupt::default(),
-    };
-    let order: Vec<usize> = if operation == Operation::Destroy {
-        plan.reverse_order().collect()
+            operation,
+            &run_id,
+            started,
+            settings.stderr_style,
+        )?)
     } else {
-        plan.order().to_vec()
+        None
     };
-    if args.dry_run {
-        let mut text = String::new();
-        for &i in &order {
-            let project = graph.project(i);
-            text.push_str(&format!(
-                "# {} (in {})\n",
-                project.path,
-                workspace
-                    .display(&workspace.project_dir(&project.path))
-                    .display()
-            ));
-            for step in execution.steps(i, operation) {
-                text.push_str(&format!("{}\n", step.display()));
+    let result = (|| -> Result<()> {
+        // MARA_SECRET_* is for mara alone: no engine or hook process gets it.
+        let with_secret_variables = env.clone();
+        configure::strip_secret_variables(&mut env);
+        let mut known_secrets = Vec::new();
+        if operation == Operation::Up && !args.dry_run {
+            let config = context
+                .config
+                .as_ref()
+                .expect("a resolved stack has its configuration read");
+            known_secrets = prepare_stack(
+                settings,
+                workspace,
+                &provider,
+                &plan,
+                &stack,
+                config,
+                &pulumi,
+                &env,
+                &with_secret_variables,
+            )?;
+        }
+        if !args.dry_run {
+            known_secrets.extend(read_back_secrets(workspace, &plan, &pulumi, &env));
+        }
+        let env = Arc::new(env);
+        let execution = Execution {
+            graph: &graph,
+            plan: &plan,
+            workspace,
+            pulumi: &pulumi,
+            env: env.clone(),
+            hook_context: Arc::new(HookContext {
+                workspace_root: workspace.root.clone(),
+                stack: stack.name.to_string(),
+                provider: provider.name.clone(),
+                kubeconfig_file: workspace.kubeconfig_file(&stack.name),
+                env: env.clone(),
+            }),
+            redactor: Arc::new(Redactor::new(known_secrets)),
+            remove: extra.remove,
+            interrupt: Interrupt::default(),
+        };
+        let order: Vec<usize> = if operation == Operation::Destroy {
+            plan.reverse_order().collect()
+        } else {
+            plan.order().to_vec()
+        };
+        if args.dry_run {
+            let mut text = String::new();
+            for &i in &order {
+                let project = graph.project(i);
+                text.push_str(&format!(
+                    "# {} (in {})\n",
+                    project.path,
+                    workspace
+                        .display(&workspace.project_dir(&project.path))
+                        .display()
+                ));
+                for step in execution.steps(i, operation) {
+                    text.push_str(&format!("{}\n", step.display()));
+                }
+            }
+            return crate::ui::print(&text);
+        }
+
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(Error::Output)?;
+        let signals = runtime.spawn(watch_signals(
+            execution.interrupt.clone(),
+            settings.stderr_style,
+        ));
+        let parallel = args
+            .parallel
+            .map_or(workspace.settings.parallel, usize::from);
+        if operation.mutates() && operation != Operation::Refresh && !args.yes {
+            confirm(
+                settings, operation, &stack, &order, &execution, &runtime, parallel,
+            )?;
+        }
+        if operation == Operation::Up && context.env_file.is_none() {
+            let text = format!("PULUMI_STACK={}\n", stack.name);
+            crate::run::hooks::write_private(&workspace.env_file(), &text)
+                .map_err(|e| Error::read(&workspace.env_file(), e))?;
+        }
+
+        let clock_start = Instant::now();
+        let logs = workspace.state_dir().join("logs").join(&run_id);
+        let policy = if args.keep_going {
+            FailurePolicy::SkipDependents
+        } else {
+            FailurePolicy::StopAll
+        };
+        let target = if settings.output == OutputFormat::Json {
+            Target::Stderr
+        } else {
+            Target::Stdout
+        };
+        let live = crate::ui::stderr_is_terminal()
+            && !settings.ci
+            && settings.output == OutputFormat::Human;
+        let reporter = Reporter::new(
+            live,
+            args.log_order,
+            settings.stdout_style,
+            target,
+            settings.verbosity < 0,
+            operation.as_str(),
+        );
+        let cancel_watch = record
+            .as_ref()
+            .map(|r| runtime.spawn(watch_cancel(r.clone(), execution.interrupt.clone())));
+        let (reports, _) = runtime.block_on(execution.execute(
+            operation,
+            parallel,
+            policy,
+            &logs,
+            reporter,
+            false,
+            record.as_ref(),
+        ));
+        signals.abort();
+        if let Some(watch) = cancel_watch {
+            watch.abort();
+        }
+        let interrupt = &execution.interrupt;
+
+        let interrupted = interrupt.level() > InterruptLevel::None;
+        let failed = reports
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Failed { .. }))
+            .count();
+        let status = if interrupted {
+            "cancelled"
+        } else if failed > 0 {
+            "failed"
+        } else {
+            "succeeded"
+        };
+        let summary = RunSummary {
+            run_id: run_id.clone(),
+            operation,
+            provider: provider.name.clone(),
+            stack: stack.name.to_string(),
+            status,
+            started: clock::rfc3339(started),
+            finished: clock::rfc3339(SystemTime::now()),
+            duration: clock_start.elapsed(),
+            logs: logs.is_dir().then(|| workspace.display(&logs).into_owned()),
+            projects: reports,
+        };
+        write_reports(settings, &summary, &args.report, &args.junit)?;
+
+        if interrupted {
+            return Err(Error::Interrupted);
+        }
+        if failed > 0 {
+            return Err(Error::ProjectsFailed { failed });
+        }
+        if operation == Operation::Preview && extra.expect_no_changes {
+            let changed = summary
+                .projects
+                .iter()
+                .filter(|p| p.changes.as_ref().is_some_and(has_changes))
+                .count();
+            if changed > 0 {
+                return Err(Error::Drift { changed });
             }
         }
-        return crate::ui::print(&text);
+        Ok(())
+    })();
+    if let Some(record) = record {
+        let status = match &result {
+            Ok(()) => "succeeded",
+            Err(Error::Interrupted) => "cancelled",
+            Err(_) => "failed",
+        };
+        let finished = clock::rfc3339(SystemTime::now());
+        record
+            .ledger
+            .lock()
+            .expect("the ledger is never poisoned")
+            .finish(&record.run_id, status, &finished)?;
     }
+    result
+}
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(Error::Output)?;
-    let signals = runtime.spawn(watch_signals(
-        execution.interrupt.clone(),
-        settings.stderr_style,
-    ));
-    let parallel = args
-        .parallel
-        .map_or(workspace.settings.parallel, usize::from);
-    if operation.mutates() && operation != Operation::Refresh && !args.yes {
-        confirm(
-            settings, operation, &stack, &order, &execution, &runtime, parallel,
-        )?;
-    }
-    if operation == Operation::Up && context.env_file.is_none() {
-        let text = format!("PULUMI_STACK={}\n", stack.name);
-        crate::run::hooks::write_private(&workspace.env_file(), &text)
-            .map_err(|e| Error::read(&workspace.env_file(), e))?;
-    }
+/// A run being recorded in the ledger.
+#[derive(Clone)]
+pub struct Record {
+    ledger: Arc<std::sync::Mutex<dyn Ledger + Send>>,
+    run_id: String,
+}
 
-    let started = SystemTime::now();
-    let clock_start = Instant::now();
-    let run_id = clock::run_id(started);
-    let logs = workspace.state_dir().join("logs").join(&run_id);
-    let policy = if args.keep_going {
-        FailurePolicy::SkipDependents
-    } else {
-        FailurePolicy::StopAll
-    };
-    let target = if settings.output == OutputFormat::Json {
-        Target::Stderr
-    } else {
-        Target::Stdout
-    };
-    let live =
-        crate::ui::stderr_is_terminal() && !settings.ci && settings.output == OutputFormat::Human;
-    let reporter = Reporter::new(
-        live,
-        args.log_order,
-        settings.stdout_style,
-        target,
-        settings.verbosity < 0,
-        operation.as_str(),
-    );
-    let (reports, _) =
-        runtime.block_on(execution.execute(operation, parallel, policy, &logs, reporter, false));
-    signals.abort();
-    let interrupt = &execution.interrupt;
-
-    let interrupted = interrupt.level() > InterruptLevel::None;
-    let failed = reports
-        .iter()
-        .filter(|r| matches!(r.outcome, Outcome::Failed { .. }))
-        .count();
-    let status = if interrupted {
-        "cancelled"
-    } else if failed > 0 {
-        "failed"
-    } else {
-        "succeeded"
-    };
-    let summary = RunSummary {
-        run_id,
-        operation,
+/// Opens the ledger, records the run and takes the stack's lock: exit 5 when another live run
+/// holds it; a lock whose process is gone is taken over with a warning.
+fn begin_run(
+    workspace: &Workspace,
+    provider: &Provider,
+    stack: &ResolvedStack,
+    operation: Operation,
+    run_id: &str,
+    started: SystemTime,
+    style: crate::ui::Style,
+) -> Result<Record> {
+    let mut ledger = SqliteLedger::open(&workspace.state_dir().join("ledger.db"))?;
+    let start = RunStart {
+        run_id: run_id.to_string(),
+        operation: operation.to_string(),
         provider: provider.name.clone(),
         stack: stack.name.to_string(),
-        status,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
         started: clock::rfc3339(started),
-        finished: clock::rfc3339(SystemTime::now()),
-        duration: clock_start.elapsed(),
-        logs: logs.is_dir().then(|| workspace.display(&logs).into_owned()),
-        projects: reports,
     };
-    write_reports(settings, &summary, &args.report, &args.junit)?;
-
-    if interrupted {
-        return Err(Error::Interrupted);
-    }
-    if failed > 0 {
-        return Err(Error::ProjectsFailed { failed });
-    }
-    if operation == Operation::Preview && extra.expect_no_changes {
-        let changed = summary
-            .projects
-            .iter()
-            .filter(|p| p.changes.as_ref().is_some_and(has_changes))
-            .count();
-        if changed > 0 {
-            return Err(Error::Drift { changed });
+    match ledger.begin(&start, true)? {
+        Begun::Held(holder) => Err(Error::Locked(Box::new(
+            Problem::new(format!("stack `{}` is locked by another run: {holder}", stack.name))
+                .hint("wait for it, stop it with `mara cancel`, or clear a lock whose run is gone with `mara unlock --force`"),
+        ))),
+        Begun::Started { took_over } => {
+            if let Some(old) = took_over {
+                eprintln!("{}", style.yellow(&format!("warning: took over the lock of {old}, whose process is gone; that run is recorded abandoned")));
+            }
+            Ok(Record { ledger: Arc::new(std::sync::Mutex::new(ledger)), run_id: run_id.to_string() })
         }
     }
-    Ok(())
+}
+
+/// `mara cancel` from anywhere sets a flag in the ledger; the run stops as on Ctrl-C.
+async fn watch_cancel(record: Record, interrupt: Interrupt) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        let requested = record
+            .ledger
+            .lock()
+            .map(|l| l.cancel_requested(&record.run_id).unwrap_or(false))
+            .unwrap_or(false);
+        if requested {
+            interrupt.escalate();
+            return;
+        }
+    }
 }
 
 /// What running the plan needs, shared by the confirmation's previews and the run itself.
@@ -290,11 +393,17 @@ impl Execution<'_> {
         logs: &Path,
         mut reporter: Reporter,
         keep_lines: bool,
+        record: Option<&Record>,
     ) -> (Vec<scheduler::ProjectReport>, BTreeMap<usize, Vec<String>>) {
         let (events, mut received) = mpsc::unbounded_channel();
+        let record = record.cloned();
+        let root = self.workspace.root.clone();
         let reporting = tokio::spawn(async move {
             let mut lines: BTreeMap<usize, Vec<String>> = BTreeMap::new();
             while let Some(event) = received.recv().await {
+                if let Some(record) = &record {
+                    write_record(record, &event, &root);
+                }
                 if keep_lines && let scheduler::Event::Line { index, text, .. } = &event {
                     lines.entry(*index).or_default().push(text.clone());
                 }
@@ -453,6 +562,42 @@ fn read_back_secrets(
         .filter(|finished| finished.code == Some(0))
         .flat_map(|finished| crate::engine::pulumi::secret_values(&finished.stdout))
         .collect()
+}
+
+/// What the ledger keeps of an event. A ledger that cannot be written loses the record, not the run.
+fn write_record(record: &Record, event: &scheduler::Event, root: &Path) {
+    let Ok(mut ledger) = record.ledger.lock() else {
+        return;
+    };
+    let result = match event {
+        scheduler::Event::Started { path, .. } => ledger.project_started(
+            &record.run_id,
+            path,
+            &clock::rfc3339(SystemTime::now()),
+            None,
+        ),
+        scheduler::Event::Finished { report, .. } => ledger.project_finished(
+            &record.run_id,
+            &ProjectRecord {
+                path: report.path.clone(),
+                status: report.status.to_string(),
+                started: report.started.clone(),
+                finished: report.finished.clone(),
+                exit_code: report.exit_code,
+                changes: report.changes.clone(),
+                reason: report.reason.clone(),
+                log: report
+                    .log
+                    .as_ref()
+                    .map(|l| l.strip_prefix(root).unwrap_or(l).display().to_string()),
+                fingerprint: None,
+            },
+        ),
+        scheduler::Event::Line { .. } => Ok(()),
+    };
+    if let Err(error) = result {
+        tracing::warn!("the run ledger: {error}");
+    }
 }
 
 /// Only Pulumi projects run for now; the other engines are planned and validated.
@@ -638,6 +783,7 @@ fn confirm(
         &logs,
         reporter,
         true,
+        None,
     ));
     if execution.interrupt.is_interrupted() {
         return Err(Error::Interrupted);
