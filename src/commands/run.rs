@@ -217,15 +217,13 @@ fn run_in(
         let cancel_watch = record
             .as_ref()
             .map(|r| runtime.spawn(watch_cancel(r.clone(), execution.interrupt.clone())));
-        let (reports, _) = runtime.block_on(execution.execute(
-            operation,
-            parallel,
-            policy,
-            &logs,
-            reporter,
-            false,
-            record.as_ref(),
-        ));
+        let capture = Capture {
+            logs: &logs,
+            keep_lines: false,
+            record: record.as_ref(),
+        };
+        let (reports, _) =
+            runtime.block_on(execution.execute(operation, parallel, policy, reporter, capture));
         signals.abort();
         if let Some(watch) = cancel_watch {
             watch.abort();
@@ -349,6 +347,14 @@ async fn watch_cancel(record: Record, interrupt: Interrupt) {
     }
 }
 
+/// What one execution keeps besides its reports: logs where, each project's lines or not, and
+/// the ledger record it writes to.
+struct Capture<'a> {
+    logs: &'a Path,
+    keep_lines: bool,
+    record: Option<&'a Record>,
+}
+
 /// What running the plan needs, shared by the confirmation's previews and the run itself.
 struct Execution<'a> {
     graph: &'a ExecutionGraph,
@@ -390,12 +396,15 @@ impl Execution<'_> {
         operation: Operation,
         parallel: usize,
         policy: FailurePolicy,
-        logs: &Path,
         mut reporter: Reporter,
-        keep_lines: bool,
-        record: Option<&Record>,
+        capture: Capture<'_>,
     ) -> (Vec<scheduler::ProjectReport>, BTreeMap<usize, Vec<String>>) {
         let (events, mut received) = mpsc::unbounded_channel();
+        let Capture {
+            logs,
+            keep_lines,
+            record,
+        } = capture;
         let record = record.cloned();
         let root = self.workspace.root.clone();
         let reporting = tokio::spawn(async move {
@@ -776,14 +785,17 @@ fn confirm(
         true,
         "preview",
     );
+    let capture = Capture {
+        logs: &logs,
+        keep_lines: true,
+        record: None,
+    };
     let (reports, lines) = runtime.block_on(execution.execute(
         Operation::Preview,
         parallel,
         FailurePolicy::SkipDependents,
-        &logs,
         reporter,
-        true,
-        None,
+        capture,
     ));
     if execution.interrupt.is_interrupted() {
         return Err(Error::Interrupted);
