@@ -109,6 +109,44 @@ pub enum Command {
     #[command(subcommand)]
     Config(ConfigCommand),
 
+    /// The last run of the stack (or of every stack) and its projects
+    Status {
+        /// Keep showing a running run until it ends
+        #[arg(long)]
+        watch: bool,
+    },
+
+    /// Every recorded run, newest first
+    History {
+        /// At most this many runs
+        #[arg(long, value_name = "N", default_value_t = 20)]
+        limit: usize,
+        /// Runs of every stack, not only this one
+        #[arg(long)]
+        all_stacks: bool,
+    },
+
+    /// A run's logs: every project's, or one project's
+    Logs {
+        /// The run id [default: the stack's last run]
+        run: Option<String>,
+        /// Only this project's log
+        project: Option<String>,
+        /// Keep printing as a running run writes
+        #[arg(long)]
+        follow: bool,
+    },
+
+    /// Stop the run holding the stack's lock, as Ctrl-C would
+    Cancel,
+
+    /// Clear the stack's lock when the run holding it is gone
+    Unlock {
+        /// Required: clearing a lock lets another run deploy the same stack
+        #[arg(long)]
+        force: bool,
+    },
+
     /// List the providers, with their description and where each is defined
     ListProviders(ListProvidersArgs),
 

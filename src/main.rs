@@ -44,6 +44,17 @@ fn main() {
         ),
         Command::Output(args) => commands::output::run(&settings, args),
         Command::Config(command) => commands::config::run(&settings, command),
+        Command::Status { watch } => commands::ledger::status(&settings, watch),
+        Command::History { limit, all_stacks } => {
+            commands::ledger::history(&settings, limit, all_stacks)
+        }
+        Command::Logs {
+            run,
+            project,
+            follow,
+        } => commands::ledger::logs(&settings, run, project, follow),
+        Command::Cancel => commands::ledger::cancel(&settings),
+        Command::Unlock { force } => commands::ledger::unlock(&settings, force),
         Command::ListProviders(args) => commands::list_providers::run(&settings, args),
         Command::ShowExecution(args) => commands::show_execution::run(&settings, args),
         Command::Validate(args) => commands::validate::run(&settings, args.selection.into()),

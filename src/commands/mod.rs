@@ -1,6 +1,7 @@
 //! The commands: each loads what it needs through the layers below, then prints.
 
 pub mod config;
+pub mod ledger;
 pub mod list_providers;
 pub mod output;
 pub mod run;

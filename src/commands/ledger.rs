@@ -1,0 +1,353 @@
+//! `mara status`, `history`, `logs`, `cancel` and `unlock` (SPEC §7): reading the run ledger, and
+//! the two ways to act on a stack's lock.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::cli::OutputFormat;
+use crate::error::{Error, Problem, Result};
+use crate::ledger::sqlite::SqliteLedger;
+use crate::ledger::{Ledger, RunRecord, process_exists, whoami};
+use crate::settings::Settings;
+use crate::ui::{self, Style};
+use crate::workspace::Workspace;
+
+fn ledger_path(workspace: &Workspace) -> PathBuf {
+    workspace.state_dir().join("ledger.db")
+}
+
+/// The stack of this invocation, if one can be named (`status` and `history` also work without).
+fn stack(settings: &Settings, workspace: &Workspace) -> Result<Option<String>> {
+    Ok(super::stack_context(settings, workspace)?
+        .stack
+        .map(|s| s.name.to_string()))
+}
+
+fn require_stack(settings: &Settings, workspace: &Workspace) -> Result<String> {
+    stack(settings, workspace)?.ok_or_else(|| {
+        Error::usage(crate::workspace::stack::missing_stack_problem(
+            &workspace.display(&workspace.env_file()),
+        ))
+    })
+}
+
+pub fn status(settings: &Settings, watch: bool) -> Result<()> {
+    let workspace = super::workspace(settings)?;
+    let stack = stack(settings, &workspace)?;
+    loop {
+        let Some(ledger) = SqliteLedger::open_existing(&ledger_path(&workspace))? else {
+            return ui::print("No run has been recorded in this workspace yet.\n");
+        };
+        let stacks: Vec<String> = match &stack {
+            Some(stack) => vec![stack.clone()],
+            None => {
+                let mut stacks: Vec<String> = ledger
+                    .runs(None, 1000)?
+                    .into_iter()
+                    .map(|r| r.stack)
+                    .collect();
+                stacks.sort();
+                stacks.dedup();
+                stacks
+            }
+        };
+        let mut runs = Vec::new();
+        for stack in &stacks {
+            if let Some(last) = ledger.runs(Some(stack), 1)?.into_iter().next() {
+                runs.push(ledger.run(&last.run_id)?.unwrap_or(last));
+            }
+        }
+        let running = runs.iter().any(|r| r.status == "running");
+        let text = match settings.output {
+            OutputFormat::Json => format!(
+                "{}\n",
+                serde_json::to_string_pretty(&runs).expect("runs serialize")
+            ),
+            OutputFormat::Human if runs.is_empty() => {
+                format!("No run recorded for stack {}.\n", stacks.join(", "))
+            }
+            OutputFormat::Human => runs
+                .iter()
+                .map(|r| render_run(r, settings.stdout_style))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        let live = watch && running && ui::stdout_is_terminal();
+        ui::print(&if live {
+            format!("\x1b[2J\x1b[H{text}")
+        } else {
+            text
+        })?;
+        if !(watch && running) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A run and its projects, for people.
+fn render_run(run: &RunRecord, style: Style) -> String {
+    let mut out = format!(
+        "{} {} on stack {} ({}): {}\n",
+        style.bold(&format!("Run {}", run.run_id)),
+        run.operation,
+        run.stack,
+        run.provider,
+        status_word(&run.status, style)
+    );
+    out.push_str(&style.dim(&format!(
+        "started {} by {}@{} (pid {}){}\n",
+        run.started,
+        run.user,
+        run.host,
+        run.pid,
+        run.finished.as_ref().map(|f| format!(", finished {f}")).unwrap_or_default()
+    )));
+    let rows: Vec<[String; 3]> = run
+        .projects
+        .iter()
+        .map(|p| {
+            let detail = p
+                .reason
+                .clone()
+                .or_else(|| p.changes.as_ref().map(crate::engine::changes_summary))
+                .unwrap_or_default();
+            [p.path.clone(), p.status.clone(), detail]
+        })
+        .collect();
+    let widths = ui::column_widths(["PROJECT", "STATUS", "DETAIL"], &rows);
+    for [path, status, detail] in &rows {
+        let status = status_word(&ui::pad(status, widths[1]), style);
+        out.push_str(&format!(
+            "  {}  {status}  {detail}\n",
+            ui::pad(path, widths[0])
+        ));
+    }
+    out
+}
+
+fn status_word(status: &str, style: Style) -> String {
+    match status.trim() {
+        "succeeded" | "unchanged" => style.green(status),
+        "failed" | "abandoned" => style.red(status),
+        "running" => style.cyan(status),
+        _ => style.yellow(status),
+    }
+}
+
+pub fn history(settings: &Settings, limit: usize, all_stacks: bool) -> Result<()> {
+    let workspace = super::workspace(settings)?;
+    let stack = if all_stacks {
+        None
+    } else {
+        stack(settings, &workspace)?
+    };
+    let runs = match SqliteLedger::open_existing(&ledger_path(&workspace))? {
+        Some(ledger) => ledger.runs(stack.as_deref(), limit)?,
+        None => Vec::new(),
+    };
+    let text = match settings.output {
+        OutputFormat::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(&runs).expect("runs serialize")
+        ),
+        OutputFormat::Human => {
+            let rows: Vec<[String; 7]> = runs
+                .iter()
+                .map(|r| {
+                    [
+                        r.run_id.clone(),
+                        r.operation.clone(),
+                        r.stack.clone(),
+                        r.provider.clone(),
+                        r.status.clone(),
+                        r.started.clone(),
+                        format!("{}@{}", r.user, r.host),
+                    ]
+                })
+                .collect();
+            let headers = [
+                "RUN",
+                "OPERATION",
+                "STACK",
+                "PROVIDER",
+                "STATUS",
+                "STARTED",
+                "BY",
+            ];
+            let widths = ui::column_widths(headers, &rows);
+            let line = |cells: [&str; 7]| {
+                let padded: Vec<String> = cells
+                    .iter()
+                    .zip(widths)
+                    .take(6)
+                    .map(|(c, w)| ui::pad(c, w))
+                    .collect();
+                format!("{}  {}", padded.join("  "), cells[6])
+            };
+            let mut out = format!("{}\n", settings.stdout_style.bold(&line(headers)));
+            for r in &rows {
+                out.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6]]));
+                out.push('\n');
+            }
+            if runs.is_empty() {
+                out.push_str("(no runs recorded)\n");
+            }
+            out
+        }
+    };
+    ui::print(&text)
+}
+
+pub fn logs(
+    settings: &Settings,
+    run: Option<String>,
+    project: Option<String>,
+    follow: bool,
+) -> Result<()> {
+    let workspace = super::workspace(settings)?;
+    let ledger = SqliteLedger::open_existing(&ledger_path(&workspace))?.ok_or_else(|| {
+        Error::usage(Problem::new(
+            "no run has been recorded in this workspace yet",
+        ))
+    })?;
+    let record = match &run {
+        Some(id) => ledger.run(id)?.ok_or_else(|| {
+            Error::usage(
+                Problem::new(format!("no run `{id}`")).hint("`mara history` lists the runs"),
+            )
+        })?,
+        None => {
+            let stack = stack(settings, &workspace)?;
+            let last = ledger
+                .runs(stack.as_deref(), 1)?
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::usage(Problem::new("no run recorded yet")))?;
+            ledger.run(&last.run_id)?.unwrap_or(last)
+        }
+    };
+    let dir = workspace.state_dir().join("logs").join(&record.run_id);
+    let files: Vec<(String, PathBuf)> = match &project {
+        Some(name) => {
+            let path = record
+                .projects
+                .iter()
+                .map(|p| p.path.clone())
+                .find(|p| p == name || p.ends_with(&format!("/{name}")))
+                .unwrap_or_else(|| name.clone());
+            vec![(path.clone(), dir.join(format!("{path}.log")))]
+        }
+        None => record
+            .projects
+            .iter()
+            .map(|p| (p.path.clone(), dir.join(format!("{}.log", p.path))))
+            .collect(),
+    };
+    if !follow {
+        let mut out = String::new();
+        for (path, file) in &files {
+            if files.len() > 1 {
+                out.push_str(&format!(
+                    "{}\n",
+                    settings.stdout_style.cyan(&format!("── {path}"))
+                ));
+            }
+            match std::fs::read_to_string(file) {
+                Ok(text) => out.push_str(&text),
+                Err(_) if files.len() == 1 => {
+                    return Err(Error::usage(Problem::new(format!(
+                        "run {} has no log for `{path}`",
+                        record.run_id
+                    ))));
+                }
+                Err(_) => out.push_str("(no log)\n"),
+            }
+        }
+        return ui::print(&out);
+    }
+    // Follow: print what each log gains until the run is no longer running.
+    let mut offsets: Vec<u64> = vec![0; files.len()];
+    loop {
+        for ((path, file), offset) in files.iter().zip(offsets.iter_mut()) {
+            if let Some(text) = read_from(file, offset) {
+                let prefixed: String = text.lines().map(|l| format!("[{path}] {l}\n")).collect();
+                ui::print(&prefixed)?;
+            }
+        }
+        let running = ledger
+            .run(&record.run_id)?
+            .is_some_and(|r| r.status == "running");
+        if !running {
+            // One last read for what was written at the end.
+            for ((path, file), offset) in files.iter().zip(offsets.iter_mut()) {
+                if let Some(text) = read_from(file, offset) {
+                    ui::print(
+                        &text
+                            .lines()
+                            .map(|l| format!("[{path}] {l}\n"))
+                            .collect::<String>(),
+                    )?;
+                }
+            }
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// What `file` holds past `offset` (whole lines only), moving `offset` on.
+fn read_from(file: &Path, offset: &mut u64) -> Option<String> {
+    let mut handle = std::fs::File::open(file).ok()?;
+    handle.seek(SeekFrom::Start(*offset)).ok()?;
+    let mut text = String::new();
+    handle.read_to_string(&mut text).ok()?;
+    let whole = text.rfind('\n').map(|i| i + 1)?;
+    *offset += whole as u64;
+    Some(text[..whole].to_string())
+}
+
+pub fn cancel(settings: &Settings) -> Result<()> {
+    let workspace = super::workspace(settings)?;
+    let stack = require_stack(settings, &workspace)?;
+    let Some(mut ledger) = SqliteLedger::open_existing(&ledger_path(&workspace))? else {
+        return ui::print(&format!("No run holds stack {stack}.\n"));
+    };
+    let Some(holder) = ledger.request_cancel(&stack)? else {
+        return ui::print(&format!("No run holds stack {stack}.\n"));
+    };
+    let (_, host) = whoami();
+    if holder.host == host && process_exists(holder.pid) {
+        // SAFETY: sending SIGINT to the run's own process, which handles it as Ctrl-C.
+        unsafe {
+            libc::kill(holder.pid as i32, libc::SIGINT);
+        }
+    }
+    let text = match settings.output {
+        OutputFormat::Json => format!("{}\n", json!({"cancelled": holder})),
+        OutputFormat::Human => format!("Asked {holder} to stop; its engines are cancelling.\n"),
+    };
+    ui::print(&text)
+}
+
+pub fn unlock(settings: &Settings, force: bool) -> Result<()> {
+    let workspace = super::workspace(settings)?;
+    let stack = require_stack(settings, &workspace)?;
+    if !force {
+        return Err(Error::usage(
+            Problem::new("clearing a lock lets another run deploy the same stack at once")
+                .hint("pass --force if the run holding it is gone (see `mara status`)"),
+        ));
+    }
+    let Some(mut ledger) = SqliteLedger::open_existing(&ledger_path(&workspace))? else {
+        return ui::print(&format!("Stack {stack} is not locked.\n"));
+    };
+    let text = match ledger.unlock(&stack)? {
+        Some(holder) => format!("Cleared the lock of {holder}; that run is recorded abandoned.\n"),
+        None => format!("Stack {stack} is not locked.\n"),
+    };
+    ui::print(&text)
+}
