@@ -195,6 +195,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
 
+    /// Repeat the last run of this operation on this stack, without the projects it completed
+    #[arg(long, conflicts_with_all = ["only", "skip", "from", "with_dependencies", "with_dependents"])]
+    pub resume: bool,
+
+    /// Only the projects whose inputs changed since their last successful up (up only)
+    #[arg(long)]
+    pub changed: bool,
+
     #[command(flatten)]
     pub selection: SelectionArgs,
 }

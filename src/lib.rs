@@ -9,6 +9,7 @@ pub mod commands;
 pub mod configure;
 pub mod engine;
 pub mod error;
+pub mod fingerprint;
 pub mod graph;
 pub mod ledger;
 pub mod provider;

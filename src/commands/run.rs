@@ -13,6 +13,7 @@ use crate::configure;
 use crate::engine::pulumi::Pulumi;
 use crate::engine::{Operation, Step, StepKind, has_changes};
 use crate::error::{Error, Location, Problem, Result, plural};
+use crate::fingerprint;
 use crate::graph::{ExecutionGraph, Plan, Selection};
 use crate::ledger::sqlite::SqliteLedger;
 use crate::ledger::{Begun, Ledger, ProjectRecord, RunStart};
@@ -62,6 +63,54 @@ fn run_in(
         )));
     };
     check_engines(workspace, &plan)?;
+    if args.changed && operation != Operation::Up {
+        return Err(Error::usage(Problem::new("--changed is for `mara up`")));
+    }
+    let ledger_file = workspace.state_dir().join("ledger.db");
+    let plan = if args.resume {
+        resume_plan(&graph, &ledger_file, &stack, operation)?
+    } else {
+        Some(plan)
+    };
+    let Some(plan) = plan else {
+        return crate::ui::print(&format!(
+            "Nothing to resume: the last {operation} on stack {} completed.\n",
+            stack.name
+        ));
+    };
+    // Each project's fingerprint, recorded by every up, compared by --changed.
+    let fingerprints = if operation == Operation::Up {
+        let read = |path: &Path| std::fs::read(path).unwrap_or_default();
+        fingerprint::fingerprints(
+            &plan,
+            |p| workspace.project_dir(p),
+            &workspace.state_dir(),
+            &read(&workspace.stack_config_file(&stack.name)),
+            &read(&workspace.env_file()),
+        )
+    } else {
+        BTreeMap::new()
+    };
+    let plan = if args.changed {
+        match changed_plan(
+            &graph,
+            &plan,
+            &fingerprints,
+            &ledger_file,
+            &stack,
+            settings.stdout_style,
+        )? {
+            Some(plan) => plan,
+            None => {
+                return crate::ui::print(&format!(
+                    "Nothing changed since the last successful up on stack {}: no project runs.\n",
+                    stack.name
+                ));
+            }
+        }
+    } else {
+        plan
+    };
     if let Some(config) = &context.config {
         check_configuration(workspace, &provider, &plan, &stack, config, operation)?;
     }
@@ -221,6 +270,7 @@ fn run_in(
             logs: &logs,
             keep_lines: false,
             record: record.as_ref(),
+            fingerprints: &fingerprints,
         };
         let (reports, _) =
             runtime.block_on(execution.execute(operation, parallel, policy, reporter, capture));
@@ -353,6 +403,8 @@ struct Capture<'a> {
     logs: &'a Path,
     keep_lines: bool,
     record: Option<&'a Record>,
+    /// Each project's fingerprint (graph index), recorded with it.
+    fingerprints: &'a BTreeMap<usize, String>,
 }
 
 /// What running the plan needs, shared by the confirmation's previews and the run itself.
@@ -404,14 +456,16 @@ impl Execution<'_> {
             logs,
             keep_lines,
             record,
+            fingerprints,
         } = capture;
         let record = record.cloned();
+        let fingerprints = fingerprints.clone();
         let root = self.workspace.root.clone();
         let reporting = tokio::spawn(async move {
             let mut lines: BTreeMap<usize, Vec<String>> = BTreeMap::new();
             while let Some(event) = received.recv().await {
                 if let Some(record) = &record {
-                    write_record(record, &event, &root);
+                    write_record(record, &event, &root, &fingerprints);
                 }
                 if keep_lines && let scheduler::Event::Line { index, text, .. } = &event {
                     lines.entry(*index).or_default().push(text.clone());
@@ -574,16 +628,21 @@ fn read_back_secrets(
 }
 
 /// What the ledger keeps of an event. A ledger that cannot be written loses the record, not the run.
-fn write_record(record: &Record, event: &scheduler::Event, root: &Path) {
+fn write_record(
+    record: &Record,
+    event: &scheduler::Event,
+    root: &Path,
+    fingerprints: &BTreeMap<usize, String>,
+) {
     let Ok(mut ledger) = record.ledger.lock() else {
         return;
     };
     let result = match event {
-        scheduler::Event::Started { path, .. } => ledger.project_started(
+        scheduler::Event::Started { index, path } => ledger.project_started(
             &record.run_id,
             path,
             &clock::rfc3339(SystemTime::now()),
-            None,
+            fingerprints.get(index).map(String::as_str),
         ),
         scheduler::Event::Finished { report, .. } => ledger.project_finished(
             &record.run_id,
@@ -607,6 +666,93 @@ fn write_record(record: &Record, event: &scheduler::Event, root: &Path) {
     if let Err(error) = result {
         tracing::warn!("the run ledger: {error}");
     }
+}
+
+/// `--resume`: the projects of the last run of `operation` on the stack that did not complete;
+/// `None` when it completed.
+fn resume_plan<'g>(
+    graph: &'g ExecutionGraph,
+    ledger_file: &Path,
+    stack: &ResolvedStack,
+    operation: Operation,
+) -> Result<Option<Plan<'g>>> {
+    let last = SqliteLedger::open_existing(ledger_file)?
+        .map(|ledger| ledger.last_run(stack.name.as_str(), operation.as_str()))
+        .transpose()?
+        .flatten()
+        .ok_or_else(|| {
+            Error::usage(Problem::new(format!(
+                "no earlier {operation} on stack {} to resume",
+                stack.name
+            )))
+        })?;
+    let left: Vec<String> = last
+        .projects
+        .iter()
+        .filter(|p| !matches!(p.status.as_str(), "succeeded" | "unchanged"))
+        .map(|p| p.path.clone())
+        .filter(|path| graph.find(path).is_ok())
+        .collect();
+    if left.is_empty() {
+        return Ok(None);
+    }
+    eprintln!(
+        "Resuming run {} ({}): {} of its projects did not complete.",
+        last.run_id,
+        last.status,
+        left.len()
+    );
+    Plan::select(
+        graph,
+        &Selection {
+            only: left,
+            ..Selection::default()
+        },
+    )
+    .map(Some)
+}
+
+/// `--changed`: says for every project whether it runs and why; the plan of those that do, or
+/// `None` when nothing changed.
+fn changed_plan<'g>(
+    graph: &'g ExecutionGraph,
+    plan: &Plan<'g>,
+    fingerprints: &BTreeMap<usize, String>,
+    ledger_file: &Path,
+    stack: &ResolvedStack,
+    style: crate::ui::Style,
+) -> Result<Option<Plan<'g>>> {
+    let before = match SqliteLedger::open_existing(ledger_file)? {
+        Some(ledger) => ledger.last_fingerprints(stack.name.as_str())?,
+        None => BTreeMap::new(),
+    };
+    let mut runs = Vec::new();
+    let mut text = String::new();
+    for &i in plan.order() {
+        let path = &graph.project(i).path;
+        let change = fingerprint::compare(&fingerprints[&i], before.get(path).map(String::as_str));
+        let mark = if change == fingerprint::Change::Unchanged {
+            style.dim("skip")
+        } else {
+            style.cyan("run ")
+        };
+        text.push_str(&format!("{mark} {path}: {}\n", change.reason()));
+        if change != fingerprint::Change::Unchanged {
+            runs.push(path.clone());
+        }
+    }
+    crate::ui::print(&text)?;
+    if runs.is_empty() {
+        return Ok(None);
+    }
+    Plan::select(
+        graph,
+        &Selection {
+            only: runs,
+            ..Selection::default()
+        },
+    )
+    .map(Some)
 }
 
 /// Only Pulumi projects run for now; the other engines are planned and validated.
@@ -789,6 +935,7 @@ fn confirm(
         logs: &logs,
         keep_lines: true,
         record: None,
+        fingerprints: &BTreeMap::new(),
     };
     let (reports, lines) = runtime.block_on(execution.execute(
         Operation::Preview,

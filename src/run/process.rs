@@ -5,7 +5,8 @@
 //! When to forward signals: mara's own Ctrl-C handler (see `Interrupt`) sends SIGINT to every
 //! running group once — Pulumi then cancels cleanly and releases its lock — and SIGKILL on the
 //! second Ctrl-C. Because each child leads its own group, the terminal's Ctrl-C does not reach it
-//! directly; a child never gets SIGINT twice by accident.
+//! directly; a child never gets SIGINT twice by accident. On Linux a child also gets SIGINT when
+//! mara dies without a chance to forward it (SIGKILL), so no engine outlives its run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -151,6 +152,19 @@ pub async fn run(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // If mara itself dies (even by SIGKILL), its engines get SIGINT and cancel as on Ctrl-C
+    // instead of running on, orphaned, holding their stacks' locks. The spawning thread is a
+    // runtime worker, which lives as long as the run.
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe and touches only the child being set up.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     let mut child = command.spawn()?;
     let group = child.id().map(|pid| pid as i32);
     if let Some(group) = group {

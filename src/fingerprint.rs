@@ -1,0 +1,220 @@
+//! Fingerprints of a project's inputs (SPEC §7, `--changed`): its files (respecting `.gitignore`,
+//! never mara's state directory), the shared stack configuration, the environment file, its entry
+//! in the provider, and its dependencies' fingerprints.
+//!
+//! A fingerprint is `<full>:<own>`: `own` covers the project's own inputs, `full` adds its
+//! dependencies', so a difference in `full` alone means "a dependency changed".
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::graph::Plan;
+use crate::provider::Project;
+
+/// Why a project runs, or is skipped, under `--changed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// No successful `up` of it is recorded.
+    NeverDeployed,
+    /// Its files, the configuration, the environment file or its provider entry changed.
+    InputsChanged,
+    /// Only something it depends on changed.
+    DependencyChanged,
+    Unchanged,
+}
+
+impl Change {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Change::NeverDeployed => "never deployed",
+            Change::InputsChanged => "its inputs changed since its last successful up",
+            Change::DependencyChanged => "a project it depends on changed",
+            Change::Unchanged => "unchanged since its last successful up",
+        }
+    }
+}
+
+/// Compares a fingerprint with the one of the last successful `up`.
+pub fn compare(now: &str, before: Option<&str>) -> Change {
+    let own = |fp: &str| {
+        fp.split_once(':')
+            .map(|(_, own)| own.to_string())
+            .unwrap_or_default()
+    };
+    match before {
+        None => Change::NeverDeployed,
+        Some(before) if before == now => Change::Unchanged,
+        Some(before) if own(before) == own(now) => Change::DependencyChanged,
+        Some(_) => Change::InputsChanged,
+    }
+}
+
+/// Every project of the plan, by graph index, in execution order (dependencies first).
+pub fn fingerprints(
+    plan: &Plan<'_>,
+    project_dir: impl Fn(&str) -> std::path::PathBuf,
+    state_dir: &Path,
+    shared: &[u8],
+    env_file: &[u8],
+) -> BTreeMap<usize, String> {
+    let mut common = Sha256::new();
+    common.update(b"mara-fingerprint-1\0");
+    common.update(shared);
+    common.update(b"\0");
+    common.update(env_file);
+    let common = common.finalize();
+    let mut done: BTreeMap<usize, String> = BTreeMap::new();
+    // Every predecessor in the graph counts, selected or not: its inputs shape this project's.
+    for &i in plan.graph.order() {
+        let project = plan.graph.project(i);
+        let mut own = Sha256::new();
+        own.update(common);
+        own.update(entry(project).as_bytes());
+        hash_files(&mut own, &project_dir(&project.path), state_dir);
+        let own = hex(&own.finalize());
+        let mut full = Sha256::new();
+        full.update(own.as_bytes());
+        for (j, _) in plan.graph.predecessors(i) {
+            full.update(
+                done.get(&j)
+                    .map(String::as_str)
+                    .unwrap_or_default()
+                    .as_bytes(),
+            );
+        }
+        done.insert(i, format!("{}:{own}", hex(&full.finalize())));
+    }
+    done.retain(|i, _| plan.contains(*i));
+    done
+}
+
+/// The project's provider entry, without where it was declared (moving lines is no change).
+fn entry(project: &Project) -> String {
+    let targets = |list: &[crate::provider::Reference]| {
+        list.iter().map(|r| r.target.clone()).collect::<Vec<_>>()
+    };
+    let secrets: Vec<&str> = project.secrets.iter().map(|s| s.key.as_str()).collect();
+    format!(
+        "{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+        project.path,
+        project.description,
+        project.stage,
+        targets(&project.after),
+        targets(&project.before),
+        project.engine,
+        project.required_config,
+        secrets,
+        project.on_success,
+        project.on_destroy,
+        project.steps
+    )
+}
+
+/// Every file under `dir` that git would track (`.gitignore`, `.git/info/exclude` and global
+/// ignores respected, hidden files included), never `state_dir`: its relative path and content.
+fn hash_files(hasher: &mut Sha256, dir: &Path, state_dir: &Path) {
+    if !dir.is_dir() {
+        hasher.update(b"<no directory>");
+        return;
+    }
+    let state_dir = state_dir.to_path_buf();
+    let walker = ignore::WalkBuilder::new(dir)
+        .hidden(false)
+        .require_git(false)
+        .filter_entry(move |e| {
+            e.file_name() != ".git" && e.file_name() != ".mara" && !e.path().starts_with(&state_dir)
+        })
+        .sort_by_file_path(|a, b| a.cmp(b))
+        .build();
+    for entry in walker.flatten() {
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let relative = entry.path().strip_prefix(dir).unwrap_or(entry.path());
+        hasher.update(relative.to_string_lossy().as_bytes());
+        hasher.update(b"\0");
+        if let Ok(content) = std::fs::read(entry.path()) {
+            hasher.update(&content);
+        }
+        hasher.update(b"\0");
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{ExecutionGraph, Selection};
+    use crate::provider::Registry;
+
+    #[test]
+    fn a_change_reaches_the_project_and_its_dependents_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let graph = ExecutionGraph::build(&Registry::builtin().resolve("aws").unwrap()).unwrap();
+        for i in graph.order() {
+            let path = dir.path().join(&graph.project(*i).path);
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::write(path.join("Pulumi.yaml"), "name: x\n").unwrap();
+        }
+        std::fs::write(dir.path().join("kubernetes/logstore/.gitignore"), "*.tmp\n").unwrap();
+        let plan = Plan::select(&graph, &Selection::default()).unwrap();
+        let compute = || {
+            fingerprints(
+                &plan,
+                |p| dir.path().join(p),
+                &dir.path().join(".mara"),
+                b"cfg",
+                b"env",
+            )
+        };
+        let before = compute();
+        assert_eq!(before, compute(), "stable");
+        // An ignored file changes nothing; a real one changes the project and its dependents.
+        std::fs::write(dir.path().join("kubernetes/logstore/scratch.tmp"), "x").unwrap();
+        assert_eq!(before, compute());
+        std::fs::write(
+            dir.path().join("kubernetes/logstore/values.yaml"),
+            "replicas: 3\n",
+        )
+        .unwrap();
+        let after = compute();
+        let changed: Vec<(&str, Change)> = graph
+            .order()
+            .iter()
+            .map(|&i| {
+                (
+                    graph.project(i).path.as_str(),
+                    compare(&after[&i], Some(&before[&i])),
+                )
+            })
+            .filter(|(_, c)| *c != Change::Unchanged)
+            .collect();
+        assert_eq!(
+            changed,
+            [
+                ("kubernetes/logstore", Change::InputsChanged),
+                ("kubernetes/logagent", Change::DependencyChanged)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_shared_configuration_changes_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let graph =
+            ExecutionGraph::build(&Registry::builtin().resolve("kubeconfig").unwrap()).unwrap();
+        let plan = Plan::select(&graph, &Selection::default()).unwrap();
+        let a = fingerprints(&plan, |p| dir.path().join(p), dir.path(), b"cfg", b"env");
+        let b = fingerprints(&plan, |p| dir.path().join(p), dir.path(), b"cfg2", b"env");
+        assert!(
+            a.iter()
+                .all(|(i, fp)| compare(&b[i], Some(fp)) == Change::InputsChanged)
+        );
+        assert_eq!(compare(&a[&0], None), Change::NeverDeployed);
+    }
+}
