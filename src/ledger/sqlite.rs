@@ -66,7 +66,7 @@ impl SqliteLedger {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::read(dir, e))?;
         }
-        let connection = Connection::open(path).map_err(|e| db_error(path, e))?;
+        let mut connection = Connection::open(path).map_err(|e| db_error(path, e))?;
         connection
             .busy_timeout(Duration::from_secs(10))
             .map_err(|e| db_error(path, e))?;
@@ -75,26 +75,34 @@ impl SqliteLedger {
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
             )
             .map_err(|e| db_error(path, e))?;
-        let version: i64 = connection
+        // Check and migrate in one immediate transaction: two processes opening a new ledger at
+        // once must not both migrate it; the second waits, then finds it up to date.
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_error(path, e))?;
+        let version: i64 = transaction
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| db_error(path, e))?;
         let version = usize::try_from(version).unwrap_or(0);
         if version > MIGRATIONS.len() {
             return Err(Error::config(
-                Problem::new(format!("the run ledger is at schema version {version}, newer than this mara knows ({})", MIGRATIONS.len()))
-                    .in_file(path)
-                    .hint("use a newer mara"),
+                Problem::new(format!(
+                    "the run ledger is at schema version {version}, newer than this mara knows ({})",
+                    MIGRATIONS.len()
+                ))
+                .in_file(path)
+                .hint("use a newer mara"),
             ));
         }
-        for (index, migration) in MIGRATIONS.iter().enumerate().skip(version) {
-            let sql = format!(
-                "BEGIN; {migration} PRAGMA user_version = {}; COMMIT;",
-                index + 1
-            );
-            connection
-                .execute_batch(&sql)
+        for migration in &MIGRATIONS[version..] {
+            transaction
+                .execute_batch(migration)
                 .map_err(|e| db_error(path, e))?;
         }
+        transaction
+            .pragma_update(None, "user_version", MIGRATIONS.len() as i64)
+            .map_err(|e| db_error(path, e))?;
+        transaction.commit().map_err(|e| db_error(path, e))?;
         let (user, host) = whoami();
         Ok(SqliteLedger {
             connection,
@@ -453,6 +461,27 @@ mod tests {
             .finish("r4", "succeeded", "2026-11-21T00:01:00.000Z")
             .unwrap();
         assert!(ledger.holder("dev").unwrap().is_none());
+    }
+
+    #[test]
+    fn many_processes_may_open_a_new_ledger_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let openers: Vec<_> = (0..8)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || SqliteLedger::open(&path).map(|_| ()))
+            })
+            .collect();
+        for opener in openers {
+            opener.join().unwrap().unwrap();
+        }
+        let ledger = SqliteLedger::open(&path).unwrap();
+        let version: i64 = ledger
+            .connection
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version as usize, MIGRATIONS.len());
     }
 
     #[test]

@@ -1,0 +1,318 @@
+//! The run ledger through the binary: one run per stack at a time, a killed run taken over and
+//! recorded abandoned, cancel from another process, resume, only what changed, and reading the
+//! ledger while a run writes it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+struct Ws {
+    dir: tempfile::TempDir,
+    bin: tempfile::TempDir,
+}
+
+impl Ws {
+    fn new() -> Ws {
+        let dir = tempfile::tempdir().unwrap();
+        common::copy_example(&common::example("mara-local"), dir.path());
+        Ws {
+            dir,
+            bin: common::stand_in_bin(),
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn log(&self) -> PathBuf {
+        self.root().join("calls.jsonl")
+    }
+
+    fn path_var(&self) -> String {
+        format!(
+            "{}:{}",
+            self.bin.path().display(),
+            std::env::var("PATH").unwrap()
+        )
+    }
+
+    fn mara(&self) -> assert_cmd::Command {
+        let mut cmd = common::mara(self.root());
+        cmd.env("PATH", self.path_var())
+            .env("HOME", self.root().join("home"))
+            .env("PULUMI_STAND_IN_LOG", self.log());
+        cmd
+    }
+
+    /// `mara <args>` in the background, with `delay_ms` per engine operation.
+    fn spawn(&self, args: &[&str], delay_ms: u64) -> Child {
+        Command::new(assert_cmd::cargo::cargo_bin("mara"))
+            .args(args)
+            .current_dir(self.root())
+            .env("PATH", self.path_var())
+            .env("HOME", self.root().join("home"))
+            .env("NO_COLOR", "1")
+            .env("PULUMI_STAND_IN_LOG", self.log())
+            .env("PULUMI_STAND_IN_DELAY_MS", delay_ms.to_string())
+            .env_remove("CI")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Waits until the ledger says `stack` is held by a running run with a running project.
+    fn wait_until_running(&self, run: &mut Child) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let output = self
+                .mara()
+                .args(["--output", "json", "status"])
+                .output()
+                .unwrap();
+            let last = format!("{}{}", common::stdout(&output), common::stderr(&output));
+            if let Ok(Value::Array(runs)) = serde_json::from_slice::<Value>(&output.stdout)
+                && let Some(run) = runs.into_iter().next()
+                && run["status"] == "running"
+                && run["projects"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().any(|p| p["status"] == "running"))
+            {
+                return run;
+            }
+            if let Some(status) = run.try_wait().unwrap() {
+                let mut err = String::new();
+                std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut err).unwrap();
+                panic!(
+                    "the run ended ({status}) before it was seen running: {err}\nstatus said:\n{last}"
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the run never started; status said:\n{last}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn history(&self) -> Vec<Value> {
+        let output = self
+            .mara()
+            .args(["--output", "json", "history"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&output.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// The projects the stand-in ran `operation` for.
+    fn operations(&self, operation: &str) -> Vec<String> {
+        std::fs::read_to_string(self.log())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|c| c["argv"].as_array().unwrap().iter().any(|a| a == operation))
+            .map(|c| c["project"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+}
+
+#[test]
+fn a_second_run_on_the_same_stack_exits_5_naming_the_first() {
+    let ws = Ws::new();
+    // Long enough to be seen running under any load; cancelled once the point is made.
+    let mut first = ws.spawn(&["up", "--yes", "--only", "cluster"], 60_000);
+    let running = ws.wait_until_running(&mut first);
+    let output = ws.mara().args(["up", "--yes"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(5));
+    let err = common::stderr(&output);
+    assert!(err.contains(&format!("(pid {})", first.id())), "{err}");
+    assert!(
+        err.contains(running["run_id"].as_str().unwrap())
+            && err.contains("mara up --yes --only cluster"),
+        "{err}"
+    );
+    // A preview takes no lock.
+    ws.mara()
+        .args(["preview", "--only", "cluster"])
+        .assert()
+        .success();
+    ws.mara().arg("cancel").assert().success();
+    assert_eq!(first.wait_with_output().unwrap().status.code(), Some(130));
+    // After the run, the stack is free again.
+    ws.mara()
+        .args(["up", "--yes", "--only", "cluster"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn status_and_history_read_while_a_run_writes() {
+    let ws = Ws::new();
+    let mut run = ws.spawn(
+        &["up", "--yes", "--only", "cluster", "--only", "registry"],
+        5000,
+    );
+    let status = ws.wait_until_running(&mut run);
+    assert_eq!(status["stack"], "dev");
+    let history = ws.history();
+    assert_eq!(history[0]["status"], "running");
+    let text = common::stdout(&ws.mara().arg("status").output().unwrap());
+    assert!(
+        text.contains("running") && text.contains("infrastructure/local/cluster"),
+        "{text}"
+    );
+    assert!(run.wait_with_output().unwrap().status.success());
+    assert_eq!(ws.history()[0]["status"], "succeeded");
+}
+
+#[test]
+fn a_killed_run_is_taken_over_and_recorded_abandoned() {
+    let ws = Ws::new();
+    let mut killed = ws.spawn(&["up", "--yes", "--only", "cluster"], 60_000);
+    let running = ws.wait_until_running(&mut killed);
+    killed.kill().unwrap(); // SIGKILL: no chance to clean up
+    killed.wait().unwrap();
+    let output = ws
+        .mara()
+        .args(["up", "--yes", "--only", "cluster"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains("took over the lock"),
+        "{}",
+        common::stderr(&output)
+    );
+    let history = ws.history();
+    let old = history
+        .iter()
+        .find(|r| r["run_id"] == running["run_id"])
+        .unwrap();
+    assert_eq!(old["status"], "abandoned");
+    assert_eq!(history[0]["status"], "succeeded");
+}
+
+#[test]
+fn cancel_from_another_process_stops_the_run() {
+    let ws = Ws::new();
+    let mut run = ws.spawn(&["up", "--yes", "--only", "cluster"], 60_000);
+    let running = ws.wait_until_running(&mut run);
+    let started = Instant::now();
+    let output = ws.mara().arg("cancel").output().unwrap();
+    assert!(output.status.success());
+    assert!(common::stdout(&output).contains(running["run_id"].as_str().unwrap()));
+    let output = run.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130));
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(ws.history()[0]["status"], "cancelled");
+    // unlock --force on a free stack says so; without --force it refuses.
+    assert_eq!(
+        ws.mara().arg("unlock").output().unwrap().status.code(),
+        Some(2)
+    );
+    assert!(
+        common::stdout(&ws.mara().args(["unlock", "--force"]).output().unwrap())
+            .contains("not locked")
+    );
+}
+
+#[test]
+fn resume_runs_only_the_failed_and_skipped_projects() {
+    let ws = Ws::new();
+    let output = ws
+        .mara()
+        .args(["up", "--yes", "--parallel", "1"])
+        .env("PULUMI_STAND_IN_FAIL", "up:certmgr")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let first: Vec<String> = ws.operations("up");
+    std::fs::remove_file(ws.log()).unwrap();
+    let output = ws
+        .mara()
+        .args(["up", "--yes", "--resume"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let mut resumed = ws.operations("up");
+    resumed.sort();
+    assert_eq!(
+        resumed,
+        ["certmgr", "observability", "prometheus", "sirius-deploy"],
+        "first run: {first:?}"
+    );
+    let output = ws
+        .mara()
+        .args(["up", "--yes", "--resume"])
+        .output()
+        .unwrap();
+    assert!(common::stdout(&output).contains("Nothing to resume"));
+}
+
+#[test]
+fn changed_runs_only_what_changed_and_its_dependents() {
+    let ws = Ws::new();
+    ws.mara().args(["up", "--yes"]).assert().success();
+    std::fs::remove_file(ws.log()).unwrap();
+    let output = ws
+        .mara()
+        .args(["up", "--yes", "--changed"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert!(common::stdout(&output).contains("Nothing changed"));
+    assert!(
+        ws.operations("up").is_empty() && ws.operations("select").is_empty(),
+        "no engine call"
+    );
+
+    let file = ws.root().join("kubernetes/logstore/Pulumi.yaml");
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("A simulated log store.", "A simulated log store, edited.");
+    std::fs::write(&file, text).unwrap();
+    let output = ws
+        .mara()
+        .args(["up", "--yes", "--changed"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let out = common::stdout(&output);
+    assert!(
+        out.contains("run  kubernetes/logstore: its inputs changed"),
+        "{out}"
+    );
+    assert!(
+        out.contains("run  kubernetes/logagent: a project it depends on changed"),
+        "{out}"
+    );
+    assert!(out.contains("skip kubernetes/certmgr: unchanged"), "{out}");
+    assert_eq!(ws.operations("up"), ["logstore", "logagent"]);
+
+    // Files git would ignore, and mara's own state, are not inputs.
+    std::fs::write(
+        ws.root().join("kubernetes/logstore/Pulumi.scratch.yaml"),
+        "x",
+    )
+    .unwrap();
+    std::fs::remove_file(ws.log()).unwrap();
+    let output = ws
+        .mara()
+        .args(["up", "--yes", "--changed"])
+        .output()
+        .unwrap();
+    assert!(
+        common::stdout(&output).contains("Nothing changed"),
+        "{}",
+        common::stdout(&output)
+    );
+}
