@@ -282,6 +282,10 @@ pub struct ShowExecutionArgs {
     #[arg(long, conflicts_with_all = ["only", "skip", "from"])]
     pub all: bool,
 
+    /// Say for every project whether `mara up --changed` would run it, and why
+    #[arg(long, conflicts_with = "all")]
+    pub changed: bool,
+
     #[command(flatten)]
     pub selection: SelectionArgs,
 }

@@ -316,3 +316,66 @@ fn changed_runs_only_what_changed_and_its_dependents() {
         common::stdout(&output)
     );
 }
+
+#[test]
+fn show_execution_changed_says_the_same_without_running() {
+    let ws = Ws::new();
+    ws.mara().args(["up", "--yes"]).assert().success();
+    std::fs::write(
+        ws.root().join("kubernetes/certmgr/values.yaml"),
+        "replicas: 2\n",
+    )
+    .unwrap();
+    std::fs::remove_file(ws.log()).unwrap();
+    let shown = common::stdout(
+        &ws.mara()
+            .args(["show-execution", "--changed"])
+            .output()
+            .unwrap(),
+    );
+    let runs: Vec<&str> = shown.lines().filter(|l| l.starts_with("run")).collect();
+    assert_eq!(
+        runs,
+        [
+            "run  kubernetes/certmgr: its inputs changed since its last successful up",
+            "run  kubernetes/observability: a project it depends on changed",
+            "run  kubernetes/applications/sirius: a project it depends on changed",
+        ]
+    );
+    assert!(!ws.log().exists(), "show-execution runs no engine");
+    let up = common::stdout(
+        &ws.mara()
+            .args(["up", "--yes", "--changed"])
+            .output()
+            .unwrap(),
+    );
+    assert!(runs.iter().all(|line| up.contains(line)), "{up}");
+}
+
+#[test]
+fn logs_follow_a_running_run_to_its_end() {
+    let ws = Ws::new();
+    let mut run = ws.spawn(
+        &["up", "--yes", "--only", "cluster", "--only", "registry"],
+        2000,
+    );
+    ws.wait_until_running(&mut run);
+    let followed = ws.mara().args(["logs", "--follow"]).output().unwrap();
+    assert!(run.wait().unwrap().success());
+    let text = common::stdout(&followed);
+    assert!(
+        text.contains("[infrastructure/local/cluster] $ pulumi --non-interactive up"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[infrastructure/local/registry] Resources: +1"),
+        "followed to the end: {text}"
+    );
+    let history = ws.history();
+    let id = history[0]["run_id"].as_str().unwrap();
+    let one = common::stdout(&ws.mara().args(["logs", id, "registry"]).output().unwrap());
+    assert!(
+        one.starts_with("# mara up infrastructure/local/registry"),
+        "{one}"
+    );
+}

@@ -80,14 +80,7 @@ fn run_in(
     };
     // Each project's fingerprint, recorded by every up, compared by --changed.
     let fingerprints = if operation == Operation::Up {
-        let read = |path: &Path| std::fs::read(path).unwrap_or_default();
-        fingerprint::fingerprints(
-            &plan,
-            |p| workspace.project_dir(p),
-            &workspace.state_dir(),
-            &read(&workspace.stack_config_file(&stack.name)),
-            &read(&workspace.env_file()),
-        )
+        fingerprints_of(&plan, workspace, &stack)
     } else {
         BTreeMap::new()
     };
@@ -722,25 +715,7 @@ fn changed_plan<'g>(
     stack: &ResolvedStack,
     style: crate::ui::Style,
 ) -> Result<Option<Plan<'g>>> {
-    let before = match SqliteLedger::open_existing(ledger_file)? {
-        Some(ledger) => ledger.last_fingerprints(stack.name.as_str())?,
-        None => BTreeMap::new(),
-    };
-    let mut runs = Vec::new();
-    let mut text = String::new();
-    for &i in plan.order() {
-        let path = &graph.project(i).path;
-        let change = fingerprint::compare(&fingerprints[&i], before.get(path).map(String::as_str));
-        let mark = if change == fingerprint::Change::Unchanged {
-            style.dim("skip")
-        } else {
-            style.cyan("run ")
-        };
-        text.push_str(&format!("{mark} {path}: {}\n", change.reason()));
-        if change != fingerprint::Change::Unchanged {
-            runs.push(path.clone());
-        }
-    }
+    let (text, runs) = what_changed(plan, fingerprints, ledger_file, stack, style)?;
     crate::ui::print(&text)?;
     if runs.is_empty() {
         return Ok(None);
@@ -753,6 +728,53 @@ fn changed_plan<'g>(
         },
     )
     .map(Some)
+}
+
+/// For every project of the plan, whether it would run under `--changed` and why (one line each),
+/// and the paths of those that would.
+pub fn what_changed(
+    plan: &Plan<'_>,
+    fingerprints: &BTreeMap<usize, String>,
+    ledger_file: &Path,
+    stack: &ResolvedStack,
+    style: crate::ui::Style,
+) -> Result<(String, Vec<String>)> {
+    let before = match SqliteLedger::open_existing(ledger_file)? {
+        Some(ledger) => ledger.last_fingerprints(stack.name.as_str())?,
+        None => BTreeMap::new(),
+    };
+    let mut runs = Vec::new();
+    let mut text = String::new();
+    for &i in plan.order() {
+        let path = &plan.graph.project(i).path;
+        let change = fingerprint::compare(&fingerprints[&i], before.get(path).map(String::as_str));
+        let mark = if change == fingerprint::Change::Unchanged {
+            style.dim("skip")
+        } else {
+            style.cyan("run ")
+        };
+        text.push_str(&format!("{mark} {path}: {}\n", change.reason()));
+        if change != fingerprint::Change::Unchanged {
+            runs.push(path.clone());
+        }
+    }
+    Ok((text, runs))
+}
+
+/// Every project's fingerprint, from the workspace's files.
+pub fn fingerprints_of(
+    plan: &Plan<'_>,
+    workspace: &Workspace,
+    stack: &ResolvedStack,
+) -> BTreeMap<usize, String> {
+    let read = |path: &Path| std::fs::read(path).unwrap_or_default();
+    fingerprint::fingerprints(
+        plan,
+        |p| workspace.project_dir(p),
+        &workspace.state_dir(),
+        &read(&workspace.stack_config_file(&stack.name)),
+        &read(&workspace.env_file()),
+    )
 }
 
 /// Only Pulumi projects run for now; the other engines are planned and validated.

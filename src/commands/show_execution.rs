@@ -32,6 +32,24 @@ fn plan(settings: &Settings, workspace: &Workspace, args: ShowExecutionArgs) -> 
         vec![super::choose_provider(settings, &workspace, &registry)?.0]
     };
     let selection = Selection::from(args.selection);
+    if args.changed {
+        let provider = &providers[0];
+        let graph = ExecutionGraph::build(provider)?;
+        let plan = Plan::select(&graph, &selection)?;
+        let context = super::stack_context(settings, &workspace)?;
+        let Some(stack) = context.stack else {
+            return Err(crate::error::Error::usage(
+                crate::workspace::stack::missing_stack_problem(
+                    &workspace.display(&workspace.env_file()),
+                ),
+            ));
+        };
+        let fingerprints = super::run::fingerprints_of(&plan, &workspace, &stack);
+        let ledger = workspace.state_dir().join("ledger.db");
+        let (text, _) =
+            super::run::what_changed(&plan, &fingerprints, &ledger, &stack, settings.stdout_style)?;
+        return ui::print(&text);
+    }
     let graphs: Vec<ExecutionGraph> = providers
         .iter()
         .map(ExecutionGraph::build)
