@@ -15,7 +15,7 @@ use crate::engine::pulumi::Pulumi;
 use crate::error::{Error, Problem, Result};
 use crate::graph::{ExecutionGraph, Plan, Selection};
 use crate::provider::schema::is_namespaced;
-use crate::run::process::run_blocking;
+use crate::run::process::{last_error, run_blocking};
 use crate::settings::Settings;
 use crate::workspace::Workspace;
 use crate::workspace::envfile;
@@ -111,16 +111,10 @@ fn config(settings: &Settings, workspace: &Workspace, command: ConfigCommand) ->
             for (step, stdin) in [(pulumi.select_step(&dir), None), (step, stdin)] {
                 let finished = run_blocking(&step, &files.env, stdin).map_err(Error::Output)?;
                 if finished.code != Some(0) {
-                    let reason = finished
-                        .stderr
-                        .lines()
-                        .rev()
-                        .find(|l| l.starts_with("error:"))
-                        .unwrap_or("pulumi failed");
+                    let reason = last_error(&finished.stderr).unwrap_or("pulumi failed");
                     let reason = crate::run::redact::Redactor::new([value.clone()]).redact(reason);
                     return Err(Error::config(
-                        Problem::new(reason.trim_start_matches("error:").trim().to_string())
-                            .subject(format!("`{key}`")),
+                        Problem::new(reason).subject(format!("`{key}`")),
                     ));
                 }
             }
@@ -264,15 +258,9 @@ fn decrypt(
     };
     let finished = run_blocking(&step, &files.env, None).map_err(Error::Output)?;
     if finished.code != Some(0) {
-        let reason = finished
-            .stderr
-            .lines()
-            .rev()
-            .find(|l| l.starts_with("error:"))
-            .unwrap_or("pulumi config get failed");
+        let reason = last_error(&finished.stderr).unwrap_or("pulumi config get failed");
         return Err(Error::config(
-            Problem::new(reason.trim_start_matches("error:").trim().to_string())
-                .subject(format!("`{key}`")),
+            Problem::new(reason.to_string()).subject(format!("`{key}`")),
         ));
     }
     Ok(finished.stdout.trim_end_matches('\n').to_string())

@@ -105,17 +105,13 @@ fn read_outputs(
         Some(6) => Ok(Value::Null),
         _ => {
             let stderr = String::from_utf8_lossy(&output.stderr);
-            let reason = stderr
-                .lines()
-                .rev()
-                .find(|l| l.starts_with("error:"))
-                .unwrap_or("pulumi stack output failed");
+            let reason =
+                crate::run::process::last_error(&stderr).unwrap_or("pulumi stack output failed");
             if stderr.contains("no stack named") {
                 return Ok(Value::Null);
             }
             Err(Error::config(
-                Problem::new(reason.trim_start_matches("error:").trim().to_string())
-                    .subject(dir.display().to_string()),
+                Problem::new(reason.to_string()).subject(dir.display().to_string()),
             ))
         }
     }

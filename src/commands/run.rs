@@ -557,16 +557,12 @@ fn prepare_stack(
                 crate::run::process::run_blocking(&step, env, stdin).map_err(Error::Output)?;
             if finished.code != Some(0) {
                 let redactor = Redactor::new([value.expose().to_string()]);
-                let reason = finished
-                    .stderr
-                    .lines()
-                    .rev()
-                    .find(|l| l.starts_with("error:"))
-                    .unwrap_or("pulumi failed");
+                let reason =
+                    crate::run::process::last_error(&finished.stderr).unwrap_or("pulumi failed");
                 return Err(Error::config(
                     Problem::new(format!(
                         "storing `{key}` failed: {}",
-                        redactor.redact(reason.trim_start_matches("error:").trim())
+                        redactor.redact(reason)
                     ))
                     .subject(workspace.display(dir).display().to_string()),
                 ));

@@ -110,106 +110,93 @@ impl Pulumi {
 }
 
 impl Pulumi {
+    /// A step of `kind` in `dir`; with `shared`, on the shared configuration (`--config-file`).
+    fn step(&self, kind: StepKind, dir: &Path, words: &[&str], shared: bool) -> Step {
+        let mut args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        if shared {
+            args.extend([
+                "--config-file".to_string(),
+                self.shared_config.display().to_string(),
+            ]);
+        }
+        Step {
+            kind,
+            program: self.binary.clone(),
+            args,
+            cwd: dir.to_path_buf(),
+        }
+    }
+
     /// `stack select --create` in `dir`: a stack must exist before its configuration can be set.
     pub fn select_step(&self, dir: &Path) -> Step {
-        let mut args: Vec<String> = [
+        let mut words = vec![
             "--non-interactive",
             "stack",
             "select",
             "--create",
             "--stack",
             &self.stack,
-        ]
-        .map(String::from)
-        .to_vec();
+        ];
         if let Some(provider) = &self.secrets_provider {
-            args.extend(["--secrets-provider".to_string(), provider.clone()]);
+            words.extend(["--secrets-provider", provider]);
         }
-        Step {
-            kind: StepKind::Prepare,
-            program: self.binary.clone(),
-            args,
-            cwd: dir.to_path_buf(),
-        }
+        self.step(StepKind::Prepare, dir, &words, false)
     }
 
     /// `config set --secret KEY` in `dir`, the value to be written to standard input (never an
     /// argument); with `shared`, into the shared configuration.
     pub fn set_secret_step(&self, dir: &Path, key: &str, shared: bool) -> Step {
-        let mut args: Vec<String> = [
-            "--non-interactive",
-            "config",
-            "set",
-            "--secret",
-            key,
-            "--stack",
-            &self.stack,
-        ]
-        .map(String::from)
-        .to_vec();
-        if shared {
-            args.extend([
-                "--config-file".to_string(),
-                self.shared_config.display().to_string(),
-            ]);
-        }
-        Step {
-            kind: StepKind::Prepare,
-            program: self.binary.clone(),
-            args,
-            cwd: dir.to_path_buf(),
-        }
+        self.step(
+            StepKind::Prepare,
+            dir,
+            &[
+                "--non-interactive",
+                "config",
+                "set",
+                "--secret",
+                key,
+                "--stack",
+                &self.stack,
+            ],
+            shared,
+        )
     }
 
     /// `config set KEY VALUE` (plain) into the shared configuration, from `dir`.
     pub fn set_plain_step(&self, dir: &Path, key: &str, value: &str, path: bool) -> Step {
-        let mut args: Vec<String> = ["--non-interactive", "config", "set", "--plaintext"]
-            .map(String::from)
-            .to_vec();
+        let mut words = vec!["--non-interactive", "config", "set", "--plaintext"];
         if path {
-            args.push("--path".into());
+            words.push("--path");
         }
-        args.extend([
-            key.to_string(),
-            "--stack".into(),
-            self.stack.clone(),
-            "--config-file".into(),
-            self.shared_config.display().to_string(),
+        let shared = self.shared_config.display().to_string();
+        words.extend([
+            key,
+            "--stack",
+            &self.stack,
+            "--config-file",
+            &shared,
+            "--",
+            value,
         ]);
-        args.extend(["--".to_string(), value.to_string()]);
-        Step {
-            kind: StepKind::Prepare,
-            program: self.binary.clone(),
-            args,
-            cwd: dir.to_path_buf(),
-        }
+        self.step(StepKind::Prepare, dir, &words, false)
     }
 
     /// `config --json --show-secrets` in `dir` (the shared configuration with `shared`): how mara
     /// learns the secret values it must keep out of its output.
     pub fn read_config_step(&self, dir: &Path, shared: bool) -> Step {
-        let mut args: Vec<String> = [
-            "--non-interactive",
-            "config",
-            "--json",
-            "--show-secrets",
-            "--stack",
-            &self.stack,
-        ]
-        .map(String::from)
-        .to_vec();
-        if shared {
-            args.extend([
-                "--config-file".to_string(),
-                self.shared_config.display().to_string(),
-            ]);
-        }
-        Step {
-            kind: StepKind::Outputs,
-            program: self.binary.clone(),
-            args,
-            cwd: dir.to_path_buf(),
-        }
+        self.step(
+            StepKind::Outputs,
+            dir,
+            &[
+                "--non-interactive",
+                "config",
+                "--json",
+                "--show-secrets",
+                "--stack",
+                &self.stack,
+            ],
+            shared,
+        )
     }
 }
 

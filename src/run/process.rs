@@ -191,6 +191,15 @@ pub async fn run(
     })
 }
 
+/// The message of the last `error: …` line of an engine's stderr (Pulumi's and Terraform's form).
+pub fn last_error(stderr: &str) -> Option<&str> {
+    stderr
+        .lines()
+        .rev()
+        .find_map(|l| l.trim_start().strip_prefix("error:"))
+        .map(str::trim)
+}
+
 /// Runs a short step to its end without streaming (storing or reading configuration), with
 /// `stdin` written to it. Interrupts reach it as they reach the operations.
 pub fn run_blocking(
@@ -327,6 +336,15 @@ mod tests {
             .unwrap();
         assert_eq!(finished.code, Some(9));
         assert!(finished.stdout.contains("trapped") && !finished.stdout.contains("not-reached"));
+    }
+
+    #[test]
+    fn the_last_error_line_is_found() {
+        assert_eq!(
+            last_error("warning: x\nerror: first\n  detail\nerror: second\nmore"),
+            Some("second")
+        );
+        assert_eq!(last_error("nothing"), None);
     }
 
     #[tokio::test]

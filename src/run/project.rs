@@ -124,11 +124,7 @@ pub async fn run(job: ProjectJob) -> Finished {
             let reason = if pulumi::is_locked(&finished.stderr) {
                 "the stack is locked by another update (see the log; `pulumi cancel` clears a stale lock)".to_string()
             } else {
-                let last_error = finished
-                    .stderr
-                    .lines()
-                    .rev()
-                    .find(|l| l.trim_start().starts_with("error:"));
+                let last_error = process::last_error(&finished.stderr);
                 let what = match step.kind {
                     StepKind::Prepare => "selecting the stack failed",
                     StepKind::Operation => "failed",
@@ -136,11 +132,7 @@ pub async fn run(job: ProjectJob) -> Finished {
                     StepKind::Cleanup => "removing the stack failed",
                 };
                 match (last_error, finished.code) {
-                    (Some(error), _) => format!(
-                        "{what}: {}",
-                        job.redactor
-                            .redact(error.trim().trim_start_matches("error:").trim())
-                    ),
+                    (Some(error), _) => format!("{what}: {}", job.redactor.redact(error)),
                     (None, Some(code)) => format!("{what} (exit code {code})"),
                     (None, None) => format!("{what} (ended by a signal)"),
                 }
