@@ -250,12 +250,12 @@ fn decrypt(
     if shared {
         args.extend(["--config-file".into(), files.shared.display().to_string()]);
     }
-    let step = crate::engine::Step {
-        kind: crate::engine::StepKind::Outputs,
-        program: workspace.settings.pulumi.binary.clone(),
+    let step = crate::engine::Step::new(
+        crate::engine::StepKind::Outputs,
+        workspace.settings.pulumi.binary.clone(),
         args,
-        cwd: dir,
-    };
+        dir,
+    );
     let finished = run_blocking(&step, &files.env, None).map_err(Error::Output)?;
     if finished.code != Some(0) {
         let reason = last_error(&finished.stderr).unwrap_or("pulumi config get failed");

@@ -38,8 +38,28 @@ pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
         let mut all = Map::new();
         for &i in &chosen {
             let project = graph.project(i);
-            if project.engine_or(workspace.settings.engine) != EngineKind::Pulumi {
-                all.insert(project.path.clone(), Value::Null);
+            let engine = project.engine_or(workspace.settings.engine);
+            if matches!(engine, EngineKind::Terraform | EngineKind::Tofu) {
+                let outputs = terraform_outputs(
+                    engine.as_str(),
+                    &workspace.project_dir(&project.path),
+                    stack.name.as_str(),
+                    &env,
+                )?;
+                all.insert(project.path.clone(), outputs);
+                continue;
+            }
+            if engine == EngineKind::Command {
+                let file = workspace
+                    .state_dir()
+                    .join("outputs")
+                    .join(stack.name.as_str())
+                    .join(format!("{}.json", project.path));
+                let outputs = std::fs::read_to_string(file)
+                    .ok()
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or(Value::Null);
+                all.insert(project.path.clone(), outputs);
                 continue;
             }
             let outputs = read_outputs(
@@ -61,6 +81,41 @@ pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
         ))
     })();
     result.map_err(|e| e.relative_to(&workspace.root))
+}
+
+/// A Terraform module's outputs in the stack's workspace (`{}` once destroyed; `null` before its
+/// first run).
+fn terraform_outputs(
+    binary: &str,
+    dir: &std::path::Path,
+    stack: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<Value> {
+    if !dir.join(".terraform").is_dir() {
+        return Ok(Value::Null);
+    }
+    let program = which::which_in(binary, env.get("PATH"), dir)
+        .map_err(|_| Error::config(Problem::new(format!("`{binary}` was not found on PATH"))))?;
+    let output = std::process::Command::new(program)
+        .args(["output", "-json", "-no-color"])
+        .current_dir(dir)
+        .env_clear()
+        .envs(env)
+        .env("TF_WORKSPACE", stack)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(Error::Output)?;
+    if output.status.success() {
+        Ok(crate::engine::terraform::outputs(&String::from_utf8_lossy(
+            &output.stdout,
+        )))
+    } else {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let reason = crate::run::process::last_error(&stderr).unwrap_or("terraform output failed");
+        Err(Error::config(
+            Problem::new(reason.to_string()).subject(dir.display().to_string()),
+        ))
+    }
 }
 
 /// One project's outputs; `null` when its stack does not exist (nothing deployed yet).

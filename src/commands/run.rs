@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use crate::cli::{OutputFormat, RunArgs};
 use crate::configure;
 use crate::engine::pulumi::Pulumi;
+use crate::engine::terraform::{self, Terraform};
 use crate::engine::{Operation, Step, StepKind, has_changes};
 use crate::error::{Error, Location, Problem, Result, plural};
 use crate::fingerprint;
@@ -62,7 +63,6 @@ fn run_in(
             &workspace.display(&workspace.env_file()),
         )));
     };
-    check_engines(workspace, &plan)?;
     if args.changed && operation != Operation::Up {
         return Err(Error::usage(Problem::new("--changed is for `mara up`")));
     }
@@ -187,6 +187,11 @@ fn run_in(
             redactor: Arc::new(Redactor::new(known_secrets)),
             remove: extra.remove,
             interrupt: Interrupt::default(),
+            // Read again: a first run has just written it.
+            config: StackConfigFile::load(&workspace.stack_config_file(&stack.name))
+                .ok()
+                .and_then(|c| c.config().map(|c| c.values.clone()))
+                .unwrap_or_default(),
         };
         let order: Vec<usize> = if operation == Operation::Destroy {
             plan.reverse_order().collect()
@@ -411,6 +416,8 @@ struct Execution<'a> {
     redactor: Arc<Redactor>,
     remove: bool,
     interrupt: Interrupt,
+    /// The shared configuration's values (Terraform modules get theirs as `TF_VAR_*`).
+    config: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Execution<'_> {
@@ -418,21 +425,85 @@ impl Execution<'_> {
     fn steps(&self, i: usize, operation: Operation) -> Vec<Step> {
         let project = self.graph.project(i);
         let dir = self.workspace.project_dir(&project.path);
-        let remove = self.remove && operation == Operation::Destroy;
-        let mut steps = self.pulumi.steps(&project.path, &dir, operation, remove);
-        // A destroy hook that reads the outputs needs them before they are gone.
-        if operation == Operation::Destroy
-            && project
-                .on_destroy
-                .iter()
-                .any(|h| matches!(h, Hook::Command { .. }))
-        {
-            let read = self.pulumi.steps(&project.path, &dir, Operation::Up, false);
-            if let Some(outputs) = read.into_iter().find(|s| s.kind == StepKind::Outputs) {
-                steps.insert(1, outputs);
+        match project.engine_or(self.workspace.settings.engine) {
+            EngineKind::Pulumi => {
+                let remove = self.remove && operation == Operation::Destroy;
+                let mut steps = self.pulumi.steps(&project.path, &dir, operation, remove);
+                // A destroy hook that reads the outputs needs them before they are gone.
+                if operation == Operation::Destroy
+                    && project
+                        .on_destroy
+                        .iter()
+                        .any(|h| matches!(h, Hook::Command { .. }))
+                {
+                    let read = self.pulumi.steps(&project.path, &dir, Operation::Up, false);
+                    if let Some(outputs) = read.into_iter().find(|s| s.kind == StepKind::Outputs) {
+                        steps.insert(1, outputs);
+                    }
+                }
+                steps
             }
+            engine @ (EngineKind::Terraform | EngineKind::Tofu) => {
+                let terraform = Terraform {
+                    binary: engine.as_str().to_string(),
+                    stack: self.pulumi.stack.clone(),
+                    color: self.pulumi.color,
+                };
+                // A module's namespace in the shared configuration is its directory's name.
+                terraform.steps(
+                    &dir,
+                    operation,
+                    &terraform::variables(&self.config, project.leaf()),
+                )
+            }
+            EngineKind::Command => self.command_steps(project, operation),
         }
-        steps
+    }
+
+    /// An `engine = "command"` project's step for `operation` (none when it has no command for
+    /// it): `sh -c <command>` in its directory (the workspace root when it has none), its outputs
+    /// written as JSON to `$MARA_OUTPUTS`.
+    fn command_steps(&self, project: &crate::provider::Project, operation: Operation) -> Vec<Step> {
+        let command = match operation {
+            Operation::Up => &project.steps.up,
+            Operation::Preview => &project.steps.preview,
+            Operation::Refresh => &project.steps.refresh,
+            Operation::Destroy => &project.steps.destroy,
+        };
+        let Some(command) = command else {
+            return Vec::new();
+        };
+        let dir = self.workspace.project_dir(&project.path);
+        let cwd = if dir.is_dir() {
+            dir
+        } else {
+            self.workspace.root.clone()
+        };
+        let context = &self.hook_context;
+        let outputs = self
+            .workspace
+            .state_dir()
+            .join("outputs")
+            .join(&context.stack)
+            .join(format!("{}.json", project.path));
+        let mut step = Step::new(
+            StepKind::Operation,
+            "sh",
+            vec!["-c".into(), command.clone()],
+            cwd,
+        );
+        step.env = BTreeMap::from([
+            ("MARA_OUTPUTS".to_string(), outputs.display().to_string()),
+            ("MARA_STACK".to_string(), context.stack.clone()),
+            ("MARA_PROJECT".to_string(), project.path.clone()),
+            ("MARA_PROVIDER".to_string(), context.provider.clone()),
+            ("MARA_OPERATION".to_string(), operation.to_string()),
+            (
+                "MARA_KUBECONFIG".to_string(),
+                context.kubeconfig_file.display().to_string(),
+            ),
+        ]);
+        vec![step]
     }
 
     /// Runs `operation` over the plan; with `keep_lines`, also returns each project's shown lines.
@@ -486,6 +557,7 @@ impl Execution<'_> {
                     index: i,
                     path: project.path.clone(),
                     operation,
+                    engine: project.engine_or(self.workspace.settings.engine),
                     steps: self.steps(i, operation),
                     dir: self.workspace.project_dir(&project.path),
                     hooks,
@@ -771,29 +843,6 @@ pub fn fingerprints_of(
         &read(&workspace.stack_config_file(&stack.name)),
         &read(&workspace.env_file()),
     )
-}
-
-/// Only Pulumi projects run for now; the other engines are planned and validated.
-fn check_engines(workspace: &Workspace, plan: &Plan<'_>) -> Result<()> {
-    let problems: Vec<Problem> = plan
-        .order()
-        .iter()
-        .map(|&i| plan.graph.project(i))
-        .filter_map(|p| {
-            let engine = p.engine_or(workspace.settings.engine);
-            (engine != EngineKind::Pulumi).then(|| {
-                Problem::new(format!("uses engine \"{engine}\", which this version of mara can plan and validate but not run"))
-                    .at(p.declared_at.clone())
-                    .subject(format!("project `{}`", p.path))
-                    .hint("leave it out with --skip, or run it by hand")
-            })
-        })
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Problems(problems))
-    }
 }
 
 /// Refuses, before anything runs, a stack built with another provider, a first run that needs

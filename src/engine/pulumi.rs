@@ -38,12 +38,7 @@ impl Pulumi {
     /// The steps of `operation` on the project at `path` (relative to the projects directory),
     /// whose directory is `dir`.
     pub fn steps(&self, path: &str, dir: &Path, operation: Operation, remove: bool) -> Vec<Step> {
-        let step = |kind, args: Vec<String>| Step {
-            kind,
-            program: self.binary.clone(),
-            args,
-            cwd: dir.to_path_buf(),
-        };
+        let step = |kind, args: Vec<String>| Step::new(kind, self.binary.clone(), args, dir);
         let owned = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<String>>();
         let mut select = owned(&[
             "--non-interactive",
@@ -119,12 +114,7 @@ impl Pulumi {
                 self.shared_config.display().to_string(),
             ]);
         }
-        Step {
-            kind,
-            program: self.binary.clone(),
-            args,
-            cwd: dir.to_path_buf(),
-        }
+        Step::new(kind, self.binary.clone(), args, dir)
     }
 
     /// `stack select --create` in `dir`: a stack must exist before its configuration can be set.

@@ -87,16 +87,17 @@ pub async fn run(
                 };
                 env.insert(output_variable(name), text);
             }
-            let step = Step {
-                kind: StepKind::Operation,
-                program: "sh".into(),
-                args: vec!["-c".into(), run.clone()],
-                cwd: if job.dir.is_dir() {
-                    job.dir.clone()
-                } else {
-                    context.workspace_root.clone()
-                },
+            let cwd = if job.dir.is_dir() {
+                job.dir.clone()
+            } else {
+                context.workspace_root.clone()
             };
+            let step = Step::new(
+                StepKind::Operation,
+                "sh",
+                vec!["-c".into(), run.clone()],
+                cwd,
+            );
             job.run_hook_process(&step, &env)
                 .await
                 .map(|()| Vec::new())

@@ -143,6 +143,7 @@ pub async fn run(
         .current_dir(&step.cwd)
         .env_clear()
         .envs(env)
+        .envs(&step.env)
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -214,6 +215,7 @@ pub fn run_blocking(
         .current_dir(&step.cwd)
         .env_clear()
         .envs(env)
+        .envs(&step.env)
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -279,12 +281,12 @@ mod tests {
     use crate::engine::StepKind;
 
     fn step(args: &[&str]) -> Step {
-        Step {
-            kind: StepKind::Operation,
-            program: "sh".into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            cwd: std::env::temp_dir(),
-        }
+        Step::new(
+            StepKind::Operation,
+            "sh",
+            args.iter().map(|a| a.to_string()).collect(),
+            std::env::temp_dir(),
+        )
     }
 
     fn env() -> BTreeMap<String, String> {

@@ -15,7 +15,8 @@ use super::hooks::{self, HookContext};
 use super::process::{self, Interrupt, InterruptLevel, Stream};
 use super::redact::Redactor;
 use super::scheduler::{Event, Finished, Outcome};
-use crate::engine::{Operation, Step, StepKind, has_changes, pulumi};
+use crate::engine::{Operation, Reader, Step, StepKind, has_changes, is_locked, parse_outputs};
+use crate::provider::EngineKind;
 use crate::provider::Hook;
 
 /// Everything one project's task needs, owned, so that it can run on its own.
@@ -23,6 +24,7 @@ pub struct ProjectJob {
     pub index: usize,
     pub path: String,
     pub operation: Operation,
+    pub engine: EngineKind,
     pub steps: Vec<Step>,
     /// The project's directory, where command hooks run.
     pub dir: PathBuf,
@@ -82,51 +84,49 @@ pub async fn run(job: ProjectJob) -> Finished {
         if job.interrupt.is_interrupted() {
             return job.failed(None, "interrupted".into(), &log);
         }
-        if let Some(file) = &mut log {
-            let _ = writeln!(
-                file,
-                "$ {}    # in {}",
-                job.redactor.redact(&step.display()),
-                step.cwd.display()
-            );
-        }
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let process = process::run(step, &job.env, None, &job.interrupt, tx);
-        tokio::pin!(process);
-        let mut reader = pulumi::OutputReader::new(job.operation);
-        let finished = loop {
-            tokio::select! {
-                biased;
-                Some((stream, line)) = rx.recv() => show(&job, &mut log, step.kind, &mut reader, stream, &line),
-                result = &mut process => {
-                    while let Ok((stream, line)) = rx.try_recv() {
-                        show(&job, &mut log, step.kind, &mut reader, stream, &line);
-                    }
-                    break result;
-                }
-            }
-        };
-        let finished = match finished {
+        let mut reader = Reader::new(job.engine, job.operation);
+        let mut finished = match run_step(&job, &mut log, step, &mut reader).await {
             Ok(finished) => finished,
-            Err(error) => return job.failed(None, error.to_string(), &log),
+            Err(error) => return job.failed(None, error, &log),
         };
+        if !step.succeeded(finished.code)
+            && !job.interrupt.is_interrupted()
+            && let Some(fallback) = &step.fallback
+        {
+            finished = match run_step(&job, &mut log, fallback, &mut reader).await {
+                Ok(finished) => finished,
+                Err(error) => return job.failed(None, error, &log),
+            };
+            if fallback.succeeded(finished.code) {
+                continue;
+            }
+        }
         if step.kind == StepKind::Operation {
             for line in reader.finish() {
                 job.emit(&mut log, Stream::Stdout, &line);
             }
-            changes = reader.changes.take();
+            changes = reader.changes();
+            // The engine's exit code outranks its counts: an output-only change on an older
+            // Terraform still exits 2 without naming the outputs.
+            if step.changes_code.is_some()
+                && step.changes_code == finished.code
+                && let Some(counts) = &mut changes
+                && !has_changes(counts)
+            {
+                counts.insert("output".into(), 1);
+            }
             exit_code = finished.code;
         }
-        if finished.code != Some(0) {
+        if !step.succeeded(finished.code) {
             if job.interrupt.level() > InterruptLevel::None {
                 return job.failed(finished.code, "interrupted".into(), &log);
             }
-            let reason = if pulumi::is_locked(&finished.stderr) {
-                "the stack is locked by another update (see the log; `pulumi cancel` clears a stale lock)".to_string()
+            let reason = if is_locked(&finished.stderr) {
+                "the stack is locked by another update (see the log)".to_string()
             } else {
                 let last_error = process::last_error(&finished.stderr);
                 let what = match step.kind {
-                    StepKind::Prepare => "selecting the stack failed",
+                    StepKind::Prepare => "preparing the stack failed",
                     StepKind::Operation => "failed",
                     StepKind::Outputs => "reading the stack outputs failed",
                     StepKind::Cleanup => "removing the stack failed",
@@ -140,9 +140,15 @@ pub async fn run(job: ProjectJob) -> Finished {
             return job.failed(finished.code.or(exit_code), reason, &log);
         }
         if step.kind == StepKind::Outputs {
-            outputs = Some(
-                serde_json::from_str(&finished.stdout).unwrap_or(Value::Object(Default::default())),
-            );
+            outputs = Some(parse_outputs(job.engine, &finished.stdout));
+        }
+        // A command step writes its outputs to the file named by MARA_OUTPUTS.
+        if step.kind == StepKind::Operation
+            && let Some(file) = step.env.get("MARA_OUTPUTS")
+            && let Ok(text) = std::fs::read_to_string(file)
+        {
+            outputs =
+                Some(serde_json::from_str(&text).unwrap_or(Value::Object(Default::default())));
         }
     }
     for hook in &job.hooks {
@@ -169,11 +175,51 @@ pub async fn run(job: ProjectJob) -> Finished {
     }
 }
 
+/// Runs one step's process, showing and logging its lines as they come.
+async fn run_step(
+    job: &ProjectJob,
+    log: &mut Option<std::fs::File>,
+    step: &Step,
+    reader: &mut Reader,
+) -> Result<process::Finished, String> {
+    if let Some(file) = log {
+        let _ = writeln!(
+            file,
+            "$ {}    # in {}",
+            job.redactor.redact(&step.display()),
+            step.cwd.display()
+        );
+    }
+    // A command step writes its outputs afresh: none from an earlier run may count.
+    if let Some(file) = step.env.get("MARA_OUTPUTS").map(std::path::Path::new) {
+        let _ = std::fs::remove_file(file);
+        if let Some(parent) = file.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let process = process::run(step, &job.env, None, &job.interrupt, tx);
+    tokio::pin!(process);
+    let finished = loop {
+        tokio::select! {
+            biased;
+            Some((stream, line)) = rx.recv() => show(job, log, step.kind, reader, stream, &line),
+            result = &mut process => {
+                while let Ok((stream, line)) = rx.try_recv() {
+                    show(job, log, step.kind, reader, stream, &line);
+                }
+                break result;
+            }
+        }
+    };
+    finished.map_err(|e| e.to_string())
+}
+
 fn show(
     job: &ProjectJob,
     log: &mut Option<std::fs::File>,
     kind: StepKind,
-    reader: &mut pulumi::OutputReader,
+    reader: &mut Reader,
     stream: Stream,
     line: &str,
 ) {
