@@ -45,16 +45,13 @@ pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
                     &workspace.project_dir(&project.path),
                     stack.name.as_str(),
                     &env,
+                    args.show_secrets,
                 )?;
                 all.insert(project.path.clone(), outputs);
                 continue;
             }
             if engine == EngineKind::Command {
-                let file = workspace
-                    .state_dir()
-                    .join("outputs")
-                    .join(stack.name.as_str())
-                    .join(format!("{}.json", project.path));
+                let file = workspace.command_outputs_file(stack.name.as_str(), &project.path);
                 let outputs = std::fs::read_to_string(file)
                     .ok()
                     .and_then(|t| serde_json::from_str(&t).ok())
@@ -90,6 +87,7 @@ fn terraform_outputs(
     dir: &std::path::Path,
     stack: &str,
     env: &BTreeMap<String, String>,
+    show_secrets: bool,
 ) -> Result<Value> {
     if !dir.join(".terraform").is_dir() {
         return Ok(Value::Null);
@@ -106,9 +104,10 @@ fn terraform_outputs(
         .output()
         .map_err(Error::Output)?;
     if output.status.success() {
-        Ok(crate::engine::terraform::outputs(&String::from_utf8_lossy(
-            &output.stdout,
-        )))
+        Ok(crate::engine::terraform::outputs(
+            &String::from_utf8_lossy(&output.stdout),
+            show_secrets,
+        ))
     } else {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let reason = crate::run::process::last_error(&stderr).unwrap_or("terraform output failed");

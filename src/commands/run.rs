@@ -424,24 +424,30 @@ impl Execution<'_> {
     /// The engine steps of project `i` for `operation`.
     fn steps(&self, i: usize, operation: Operation) -> Vec<Step> {
         let project = self.graph.project(i);
+        let mut steps = self.engine_steps(project, operation);
+        // A destroy hook that reads the outputs needs them before they are gone.
+        if operation == Operation::Destroy
+            && project
+                .on_destroy
+                .iter()
+                .any(|h| matches!(h, Hook::Command { .. }))
+            && let Some(outputs) = self
+                .engine_steps(project, Operation::Up)
+                .into_iter()
+                .find(|s| s.kind == StepKind::Outputs)
+            && let Some(at) = steps.iter().position(|s| s.kind == StepKind::Operation)
+        {
+            steps.insert(at, outputs);
+        }
+        steps
+    }
+
+    fn engine_steps(&self, project: &crate::provider::Project, operation: Operation) -> Vec<Step> {
         let dir = self.workspace.project_dir(&project.path);
         match project.engine_or(self.workspace.settings.engine) {
             EngineKind::Pulumi => {
                 let remove = self.remove && operation == Operation::Destroy;
-                let mut steps = self.pulumi.steps(&project.path, &dir, operation, remove);
-                // A destroy hook that reads the outputs needs them before they are gone.
-                if operation == Operation::Destroy
-                    && project
-                        .on_destroy
-                        .iter()
-                        .any(|h| matches!(h, Hook::Command { .. }))
-                {
-                    let read = self.pulumi.steps(&project.path, &dir, Operation::Up, false);
-                    if let Some(outputs) = read.into_iter().find(|s| s.kind == StepKind::Outputs) {
-                        steps.insert(1, outputs);
-                    }
-                }
-                steps
+                self.pulumi.steps(&project.path, &dir, operation, remove)
             }
             engine @ (EngineKind::Terraform | EngineKind::Tofu) => {
                 let terraform = Terraform {
@@ -482,10 +488,7 @@ impl Execution<'_> {
         let context = &self.hook_context;
         let outputs = self
             .workspace
-            .state_dir()
-            .join("outputs")
-            .join(&context.stack)
-            .join(format!("{}.json", project.path));
+            .command_outputs_file(&context.stack, &project.path);
         let mut step = Step::new(
             StepKind::Operation,
             "sh",

@@ -157,6 +157,14 @@ impl Reader {
         }
     }
 
+    /// The error the engine reported in its output (Terraform's `-json` diagnostics), if any.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Reader::Terraform(reader) => reader.error(),
+            Reader::Pulumi(_) | Reader::Plain => None,
+        }
+    }
+
     pub fn changes(&mut self) -> Option<Changes> {
         match self {
             Reader::Pulumi(reader) => reader.changes.take(),
@@ -170,7 +178,7 @@ impl Reader {
 pub fn parse_outputs(engine: crate::provider::EngineKind, stdout: &str) -> serde_json::Value {
     use crate::provider::EngineKind;
     match engine {
-        EngineKind::Terraform | EngineKind::Tofu => terraform::outputs(stdout),
+        EngineKind::Terraform | EngineKind::Tofu => terraform::outputs(stdout, true),
         _ => serde_json::from_str(stdout).unwrap_or(serde_json::Value::Object(Default::default())),
     }
 }

@@ -41,6 +41,8 @@ impl Terraform {
             }
             let mut step = Step::new(kind, self.binary.clone(), args, dir);
             step.env = variables.clone();
+            // Terraform's own hint for tools that drive it: no "run terraform apply next" advice.
+            step.env.insert("TF_IN_AUTOMATION".into(), "1".into());
             step
         };
         let init = step(StepKind::Prepare, &["init", "-input=false"]);
@@ -93,16 +95,42 @@ pub fn variables(config: &Map<String, Value>, namespace: &str) -> BTreeMap<Strin
         .collect()
 }
 
-/// `output -json` (`{"name": {"value": …, "sensitive": …}}`) as plain `{"name": value}`.
-pub fn outputs(json: &str) -> Value {
+/// `output -json` (`{"name": {"value": …, "sensitive": …}}`) as plain `{"name": value}`; a
+/// sensitive value becomes `[secret]` unless `show_secrets`.
+pub fn outputs(json: &str, show_secrets: bool) -> Value {
     let Ok(Value::Object(map)) = serde_json::from_str::<Value>(json) else {
         return Value::Object(Map::new());
     };
     Value::Object(
         map.into_iter()
-            .map(|(name, output)| (name, output.get("value").cloned().unwrap_or(Value::Null)))
+            .map(|(name, output)| {
+                let value = if !show_secrets && output["sensitive"] == Value::Bool(true) {
+                    Value::String("[secret]".into())
+                } else {
+                    output.get("value").cloned().unwrap_or(Value::Null)
+                };
+                (name, value)
+            })
             .collect(),
     )
+}
+
+/// `summary: detail (file:line)` of a `-json` diagnostic.
+fn diagnostic(d: &Value) -> String {
+    let mut text = d["summary"].as_str().unwrap_or("").to_string();
+    if let Some(detail) = d["detail"].as_str().filter(|s| !s.is_empty()) {
+        text = format!(
+            "{text}: {}",
+            detail.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
+    }
+    if let (Some(file), Some(line)) = (
+        d["range"]["filename"].as_str(),
+        d["range"]["start"]["line"].as_u64(),
+    ) {
+        text = format!("{text} ({file}:{line})");
+    }
+    text
 }
 
 /// Reads `-json` output: each message's `@message` for people; the counts from the last
@@ -112,6 +140,9 @@ pub fn outputs(json: &str) -> Value {
 pub struct Reader {
     resources: Option<Changes>,
     outputs_changed: u64,
+    /// The first error diagnostic, for the summary's reason.
+    error: Option<String>,
+    last_shown: Option<String>,
 }
 
 impl Reader {
@@ -155,6 +186,23 @@ impl Reader {
                     Vec::new()
                 };
             }
+            Some("diagnostic") => {
+                let text = diagnostic(&message["diagnostic"]);
+                let level = message
+                    .get("@level")
+                    .and_then(Value::as_str)
+                    .unwrap_or("info");
+                if level == "error" && self.error.is_none() {
+                    self.error = Some(text.clone());
+                }
+                let line = format!("{level}: {text}");
+                // Terraform may report one diagnostic twice (plan, then validate).
+                if self.last_shown.as_deref() == Some(line.as_str()) {
+                    return Vec::new();
+                }
+                self.last_shown = Some(line.clone());
+                return vec![line];
+            }
             _ => {}
         }
         match message.get("@message").and_then(Value::as_str) {
@@ -175,6 +223,11 @@ impl Reader {
 
     pub fn finish(&mut self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// The first error Terraform reported, with its place.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
     }
 
     /// Resource counts, plus `output` for the outputs that change.
@@ -267,9 +320,34 @@ mod tests {
         let changes = reader.changes().unwrap();
         assert_eq!((changes["create"], changes["output"]), (2, 1));
         assert_eq!(reader.line("plain"), ["plain"]);
+    }
+
+    #[test]
+    fn an_error_diagnostic_is_shown_once_and_kept_as_the_reason() {
+        let line = r#"{"@level":"error","@message":"Error: Error in function call","diagnostic":{"severity":"error","summary":"Error in function call","detail":"Call to function \"cidrsubnet\" failed:\ninvalid CIDR address: x.","range":{"filename":"main.tf","start":{"line":21,"column":32}}},"type":"diagnostic"}"#;
+        let mut reader = Reader::default();
+        let shown = [
+            "error: Error in function call: Call to function \"cidrsubnet\" failed: invalid CIDR address: x. (main.tf:21)",
+        ];
+        assert_eq!(reader.line(line), shown);
+        assert!(
+            reader.line(line).is_empty(),
+            "a repeated diagnostic is shown once"
+        );
+        assert_eq!(reader.error(), Some(&shown[0]["error: ".len()..]));
+    }
+
+    #[test]
+    fn sensitive_outputs_are_hidden_unless_asked_for() {
+        let json = r#"{"zone": {"sensitive": false, "type": "string", "value": "example.com"},
+                       "token": {"sensitive": true, "type": "string", "value": "s3cr3t"}}"#;
         assert_eq!(
-            outputs(r#"{"zone": {"sensitive": false, "type": "string", "value": "example.com"}}"#),
-            serde_json::json!({"zone": "example.com"})
+            outputs(json, false),
+            serde_json::json!({"zone": "example.com", "token": "[secret]"})
+        );
+        assert_eq!(
+            outputs(json, true),
+            serde_json::json!({"zone": "example.com", "token": "s3cr3t"})
         );
     }
 }

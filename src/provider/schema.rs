@@ -366,6 +366,11 @@ impl Checker<'_> {
             refresh,
             destroy,
         };
+        // A project with commands and no engine is a command project.
+        let engine = match engine {
+            None if steps.any() => Some(EngineKind::Command),
+            engine => engine,
+        };
         match engine {
             Some(EngineKind::Command) => {
                 for (name, step) in [("up", &steps.up), ("destroy", &steps.destroy)] {

@@ -197,7 +197,12 @@ pub fn last_error(stderr: &str) -> Option<&str> {
     stderr
         .lines()
         .rev()
-        .find_map(|l| l.trim_start().strip_prefix("error:"))
+        .find_map(|l| {
+            // Pulumi's `error: …`, or Terraform's boxed `│ Error: …`.
+            let l = l.trim_start_matches(['│', ' ']);
+            l.strip_prefix("error:")
+                .or_else(|| l.strip_prefix("Error:"))
+        })
         .map(str::trim)
 }
 

@@ -124,7 +124,9 @@ pub async fn run(job: ProjectJob) -> Finished {
             let reason = if is_locked(&finished.stderr) {
                 "the stack is locked by another update (see the log)".to_string()
             } else {
-                let last_error = process::last_error(&finished.stderr);
+                let last_error = reader
+                    .error()
+                    .or_else(|| process::last_error(&finished.stderr));
                 let what = match step.kind {
                     StepKind::Prepare => "preparing the stack failed",
                     StepKind::Operation => "failed",
@@ -147,8 +149,21 @@ pub async fn run(job: ProjectJob) -> Finished {
             && let Some(file) = step.env.get("MARA_OUTPUTS")
             && let Ok(text) = std::fs::read_to_string(file)
         {
-            outputs =
-                Some(serde_json::from_str(&text).unwrap_or(Value::Object(Default::default())));
+            match serde_json::from_str::<Value>(&text) {
+                Ok(value @ Value::Object(_)) => {
+                    outputs = Some(value);
+                    // Destroyed: the hooks still see the outputs, `mara output` no longer does.
+                    if job.operation == Operation::Destroy {
+                        let _ = std::fs::remove_file(file);
+                    }
+                }
+                _ => {
+                    let reason =
+                        "the command wrote outputs that are not a JSON object to $MARA_OUTPUTS"
+                            .to_string();
+                    return job.failed(finished.code, reason, &log);
+                }
+            }
         }
     }
     for hook in &job.hooks {
@@ -190,8 +205,10 @@ async fn run_step(
             step.cwd.display()
         );
     }
-    // A command step writes its outputs afresh: none from an earlier run may count.
-    if let Some(file) = step.env.get("MARA_OUTPUTS").map(std::path::Path::new) {
+    // A command's `up` writes its outputs afresh: none from an earlier run may count.
+    if job.operation == Operation::Up
+        && let Some(file) = step.env.get("MARA_OUTPUTS").map(std::path::Path::new)
+    {
         let _ = std::fs::remove_file(file);
         if let Some(parent) = file.parent() {
             let _ = std::fs::create_dir_all(parent);

@@ -92,6 +92,15 @@ impl Workspace {
         self.root.join(&self.settings.state_dir)
     }
 
+    /// Where an `engine = "command"` project's `up` leaves its outputs (`MARA_OUTPUTS`):
+    /// `<state_dir>/outputs/<stack>/<project path>.json`.
+    pub fn command_outputs_file(&self, stack: &str, project: &str) -> PathBuf {
+        self.state_dir()
+            .join("outputs")
+            .join(stack)
+            .join(format!("{project}.json"))
+    }
+
     /// The kubeconfig mara writes for a stack: `<state_dir>/kube/<stack>.yaml`.
     pub fn kubeconfig_file(&self, stack: &StackName) -> PathBuf {
         self.state_dir().join("kube").join(format!("{stack}.yaml"))

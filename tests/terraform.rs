@@ -1,0 +1,284 @@
+//! Terraform and command projects, run by mara against the real `terraform` (offline: the example
+//! modules need no provider download) and `sh`.
+
+mod common;
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// A copy of `examples/terraform-local`, with its own HOME.
+struct Modules {
+    dir: tempfile::TempDir,
+}
+
+impl Modules {
+    fn new(example: &str) -> Modules {
+        let dir = tempfile::tempdir().unwrap();
+        common::copy_example(&common::example(example), dir.path());
+        Modules { dir }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn mara(&self) -> Command {
+        let mut cmd = common::mara(self.root());
+        cmd.env("HOME", self.root().join("home"))
+            .env_remove("TF_WORKSPACE")
+            .env_remove("TF_DATA_DIR");
+        cmd
+    }
+
+    /// `mara --output json <args>`: its exit code and report.
+    fn run(&self, args: &[&str]) -> (i32, Value) {
+        let output = self
+            .mara()
+            .arg("--output")
+            .arg("json")
+            .args(args)
+            .output()
+            .unwrap();
+        let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}\nstdout: {}\nstderr: {}",
+                common::stdout(&output),
+                common::stderr(&output)
+            )
+        });
+        (output.status.code().unwrap(), report)
+    }
+
+    fn outputs(&self) -> Value {
+        let output = self.mara().arg("output").output().unwrap();
+        assert!(output.status.success(), "{}", common::stderr(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    fn edit_config(&self, from: &str, to: &str) {
+        let file = self.root().join("config/pulumi/Pulumi.dev.yaml");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains(from), "{text}");
+        std::fs::write(file, text.replace(from, to)).unwrap();
+    }
+}
+
+/// The report's entry for `path`.
+fn project<'a>(report: &'a Value, path: &str) -> &'a Value {
+    report["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == path)
+        .unwrap_or_else(|| panic!("{path} is not in {report:#}"))
+}
+
+/// The projects' paths in the order they started (RFC 3339 times with milliseconds sort as text).
+fn started_order(report: &Value) -> Vec<String> {
+    let mut projects: Vec<&Value> = report["projects"].as_array().unwrap().iter().collect();
+    projects.sort_by_key(|p| p["started"].as_str().unwrap().to_string());
+    projects
+        .iter()
+        .map(|p| p["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `later` started only after `earlier` finished.
+fn ran_after(report: &Value, earlier: &str, later: &str) -> bool {
+    project(report, later)["started"].as_str() >= project(report, earlier)["finished"].as_str()
+}
+
+#[test]
+fn terraform_modules_deploy_preview_and_destroy_as_one_stack() {
+    if common::terraform().is_none() {
+        return;
+    }
+    let m = Modules::new("terraform-local");
+
+    let (code, report) = m.run(&["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(ran_after(&report, "network", "app"), "{report:#}");
+
+    // The shared configuration reached the network as TF_VAR_cidr, and the network's outputs
+    // reached the app through its state.
+    let outputs = m.outputs();
+    assert_eq!(outputs["network"]["cidr"], "10.20.0.0/16");
+    assert_eq!(outputs["network"]["network_name"], "mara-dev");
+    assert_eq!(outputs["app"]["subnet"], "10.20.0.0/24");
+    assert_eq!(outputs["app"]["url"], "https://app.mara-dev.localhost");
+    assert_eq!(outputs["app"]["replicas"], 2);
+    assert!(
+        m.root().join("network/terraform.tfstate.d/dev").is_dir(),
+        "the stack is a Terraform workspace"
+    );
+
+    let (code, report) = m.run(&["preview", "--expect-no-changes"]);
+    assert_eq!(code, 0, "nothing changed after up: {report:#}");
+    assert_eq!(project(&report, "app")["status"], "unchanged");
+
+    m.edit_config("app:replicas: 2", "app:replicas: 3");
+    let (code, report) = m.run(&["preview", "--expect-no-changes"]);
+    assert_eq!(code, 4, "a changed variable is a change: {report:#}");
+    assert_eq!(project(&report, "network")["status"], "unchanged");
+    assert_eq!(project(&report, "app")["status"], "succeeded");
+    // Terraform 1.1+ names the changed output; older ones only exit 2, which counts as one.
+    assert_eq!(project(&report, "app")["changes"]["output"], 1);
+
+    let (code, report) = m.run(&["destroy", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(
+        ran_after(&report, "app", "network"),
+        "reverse order: {report:#}"
+    );
+    assert_eq!(
+        m.outputs(),
+        serde_json::json!({"network": {}, "app": {}}),
+        "nothing is left"
+    );
+}
+
+#[test]
+fn a_failing_module_names_terraform_s_error_and_skips_its_dependents() {
+    if common::terraform().is_none() {
+        return;
+    }
+    let m = Modules::new("terraform-local");
+    m.edit_config("network:cidr: 10.20.0.0/16", "network:cidr: not-a-cidr");
+    let (code, report) = m.run(&["up", "--yes"]);
+    assert_eq!(code, 1, "{report:#}");
+    let network = project(&report, "network");
+    assert_eq!(network["status"], "failed");
+    assert!(
+        network["reason"].as_str().unwrap().contains("cidrsubnet"),
+        "Terraform's own error: {network:#}"
+    );
+    assert_eq!(project(&report, "app")["status"], "skipped");
+}
+
+/// One stack of a Pulumi project, a Terraform module and a command, each reading the one before.
+const MIXED_PROVIDER: &str = r#"
+description = "A Terraform network, a Pulumi cluster on it, a command that checks both"
+infra_type = "mixed"
+
+[[project]]
+path = "network"
+stage = "infrastructure"
+engine = "terraform"
+
+[[project]]
+path = "cluster"
+stage = "infrastructure"
+after = ["network"]
+engine = "pulumi"
+
+[[project]]
+path = "smoke"
+after = ["cluster"]
+engine = "command"
+up = '''
+printf '{"checked": "%s", "operation": "%s"}' "$MARA_STACK" "$MARA_OPERATION" > "$MARA_OUTPUTS"
+echo "smoke test passed on $MARA_PROJECT"
+'''
+destroy = "echo nothing to remove"
+"#;
+
+const CLUSTER: &str = r#"name: mixed-cluster
+runtime: yaml
+outputs:
+  cluster_name: mara-${pulumi.stack}
+"#;
+
+#[test]
+fn pulumi_terraform_and_command_projects_run_in_one_graph() {
+    if common::terraform().is_none() {
+        return;
+    }
+    let m = Modules::new("terraform-local");
+    let bin = common::stand_in_bin();
+    std::fs::remove_dir_all(m.root().join("app")).unwrap();
+    std::fs::write(m.root().join("providers/mixed.toml"), MIXED_PROVIDER).unwrap();
+    std::fs::create_dir_all(m.root().join("cluster")).unwrap();
+    std::fs::write(m.root().join("cluster/Pulumi.yaml"), CLUSTER).unwrap();
+    m.edit_config("infra_type: local-tf", "infra_type: mixed");
+    std::fs::write(
+        m.root().join("mara.toml"),
+        "provider = \"mixed\"\nengine = \"terraform\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        m.root().join("config/pulumi/environment"),
+        "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=mixed\n",
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |args: &[&str]| {
+        let output = m
+            .mara()
+            .env("PATH", &path)
+            .arg("--output")
+            .arg("json")
+            .args(args)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&output)));
+        (output.status.code().unwrap(), report)
+    };
+
+    let (code, report) = run(&["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(started_order(&report), ["network", "cluster", "smoke"]);
+    assert!(ran_after(&report, "network", "cluster") && ran_after(&report, "cluster", "smoke"));
+
+    let output = m.mara().env("PATH", &path).arg("output").output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let outputs: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(outputs["network"]["network_name"], "mara-dev");
+    assert_eq!(outputs["cluster"]["cluster_name"], "mara-dev");
+    assert_eq!(
+        outputs["smoke"],
+        serde_json::json!({"checked": "dev", "operation": "up"})
+    );
+
+    // A command without a preview is not run by preview; the others report no changes.
+    let (code, report) = run(&["preview", "--expect-no-changes"]);
+    assert_eq!(code, 0, "{report:#}");
+
+    let (code, report) = run(&["destroy", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(started_order(&report), ["smoke", "cluster", "network"]);
+    let output = m.mara().env("PATH", &path).arg("output").output().unwrap();
+    let outputs: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        outputs["smoke"],
+        Value::Null,
+        "a destroyed command keeps no outputs"
+    );
+    assert_eq!(outputs["network"], serde_json::json!({}));
+}
+
+#[test]
+fn a_command_that_writes_no_json_object_fails_clearly() {
+    let ws = common::Workspace::new(&[
+        ("mara.toml", "provider = \"cmd\"\nengine = \"command\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        ("config/pulumi/Pulumi.dev.yaml", "config: {}\n"),
+        (
+            "providers/cmd.toml",
+            "description = \"One command\"\n\n[[project]]\npath = \"tool\"\nup = \"echo '[1, 2]' > \\\"$MARA_OUTPUTS\\\"\"\ndestroy = \"true\"\n",
+        ),
+    ]);
+    let output = ws.mara().args(["up", "--yes"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let out = common::stdout(&output);
+    assert!(
+        out.contains("wrote outputs that are not a JSON object to $MARA_OUTPUTS"),
+        "{out}"
+    );
+}
