@@ -282,3 +282,48 @@ fn a_command_that_writes_no_json_object_fails_clearly() {
         "{out}"
     );
 }
+
+#[test]
+fn a_held_state_lock_is_reported_as_such() {
+    if common::terraform().is_none() {
+        return;
+    }
+    let Ok(python) = which::which("python3") else {
+        eprintln!("skipped: python3 holds the lock here, and it is not on PATH");
+        return;
+    };
+    let m = Modules::new("terraform-local");
+    let (code, report) = m.run(&["up", "--yes", "--only", "network"]);
+    assert_eq!(code, 0, "{report:#}");
+    // Terraform's local backend locks the state file with fcntl, as this holder does.
+    let state = m
+        .root()
+        .join("network/terraform.tfstate.d/dev/terraform.tfstate");
+    let mut holder = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import fcntl, sys; f = open(sys.argv[1], 'r+'); fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()",
+        ])
+        .arg(&state)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "locked");
+
+    m.edit_config("network:name: mara", "network:name: other");
+    let (code, report) = m.run(&["up", "--yes", "--only", "network"]);
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        project(&report, "network")["reason"],
+        "the stack is locked by another update (see the log)"
+    );
+}

@@ -121,7 +121,7 @@ pub async fn run(job: ProjectJob) -> Finished {
             if job.interrupt.level() > InterruptLevel::None {
                 return job.failed(finished.code, "interrupted".into(), &log);
             }
-            let reason = if is_locked(&finished.stderr) {
+            let reason = if is_locked(&finished.stderr) || reader.error().is_some_and(is_locked) {
                 "the stack is locked by another update (see the log)".to_string()
             } else {
                 let last_error = reader
