@@ -147,6 +147,25 @@ pub enum Command {
         force: bool,
     },
 
+    /// Run kubectl on the stack's cluster, through its kubeconfig (never your default context)
+    #[command(
+        after_help = "Examples:\n  mara kubectl get pods -A\n  mara -s prod kubectl -- logs -n nginx-ingress deploy/nginx-ingress"
+    )]
+    Kubectl {
+        /// kubectl's arguments (after `--` when they start with a dash)
+        #[arg(
+            value_name = "ARGS",
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            num_args = 0..
+        )]
+        args: Vec<String>,
+    },
+
+    /// Container images for the stack's local (k3d) cluster
+    #[command(subcommand)]
+    Images(ImagesCommand),
+
     /// List the providers, with their description and where each is defined
     ListProviders(ListProvidersArgs),
 
@@ -236,6 +255,16 @@ pub struct OutputArgs {
     /// Show secret outputs instead of [secret]
     #[arg(long)]
     pub show_secrets: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImagesCommand {
+    /// Load images from the local Docker into the stack's k3d cluster (`k3d image import`)
+    Import {
+        /// The images, as Docker names them (`name:tag`)
+        #[arg(value_name = "IMAGE", required = true)]
+        images: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -139,6 +139,7 @@ pub fn without_terminal(
     needs: &Needs<'_>,
     env: &BTreeMap<String, String>,
     stack: &StackName,
+    kubeconfig: &str,
     config_file: &str,
 ) -> Result<(FirstRun, Vec<(String, Secret)>)> {
     let mut missing = String::new();
@@ -168,7 +169,7 @@ pub fn without_terminal(
                 "\n  - {} ({}): add it to {config_file}",
                 spec.key, spec.prompt
             );
-            if let Some(default) = &spec.default {
+            if let Some(default) = default_of(spec, env, stack, kubeconfig) {
                 let _ = write!(missing, " (the question's default is {default})");
             }
         }

@@ -181,6 +181,10 @@ pub enum Error {
     /// `validate` found problems; its report has already been printed (exit 3).
     #[error("validation found {failed} {}", plural(*failed, "problem", "problems"))]
     ValidationFailed { failed: usize },
+    /// A tool mara handed the terminal to (`mara kubectl`) failed and said why itself; mara
+    /// exits with its code and adds nothing.
+    #[error("{program} exited with code {code}")]
+    ToolFailed { program: String, code: i32 },
 }
 
 fn problems_headline(problems: &[Problem]) -> String {
@@ -216,6 +220,7 @@ impl Error {
             Error::Drift { .. } => exit::DRIFT,
             Error::Interrupted => exit::INTERRUPTED,
             Error::Locked(_) => exit::LOCKED,
+            Error::ToolFailed { code, .. } => *code,
         }
     }
 

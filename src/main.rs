@@ -7,7 +7,7 @@ use std::io::Write;
 
 use clap::{CommandFactory, Parser};
 
-use mara::cli::{Cli, Command};
+use mara::cli::{Cli, Command, ImagesCommand};
 use mara::error::{Error, exit};
 use mara::settings::Settings;
 use mara::{commands, ui};
@@ -55,6 +55,10 @@ fn main() {
         } => commands::ledger::logs(&settings, run, project, follow),
         Command::Cancel => commands::ledger::cancel(&settings),
         Command::Unlock { force } => commands::ledger::unlock(&settings, force),
+        Command::Kubectl { args } => commands::cluster::kubectl(&settings, args),
+        Command::Images(ImagesCommand::Import { images }) => {
+            commands::cluster::import_images(&settings, images)
+        }
         Command::ListProviders(args) => commands::list_providers::run(&settings, args),
         Command::ShowExecution(args) => commands::show_execution::run(&settings, args),
         Command::Validate(args) => commands::validate::run(&settings, args.selection.into()),
@@ -67,7 +71,9 @@ fn main() {
     let code = match result {
         Ok(()) => exit::SUCCESS,
         Err(error) => {
-            report(&error, settings.stderr_style);
+            if !matches!(error, Error::ToolFailed { .. }) {
+                report(&error, settings.stderr_style);
+            }
             error.exit_code()
         }
     };

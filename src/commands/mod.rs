@@ -1,5 +1,6 @@
 //! The commands: each loads what it needs through the layers below, then prints.
 
+pub mod cluster;
 pub mod config;
 pub mod ledger;
 pub mod list_providers;

@@ -610,7 +610,13 @@ fn prepare_stack(
             provider,
         )?
     } else {
-        configure::without_terminal(&needs, with_secret_variables, &stack.name, &config_file)?
+        configure::without_terminal(
+            &needs,
+            with_secret_variables,
+            &stack.name,
+            &kubeconfig,
+            &config_file,
+        )?
     };
     if config.is_first_run() {
         let text = configure::first_run_document(&first_run.values, provider.infra_type.as_deref());
