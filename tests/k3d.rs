@@ -120,6 +120,16 @@ MARA_SECRET_SIRIUS_DEMO_LOGIN_PWD=demo-test
             .collect()
     }
 
+    /// `mara up` of the cluster project alone.
+    fn make_cluster(&self) {
+        let output = self
+            .mara()
+            .args(["up", "--yes", "--only", "infrastructure/k3d"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", common::stdout(&output));
+    }
+
     fn has_cluster(&self) -> bool {
         self.root().join("k3d-clusters/mara-dev").is_dir()
     }
@@ -204,12 +214,7 @@ fn images_are_imported_into_the_stack_s_cluster() {
         "FATA[0000] failed to get cluster mara-dev\n"
     );
 
-    let output = local
-        .mara()
-        .args(["up", "--yes", "--only", "infrastructure/k3d"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", common::stdout(&output));
+    local.make_cluster();
     let output = import();
     assert!(output.status.success(), "{}", common::stderr(&output));
     assert!(common::stdout(&output).contains("Successfully imported 2 image(s)"));
@@ -261,12 +266,7 @@ fn mara_kubectl_uses_the_stack_s_kubeconfig_and_never_the_user_s() {
       hint: `mara up` writes .mara/kube/dev.yaml when the stack's cluster is up
     ");
 
-    let output = local
-        .mara()
-        .args(["up", "--yes", "--only", "infrastructure/k3d"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", common::stdout(&output));
+    local.make_cluster();
     let before = std::fs::read(local.user_kubeconfig()).unwrap();
 
     // KUBECONFIG pointing at the user's file is overridden, not merged with.
