@@ -327,3 +327,40 @@ fn a_held_state_lock_is_reported_as_such() {
         "the stack is locked by another update (see the log)"
     );
 }
+
+/// OpenTofu takes the same commands; `tofu` here is the real terraform under that name, which
+/// checks that mara runs the binary the engine names with the same arguments.
+#[test]
+fn a_tofu_module_runs_the_tofu_binary() {
+    let Some(terraform) = common::terraform() else {
+        return;
+    };
+    let m = Modules::new("terraform-local");
+    let provider = m.root().join("providers/local-tf.toml");
+    let text = std::fs::read_to_string(&provider).unwrap();
+    std::fs::write(
+        &provider,
+        text.replace("engine = \"terraform\"", "engine = \"tofu\""),
+    )
+    .unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&terraform, bin.path().join("tofu")).unwrap();
+    // Only `tofu` on PATH: a call to `terraform` would fail.
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    let output = m
+        .mara()
+        .env("PATH", &path)
+        .args(["up", "--yes"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stdout(&output));
+    let output = m
+        .mara()
+        .env("PATH", &path)
+        .args(["output", "app"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let outputs: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(outputs["url"], "https://app.mara-dev.localhost");
+}
