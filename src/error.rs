@@ -52,12 +52,7 @@ impl Location {
 
     /// The location of byte `offset` in `text`, which is the content of `file`.
     pub fn at_offset(file: impl Into<PathBuf>, text: &str, offset: usize) -> Self {
-        let (line, column) = line_column(text, offset);
-        Location {
-            file: file.into(),
-            line: Some(line),
-            column: Some(column),
-        }
+        LineIndex::new(text).location(file, text, offset)
     }
 }
 
@@ -73,18 +68,50 @@ impl fmt::Display for Location {
 
 /// 1-based line and column of a byte offset (clamped to the text).
 pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(text.len());
-    let before = &text.as_bytes()[..offset];
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let line_start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |p| p + 1);
-    let column = String::from_utf8_lossy(&before[line_start..])
-        .chars()
-        .count()
-        + 1;
-    (line, column)
+    LineIndex::new(text).line_column(text, offset)
+}
+
+/// Where each line of a text starts, so that many offsets into one file (every project and
+/// reference of a provider file) cost a binary search each, not a scan of the text.
+#[derive(Debug, Clone)]
+pub struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    pub fn new(text: &str) -> LineIndex {
+        let starts = std::iter::once(0)
+            .chain(
+                text.bytes()
+                    .enumerate()
+                    .filter(|&(_, b)| b == b'\n')
+                    .map(|(i, _)| i + 1),
+            )
+            .collect();
+        LineIndex { starts }
+    }
+
+    /// 1-based line and column of byte `offset` of `text` (the text this index was made from).
+    pub fn line_column(&self, text: &str, offset: usize) -> (usize, usize) {
+        let offset = offset.min(text.len());
+        let line = self.starts.partition_point(|&start| start <= offset);
+        let start = self.starts[line - 1];
+        let column = String::from_utf8_lossy(&text.as_bytes()[start..offset])
+            .chars()
+            .count()
+            + 1;
+        (line, column)
+    }
+
+    /// The location of byte `offset` in `text`, which is the content of `file`.
+    pub fn location(&self, file: impl Into<PathBuf>, text: &str, offset: usize) -> Location {
+        let (line, column) = self.line_column(text, offset);
+        Location {
+            file: file.into(),
+            line: Some(line),
+            column: Some(column),
+        }
+    }
 }
 
 /// One problem a user can fix, with everything needed to explain it.
@@ -295,6 +322,18 @@ mod tests {
         assert_eq!(line_column(text, 6), (2, 1));
         assert_eq!(line_column(text, 8), (2, 3));
         assert_eq!(line_column(text, 999), (3, 1));
+        assert_eq!(line_column("é = 1", 2), (1, 2), "columns count characters");
+        let index = LineIndex::new(text);
+        for offset in 0..=text.len() + 1 {
+            let before = &text[..offset.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1;
+            assert_eq!(
+                index.line_column(text, offset),
+                (line, column),
+                "offset {offset}"
+            );
+        }
     }
 
     #[test]

@@ -58,8 +58,15 @@ fn plan(settings: &Settings, workspace: &Workspace, args: ShowExecutionArgs) -> 
         .iter()
         .map(|g| Plan::select(g, &selection))
         .collect::<Result<_>>()?;
-    let names: Vec<Vec<Option<String>>> =
-        graphs.iter().map(|g| pulumi_names(&workspace, g)).collect();
+    // Only the JSON plan names each project's Pulumi project: reading every Pulumi.yaml is the
+    // largest cost of a big plan, so the other formats do not.
+    let names: Vec<Vec<Option<String>>> = graphs
+        .iter()
+        .map(|g| match format {
+            PlanFormat::Json => pulumi_names(&workspace, g),
+            _ => Vec::new(),
+        })
+        .collect();
     let views: Vec<View<'_>> = providers
         .iter()
         .zip(&plans)
@@ -124,12 +131,11 @@ fn render_all(views: &[View<'_>], format: PlanFormat, all: bool) -> String {
 
 /// The Pulumi name of each project whose `Pulumi.yaml` can be read; `None` for the others.
 fn pulumi_names(workspace: &Workspace, graph: &ExecutionGraph) -> Vec<Option<String>> {
-    (0..graph.len())
-        .map(|i| {
-            let dir = workspace.project_dir(&graph.project(i).path);
-            PulumiProject::find(&dir)
-                .and_then(|file| PulumiProject::load(&file).ok())
-                .map(|p| p.name)
-        })
+    let dirs: Vec<_> = (0..graph.len())
+        .map(|i| workspace.project_dir(&graph.project(i).path))
+        .collect();
+    PulumiProject::load_each(&dirs)
+        .into_iter()
+        .map(|found| found.and_then(|p| p.ok()).map(|p| p.name))
         .collect()
 }

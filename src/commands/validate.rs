@@ -364,11 +364,21 @@ fn check_projects(report: &mut Report, workspace: &Workspace, plan: &Plan<'_>) {
     let shared_config_dir = normalize(&workspace.config_dir());
     let mut names: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let mut missing_dirs = 0;
+    // Every Pulumi project file of the plan, read on every core before the checks walk them.
+    let pulumi_dirs: Vec<_> = plan
+        .order()
+        .iter()
+        .map(|&i| plan.graph.project(i))
+        .filter(|p| p.engine_or(default_engine) == EngineKind::Pulumi)
+        .map(|p| workspace.project_dir(&p.path))
+        .collect();
+    let mut pulumi_projects = PulumiProject::load_each(&pulumi_dirs).into_iter();
     for &i in plan.order() {
         let project = plan.graph.project(i);
         let path = project.path.as_str();
         let dir = workspace.project_dir(path);
         let engine = project.engine_or(default_engine);
+        let found = (engine == EngineKind::Pulumi).then(|| pulumi_projects.next().flatten());
         if engine == EngineKind::Command {
             let place = if dir.is_dir() {
                 workspace.display(&dir).display().to_string()
@@ -396,7 +406,7 @@ fn check_projects(report: &mut Report, workspace: &Workspace, plan: &Plan<'_>) {
         }
         match engine {
             EngineKind::Pulumi => {
-                let Some(file) = PulumiProject::find(&dir) else {
+                let Some(loaded) = found.flatten() else {
                     report.fail(
                         "project",
                         format!(
@@ -407,7 +417,7 @@ fn check_projects(report: &mut Report, workspace: &Workspace, plan: &Plan<'_>) {
                     );
                     continue;
                 };
-                match PulumiProject::load(&file) {
+                match loaded {
                     Ok(pulumi) => {
                         let runtime = pulumi
                             .runtime

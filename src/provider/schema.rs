@@ -12,7 +12,7 @@ use toml::Spanned;
 use super::{
     ConfigKind, ConfigSpec, EngineKind, Hook, Project, Reference, SecretSpec, Stage, Steps,
 };
-use crate::error::{Location, Problem};
+use crate::error::{LineIndex, Location, Problem};
 use crate::workspace::mara_toml::toml_problem;
 
 #[derive(Debug, Deserialize)]
@@ -123,6 +123,7 @@ pub fn parse(file: &Path, text: &str) -> Result<ParsedProvider, Vec<Problem>> {
     let mut checker = Checker {
         file,
         text,
+        lines: LineIndex::new(text),
         problems: Vec::new(),
     };
     let parsed = checker.provider(raw);
@@ -138,12 +139,14 @@ pub fn parse(file: &Path, text: &str) -> Result<ParsedProvider, Vec<Problem>> {
 struct Checker<'a> {
     file: &'a Path,
     text: &'a str,
+    lines: LineIndex,
     problems: Vec<Problem>,
 }
 
 impl Checker<'_> {
     fn at<T>(&self, spanned: &Spanned<T>) -> Location {
-        Location::at_offset(self.file, self.text, spanned.span().start)
+        self.lines
+            .location(self.file, self.text, spanned.span().start)
     }
 
     fn reference(&self, spanned: Spanned<String>) -> Reference {
