@@ -65,15 +65,24 @@ pub fn fingerprints(
     common.update(b"\0");
     common.update(env_file);
     let common = common.finalize();
+    // Each project's own inputs, hashed on every core (its files are most of the work); the
+    // global gitignore is read once for all of them.
+    let (global, _) = ignore::gitignore::Gitignore::global();
+    let dirs: Vec<std::path::PathBuf> = (0..plan.graph.len())
+        .map(|i| project_dir(&plan.graph.project(i).path))
+        .collect();
+    let own_hash = |i: usize| {
+        let mut own = Sha256::new();
+        own.update(common);
+        own.update(entry(plan.graph.project(i)).as_bytes());
+        hash_files(&mut own, &dirs[i], state_dir, &global);
+        hex(&own.finalize())
+    };
+    let owns = on_every_core(plan.graph.len(), own_hash);
     let mut done: BTreeMap<usize, String> = BTreeMap::new();
     // Every predecessor in the graph counts, selected or not: its inputs shape this project's.
     for &i in plan.graph.order() {
-        let project = plan.graph.project(i);
-        let mut own = Sha256::new();
-        own.update(common);
-        own.update(entry(project).as_bytes());
-        hash_files(&mut own, &project_dir(&project.path), state_dir);
-        let own = hex(&own.finalize());
+        let own = &owns[i];
         let mut full = Sha256::new();
         full.update(own.as_bytes());
         for (j, _) in plan.graph.predecessors(i) {
@@ -112,19 +121,54 @@ fn entry(project: &Project) -> String {
     )
 }
 
-/// Every file under `dir` that git would track (`.gitignore`, `.git/info/exclude` and global
-/// ignores respected, hidden files included), never `state_dir`: its relative path and content.
-fn hash_files(hasher: &mut Sha256, dir: &Path, state_dir: &Path) {
+/// `f(0)`, …, `f(n - 1)`, computed on every core, in order.
+fn on_every_core<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads == 1 || n < 64 {
+        return (0..n).map(f).collect();
+    }
+    let chunk = n.div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..n)
+            .step_by(chunk)
+            .map(|start| {
+                scope.spawn(move || (start..(start + chunk).min(n)).map(f).collect::<Vec<_>>())
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("hashing does not panic"))
+            .collect()
+    })
+}
+
+/// Every file under `dir` that git would track (`.gitignore`, `.git/info/exclude` and the
+/// `global` ignores respected, hidden files included), never `state_dir`: its relative path and
+/// content.
+fn hash_files(
+    hasher: &mut Sha256,
+    dir: &Path,
+    state_dir: &Path,
+    global: &ignore::gitignore::Gitignore,
+) {
     if !dir.is_dir() {
         hasher.update(b"<no directory>");
         return;
     }
     let state_dir = state_dir.to_path_buf();
+    let global = global.clone();
     let walker = ignore::WalkBuilder::new(dir)
         .hidden(false)
         .require_git(false)
+        // Read once by the caller rather than once per project.
+        .git_global(false)
         .filter_entry(move |e| {
-            e.file_name() != ".git" && e.file_name() != ".mara" && !e.path().starts_with(&state_dir)
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            e.file_name() != ".git"
+                && e.file_name() != ".mara"
+                && !e.path().starts_with(&state_dir)
+                && !global.matched(e.path(), is_dir).is_ignore()
         })
         .sort_by_file_path(|a, b| a.cmp(b))
         .build();

@@ -525,14 +525,30 @@ impl Execution<'_> {
             record,
             fingerprints,
         } = capture;
-        let record = record.cloned();
-        let fingerprints = fingerprints.clone();
-        let root = self.workspace.root.clone();
+        // The ledger's writes (a SQLite commit each) run on a thread of their own, off the
+        // runtime that starts and reads the engines.
+        let recording = record.cloned().map(|record| {
+            let fingerprints = fingerprints.clone();
+            let root = self.workspace.root.clone();
+            let (to_ledger, events) = std::sync::mpsc::channel::<scheduler::Event>();
+            let writer = std::thread::spawn(move || {
+                for event in events {
+                    write_record(&record, &event, &root, &fingerprints);
+                }
+            });
+            (to_ledger, writer)
+        });
+        let to_ledger = recording.as_ref().map(|(sender, _)| sender.clone());
         let reporting = tokio::spawn(async move {
             let mut lines: BTreeMap<usize, Vec<String>> = BTreeMap::new();
             while let Some(event) = received.recv().await {
-                if let Some(record) = &record {
-                    write_record(record, &event, &root, &fingerprints);
+                if let Some(to_ledger) = &to_ledger
+                    && matches!(
+                        event,
+                        scheduler::Event::Started { .. } | scheduler::Event::Finished { .. }
+                    )
+                {
+                    let _ = to_ledger.send(event.clone());
                 }
                 if keep_lines && let scheduler::Event::Line { index, text, .. } = &event {
                     lines.entry(*index).or_default().push(text.clone());
@@ -577,6 +593,10 @@ impl Execution<'_> {
         .await;
         drop(events);
         let lines = reporting.await.unwrap_or_default();
+        if let Some((to_ledger, writer)) = recording {
+            drop(to_ledger);
+            let _ = writer.join();
+        }
         (reports, lines)
     }
 }

@@ -302,7 +302,7 @@ impl Registry {
                 );
                 continue;
             }
-            let text = std::fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
+            let text = crate::workspace::read_input(&path).map_err(|e| Error::read(&path, e))?;
             let display_path = display(&path);
             workspace.insert(
                 name.clone(),

@@ -119,6 +119,7 @@ pub struct ParsedProject {
 
 /// Parses provider file `file` (for messages) with content `text`, reporting every problem.
 pub fn parse(file: &Path, text: &str) -> Result<ParsedProvider, Vec<Problem>> {
+    tracing::debug!(target: "mara::reads", provider = %file.display(), "parse");
     let raw: RawProvider = toml::from_str(text).map_err(|e| vec![toml_problem(file, text, &e)])?;
     let mut checker = Checker {
         file,

@@ -31,7 +31,7 @@ pub struct EnvFile {
 impl EnvFile {
     /// Reads the file at `path`; `Ok(None)` when there is none.
     pub fn load(path: &Path) -> Result<Option<EnvFile>> {
-        match std::fs::read_to_string(path) {
+        match super::read_input(path) {
             Ok(text) => parse(path, &text).map(Some),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::read(path, e)),

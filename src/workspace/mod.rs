@@ -48,7 +48,7 @@ impl Workspace {
             Some(root) => {
                 let file = root.join(MARA_TOML);
                 tracing::debug!(root = %root.display(), "workspace settings from mara.toml");
-                let text = std::fs::read_to_string(&file).map_err(|e| Error::read(&file, e))?;
+                let text = read_input(&file).map_err(|e| Error::read(&file, e))?;
                 let settings = mara_toml::parse(&file, &text)?;
                 Ok(Workspace {
                     root: root.to_path_buf(),
@@ -120,6 +120,14 @@ impl Workspace {
             Err(_) => path.into(),
         }
     }
+}
+
+/// Reads one of mara's input files (configuration, provider, project files). Every read is
+/// logged at debug level under the target `mara::reads`, so that the tests can count them
+/// (`MARA_LOG=mara::reads=debug`): a shared file read once per run, not once per project.
+pub fn read_input(path: &Path) -> std::io::Result<String> {
+    tracing::debug!(target: "mara::reads", file = %path.display(), "read");
+    std::fs::read_to_string(path)
 }
 
 #[cfg(test)]

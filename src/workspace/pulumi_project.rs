@@ -51,7 +51,7 @@ impl PulumiProject {
     }
 
     pub fn load(file: &Path) -> Result<PulumiProject> {
-        let text = std::fs::read_to_string(file).map_err(|e| Error::read(file, e))?;
+        let text = super::read_input(file).map_err(|e| Error::read(file, e))?;
         let document = yaml::parse_value(file, &text)?;
         let Value::Object(top) = document else {
             return Err(Error::config(

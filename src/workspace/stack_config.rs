@@ -23,7 +23,7 @@ pub enum StackConfigFile {
 
 impl StackConfigFile {
     pub fn load(path: &Path) -> Result<StackConfigFile> {
-        let text = match std::fs::read_to_string(path) {
+        let text = match super::read_input(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(StackConfigFile::Missing(path.to_path_buf()));
