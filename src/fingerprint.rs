@@ -56,6 +56,7 @@ pub fn fingerprints(
     plan: &Plan<'_>,
     project_dir: impl Fn(&str) -> std::path::PathBuf,
     state_dir: &Path,
+    stack: &str,
     shared: &[u8],
     env_file: &[u8],
 ) -> BTreeMap<usize, String> {
@@ -75,7 +76,7 @@ pub fn fingerprints(
         let mut own = Sha256::new();
         own.update(common);
         own.update(entry(plan.graph.project(i)).as_bytes());
-        hash_files(&mut own, &dirs[i], state_dir, &global);
+        hash_files(&mut own, &dirs[i], state_dir, stack, &global);
         hex(&own.finalize())
     };
     let owns = on_every_core(plan.graph.len(), own_hash);
@@ -150,6 +151,7 @@ fn hash_files(
     hasher: &mut Sha256,
     dir: &Path,
     state_dir: &Path,
+    stack: &str,
     global: &ignore::gitignore::Gitignore,
 ) {
     if !dir.is_dir() {
@@ -158,6 +160,19 @@ fn hash_files(
     }
     let state_dir = state_dir.to_path_buf();
     let global = global.clone();
+    // The project's own stack file is Pulumi's: `stack select --create` writes its encryption
+    // salt there on the first up. It counts without what Pulumi writes, so that the first up
+    // does not make every project look changed to the next `up --changed`.
+    let stack_files = [
+        format!("Pulumi.{stack}.yaml"),
+        format!("Pulumi.{stack}.yml"),
+    ];
+    let is_stack_file = |path: &Path| {
+        path.parent() == Some(dir)
+            && path
+                .file_name()
+                .is_some_and(|name| stack_files.iter().any(|f| name == f.as_str()))
+    };
     let walker = ignore::WalkBuilder::new(dir)
         .hidden(false)
         .require_git(false)
@@ -176,14 +191,37 @@ fn hash_files(
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
+        let content = std::fs::read(entry.path()).unwrap_or_default();
+        if is_stack_file(entry.path()) {
+            let kept = without_pulumi_keys(&String::from_utf8_lossy(&content));
+            if !kept.is_empty() {
+                hasher.update(b"stack file\0");
+                hasher.update(kept.as_bytes());
+                hasher.update(b"\0");
+            }
+            continue;
+        }
         let relative = entry.path().strip_prefix(dir).unwrap_or(entry.path());
         hasher.update(relative.to_string_lossy().as_bytes());
         hasher.update(b"\0");
-        if let Ok(content) = std::fs::read(entry.path()) {
-            hasher.update(&content);
-        }
+        hasher.update(&content);
         hasher.update(b"\0");
     }
+}
+
+/// A stack file without the keys Pulumi itself writes (`encryptionsalt`, `secretsprovider`,
+/// `encryptedkey`); nothing at all when that leaves no configuration.
+fn without_pulumi_keys(text: &str) -> String {
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|line| {
+            !["encryptionsalt:", "secretsprovider:", "encryptedkey:"]
+                .iter()
+                .any(|key| line.starts_with(key))
+        })
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+    kept.join("\n")
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -212,12 +250,24 @@ mod tests {
                 &plan,
                 |p| dir.path().join(p),
                 &dir.path().join(".mara"),
+                "dev",
                 b"cfg",
                 b"env",
             )
         };
         let before = compute();
         assert_eq!(before, compute(), "stable");
+        // What `stack select --create` writes is Pulumi's, not an input; configuration is.
+        let stack_file = dir.path().join("kubernetes/logstore/Pulumi.dev.yaml");
+        std::fs::write(&stack_file, "encryptionsalt: v1:abc\n").unwrap();
+        assert_eq!(before, compute(), "a stack file with only Pulumi's keys");
+        std::fs::write(
+            &stack_file,
+            "encryptionsalt: v1:abc\nconfig:\n  logstore:x: 1\n",
+        )
+        .unwrap();
+        assert_ne!(before, compute(), "a stack file with configuration");
+        std::fs::remove_file(&stack_file).unwrap();
         // An ignored file changes nothing; a real one changes the project and its dependents.
         std::fs::write(dir.path().join("kubernetes/logstore/scratch.tmp"), "x").unwrap();
         assert_eq!(before, compute());
@@ -253,8 +303,22 @@ mod tests {
         let graph =
             ExecutionGraph::build(&Registry::builtin().resolve("kubeconfig").unwrap()).unwrap();
         let plan = Plan::select(&graph, &Selection::default()).unwrap();
-        let a = fingerprints(&plan, |p| dir.path().join(p), dir.path(), b"cfg", b"env");
-        let b = fingerprints(&plan, |p| dir.path().join(p), dir.path(), b"cfg2", b"env");
+        let a = fingerprints(
+            &plan,
+            |p| dir.path().join(p),
+            dir.path(),
+            "dev",
+            b"cfg",
+            b"env",
+        );
+        let b = fingerprints(
+            &plan,
+            |p| dir.path().join(p),
+            dir.path(),
+            "dev",
+            b"cfg2",
+            b"env",
+        );
         assert!(
             a.iter()
                 .all(|(i, fp)| compare(&b[i], Some(fp)) == Change::InputsChanged)

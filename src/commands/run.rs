@@ -869,6 +869,7 @@ pub fn fingerprints_of(
         plan,
         |p| workspace.project_dir(p),
         &workspace.state_dir(),
+        stack.name.as_str(),
         &read(&workspace.stack_config_file(&stack.name)),
         &read(&workspace.env_file()),
     )

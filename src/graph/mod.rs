@@ -272,9 +272,12 @@ fn topological_order(
         .map(|(i, _)| Reverse(i))
         .collect();
     let mut order = Vec::with_capacity(in_degree.len());
+    let mut visits = 0usize;
     while let Some(Reverse(i)) = ready.pop() {
         order.push(i);
+        visits += 1;
         for next in graph.neighbors_directed(NodeIndex::new(i), Direction::Outgoing) {
+            visits += 1;
             let degree = &mut in_degree[next.index()];
             *degree -= 1;
             if *degree == 0 {
@@ -282,6 +285,14 @@ fn topological_order(
             }
         }
     }
+    // Counted by the tests: each project and each edge once.
+    tracing::debug!(
+        target: "mara::graph",
+        nodes = graph.node_count(),
+        edges = graph.edge_count(),
+        visits,
+        "topological order"
+    );
     if order.len() == in_degree.len() {
         Ok(order)
     } else {

@@ -170,6 +170,8 @@ pub async fn run(
     let mut first_failure: Option<String> = None;
     // A project whose dependency failed: why it will not run.
     let mut blocked: BTreeMap<usize, String> = BTreeMap::new();
+    // Counted by the tests: each dependency edge of the plan is followed once.
+    let mut unblocked = 0usize;
 
     loop {
         let stopping = interrupt.is_interrupted()
@@ -208,6 +210,7 @@ pub async fn run(
             }
         } else {
             for &k in unblocks.get(&i).map(Vec::as_slice).unwrap_or_default() {
+                unblocked += 1;
                 let count = waiting
                     .get_mut(&k)
                     .expect("every project of the plan is counted");
@@ -225,6 +228,12 @@ pub async fn run(
         reports.insert(i, report);
     }
 
+    tracing::debug!(
+        target: "mara::graph",
+        projects = reports.len(),
+        unblocked,
+        "scheduled"
+    );
     // Everything that did not run, with the reason.
     let mut order: Vec<usize> = plan.order().to_vec();
     if reverse {

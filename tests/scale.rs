@@ -1,0 +1,267 @@
+//! The fast paths, kept honest at small scale by counting — input files read, provider files
+//! parsed, graph visits, engine calls — never by timing (docs/benchmarks.md has the timings).
+//! Each count is taken on two sizes of the same synthetic workspace: what must not grow with the
+//! number of projects must be equal on both.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use assert_cmd::Command;
+
+/// A layered workspace of `n` Pulumi projects, each after one to three projects of the layer
+/// before it (a fixed pattern: the same `n` gives the same workspace).
+struct Synthetic {
+    dir: tempfile::TempDir,
+    bin: tempfile::TempDir,
+    n: usize,
+    edges: usize,
+}
+
+impl Synthetic {
+    fn new(n: usize) -> Synthetic {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let width = 4;
+        let mut provider =
+            String::from("description = \"Synthetic\"\ninfra_type = \"synthetic\"\n");
+        let mut edges = 0;
+        for i in 0..n {
+            let (layer, slot) = (i / width, i % width);
+            let path = format!("layer{layer:02}/p{i:03}");
+            provider.push_str(&format!("\n[[project]]\npath = \"{path}\"\n"));
+            if layer > 0 {
+                let before =
+                    |s: usize| format!("\"layer{:02}/p{:03}\"", layer - 1, (layer - 1) * width + s);
+                let after: Vec<String> =
+                    (0..=(i % 3)).map(|k| before((slot + k) % width)).collect();
+                edges += after.len();
+                provider.push_str(&format!("after = [{}]\n", after.join(", ")));
+            }
+            let project = root.join(&path);
+            std::fs::create_dir_all(&project).unwrap();
+            std::fs::write(
+                project.join("Pulumi.yaml"),
+                format!("name: p{i:03}\nruntime: yaml\noutputs:\n  name: p{i:03}\n"),
+            )
+            .unwrap();
+        }
+        let write = |path: &str, text: &str| {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write("mara.toml", "provider = \"synthetic\"\n");
+        write("providers/synthetic.toml", &provider);
+        write(
+            "config/pulumi/environment",
+            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=scale\n",
+        );
+        write(
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: synthetic\n",
+        );
+        Synthetic {
+            dir,
+            bin: common::stand_in_bin(),
+            n,
+            edges,
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn mara(&self) -> Command {
+        let mut cmd = common::mara(self.root());
+        let path = format!(
+            "{}:{}",
+            self.bin.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        cmd.env("PATH", path)
+            .env("HOME", self.root().join("home"))
+            .env("PULUMI_STAND_IN_LOG", self.root().join("stand-in.jsonl"))
+            .env("MARA_LOG", "mara::reads=debug,mara::graph=debug");
+        cmd
+    }
+
+    /// Runs mara; its exit code and what it counted.
+    fn count(&self, args: &[&str]) -> (i32, Counts) {
+        let output = self.mara().args(args).output().unwrap();
+        let stderr = common::stderr(&output);
+        (
+            output.status.code().unwrap(),
+            Counts::of(&stderr, self.root()),
+        )
+    }
+
+    fn engine_calls(&self) -> usize {
+        std::fs::read_to_string(self.root().join("stand-in.jsonl"))
+            .map(|log| log.lines().count())
+            .unwrap_or(0)
+    }
+}
+
+/// What one run of mara counted, from its `mara::reads` and `mara::graph` debug lines.
+#[derive(Debug, Default)]
+struct Counts {
+    /// Input files read, by path relative to the workspace (every `Pulumi.yaml` as one key).
+    reads: BTreeMap<String, usize>,
+    parses: usize,
+    /// `topological order` lines: (nodes, edges, visits).
+    orders: Vec<(usize, usize, usize)>,
+    /// `scheduled` lines: (projects, unblocked).
+    scheduled: Vec<(usize, usize)>,
+}
+
+impl Counts {
+    fn of(stderr: &str, root: &Path) -> Counts {
+        let root = root.canonicalize().unwrap();
+        let mut counts = Counts::default();
+        let field = |line: &str, name: &str| -> usize {
+            let start = line
+                .find(&format!("{name}="))
+                .unwrap_or_else(|| panic!("{name} in {line}"));
+            line[start + name.len() + 1..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        for line in stderr.lines() {
+            if let Some(file) = line.strip_prefix("DEBUG read file=") {
+                let file = Path::new(file);
+                let relative = file
+                    .strip_prefix(&root)
+                    .or_else(|_| file.strip_prefix(root.to_str().unwrap()))
+                    .unwrap_or(file)
+                    .to_string_lossy()
+                    .trim_start_matches("./")
+                    .to_string();
+                let key = if relative.ends_with("/Pulumi.yaml") {
+                    "every Pulumi.yaml".to_string()
+                } else {
+                    relative
+                };
+                *counts.reads.entry(key).or_default() += 1;
+            } else if line.starts_with("DEBUG parse provider=") {
+                counts.parses += 1;
+            } else if line.starts_with("DEBUG topological order") {
+                counts.orders.push((
+                    field(line, "nodes"),
+                    field(line, "edges"),
+                    field(line, "visits"),
+                ));
+            } else if line.starts_with("DEBUG scheduled") {
+                counts
+                    .scheduled
+                    .push((field(line, "projects"), field(line, "unblocked")));
+            }
+        }
+        counts
+    }
+
+    /// The reads of every file but the projects' own.
+    fn shared_reads(&self) -> BTreeMap<String, usize> {
+        let mut shared = self.reads.clone();
+        shared.remove("every Pulumi.yaml");
+        shared
+    }
+
+    fn project_file_reads(&self) -> usize {
+        self.reads.get("every Pulumi.yaml").copied().unwrap_or(0)
+    }
+}
+
+#[test]
+fn planning_reads_each_file_once_and_visits_each_project_and_edge_once() {
+    let (small, large) = (Synthetic::new(12), Synthetic::new(48));
+    let mut shared = Vec::new();
+    for s in [&small, &large] {
+        let (code, counts) = s.count(&["show-execution", "--format", "list"]);
+        assert_eq!(code, 0, "{counts:?}");
+        assert_eq!(
+            counts.parses, 1,
+            "the provider file is parsed once: {counts:?}"
+        );
+        assert_eq!(counts.project_file_reads(), 0, "no Pulumi.yaml for a list");
+        assert!(
+            counts.shared_reads().values().all(|&n| n == 1),
+            "{counts:?}"
+        );
+        let [(nodes, edges, visits)] = counts.orders[..] else {
+            panic!("one topological order: {counts:?}");
+        };
+        assert_eq!((nodes, edges), (s.n, s.edges));
+        assert_eq!(visits, nodes + edges, "each project and edge once");
+        shared.push(counts.shared_reads());
+
+        let (code, counts) = s.count(&["show-execution", "--format", "json"]);
+        assert_eq!(code, 0);
+        assert_eq!(
+            counts.project_file_reads(),
+            s.n,
+            "the JSON names each project once"
+        );
+    }
+    assert_eq!(
+        shared[0], shared[1],
+        "shared files are read as often at 12 projects as at 48"
+    );
+}
+
+#[test]
+fn validate_reads_each_project_file_once() {
+    let (small, large) = (Synthetic::new(12), Synthetic::new(48));
+    let mut shared = Vec::new();
+    for s in [&small, &large] {
+        let (code, counts) = s.count(&["validate"]);
+        assert_eq!(code, 0, "{counts:?}");
+        assert_eq!(counts.project_file_reads(), s.n, "{counts:?}");
+        assert_eq!(counts.parses, 1, "{counts:?}");
+        shared.push(counts.shared_reads());
+    }
+    assert_eq!(shared[0], shared[1]);
+}
+
+#[test]
+fn a_run_makes_three_engine_calls_per_project_and_an_unchanged_one_makes_none() {
+    let (small, large) = (Synthetic::new(12), Synthetic::new(48));
+    let mut shared = Vec::new();
+    for s in [&small, &large] {
+        let (code, counts) = s.count(&["up", "--yes"]);
+        assert_eq!(code, 0, "{counts:?}");
+        assert_eq!(counts.parses, 1, "{counts:?}");
+        assert_eq!(
+            counts.project_file_reads(),
+            0,
+            "an up leaves Pulumi.yaml to Pulumi"
+        );
+        assert_eq!(
+            counts.scheduled,
+            [(s.n, s.edges)],
+            "each edge unblocks once"
+        );
+        // stack select, up, stack output; plus mara's one read of the stored secrets.
+        let calls = s.engine_calls();
+        assert!(
+            (3 * s.n..=3 * s.n + 1).contains(&calls),
+            "{calls} engine calls for {} projects",
+            s.n
+        );
+        shared.push(counts.shared_reads());
+
+        let (code, counts) = s.count(&["up", "--yes", "--changed"]);
+        assert_eq!(code, 0, "{counts:?}");
+        assert_eq!(s.engine_calls(), calls, "nothing changed: no engine call");
+        assert!(counts.scheduled.is_empty(), "nothing scheduled");
+    }
+    assert_eq!(
+        shared[0], shared[1],
+        "shared files are read as often at 12 projects as at 48"
+    );
+}
