@@ -13,6 +13,12 @@ use mara::settings::Settings;
 use mara::{commands, ui};
 
 fn main() {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == mara::run::watchdog::ARG)
+    {
+        mara::run::watchdog::main();
+    }
     let cli = Cli::parse();
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let settings = Settings::resolve(cli.global, env);

@@ -6,3 +6,4 @@ pub mod process;
 pub mod project;
 pub mod redact;
 pub mod scheduler;
+pub mod watchdog;

@@ -5,8 +5,9 @@
 //! When to forward signals: mara's own Ctrl-C handler (see `Interrupt`) sends SIGINT to every
 //! running group once — Pulumi then cancels cleanly and releases its lock — and SIGKILL on the
 //! second Ctrl-C. Because each child leads its own group, the terminal's Ctrl-C does not reach it
-//! directly; a child never gets SIGINT twice by accident. On Linux a child also gets SIGINT when
-//! mara dies without a chance to forward it (SIGKILL), so no engine outlives its run.
+//! directly; a child never gets SIGINT twice by accident. A child also gets SIGINT when mara dies
+//! without a chance to forward it (SIGKILL): the run's watchdog (`run::watchdog`) sends it, so
+//! no engine outlives its run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -39,6 +40,7 @@ pub enum InterruptLevel {
 pub struct Interrupt {
     level: watch::Sender<InterruptLevel>,
     groups: Arc<Mutex<BTreeSet<i32>>>,
+    watchdog: Arc<super::watchdog::Watchdog>,
 }
 
 impl Default for Interrupt {
@@ -46,6 +48,7 @@ impl Default for Interrupt {
         Interrupt {
             level: watch::Sender::new(InterruptLevel::None),
             groups: Arc::default(),
+            watchdog: Arc::default(),
         }
     }
 }
@@ -98,6 +101,7 @@ impl Interrupt {
             .lock()
             .expect("the group set is never poisoned")
             .insert(group);
+        self.watchdog.tell(group, true);
         // A process started after the interruption gets it at once.
         let signal = match self.level() {
             InterruptLevel::None => return,
@@ -115,6 +119,7 @@ impl Interrupt {
             .lock()
             .expect("the group set is never poisoned")
             .remove(&group);
+        self.watchdog.tell(group, false);
     }
 }
 
@@ -153,19 +158,6 @@ pub async fn run(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    // If mara itself dies (even by SIGKILL), its engines get SIGINT and cancel as on Ctrl-C
-    // instead of running on, orphaned, holding their stacks' locks. The spawning thread is a
-    // runtime worker, which lives as long as the run.
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl is async-signal-safe and touches only the child being set up.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
     let mut child = command.spawn()?;
     let group = child.id().map(|pid| pid as i32);
     if let Some(group) = group {

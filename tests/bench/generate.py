@@ -2,13 +2,17 @@
 """A synthetic mara workspace for the benchmarks (docs/benchmarks.md).
 
     python3 tests/bench/generate.py N DIR [--seed S] [--files F]
+    python3 tests/bench/generate.py --shape PLAN.json DIR    (the graph of a plan, e.g. aws's)
 
 N projects in layers (about sqrt(N) of them, so that chains stay long and layers wide), each with
 one to three `after` edges to random projects of the layers before it, most of them to the layer
 just before; the same seed gives the same workspace, byte for byte. Every project is a directory
 holding a Pulumi.yaml (and F-1 more small files), under provider `synthetic` (infra_type
-`synthetic`), stack `dev`, with a file backend under .mara/.
+`synthetic`), stack `dev`, with a file backend under .mara/. With --shape, the projects and
+`after` edges are those of a plan printed by `mara show-execution --format json` (stage included).
 """
+
+import json
 
 import argparse
 import math
@@ -18,43 +22,35 @@ import random
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("n", type=int)
+    parser.add_argument("n", type=int, nargs="?")
     parser.add_argument("dir")
+    parser.add_argument("--shape", help="a plan as `mara show-execution --format json` prints it")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--files", type=int, default=2, help="files per project (Pulumi.yaml included)")
     args = parser.parse_args()
-    rng = random.Random(args.seed)
-    n = args.n
-    layers = max(2, round(math.sqrt(n) / 2))
-    # Layer sizes as even as they can be.
-    sizes = [n // layers + (1 if i < n % layers else 0) for i in range(layers)]
-    paths = []
-    by_layer = []
-    for layer, size in enumerate(sizes):
-        names = [f"layer{layer:03}/p{len(paths) + i:05}" for i in range(size)]
-        by_layer.append(names)
-        paths.extend(names)
-
+    if args.shape:
+        plan = json.load(open(args.shape))["projects"]
+        projects = [(p["path"], p["after"], p["stage"]) for p in plan]
+        title = f"the graph of provider {json.load(open(args.shape))['provider']}"
+    else:
+        projects = layered(args.n, random.Random(args.seed))
+        title = f"{args.n} projects, seed {args.seed}"
     lines = [
-        f"# {n} synthetic projects in {layers} layers, seed {args.seed} (tests/bench/generate.py).",
-        f'description = "Synthetic: {n} projects in {layers} layers"',
+        f"# {len(projects)} synthetic projects: {title} (tests/bench/generate.py).",
+        f'description = "Synthetic: {title}"',
         'infra_type = "synthetic"',
         "",
     ]
-    for layer, names in enumerate(by_layer):
-        for path in names:
-            after = set()
-            if layer > 0:
-                for _ in range(rng.randint(1, 3)):
-                    # Mostly the layer just before; now and then any earlier one.
-                    source = layer - 1 if rng.random() < 0.8 else rng.randrange(layer)
-                    after.add(rng.choice(by_layer[source]))
-            lines.append("[[project]]")
-            lines.append(f'path = "{path}"')
-            if after:
-                quoted = ", ".join(f'"{a}"' for a in sorted(after))
-                lines.append(f"after = [{quoted}]")
-            lines.append("")
+    for path, after, stage in projects:
+        lines.append("[[project]]")
+        lines.append(f'path = "{path}"')
+        if stage != "kubernetes":
+            lines.append(f'stage = "{stage}"')
+        if after:
+            quoted = ", ".join(f'"{a}"' for a in sorted(after))
+            lines.append(f"after = [{quoted}]")
+        lines.append("")
+    paths = [path for path, _, _ in projects]
 
     root = args.dir
     os.makedirs(os.path.join(root, "providers"), exist_ok=True)
@@ -67,11 +63,34 @@ def main():
         "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=bench\n",
     )
     write(root, "config/pulumi/Pulumi.dev.yaml", "config:\n  kubernetes:infra_type: synthetic\n")
-    for path in paths:
-        name = path.split("/")[1]
+    for i, path in enumerate(paths):
+        name = f"p{i:05}"
         write(root, f"{path}/Pulumi.yaml", f"name: {name}\nruntime: yaml\noutputs:\n  name: {name}\n")
-        for i in range(1, args.files):
-            write(root, f"{path}/file{i}.txt", f"{name} {i}\n")
+        for j in range(1, args.files):
+            write(root, f"{path}/file{j}.txt", f"{name} {j}\n")
+
+
+def layered(n, rng):
+    """(path, after, stage) of `n` projects in about sqrt(n)/2 layers."""
+    layers = max(2, round(math.sqrt(n) / 2))
+    # Layer sizes as even as they can be.
+    sizes = [n // layers + (1 if i < n % layers else 0) for i in range(layers)]
+    by_layer = []
+    count = 0
+    for layer, size in enumerate(sizes):
+        by_layer.append([f"layer{layer:03}/p{count + i:05}" for i in range(size)])
+        count += size
+    projects = []
+    for layer, names in enumerate(by_layer):
+        for path in names:
+            after = set()
+            if layer > 0:
+                for _ in range(rng.randint(1, 3)):
+                    # Mostly the layer just before; now and then any earlier one.
+                    source = layer - 1 if rng.random() < 0.8 else rng.randrange(layer)
+                    after.add(rng.choice(by_layer[source]))
+            projects.append((path, sorted(after), "kubernetes"))
+    return projects
 
 
 def write(root, path, text):

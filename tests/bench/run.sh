@@ -1,99 +1,193 @@
 #!/usr/bin/env bash
-# mara's run benchmarks (docs/benchmarks.md): its own cost per project, and parallel efficiency.
-# Needs hyperfine (Debian: apt-get install hyperfine) and python3. Not part of `cargo test`.
+# mara's benchmarks (docs/benchmarks.md): every figure there comes from this one command.
+# Needs hyperfine (Debian: apt-get install hyperfine), python3 and GNU time (/usr/bin/time).
+# Not part of `cargo test`: timings are measured here, never asserted in tests.
 #
-#   bash tests/bench/run.sh
+#   bash tests/bench/run.sh            # everything (about ten minutes on 2 cores)
+#   bash tests/bench/run.sh plan cost  # some parts: plan, cost, parallel, changed, startup
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+parts=${*:-plan cost parallel changed startup}
 cargo build --release --workspace -q
 MARA="$PWD/target/release/mara"
-STAND_IN_DIR="$PWD/target/release"
+GENERATE="python3 $PWD/tests/bench/generate.py"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(rustc --version)"
 
-# --- 1. Orchestration cost per project -------------------------------------------------------
-# A pulumi that does no work: it answers every call mara makes at once, with valid output.
+# The workspaces: the aws graph, then 100, 1,000 and 10,000 layered projects (seed 7).
+"$MARA" -C "$work" show-execution --provider aws --format json > "$work/aws.json" 2>/dev/null || true
+$GENERATE --shape "$work/aws.json" "$work/aws"
+for n in 100 1000 10000; do $GENERATE "$n" "$work/$n"; done
+sizes="aws 100 1000 10000"
+
+# A pulumi that does no work: it answers every call mara makes at once, with valid output, and
+# appends one line per call to $NOWORK_LOG when that is set.
 mkdir -p "$work/nowork"
 cat > "$work/nowork/pulumi" <<'SH'
 #!/bin/sh
+[ -n "${NOWORK_LOG:-}" ] && echo "$*" >> "$NOWORK_LOG"
 for word in "$@"; do
   case "$word" in
-    output) echo '{"kubeconfig":{"apiVersion":"v1","kind":"Config","clusters":[],"users":[],"contexts":[]}}'; exit 0 ;;
-    up|refresh|destroy) echo '{"sequence":0,"timestamp":0,"summaryEvent":{"resourceChanges":{"same":1},"durationSeconds":0,"result":"succeeded"}}'; exit 0 ;;
+    output) echo '{}'; exit 0 ;;
+    up|refresh|destroy) sleep "${NOWORK_SLEEP:-0}"; echo '{"sequence":0,"timestamp":0,"summaryEvent":{"resourceChanges":{"same":1},"durationSeconds":0,"result":"succeeded"}}'; exit 0 ;;
   esac
 done
 exit 0
 SH
 chmod +x "$work/nowork/pulumi"
-cp -r examples/mara-local "$work/ws1"
-rm -rf "$work/ws1/.mara"
-projects=$(PATH="$work/nowork:$PATH" "$MARA" -C "$work/ws1" show-execution --format list)
-count=$(echo "$projects" | wc -l)
-shared="$work/ws1/config/pulumi/Pulumi.dev.yaml"
-# The same engine calls, made by a plain shell loop, one after the other.
-{
-  echo '#!/bin/sh'
-  echo 'set -e'
-  for p in $projects; do
-    echo "cd '$work/ws1/$p'"
-    echo "pulumi --non-interactive stack select --create --stack dev"
-    echo "pulumi --non-interactive up --yes --skip-preview --stack dev --config-file '$shared' --color never --json > /dev/null"
-    echo "pulumi --non-interactive stack output --json --show-secrets --stack dev > /dev/null"
-  done
-} > "$work/loop.sh"
 export PATH="$work/nowork:$PATH"
-hyperfine --warmup 3 --runs 30 -N --export-json "$work/cost.json" \
-  --command-name "shell loop" "sh $work/loop.sh" \
-  --command-name "mara up --parallel 1" "$MARA -C $work/ws1 up --yes --parallel 1 --color never -q" > "$work/cost.txt"
-cat "$work/cost.txt"
-python3 - "$work/cost.json" "$count" <<'PY'
-import json, sys
-r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
-n = int(sys.argv[2])
-loop, mara = r["shell loop"], r["mara up --parallel 1"]
-print(f"projects: {n}")
-print(f"shell loop: {loop['mean']*1000:.1f} ms ± {loop['stddev']*1000:.1f}")
-print(f"mara:       {mara['mean']*1000:.1f} ms ± {mara['stddev']*1000:.1f}")
-print(f"mara's own cost per project: {(mara['mean']-loop['mean'])*1000/n:.2f} ms")
-PY
 
-# --- 2. Parallel efficiency -----------------------------------------------------------------
-# Every project's operation takes the same fixed time: the no-work pulumi sleeps in `up` (every
-# other call answers at once). The wall time is compared with the graph's critical path: the
-# longest chain of dependent projects times that fixed time.
-delay_ms=1000
-mkdir -p "$work/fixed"
-sed "s/^    up|refresh|destroy) echo/    up|refresh|destroy) sleep $((delay_ms / 1000)); echo/" "$work/nowork/pulumi" > "$work/fixed/pulumi"
-chmod +x "$work/fixed/pulumi"
-export PATH="$work/fixed:${PATH#"$work/nowork:"}"
-cp -r examples/mara-local "$work/ws2"
-rm -rf "$work/ws2/.mara"
-length=$("$MARA" -C "$work/ws2" show-execution --format json | python3 -c '
+# Projects and edges of a workspace's plan, and its longest chain of dependent projects.
+shape() {
+  "$MARA" -C "$1" show-execution --format json | python3 -c '
 import json, sys
 plan = json.load(sys.stdin)["projects"]
 depth = {}
-for p in plan:  # in execution order, so every dependency comes first
+for p in plan:  # in execution order: every dependency comes first
     depth[p["path"]] = 1 + max((depth[a] for a in p["after"]), default=0)
-print(max(depth.values()))')
-# One project's engine time: its three calls, measured alone (`sleep` itself overshoots a little).
-cat > "$work/one-project.sh" <<SH
+print(len(plan), sum(len(p["after"]) for p in plan), max(depth.values()))'
+}
+
+stat_ms() { python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["results"][0][sys.argv[2]] * 1000))' "$1" "$2"; }
+mean_ms() { stat_ms "$1" mean; }
+stddev_ms() { stat_ms "$1" stddev; }
+# Peak resident memory in MiB, the largest of three runs.
+peak_mib() {
+  local peak=0 kb
+  for _ in 1 2 3; do
+    /usr/bin/time -o "$work/time.txt" -f '%M' "$@" > /dev/null 2>&1 || true
+    kb=$(tail -1 "$work/time.txt")
+    [ "$kb" -gt "$peak" ] && peak=$kb
+  done
+  python3 -c "print(f'{$peak / 1024:.1f}')"
+}
+
+# --- 1. Planning at scale --------------------------------------------------------------------
+if [[ " $parts " == *" plan "* ]]; then
+  echo
+  echo "## Planning: show-execution and validate"
+  echo "| projects | edges | command | mean ± σ (ms) | peak memory (MiB) | ms per 1,000 (N log2 N + E) |"
+  echo "|---|---|---|---|---|---|"
+  for size in $sizes; do
+    read -r n e _ < <(shape "$work/$size")
+    for cmd in "show-execution" "show-execution --format json" "validate"; do
+      hyperfine -N --warmup 2 --runs 15 --export-json "$work/h.json" "$MARA -C $work/$size $cmd" > /dev/null 2>&1 || true
+      mem=$(peak_mib "$MARA" -C "$work/$size" $cmd)
+      per=$(python3 -c "import math; print(f'{$(mean_ms "$work/h.json") / (($n * math.log2($n) + $e) / 1000):.3f}')")
+      echo "| $n | $e | \`$cmd\` | $(mean_ms "$work/h.json") ± $(stddev_ms "$work/h.json") | $mem | $per |"
+    done
+  done
+fi
+
+# --- 2. Orchestration cost per project -------------------------------------------------------
+# The same engine calls, made by mara (one project at a time) and by a plain shell loop.
+loop_of() {
+  local ws=$1
+  echo '#!/bin/sh'
+  echo 'set -e'
+  for p in $("$MARA" -C "$ws" show-execution --format list); do
+    echo "cd '$ws/$p'"
+    echo "pulumi --non-interactive stack select --create --stack dev"
+    echo "pulumi --non-interactive up --yes --skip-preview --stack dev --config-file '$ws/config/pulumi/Pulumi.dev.yaml' --color never --json > /dev/null"
+    echo "pulumi --non-interactive stack output --json --show-secrets --stack dev > /dev/null"
+  done
+}
+if [[ " $parts " == *" cost "* ]]; then
+  echo
+  echo "## Orchestration cost: mara up --parallel 1 against a shell loop making the same calls"
+  echo "| projects | shell loop (ms) | mara (ms) | mara's own cost per project (ms) |"
+  echo "|---|---|---|---|"
+  for size in aws 1000; do
+    read -r n _ _ < <(shape "$work/$size")
+    loop_of "$work/$size" > "$work/loop-$size.sh"
+    runs=$([ "$size" = aws ] && echo 30 || echo 5)
+    hyperfine -N --warmup 2 --runs "$runs" --export-json "$work/loop.json" "sh $work/loop-$size.sh" > /dev/null
+    hyperfine -N --warmup 2 --runs "$runs" --export-json "$work/mara.json" \
+      "$MARA -C $work/$size up --yes --parallel 1 --color never -q" > /dev/null
+    loop=$(mean_ms "$work/loop.json"); mara=$(mean_ms "$work/mara.json")
+    echo "| $n | $loop ± $(stddev_ms "$work/loop.json") | $mara ± $(stddev_ms "$work/mara.json") | $(python3 -c "print(f'{($mara - $loop) / $n:.2f}')") |"
+  done
+fi
+
+# --- 3. Parallel efficiency ------------------------------------------------------------------
+# Every project's `up` takes the same fixed time; the wall time is compared with the critical
+# path: the longest chain of dependent projects times one project's engine time, measured alone.
+if [[ " $parts " == *" parallel "* ]]; then
+  echo
+  echo "## Parallel efficiency: wall time ÷ critical path"
+  echo "| projects | longest chain | --parallel | one project (s) | critical path (s) | wall time (s) | ratio | in-run critical path (s) | ratio to it | mean start delay (ms) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  export NOWORK_SLEEP=1
+  cat > "$work/one.sh" <<SH
+cd "$work/aws/infrastructure/aws/vpc"
 pulumi --non-interactive stack select --create --stack dev
 pulumi --non-interactive up --yes --skip-preview --stack dev --json > /dev/null
 pulumi --non-interactive stack output --json --show-secrets --stack dev > /dev/null
 SH
-hyperfine --warmup 1 --runs 10 -N --export-json "$work/one.json" --command-name "one project's engine calls" "sh $work/one-project.sh" > /dev/null
-hyperfine --warmup 1 --runs 5 -N --export-json "$work/parallel.json" \
-  --command-name "mara up --parallel 16 (each project ${delay_ms} ms)" \
-  "$MARA -C $work/ws2 up --yes --parallel 16 --color never -q" > "$work/parallel.txt"
-cat "$work/parallel.txt"
-python3 - "$work/parallel.json" "$length" "$work/one.json" <<'PY'
-import json, sys
+  hyperfine -N --warmup 1 --runs 10 --export-json "$work/one.json" "sh $work/one.sh" > /dev/null
+  one=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["mean"])' "$work/one.json")
+  for size in aws 1000; do
+    read -r n _ chain < <(shape "$work/$size")
+    parallel=$([ "$size" = aws ] && echo 16 || echo 128)
+    runs=$([ "$size" = aws ] && echo 5 || echo 2)
+    hyperfine -N --warmup 0 --runs "$runs" --export-json "$work/par.json" \
+      "$MARA -C $work/$size up --yes --parallel $parallel --color never -q --report $work/report.json" > /dev/null
+    "$MARA" -C "$work/$size" show-execution --format json > "$work/plan.json"
+    # Also against the critical path of the durations the projects really had in the last run
+    # (engines slow each other down when many start at once on few cores), and how long each
+    # project waited between its last dependency's end and its own start: mara's own share.
+    python3 - "$work/par.json" "$n" "$chain" "$one" "$parallel" "$work/plan.json" "$work/report.json" <<'PY'
+import datetime, json, sys
 r = json.load(open(sys.argv[1]))["results"][0]
-length = int(sys.argv[2])
-project = json.load(open(sys.argv[3]))["results"][0]["mean"]
-critical = length * project
-print(f"one project's engine time: {project * 1000:.1f} ms")
-print(f"critical path: {length} projects x {project:.3f} s = {critical:.3f} s")
-print(f"wall time: {r['mean']:.3f} s ± {r['stddev']:.3f}")
-print(f"wall time / critical path: {r['mean'] / critical:.3f}")
+n, chain, one, parallel = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+plan = json.load(open(sys.argv[6]))["projects"]
+report = json.load(open(sys.argv[7]))
+at = lambda s: datetime.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+ran = {p["path"]: p for p in report["projects"]}
+finish, delays = {}, []
+for p in plan:
+    finish[p["path"]] = ran[p["path"]]["duration_ms"] / 1000 + max((finish[a] for a in p["after"]), default=0)
+    ready = max((at(ran[a]["finished"]) for a in p["after"]), default=at(report["started"]))
+    delays.append(at(ran[p["path"]]["started"]) - ready)
+in_run = max(finish.values())
+wall = at(report["finished"]) - at(report["started"])
+critical = chain * one
+print(f"| {n} | {chain} | {parallel} | {one:.3f} | {critical:.2f} | {r['mean']:.2f} ± {r['stddev']:.2f} | {r['mean'] / critical:.3f} "
+      f"| {in_run:.2f} | {wall / in_run:.3f} | {sum(delays) / len(delays) * 1000:.1f} |")
 PY
+  done
+  unset NOWORK_SLEEP
+fi
+
+# --- 4. up --changed on an unchanged workspace -----------------------------------------------
+if [[ " $parts " == *" changed "* ]]; then
+  echo
+  echo "## up --changed on an unchanged workspace"
+  echo "| projects | mean ± σ (ms) | engine calls |"
+  echo "|---|---|---|"
+  for size in 1000; do
+    read -r n _ _ < <(shape "$work/$size")
+    "$MARA" -C "$work/$size" up --yes -q > /dev/null
+    hyperfine -N --warmup 2 --runs 15 --export-json "$work/ch.json" \
+      "$MARA -C $work/$size up --yes --changed -q" > /dev/null
+    export NOWORK_LOG="$work/calls.log"
+    : > "$NOWORK_LOG"
+    "$MARA" -C "$work/$size" up --yes --changed -q > /dev/null
+    calls=$(wc -l < "$NOWORK_LOG")
+    unset NOWORK_LOG
+    echo "| $n | $(mean_ms "$work/ch.json") ± $(stddev_ms "$work/ch.json") | $calls |"
+  done
+fi
+
+# --- 5. Start-up -----------------------------------------------------------------------------
+if [[ " $parts " == *" startup "* ]]; then
+  echo
+  echo "## Start-up"
+  echo "| command | mean ± σ (ms) |"
+  echo "|---|---|"
+  for cmd in "--version" "show-execution --provider aws"; do
+    hyperfine -N --warmup 5 --runs 50 --export-json "$work/s.json" "$MARA -C $work/aws $cmd" > /dev/null
+    echo "| \`mara $cmd\` | $(mean_ms "$work/s.json") ± $(stddev_ms "$work/s.json") |"
+  done
+fi
