@@ -79,7 +79,7 @@ pub fn fingerprints(
         hash_files(&mut own, &dirs[i], state_dir, stack, &global);
         hex(&own.finalize())
     };
-    let owns = on_every_core(plan.graph.len(), own_hash);
+    let owns = crate::parallel::map(plan.graph.len(), own_hash);
     let mut done: BTreeMap<usize, String> = BTreeMap::new();
     // Every predecessor in the graph counts, selected or not: its inputs shape this project's.
     for &i in plan.graph.order() {
@@ -120,28 +120,6 @@ fn entry(project: &Project) -> String {
         project.on_destroy,
         project.steps
     )
-}
-
-/// `f(0)`, …, `f(n - 1)`, computed on every core, in order.
-fn on_every_core<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if threads == 1 || n < 64 {
-        return (0..n).map(f).collect();
-    }
-    let chunk = n.div_ceil(threads);
-    let f = &f;
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..n)
-            .step_by(chunk)
-            .map(|start| {
-                scope.spawn(move || (start..(start + chunk).min(n)).map(f).collect::<Vec<_>>())
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().expect("hashing does not panic"))
-            .collect()
-    })
 }
 
 /// Every file under `dir` that git would track (`.gitignore`, `.git/info/exclude` and the

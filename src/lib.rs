@@ -12,6 +12,7 @@ pub mod error;
 pub mod fingerprint;
 pub mod graph;
 pub mod ledger;
+pub mod parallel;
 pub mod provider;
 pub mod run;
 pub mod settings;

@@ -71,14 +71,7 @@ fn destroy_asks_for_the_stack_name() {
     let (dir, bin) = workspace();
     common::mara(dir.path())
         .args(["up", "--yes", "--only", "cluster"])
-        .env(
-            "PATH",
-            format!(
-                "{}:{}",
-                bin.path().display(),
-                std::env::var("PATH").unwrap()
-            ),
-        )
+        .env("PATH", common::path_with(bin.path()))
         .env("HOME", dir.path().join("home"))
         .assert()
         .success();

@@ -99,12 +99,7 @@ MARA_SECRET_SIRIUS_DEMO_LOGIN_PWD=demo-test
 
     fn mara(&self) -> Command {
         let mut cmd = common::mara(self.root());
-        let path = format!(
-            "{}:{}",
-            self.bin.path().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        cmd.env("PATH", path)
+        cmd.env("PATH", common::path_with(self.bin.path()))
             .env("HOME", self.root().join("home"))
             .env("K3D_STAND_IN_LOG", self.root().join("k3d.log"))
             .env("K3D_STAND_IN_STATE", self.root().join("k3d-clusters"));

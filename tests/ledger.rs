@@ -34,11 +34,7 @@ impl Ws {
     }
 
     fn path_var(&self) -> String {
-        format!(
-            "{}:{}",
-            self.bin.path().display(),
-            std::env::var("PATH").unwrap()
-        )
+        common::path_with(self.bin.path())
     }
 
     fn mara(&self) -> assert_cmd::Command {

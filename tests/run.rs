@@ -43,11 +43,7 @@ impl Deployment {
     }
 
     fn environment<C: EnvCommand>(&self, cmd: &mut C) {
-        let path = format!(
-            "{}:{}",
-            self.bin.path().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
+        let path = common::path_with(self.bin.path());
         cmd.set("PATH", &path);
         cmd.set("HOME", &self.root().join("home").display().to_string());
         cmd.set("PULUMI_STAND_IN_LOG", &self.log().display().to_string());

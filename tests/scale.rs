@@ -76,12 +76,7 @@ impl Synthetic {
 
     fn mara(&self) -> Command {
         let mut cmd = common::mara(self.root());
-        let path = format!(
-            "{}:{}",
-            self.bin.path().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        cmd.env("PATH", path)
+        cmd.env("PATH", common::path_with(self.bin.path()))
             .env("HOME", self.root().join("home"))
             .env("PULUMI_STAND_IN_LOG", self.root().join("stand-in.jsonl"))
             .env("MARA_LOG", "mara::reads=debug,mara::graph=debug");

@@ -57,16 +57,9 @@ impl Case {
 
     fn mara(&self) -> assert_cmd::Command {
         let mut cmd = common::mara(self.root());
-        cmd.env(
-            "PATH",
-            format!(
-                "{}:{}",
-                self.bin.path().display(),
-                std::env::var("PATH").unwrap()
-            ),
-        )
-        .env("HOME", self.root().join("home"))
-        .env("PULUMI_STAND_IN_LOG", self.log());
+        cmd.env("PATH", common::path_with(self.bin.path()))
+            .env("HOME", self.root().join("home"))
+            .env("PULUMI_STAND_IN_LOG", self.log());
         cmd
     }
 

@@ -212,11 +212,7 @@ fn pulumi_terraform_and_command_projects_run_in_one_graph() {
         "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=mixed\n",
     )
     .unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = common::path_with(bin.path());
     let run = |args: &[&str]| {
         let output = m
             .mara()

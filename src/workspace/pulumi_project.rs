@@ -32,21 +32,8 @@ impl PulumiProject {
     /// The project in each of `dirs` (`None`: no project file there), read on every core: a plan
     /// of thousands of projects is mostly this.
     pub fn load_each(dirs: &[PathBuf]) -> Vec<Option<Result<PulumiProject>>> {
-        let load = |dir: &PathBuf| PulumiProject::find(dir).map(|file| PulumiProject::load(&file));
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if threads == 1 || dirs.len() < 64 {
-            return dirs.iter().map(load).collect();
-        }
-        let chunk = dirs.len().div_ceil(threads);
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = dirs
-                .chunks(chunk)
-                .map(|part| scope.spawn(move || part.iter().map(load).collect::<Vec<_>>()))
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|w| w.join().expect("reading project files does not panic"))
-                .collect()
+        crate::parallel::map(dirs.len(), |i| {
+            PulumiProject::find(&dirs[i]).map(|file| PulumiProject::load(&file))
         })
     }
 

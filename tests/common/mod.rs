@@ -138,6 +138,15 @@ pub fn stand_in_bin() -> tempfile::TempDir {
     bin
 }
 
+/// `PATH` with `dir` first: how the tests put stand-ins before the real tools.
+pub fn path_with(dir: &Path) -> String {
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 /// The stand-in binary.
 pub fn stand_in() -> PathBuf {
     let path = assert_cmd::cargo::cargo_bin("mara").with_file_name("pulumi");
