@@ -19,6 +19,13 @@ fn main() {
     {
         mara::run::watchdog::main();
     }
+    // Started as a background job of a script, mara inherits SIGINT ignored, and an ignored signal
+    // stays ignored across exec: its engines could not be interrupted. Its children must get the
+    // default (mara's own handler, installed for a run, is reset to it by exec as well).
+    // SAFETY: setting a signal's disposition to the default has no other effect.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let settings = Settings::resolve(cli.global, env);

@@ -321,6 +321,12 @@ mod tests {
 
     #[tokio::test]
     async fn an_interrupt_reaches_the_whole_process_group() {
+        // mara's main does the same: a test runner started in the background inherits SIGINT
+        // ignored, which the shell below could then not trap.
+        // SAFETY: setting a signal's disposition to the default has no other effect.
+        unsafe {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+        }
         let interrupt = Interrupt::default();
         let (tx, _rx) = mpsc::unbounded_channel();
         let trigger = interrupt.clone();

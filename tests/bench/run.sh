@@ -21,21 +21,10 @@ $GENERATE --shape "$work/aws.json" "$work/aws"
 for n in 100 1000 10000; do $GENERATE "$n" "$work/$n"; done
 sizes="aws 100 1000 10000"
 
-# A pulumi that does no work: it answers every call mara makes at once, with valid output, and
-# appends one line per call to $NOWORK_LOG when that is set.
+# A pulumi that does no work (tests/bench/nowork.rs): it answers every call mara makes at once,
+# with valid output, sleeps $NOWORK_SLEEP seconds in `up`, and logs its calls to $NOWORK_LOG.
 mkdir -p "$work/nowork"
-cat > "$work/nowork/pulumi" <<'SH'
-#!/bin/sh
-[ -n "${NOWORK_LOG:-}" ] && echo "$*" >> "$NOWORK_LOG"
-for word in "$@"; do
-  case "$word" in
-    output) echo '{}'; exit 0 ;;
-    up|refresh|destroy) sleep "${NOWORK_SLEEP:-0}"; echo '{"sequence":0,"timestamp":0,"summaryEvent":{"resourceChanges":{"same":1},"durationSeconds":0,"result":"succeeded"}}'; exit 0 ;;
-  esac
-done
-exit 0
-SH
-chmod +x "$work/nowork/pulumi"
+rustc -O --edition 2021 -o "$work/nowork/pulumi" tests/bench/nowork.rs
 export PATH="$work/nowork:$PATH"
 
 # Projects and edges of a workspace's plan, and its longest chain of dependent projects.

@@ -1,0 +1,36 @@
+//! A `pulumi` that does no work, for the benchmarks (tests/bench/run.sh): it answers each call mara
+//! makes at once with valid output, sleeps `NOWORK_SLEEP` seconds in `up`/`refresh`/`destroy`, and
+//! appends its arguments to `NOWORK_LOG` when that is set. Compiled rather than a shell script so
+//! that its own start-up (one process, no `sleep` child) disturbs the measurements as little as
+//! possible. Built by run.sh with `rustc -O`; not part of the crate.
+
+use std::io::Write;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Ok(log) = std::env::var("NOWORK_LOG") {
+        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+            let _ = writeln!(file, "{}", args.join(" "));
+        }
+    }
+    for word in &args {
+        match word.as_str() {
+            "output" => {
+                println!("{{}}");
+                return;
+            }
+            "up" | "refresh" | "destroy" => {
+                let seconds: f64 = std::env::var("NOWORK_SLEEP")
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0.0);
+                std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+                println!(
+                    r#"{{"sequence":0,"timestamp":0,"summaryEvent":{{"resourceChanges":{{"same":1}},"durationSeconds":0,"result":"succeeded"}}}}"#
+                );
+                return;
+            }
+            _ => {}
+        }
+    }
+}
