@@ -6,31 +6,22 @@ mod common;
 
 use std::path::Path;
 
-fn workspace() -> (tempfile::TempDir, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    common::copy_example(&common::example("mara-local"), dir.path());
-    (dir, common::stand_in_bin())
-}
+use common::Deployment;
 
+/// Whether `project`'s stack on `dev` holds resources.
 fn deployed(workspace: &Path, project: &str) -> bool {
-    workspace
-        .join(format!(
-            ".mara/pulumi-state/.pulumi/stacks/{project}/dev.json"
-        ))
-        .is_file()
-        && std::fs::read_to_string(workspace.join(format!(
-            ".mara/pulumi-state/.pulumi/stacks/{project}/dev.json"
-        )))
-        .unwrap()
-        .contains("pulumi:pulumi:Stack")
+    std::fs::read_to_string(workspace.join(format!(
+        ".mara/pulumi-state/.pulumi/stacks/{project}/dev.json"
+    )))
+    .is_ok_and(|state| state.contains("pulumi:pulumi:Stack"))
 }
 
 #[test]
 fn up_previews_shows_the_changes_and_asks() {
-    let (dir, bin) = workspace();
+    let d = Deployment::of("mara-local");
     // "no" is the default: Enter changes nothing.
     let mut terminal =
-        common::Terminal::start(dir.path(), bin.path(), "up --only cluster --only registry");
+        common::Terminal::start(d.root(), d.bin.path(), "up --only cluster --only registry");
     terminal.wait_for("Do you want to perform this update?");
     let screen = terminal.screen.lock().unwrap().clone();
     assert!(
@@ -48,11 +39,11 @@ fn up_previews_shows_the_changes_and_asks() {
         screen.contains("not confirmed: nothing was changed"),
         "{screen}"
     );
-    assert!(!deployed(dir.path(), "local-cluster"));
+    assert!(!deployed(d.root(), "local-cluster"));
 
     // details, then yes.
     let mut terminal =
-        common::Terminal::start(dir.path(), bin.path(), "up --only cluster --only registry");
+        common::Terminal::start(d.root(), d.bin.path(), "up --only cluster --only registry");
     terminal.wait_for("Do you want to perform this update?");
     terminal.type_keys("\x1b[B\r"); // down: details
     terminal.wait_for("── infrastructure/local/registry");
@@ -63,19 +54,17 @@ fn up_previews_shows_the_changes_and_asks() {
         screen.contains("create pulumi:pulumi:Stack"),
         "details show each project's preview: {screen}"
     );
-    assert!(deployed(dir.path(), "local-cluster") && deployed(dir.path(), "local-registry"));
+    assert!(deployed(d.root(), "local-cluster") && deployed(d.root(), "local-registry"));
 }
 
 #[test]
 fn destroy_asks_for_the_stack_name() {
-    let (dir, bin) = workspace();
-    common::mara(dir.path())
+    let d = Deployment::of("mara-local");
+    d.mara()
         .args(["up", "--yes", "--only", "cluster"])
-        .env("PATH", common::path_with(bin.path()))
-        .env("HOME", dir.path().join("home"))
         .assert()
         .success();
-    let mut terminal = common::Terminal::start(dir.path(), bin.path(), "destroy --only cluster");
+    let mut terminal = common::Terminal::start(d.root(), d.bin.path(), "destroy --only cluster");
     terminal.wait_for("Type the stack name (dev) to confirm");
     terminal.type_keys("prod\r");
     let (code, screen) = terminal.finish();
@@ -85,14 +74,14 @@ fn destroy_asks_for_the_stack_name() {
         "it lists what it would destroy: {screen}"
     );
     assert!(
-        deployed(dir.path(), "local-cluster"),
+        deployed(d.root(), "local-cluster"),
         "a wrong name destroys nothing"
     );
 
-    let mut terminal = common::Terminal::start(dir.path(), bin.path(), "destroy --only cluster");
+    let mut terminal = common::Terminal::start(d.root(), d.bin.path(), "destroy --only cluster");
     terminal.wait_for("Type the stack name (dev) to confirm");
     terminal.type_keys("dev\r");
     let (code, screen) = terminal.finish();
     assert_eq!(code, 0, "{screen}");
-    assert!(!deployed(dir.path(), "local-cluster"));
+    assert!(!deployed(d.root(), "local-cluster"));
 }

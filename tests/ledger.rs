@@ -4,45 +4,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::Deployment as Ws;
 use serde_json::Value;
-
-struct Ws {
-    dir: tempfile::TempDir,
-    bin: tempfile::TempDir,
-}
 
 impl Ws {
     fn new() -> Ws {
-        let dir = tempfile::tempdir().unwrap();
-        common::copy_example(&common::example("mara-local"), dir.path());
-        Ws {
-            dir,
-            bin: common::stand_in_bin(),
-        }
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn log(&self) -> PathBuf {
-        self.root().join("calls.jsonl")
-    }
-
-    fn path_var(&self) -> String {
-        common::path_with(self.bin.path())
-    }
-
-    fn mara(&self) -> assert_cmd::Command {
-        let mut cmd = common::mara(self.root());
-        cmd.env("PATH", self.path_var())
-            .env("HOME", self.root().join("home"))
-            .env("PULUMI_STAND_IN_LOG", self.log());
-        cmd
+        Ws::of("mara-local")
     }
 
     /// `mara <args>` in the background, with `delay_ms` per engine operation.
@@ -50,10 +20,8 @@ impl Ws {
         Command::new(assert_cmd::cargo::cargo_bin("mara"))
             .args(args)
             .current_dir(self.root())
-            .env("PATH", self.path_var())
-            .env("HOME", self.root().join("home"))
+            .envs(self.environment())
             .env("NO_COLOR", "1")
-            .env("PULUMI_STAND_IN_LOG", self.log())
             .env("PULUMI_STAND_IN_DELAY_MS", delay_ms.to_string())
             .env_remove("CI")
             .stdout(Stdio::piped())
@@ -111,10 +79,8 @@ impl Ws {
 
     /// The projects the stand-in ran `operation` for.
     fn operations(&self, operation: &str) -> Vec<String> {
-        std::fs::read_to_string(self.log())
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        self.calls()
+            .into_iter()
             .filter(|c| c["argv"].as_array().unwrap().iter().any(|a| a == operation))
             .map(|c| c["project"].as_str().unwrap_or_default().to_string())
             .collect()

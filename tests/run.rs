@@ -8,55 +8,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-/// A copy of an example workspace with the stand-in installed as `pulumi`, a private HOME and
-/// an invocation log.
-struct Deployment {
-    dir: tempfile::TempDir,
-    bin: tempfile::TempDir,
-}
+use common::Deployment;
 
 impl Deployment {
     fn new() -> Deployment {
-        let dir = tempfile::tempdir().unwrap();
-        common::copy_example(&common::example("mara-local"), dir.path());
-        Deployment {
-            dir,
-            bin: common::stand_in_bin(),
-        }
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn log(&self) -> PathBuf {
-        self.root().join("stand-in.jsonl")
-    }
-
-    fn mara(&self) -> Command {
-        let mut cmd = common::mara(self.root());
-        self.environment(&mut cmd);
-        cmd
-    }
-
-    fn environment<C: EnvCommand>(&self, cmd: &mut C) {
-        let path = common::path_with(self.bin.path());
-        cmd.set("PATH", &path);
-        cmd.set("HOME", &self.root().join("home").display().to_string());
-        cmd.set("PULUMI_STAND_IN_LOG", &self.log().display().to_string());
-        cmd.unset("KUBECONFIG");
-    }
-
-    /// The stand-in's log: one entry per invocation.
-    fn calls(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.log())
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
-            .collect()
+        Deployment::of("mara-local")
     }
 
     /// The calls of `operation` (`up`, `destroy`, …), as (project directory, entry).
@@ -130,29 +88,6 @@ impl Deployment {
             .lines()
             .map(str::to_string)
             .collect()
-    }
-}
-
-trait EnvCommand {
-    fn set(&mut self, key: &str, value: &str);
-    fn unset(&mut self, key: &str);
-}
-
-impl EnvCommand for Command {
-    fn set(&mut self, key: &str, value: &str) {
-        self.env(key, value);
-    }
-    fn unset(&mut self, key: &str) {
-        self.env_remove(key);
-    }
-}
-
-impl EnvCommand for StdCommand {
-    fn set(&mut self, key: &str, value: &str) {
-        self.env(key, value);
-    }
-    fn unset(&mut self, key: &str) {
-        self.env_remove(key);
     }
 }
 
@@ -467,8 +402,11 @@ impl Deployment {
         engines: usize,
     ) -> std::process::Child {
         let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("mara"));
-        cmd.args(args).current_dir(self.root()).env("NO_COLOR", "1");
-        self.environment(&mut cmd);
+        cmd.args(args)
+            .current_dir(self.root())
+            .env("NO_COLOR", "1")
+            .envs(self.environment())
+            .env_remove("KUBECONFIG");
         for (key, value) in env {
             cmd.env(key, value);
         }

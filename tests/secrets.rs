@@ -4,8 +4,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
+use common::Deployment as Case;
 use common::Terminal;
 
 const SECRETS: [(&str, &str); 5] = [
@@ -19,18 +18,12 @@ const SECRETS: [(&str, &str); 5] = [
     ("MARA_SECRET_SIRIUS_DEMO_LOGIN_PWD", "Zq7-login-leak-check"),
 ];
 
-/// A copy of the example without its demo secrets (and, with `first_run`, without its
-/// configuration), the stand-in as `pulumi`, and a log of its calls.
-struct Case {
-    dir: tempfile::TempDir,
-    bin: tempfile::TempDir,
-}
-
 impl Case {
+    /// A copy of the example without its demo secrets (and, with `first_run`, without its
+    /// configuration), the stand-in as `pulumi`, and a log of its calls.
     fn new(first_run: bool) -> Case {
-        let dir = tempfile::tempdir().unwrap();
-        common::copy_example(&common::example("mara-local"), dir.path());
-        let env_file = dir.path().join("config/pulumi/environment");
+        let case = Case::of("mara-local");
+        let env_file = case.root().join("config/pulumi/environment");
         let text: String = std::fs::read_to_string(&env_file)
             .unwrap()
             .lines()
@@ -39,28 +32,9 @@ impl Case {
             .collect();
         std::fs::write(&env_file, text).unwrap();
         if first_run {
-            std::fs::remove_file(dir.path().join("config/pulumi/Pulumi.dev.yaml")).unwrap();
+            std::fs::remove_file(case.root().join("config/pulumi/Pulumi.dev.yaml")).unwrap();
         }
-        Case {
-            dir,
-            bin: common::stand_in_bin(),
-        }
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn log(&self) -> PathBuf {
-        self.root().join("calls.jsonl")
-    }
-
-    fn mara(&self) -> assert_cmd::Command {
-        let mut cmd = common::mara(self.root());
-        cmd.env("PATH", common::path_with(self.bin.path()))
-            .env("HOME", self.root().join("home"))
-            .env("PULUMI_STAND_IN_LOG", self.log());
-        cmd
+        case
     }
 
     /// The stand-in, in a project directory, with the example's backend and passphrase.
@@ -81,7 +55,8 @@ impl Case {
         String::from_utf8(output.stdout).unwrap()
     }
 
-    fn calls(&self) -> String {
+    /// The stand-in's log as it is written.
+    fn calls_text(&self) -> String {
         std::fs::read_to_string(self.log()).unwrap_or_default()
     }
 }
@@ -182,7 +157,7 @@ fn the_first_run_and_the_secrets_are_asked_on_a_terminal() {
     assert_eq!(get("sirius:demo_login_user").trim(), "testuser");
     assert_eq!(get("sirius:demo_login_pwd").trim(), "Zq7-typed-login");
     assert!(
-        !case.calls().contains("Zq7"),
+        !case.calls_text().contains("Zq7"),
         "a secret was on a command line"
     );
 
@@ -373,7 +348,7 @@ fn config_get_set_and_list() {
     );
 
     // The secret was on no command line, and is in no file in plain text.
-    assert!(!case.calls().contains("Zq7"));
+    assert!(!case.calls_text().contains("Zq7"));
     for (path, content) in common::tree(case.root()) {
         if let Some(content) = content {
             assert!(

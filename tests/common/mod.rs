@@ -138,6 +138,58 @@ pub fn stand_in_bin() -> tempfile::TempDir {
     bin
 }
 
+/// A copy of an example workspace with the stand-in installed as `pulumi` (first on PATH), a
+/// private HOME, and the stand-in's log of every call it received.
+pub struct Deployment {
+    pub dir: tempfile::TempDir,
+    pub bin: tempfile::TempDir,
+}
+
+impl Deployment {
+    pub fn of(example_name: &str) -> Deployment {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        copy_example(&example(example_name), dir.path());
+        Deployment {
+            dir,
+            bin: stand_in_bin(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The stand-in's log: one JSON line per invocation.
+    pub fn log(&self) -> PathBuf {
+        self.root().join("stand-in.jsonl")
+    }
+
+    /// The variables every process of this deployment runs with (PATH, HOME, the stand-in's log).
+    pub fn environment(&self) -> [(&'static str, String); 3] {
+        [
+            ("PATH", path_with(self.bin.path())),
+            ("HOME", self.root().join("home").display().to_string()),
+            ("PULUMI_STAND_IN_LOG", self.log().display().to_string()),
+        ]
+    }
+
+    /// `mara` in the deployment, as `mara()` sets it up, with `environment()`.
+    pub fn mara(&self) -> Command {
+        let mut cmd = mara(self.root());
+        cmd.envs(self.environment());
+        cmd
+    }
+
+    /// Every call the stand-in logged so far.
+    pub fn calls(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.log())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+            .collect()
+    }
+}
+
 /// `PATH` with `dir` first: how the tests put stand-ins before the real tools.
 pub fn path_with(dir: &Path) -> String {
     format!(
