@@ -131,8 +131,8 @@ fn hand_over(
     env: &BTreeMap<String, String>,
     cwd: &Path,
 ) -> Result<()> {
-    let path = which::which_in(program, env.get("PATH"), cwd)
-        .map_err(|_| Error::config(Problem::new(format!("`{program}` was not found on PATH"))))?;
+    let path = crate::run::process::resolve_program(program, env, cwd)
+        .map_err(|error| Error::config(Problem::new(error.to_string())))?;
     tracing::info!("running {program} {}", args.join(" "));
     let status = std::process::Command::new(path)
         .args(args)

@@ -4,11 +4,11 @@
 //! never holds a secret it was not asked to show.
 
 use std::collections::BTreeMap;
-use std::process::Stdio;
 
 use serde_json::{Map, Value};
 
 use crate::cli::OutputArgs;
+use crate::engine::{Step, StepKind};
 use crate::error::{Error, Problem, Result};
 use crate::graph::{ExecutionGraph, Plan, Selection};
 use crate::provider::EngineKind;
@@ -92,25 +92,18 @@ fn terraform_outputs(
     if !dir.join(".terraform").is_dir() {
         return Ok(Value::Null);
     }
-    let program = which::which_in(binary, env.get("PATH"), dir)
-        .map_err(|_| Error::config(Problem::new(format!("`{binary}` was not found on PATH"))))?;
-    let output = std::process::Command::new(program)
-        .args(["output", "-json", "-no-color"])
-        .current_dir(dir)
-        .env_clear()
-        .envs(env)
-        .env("TF_WORKSPACE", stack)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(Error::Output)?;
-    if output.status.success() {
+    let args = ["output", "-json", "-no-color"].map(String::from).to_vec();
+    let mut step = Step::new(StepKind::Outputs, binary, args, dir);
+    step.env.insert("TF_WORKSPACE".into(), stack.into());
+    let output = run_step(&step, env, None)?;
+    if output.code == Some(0) {
         Ok(crate::engine::terraform::outputs(
-            &String::from_utf8_lossy(&output.stdout),
+            &output.stdout,
             show_secrets,
         ))
     } else {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let reason = crate::run::process::last_error(&stderr).unwrap_or("terraform output failed");
+        let reason =
+            crate::run::process::last_error(&output.stderr).unwrap_or("terraform output failed");
         Err(Error::config(
             Problem::new(reason.to_string()).subject(dir.display().to_string()),
         ))
@@ -128,12 +121,6 @@ fn read_outputs(
     if !dir.is_dir() {
         return Ok(Value::Null);
     }
-    let program = which::which_in(binary, env.get("PATH"), dir).map_err(|_| {
-        Error::config(
-            Problem::new(format!("`{binary}` was not found on PATH"))
-                .hint("install the Pulumi CLI, or set `binary` under [pulumi] in mara.toml"),
-        )
-    })?;
     let mut args = vec![
         "--non-interactive",
         "stack",
@@ -145,22 +132,20 @@ fn read_outputs(
     if show_secrets {
         args.push("--show-secrets");
     }
-    let output = std::process::Command::new(program)
-        .args(&args)
-        .current_dir(dir)
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(Error::Output)?;
-    match output.status.code() {
-        Some(0) => Ok(serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)),
+    let args = args.into_iter().map(String::from).collect();
+    let output = run_step(
+        &Step::new(StepKind::Outputs, binary, args, dir),
+        env,
+        Some("install the Pulumi CLI, or set `binary` under [pulumi] in mara.toml"),
+    )?;
+    match output.code {
+        Some(0) => Ok(serde_json::from_str(&output.stdout).unwrap_or(Value::Null)),
         // No such stack: the project has not been deployed.
         Some(6) => Ok(Value::Null),
         _ => {
-            let stderr = String::from_utf8_lossy(&output.stderr);
+            let stderr = &output.stderr;
             let reason =
-                crate::run::process::last_error(&stderr).unwrap_or("pulumi stack output failed");
+                crate::run::process::last_error(stderr).unwrap_or("pulumi stack output failed");
             if stderr.contains("no stack named") {
                 return Ok(Value::Null);
             }
@@ -169,4 +154,20 @@ fn read_outputs(
             ))
         }
     }
+}
+
+/// Runs an outputs step to its end; a program missing from PATH is a configuration error, with
+/// `hint` when there is one.
+fn run_step(
+    step: &Step,
+    env: &BTreeMap<String, String>,
+    hint: Option<&str>,
+) -> Result<crate::run::process::Finished> {
+    crate::run::process::run_blocking(step, env, None).map_err(|error| {
+        if error.kind() == std::io::ErrorKind::NotFound {
+            Error::config(Problem::new(error.to_string()).maybe_hint(hint.map(String::from)))
+        } else {
+            Error::Output(error)
+        }
+    })
 }

@@ -141,23 +141,8 @@ pub async fn run(
     interrupt: &Interrupt,
     lines: mpsc::UnboundedSender<(Stream, String)>,
 ) -> std::io::Result<Finished> {
-    let program = resolve_program(&step.program, env, &step.cwd)?;
-    let mut command = tokio::process::Command::new(program);
-    command
-        .args(&step.args)
-        .current_dir(&step.cwd)
-        .env_clear()
-        .envs(env)
-        .envs(&step.env)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    let mut command = tokio::process::Command::from(command(step, env, stdin.is_some())?);
+    command.process_group(0).kill_on_drop(true);
     let mut child = command.spawn()?;
     let group = child.id().map(|pid| pid as i32);
     if let Some(group) = group {
@@ -206,21 +191,7 @@ pub fn run_blocking(
     stdin: Option<&str>,
 ) -> std::io::Result<Finished> {
     use std::io::Write as _;
-    let program = resolve_program(&step.program, env, &step.cwd)?;
-    let mut child = std::process::Command::new(program)
-        .args(&step.args)
-        .current_dir(&step.cwd)
-        .env_clear()
-        .envs(env)
-        .envs(&step.env)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+    let mut child = command(step, env, stdin.is_some())?.spawn()?;
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
         pipe.write_all(text.as_bytes())?;
     }
@@ -257,8 +228,29 @@ async fn read_lines(
     all
 }
 
+/// `step` as a process to start: its program as `env`'s PATH finds it, its arguments and
+/// directory, exactly `env` plus the step's own variables, standard input piped when there is
+/// something to write, standard output and error piped.
+fn command(
+    step: &Step,
+    env: &BTreeMap<String, String>,
+    stdin: bool,
+) -> std::io::Result<std::process::Command> {
+    let mut command = std::process::Command::new(resolve_program(&step.program, env, &step.cwd)?);
+    command
+        .args(&step.args)
+        .current_dir(&step.cwd)
+        .env_clear()
+        .envs(env)
+        .envs(&step.env)
+        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    Ok(command)
+}
+
 /// The program as the child's PATH finds it, so that the environment file's PATH counts.
-fn resolve_program(
+pub fn resolve_program(
     program: &str,
     env: &BTreeMap<String, String>,
     cwd: &Path,
