@@ -150,12 +150,13 @@ fn run_in(
         let with_secret_variables = env.clone();
         configure::strip_secret_variables(&mut env);
         let mut known_secrets = Vec::new();
+        let mut written = None;
         if operation == Operation::Up && !args.dry_run {
             let config = context
                 .config
                 .as_ref()
                 .expect("a resolved stack has its configuration read");
-            known_secrets = prepare_stack(
+            (known_secrets, written) = prepare_stack(
                 settings,
                 workspace,
                 &provider,
@@ -187,9 +188,10 @@ fn run_in(
             redactor: Arc::new(Redactor::new(known_secrets)),
             remove: extra.remove,
             interrupt: Interrupt::default(),
-            // Read again: a first run has just written it.
-            config: StackConfigFile::load(&workspace.stack_config_file(&stack.name))
-                .ok()
+            // What a first run has just written, else what was read at the start.
+            config: written
+                .as_ref()
+                .or(context.config.as_ref())
                 .and_then(|c| c.config().map(|c| c.values.clone()))
                 .unwrap_or_default(),
         };
@@ -603,7 +605,8 @@ impl Execution<'_> {
 
 /// Before `up`: the first run's answers written to the shared configuration (with
 /// `kubernetes:infra_type`), the secret answers and the missing secrets stored encrypted through
-/// Pulumi (the value on standard input). Returns every secret value it handled.
+/// Pulumi (the value on standard input). Returns every secret value it handled, and on a first
+/// run the configuration it wrote.
 #[allow(clippy::too_many_arguments)]
 fn prepare_stack(
     settings: &Settings,
@@ -615,7 +618,7 @@ fn prepare_stack(
     pulumi: &Pulumi,
     env: &BTreeMap<String, String>,
     with_secret_variables: &BTreeMap<String, String>,
-) -> Result<Vec<String>> {
+) -> Result<(Vec<String>, Option<StackConfigFile>)> {
     let needs = configure::needs(workspace, provider, plan, &stack.name, config)?;
     let kubeconfig = workspace.kubeconfig_file(&stack.name).display().to_string();
     let config_file = workspace.display(config.path()).display().to_string();
@@ -638,13 +641,16 @@ fn prepare_stack(
             &config_file,
         )?
     };
-    if config.is_first_run() {
+    let written = if config.is_first_run() {
         let text = configure::first_run_document(&first_run.values, provider.infra_type.as_deref());
         crate::run::hooks::write_atomic(config.path(), &text, 0o644)
             .map_err(|e| Error::read(config.path(), e))?;
         let written = StackConfigFile::load(config.path())?;
         check_configuration(workspace, provider, plan, stack, &written, Operation::Up)?;
-    }
+        Some(written)
+    } else {
+        None
+    };
     let mut values = Vec::new();
     let store = |dir: &Path, key: &str, value: &configure::Secret, shared: bool| -> Result<()> {
         for (step, stdin) in [
@@ -683,7 +689,7 @@ fn prepare_stack(
         store(&secrets_dir, key, value, false)?;
         values.push(value.expose().to_string());
     }
-    Ok(values)
+    Ok((values, written))
 }
 
 /// The secret values Pulumi already stores for this stack — in the secrets project and in the
