@@ -22,32 +22,35 @@ pub const ARG: &str = "__watchdog";
 /// mara's side: the watchdog's pipe, started on the first engine.
 #[derive(Default)]
 pub struct Watchdog {
-    pipe: Mutex<Option<(Child, ChildStdin)>>,
-    failed: std::sync::atomic::AtomicBool,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+enum State {
+    #[default]
+    NotStarted,
+    Running(Child, ChildStdin),
+    /// It could not be started: the run goes on without this protection.
+    Failed,
 }
 
 impl Watchdog {
     /// Tells the watchdog that `group` is running (`true`) or has ended (`false`). A watchdog
     /// that cannot be started or written to costs only this protection, never the run.
     pub fn tell(&self, group: i32, running: bool) {
-        if self.failed.load(std::sync::atomic::Ordering::Relaxed) {
-            return;
-        }
-        let Ok(mut pipe) = self.pipe.lock() else {
+        let Ok(mut state) = self.state.lock() else {
             return;
         };
-        if pipe.is_none() {
-            match start() {
-                Ok(started) => *pipe = Some(started),
+        if matches!(*state, State::NotStarted) {
+            *state = match start() {
+                Ok((child, stdin)) => State::Running(child, stdin),
                 Err(error) => {
                     tracing::warn!("the engine watchdog did not start: {error}");
-                    self.failed
-                        .store(true, std::sync::atomic::Ordering::Relaxed);
-                    return;
+                    State::Failed
                 }
-            }
+            };
         }
-        if let Some((_, stdin)) = pipe.as_mut() {
+        if let State::Running(_, stdin) = &mut *state {
             let sign = if running { '+' } else { '-' };
             let _ = writeln!(stdin, "{sign}{group}").and_then(|()| stdin.flush());
         }
@@ -57,8 +60,8 @@ impl Watchdog {
 impl Drop for Watchdog {
     fn drop(&mut self) {
         // Closing the pipe ends the watchdog; with every group ended it signals nothing.
-        if let Ok(pipe) = self.pipe.get_mut()
-            && let Some((mut child, stdin)) = pipe.take()
+        if let Ok(state) = self.state.get_mut()
+            && let State::Running(mut child, stdin) = std::mem::take(state)
         {
             drop(stdin);
             let _ = child.wait();
