@@ -529,18 +529,20 @@ impl Execution<'_> {
         } = capture;
         // The ledger's writes (a SQLite commit each) run on a thread of their own, off the
         // runtime that starts and reads the engines.
-        let recording = record.cloned().map(|record| {
-            let fingerprints = fingerprints.clone();
-            let root = self.workspace.root.clone();
-            let (to_ledger, events) = std::sync::mpsc::channel::<scheduler::Event>();
-            let writer = std::thread::spawn(move || {
-                for event in events {
-                    write_record(&record, &event, &root, &fingerprints);
-                }
-            });
-            (to_ledger, writer)
-        });
-        let to_ledger = recording.as_ref().map(|(sender, _)| sender.clone());
+        let (to_ledger, writer) = record
+            .cloned()
+            .map(|record| {
+                let fingerprints = fingerprints.clone();
+                let root = self.workspace.root.clone();
+                let (to_ledger, events) = std::sync::mpsc::channel::<scheduler::Event>();
+                let writer = std::thread::spawn(move || {
+                    for event in events {
+                        write_record(&record, &event, &root, &fingerprints);
+                    }
+                });
+                (to_ledger, writer)
+            })
+            .unzip();
         let reporting = tokio::spawn(async move {
             let mut lines: BTreeMap<usize, Vec<String>> = BTreeMap::new();
             while let Some(event) = received.recv().await {
@@ -595,8 +597,8 @@ impl Execution<'_> {
         .await;
         drop(events);
         let lines = reporting.await.unwrap_or_default();
-        if let Some((to_ledger, writer)) = recording {
-            drop(to_ledger);
+        // The reporting task, and with it the ledger's sender, has ended: the writer finishes.
+        if let Some(writer) = writer {
             let _ = writer.join();
         }
         (reports, lines)
