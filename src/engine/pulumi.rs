@@ -38,19 +38,7 @@ impl Pulumi {
     /// The steps of `operation` on the project at `path` (relative to the projects directory),
     /// whose directory is `dir`.
     pub fn steps(&self, path: &str, dir: &Path, operation: Operation, remove: bool) -> Vec<Step> {
-        let step = |kind, args: Vec<String>| Step::new(kind, self.binary.clone(), args, dir);
         let owned = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<String>>();
-        let mut select = owned(&[
-            "--non-interactive",
-            "stack",
-            "select",
-            "--create",
-            "--stack",
-            &self.stack,
-        ]);
-        if let Some(provider) = &self.secrets_provider {
-            select.extend(owned(&["--secrets-provider", provider]));
-        }
         let mut op = owned(&["--non-interactive", operation.as_str()]);
         match operation {
             Operation::Preview => {}
@@ -71,32 +59,37 @@ impl Pulumi {
             "--json",
         ]));
         let mut steps = vec![
-            step(StepKind::Prepare, select),
-            step(StepKind::Operation, op),
+            self.select_step(dir),
+            Step::new(StepKind::Operation, self.binary.clone(), op, dir),
         ];
+        let stack = self.stack.as_str();
         match operation {
-            Operation::Up => steps.push(step(
+            Operation::Up => steps.push(self.step(
                 StepKind::Outputs,
-                owned(&[
+                dir,
+                &[
                     "--non-interactive",
                     "stack",
                     "output",
                     "--json",
                     "--show-secrets",
                     "--stack",
-                    &self.stack,
-                ]),
+                    stack,
+                ],
+                false,
             )),
-            Operation::Destroy if remove => steps.push(step(
+            Operation::Destroy if remove => steps.push(self.step(
                 StepKind::Cleanup,
-                owned(&[
+                dir,
+                &[
                     "--non-interactive",
                     "stack",
                     "rm",
                     "--yes",
                     "--stack",
-                    &self.stack,
-                ]),
+                    stack,
+                ],
+                false,
             )),
             _ => {}
         }
