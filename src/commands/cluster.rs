@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Problem, Result};
 use crate::settings::Settings;
-use crate::workspace::stack::{self, ResolvedStack};
+use crate::workspace::stack::ResolvedStack;
 use crate::workspace::{Workspace, envfile};
 
 /// What both commands need: the workspace, the stack, and the environment of its tools.
@@ -23,11 +23,7 @@ fn target(settings: &Settings) -> Result<Target> {
     let workspace = super::workspace(settings)?;
     let context =
         super::stack_context(settings, &workspace).map_err(|e| e.relative_to(&workspace.root))?;
-    let Some(stack) = context.stack else {
-        return Err(Error::usage(stack::missing_stack_problem(
-            &workspace.display(&workspace.env_file()),
-        )));
-    };
+    let stack = context.required_stack(&workspace)?;
     let env = envfile::merged_environment(&settings.env, context.env_file.as_ref());
     Ok(Target {
         workspace,

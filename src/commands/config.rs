@@ -19,7 +19,7 @@ use crate::run::process::{last_error, run_blocking};
 use crate::settings::Settings;
 use crate::workspace::Workspace;
 use crate::workspace::envfile;
-use crate::workspace::stack::{self, StackName};
+use crate::workspace::stack::StackName;
 use crate::workspace::stack_config::{ConfigValue, StackConfigFile};
 
 pub fn run(settings: &Settings, command: ConfigCommand) -> Result<()> {
@@ -37,11 +37,7 @@ struct Files {
 
 fn files(settings: &Settings, workspace: &Workspace) -> Result<Files> {
     let context = super::stack_context(settings, workspace)?;
-    let Some(stack) = context.stack else {
-        return Err(Error::usage(stack::missing_stack_problem(
-            &workspace.display(&workspace.env_file()),
-        )));
-    };
+    let stack = context.required_stack(workspace)?;
     let mut env = envfile::merged_environment(&settings.env, context.env_file.as_ref());
     super::run::resolve_backend_url(&mut env, &workspace.root);
     configure::strip_secret_variables(&mut env);

@@ -27,11 +27,8 @@ fn stack(settings: &Settings, workspace: &Workspace) -> Result<Option<String>> {
 }
 
 fn require_stack(settings: &Settings, workspace: &Workspace) -> Result<String> {
-    stack(settings, workspace)?.ok_or_else(|| {
-        Error::usage(crate::workspace::stack::missing_stack_problem(
-            &workspace.display(&workspace.env_file()),
-        ))
-    })
+    let stack = super::stack_context(settings, workspace)?.required_stack(workspace)?;
+    Ok(stack.name.to_string())
 }
 
 pub fn status(settings: &Settings, watch: bool) -> Result<()> {

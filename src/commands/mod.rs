@@ -118,6 +118,17 @@ pub struct StackContext {
     pub config: Option<StackConfigFile>,
 }
 
+impl StackContext {
+    /// The stack, for a command that cannot do without one.
+    pub fn required_stack(&self, workspace: &Workspace) -> Result<ResolvedStack> {
+        self.stack.clone().ok_or_else(|| {
+            Error::usage(stack::missing_stack_problem(
+                &workspace.display(&workspace.env_file()),
+            ))
+        })
+    }
+}
+
 pub fn stack_context(settings: &Settings, workspace: &Workspace) -> Result<StackContext> {
     let env_file = EnvFile::load(&workspace.env_file())?;
     let stack = stack::resolve(settings.stack.as_deref(), &settings.env, env_file.as_ref())?;

@@ -14,7 +14,6 @@ use crate::graph::{ExecutionGraph, Plan, Selection};
 use crate::provider::EngineKind;
 use crate::settings::Settings;
 use crate::workspace::envfile;
-use crate::workspace::stack;
 
 pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
     let workspace = super::workspace(settings)?;
@@ -24,11 +23,7 @@ pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
         let graph = ExecutionGraph::build(&provider)?;
         let plan = Plan::select(&graph, &Selection::default())?;
         let context = super::stack_context(settings, &workspace)?;
-        let Some(stack) = context.stack else {
-            return Err(Error::usage(stack::missing_stack_problem(
-                &workspace.display(&workspace.env_file()),
-            )));
-        };
+        let stack = context.required_stack(&workspace)?;
         let mut env = envfile::merged_environment(&settings.env, context.env_file.as_ref());
         super::run::resolve_backend_url(&mut env, &workspace.root);
         let chosen: Vec<usize> = match &args.project {

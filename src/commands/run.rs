@@ -30,7 +30,7 @@ use crate::ui::report::{self, RunSummary};
 use crate::ui::reporter::{Reporter, Target};
 use crate::workspace::Workspace;
 use crate::workspace::envfile;
-use crate::workspace::stack::{self, ResolvedStack};
+use crate::workspace::stack::ResolvedStack;
 use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfigFile};
 
 /// What differs between the four operations.
@@ -58,11 +58,7 @@ fn run_in(
     let selection = Selection::from(args.selection);
     let plan = Plan::select(&graph, &selection)?;
     let context = super::stack_context(settings, workspace)?;
-    let Some(stack) = context.stack.clone() else {
-        return Err(Error::usage(stack::missing_stack_problem(
-            &workspace.display(&workspace.env_file()),
-        )));
-    };
+    let stack = context.required_stack(workspace)?;
     if args.changed && operation != Operation::Up {
         return Err(Error::usage(Problem::new("--changed is for `mara up`")));
     }

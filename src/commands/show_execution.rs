@@ -37,13 +37,7 @@ fn plan(settings: &Settings, workspace: &Workspace, args: ShowExecutionArgs) -> 
         let graph = ExecutionGraph::build(provider)?;
         let plan = Plan::select(&graph, &selection)?;
         let context = super::stack_context(settings, &workspace)?;
-        let Some(stack) = context.stack else {
-            return Err(crate::error::Error::usage(
-                crate::workspace::stack::missing_stack_problem(
-                    &workspace.display(&workspace.env_file()),
-                ),
-            ));
-        };
+        let stack = context.required_stack(&workspace)?;
         let fingerprints = super::run::fingerprints_of(&plan, &workspace, &stack);
         let ledger = workspace.state_dir().join("ledger.db");
         let (text, _) =
