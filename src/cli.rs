@@ -4,8 +4,6 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::ui::ColorChoice;
-
 const ABOUT: &str = "Deploy a platform made of many small Pulumi projects as one unit";
 
 const LONG_ABOUT: &str = "\
@@ -63,7 +61,7 @@ pub struct GlobalArgs {
 
     /// When to use colours (NO_COLOR is honoured)
     #[arg(long, value_enum, value_name = "WHEN", default_value_t, global = true)]
-    pub color: ColorChoice,
+    pub color: ColorArg,
 
     /// Never ask a question (implied when CI is set or stdin is not a terminal)
     #[arg(long, global = true)]
@@ -77,14 +75,43 @@ pub struct GlobalArgs {
         default_value_t,
         global = true
     )]
-    pub output: OutputFormat,
+    pub output: OutputArg,
 }
 
+/// `--output`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum OutputFormat {
+pub enum OutputArg {
     #[default]
     Human,
     Json,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum ColorArg {
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+/// `--log-order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum LogOrderArg {
+    /// Lines as they come, from every running project
+    #[default]
+    Stream,
+    /// Each project's lines in one block when it ends
+    Grouped,
+}
+
+/// The four commands that run projects, with their options.
+#[derive(Debug)]
+pub enum RunCommand {
+    Up(RunArgs),
+    Preview(PreviewArgs),
+    Refresh(RunArgs),
+    Destroy(DestroyArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -204,7 +231,7 @@ pub struct RunArgs {
 
     /// How engine output is printed
     #[arg(long, value_enum, value_name = "ORDER", default_value_t)]
-    pub log_order: crate::ui::reporter::LogOrder,
+    pub log_order: LogOrderArg,
 
     /// Write the JSON summary to FILE
     #[arg(long, value_name = "FILE")]
@@ -219,7 +246,7 @@ pub struct RunArgs {
     pub resume: bool,
 
     /// Only the projects whose inputs changed since their last successful up (up only)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub changed: bool,
 
     #[command(flatten)]
@@ -339,7 +366,7 @@ pub struct ValidateArgs {
     pub selection: SelectionArgs,
 }
 
-/// The selection flags of SPEC §4, shared by every command that plans.
+/// The selection flags (docs/commands.md, "Selection"), shared by every command that plans.
 #[derive(Debug, Args, Default)]
 #[command(next_help_heading = "Selection")]
 pub struct SelectionArgs {

@@ -1,21 +1,21 @@
-//! What a stack still needs before `up` (SPEC §5.3, §5.4), and getting it: the provider's
-//! `[[config]]` answers on a stack's first run, and every secret of a selected project that the
-//! secrets project does not store yet.
+//! What a stack still needs before `up` (docs/commands.md, "First run" and "Secrets"), and getting
+//! it: the provider's `[[config]]` answers on a stack's first run, and every secret of a selected
+//! project that the secrets project does not store yet.
 //!
-//! On a terminal mara asks, with typed, validated questions (dialoguer); without one it never asks:
-//! a secret comes from `MARA_SECRET_<KEY>`, and anything still missing is one error listing every
-//! key and how to supply it, before any engine runs. Secret values never reach a command line, a
-//! file of mara's or its output.
+//! On a terminal the answers are asked for through a `Prompter` (typed and checked as entered);
+//! without one nothing is asked: a secret comes from `MARA_SECRET_<KEY>`, and what cannot be
+//! supplied that way is refused by `deployment::checks` before anything runs. Nothing here prints,
+//! and secret values never reach a command line, a file of mara's or its output.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
-use crate::error::{Error, Problem, Result};
+use crate::engine::command::env_var_name;
+use crate::error::Result;
 use crate::graph::Plan;
-use crate::provider::{ConfigKind, ConfigSpec, Provider, SecretSpec, env_var_name, secret_env_var};
-use crate::workspace::Workspace;
+use crate::provider::{ConfigKind, ConfigSpec, Provider, SecretSpec, secret_env_var};
+use crate::ui::prompt::Prompter;
 use crate::workspace::stack::StackName;
 use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfigFile};
 
@@ -49,6 +49,14 @@ pub struct FirstRun {
     pub secrets: Vec<(String, Secret)>,
 }
 
+/// Everything gathered for a stack before `up`.
+#[derive(Debug, Default)]
+pub struct Answers {
+    pub first_run: FirstRun,
+    /// The secrets of selected projects, to store in the secrets project.
+    pub secrets: Vec<(String, Secret)>,
+}
+
 /// What this `up` has to get before it runs.
 #[derive(Debug, Default)]
 pub struct Needs<'p> {
@@ -65,33 +73,40 @@ impl Needs<'_> {
 }
 
 /// Works out what `up` needs: the provider's questions when the stack has no configuration, and
-/// the secrets not stored yet (read from the secrets project's own stack file, not through Pulumi).
+/// the secrets of the selected projects that `stored` (the secrets project's own stack file)
+/// does not hold.
 pub fn needs<'p>(
-    workspace: &Workspace,
     provider: &'p Provider,
     plan: &Plan<'p>,
-    stack: &StackName,
     config: &StackConfigFile,
-) -> Result<Needs<'p>> {
+    stored: &StackConfigFile,
+) -> Needs<'p> {
     let config_needed: Vec<&ConfigSpec> = if config.is_first_run() {
         provider.config.iter().collect()
     } else {
         Vec::new()
     };
-    let stored = StackConfigFile::load(&workspace.secrets_config_file(stack))?;
+    let secrets = secrets_of(plan)
+        .into_iter()
+        .filter(|s| !stored.config().is_some_and(|c| c.contains(&s.key)))
+        .collect();
+    Needs {
+        config: config_needed,
+        secrets,
+    }
+}
+
+/// Every secret the selected projects declare, once each, in execution order.
+pub fn secrets_of<'p>(plan: &Plan<'p>) -> Vec<&'p SecretSpec> {
     let mut secrets: Vec<&SecretSpec> = Vec::new();
     for &i in plan.order() {
         for secret in &plan.graph.project(i).secrets {
-            let is_stored = stored.config().is_some_and(|c| c.contains(&secret.key));
-            if !is_stored && !secrets.iter().any(|s| s.key == secret.key) {
+            if !secrets.iter().any(|s| s.key == secret.key) {
                 secrets.push(secret);
             }
         }
     }
-    Ok(Needs {
-        config: config_needed,
-        secrets,
-    })
+    secrets
 }
 
 /// The default of a question: its `env` variable when set, else the provider's default with
@@ -126,7 +141,7 @@ pub fn default_of(
 
 /// A `kind = "secret"` question whose `env` variable is set needs no answer: the projects read
 /// the variable (DIGITALOCEAN_TOKEN, LINODE_TOKEN).
-fn supplied_by_env(spec: &ConfigSpec, env: &BTreeMap<String, String>) -> bool {
+pub fn supplied_by_env(spec: &ConfigSpec, env: &BTreeMap<String, String>) -> bool {
     spec.kind == ConfigKind::Secret
         && spec
             .env
@@ -134,75 +149,24 @@ fn supplied_by_env(spec: &ConfigSpec, env: &BTreeMap<String, String>) -> bool {
             .is_some_and(|e| env.get(e).is_some_and(|v| !v.is_empty()))
 }
 
-/// Without a terminal: the secrets from `MARA_SECRET_*`, or one error listing everything missing.
-pub fn without_terminal(
-    needs: &Needs<'_>,
-    env: &BTreeMap<String, String>,
-    stack: &StackName,
-    kubeconfig: &str,
-    config_file: &str,
-) -> Result<(FirstRun, Vec<(String, Secret)>)> {
-    let mut missing = String::new();
-    let mut first_run = FirstRun::default();
+/// Without a terminal: what the environment supplies (`MARA_SECRET_*`, a token's own variable).
+/// Anything it does not supply was refused before the run by `deployment::checks`.
+pub fn from_environment(needs: &Needs<'_>, env: &BTreeMap<String, String>) -> Answers {
+    let mut answers = Answers::default();
     for spec in &needs.config {
-        if supplied_by_env(spec, env) {
-            continue;
-        }
-        if let (ConfigKind::Secret, Some(value)) = (spec.kind, supplied_secret(&spec.key, env)) {
-            first_run.secrets.push((spec.key.clone(), value));
-            continue;
-        }
-        if spec.kind == ConfigKind::Secret {
-            let _ = write!(
-                missing,
-                "\n  - {} ({}): set {}",
-                spec.key,
-                spec.prompt,
-                secret_env_var(&spec.key)
-            );
-            if let Some(var) = &spec.env {
-                let _ = write!(missing, " (or {var})");
-            }
-        } else {
-            let _ = write!(
-                missing,
-                "\n  - {} ({}): add it to {config_file}",
-                spec.key, spec.prompt
-            );
-            if let Some(default) = default_of(spec, env, stack, kubeconfig) {
-                let _ = write!(missing, " (the question's default is {default})");
-            }
+        if spec.kind == ConfigKind::Secret
+            && !supplied_by_env(spec, env)
+            && let Some(value) = supplied_secret(&spec.key, env)
+        {
+            answers.first_run.secrets.push((spec.key.clone(), value));
         }
     }
-    let mut secrets = Vec::new();
     for spec in &needs.secrets {
-        match supplied_secret(&spec.key, env) {
-            Some(value) => secrets.push((spec.key.clone(), value)),
-            None => {
-                let _ = write!(
-                    missing,
-                    "\n  - {} (secret: {}): set {}",
-                    spec.key,
-                    spec.prompt,
-                    spec.env_var()
-                );
-            }
+        if let Some(value) = supplied_secret(&spec.key, env) {
+            answers.secrets.push((spec.key.clone(), value));
         }
     }
-    if !missing.is_empty() {
-        let what = if needs.config.is_empty() {
-            "secrets"
-        } else {
-            "configuration and secrets"
-        };
-        return Err(Error::config(
-            Problem::new(format!(
-                "stack `{stack}` needs {what} that cannot be asked for without a terminal:{missing}"
-            ))
-            .hint("supply each as listed, or run `mara up` once on a terminal to be asked"),
-        ));
-    }
-    Ok((first_run, secrets))
+    answers
 }
 
 /// On a terminal: asks every question, then every secret.
@@ -212,16 +176,16 @@ pub fn ask(
     stack: &StackName,
     kubeconfig: &str,
     provider: &Provider,
-) -> Result<(FirstRun, Vec<(String, Secret)>)> {
-    let theme = dialoguer::theme::SimpleTheme;
-    let failed = |e: dialoguer::Error| Error::Output(std::io::Error::other(e));
-    let mut first_run = FirstRun::default();
+    prompter: &mut dyn Prompter,
+) -> Result<Answers> {
+    let mut answers = Answers::default();
+    let first_run = &mut answers.first_run;
     if !needs.config.is_empty() {
-        eprintln!(
+        prompter.say(&format!(
             "Stack {stack} has no configuration yet: provider {} asks {} questions.",
             provider.name,
             needs.config.len()
-        );
+        ));
     }
     for spec in &needs.config {
         if supplied_by_env(spec, env) {
@@ -232,16 +196,13 @@ pub fn ask(
             ConfigKind::Secret => {
                 let value = match supplied_secret(&spec.key, env) {
                     Some(value) => value,
-                    None => ask_secret(&spec.prompt, None).map_err(failed)?,
+                    None => ask_secret(prompter, &spec.prompt, None)?,
                 };
                 first_run.secrets.push((spec.key.clone(), value));
             }
             ConfigKind::Bool => {
-                let answer = dialoguer::Confirm::with_theme(&theme)
-                    .with_prompt(&spec.prompt)
-                    .default(default.as_ref().and_then(Value::as_bool).unwrap_or(false))
-                    .interact()
-                    .map_err(failed)?;
+                let default = default.as_ref().and_then(Value::as_bool).unwrap_or(false);
+                let answer = prompter.confirm(&spec.prompt, default)?;
                 first_run
                     .values
                     .insert(spec.key.clone(), Value::Bool(answer));
@@ -252,53 +213,41 @@ pub fn ask(
                     .as_ref()
                     .and_then(|d| spec.choices.iter().position(|c| c == d))
                     .unwrap_or(0);
-                let index = dialoguer::Select::with_theme(&theme)
-                    .with_prompt(&spec.prompt)
-                    .items(&items)
-                    .default(start)
-                    .interact()
-                    .map_err(failed)?;
+                let index = prompter.choose(&spec.prompt, &items, start)?;
                 first_run
                     .values
                     .insert(spec.key.clone(), spec.choices[index].clone());
             }
             kind => {
-                let mut input = dialoguer::Input::<String>::with_theme(&theme)
-                    .with_prompt(&spec.prompt)
-                    .allow_empty(true);
-                if let Some(default) = &default {
-                    input = input.default(display(default));
-                }
                 let optional = spec.optional;
-                let text = input
-                    .validate_with(move |answer: &String| check_answer(kind, answer, optional))
-                    .interact_text()
-                    .map_err(failed)?;
+                let default = default.as_ref().map(display);
+                let text = prompter.text(&spec.prompt, default.as_deref(), &|answer| {
+                    check_answer(kind, answer, optional)
+                })?;
                 if let Some(value) = typed(kind, &text) {
                     first_run.values.insert(spec.key.clone(), value);
                 }
             }
         }
     }
-    let mut secrets = Vec::new();
     if !needs.secrets.is_empty() {
-        eprintln!(
+        prompter.say(&format!(
             "{} secrets are not stored yet; they are kept encrypted in the secrets project.",
             needs.secrets.len()
-        );
+        ));
     }
     for spec in &needs.secrets {
         let value = match supplied_secret(&spec.key, env) {
             Some(value) => value,
-            None => ask_secret(&spec.prompt, spec.default.as_deref()).map_err(failed)?,
+            None => ask_secret(prompter, &spec.prompt, spec.default.as_deref())?,
         };
-        secrets.push((spec.key.clone(), value));
+        answers.secrets.push((spec.key.clone(), value));
     }
-    Ok((first_run, secrets))
+    Ok(answers)
 }
 
 /// A secret given by its `MARA_SECRET_<KEY>` variable is never asked for, on a terminal either.
-fn supplied_secret(key: &str, env: &BTreeMap<String, String>) -> Option<Secret> {
+pub fn supplied_secret(key: &str, env: &BTreeMap<String, String>) -> Option<Secret> {
     env.get(&secret_env_var(key))
         .filter(|v| !v.is_empty())
         .map(|v| Secret::new(v.clone()))
@@ -306,24 +255,20 @@ fn supplied_secret(key: &str, env: &BTreeMap<String, String>) -> Option<Secret> 
 
 /// Hidden input, typed twice; an empty answer takes the default, and is refused without one.
 pub fn ask_secret(
+    prompter: &mut dyn Prompter,
     prompt: &str,
     default: Option<&str>,
-) -> std::result::Result<Secret, dialoguer::Error> {
-    let theme = dialoguer::theme::SimpleTheme;
+) -> Result<Secret> {
     let prompt = match default {
         Some(_) => format!("{prompt} (empty for the default)"),
         None => prompt.to_string(),
     };
     loop {
-        let value = dialoguer::Password::with_theme(&theme)
-            .with_prompt(&prompt)
-            .with_confirmation("Repeat it", "The two entries differ; again.")
-            .allow_empty_password(true)
-            .interact()?;
+        let value = prompter.secret(&prompt)?;
         match (value.is_empty(), default) {
             (false, _) => return Ok(Secret::new(value)),
             (true, Some(default)) => return Ok(Secret::new(default.to_string())),
-            (true, None) => eprintln!("A secret cannot be empty; again."),
+            (true, None) => prompter.say("A secret cannot be empty; again."),
         }
     }
 }
@@ -512,6 +457,90 @@ mod tests {
             config.values["aws:profile"],
             Value::from("true"),
             "a string stays a string: {text}"
+        );
+    }
+
+    #[test]
+    fn questions_are_asked_typed_and_checked_through_the_prompter() {
+        let stack = StackName::parse("dev").unwrap();
+        let mut count = spec("k3d:servers", ConfigKind::Int, Some(Value::from(1)), None);
+        count.prompt = "How many servers".into();
+        let token = spec(
+            "do:token",
+            ConfigKind::Secret,
+            None,
+            Some("DIGITALOCEAN_TOKEN"),
+        );
+        let provider = Provider {
+            config: vec![count, token],
+            ..crate::provider::Registry::builtin().resolve("k3d").unwrap()
+        };
+        let needs = Needs {
+            config: provider.config.iter().collect(),
+            secrets: Vec::new(),
+        };
+        let mut prompter = crate::ui::prompt::Scripted::new(["three", "3", "", "s3cr3t"]);
+        let answers = ask(
+            &needs,
+            &BTreeMap::new(),
+            &stack,
+            "/k",
+            &provider,
+            &mut prompter,
+        )
+        .unwrap();
+        assert_eq!(answers.first_run.values["k3d:servers"], Value::from(3));
+        assert_eq!(answers.first_run.secrets[0].1.expose(), "s3cr3t");
+        assert_eq!(
+            prompter.transcript,
+            [
+                "Stack dev has no configuration yet: provider k3d asks 2 questions.",
+                "? How many servers",
+                "! `three` is not a whole number",
+                "? How many servers",
+                "? do:token?",
+                "A secret cannot be empty; again.",
+                "? do:token?",
+            ]
+        );
+    }
+
+    #[test]
+    fn without_a_terminal_answers_come_from_the_environment() {
+        let token = spec(
+            "do:token",
+            ConfigKind::Secret,
+            None,
+            Some("DIGITALOCEAN_TOKEN"),
+        );
+        let secret = SecretSpec {
+            key: "prometheus:adminpass".into(),
+            prompt: "pw".into(),
+            default: None,
+            declared_at: Location::file("p.toml"),
+        };
+        let needs = Needs {
+            config: vec![&token],
+            secrets: vec![&secret],
+        };
+        let env = BTreeMap::from([
+            ("MARA_SECRET_DO_TOKEN".to_string(), "t".to_string()),
+            (
+                "MARA_SECRET_PROMETHEUS_ADMINPASS".to_string(),
+                "p".to_string(),
+            ),
+        ]);
+        let answers = from_environment(&needs, &env);
+        assert_eq!(answers.first_run.secrets.len(), 1);
+        assert_eq!(answers.secrets[0].1.expose(), "p");
+        let mut with_token = env.clone();
+        with_token.insert("DIGITALOCEAN_TOKEN".into(), "x".into());
+        assert!(
+            from_environment(&needs, &with_token)
+                .first_run
+                .secrets
+                .is_empty(),
+            "a token in its own variable is read by the projects, not stored"
         );
     }
 

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// Exit codes (SPEC §5.2). One place, so that a code never means two things.
+/// Exit codes (docs/commands.md, "Exit codes"). One place, so that a code never means two things.
 pub mod exit {
     pub const SUCCESS: i32 = 0;
     /// One or more projects failed.
@@ -190,6 +190,31 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A file could not be written: mara's own, or one of the user's it keeps (exit 3: nothing
+    /// ran past it).
+    #[error("cannot write {}", .path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The run ledger could not be opened, read or written (exit 3: it is checked before
+    /// anything runs; a ledger failure during a run costs the record, not the run).
+    #[error("the run ledger {}: {message}", .path.display())]
+    Ledger { path: PathBuf, message: String },
+    /// A program mara starts itself (not a project's engine) could not be started (exit 3).
+    #[error("cannot start `{program}`")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A question could not be asked on the terminal.
+    #[error("cannot ask on the terminal")]
+    Terminal(#[source] std::io::Error),
+    /// The run's runtime (threads, signal handlers) could not be started.
+    #[error("cannot start the run")]
+    Runtime(#[source] std::io::Error),
     /// Writing mara's own output failed.
     #[error("cannot write the output")]
     Output(#[source] std::io::Error),
@@ -237,13 +262,26 @@ impl Error {
         }
     }
 
+    pub fn write(path: &Path, source: std::io::Error) -> Self {
+        Error::Write {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) => exit::USAGE,
-            Error::Problems(_) | Error::Read { .. } | Error::ValidationFailed { .. } => {
-                exit::CONFIG
-            }
-            Error::Output(_) | Error::ProjectsFailed { .. } => exit::PROJECT_FAILED,
+            Error::Problems(_)
+            | Error::Read { .. }
+            | Error::Write { .. }
+            | Error::Ledger { .. }
+            | Error::Spawn { .. }
+            | Error::ValidationFailed { .. } => exit::CONFIG,
+            Error::Output(_)
+            | Error::Terminal(_)
+            | Error::Runtime(_)
+            | Error::ProjectsFailed { .. } => exit::PROJECT_FAILED,
             Error::Drift { .. } => exit::DRIFT,
             Error::Interrupted => exit::INTERRUPTED,
             Error::Locked(_) => exit::LOCKED,
@@ -267,6 +305,27 @@ impl Error {
             Error::Problems(problems) => {
                 Error::Problems(problems.into_iter().map(shorten).collect())
             }
+            Error::Read { path, source } => Error::Read {
+                path: path
+                    .strip_prefix(root)
+                    .map(Path::to_path_buf)
+                    .unwrap_or(path),
+                source,
+            },
+            Error::Write { path, source } => Error::Write {
+                path: path
+                    .strip_prefix(root)
+                    .map(Path::to_path_buf)
+                    .unwrap_or(path),
+                source,
+            },
+            Error::Ledger { path, message } => Error::Ledger {
+                path: path
+                    .strip_prefix(root)
+                    .map(Path::to_path_buf)
+                    .unwrap_or(path),
+                message,
+            },
             other => other,
         }
     }

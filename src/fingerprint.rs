@@ -1,4 +1,4 @@
-//! Fingerprints of a project's inputs (SPEC §7, `--changed`): its files (respecting `.gitignore`,
+//! Fingerprints of a project's inputs (docs/commands.md, "`--changed`"): its files (respecting `.gitignore`,
 //! never mara's state directory), the shared stack configuration, the environment file, its entry
 //! in the provider, and its dependencies' fingerprints.
 //!
@@ -106,6 +106,12 @@ fn entry(project: &Project) -> String {
         list.iter().map(|r| r.target.clone()).collect::<Vec<_>>()
     };
     let secrets: Vec<&str> = project.secrets.iter().map(|s| s.key.as_str()).collect();
+    let commands = &project.commands;
+    // Spelled as the fingerprints recorded before the type had its name.
+    let commands = format!(
+        "Steps {{ up: {:?}, preview: {:?}, refresh: {:?}, destroy: {:?} }}",
+        commands.up, commands.preview, commands.refresh, commands.destroy
+    );
     format!(
         "{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
         project.path,
@@ -118,7 +124,7 @@ fn entry(project: &Project) -> String {
         secrets,
         project.on_success,
         project.on_destroy,
-        project.steps
+        commands
     )
 }
 

@@ -1,14 +1,17 @@
 //! mara: deploy a platform made of many small Pulumi projects as one unit.
 //!
-//! The data flows one way: command line (`cli`) → settings (`settings`) → workspace files
-//! (`workspace`) and providers (`provider`) → the execution graph (`graph`) → the commands
-//! (`commands`), which alone print, through `ui`. `docs/ARCHITECTURE.md` describes each module.
+//! The data flows one way: command line (`cli`) → settings (`settings`) → the deployment
+//! (`deployment`: workspace files, provider, graph) → the run plan and the runner (`run`, driving
+//! each `engine`) → events → sinks (`ui`'s reporter, the `ledger`'s recorder). Only `commands` and
+//! `ui` print. `docs/ARCHITECTURE.md` describes each module.
 
 pub mod cli;
 pub mod commands;
 pub mod configure;
+pub mod deployment;
 pub mod engine;
 pub mod error;
+pub mod files;
 pub mod fingerprint;
 pub mod graph;
 pub mod ledger;
@@ -16,5 +19,6 @@ pub mod parallel;
 pub mod provider;
 pub mod run;
 pub mod settings;
+pub mod status;
 pub mod ui;
 pub mod workspace;

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use clap::{CommandFactory, Parser};
 
-use mara::cli::{Cli, Command, ImagesCommand};
+use mara::cli::{Cli, Command, ImagesCommand, RunCommand};
 use mara::error::{Error, exit};
 use mara::settings::Settings;
 use mara::{commands, ui};
@@ -30,31 +30,11 @@ fn main() {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let settings = Settings::resolve(cli.global, env);
     init_tracing(settings.verbosity, settings.stderr_style.enabled);
-    use mara::commands::run::Extra;
-    use mara::engine::Operation;
     let result = match cli.command {
-        Command::Up(args) => commands::run::run(&settings, Operation::Up, args, Extra::default()),
-        Command::Preview(args) => commands::run::run(
-            &settings,
-            Operation::Preview,
-            args.run,
-            Extra {
-                expect_no_changes: args.expect_no_changes,
-                remove: false,
-            },
-        ),
-        Command::Refresh(args) => {
-            commands::run::run(&settings, Operation::Refresh, args, Extra::default())
-        }
-        Command::Destroy(args) => commands::run::run(
-            &settings,
-            Operation::Destroy,
-            args.run,
-            Extra {
-                expect_no_changes: false,
-                remove: args.remove,
-            },
-        ),
+        Command::Up(args) => commands::run::run(&settings, RunCommand::Up(args)),
+        Command::Preview(args) => commands::run::run(&settings, RunCommand::Preview(args)),
+        Command::Refresh(args) => commands::run::run(&settings, RunCommand::Refresh(args)),
+        Command::Destroy(args) => commands::run::run(&settings, RunCommand::Destroy(args)),
         Command::Output(args) => commands::output::run(&settings, args),
         Command::Config(command) => commands::config::run(&settings, command),
         Command::Status { watch } => commands::ledger::status(&settings, watch),

@@ -6,13 +6,16 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::configure;
+use crate::deployment::StackFiles;
 use crate::error::{Error, Problem, Result};
 use crate::settings::Settings;
+use crate::workspace::Workspace;
 use crate::workspace::stack::ResolvedStack;
-use crate::workspace::{Workspace, envfile};
 
-/// What both commands need: the workspace, the stack, and the environment of its tools.
+/// What both commands need: the stack's files, the stack, and the environment of its tools.
 struct Target {
+    files: StackFiles,
     workspace: Workspace,
     stack: ResolvedStack,
     config: Option<crate::workspace::stack_config::StackConfigFile>,
@@ -20,15 +23,15 @@ struct Target {
 }
 
 fn target(settings: &Settings) -> Result<Target> {
-    let workspace = super::workspace(settings)?;
-    let context =
-        super::stack_context(settings, &workspace).map_err(|e| e.relative_to(&workspace.root))?;
-    let stack = context.required_stack(&workspace)?;
-    let env = envfile::merged_environment(&settings.env, context.env_file.as_ref());
+    let files = StackFiles::load(settings)?;
+    let stack = files.required_stack()?.clone();
+    let mut env = files.environment(settings);
+    configure::strip_secret_variables(&mut env);
     Ok(Target {
-        workspace,
+        workspace: files.workspace.clone(),
+        config: files.config.clone(),
+        files,
         stack,
-        config: context.config,
         env,
     })
 }
@@ -100,9 +103,7 @@ fn expand_home(path: &str, env: &BTreeMap<String, String>) -> PathBuf {
 /// provider is k3d (or extends it).
 pub fn import_images(settings: &Settings, images: Vec<String>) -> Result<()> {
     let target = target(settings)?;
-    let registry = super::registry(&target.workspace)?;
-    let (provider, _) = super::choose_provider(settings, &target.workspace, &registry)
-        .map_err(|e| e.relative_to(&target.workspace.root))?;
+    let provider = target.files.clone().into_deployment(settings)?.provider;
     let is_k3d = provider.name == "k3d" || provider.extends.iter().any(|p| p == "k3d");
     if !is_k3d {
         return Err(Error::usage(
@@ -136,7 +137,10 @@ fn hand_over(
         .env_clear()
         .envs(env)
         .status()
-        .map_err(Error::Output)?;
+        .map_err(|source| Error::Spawn {
+            program: program.to_string(),
+            source,
+        })?;
     match status.code() {
         Some(0) => Ok(()),
         Some(code) => Err(Error::ToolFailed {

@@ -1,4 +1,5 @@
-//! `mara config get | set | list` (SPEC §5): the shared stack configuration, and the secrets
+//! `mara config get | set | list` (docs/commands.md, "config"): the shared stack configuration,
+//! and the secrets
 //! project's own, read from their files and written through Pulumi (`pulumi config set`), so that
 //! every value is stored exactly as Pulumi stores it and a secret is encrypted by Pulumi with the
 //! value on standard input.
@@ -9,22 +10,24 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::cli::{ConfigCommand, OutputFormat};
-use crate::configure::{self, Secret};
+use crate::cli::ConfigCommand;
+use crate::configure;
+use crate::deployment::StackFiles;
+use crate::engine::Step;
 use crate::engine::pulumi::Pulumi;
 use crate::error::{Error, Problem, Result};
-use crate::graph::{ExecutionGraph, Plan, Selection};
 use crate::provider::schema::is_namespaced;
 use crate::run::process::{last_error, run_blocking};
-use crate::settings::Settings;
+use crate::settings::{OutputFormat, Settings};
+use crate::ui::prompt::{Prompter, TerminalPrompter};
 use crate::workspace::Workspace;
-use crate::workspace::envfile;
 use crate::workspace::stack::StackName;
 use crate::workspace::stack_config::{ConfigValue, StackConfigFile};
 
 pub fn run(settings: &Settings, command: ConfigCommand) -> Result<()> {
-    let workspace = super::workspace(settings)?;
-    config(settings, &workspace, command).map_err(|e| e.relative_to(&workspace.root))
+    let stack_files = StackFiles::load(settings)?;
+    let root = stack_files.workspace.root.clone();
+    config(settings, &stack_files, command).map_err(|e| e.relative_to(&root))
 }
 
 /// The two configuration files of a stack, and how to reach Pulumi for them.
@@ -35,16 +38,15 @@ struct Files {
     env: BTreeMap<String, String>,
 }
 
-fn files(settings: &Settings, workspace: &Workspace) -> Result<Files> {
-    let context = super::stack_context(settings, workspace)?;
-    let stack = context.required_stack(workspace)?;
-    let mut env = envfile::merged_environment(&settings.env, context.env_file.as_ref());
-    super::run::resolve_backend_url(&mut env, &workspace.root);
+fn files(settings: &Settings, stack_files: &StackFiles) -> Result<Files> {
+    let workspace = &stack_files.workspace;
+    let stack = stack_files.required_stack()?;
+    let mut env = stack_files.environment(settings);
     configure::strip_secret_variables(&mut env);
     Ok(Files {
         shared: workspace.stack_config_file(&stack.name),
         secrets: workspace.secrets_config_file(&stack.name),
-        stack: stack.name,
+        stack: stack.name.clone(),
         env,
     })
 }
@@ -60,8 +62,9 @@ fn pulumi(workspace: &Workspace, files: &Files) -> Pulumi {
     }
 }
 
-fn config(settings: &Settings, workspace: &Workspace, command: ConfigCommand) -> Result<()> {
-    let files = files(settings, workspace)?;
+fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand) -> Result<()> {
+    let workspace = &stack_files.workspace;
+    let files = files(settings, stack_files)?;
     match command {
         ConfigCommand::Get { key, show_secrets } => {
             check_key(&key)?;
@@ -78,7 +81,7 @@ fn config(settings: &Settings, workspace: &Workspace, command: ConfigCommand) ->
             let text = match value {
                 Some(value) => plain(&value),
                 None if !show_secrets => "[secret]".to_string(),
-                None => decrypt(workspace, settings, &files, &file, &key)?,
+                None => decrypt(settings, stack_files, &files, &file, &key)?,
             };
             crate::ui::print(&format!("{text}\n"))
         }
@@ -99,13 +102,13 @@ fn config(settings: &Settings, workspace: &Workspace, command: ConfigCommand) ->
                 let step = pulumi.set_secret_step(&dir, &key, false);
                 (dir, step)
             } else {
-                let dir = first_project_dir(settings, workspace)?;
+                let dir = first_project_dir(settings, stack_files)?;
                 let step = pulumi.set_plain_step(&dir, &key, &value, path);
                 (dir, step)
             };
             let stdin = secret.then_some(value.as_str());
             for (step, stdin) in [(pulumi.select_step(&dir), None), (step, stdin)] {
-                let finished = run_blocking(&step, &files.env, stdin).map_err(Error::Output)?;
+                let finished = run_step(&step, &files.env, stdin)?;
                 if finished.code != Some(0) {
                     let reason = last_error(&finished.stderr).unwrap_or("pulumi failed");
                     let reason = crate::run::redact::Redactor::new([value.clone()]).redact(reason);
@@ -221,38 +224,21 @@ fn plain(value: &Value) -> String {
 
 /// A secret's value, decrypted by Pulumi (`config get` always decrypts).
 fn decrypt(
-    workspace: &Workspace,
     settings: &Settings,
+    stack_files: &StackFiles,
     files: &Files,
     file: &Path,
     key: &str,
 ) -> Result<String> {
+    let workspace = &stack_files.workspace;
     let shared = file == files.shared;
     let dir = if shared {
-        first_project_dir(settings, workspace)?
+        first_project_dir(settings, stack_files)?
     } else {
         workspace.project_dir(&workspace.settings.secrets_project)
     };
-    let mut args: Vec<String> = [
-        "--non-interactive",
-        "config",
-        "get",
-        key,
-        "--stack",
-        files.stack.as_str(),
-    ]
-    .map(String::from)
-    .to_vec();
-    if shared {
-        args.extend(["--config-file".into(), files.shared.display().to_string()]);
-    }
-    let step = crate::engine::Step::new(
-        crate::engine::StepKind::Outputs,
-        workspace.settings.pulumi.binary.clone(),
-        args,
-        dir,
-    );
-    let finished = run_blocking(&step, &files.env, None).map_err(Error::Output)?;
+    let step = pulumi(workspace, files).get_step(&dir, key, shared);
+    let finished = run_step(&step, &files.env, None)?;
     if finished.code != Some(0) {
         let reason = last_error(&finished.stderr).unwrap_or("pulumi config get failed");
         return Err(Error::config(
@@ -262,6 +248,18 @@ fn decrypt(
     Ok(finished.stdout.trim_end_matches('\n').to_string())
 }
 
+/// Runs a configuration step to its end.
+fn run_step(
+    step: &Step,
+    env: &BTreeMap<String, String>,
+    stdin: Option<&str>,
+) -> Result<crate::run::process::Finished> {
+    run_blocking(step, env, stdin).map_err(|source| Error::Spawn {
+        program: step.program.clone(),
+        source,
+    })
+}
+
 /// A value not given on the command line: standard input when it is not a terminal, else a
 /// question (hidden, twice, for a secret).
 fn read_value(settings: &Settings, key: &str, secret: bool) -> Result<String> {
@@ -269,7 +267,7 @@ fn read_value(settings: &Settings, key: &str, secret: bool) -> Result<String> {
         let mut text = String::new();
         std::io::stdin()
             .read_to_string(&mut text)
-            .map_err(Error::Output)?;
+            .map_err(|e| Error::read(Path::new("standard input"), e))?;
         let text = text
             .strip_suffix('\n')
             .map(|t| t.strip_suffix('\r').unwrap_or(t))
@@ -283,35 +281,34 @@ fn read_value(settings: &Settings, key: &str, secret: bool) -> Result<String> {
                 .hint("give it as an argument, or on standard input"),
         ));
     }
-    let failed = |e: dialoguer::Error| Error::Output(std::io::Error::other(e));
+    let prompter: &mut dyn Prompter = &mut TerminalPrompter;
     if secret {
-        configure::ask_secret(key, None)
-            .map(|s: Secret| s.expose().to_string())
-            .map_err(failed)
+        configure::ask_secret(prompter, key, None).map(|s| s.expose().to_string())
     } else {
-        dialoguer::Input::<String>::new()
-            .with_prompt(key)
-            .interact_text()
-            .map_err(failed)
+        prompter.text(key, None, &|answer| {
+            if answer.is_empty() {
+                Err("a value is needed".into())
+            } else {
+                Ok(())
+            }
+        })
     }
 }
 
 /// A project directory where Pulumi can reach the shared configuration: the first project of the
 /// provider's plan.
-fn first_project_dir(settings: &Settings, workspace: &Workspace) -> Result<PathBuf> {
-    let registry = super::registry(workspace)?;
-    let (provider, _) = super::choose_provider(settings, workspace, &registry)?;
-    let graph = ExecutionGraph::build(&provider)?;
-    let plan = Plan::select(&graph, &Selection::default())?;
-    let first = plan
+fn first_project_dir(settings: &Settings, stack_files: &StackFiles) -> Result<PathBuf> {
+    let deployment = stack_files.clone().into_deployment(settings)?;
+    let graph = &deployment.graph;
+    let first = graph
         .order()
         .first()
         .map(|&i| graph.project(i).path.clone())
         .ok_or_else(|| {
             Error::config(Problem::new(format!(
                 "provider {} has no projects",
-                provider.name
+                deployment.provider.name
             )))
         })?;
-    Ok(workspace.project_dir(&first))
+    Ok(stack_files.workspace.project_dir(&first))
 }

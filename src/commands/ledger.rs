@@ -1,5 +1,5 @@
-//! `mara status`, `history`, `logs`, `cancel` and `unlock` (SPEC §7): reading the run ledger, and
-//! the two ways to act on a stack's lock.
+//! `mara status`, `history`, `logs`, `cancel` and `unlock` (docs/commands.md, "status, history,
+//! logs" and "cancel, unlock"): reading the run ledger, and the two ways to act on a stack's lock.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -7,35 +7,36 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::cli::OutputFormat;
+use crate::deployment::StackFiles;
 use crate::error::{Error, Problem, Result};
-use crate::ledger::sqlite::SqliteLedger;
-use crate::ledger::{Ledger, RunRecord, process_exists, whoami};
-use crate::settings::Settings;
+use crate::ledger::{self, Ledger, RunRecord, process_exists, whoami};
+use crate::settings::{OutputFormat, Settings};
+use crate::status::{ProjectStatus, RunStatus};
 use crate::ui::{self, Style};
 use crate::workspace::Workspace;
 
-fn ledger_path(workspace: &Workspace) -> PathBuf {
-    workspace.state_dir().join("ledger.db")
+/// The workspace, and the stack of this invocation if one can be named (`status` and `history`
+/// also work without).
+fn stack(settings: &Settings) -> Result<(Workspace, Option<String>)> {
+    let files = StackFiles::load(settings)?;
+    let stack = files.stack.as_ref().map(|s| s.name.to_string());
+    Ok((files.workspace, stack))
 }
 
-/// The stack of this invocation, if one can be named (`status` and `history` also work without).
-fn stack(settings: &Settings, workspace: &Workspace) -> Result<Option<String>> {
-    Ok(super::stack_context(settings, workspace)?
-        .stack
-        .map(|s| s.name.to_string()))
+fn require_stack(settings: &Settings) -> Result<(Workspace, String)> {
+    let files = StackFiles::load(settings)?;
+    let stack = files.required_stack()?.name.to_string();
+    Ok((files.workspace, stack))
 }
 
-fn require_stack(settings: &Settings, workspace: &Workspace) -> Result<String> {
-    let stack = super::stack_context(settings, workspace)?.required_stack(workspace)?;
-    Ok(stack.name.to_string())
+fn open_existing(workspace: &Workspace) -> Result<Option<Box<dyn Ledger>>> {
+    ledger::open_existing(&ledger::path(workspace)).map_err(|e| e.relative_to(&workspace.root))
 }
 
 pub fn status(settings: &Settings, watch: bool) -> Result<()> {
-    let workspace = super::workspace(settings)?;
-    let stack = stack(settings, &workspace)?;
+    let (workspace, stack) = stack(settings)?;
     loop {
-        let Some(ledger) = SqliteLedger::open_existing(&ledger_path(&workspace))? else {
+        let Some(ledger) = open_existing(&workspace)? else {
             return ui::print("No run has been recorded in this workspace yet.\n");
         };
         let stacks: Vec<String> = match &stack {
@@ -57,7 +58,7 @@ pub fn status(settings: &Settings, watch: bool) -> Result<()> {
                 runs.push(ledger.run(&last.run_id)?.unwrap_or(last));
             }
         }
-        let running = runs.iter().any(|r| r.status == "running");
+        let running = runs.iter().any(|r| r.status == RunStatus::Running);
         let text = match settings.output {
             OutputFormat::Json => format!(
                 "{}\n",
@@ -93,7 +94,7 @@ fn render_run(run: &RunRecord, style: Style) -> String {
         run.operation,
         run.stack,
         run.provider,
-        status_word(&run.status, style)
+        run_status_word(run.status, style)
     );
     out.push_str(&style.dim(&format!(
         "started {} by {}@{} (pid {}){}\n",
@@ -112,12 +113,12 @@ fn render_run(run: &RunRecord, style: Style) -> String {
                 .clone()
                 .or_else(|| p.changes.as_ref().map(crate::engine::changes_summary))
                 .unwrap_or_default();
-            [p.path.clone(), p.status.clone(), detail]
+            [p.path.clone(), p.status.to_string(), detail]
         })
         .collect();
     let widths = ui::column_widths(["PROJECT", "STATUS", "DETAIL"], &rows);
-    for [path, status, detail] in &rows {
-        let status = status_word(&ui::pad(status, widths[1]), style);
+    for ([path, status, detail], project) in rows.iter().zip(&run.projects) {
+        let status = ui::report::paint(&ui::pad(status, widths[1]), project.status, style);
         out.push_str(&format!(
             "  {}  {status}  {detail}\n",
             ui::pad(path, widths[0])
@@ -126,23 +127,21 @@ fn render_run(run: &RunRecord, style: Style) -> String {
     out
 }
 
-fn status_word(status: &str, style: Style) -> String {
-    match status.trim() {
-        "succeeded" | "unchanged" => style.green(status),
-        "failed" | "abandoned" => style.red(status),
-        "running" => style.cyan(status),
-        _ => style.yellow(status),
-    }
+fn run_status_word(status: RunStatus, style: Style) -> String {
+    let as_project = match status {
+        RunStatus::Running => ProjectStatus::Running,
+        RunStatus::Succeeded => ProjectStatus::Succeeded,
+        RunStatus::Failed => ProjectStatus::Failed,
+        RunStatus::Cancelled => ProjectStatus::Cancelled,
+        RunStatus::Abandoned => ProjectStatus::Abandoned,
+    };
+    ui::report::paint(status.as_str(), as_project, style)
 }
 
 pub fn history(settings: &Settings, limit: usize, all_stacks: bool) -> Result<()> {
-    let workspace = super::workspace(settings)?;
-    let stack = if all_stacks {
-        None
-    } else {
-        stack(settings, &workspace)?
-    };
-    let runs = match SqliteLedger::open_existing(&ledger_path(&workspace))? {
+    let (workspace, stack) = stack(settings)?;
+    let stack = if all_stacks { None } else { stack };
+    let runs = match open_existing(&workspace)? {
         Some(ledger) => ledger.runs(stack.as_deref(), limit)?,
         None => Vec::new(),
     };
@@ -157,10 +156,10 @@ pub fn history(settings: &Settings, limit: usize, all_stacks: bool) -> Result<()
                 .map(|r| {
                     [
                         r.run_id.clone(),
-                        r.operation.clone(),
+                        r.operation.to_string(),
                         r.stack.clone(),
                         r.provider.clone(),
-                        r.status.clone(),
+                        r.status.to_string(),
                         r.started.clone(),
                         format!("{}@{}", r.user, r.host),
                     ]
@@ -205,8 +204,8 @@ pub fn logs(
     project: Option<String>,
     follow: bool,
 ) -> Result<()> {
-    let workspace = super::workspace(settings)?;
-    let ledger = SqliteLedger::open_existing(&ledger_path(&workspace))?.ok_or_else(|| {
+    let (workspace, stack) = stack(settings)?;
+    let ledger = open_existing(&workspace)?.ok_or_else(|| {
         Error::usage(Problem::new(
             "no run has been recorded in this workspace yet",
         ))
@@ -218,7 +217,6 @@ pub fn logs(
             )
         })?,
         None => {
-            let stack = stack(settings, &workspace)?;
             let last = ledger
                 .runs(stack.as_deref(), 1)?
                 .into_iter()
@@ -277,7 +275,7 @@ pub fn logs(
         }
         let running = ledger
             .run(&record.run_id)?
-            .is_some_and(|r| r.status == "running");
+            .is_some_and(|r| r.status == RunStatus::Running);
         if !running {
             // One last read for what was written at the end.
             for ((path, file), offset) in files.iter().zip(offsets.iter_mut()) {
@@ -308,9 +306,8 @@ fn read_from(file: &Path, offset: &mut u64) -> Option<String> {
 }
 
 pub fn cancel(settings: &Settings) -> Result<()> {
-    let workspace = super::workspace(settings)?;
-    let stack = require_stack(settings, &workspace)?;
-    let Some(mut ledger) = SqliteLedger::open_existing(&ledger_path(&workspace))? else {
+    let (workspace, stack) = require_stack(settings)?;
+    let Some(mut ledger) = open_existing(&workspace)? else {
         return ui::print(&format!("No run holds stack {stack}.\n"));
     };
     let Some(holder) = ledger.request_cancel(&stack)? else {
@@ -331,15 +328,14 @@ pub fn cancel(settings: &Settings) -> Result<()> {
 }
 
 pub fn unlock(settings: &Settings, force: bool) -> Result<()> {
-    let workspace = super::workspace(settings)?;
-    let stack = require_stack(settings, &workspace)?;
+    let (workspace, stack) = require_stack(settings)?;
     if !force {
         return Err(Error::usage(
             Problem::new("clearing a lock lets another run deploy the same stack at once")
                 .hint("pass --force if the run holding it is gone (see `mara status`)"),
         ));
     }
-    let Some(mut ledger) = SqliteLedger::open_existing(&ledger_path(&workspace))? else {
+    let Some(mut ledger) = open_existing(&workspace)? else {
         return ui::print(&format!("Stack {stack} is not locked.\n"));
     };
     let text = match ledger.unlock(&stack)? {

@@ -2,15 +2,16 @@
 
 use serde_json::json;
 
-use crate::cli::{ListProvidersArgs, OutputFormat};
+use crate::cli::ListProvidersArgs;
+use crate::deployment;
 use crate::error::Result;
 use crate::provider::{Origin, Provider};
-use crate::settings::Settings;
+use crate::settings::{OutputFormat, Settings};
 use crate::ui;
 
 pub fn run(settings: &Settings, args: ListProvidersArgs) -> Result<()> {
-    let workspace = super::workspace(settings)?;
-    let registry = super::registry(&workspace)?;
+    let workspace = deployment::discover(settings)?;
+    let registry = deployment::registry(&workspace).map_err(|e| e.relative_to(&workspace.root))?;
     let providers: Vec<Provider> = registry
         .resolve_all()?
         .into_iter()

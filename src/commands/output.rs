@@ -1,69 +1,73 @@
-//! `mara output [PROJECT]`: the stack outputs of every project of the plan (or one), as JSON.
+//! `mara output [PROJECT]` (docs/commands.md, "output"): the stack outputs of every project of the
+//! plan (or one), as JSON.
 //!
-//! Secrets stay `[secret]` unless `--show-secrets`: mara asks Pulumi for them the same way, so it
-//! never holds a secret it was not asked to show.
+//! Secrets stay `[secret]` unless `--show-secrets`: mara asks the engine for them the same way, so
+//! it never holds a secret it was not asked to show.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
 use crate::cli::OutputArgs;
-use crate::engine::{Step, StepKind};
+use crate::configure;
+use crate::deployment::Deployment;
+use crate::engine::pulumi::{self, Pulumi};
+use crate::engine::{EngineKind, Step, terraform};
 use crate::error::{Error, Problem, Result};
-use crate::graph::{ExecutionGraph, Plan, Selection};
-use crate::provider::EngineKind;
+use crate::run::process::{self, run_blocking};
 use crate::settings::Settings;
-use crate::workspace::envfile;
 
 pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
-    let workspace = super::workspace(settings)?;
+    let OutputArgs {
+        project,
+        show_secrets,
+    } = args;
+    let deployment = Deployment::load(settings)?;
+    let files = &deployment.files;
+    let workspace = &files.workspace;
     let result = (|| {
-        let registry = super::registry(&workspace)?;
-        let (provider, _) = super::choose_provider(settings, &workspace, &registry)?;
-        let graph = ExecutionGraph::build(&provider)?;
-        let plan = Plan::select(&graph, &Selection::default())?;
-        let context = super::stack_context(settings, &workspace)?;
-        let stack = context.required_stack(&workspace)?;
-        let mut env = envfile::merged_environment(&settings.env, context.env_file.as_ref());
-        super::run::resolve_backend_url(&mut env, &workspace.root);
-        let chosen: Vec<usize> = match &args.project {
+        let stack = files.required_stack()?;
+        let graph = &deployment.graph;
+        let mut env = files.environment(settings);
+        configure::strip_secret_variables(&mut env);
+        let pulumi = Pulumi {
+            binary: workspace.settings.pulumi.binary.clone(),
+            stack: stack.name.to_string(),
+            shared_config: workspace.stack_config_file(&stack.name),
+            secrets_project: workspace.settings.secrets_project.clone(),
+            secrets_provider: workspace.settings.pulumi.secrets_provider.clone(),
+            color: false,
+        };
+        let chosen: Vec<usize> = match &project {
             Some(name) => vec![graph.find(name).map_err(Error::usage)?],
-            None => plan.order().to_vec(),
+            None => graph.order().to_vec(),
         };
         let mut all = Map::new();
         for &i in &chosen {
             let project = graph.project(i);
-            let engine = project.engine_or(workspace.settings.engine);
-            if matches!(engine, EngineKind::Terraform | EngineKind::Tofu) {
-                let outputs = terraform_outputs(
-                    engine.as_str(),
-                    &workspace.project_dir(&project.path),
-                    stack.name.as_str(),
-                    &env,
-                    args.show_secrets,
-                )?;
-                all.insert(project.path.clone(), outputs);
-                continue;
-            }
-            if engine == EngineKind::Command {
-                let file = workspace.command_outputs_file(stack.name.as_str(), &project.path);
-                let outputs = std::fs::read_to_string(file)
-                    .ok()
-                    .and_then(|t| serde_json::from_str(&t).ok())
-                    .unwrap_or(Value::Null);
-                all.insert(project.path.clone(), outputs);
-                continue;
-            }
-            let outputs = read_outputs(
-                &workspace.settings.pulumi.binary,
-                &workspace.project_dir(&project.path),
-                stack.name.as_str(),
-                args.show_secrets,
-                &env,
-            )?;
+            let dir = workspace.project_dir(&project.path);
+            let outputs = match project.engine_or(workspace.settings.engine) {
+                engine @ (EngineKind::Terraform | EngineKind::Tofu) => {
+                    let terraform = terraform::Terraform {
+                        binary: engine.as_str().to_string(),
+                        stack: stack.name.to_string(),
+                        color: false,
+                    };
+                    terraform_outputs(&terraform, &dir, &env, show_secrets)?
+                }
+                EngineKind::Command => {
+                    let file = workspace.command_outputs_file(stack.name.as_str(), &project.path);
+                    std::fs::read_to_string(file)
+                        .ok()
+                        .and_then(|t| serde_json::from_str(&t).ok())
+                        .unwrap_or(Value::Null)
+                }
+                EngineKind::Pulumi => pulumi_outputs(&pulumi, &dir, show_secrets, &env)?,
+            };
             all.insert(project.path.clone(), outputs);
         }
-        let value = match (&args.project, chosen.as_slice()) {
+        let value = match (&project, chosen.as_slice()) {
             (Some(_), [i]) => all.remove(&graph.project(*i).path).unwrap_or(Value::Null),
             _ => Value::Object(all),
         };
@@ -78,77 +82,50 @@ pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
 /// A Terraform module's outputs in the stack's workspace (`{}` once destroyed; `null` before its
 /// first run).
 fn terraform_outputs(
-    binary: &str,
-    dir: &std::path::Path,
-    stack: &str,
+    terraform: &terraform::Terraform,
+    dir: &Path,
     env: &BTreeMap<String, String>,
     show_secrets: bool,
 ) -> Result<Value> {
     if !dir.join(".terraform").is_dir() {
         return Ok(Value::Null);
     }
-    let args = ["output", "-json", "-no-color"].map(String::from).to_vec();
-    let mut step = Step::new(StepKind::Outputs, binary, args, dir);
-    step.env.insert("TF_WORKSPACE".into(), stack.into());
-    let output = run_step(&step, env, None)?;
+    let output = run_step(&terraform.output_step(dir), env, None)?;
     if output.code == Some(0) {
-        Ok(crate::engine::terraform::outputs(
-            &output.stdout,
-            show_secrets,
-        ))
+        Ok(terraform::outputs(&output.stdout, show_secrets))
     } else {
-        let reason =
-            crate::run::process::last_error(&output.stderr).unwrap_or("terraform output failed");
+        let reason = process::last_error(&output.stderr).unwrap_or("terraform output failed");
         Err(Error::config(
             Problem::new(reason.to_string()).subject(dir.display().to_string()),
         ))
     }
 }
 
-/// One project's outputs; `null` when its stack does not exist (nothing deployed yet).
-fn read_outputs(
-    binary: &str,
-    dir: &std::path::Path,
-    stack: &str,
+/// One Pulumi project's outputs; `null` when its stack does not exist (nothing deployed yet).
+fn pulumi_outputs(
+    pulumi: &Pulumi,
+    dir: &Path,
     show_secrets: bool,
     env: &BTreeMap<String, String>,
 ) -> Result<Value> {
     if !dir.is_dir() {
         return Ok(Value::Null);
     }
-    let mut args = vec![
-        "--non-interactive",
-        "stack",
-        "output",
-        "--json",
-        "--stack",
-        stack,
-    ];
-    if show_secrets {
-        args.push("--show-secrets");
-    }
-    let args = args.into_iter().map(String::from).collect();
     let output = run_step(
-        &Step::new(StepKind::Outputs, binary, args, dir),
+        &pulumi.output_step(dir, show_secrets),
         env,
         Some("install the Pulumi CLI, or set `binary` under [pulumi] in mara.toml"),
     )?;
-    match output.code {
-        Some(0) => Ok(serde_json::from_str(&output.stdout).unwrap_or(Value::Null)),
-        // No such stack: the project has not been deployed.
-        Some(6) => Ok(Value::Null),
-        _ => {
-            let stderr = &output.stderr;
-            let reason =
-                crate::run::process::last_error(stderr).unwrap_or("pulumi stack output failed");
-            if stderr.contains("no stack named") {
-                return Ok(Value::Null);
-            }
-            Err(Error::config(
-                Problem::new(reason.to_string()).subject(dir.display().to_string()),
-            ))
-        }
+    if output.code == Some(0) {
+        return Ok(serde_json::from_str(&output.stdout).unwrap_or(Value::Null));
     }
+    if pulumi::is_missing_stack(output.code, &output.stderr) {
+        return Ok(Value::Null);
+    }
+    let reason = process::last_error(&output.stderr).unwrap_or("pulumi stack output failed");
+    Err(Error::config(
+        Problem::new(reason.to_string()).subject(dir.display().to_string()),
+    ))
 }
 
 /// Runs an outputs step to its end; a program missing from PATH is a configuration error, with
@@ -157,12 +134,15 @@ fn run_step(
     step: &Step,
     env: &BTreeMap<String, String>,
     hint: Option<&str>,
-) -> Result<crate::run::process::Finished> {
-    crate::run::process::run_blocking(step, env, None).map_err(|error| {
+) -> Result<process::Finished> {
+    run_blocking(step, env, None).map_err(|error| {
         if error.kind() == std::io::ErrorKind::NotFound {
             Error::config(Problem::new(error.to_string()).maybe_hint(hint.map(String::from)))
         } else {
-            Error::Output(error)
+            Error::Spawn {
+                program: step.program.clone(),
+                source: error,
+            }
         }
     })
 }

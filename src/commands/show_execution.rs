@@ -1,63 +1,88 @@
 //! `mara show-execution`: the plan of one provider (or of all, with `--all`), in the chosen format.
 
-use crate::cli::{OutputFormat, PlanFormat, ShowExecutionArgs};
+use crate::cli::{PlanFormat, ShowExecutionArgs};
+use crate::deployment::{self, Deployment};
 use crate::error::Result;
 use crate::graph::render::{self, View};
 use crate::graph::{ExecutionGraph, Plan, Selection};
 use crate::provider::Provider;
-use crate::settings::Settings;
+use crate::run::narrow;
+use crate::settings::{OutputFormat, Settings};
 use crate::ui;
 use crate::workspace::Workspace;
 use crate::workspace::pulumi_project::PulumiProject;
 
 pub fn run(settings: &Settings, args: ShowExecutionArgs) -> Result<()> {
-    let workspace = super::workspace(settings)?;
-    plan(settings, &workspace, args).map_err(|e| e.relative_to(&workspace.root))
-}
-
-fn plan(settings: &Settings, workspace: &Workspace, args: ShowExecutionArgs) -> Result<()> {
-    let workspace = workspace.clone();
-    let registry = super::registry(&workspace)?;
     let format = args.format.unwrap_or(match settings.output {
         OutputFormat::Json => PlanFormat::Json,
         OutputFormat::Human => PlanFormat::Tree,
     });
-    let providers: Vec<Provider> = if args.all {
-        registry
-            .resolve_all()?
-            .into_iter()
-            .filter(|p| !p.is_abstract)
-            .collect()
-    } else {
-        vec![super::choose_provider(settings, &workspace, &registry)?.0]
-    };
     let selection = Selection::from(args.selection);
     if args.changed {
-        let provider = &providers[0];
-        let graph = ExecutionGraph::build(provider)?;
-        let plan = Plan::select(&graph, &selection)?;
-        let context = super::stack_context(settings, &workspace)?;
-        let stack = context.required_stack(&workspace)?;
-        let fingerprints = super::run::fingerprints_of(&plan, &workspace, &stack);
-        let ledger = workspace.state_dir().join("ledger.db");
-        let (text, _) =
-            super::run::what_changed(&plan, &fingerprints, &ledger, &stack, settings.stdout_style)?;
-        return ui::print(&text);
+        return changed(settings, &selection);
     }
-    let graphs: Vec<ExecutionGraph> = providers
-        .iter()
-        .map(ExecutionGraph::build)
-        .collect::<Result<_>>()?;
+    let (workspace, providers, graphs) = if args.all {
+        let workspace = deployment::discover(settings)?;
+        let within = |e: crate::error::Error| e.relative_to(&workspace.root);
+        let registry = deployment::registry(&workspace).map_err(within)?;
+        let providers: Vec<Provider> = registry
+            .resolve_all()
+            .map_err(within)?
+            .into_iter()
+            .filter(|p| !p.is_abstract)
+            .collect();
+        let graphs = providers
+            .iter()
+            .map(ExecutionGraph::build)
+            .collect::<Result<_>>()
+            .map_err(within)?;
+        (workspace, providers, graphs)
+    } else {
+        let deployment = Deployment::load_for_planning(settings)?;
+        let files = deployment.files;
+        (
+            files.workspace,
+            vec![deployment.provider],
+            vec![deployment.graph],
+        )
+    };
+    plan(
+        settings, &workspace, &providers, &graphs, &selection, format, args.all,
+    )
+    .map_err(|e| e.relative_to(&workspace.root))
+}
+
+/// `--changed`: for every selected project, whether `mara up --changed` would run it, and why.
+fn changed(settings: &Settings, selection: &Selection) -> Result<()> {
+    let deployment = Deployment::load(settings)?;
+    let files = &deployment.files;
+    let stack = files.required_stack()?;
+    let selected = Plan::select(&deployment.graph, selection)?;
+    let fingerprints = narrow::fingerprints(&selected, files, stack);
+    let ledger = crate::ledger::open_existing(&crate::ledger::path(&files.workspace))?;
+    let changes = narrow::changes(&selected, &fingerprints, ledger.as_deref(), stack)?;
+    ui::print(&super::run::changes_text(&changes, settings.stdout_style))
+}
+
+fn plan(
+    settings: &Settings,
+    workspace: &Workspace,
+    providers: &[Provider],
+    graphs: &[ExecutionGraph],
+    selection: &Selection,
+    format: PlanFormat,
+    all: bool,
+) -> Result<()> {
     let plans: Vec<Plan<'_>> = graphs
         .iter()
-        .map(|g| Plan::select(g, &selection))
+        .map(|g| Plan::select(g, selection))
         .collect::<Result<_>>()?;
     // Only the JSON plan names each project's Pulumi project: reading every Pulumi.yaml is the
     // largest cost of a big plan, so the other formats do not.
     let names: Vec<Vec<Option<String>>> = graphs
         .iter()
         .map(|g| match format {
-            PlanFormat::Json => pulumi_names(&workspace, g),
+            PlanFormat::Json => pulumi_names(workspace, g),
             _ => Vec::new(),
         })
         .collect();
@@ -73,7 +98,7 @@ fn plan(settings: &Settings, workspace: &Workspace, args: ShowExecutionArgs) -> 
             style: settings.stdout_style,
         })
         .collect();
-    ui::print(&render_all(&views, format, args.all))
+    ui::print(&render_all(&views, format, all))
 }
 
 fn render_all(views: &[View<'_>], format: PlanFormat, all: bool) -> String {

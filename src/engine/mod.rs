@@ -1,14 +1,45 @@
-//! Engines: what a project's operation runs (argv, directory, standard input) and how its output
-//! is read. One file per engine; the scheduler only sees `Step`s and `Outcome`s.
+//! Engines: what a project's operation runs (argv, directory, variables) and how its output is
+//! read. One file per engine; `Engines::steps` is the one place a project's steps are made, and
+//! nothing outside this module builds an engine's argv. The scheduler only sees `Step`s.
+//!
+//! This module knows nothing of providers or workspaces: it is given plain values (`Target`).
 
+pub mod command;
 pub mod pulumi;
 pub mod terraform;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+/// The tool that runs a project.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    Pulumi,
+    Terraform,
+    Tofu,
+    Command,
+}
+
+impl EngineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Pulumi => "pulumi",
+            EngineKind::Terraform => "terraform",
+            EngineKind::Tofu => "tofu",
+            EngineKind::Command => "command",
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// The operation of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -30,6 +61,17 @@ impl Operation {
         }
     }
 
+    pub fn parse(text: &str) -> Option<Operation> {
+        [
+            Operation::Up,
+            Operation::Preview,
+            Operation::Refresh,
+            Operation::Destroy,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == text)
+    }
+
     /// Whether it changes infrastructure (and so takes locks and asks for confirmation).
     pub fn mutates(self) -> bool {
         !matches!(self, Operation::Preview)
@@ -39,6 +81,106 @@ impl Operation {
 impl fmt::Display for Operation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// What every engine step of one run shares: the stack, the tools, the shared configuration.
+#[derive(Debug, Clone)]
+pub struct Engines {
+    /// The workspace's engine, for projects that name none.
+    pub default: EngineKind,
+    pub pulumi: pulumi::Pulumi,
+    /// The shared configuration's values: Terraform modules get theirs as `TF_VAR_*`.
+    pub config: serde_json::Map<String, serde_json::Value>,
+    /// `destroy --remove`: Pulumi stacks are removed once destroyed.
+    pub remove_stacks: bool,
+}
+
+/// One project, as its engine needs to know it.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    /// Its path in the provider (`kubernetes/secrets`).
+    pub path: &'a str,
+    /// `None`: the workspace's engine.
+    pub engine: Option<EngineKind>,
+    /// Its shell commands, for a command project.
+    pub commands: &'a command::Commands,
+    /// Whether an `on_destroy` command hook reads its outputs: they are read before the destroy.
+    pub destroy_reads_outputs: bool,
+    pub dir: &'a Path,
+    /// Where a command project without a directory of its own runs: the workspace root.
+    pub root: &'a Path,
+    /// Where a command project leaves its outputs (`$MARA_OUTPUTS`).
+    pub outputs: &'a Path,
+    /// The `MARA_*` variables of its processes.
+    pub context: &'a command::Context,
+}
+
+impl Target<'_> {
+    /// The last path segment: a Terraform module's namespace in the shared configuration.
+    pub fn leaf(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(self.path)
+    }
+}
+
+impl Engines {
+    pub fn engine_of(&self, target: &Target<'_>) -> EngineKind {
+        target.engine.unwrap_or(self.default)
+    }
+
+    /// The steps of `operation` on `target`, in order.
+    pub fn steps(&self, target: &Target<'_>, operation: Operation) -> Vec<Step> {
+        let mut steps = self.engine_steps(target, operation);
+        // A destroy hook that reads the outputs needs them before they are gone.
+        if operation == Operation::Destroy
+            && target.destroy_reads_outputs
+            && let Some(outputs) = self
+                .engine_steps(target, Operation::Up)
+                .into_iter()
+                .find(|s| s.kind == StepKind::Outputs)
+            && let Some(at) = steps.iter().position(|s| s.kind == StepKind::Operation)
+        {
+            steps.insert(at, outputs);
+        }
+        steps
+    }
+
+    fn engine_steps(&self, target: &Target<'_>, operation: Operation) -> Vec<Step> {
+        match self.engine_of(target) {
+            EngineKind::Pulumi => {
+                let remove = self.remove_stacks && operation == Operation::Destroy;
+                self.pulumi
+                    .steps(target.path, target.dir, operation, remove)
+            }
+            engine @ (EngineKind::Terraform | EngineKind::Tofu) => self.terraform(engine).steps(
+                target.dir,
+                operation,
+                &terraform::variables(&self.config, target.leaf()),
+            ),
+            EngineKind::Command => {
+                let cwd = if target.dir.is_dir() {
+                    target.dir
+                } else {
+                    target.root
+                };
+                command::steps(
+                    target.commands.of(operation),
+                    cwd,
+                    operation,
+                    target.context,
+                    target.outputs,
+                )
+            }
+        }
+    }
+
+    /// The Terraform (or OpenTofu) of this run.
+    pub fn terraform(&self, engine: EngineKind) -> terraform::Terraform {
+        terraform::Terraform {
+            binary: engine.as_str().to_string(),
+            stack: self.pulumi.stack.clone(),
+            color: self.pulumi.color,
+        }
     }
 }
 
@@ -130,8 +272,7 @@ pub enum Reader {
 }
 
 impl Reader {
-    pub fn new(engine: crate::provider::EngineKind, operation: Operation) -> Reader {
-        use crate::provider::EngineKind;
+    pub fn new(engine: EngineKind, operation: Operation) -> Reader {
         match engine {
             EngineKind::Pulumi => Reader::Pulumi(pulumi::OutputReader::new(operation)),
             EngineKind::Terraform | EngineKind::Tofu => {
@@ -175,8 +316,7 @@ impl Reader {
 }
 
 /// The stack outputs an engine's outputs step printed, as `{"name": value}`.
-pub fn parse_outputs(engine: crate::provider::EngineKind, stdout: &str) -> serde_json::Value {
-    use crate::provider::EngineKind;
+pub fn parse_outputs(engine: EngineKind, stdout: &str) -> serde_json::Value {
     match engine {
         EngineKind::Terraform | EngineKind::Tofu => terraform::outputs(stdout, true),
         _ => serde_json::from_str(stdout).unwrap_or(serde_json::Value::Object(Default::default())),

@@ -1,5 +1,6 @@
-//! The Pulumi CLI, exactly (SPEC §6.1): every flag here exists in Pulumi v3.259
-//! (`shared/reference/pulumi-flags.json`; a test checks each argv against it).
+//! The Pulumi CLI, exactly (docs/commands.md, "up, preview, refresh, destroy"): every flag here
+//! exists in Pulumi v3.259 (`tests/pulumi-stand-in/pulumi-flags.json`; the stand-in refuses any
+//! other, and the tests check every recorded argv against the list).
 //!
 //! Per project, in its directory: `stack select --create` (plus `--secrets-provider` when set),
 //! then the operation with `--stack`, `--config-file <shared>` (not for the secrets project, which
@@ -164,6 +165,40 @@ impl Pulumi {
         self.step(StepKind::Prepare, dir, &words, false)
     }
 
+    /// `stack output --json` in `dir` (`mara output`), decrypted with `show_secrets`.
+    pub fn output_step(&self, dir: &Path, show_secrets: bool) -> Step {
+        let mut words = vec![
+            "--non-interactive",
+            "stack",
+            "output",
+            "--json",
+            "--stack",
+            &self.stack,
+        ];
+        if show_secrets {
+            words.push("--show-secrets");
+        }
+        self.step(StepKind::Outputs, dir, &words, false)
+    }
+
+    /// `config get KEY` in `dir` (Pulumi decrypts a secret); with `shared`, from the shared
+    /// configuration.
+    pub fn get_step(&self, dir: &Path, key: &str, shared: bool) -> Step {
+        self.step(
+            StepKind::Outputs,
+            dir,
+            &[
+                "--non-interactive",
+                "config",
+                "get",
+                key,
+                "--stack",
+                &self.stack,
+            ],
+            shared,
+        )
+    }
+
     /// `config --json --show-secrets` in `dir` (the shared configuration with `shared`): how mara
     /// learns the secret values it must keep out of its output.
     pub fn read_config_step(&self, dir: &Path, shared: bool) -> Step {
@@ -183,6 +218,11 @@ impl Pulumi {
     }
 }
 
+/// Whether a configuration value is one Pulumi encrypted (`{secure: v1:…}`).
+pub fn is_secure(value: &Value) -> bool {
+    matches!(value, Value::Object(map) if map.len() == 1 && map.contains_key("secure"))
+}
+
 /// The secret values of `pulumi config --json --show-secrets` output.
 pub fn secret_values(config_json: &str) -> Vec<String> {
     let Ok(Value::Object(map)) = serde_json::from_str::<Value>(config_json) else {
@@ -192,6 +232,11 @@ pub fn secret_values(config_json: &str) -> Vec<String> {
         .filter(|entry| entry["secret"] == Value::Bool(true))
         .filter_map(|entry| entry["value"].as_str().map(str::to_string))
         .collect()
+}
+
+/// Whether a failed `stack output` says the stack does not exist (exit 6, or "no stack named").
+pub fn is_missing_stack(code: Option<i32>, stderr: &str) -> bool {
+    code == Some(6) || stderr.contains("no stack named")
 }
 
 /// Whether stderr says another update holds the stack's lock.

@@ -1,4 +1,4 @@
-//! Terraform and OpenTofu root modules (SPEC §8): the same CLI contract, two binaries.
+//! Terraform and OpenTofu root modules (docs/commands.md, "up, preview, refresh, destroy"): the same CLI contract, two binaries.
 //!
 //! Per project, in its directory: `init -input=false`, then the stack's workspace (`workspace
 //! select S`, else `workspace new S` — `select -or-create` only exists from 1.4, and this works on
@@ -77,6 +77,21 @@ impl Terraform {
     }
 }
 
+impl Terraform {
+    /// `output -json` in the stack's workspace (`mara output`), chosen by `TF_WORKSPACE` so that
+    /// reading needs no `workspace select`.
+    pub fn output_step(&self, dir: &Path) -> Step {
+        let mut step = Step::new(
+            StepKind::Outputs,
+            self.binary.clone(),
+            ["output", "-json", "-no-color"].map(String::from).to_vec(),
+            dir,
+        );
+        step.env.insert("TF_WORKSPACE".into(), self.stack.clone());
+        step
+    }
+}
+
 /// `TF_VAR_<key>` for every key of the shared configuration in `namespace` (`<namespace>:<key>`);
 /// strings as they are, other values as JSON (what Terraform parses for non-string variables).
 pub fn variables(config: &Map<String, Value>, namespace: &str) -> BTreeMap<String, String> {
@@ -84,7 +99,7 @@ pub fn variables(config: &Map<String, Value>, namespace: &str) -> BTreeMap<Strin
     config
         .iter()
         .filter_map(|(key, value)| key.strip_prefix(&prefix).map(|name| (name, value)))
-        .filter(|(_, value)| !crate::workspace::stack_config::is_secure(value))
+        .filter(|(_, value)| !super::pulumi::is_secure(value))
         .map(|(name, value)| {
             let text = match value {
                 Value::String(s) => s.clone(),

@@ -362,8 +362,9 @@ fn cycle_problem(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::command::Commands;
     use crate::error::Location;
-    use crate::provider::{Reference, Steps};
+    use crate::provider::Reference;
 
     fn project(path: &str, stage: Stage, after: &[&str]) -> Project {
         Project {
@@ -383,7 +384,7 @@ mod tests {
             secrets: Vec::new(),
             on_success: Vec::new(),
             on_destroy: Vec::new(),
-            steps: Steps::default(),
+            commands: Commands::default(),
             declared_at: Location::line("p.toml", 1),
         }
     }

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use super::{EdgeKind, Plan};
-use crate::provider::{EngineKind, Hook, Project, Provider, Stage};
+use crate::engine::EngineKind;
+use crate::provider::{Hook, Project, Provider, Stage};
 use crate::ui::Style;
 
 /// What a rendering needs besides the plan.

@@ -1,19 +1,42 @@
-//! The run ledger (SPEC §7): the source of truth about what ran, what is running now, and the
-//! inputs of each project's last successful deployment.
+//! The run ledger (docs/commands.md, "status, history, logs"): the source of truth about what ran,
+//! what is running now, and the inputs of each project's last successful deployment.
 //!
-//! The scheduler never talks to it; the run command records what the scheduler reports. The
+//! The runner never talks to it: the `recorder` follows a run's events as one of its sinks. The
 //! ledger sits behind `Ledger`, so that a shared database for teams can replace the local SQLite
-//! one (`sqlite::SqliteLedger`, `.mara/ledger.db`) without touching anything else.
+//! one (`sqlite::SqliteLedger`, `.mara/ledger.db`) without touching anything else; `open` and
+//! `open_existing` are where a command gets one.
 
+pub mod recorder;
 pub mod sqlite;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::Path;
 
 use serde::Serialize;
 
-use crate::engine::Changes;
+use crate::engine::{Changes, Operation};
 use crate::error::Result;
+use crate::status::{ProjectStatus, RunStatus};
+use crate::workspace::Workspace;
+
+/// The ledger file of a workspace: `<state_dir>/ledger.db`.
+pub fn path(workspace: &Workspace) -> std::path::PathBuf {
+    workspace.state_dir().join("ledger.db")
+}
+
+/// Opens (creating) the workspace's ledger.
+pub fn open(file: &Path) -> Result<Box<dyn Ledger>> {
+    Ok(Box::new(sqlite::SqliteLedger::open(file)?))
+}
+
+/// Opens the workspace's ledger if it exists (for commands that only read).
+pub fn open_existing(file: &Path) -> Result<Option<Box<dyn Ledger>>> {
+    Ok(
+        sqlite::SqliteLedger::open_existing(file)?
+            .map(|ledger| Box::new(ledger) as Box<dyn Ledger>),
+    )
+}
 
 /// Who holds a stack's lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -50,7 +73,7 @@ pub enum Begun {
 #[derive(Debug, Clone)]
 pub struct RunStart {
     pub run_id: String,
-    pub operation: String,
+    pub operation: Operation,
     pub provider: String,
     pub stack: String,
     pub command: String,
@@ -61,7 +84,7 @@ pub struct RunStart {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRecord {
     pub run_id: String,
-    pub operation: String,
+    pub operation: Operation,
     pub provider: String,
     pub stack: String,
     pub user: String,
@@ -70,8 +93,7 @@ pub struct RunRecord {
     pub command: String,
     pub started: String,
     pub finished: Option<String>,
-    /// running, succeeded, failed, cancelled or abandoned.
-    pub status: String,
+    pub status: RunStatus,
     pub projects: Vec<ProjectRecord>,
 }
 
@@ -79,7 +101,7 @@ pub struct RunRecord {
 #[derive(Debug, Clone, Serialize)]
 pub struct ProjectRecord {
     pub path: String,
-    pub status: String,
+    pub status: ProjectStatus,
     pub started: Option<String>,
     pub finished: Option<String>,
     pub exit_code: Option<i32>,
@@ -89,7 +111,8 @@ pub struct ProjectRecord {
     pub fingerprint: Option<String>,
 }
 
-pub trait Ledger {
+/// A ledger is shared with the threads that write a run's records and watch for `mara cancel`.
+pub trait Ledger: Send {
     /// Records a run as `running`; with `lock`, first takes the stack's lock, atomically.
     fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun>;
 
@@ -106,7 +129,7 @@ pub trait Ledger {
     fn project_finished(&mut self, run_id: &str, project: &ProjectRecord) -> Result<()>;
 
     /// Records the run's end and releases its lock.
-    fn finish(&mut self, run_id: &str, status: &str, finished: &str) -> Result<()>;
+    fn finish(&mut self, run_id: &str, status: RunStatus, finished: &str) -> Result<()>;
 
     /// Who holds `stack`'s lock now.
     fn holder(&self, stack: &str) -> Result<Option<Holder>>;
@@ -126,7 +149,7 @@ pub trait Ledger {
     fn run(&self, run_id: &str) -> Result<Option<RunRecord>>;
 
     /// The last run of `operation` on `stack`, with its projects.
-    fn last_run(&self, stack: &str, operation: &str) -> Result<Option<RunRecord>>;
+    fn last_run(&self, stack: &str, operation: Operation) -> Result<Option<RunRecord>>;
 
     /// Each project's fingerprint at its last successful `up` on `stack`.
     fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>>;

@@ -5,13 +5,16 @@
 //! so that two runs can never both hold a stack. The schema is migrated by `PRAGMA user_version`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{Begun, Holder, Ledger, ProjectRecord, RunRecord, RunStart, process_exists, whoami};
+use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
+use crate::status::{ProjectStatus, RunStatus};
 
 /// Each entry moves the schema one version up; never edit one, add the next.
 const MIGRATIONS: &[&str] = &[
@@ -52,19 +55,47 @@ const MIGRATIONS: &[&str] = &[
 
 pub struct SqliteLedger {
     connection: Connection,
+    path: PathBuf,
     user: String,
     host: String,
 }
 
 fn db_error(path: &Path, error: rusqlite::Error) -> Error {
-    Error::config(Problem::new(format!("the run ledger: {error}")).in_file(path))
+    Error::Ledger {
+        path: path.to_path_buf(),
+        message: error.to_string(),
+    }
 }
+
+/// The statuses and operations are stored as their text.
+macro_rules! text_column {
+    ($type:ty) => {
+        impl ToSql for $type {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl FromSql for $type {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                let text = value.as_str()?;
+                <$type>::parse(text).ok_or_else(|| {
+                    FromSqlError::Other(format!("`{text}` is not a known value").into())
+                })
+            }
+        }
+    };
+}
+
+text_column!(ProjectStatus);
+text_column!(RunStatus);
+text_column!(Operation);
 
 impl SqliteLedger {
     /// Opens (creating, and migrating) the ledger at `path`.
     pub fn open(path: &Path) -> Result<SqliteLedger> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::read(dir, e))?;
+            std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
         }
         let mut connection = Connection::open(path).map_err(|e| db_error(path, e))?;
         connection
@@ -106,6 +137,7 @@ impl SqliteLedger {
         let (user, host) = whoami();
         Ok(SqliteLedger {
             connection,
+            path: path.to_path_buf(),
             user,
             host,
         })
@@ -118,10 +150,6 @@ impl SqliteLedger {
         } else {
             Ok(None)
         }
-    }
-
-    fn e(error: rusqlite::Error) -> Error {
-        Error::config(Problem::new(format!("the run ledger: {error}")))
     }
 
     fn holder_of(connection: &Connection, stack: &str) -> rusqlite::Result<Option<Holder>> {
@@ -167,7 +195,7 @@ impl SqliteLedger {
         let mut statement = self
             .connection
             .prepare("SELECT path, status, started, finished, exit_code, changes, reason, log, fingerprint FROM projects WHERE run_id = ?1 ORDER BY rowid")
-            .map_err(Self::e)?;
+            .map_err(|e| db_error(&self.path, e))?;
         let rows = statement
             .query_map([run_id], |row| {
                 let changes: Option<String> = row.get(5)?;
@@ -183,8 +211,9 @@ impl SqliteLedger {
                     fingerprint: row.get(8)?,
                 })
             })
-            .map_err(Self::e)?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(Self::e)
+            .map_err(|e| db_error(&self.path, e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| db_error(&self.path, e))
     }
 }
 
@@ -194,9 +223,12 @@ impl Ledger for SqliteLedger {
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(Self::e)?;
+            .map_err(|e| db_error(&self.path, e))?;
         let mut took_over = None;
-        if lock && let Some(holder) = Self::holder_of(&transaction, &run.stack).map_err(Self::e)? {
+        if lock
+            && let Some(holder) =
+                Self::holder_of(&transaction, &run.stack).map_err(|e| db_error(&self.path, e))?
+        {
             if holder.host != host || process_exists(holder.pid) {
                 return Ok(Begun::Held(holder));
             }
@@ -205,13 +237,13 @@ impl Ledger for SqliteLedger {
                     "UPDATE runs SET status = 'abandoned', finished = ?2 WHERE run_id = ?1",
                     params![holder.run_id, run.started],
                 )
-                .map_err(Self::e)?;
+                .map_err(|e| db_error(&self.path, e))?;
             transaction
                 .execute("UPDATE projects SET status = 'abandoned' WHERE run_id = ?1 AND status = 'running'", [&holder.run_id])
-                .map_err(Self::e)?;
+                .map_err(|e| db_error(&self.path, e))?;
             transaction
                 .execute("DELETE FROM locks WHERE stack = ?1", [&run.stack])
-                .map_err(Self::e)?;
+                .map_err(|e| db_error(&self.path, e))?;
             took_over = Some(holder);
         }
         transaction
@@ -220,16 +252,16 @@ impl Ledger for SqliteLedger {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running')",
                 params![run.run_id, run.operation, run.provider, run.stack, user, host, std::process::id(), run.command, run.started],
             )
-            .map_err(Self::e)?;
+            .map_err(|e| db_error(&self.path, e))?;
         if lock {
             transaction
                 .execute(
                     "INSERT INTO locks (stack, run_id) VALUES (?1, ?2)",
                     params![run.stack, run.run_id],
                 )
-                .map_err(Self::e)?;
+                .map_err(|e| db_error(&self.path, e))?;
         }
-        transaction.commit().map_err(Self::e)?;
+        transaction.commit().map_err(|e| db_error(&self.path, e))?;
         Ok(Begun::Started { took_over })
     }
 
@@ -246,7 +278,7 @@ impl Ledger for SqliteLedger {
                  ON CONFLICT (run_id, path) DO UPDATE SET status = 'running', started = ?3, fingerprint = ?4",
                 params![run_id, path, started, fingerprint],
             )
-            .map_err(Self::e)?;
+            .map_err(|e| db_error(&self.path, e))?;
         Ok(())
     }
 
@@ -274,46 +306,49 @@ impl Ledger for SqliteLedger {
                     project.fingerprint
                 ],
             )
-            .map_err(Self::e)?;
+            .map_err(|e| db_error(&self.path, e))?;
         Ok(())
     }
 
-    fn finish(&mut self, run_id: &str, status: &str, finished: &str) -> Result<()> {
-        let transaction = self.connection.transaction().map_err(Self::e)?;
+    fn finish(&mut self, run_id: &str, status: RunStatus, finished: &str) -> Result<()> {
+        let transaction = self
+            .connection
+            .transaction()
+            .map_err(|e| db_error(&self.path, e))?;
         transaction
             .execute(
                 "UPDATE runs SET status = ?2, finished = ?3 WHERE run_id = ?1",
                 params![run_id, status, finished],
             )
-            .map_err(Self::e)?;
+            .map_err(|e| db_error(&self.path, e))?;
         transaction
             .execute("DELETE FROM locks WHERE run_id = ?1", [run_id])
-            .map_err(Self::e)?;
-        transaction.commit().map_err(Self::e)
+            .map_err(|e| db_error(&self.path, e))?;
+        transaction.commit().map_err(|e| db_error(&self.path, e))
     }
 
     fn holder(&self, stack: &str) -> Result<Option<Holder>> {
-        Self::holder_of(&self.connection, stack).map_err(Self::e)
+        Self::holder_of(&self.connection, stack).map_err(|e| db_error(&self.path, e))
     }
 
     fn unlock(&mut self, stack: &str) -> Result<Option<Holder>> {
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(Self::e)?;
-        let holder = Self::holder_of(&transaction, stack).map_err(Self::e)?;
+            .map_err(|e| db_error(&self.path, e))?;
+        let holder = Self::holder_of(&transaction, stack).map_err(|e| db_error(&self.path, e))?;
         if let Some(holder) = &holder {
             transaction
                 .execute("DELETE FROM locks WHERE stack = ?1", [stack])
-                .map_err(Self::e)?;
+                .map_err(|e| db_error(&self.path, e))?;
             transaction
                 .execute(
                     "UPDATE runs SET status = 'abandoned', finished = COALESCE(finished, ?2) WHERE run_id = ?1 AND status = 'running'",
                     params![holder.run_id, crate::run::clock::rfc3339(std::time::SystemTime::now())],
                 )
-                .map_err(Self::e)?;
+                .map_err(|e| db_error(&self.path, e))?;
         }
-        transaction.commit().map_err(Self::e)?;
+        transaction.commit().map_err(|e| db_error(&self.path, e))?;
         Ok(holder)
     }
 
@@ -325,7 +360,7 @@ impl Ledger for SqliteLedger {
                     "UPDATE runs SET cancel_requested = 1 WHERE run_id = ?1",
                     [&holder.run_id],
                 )
-                .map_err(Self::e)?;
+                .map_err(|e| db_error(&self.path, e))?;
         }
         Ok(holder)
     }
@@ -339,7 +374,7 @@ impl Ledger for SqliteLedger {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(Self::e)?;
+            .map_err(|e| db_error(&self.path, e))?;
         Ok(requested == Some(1))
     }
 
@@ -348,11 +383,15 @@ impl Ledger for SqliteLedger {
             "SELECT {} FROM runs WHERE ?1 IS NULL OR stack = ?1 ORDER BY started DESC, run_id DESC LIMIT ?2",
             Self::RUN_COLUMNS
         );
-        let mut statement = self.connection.prepare(&sql).map_err(Self::e)?;
+        let mut statement = self
+            .connection
+            .prepare(&sql)
+            .map_err(|e| db_error(&self.path, e))?;
         let rows = statement
             .query_map(params![stack, limit as i64], Self::record)
-            .map_err(Self::e)?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(Self::e)
+            .map_err(|e| db_error(&self.path, e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| db_error(&self.path, e))
     }
 
     fn run(&self, run_id: &str) -> Result<Option<RunRecord>> {
@@ -361,7 +400,7 @@ impl Ledger for SqliteLedger {
             .connection
             .query_row(&sql, [run_id], Self::record)
             .optional()
-            .map_err(Self::e)?;
+            .map_err(|e| db_error(&self.path, e))?;
         match record {
             Some(mut record) => {
                 record.projects = self.projects(run_id)?;
@@ -371,16 +410,16 @@ impl Ledger for SqliteLedger {
         }
     }
 
-    fn last_run(&self, stack: &str, operation: &str) -> Result<Option<RunRecord>> {
+    fn last_run(&self, stack: &str, operation: Operation) -> Result<Option<RunRecord>> {
         let id: Option<String> = self
             .connection
             .query_row(
                 "SELECT run_id FROM runs WHERE stack = ?1 AND operation = ?2 ORDER BY started DESC, run_id DESC LIMIT 1",
-                [stack, operation],
+                params![stack, operation],
                 |r| r.get(0),
             )
             .optional()
-            .map_err(Self::e)?;
+            .map_err(|e| db_error(&self.path, e))?;
         match id {
             Some(id) => self.run(&id),
             None => Ok(None),
@@ -395,15 +434,15 @@ impl Ledger for SqliteLedger {
                  WHERE r.stack = ?1 AND r.operation = 'up' AND p.status IN ('succeeded', 'unchanged') AND p.fingerprint IS NOT NULL
                  ORDER BY p.finished",
             )
-            .map_err(Self::e)?;
+            .map_err(|e| db_error(&self.path, e))?;
         let rows = statement
             .query_map([stack], |r| {
                 Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
             })
-            .map_err(Self::e)?;
+            .map_err(|e| db_error(&self.path, e))?;
         // Later rows overwrite earlier ones: the last successful up wins.
         rows.collect::<rusqlite::Result<BTreeMap<_, _>>>()
-            .map_err(Self::e)
+            .map_err(|e| db_error(&self.path, e))
     }
 }
 
@@ -414,7 +453,7 @@ mod tests {
     fn start(id: &str, stack: &str) -> RunStart {
         RunStart {
             run_id: id.into(),
-            operation: "up".into(),
+            operation: Operation::Up,
             provider: "aws".into(),
             stack: stack.into(),
             command: "mara up".into(),
@@ -456,9 +495,12 @@ mod tests {
             panic!("no takeover")
         };
         assert_eq!(old.run_id, "r1");
-        assert_eq!(ledger.run("r1").unwrap().unwrap().status, "abandoned");
+        assert_eq!(
+            ledger.run("r1").unwrap().unwrap().status,
+            RunStatus::Abandoned
+        );
         ledger
-            .finish("r4", "succeeded", "2026-11-21T00:01:00.000Z")
+            .finish("r4", RunStatus::Succeeded, "2026-11-21T00:01:00.000Z")
             .unwrap();
         assert!(ledger.holder("dev").unwrap().is_none());
     }
@@ -494,7 +536,7 @@ mod tests {
             .unwrap();
         let record = ProjectRecord {
             path: "a".into(),
-            status: "succeeded".into(),
+            status: ProjectStatus::Succeeded,
             started: Some("t0".into()),
             finished: Some("t1".into()),
             exit_code: Some(0),
@@ -504,16 +546,26 @@ mod tests {
             fingerprint: None,
         };
         ledger.project_finished("r1", &record).unwrap();
-        ledger.finish("r1", "succeeded", "t2").unwrap();
+        ledger.finish("r1", RunStatus::Succeeded, "t2").unwrap();
         let run = ledger.run("r1").unwrap().unwrap();
         assert_eq!(run.projects[0].fingerprint.as_deref(), Some("fp-a"));
         assert_eq!(run.projects[0].changes.as_ref().unwrap()["create"], 2);
         assert_eq!(ledger.last_fingerprints("dev").unwrap()["a"], "fp-a");
         assert_eq!(ledger.runs(None, 10).unwrap().len(), 1);
-        assert_eq!(ledger.last_run("dev", "up").unwrap().unwrap().run_id, "r1");
+        assert_eq!(
+            ledger
+                .last_run("dev", Operation::Up)
+                .unwrap()
+                .unwrap()
+                .run_id,
+            "r1"
+        );
         // Reopening does not migrate again.
         drop(ledger);
         let ledger = SqliteLedger::open(&dir.path().join("ledger.db")).unwrap();
-        assert_eq!(ledger.runs(Some("dev"), 10).unwrap()[0].status, "succeeded");
+        assert_eq!(
+            ledger.runs(Some("dev"), 10).unwrap()[0].status,
+            RunStatus::Succeeded
+        );
     }
 }

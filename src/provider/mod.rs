@@ -10,39 +10,13 @@ mod resolve;
 pub mod schema;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::EngineKind;
+use crate::engine::command::{Commands, env_var_name};
 use crate::error::{Error, Location, Problem, Result, did_you_mean};
-
-/// The tool that runs a project.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    Pulumi,
-    Terraform,
-    Tofu,
-    Command,
-}
-
-impl EngineKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::Pulumi => "pulumi",
-            EngineKind::Terraform => "terraform",
-            EngineKind::Tofu => "tofu",
-            EngineKind::Command => "command",
-        }
-    }
-}
-
-impl fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Infrastructure projects build the cluster; every kubernetes project runs after all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
@@ -136,22 +110,6 @@ pub fn secret_env_var(key: &str) -> String {
     env_var_name("MARA_SECRET_", key)
 }
 
-/// `prefix` + `name` upper-cased, every character that is not a letter or digit an underscore:
-/// how mara names the variables it derives from keys and outputs.
-pub fn env_var_name(prefix: &str, name: &str) -> String {
-    let name: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("{prefix}{name}")
-}
-
 /// What runs after a project's successful `up` (or `destroy`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hook {
@@ -160,31 +118,6 @@ pub enum Hook {
     Kubeconfig { output: String, merge: bool },
     /// A shell command, with the stack outputs in its environment.
     Command { run: String },
-}
-
-/// The shell commands of an `engine = "command"` project.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Steps {
-    pub up: Option<String>,
-    pub preview: Option<String>,
-    pub refresh: Option<String>,
-    pub destroy: Option<String>,
-}
-
-impl Steps {
-    pub fn any(&self) -> bool {
-        self.up.is_some()
-            || self.preview.is_some()
-            || self.refresh.is_some()
-            || self.destroy.is_some()
-    }
-
-    pub fn all(&self) -> impl Iterator<Item = &str> {
-        [&self.up, &self.preview, &self.refresh, &self.destroy]
-            .into_iter()
-            .flatten()
-            .map(String::as_str)
-    }
 }
 
 /// A project path named in a provider file (`after`, `before`, `remove`, …), with where it was named.
@@ -209,7 +142,8 @@ pub struct Project {
     pub secrets: Vec<SecretSpec>,
     pub on_success: Vec<Hook>,
     pub on_destroy: Vec<Hook>,
-    pub steps: Steps,
+    /// The shell commands of a command project.
+    pub commands: Commands,
     pub declared_at: Location,
 }
 

@@ -9,9 +9,9 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{
-    ConfigKind, ConfigSpec, EngineKind, Hook, Project, Reference, SecretSpec, Stage, Steps,
-};
+use super::{ConfigKind, ConfigSpec, Hook, Project, Reference, SecretSpec, Stage};
+use crate::engine::EngineKind;
+use crate::engine::command::Commands;
 use crate::error::{LineIndex, Location, Problem};
 use crate::workspace::mara_toml::toml_problem;
 
@@ -364,7 +364,7 @@ impl Checker<'_> {
             .into_iter()
             .filter_map(|h| self.hook(&subject, h))
             .collect();
-        let steps = Steps {
+        let steps = Commands {
             up,
             preview,
             refresh,
@@ -406,7 +406,7 @@ impl Checker<'_> {
                 secrets,
                 on_success,
                 on_destroy,
-                steps,
+                commands: steps,
                 declared_at,
             },
             insert_after: insert_after.map(|r| self.reference(r)),

@@ -1,9 +1,17 @@
-//! Running a plan: the scheduler, the engine processes, and what each project ended as.
+//! Running a plan: the run plan (what will be done), the runner (doing it: the scheduler, the
+//! engine processes, the hooks, interruption), and the events it tells its sinks.
 
 pub mod clock;
+pub mod events;
 pub mod hooks;
+pub mod interrupt;
+pub mod kubeconfig;
+pub mod narrow;
+pub mod plan;
+pub mod prepare;
 pub mod process;
 pub mod project;
 pub mod redact;
+pub mod runner;
 pub mod scheduler;
 pub mod watchdog;

@@ -2,21 +2,21 @@
 //! mara, and all of its children with it), with exactly the merged environment, its stdout and
 //! stderr read line by line as they come.
 //!
-//! When to forward signals: mara's own Ctrl-C handler (see `Interrupt`) sends SIGINT to every
+//! When to forward signals: mara's own Ctrl-C handler (see `run::interrupt`) sends SIGINT to every
 //! running group once — Pulumi then cancels cleanly and releases its lock — and SIGKILL on the
 //! second Ctrl-C. Because each child leads its own group, the terminal's Ctrl-C does not reach it
 //! directly; a child never gets SIGINT twice by accident. A child also gets SIGINT when mara dies
 //! without a chance to forward it (SIGKILL): the run's watchdog (`run::watchdog`) sends it, so
 //! no engine outlives its run.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
+use super::interrupt::Interrupt;
 use crate::engine::Step;
 
 /// Which stream a line came from.
@@ -24,103 +24,6 @@ use crate::engine::Step;
 pub enum Stream {
     Stdout,
     Stderr,
-}
-
-/// How far an interruption has gone: nothing, SIGINT sent, SIGKILL sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub enum InterruptLevel {
-    #[default]
-    None,
-    Graceful,
-    Kill,
-}
-
-/// The run's interruption state, shared by the signal handler, the scheduler and every process.
-#[derive(Clone)]
-pub struct Interrupt {
-    level: watch::Sender<InterruptLevel>,
-    groups: Arc<Mutex<BTreeSet<i32>>>,
-    watchdog: Arc<super::watchdog::Watchdog>,
-}
-
-impl Default for Interrupt {
-    fn default() -> Self {
-        Interrupt {
-            level: watch::Sender::new(InterruptLevel::None),
-            groups: Arc::default(),
-            watchdog: Arc::default(),
-        }
-    }
-}
-
-impl Interrupt {
-    /// The next step: SIGINT to every running process group, then SIGKILL.
-    pub fn escalate(&self) -> InterruptLevel {
-        let next = match *self.level.borrow() {
-            InterruptLevel::None => InterruptLevel::Graceful,
-            _ => InterruptLevel::Kill,
-        };
-        self.level.send_replace(next);
-        let signal = if next == InterruptLevel::Kill {
-            libc::SIGKILL
-        } else {
-            libc::SIGINT
-        };
-        for &group in self
-            .groups
-            .lock()
-            .expect("the group set is never poisoned")
-            .iter()
-        {
-            // SAFETY: killpg only sends a signal; a group that has already exited yields ESRCH.
-            unsafe {
-                libc::killpg(group, signal);
-            }
-        }
-        next
-    }
-
-    pub fn level(&self) -> InterruptLevel {
-        *self.level.borrow()
-    }
-
-    pub fn is_interrupted(&self) -> bool {
-        self.level() > InterruptLevel::None
-    }
-
-    /// Resolves once an interruption has been requested.
-    pub async fn requested(&self) {
-        let mut receiver = self.level.subscribe();
-        let _ = receiver
-            .wait_for(|level| *level > InterruptLevel::None)
-            .await;
-    }
-
-    fn register(&self, group: i32) {
-        self.groups
-            .lock()
-            .expect("the group set is never poisoned")
-            .insert(group);
-        self.watchdog.tell(group, true);
-        // A process started after the interruption gets it at once.
-        let signal = match self.level() {
-            InterruptLevel::None => return,
-            InterruptLevel::Graceful => libc::SIGINT,
-            InterruptLevel::Kill => libc::SIGKILL,
-        };
-        // SAFETY: as in `escalate`.
-        unsafe {
-            libc::killpg(group, signal);
-        }
-    }
-
-    fn unregister(&self, group: i32) {
-        self.groups
-            .lock()
-            .expect("the group set is never poisoned")
-            .remove(&group);
-        self.watchdog.tell(group, false);
-    }
 }
 
 /// What a finished process left.
@@ -324,7 +227,7 @@ mod tests {
         let trigger = interrupt.clone();
         tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            trigger.escalate();
+            trigger.escalate(crate::run::interrupt::Cause::Signal);
         });
         // The shell traps INT and reports it; its foreground child, in the same group, gets it too.
         let script = "trap 'echo trapped; exit 9' INT; sleep 5; echo not-reached";

@@ -3,6 +3,8 @@
 //! Only the command layer and this module know about terminals; everything below them returns
 //! data or text.
 
+pub mod confirm;
+pub mod prompt;
 pub mod report;
 pub mod reporter;
 
@@ -72,7 +74,7 @@ pub fn pad(text: &str, width: usize) -> String {
 }
 
 /// When to colour: `--color`, else `NO_COLOR`, else whether the stream is a terminal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ColorChoice {
     #[default]
     Auto,

@@ -1,5 +1,5 @@
-//! The run summary (SPEC §5.0) and its forms: the table people read, the JSON report, a JUnit
-//! file for CI systems, and a Markdown table for GitHub's step summary.
+//! The run summary (docs/formats.md, "The run summary") and its forms: the table people read, the
+//! JSON report, a JUnit file for CI systems, and a Markdown table for GitHub's step summary.
 
 use std::fmt::Write as _;
 
@@ -7,7 +7,23 @@ use serde::Serialize;
 
 use super::Style;
 use crate::engine::{Operation, changes_summary};
-use crate::run::scheduler::ProjectReport;
+use crate::run::events::ProjectReport;
+use crate::status::{ProjectStatus, RunStatus};
+
+/// `text` (a status, perhaps padded) in the colour of `status`.
+pub fn paint(text: &str, status: ProjectStatus, style: Style) -> String {
+    match status {
+        ProjectStatus::Succeeded | ProjectStatus::Unchanged => style.green(text),
+        ProjectStatus::Failed | ProjectStatus::Abandoned => style.red(text),
+        ProjectStatus::Running => style.cyan(text),
+        ProjectStatus::Cancelled | ProjectStatus::Skipped => style.yellow(text),
+    }
+}
+
+/// A project's status, in its colour.
+pub fn status_word(status: ProjectStatus, style: Style) -> String {
+    paint(status.as_str(), status, style)
+}
 
 /// The run as a whole.
 #[derive(Debug, Clone, Serialize)]
@@ -16,8 +32,8 @@ pub struct RunSummary {
     pub operation: Operation,
     pub provider: String,
     pub stack: String,
-    /// succeeded, failed or cancelled.
-    pub status: &'static str,
+    /// Succeeded, failed or cancelled.
+    pub status: RunStatus,
     pub started: String,
     pub finished: String,
     pub projects: Vec<ProjectReport>,
@@ -28,7 +44,7 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
-    pub fn count(&self, status: &str) -> usize {
+    pub fn count(&self, status: ProjectStatus) -> usize {
         self.projects.iter().filter(|p| p.status == status).count()
     }
 
@@ -51,7 +67,7 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
                 .map(|ms| crate::run::clock::human(std::time::Duration::from_millis(ms)))
                 .unwrap_or_else(|| "-".into());
             let changes = match (&p.changes, p.reason.as_deref()) {
-                (_, Some(reason)) if p.status != "succeeded" => reason.to_string(),
+                (_, Some(reason)) if p.status != ProjectStatus::Succeeded => reason.to_string(),
                 (Some(changes), _) => changes_summary(changes),
                 (None, _) => String::new(),
             };
@@ -64,6 +80,7 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
             ]
         })
         .collect();
+    let statuses: Vec<ProjectStatus> = summary.projects.iter().map(|p| p.status).collect();
     let headers = ["PROJECT", "OPERATION", "RESULT", "DURATION", "CHANGES"];
     let widths = super::column_widths(headers, &rows);
     let pad = super::pad;
@@ -74,14 +91,8 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
         "{}",
         style.bold(&format!("{}  {}", header.join("  "), headers[4]))
     );
-    for row in &rows {
-        let result = pad(&row[2], widths[2]);
-        let result = match row[2].as_str() {
-            "succeeded" | "unchanged" => style.green(&result),
-            "failed" => style.red(&result),
-            "cancelled" | "skipped" => style.yellow(&result),
-            _ => result,
-        };
+    for (row, status) in rows.iter().zip(statuses) {
+        let result = paint(&pad(&row[2], widths[2]), status, style);
         let _ = writeln!(
             out,
             "{}  {}  {result}  {}  {}",
@@ -100,7 +111,13 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
 /// `✓ up on stack dev: 14 projects succeeded in 5.2s` and the like.
 pub fn verdict(summary: &RunSummary, style: Style) -> String {
     let mut counts = Vec::new();
-    for status in ["succeeded", "unchanged", "failed", "skipped", "cancelled"] {
+    for status in [
+        ProjectStatus::Succeeded,
+        ProjectStatus::Unchanged,
+        ProjectStatus::Failed,
+        ProjectStatus::Skipped,
+        ProjectStatus::Cancelled,
+    ] {
         let n = summary.count(status);
         if n > 0 {
             counts.push(format!("{n} {status}"));
@@ -114,8 +131,8 @@ pub fn verdict(summary: &RunSummary, style: Style) -> String {
         .map(|l| format!("; logs in {}", l.display()))
         .unwrap_or_default();
     match summary.status {
-        "succeeded" => style.green(&format!("✓ {what}: {} in {took}", counts.join(", "))),
-        "cancelled" => style.yellow(&format!(
+        RunStatus::Succeeded => style.green(&format!("✓ {what}: {} in {took}", counts.join(", "))),
+        RunStatus::Cancelled => style.yellow(&format!(
             "! {what} was interrupted: {}{logs}",
             counts.join(", ")
         )),
@@ -125,8 +142,8 @@ pub fn verdict(summary: &RunSummary, style: Style) -> String {
 
 /// A JUnit XML report: one test case per project.
 pub fn junit(summary: &RunSummary) -> String {
-    let failures = summary.count("failed");
-    let skipped = summary.count("skipped") + summary.count("cancelled");
+    let failures = summary.count(ProjectStatus::Failed);
+    let skipped = summary.count(ProjectStatus::Skipped) + summary.count(ProjectStatus::Cancelled);
     let seconds = summary.duration.as_secs_f64();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
@@ -157,7 +174,7 @@ pub fn junit(summary: &RunSummary) -> String {
             .clone()
             .unwrap_or_else(|| project.status.to_string());
         match project.status {
-            "failed" => {
+            ProjectStatus::Failed => {
                 let _ = writeln!(
                     out,
                     ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>",
@@ -165,7 +182,7 @@ pub fn junit(summary: &RunSummary) -> String {
                     xml(&reason)
                 );
             }
-            "skipped" | "cancelled" => {
+            ProjectStatus::Skipped | ProjectStatus::Cancelled => {
                 let _ = writeln!(
                     out,
                     ">\n      <skipped message=\"{}\"/>\n    </testcase>",

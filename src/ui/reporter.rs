@@ -1,9 +1,12 @@
-//! What the user sees while a run goes on (SPEC §6.3), from the scheduler's events.
+//! What the user sees while a run goes on (docs/commands.md, "What you see"): a sink of the run's
+//! events that writes to the writers it is given.
 //!
 //! On a terminal: one live line per running project (spinner, path, elapsed time) under the
 //! scrolling output. Without one, or in CI: every line prefixed with `[project]`, no progress
 //! bars. `--log-order grouped` holds each project's lines back and prints them in one block when
-//! it ends. A line is always written whole, so parallel projects never interleave mid-line.
+//! it ends. A line is always written whole, so parallel projects never interleave mid-line. The
+//! interruption notice goes to the notices writer and stays there: with the live view, the bars
+//! are cleared around every line, never over one.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -12,138 +15,145 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::Style;
-use crate::run::scheduler::Event;
+use crate::run::events::{Event, Sink};
+use crate::run::interrupt::{Cause, InterruptLevel};
+use crate::status::ProjectStatus;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogOrder {
-    /// Lines as they come, from every running project
+    /// Lines as they come, from every running project.
     #[default]
     Stream,
-    /// Each project's lines in one block when it ends
+    /// Each project's lines in one block when it ends.
     Grouped,
 }
 
-/// Where plain output goes: stdout, or stderr when stdout carries JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    Stdout,
-    Stderr,
+/// How the reporter shows a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Draw the live view (spinners) on the terminal.
+    pub live: bool,
+    pub order: LogOrder,
+    pub style: Style,
+    /// `-q`: only what went wrong.
+    pub quiet: bool,
+    /// The verb of the run (`up`, `preview`, …), shown on each live line.
+    pub verb: &'static str,
 }
 
+/// A writer the reporter owns.
+pub type Output = Box<dyn Write + Send>;
+
 pub struct Reporter {
+    options: Options,
     live: Option<(MultiProgress, BTreeMap<usize, ProgressBar>)>,
-    order: LogOrder,
-    style: Style,
-    target: Target,
-    quiet: bool,
     held: BTreeMap<usize, Vec<String>>,
-    verb: &'static str,
+    /// Where the projects' lines go.
+    out: Output,
+    /// Where notices go (the interruption): standard error.
+    notices: Output,
 }
 
 impl Reporter {
-    pub fn new(
-        live: bool,
-        order: LogOrder,
-        style: Style,
-        target: Target,
-        quiet: bool,
-        verb: &'static str,
-    ) -> Reporter {
-        let live = live.then(|| {
+    pub fn new(options: Options, out: Output, notices: Output) -> Reporter {
+        let live = options.live.then(|| {
             (
                 MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
                 BTreeMap::new(),
             )
         });
         Reporter {
+            options,
             live,
-            order,
-            style,
-            target,
-            quiet,
             held: BTreeMap::new(),
-            verb,
+            out,
+            notices,
         }
     }
 
-    pub fn handle(&mut self, event: Event) {
-        match event {
-            Event::Started { index, path } => {
-                if let Some((multi, bars)) = &mut self.live {
-                    let bar = multi.add(ProgressBar::new_spinner());
-                    let template = if self.style.enabled {
-                        "{spinner:.cyan} {msg} {elapsed:.dim}"
-                    } else {
-                        "{spinner} {msg} {elapsed}"
-                    };
-                    bar.set_style(
-                        ProgressStyle::with_template(template).expect("a valid template"),
-                    );
-                    bar.set_message(format!("{} {path}", self.verb));
-                    bar.enable_steady_tick(Duration::from_millis(100));
-                    bars.insert(index, bar);
-                } else if !self.quiet && self.order == LogOrder::Stream {
-                    let line = format!(
-                        "{} {}",
-                        self.prefix(&path),
-                        self.style.dim(&format!("{} started", self.verb))
-                    );
-                    self.write(&line);
-                }
-            }
-            Event::Line {
-                index, path, text, ..
-            } => {
-                if self.quiet {
-                    return;
-                }
-                let line = format!("{} {text}", self.prefix(&path));
-                match self.order {
-                    LogOrder::Grouped => self.held.entry(index).or_default().push(line),
-                    LogOrder::Stream => self.write(&line),
-                }
-            }
-            Event::Finished { index, report } => {
-                if let Some((_, bars)) = &mut self.live
-                    && let Some(bar) = bars.remove(&index)
-                {
-                    bar.finish_and_clear();
-                }
-                let held = self.held.remove(&index).unwrap_or_default();
-                for line in held {
-                    self.write(&line);
-                }
-                let took = report
-                    .duration_ms
-                    .map(|ms| {
-                        format!(
-                            " in {}",
-                            crate::run::clock::human(Duration::from_millis(ms))
-                        )
-                    })
-                    .unwrap_or_default();
-                let detail = match (&report.reason, &report.changes) {
-                    (Some(reason), _) => format!(": {reason}"),
-                    (None, Some(changes)) => {
-                        format!(" ({})", crate::engine::changes_summary(changes))
-                    }
-                    (None, None) => String::new(),
-                };
-                let status = match report.status {
-                    "succeeded" | "unchanged" => self.style.green(report.status),
-                    "failed" => self.style.red(report.status),
-                    other => self.style.yellow(other),
-                };
-                if !self.quiet || report.status == "failed" {
-                    let line = format!("{} {status}{took}{detail}", self.prefix(&report.path));
-                    self.write(&line);
-                }
-            }
+    fn prefix(&self, path: &str) -> String {
+        self.options.style.cyan(&format!("[{path}]"))
+    }
+
+    /// Writes one whole line, clearing the live lines around it. A closed pipe is not the run's
+    /// problem: the run goes on, quietly.
+    fn write(&mut self, line: &str, notice: bool) {
+        let target = if notice {
+            &mut self.notices
+        } else {
+            &mut self.out
+        };
+        let mut write = || {
+            let _ = writeln!(target, "{line}").and_then(|()| target.flush());
+        };
+        match &self.live {
+            Some((multi, _)) => multi.suspend(write),
+            None => write(),
+        }
+    }
+
+    fn started(&mut self, index: usize, path: &str) {
+        let Options {
+            style,
+            verb,
+            quiet,
+            order,
+            ..
+        } = self.options;
+        if let Some((multi, bars)) = &mut self.live {
+            let bar = multi.add(ProgressBar::new_spinner());
+            let template = if style.enabled {
+                "{spinner:.cyan} {msg} {elapsed:.dim}"
+            } else {
+                "{spinner} {msg} {elapsed}"
+            };
+            bar.set_style(ProgressStyle::with_template(template).expect("a valid template"));
+            bar.set_message(format!("{verb} {path}"));
+            bar.enable_steady_tick(Duration::from_millis(100));
+            bars.insert(index, bar);
+        } else if !quiet && order == LogOrder::Stream {
+            let line = format!(
+                "{} {}",
+                self.prefix(path),
+                style.dim(&format!("{verb} started"))
+            );
+            self.write(&line, false);
+        }
+    }
+
+    fn finished(&mut self, index: usize, report: &crate::run::events::ProjectReport) {
+        if let Some((_, bars)) = &mut self.live
+            && let Some(bar) = bars.remove(&index)
+        {
+            bar.finish_and_clear();
+        }
+        for line in self.held.remove(&index).unwrap_or_default() {
+            self.write(&line, false);
+        }
+        let style = self.options.style;
+        let took = report
+            .duration_ms
+            .map(|ms| {
+                format!(
+                    " in {}",
+                    crate::run::clock::human(Duration::from_millis(ms))
+                )
+            })
+            .unwrap_or_default();
+        let detail = match (&report.reason, &report.changes) {
+            (Some(reason), _) => format!(": {reason}"),
+            (None, Some(changes)) => format!(" ({})", crate::engine::changes_summary(changes)),
+            (None, None) => String::new(),
+        };
+        let status = super::report::status_word(report.status, style);
+        if !self.options.quiet || report.status == ProjectStatus::Failed {
+            let line = format!("{} {status}{took}{detail}", self.prefix(&report.path));
+            self.write(&line, false);
         }
     }
 
     /// Clears the live lines.
-    pub fn finish(&mut self) {
+    fn clear(&mut self) {
         if let Some((multi, bars)) = &mut self.live {
             for (_, bar) in std::mem::take(bars) {
                 bar.finish_and_clear();
@@ -151,21 +161,211 @@ impl Reporter {
             let _ = multi.clear();
         }
     }
+}
 
-    fn prefix(&self, path: &str) -> String {
-        self.style.cyan(&format!("[{path}]"))
+impl Sink for Reporter {
+    fn handle(&mut self, event: &Event) {
+        match event {
+            Event::RunStarted { .. } => {}
+            Event::ProjectStarted { index, path } => self.started(*index, path),
+            Event::Line {
+                index, path, text, ..
+            } => {
+                if self.options.quiet {
+                    return;
+                }
+                let line = format!("{} {text}", self.prefix(path));
+                match self.options.order {
+                    LogOrder::Grouped => self.held.entry(*index).or_default().push(line),
+                    LogOrder::Stream => self.write(&line, false),
+                }
+            }
+            Event::ProjectFinished { index, report } => self.finished(*index, report),
+            Event::Interrupting { level, cause } => {
+                let message = match (level, cause) {
+                    (InterruptLevel::Kill, _) => "killing the running engine processes",
+                    (_, Cause::Signal) => {
+                        "interrupted: the running projects are cancelling (Ctrl-C again to kill them)"
+                    }
+                    (_, Cause::CancelRequest) => {
+                        "cancelled by `mara cancel`: the running projects are cancelling"
+                    }
+                };
+                let line = self.options.style.yellow(message);
+                self.write(&line, true);
+            }
+            Event::RunFinished { .. } => self.clear(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Changes;
+    use crate::run::events::{Finished, Outcome, ProjectReport};
+    use crate::run::process::Stream;
+    use crate::status::RunStatus;
+    use std::sync::{Arc, Mutex};
+
+    /// A writer whose text the test reads afterwards.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 
-    fn write(&self, line: &str) {
-        if let Some((multi, _)) = &self.live {
-            let _ = multi.println(line);
-            return;
+    impl Captured {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
         }
-        let result = match self.target {
-            Target::Stdout => writeln!(std::io::stdout().lock(), "{line}"),
-            Target::Stderr => writeln!(std::io::stderr().lock(), "{line}"),
+    }
+
+    fn report(path: &str, outcome: Outcome, changes: Option<Changes>) -> ProjectReport {
+        let mut report = ProjectReport::new(
+            path.into(),
+            None,
+            Finished {
+                outcome,
+                exit_code: Some(0),
+                changes,
+                log: None,
+            },
+        );
+        report.duration_ms = Some(1200);
+        report
+    }
+
+    /// Two projects in parallel, their lines interleaved, the first failing; then an interruption.
+    fn events() -> Vec<Event> {
+        let line = |index: usize, path: &str, text: &str| Event::Line {
+            index,
+            path: path.into(),
+            stream: Stream::Stdout,
+            text: text.into(),
         };
-        // A closed pipe is not the run's problem: the run goes on, quietly.
-        let _ = result;
+        vec![
+            Event::RunStarted {
+                operation: crate::engine::Operation::Up,
+                projects: 2,
+            },
+            Event::ProjectStarted {
+                index: 0,
+                path: "infra/vpc".into(),
+            },
+            Event::ProjectStarted {
+                index: 1,
+                path: "infra/dns".into(),
+            },
+            line(0, "infra/vpc", "create aws:ec2:Vpc main"),
+            line(1, "infra/dns", "create aws:route53:Zone zone"),
+            line(0, "infra/vpc", "error: quota exceeded"),
+            Event::ProjectFinished {
+                index: 0,
+                report: report(
+                    "infra/vpc",
+                    Outcome::Failed {
+                        code: Some(1),
+                        reason: "failed: quota exceeded".into(),
+                    },
+                    None,
+                ),
+            },
+            Event::Interrupting {
+                level: InterruptLevel::Graceful,
+                cause: Cause::Signal,
+            },
+            line(1, "infra/dns", "Resources: +1 (1s)"),
+            Event::ProjectFinished {
+                index: 1,
+                report: report(
+                    "infra/dns",
+                    Outcome::Succeeded,
+                    Some(Changes::from([("create".into(), 1)])),
+                ),
+            },
+            Event::RunFinished {
+                status: RunStatus::Cancelled,
+            },
+        ]
+    }
+
+    fn shown(live: bool, order: LogOrder, quiet: bool) -> (String, String) {
+        let (out, notices) = (Captured::default(), Captured::default());
+        let options = Options {
+            live,
+            order,
+            style: Style::default(),
+            quiet,
+            verb: "up",
+        };
+        let mut reporter = Reporter::new(options, Box::new(out.clone()), Box::new(notices.clone()));
+        if let Some((multi, _)) = &reporter.live {
+            multi.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        for event in events() {
+            reporter.handle(&event);
+        }
+        (out.text(), notices.text())
+    }
+
+    #[test]
+    fn streamed_lines_come_as_they_come() {
+        let (out, notices) = shown(false, LogOrder::Stream, false);
+        insta::assert_snapshot!(out, @r"
+        [infra/vpc] up started
+        [infra/dns] up started
+        [infra/vpc] create aws:ec2:Vpc main
+        [infra/dns] create aws:route53:Zone zone
+        [infra/vpc] error: quota exceeded
+        [infra/vpc] failed in 1.2s: failed: quota exceeded
+        [infra/dns] Resources: +1 (1s)
+        [infra/dns] succeeded in 1.2s (+1)
+        ");
+        assert_eq!(
+            notices,
+            "interrupted: the running projects are cancelling (Ctrl-C again to kill them)\n"
+        );
+    }
+
+    #[test]
+    fn grouped_lines_come_in_one_block_per_project() {
+        let (out, _) = shown(false, LogOrder::Grouped, false);
+        insta::assert_snapshot!(out, @r"
+        [infra/vpc] create aws:ec2:Vpc main
+        [infra/vpc] error: quota exceeded
+        [infra/vpc] failed in 1.2s: failed: quota exceeded
+        [infra/dns] create aws:route53:Zone zone
+        [infra/dns] Resources: +1 (1s)
+        [infra/dns] succeeded in 1.2s (+1)
+        ");
+    }
+
+    #[test]
+    fn the_live_view_prints_the_same_lines_without_the_start_lines() {
+        let (out, notices) = shown(true, LogOrder::Stream, false);
+        insta::assert_snapshot!(out, @r"
+        [infra/vpc] create aws:ec2:Vpc main
+        [infra/dns] create aws:route53:Zone zone
+        [infra/vpc] error: quota exceeded
+        [infra/vpc] failed in 1.2s: failed: quota exceeded
+        [infra/dns] Resources: +1 (1s)
+        [infra/dns] succeeded in 1.2s (+1)
+        ");
+        assert!(notices.starts_with("interrupted:"), "{notices}");
+    }
+
+    #[test]
+    fn quiet_shows_only_what_failed() {
+        let (out, notices) = shown(false, LogOrder::Stream, true);
+        assert_eq!(out, "[infra/vpc] failed in 1.2s: failed: quota exceeded\n");
+        assert!(!notices.is_empty(), "an interruption is always said");
     }
 }

@@ -26,6 +26,8 @@ pub struct EnvEntry {
 pub struct EnvFile {
     pub path: PathBuf,
     pub entries: Vec<EnvEntry>,
+    /// The file as read: what a fingerprint hashes.
+    pub text: String,
 }
 
 impl EnvFile {
@@ -75,6 +77,7 @@ pub fn parse(path: &Path, text: &str) -> Result<EnvFile> {
         Ok(EnvFile {
             path: path.to_path_buf(),
             entries,
+            text: text.to_string(),
         })
     } else {
         Err(Error::Problems(problems))

@@ -5,8 +5,8 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::engine::EngineKind;
 use crate::error::{Error, Location, Problem, Result};
-use crate::provider::EngineKind;
 
 /// The workspace settings with every default applied. Paths are relative to the workspace root.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -44,24 +44,38 @@ impl Workspace {
                 std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
             ));
         }
-        match find_root(&start) {
-            Some(root) => {
-                let file = root.join(MARA_TOML);
-                tracing::debug!(root = %root.display(), "workspace settings from mara.toml");
-                let text = read_input(&file).map_err(|e| Error::read(&file, e))?;
-                let settings = mara_toml::parse(&file, &text)?;
-                Ok(Workspace {
-                    root: root.to_path_buf(),
-                    settings_file: Some(file),
-                    settings,
-                })
-            }
-            None => Ok(Workspace {
-                root: start,
+        match Workspace::discover_leniently(&start) {
+            (_, Some(error)) => Err(error),
+            (workspace, None) => Ok(workspace),
+        }
+    }
+
+    /// As `discover`, but a `mara.toml` that cannot be read leaves every setting at its default,
+    /// its error returned beside the workspace (`validate` reports it and checks the rest).
+    pub fn discover_leniently(start: &Path) -> (Workspace, Option<Error>) {
+        let Some(root) = find_root(start) else {
+            let workspace = Workspace {
+                root: start.to_path_buf(),
                 settings_file: None,
                 settings: WorkspaceSettings::default(),
-            }),
-        }
+            };
+            return (workspace, None);
+        };
+        let file = root.join(MARA_TOML);
+        tracing::debug!(root = %root.display(), "workspace settings from mara.toml");
+        let parsed = read_input(&file)
+            .map_err(|e| Error::read(&file, e))
+            .and_then(|text| mara_toml::parse(&file, &text));
+        let (settings, error) = match parsed {
+            Ok(settings) => (settings, None),
+            Err(error) => (WorkspaceSettings::default(), Some(error)),
+        };
+        let workspace = Workspace {
+            root,
+            settings_file: Some(file),
+            settings,
+        };
+        (workspace, error)
     }
 
     pub fn projects_dir(&self) -> PathBuf {

@@ -1,6 +1,6 @@
-//! The shared stack configuration `<config_dir>/Pulumi.<stack>.yaml` (SPEC §2.2), read as Pulumi
-//! writes it: a mapping with a `config:` mapping of namespaced keys, whose values may be nested and
-//! whose `secure:` values are secrets that mara never shows.
+//! The shared stack configuration `<config_dir>/Pulumi.<stack>.yaml` (docs/formats.md, "Stack
+//! configuration"), read as Pulumi writes it: a mapping with a `config:` mapping of namespaced
+//! keys, whose values may be nested and whose `secure:` values are secrets that mara never shows.
 
 use std::path::{Path, PathBuf};
 
@@ -17,7 +17,10 @@ pub const INFRA_TYPE_KEY: &str = "kubernetes:infra_type";
 pub enum StackConfigFile {
     Missing(PathBuf),
     /// The file exists but holds no configuration keys.
-    Empty(PathBuf),
+    Empty {
+        path: PathBuf,
+        text: String,
+    },
     Present(StackConfig),
 }
 
@@ -30,17 +33,34 @@ impl StackConfigFile {
             }
             Err(e) => return Err(Error::read(path, e)),
         };
+        StackConfigFile::from_text(path, text)
+    }
+
+    /// The file at `path` holding `text` (what mara has just written, without reading it back).
+    pub fn from_text(path: &Path, text: String) -> Result<StackConfigFile> {
         let config = StackConfig::parse(path, &text)?;
         Ok(if config.values.is_empty() {
-            StackConfigFile::Empty(path.to_path_buf())
+            StackConfigFile::Empty {
+                path: path.to_path_buf(),
+                text,
+            }
         } else {
             StackConfigFile::Present(config)
         })
     }
 
+    /// The file's text as read (empty when there is no file): what a fingerprint hashes.
+    pub fn text(&self) -> &str {
+        match self {
+            StackConfigFile::Missing(_) => "",
+            StackConfigFile::Empty { text, .. } => text,
+            StackConfigFile::Present(config) => &config.text,
+        }
+    }
+
     pub fn path(&self) -> &Path {
         match self {
-            StackConfigFile::Missing(path) | StackConfigFile::Empty(path) => path,
+            StackConfigFile::Missing(path) | StackConfigFile::Empty { path, .. } => path,
             StackConfigFile::Present(config) => &config.path,
         }
     }
@@ -144,9 +164,7 @@ impl StackConfig {
 }
 
 /// `{secure: …}` is how Pulumi stores an encrypted value.
-pub fn is_secure(value: &Value) -> bool {
-    matches!(value, Value::Object(map) if map.len() == 1 && map.contains_key("secure"))
-}
+pub use crate::engine::pulumi::is_secure;
 
 /// The line of a mapping key in YAML text, found by its text (`key:` after indentation, optionally
 /// quoted); the file alone when it cannot be found.
@@ -194,7 +212,7 @@ mod tests {
             assert!(
                 matches!(
                     StackConfigFile::load(&path).unwrap(),
-                    StackConfigFile::Empty(_)
+                    StackConfigFile::Empty { .. }
                 ),
                 "{text:?}"
             );

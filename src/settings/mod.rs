@@ -1,12 +1,24 @@
-//! Flags and the process environment, merged into plain settings (the clap types stop here).
+//! Flags and the process environment, merged into plain settings: the clap types stop here.
+//! Each `resolve` destructures every field of its flags, so that a flag nobody handles fails to
+//! compile. `run` does the same for the options of `up`, `preview`, `refresh` and `destroy`.
+
+pub mod run;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use crate::cli::{GlobalArgs, OutputFormat, SelectionArgs};
+use crate::cli::{ColorArg, GlobalArgs, OutputArg, SelectionArgs};
 use crate::graph::Selection;
-use crate::ui::{self, Style};
+use crate::ui::{self, ColorChoice, Style};
+
+/// What a command prints: text for people, or JSON for programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    #[default]
+    Human,
+    Json,
+}
 
 /// Where the provider name of this invocation came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +41,9 @@ pub struct Settings {
     pub interactive: bool,
     /// Whether a CI system runs mara (`CI` is set): no live view.
     pub ci: bool,
+    /// Whether a run may draw its live view (spinners) on standard error: a terminal there, no
+    /// CI, and output for people.
+    pub live: bool,
     pub output: OutputFormat,
     /// The process environment, read once.
     pub env: BTreeMap<String, String>,
@@ -57,6 +72,15 @@ impl Settings {
                     .filter(|v| !v.is_empty())
                     .map(|v| (v.clone(), ProviderSource::MaraProviderVariable))
             });
+        let color = match color {
+            ColorArg::Auto => ColorChoice::Auto,
+            ColorArg::Always => ColorChoice::Always,
+            ColorArg::Never => ColorChoice::Never,
+        };
+        let output = match output {
+            OutputArg::Human => OutputFormat::Human,
+            OutputArg::Json => OutputFormat::Json,
+        };
         Settings {
             start_dir: cwd.unwrap_or_else(|| PathBuf::from(".")),
             stack,
@@ -66,6 +90,7 @@ impl Settings {
             stderr_style: color.style_for(no_color, ui::stderr_is_terminal()),
             interactive: !non_interactive && !ci && std::io::stdin().is_terminal(),
             ci,
+            live: ui::stderr_is_terminal() && !ci && output == OutputFormat::Human,
             output,
             env,
         }

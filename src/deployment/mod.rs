@@ -1,0 +1,330 @@
+//! A deployment, loaded once (docs/ARCHITECTURE.md, "How a plan is made"): the workspace, its
+//! environment file, the stack and its shared configuration (`StackFiles`), then the provider and
+//! its execution graph (`Deployment`). Each file is read once, in that order — each needs the one
+//! before — and every command that needs them takes them from here.
+//!
+//! `checks` holds what can be checked of a deployment before anything runs; `run` turns the
+//! failed checks into an error, `validate` into its list, with the same words.
+
+pub mod checks;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::error::{Error, Location, Problem, Result};
+use crate::graph::ExecutionGraph;
+use crate::provider::{Provider, Registry};
+use crate::settings::{ProviderSource, Settings};
+use crate::workspace::Workspace;
+use crate::workspace::envfile::{self, EnvFile};
+use crate::workspace::stack::{self, ResolvedStack};
+use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfigFile};
+
+/// The stack's side of a deployment: what every command that acts on a stack reads.
+#[derive(Debug, Clone)]
+pub struct StackFiles {
+    pub workspace: Workspace,
+    pub env_file: Option<EnvFile>,
+    /// `None` when nothing names a stack (some commands do without one).
+    pub stack: Option<ResolvedStack>,
+    /// The stack's shared configuration, when there is a stack.
+    pub config: Option<StackConfigFile>,
+}
+
+impl StackFiles {
+    /// Finds the workspace and reads its environment file and the stack's configuration.
+    pub fn load(settings: &Settings) -> Result<StackFiles> {
+        let workspace = discover(settings)?;
+        StackFiles::load_in(settings, workspace)
+    }
+
+    /// The workspace alone, for a command that plans with a provider named explicitly: nothing of
+    /// the stack is read.
+    pub fn unread(workspace: Workspace) -> StackFiles {
+        StackFiles {
+            workspace,
+            env_file: None,
+            stack: None,
+            config: None,
+        }
+    }
+
+    /// As `load`, in a workspace already found.
+    pub fn load_in(settings: &Settings, workspace: Workspace) -> Result<StackFiles> {
+        let within = |e: Error| e.relative_to(&workspace.root);
+        let env_file = EnvFile::load(&workspace.env_file()).map_err(within)?;
+        let stack = stack::resolve(settings.stack.as_deref(), &settings.env, env_file.as_ref())
+            .map_err(within)?;
+        let config = match &stack {
+            Some(stack) => Some(
+                StackConfigFile::load(&workspace.stack_config_file(&stack.name)).map_err(within)?,
+            ),
+            None => None,
+        };
+        Ok(StackFiles {
+            workspace,
+            env_file,
+            stack,
+            config,
+        })
+    }
+
+    /// The stack, for a command that cannot do without one.
+    pub fn required_stack(&self) -> Result<&ResolvedStack> {
+        self.stack.as_ref().ok_or_else(|| {
+            Error::usage(stack::missing_stack_problem(
+                &self.workspace.display(&self.workspace.env_file()),
+            ))
+        })
+    }
+
+    /// The environment of every process mara starts for the stack: the process environment
+    /// overlaid by the environment file, mara's defaults, and a relative `file://` backend URL
+    /// made absolute. `MARA_SECRET_*` is still in it: `configure::strip_secret_variables` takes
+    /// it out before any engine or hook sees it.
+    pub fn environment(&self, settings: &Settings) -> BTreeMap<String, String> {
+        let mut env = envfile::merged_environment(&settings.env, self.env_file.as_ref());
+        resolve_backend_url(&mut env, &self.workspace.root);
+        env
+    }
+
+    /// Reads the secrets project's own stack configuration (docs/commands.md, "Secrets").
+    pub fn secrets_config(&self, stack: &ResolvedStack) -> Result<StackConfigFile> {
+        let file = self.workspace.secrets_config_file(&stack.name);
+        StackConfigFile::load(&file).map_err(|e| e.relative_to(&self.workspace.root))
+    }
+
+    /// Adds the provider and its graph.
+    pub fn into_deployment(self, settings: &Settings) -> Result<Deployment> {
+        let root = self.workspace.root.clone();
+        let within = |e: Error| e.relative_to(&root);
+        let registry = registry(&self.workspace).map_err(within)?;
+        let (provider, choice) =
+            choose_provider(settings, &self.workspace, &registry, self.config.as_ref())
+                .map_err(within)?;
+        let graph = ExecutionGraph::build(&provider).map_err(within)?;
+        Ok(Deployment {
+            files: self,
+            registry,
+            provider,
+            choice,
+            graph,
+        })
+    }
+}
+
+/// Everything a command that plans works from: the stack's files, the provider and its graph.
+#[derive(Debug)]
+pub struct Deployment {
+    pub files: StackFiles,
+    pub registry: Registry,
+    pub provider: Provider,
+    pub choice: ProviderChoice,
+    pub graph: ExecutionGraph,
+}
+
+impl Deployment {
+    /// Loads the deployment of this invocation: every file once, in dependency order.
+    pub fn load(settings: &Settings) -> Result<Deployment> {
+        StackFiles::load(settings)?.into_deployment(settings)
+    }
+
+    /// For a command that only shows the plan: the stack's files are read only when the provider
+    /// has to come from the stack's configuration.
+    pub fn load_for_planning(settings: &Settings) -> Result<Deployment> {
+        let workspace = discover(settings)?;
+        let files = if explicit_provider(settings, &workspace).is_some() {
+            StackFiles::unread(workspace)
+        } else {
+            StackFiles::load_in(settings, workspace)?
+        };
+        files.into_deployment(settings)
+    }
+
+    pub fn workspace(&self) -> &Workspace {
+        &self.files.workspace
+    }
+}
+
+/// Finds the workspace of this invocation (`-C DIR`, else the current directory).
+pub fn discover(settings: &Settings) -> Result<Workspace> {
+    let start = std::path::absolute(&settings.start_dir)
+        .map_err(|e| Error::read(&settings.start_dir, e))?;
+    Workspace::discover(&start).map_err(|e| match crate::workspace::find_root(&start) {
+        Some(root) => e.relative_to(&root),
+        None => e,
+    })
+}
+
+/// The built-in providers and the workspace's own.
+pub fn registry(workspace: &Workspace) -> Result<Registry> {
+    Registry::load(&workspace.providers_dir(), |path| {
+        workspace.display(path).into_owned()
+    })
+}
+
+/// How the provider of this invocation was chosen, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderChoice {
+    Flag,
+    MaraProvider,
+    MaraToml,
+    /// The stack configuration records this `kubernetes:infra_type`.
+    InfraType(String),
+}
+
+impl std::fmt::Display for ProviderChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProviderChoice::Flag => f.write_str("from --provider"),
+            ProviderChoice::MaraProvider => f.write_str("from MARA_PROVIDER"),
+            ProviderChoice::MaraToml => f.write_str("from mara.toml"),
+            ProviderChoice::InfraType(t) => {
+                write!(f, "the stack records kubernetes:infra_type {t}")
+            }
+        }
+    }
+}
+
+/// The provider of a command that plans: `--provider`, `MARA_PROVIDER`, `provider` in mara.toml,
+/// else the one whose `infra_type` the stack's configuration records.
+pub fn choose_provider(
+    settings: &Settings,
+    workspace: &Workspace,
+    registry: &Registry,
+    config: Option<&StackConfigFile>,
+) -> Result<(Provider, ProviderChoice)> {
+    if let Some((name, choice)) = explicit_provider(settings, workspace) {
+        tracing::info!(provider = %name, "provider {choice}");
+        return Ok((resolve_runnable(registry, &name)?, choice));
+    }
+    if let Some(config) = config
+        && let Some(found) = provider_for_stack(registry, config)?
+    {
+        tracing::info!(provider = %found.0.name, "provider chosen because {}", found.1);
+        return Ok(found);
+    }
+    let names: Vec<&str> = registry
+        .names()
+        .into_iter()
+        .filter(|n| registry.resolve(n).is_ok_and(|p| !p.is_abstract))
+        .collect();
+    Err(Error::usage(Problem::new("no provider given").hint(
+        format!(
+            "pass --provider NAME (one of: {}), set MARA_PROVIDER, or set `provider` in mara.toml",
+            names.join(", ")
+        ),
+    )))
+}
+
+/// The provider name given explicitly: `--provider`, `MARA_PROVIDER`, then `provider` in mara.toml.
+pub fn explicit_provider(
+    settings: &Settings,
+    workspace: &Workspace,
+) -> Option<(String, ProviderChoice)> {
+    match &settings.provider {
+        Some((name, ProviderSource::Flag)) => Some((name.clone(), ProviderChoice::Flag)),
+        Some((name, ProviderSource::MaraProviderVariable)) => {
+            Some((name.clone(), ProviderChoice::MaraProvider))
+        }
+        None => workspace
+            .settings
+            .provider
+            .clone()
+            .map(|name| (name, ProviderChoice::MaraToml)),
+    }
+}
+
+/// The provider whose `infra_type` the stack configuration records.
+pub fn provider_for_stack(
+    registry: &Registry,
+    config: &StackConfigFile,
+) -> Result<Option<(Provider, ProviderChoice)>> {
+    let Some(recorded) = config.config().and_then(|c| c.get_text(INFRA_TYPE_KEY)) else {
+        return Ok(None);
+    };
+    let matching: Vec<Provider> = registry
+        .resolve_all()?
+        .into_iter()
+        .filter(|p| !p.is_abstract && p.infra_type.as_deref() == Some(recorded.as_str()))
+        .collect();
+    match <[Provider; 1]>::try_from(matching) {
+        Ok([provider]) => Ok(Some((provider, ProviderChoice::InfraType(recorded)))),
+        Err(matching) if matching.is_empty() => Err(Error::config(
+            Problem::new(format!(
+                "the stack records kubernetes:infra_type `{recorded}`, which no provider has"
+            ))
+            .at(config
+                .config()
+                .map(|c| c.location_of(INFRA_TYPE_KEY))
+                .unwrap_or_else(|| Location::file(config.path())))
+            .hint("pass --provider NAME"),
+        )),
+        Err(matching) => {
+            let names: Vec<&str> = matching.iter().map(|p| p.name.as_str()).collect();
+            Err(Error::usage(
+                Problem::new(format!(
+                    "the stack records kubernetes:infra_type `{recorded}`, which several providers have: {}",
+                    names.join(", ")
+                ))
+                .hint("pass --provider NAME"),
+            ))
+        }
+    }
+}
+
+/// Resolves a provider that can be run: abstract ones only exist to be extended.
+pub fn resolve_runnable(registry: &Registry, name: &str) -> Result<Provider> {
+    let provider = registry.resolve(name)?;
+    if provider.is_abstract {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "provider `{name}` is abstract: it exists only to be extended"
+            ))
+            .hint(format!(
+                "write a provider with `extends = \"{name}\"`, or use one that does"
+            )),
+        ));
+    }
+    Ok(provider)
+}
+
+/// A relative `file://` backend URL names a directory under the workspace root: every engine
+/// process runs in its own project directory, so a relative path would mean a different backend
+/// to each.
+pub fn resolve_backend_url(env: &mut BTreeMap<String, String>, root: &Path) {
+    let Some(url) = env.get("PULUMI_BACKEND_URL") else {
+        return;
+    };
+    let Some(path) = url.strip_prefix("file://") else {
+        return;
+    };
+    if path.is_empty() || path.starts_with('/') || path.starts_with('~') {
+        return;
+    }
+    let absolute = root.join(path.trim_start_matches("./"));
+    env.insert(
+        "PULUMI_BACKEND_URL".into(),
+        format!("file://{}", absolute.display()),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relative_file_backend_is_made_absolute() {
+        let mut env = BTreeMap::from([(
+            "PULUMI_BACKEND_URL".to_string(),
+            "file://./.mara/state".to_string(),
+        )]);
+        resolve_backend_url(&mut env, Path::new("/w"));
+        assert_eq!(env["PULUMI_BACKEND_URL"], "file:///w/.mara/state");
+        for kept in ["file:///abs", "file://~/x", "s3://bucket"] {
+            let mut env = BTreeMap::from([("PULUMI_BACKEND_URL".to_string(), kept.to_string())]);
+            resolve_backend_url(&mut env, Path::new("/w"));
+            assert_eq!(env["PULUMI_BACKEND_URL"], kept);
+        }
+    }
+}

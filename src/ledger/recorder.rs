@@ -1,0 +1,304 @@
+//! Recording a run in the ledger (docs/commands.md, "status, history, logs"): the run's record and
+//! the stack's lock taken before anything runs, each project as it starts and ends (a sink of the
+//! run's events, written on a thread of its own so that a commit never holds up the engines),
+//! `mara cancel` watched for, and the run's final status — which releases the lock.
+//!
+//! A ledger that cannot be written during the run loses the record, not the run: those failures
+//! are logged as warnings.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use super::{Begun, Holder, Ledger, ProjectRecord, RunStart};
+use crate::error::{Error, Problem, Result};
+use crate::run::clock;
+use crate::run::events::{Event, Sink};
+use crate::run::interrupt::{Cause, Interrupt};
+use crate::run::plan::RunPlan;
+use crate::status::RunStatus;
+
+type Shared = Arc<Mutex<Box<dyn Ledger>>>;
+
+/// A run being recorded, holding its stack's lock.
+pub struct Recorder {
+    ledger: Shared,
+    run_id: String,
+    /// Set to stop watching for `mara cancel`.
+    stop: Arc<AtomicBool>,
+    watcher: Option<JoinHandle<()>>,
+}
+
+impl Recorder {
+    /// Records the run and takes the stack's lock: exit 5 when another live run holds it. A lock
+    /// whose process is gone is taken over: its holder is returned, and its run is `abandoned`.
+    pub fn begin(
+        mut ledger: Box<dyn Ledger>,
+        start: &RunStart,
+    ) -> Result<(Recorder, Option<Holder>)> {
+        match ledger.begin(start, true)? {
+            Begun::Held(holder) => Err(Error::Locked(Box::new(
+                Problem::new(format!(
+                    "stack `{}` is locked by another run: {holder}",
+                    start.stack
+                ))
+                .hint("wait for it, stop it with `mara cancel`, or clear a lock whose run is gone with `mara unlock --force`"),
+            ))),
+            Begun::Started { took_over } => Ok((
+                Recorder {
+                    ledger: Arc::new(Mutex::new(ledger)),
+                    run_id: start.run_id.clone(),
+                    stop: Arc::default(),
+                    watcher: None,
+                },
+                took_over,
+            )),
+        }
+    }
+
+    /// Watches for `mara cancel` until the run is finished: a request interrupts the run as
+    /// Ctrl-C would.
+    pub fn watch_cancel(&mut self, interrupt: Interrupt) {
+        let (ledger, run_id, stop) = (self.ledger.clone(), self.run_id.clone(), self.stop.clone());
+        self.watcher = Some(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(250));
+                let requested = ledger
+                    .lock()
+                    .map(|l| l.cancel_requested(&run_id).unwrap_or(false))
+                    .unwrap_or(false);
+                if requested {
+                    interrupt.escalate(Cause::CancelRequest);
+                    return;
+                }
+            }
+        }));
+    }
+
+    /// The sink that records `plan`'s projects as they start and end; `root` shortens the log
+    /// paths it records. Dropping it waits for its last write.
+    pub fn sink(&self, plan: &RunPlan, root: &Path) -> LedgerSink {
+        let fingerprints: BTreeMap<usize, String> = plan
+            .projects
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.fingerprint.clone().map(|f| (i, f)))
+            .collect();
+        let (ledger, run_id, root) = (self.ledger.clone(), self.run_id.clone(), root.to_path_buf());
+        let (to_writer, events) = mpsc::channel::<Event>();
+        let writer = std::thread::spawn(move || {
+            for event in events {
+                write(&ledger, &run_id, &event, &root, &fingerprints);
+            }
+        });
+        LedgerSink {
+            to_writer: Some(to_writer),
+            writer: Some(writer),
+        }
+    }
+
+    /// Records how the run ended and releases the stack's lock.
+    pub fn finish(mut self, status: RunStatus) -> Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(watcher) = self.watcher.take() {
+            let _ = watcher.join();
+        }
+        let finished = clock::rfc3339(SystemTime::now());
+        self.ledger
+            .lock()
+            .expect("the ledger is never poisoned")
+            .finish(&self.run_id, status, &finished)
+    }
+}
+
+/// Forwards project starts and ends to the recorder's writer thread.
+pub struct LedgerSink {
+    to_writer: Option<mpsc::Sender<Event>>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl Sink for LedgerSink {
+    fn handle(&mut self, event: &Event) {
+        if matches!(
+            event,
+            Event::ProjectStarted { .. } | Event::ProjectFinished { .. }
+        ) && let Some(to_writer) = &self.to_writer
+        {
+            let _ = to_writer.send(event.clone());
+        }
+    }
+}
+
+impl Drop for LedgerSink {
+    fn drop(&mut self) {
+        drop(self.to_writer.take());
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// What the ledger keeps of an event.
+fn write(
+    ledger: &Shared,
+    run_id: &str,
+    event: &Event,
+    root: &Path,
+    fingerprints: &BTreeMap<usize, String>,
+) {
+    let Ok(mut ledger) = ledger.lock() else {
+        return;
+    };
+    let result = match event {
+        Event::ProjectStarted { index, path } => ledger.project_started(
+            run_id,
+            path,
+            &clock::rfc3339(SystemTime::now()),
+            fingerprints.get(index).map(String::as_str),
+        ),
+        Event::ProjectFinished { report, .. } => ledger.project_finished(
+            run_id,
+            &ProjectRecord {
+                path: report.path.clone(),
+                status: report.status,
+                started: report.started.clone(),
+                finished: report.finished.clone(),
+                exit_code: report.exit_code,
+                changes: report.changes.clone(),
+                reason: report.reason.clone(),
+                log: report.log.as_ref().map(|l| {
+                    l.strip_prefix(root)
+                        .map(PathBuf::from)
+                        .unwrap_or_else(|_| l.clone())
+                        .display()
+                        .to_string()
+                }),
+                fingerprint: None,
+            },
+        ),
+        _ => Ok(()),
+    };
+    if let Err(error) = result {
+        tracing::warn!("{error}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Operation;
+    use crate::run::events::{Finished, Outcome, ProjectReport};
+    use crate::run::plan::fixtures;
+    use crate::status::ProjectStatus;
+
+    fn start(run_id: &str) -> RunStart {
+        RunStart {
+            run_id: run_id.into(),
+            operation: Operation::Up,
+            provider: "aws".into(),
+            stack: "dev".into(),
+            command: "mara up".into(),
+            started: clock::rfc3339(SystemTime::now()),
+        }
+    }
+
+    #[test]
+    fn a_run_is_recorded_project_by_project_and_releases_its_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ledger.db");
+        let (recorder, took_over) =
+            Recorder::begin(super::super::open(&file).unwrap(), &start("r1")).unwrap();
+        assert!(took_over.is_none());
+        // A second run of the stack is refused while the first holds it: exit 5.
+        let Err(refused) = Recorder::begin(super::super::open(&file).unwrap(), &start("r2")) else {
+            panic!("the lock was not held")
+        };
+        assert_eq!(refused.exit_code(), crate::error::exit::LOCKED);
+        assert!(refused.to_string().contains("run r1"), "{refused}");
+
+        let plan = fixtures::plan(Operation::Up, &["vpc", "eks"]);
+        let mut sink = recorder.sink(&plan, Path::new("/w"));
+        for (index, project) in plan.projects.iter().enumerate() {
+            sink.handle(&Event::ProjectStarted {
+                index,
+                path: project.path.clone(),
+            });
+            let finished = Finished {
+                outcome: if index == 0 {
+                    Outcome::Unchanged
+                } else {
+                    Outcome::Failed {
+                        code: Some(1),
+                        reason: "boom".into(),
+                    }
+                },
+                exit_code: Some(index as i32),
+                changes: None,
+                log: Some(PathBuf::from(format!("/w/.mara/logs/r1/{index}.log"))),
+            };
+            sink.handle(&Event::ProjectFinished {
+                index,
+                report: ProjectReport::new(project.path.clone(), Some(SystemTime::now()), finished),
+            });
+        }
+        drop(sink);
+        recorder.finish(RunStatus::Failed).unwrap();
+
+        let ledger = super::super::open(&file).unwrap();
+        let run = ledger.run("r1").unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Failed);
+        let recorded: Vec<(&str, ProjectStatus, Option<&str>)> = run
+            .projects
+            .iter()
+            .map(|p| (p.path.as_str(), p.status, p.log.as_deref()))
+            .collect();
+        assert_eq!(
+            recorded,
+            [
+                (
+                    "infrastructure/aws/vpc",
+                    ProjectStatus::Unchanged,
+                    Some(".mara/logs/r1/0.log")
+                ),
+                (
+                    "infrastructure/aws/eks",
+                    ProjectStatus::Failed,
+                    Some(".mara/logs/r1/1.log")
+                ),
+            ]
+        );
+        assert_eq!(run.projects[1].reason.as_deref(), Some("boom"));
+        assert!(
+            run.projects[0].fingerprint.is_some(),
+            "the plan's fingerprint is recorded"
+        );
+        assert!(
+            ledger.holder("dev").unwrap().is_none(),
+            "the lock is released"
+        );
+    }
+
+    #[test]
+    fn a_cancel_request_interrupts_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ledger.db");
+        let (mut recorder, _) =
+            Recorder::begin(super::super::open(&file).unwrap(), &start("r1")).unwrap();
+        let interrupt = Interrupt::default();
+        recorder.watch_cancel(interrupt.clone());
+        super::super::open(&file)
+            .unwrap()
+            .request_cancel("dev")
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !interrupt.is_interrupted() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(interrupt.is_interrupted());
+        assert_eq!(interrupt.cause(), Cause::CancelRequest);
+        recorder.finish(RunStatus::Cancelled).unwrap();
+    }
+}

@@ -1,0 +1,136 @@
+//! Which of the selected projects a run takes (docs/commands.md, "up, preview, refresh, destroy"):
+//! `--resume` takes those the last run of the operation did not complete, `--changed` those whose
+//! inputs changed since their last successful `up`. Both read the ledger and decide; what they
+//! decided is returned as data for the command to say.
+
+use std::collections::BTreeMap;
+
+use crate::deployment::StackFiles;
+use crate::engine::Operation;
+use crate::error::{Error, Problem, Result};
+use crate::fingerprint::{self, Change};
+use crate::graph::{ExecutionGraph, Plan, Selection};
+use crate::ledger::Ledger;
+use crate::status::RunStatus;
+use crate::workspace::stack::ResolvedStack;
+
+/// What `--resume` found.
+#[derive(Debug)]
+pub enum Resume<'g> {
+    /// The last run completed: nothing to resume.
+    Completed,
+    /// Run `plan`: the projects of run `run_id` (which ended `status`) that did not complete.
+    Projects {
+        run_id: String,
+        status: RunStatus,
+        plan: Plan<'g>,
+    },
+}
+
+/// `--resume`: the projects of the last run of `operation` on the stack that did not complete.
+pub fn resume<'g>(
+    graph: &'g ExecutionGraph,
+    ledger: Option<&dyn Ledger>,
+    stack: &ResolvedStack,
+    operation: Operation,
+) -> Result<Resume<'g>> {
+    let last = ledger
+        .map(|ledger| ledger.last_run(stack.name.as_str(), operation))
+        .transpose()?
+        .flatten()
+        .ok_or_else(|| {
+            Error::usage(Problem::new(format!(
+                "no earlier {operation} on stack {} to resume",
+                stack.name
+            )))
+        })?;
+    let left: Vec<String> = last
+        .projects
+        .iter()
+        .filter(|p| !p.status.is_success())
+        .map(|p| p.path.clone())
+        .filter(|path| graph.find(path).is_ok())
+        .collect();
+    if left.is_empty() {
+        return Ok(Resume::Completed);
+    }
+    let plan = Plan::select(
+        graph,
+        &Selection {
+            only: left,
+            ..Selection::default()
+        },
+    )?;
+    Ok(Resume::Projects {
+        run_id: last.run_id,
+        status: last.status,
+        plan,
+    })
+}
+
+/// Every selected project's fingerprint (by graph index), from the stack's files as loaded.
+pub fn fingerprints(
+    selected: &Plan<'_>,
+    files: &StackFiles,
+    stack: &ResolvedStack,
+) -> BTreeMap<usize, String> {
+    let workspace = &files.workspace;
+    fingerprint::fingerprints(
+        selected,
+        |p| workspace.project_dir(p),
+        &workspace.state_dir(),
+        stack.name.as_str(),
+        files.config.as_ref().map_or("", |c| c.text()).as_bytes(),
+        files
+            .env_file
+            .as_ref()
+            .map_or("", |f| f.text.as_str())
+            .as_bytes(),
+    )
+}
+
+/// For every selected project, in execution order, whether `--changed` runs it and why.
+pub fn changes(
+    selected: &Plan<'_>,
+    fingerprints: &BTreeMap<usize, String>,
+    ledger: Option<&dyn Ledger>,
+    stack: &ResolvedStack,
+) -> Result<Vec<(String, Change)>> {
+    let before = match ledger {
+        Some(ledger) => ledger.last_fingerprints(stack.name.as_str())?,
+        None => BTreeMap::new(),
+    };
+    Ok(selected
+        .order()
+        .iter()
+        .map(|&i| {
+            let path = &selected.graph.project(i).path;
+            let change =
+                fingerprint::compare(&fingerprints[&i], before.get(path).map(String::as_str));
+            (path.clone(), change)
+        })
+        .collect())
+}
+
+/// The plan of the projects that changed; `None` when none did.
+pub fn changed<'g>(
+    graph: &'g ExecutionGraph,
+    changes: &[(String, Change)],
+) -> Result<Option<Plan<'g>>> {
+    let runs: Vec<String> = changes
+        .iter()
+        .filter(|(_, change)| *change != Change::Unchanged)
+        .map(|(path, _)| path.clone())
+        .collect();
+    if runs.is_empty() {
+        return Ok(None);
+    }
+    Plan::select(
+        graph,
+        &Selection {
+            only: runs,
+            ..Selection::default()
+        },
+    )
+    .map(Some)
+}

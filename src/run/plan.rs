@@ -1,0 +1,322 @@
+//! The run plan: everything a run will do, decided before anything is done (docs/ARCHITECTURE.md,
+//! "How a run goes"). The operation, the projects in the order they start, and for each its
+//! engine steps (made by `engine::Engines`), its hooks, its log file and the projects it waits
+//! for. Pure: building it starts no process, reads no clock and touches no terminal, so it is
+//! tested and snapshot-tested as data; `--dry-run` prints it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::engine::command::Context;
+use crate::engine::{EngineKind, Engines, Operation, Step, Target};
+use crate::graph::Plan;
+use crate::provider::Hook;
+use crate::workspace::Workspace;
+
+/// One project of the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedProject {
+    pub path: String,
+    pub engine: EngineKind,
+    /// Where its command hooks run (the workspace root when it has no directory).
+    pub dir: PathBuf,
+    pub steps: Vec<Step>,
+    /// What runs after its operation succeeds: `on_success` after up, `on_destroy` after destroy.
+    pub hooks: Vec<Hook>,
+    /// `<state_dir>/logs/<run>/<path>.log`.
+    pub log: PathBuf,
+    /// The positions (in the plan) of the projects that must succeed before it starts.
+    pub waits_for: Vec<usize>,
+    /// Its inputs' fingerprint, recorded with it (`up` only).
+    pub fingerprint: Option<String>,
+    /// The `MARA_*` variables of its hooks.
+    pub context: Context,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPlan {
+    pub operation: Operation,
+    /// In the order they start when nothing runs in parallel: the execution order, reversed for
+    /// destroy.
+    pub projects: Vec<PlannedProject>,
+}
+
+/// What a plan is built from.
+pub struct Inputs<'a> {
+    pub operation: Operation,
+    pub selected: &'a Plan<'a>,
+    pub engines: &'a Engines,
+    pub workspace: &'a Workspace,
+    pub provider: &'a str,
+    /// The run's log directory.
+    pub logs: &'a Path,
+    /// Fingerprints by graph index.
+    pub fingerprints: &'a BTreeMap<usize, String>,
+}
+
+impl RunPlan {
+    pub fn build(inputs: &Inputs<'_>) -> RunPlan {
+        let Inputs {
+            operation,
+            selected,
+            engines,
+            workspace,
+            provider,
+            logs,
+            fingerprints,
+        } = inputs;
+        let operation = *operation;
+        let graph = selected.graph;
+        let reverse = operation == Operation::Destroy;
+        let order: Vec<usize> = if reverse {
+            selected.reverse_order().collect()
+        } else {
+            selected.order().to_vec()
+        };
+        let position: BTreeMap<usize, usize> =
+            order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+        let stack = engines.pulumi.stack.clone();
+        let kubeconfig = workspace
+            .state_dir()
+            .join("kube")
+            .join(format!("{stack}.yaml"));
+        let projects = order
+            .iter()
+            .map(|&i| {
+                let project = graph.project(i);
+                let dir = workspace.project_dir(&project.path);
+                let outputs = workspace.command_outputs_file(&stack, &project.path);
+                let context = Context {
+                    stack: stack.clone(),
+                    project: project.path.clone(),
+                    provider: provider.to_string(),
+                    kubeconfig: kubeconfig.clone(),
+                };
+                let target = Target {
+                    path: &project.path,
+                    engine: project.engine,
+                    commands: &project.commands,
+                    destroy_reads_outputs: project
+                        .on_destroy
+                        .iter()
+                        .any(|h| matches!(h, Hook::Command { .. })),
+                    dir: &dir,
+                    root: &workspace.root,
+                    outputs: &outputs,
+                    context: &context,
+                };
+                let neighbours = if reverse {
+                    graph.successors(i)
+                } else {
+                    graph.predecessors(i)
+                };
+                let mut waits_for: Vec<usize> = neighbours
+                    .into_iter()
+                    .filter_map(|(j, _)| position.get(&j).copied())
+                    .collect();
+                waits_for.sort_unstable();
+                waits_for.dedup();
+                PlannedProject {
+                    path: project.path.clone(),
+                    engine: engines.engine_of(&target),
+                    steps: engines.steps(&target, operation),
+                    hooks: match operation {
+                        Operation::Up => project.on_success.clone(),
+                        Operation::Destroy => project.on_destroy.clone(),
+                        Operation::Preview | Operation::Refresh => Vec::new(),
+                    },
+                    log: logs.join(format!("{}.log", project.path)),
+                    waits_for,
+                    fingerprint: fingerprints.get(&i).cloned(),
+                    dir: if dir.is_dir() {
+                        dir.clone()
+                    } else {
+                        workspace.root.clone()
+                    },
+                    context,
+                }
+            })
+            .collect();
+        RunPlan {
+            operation,
+            projects,
+        }
+    }
+
+    /// `--dry-run`: every engine command with its directory, in order; `shown` shortens paths.
+    pub fn render(&self, shown: impl Fn(&Path) -> String) -> String {
+        let mut text = String::new();
+        for project in &self.projects {
+            let dir = project
+                .steps
+                .first()
+                .map(|s| s.cwd.as_path())
+                .unwrap_or(&project.dir);
+            text.push_str(&format!("# {} (in {})\n", project.path, shown(dir)));
+            for step in &project.steps {
+                text.push_str(&step.display());
+                text.push('\n');
+            }
+        }
+        text
+    }
+
+    pub fn len(&self) -> usize {
+        self.projects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.projects.is_empty()
+    }
+}
+
+/// Plans of the built-in providers, for the tests of what runs them.
+#[cfg(test)]
+pub mod fixtures {
+    use super::*;
+    use crate::engine::pulumi::Pulumi;
+    use crate::graph::{ExecutionGraph, Selection};
+    use crate::provider::Registry;
+    use crate::workspace::WorkspaceSettings;
+
+    pub fn engines() -> Engines {
+        Engines {
+            default: EngineKind::Pulumi,
+            pulumi: Pulumi {
+                binary: "pulumi".into(),
+                stack: "dev".into(),
+                shared_config: "/w/config/pulumi/Pulumi.dev.yaml".into(),
+                secrets_project: "kubernetes/secrets".into(),
+                secrets_provider: None,
+                color: false,
+            },
+            config: Default::default(),
+            remove_stacks: false,
+        }
+    }
+
+    pub fn workspace() -> Workspace {
+        Workspace {
+            root: "/w".into(),
+            settings_file: None,
+            settings: WorkspaceSettings::default(),
+        }
+    }
+
+    /// The plan of the built-in `aws` provider for `operation`, narrowed to `only` (all when
+    /// empty).
+    pub fn plan(operation: Operation, only: &[&str]) -> RunPlan {
+        let graph = ExecutionGraph::build(&Registry::builtin().resolve("aws").unwrap()).unwrap();
+        let selection = Selection {
+            only: only.iter().map(|s| s.to_string()).collect(),
+            ..Selection::default()
+        };
+        let selected = Plan::select(&graph, &selection).unwrap();
+        let fingerprints = (0..graph.len()).map(|i| (i, format!("f{i}"))).collect();
+        RunPlan::build(&Inputs {
+            operation,
+            selected: &selected,
+            engines: &engines(),
+            workspace: &workspace(),
+            provider: "aws",
+            logs: Path::new("/w/.mara/logs/r1"),
+            fingerprints: &fingerprints,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::plan;
+    use super::*;
+
+    #[test]
+    fn an_up_plan_is_the_execution_order_with_its_steps_hooks_and_logs() {
+        let plan = plan(
+            Operation::Up,
+            &[
+                "infrastructure/aws/eks",
+                "infrastructure/kubeconfig",
+                "kubernetes/logstore",
+            ],
+        );
+        let paths: Vec<&str> = plan.projects.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "infrastructure/aws/eks",
+                "infrastructure/kubeconfig",
+                "kubernetes/logstore"
+            ]
+        );
+        let eks = &plan.projects[0];
+        assert!(matches!(
+            eks.hooks[..],
+            [Hook::Kubeconfig { merge: true, .. }]
+        ));
+        let kubeconfig = &plan.projects[1];
+        assert_eq!(kubeconfig.waits_for, [0], "after eks, within the plan");
+        assert_eq!(plan.projects[2].waits_for, [1]);
+        assert!(kubeconfig.hooks.is_empty());
+        assert_eq!(
+            kubeconfig.log,
+            Path::new("/w/.mara/logs/r1/infrastructure/kubeconfig.log")
+        );
+        assert_eq!(kubeconfig.steps.len(), 3, "select, up, outputs");
+        assert!(kubeconfig.fingerprint.is_some());
+        assert_eq!(
+            kubeconfig.context.kubeconfig,
+            Path::new("/w/.mara/kube/dev.yaml")
+        );
+    }
+
+    #[test]
+    fn a_destroy_plan_is_reversed_and_waits_for_dependents() {
+        let plan = plan(
+            Operation::Destroy,
+            &[
+                "infrastructure/aws/eks",
+                "infrastructure/kubeconfig",
+                "kubernetes/logstore",
+            ],
+        );
+        let paths: Vec<&str> = plan.projects.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "kubernetes/logstore",
+                "infrastructure/kubeconfig",
+                "infrastructure/aws/eks"
+            ]
+        );
+        assert_eq!(plan.projects[0].waits_for, Vec::<usize>::new());
+        assert_eq!(plan.projects[2].waits_for, [1]);
+        assert!(matches!(
+            plan.projects[2].hooks[..],
+            [Hook::Kubeconfig { .. }]
+        ));
+        assert_eq!(
+            plan.render(|p| super::fixtures::workspace().display(p).display().to_string()),
+            "\
+# kubernetes/logstore (in kubernetes/logstore)
+pulumi --non-interactive stack select --create --stack dev
+pulumi --non-interactive destroy --yes --skip-preview --stack dev --config-file /w/config/pulumi/Pulumi.dev.yaml --color never --json
+# infrastructure/kubeconfig (in infrastructure/kubeconfig)
+pulumi --non-interactive stack select --create --stack dev
+pulumi --non-interactive destroy --yes --skip-preview --stack dev --config-file /w/config/pulumi/Pulumi.dev.yaml --color never --json
+# infrastructure/aws/eks (in infrastructure/aws/eks)
+pulumi --non-interactive stack select --create --stack dev
+pulumi --non-interactive destroy --yes --skip-preview --stack dev --config-file /w/config/pulumi/Pulumi.dev.yaml --color never --json
+"
+        );
+    }
+
+    #[test]
+    fn preview_and_refresh_run_no_hooks() {
+        for operation in [Operation::Preview, Operation::Refresh] {
+            let plan = plan(operation, &[]);
+            assert!(plan.projects.iter().all(|p| p.hooks.is_empty()));
+            assert_eq!(plan.len(), 15);
+        }
+    }
+}

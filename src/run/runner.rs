@@ -1,0 +1,273 @@
+//! The runner: carries out a run plan (docs/ARCHITECTURE.md, "How a run goes"). It owns the
+//! runtime that starts and reads the engines, the signal handling, and the scheduler; what happens
+//! reaches the rest of mara only as `Event`s, delivered in order to the sinks it is given.
+//!
+//! Signals: from `Runner::new` on, Ctrl-C and SIGTERM no longer end mara; they escalate the run's
+//! `Interrupt` (SIGINT to the engines, then SIGKILL), and a run in progress reports it to its
+//! sinks as `Event::Interrupting`. The command decides what an interruption before or after the
+//! run means.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::events::{Event, ProjectReport, Sink, run_status};
+use super::interrupt::{Cause, Interrupt, InterruptLevel};
+use super::plan::RunPlan;
+use super::project::{self, Context, Job, Shared};
+use super::scheduler::{self, FailurePolicy};
+use crate::error::{Error, Result};
+
+/// How many projects run at once, and what a failure means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    pub parallel: usize,
+    pub failure: FailurePolicy,
+}
+
+pub struct Runner {
+    runtime: tokio::runtime::Runtime,
+    interrupt: Interrupt,
+}
+
+impl Runner {
+    /// Starts the runtime and takes over Ctrl-C and SIGTERM.
+    pub fn new() -> Result<Runner> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(Error::Runtime)?;
+        let interrupt = Interrupt::default();
+        let (installed, signals) = std::sync::mpsc::channel();
+        runtime.spawn(watch_signals(interrupt.clone(), installed));
+        // The handlers are in place before anything can be started.
+        let _ = signals.recv();
+        Ok(Runner { runtime, interrupt })
+    }
+
+    pub fn interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
+    /// Runs `plan`: every project's task, at most `schedule.parallel` at once, each event handed
+    /// to every sink in order. Returns one report per project, in the plan's order.
+    pub fn execute(
+        &self,
+        plan: &RunPlan,
+        context: Context,
+        schedule: Schedule,
+        sinks: &mut [&mut dyn Sink],
+    ) -> Vec<ProjectReport> {
+        let interrupt = self.interrupt.clone();
+        let shared = Arc::new(Shared {
+            context,
+            interrupt: interrupt.clone(),
+        });
+        self.runtime.block_on(async {
+            let (events, mut received) = mpsc::unbounded_channel();
+            let work = async move {
+                let _ = events.send(Event::RunStarted {
+                    operation: plan.operation,
+                    projects: plan.len(),
+                });
+                let mut escalations = interrupt.subscribe();
+                let walk = scheduler::run(
+                    plan,
+                    schedule.parallel,
+                    schedule.failure,
+                    &interrupt,
+                    &events,
+                    |index| {
+                        Box::pin(project::run(Job {
+                            index,
+                            operation: plan.operation,
+                            project: plan.projects[index].clone(),
+                            shared: shared.clone(),
+                            events: events.clone(),
+                        }))
+                    },
+                );
+                tokio::pin!(walk);
+                let reports = loop {
+                    tokio::select! {
+                        reports = &mut walk => break reports,
+                        Ok(()) = escalations.changed() => {
+                            let (level, cause) = *escalations.borrow_and_update();
+                            if level > InterruptLevel::None {
+                                let _ = events.send(Event::Interrupting { level, cause });
+                            }
+                        }
+                    }
+                };
+                let status = run_status(&reports, interrupt.is_interrupted());
+                let _ = events.send(Event::RunFinished { status });
+                reports
+            };
+            let deliver = async {
+                while let Some(event) = received.recv().await {
+                    for sink in sinks.iter_mut() {
+                        sink.handle(&event);
+                    }
+                }
+            };
+            let (reports, ()) = tokio::join!(work, deliver);
+            reports
+        })
+    }
+}
+
+/// Every Ctrl-C (or SIGTERM) escalates the interruption: SIGINT to the engines, then SIGKILL.
+async fn watch_signals(interrupt: Interrupt, installed: std::sync::mpsc::Sender<()>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut terminate), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        let _ = installed.send(());
+        return;
+    };
+    let _ = installed.send(());
+    loop {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        interrupt.escalate(Cause::Signal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Operation, Step, StepKind};
+    use crate::run::plan::fixtures;
+    use crate::status::ProjectStatus;
+
+    /// Remembers every event.
+    #[derive(Default)]
+    struct Recording(Vec<Event>);
+
+    impl Sink for Recording {
+        fn handle(&mut self, event: &Event) {
+            self.0.push(event.clone());
+        }
+    }
+
+    fn context(root: &std::path::Path) -> Context {
+        Context {
+            env: [(
+                "PATH".to_string(),
+                std::env::var("PATH").unwrap_or_default(),
+            )]
+            .into(),
+            redactor: crate::run::redact::Redactor::new(["hunter2".to_string()]),
+            kubeconfig: crate::run::kubeconfig::Files {
+                stack: root.join("kube/dev.yaml"),
+                root: root.to_path_buf(),
+            },
+        }
+    }
+
+    #[test]
+    fn every_sink_sees_every_event_in_order_and_secrets_never() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut plan = fixtures::plan(Operation::Preview, &["vpc", "eks"]);
+        for (i, project) in plan.projects.iter_mut().enumerate() {
+            project.log = dir.path().join(format!("{i}.log"));
+            project.steps = vec![Step::new(
+                StepKind::Prepare,
+                "sh",
+                vec!["-c".into(), format!("echo line-{i} hunter2; exit {i}")],
+                dir.path(),
+            )];
+        }
+        let runner = Runner::new().unwrap();
+        let (mut first, mut second) = (Recording::default(), Recording::default());
+        let schedule = Schedule {
+            parallel: 4,
+            failure: FailurePolicy::StopAll,
+        };
+        let reports = runner.execute(
+            &plan,
+            context(dir.path()),
+            schedule,
+            &mut [&mut first, &mut second],
+        );
+        assert_eq!(
+            reports.iter().map(|r| r.status).collect::<Vec<_>>(),
+            [ProjectStatus::Succeeded, ProjectStatus::Failed]
+        );
+        let kinds: Vec<String> = first
+            .0
+            .iter()
+            .map(|e| match e {
+                Event::RunStarted { projects, .. } => format!("run {projects}"),
+                Event::ProjectStarted { index, .. } => format!("start {index}"),
+                Event::Line { index, text, .. } => format!("{index}: {text}"),
+                Event::ProjectFinished { index, report } => {
+                    format!("end {index} {}", report.status)
+                }
+                Event::Interrupting { .. } => "interrupting".into(),
+                Event::RunFinished { status } => format!("finished {status}"),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "run 2",
+                "start 0",
+                "0: line-0 [secret]",
+                "end 0 succeeded",
+                "start 1",
+                "1: line-1 [secret]",
+                "end 1 failed",
+                "finished failed",
+            ]
+        );
+        assert_eq!(first.0.len(), second.0.len());
+        let log = std::fs::read_to_string(dir.path().join("1.log")).unwrap();
+        assert!(
+            log.contains("line-1 [secret]") && !log.contains("hunter2"),
+            "{log}"
+        );
+    }
+
+    #[test]
+    fn an_interruption_is_an_event_and_cancels_the_running_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut plan = fixtures::plan(Operation::Preview, &["vpc"]);
+        plan.projects[0].log = dir.path().join("vpc.log");
+        plan.projects[0].steps = vec![Step::new(
+            StepKind::Operation,
+            "sh",
+            vec!["-c".into(), "sleep 5".into()],
+            dir.path(),
+        )];
+        let runner = Runner::new().unwrap();
+        let interrupt = runner.interrupt().clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            interrupt.escalate(Cause::CancelRequest);
+        });
+        let mut recording = Recording::default();
+        let schedule = Schedule {
+            parallel: 1,
+            failure: FailurePolicy::StopAll,
+        };
+        let reports = runner.execute(&plan, context(dir.path()), schedule, &mut [&mut recording]);
+        assert_eq!(reports[0].status, ProjectStatus::Cancelled);
+        assert!(recording.0.iter().any(|e| matches!(
+            e,
+            Event::Interrupting {
+                level: InterruptLevel::Graceful,
+                cause: Cause::CancelRequest
+            }
+        )));
+        assert!(matches!(
+            recording.0.last(),
+            Some(Event::RunFinished {
+                status: crate::status::RunStatus::Cancelled
+            })
+        ));
+    }
+}

@@ -1,0 +1,224 @@
+//! The options of `up`, `preview`, `refresh` and `destroy`, resolved once into plain values
+//! (docs/commands.md, "up, preview, refresh, destroy"): flags, then the environment, then
+//! `mara.toml`. Everything below the command sees these, never the flags.
+
+use std::path::PathBuf;
+
+use super::Settings;
+use crate::cli::{DestroyArgs, LogOrderArg, PreviewArgs, RunArgs, RunCommand};
+use crate::engine::Operation;
+use crate::error::{Error, Problem, Result};
+use crate::graph::Selection;
+use crate::run::scheduler::FailurePolicy;
+use crate::ui::reporter::LogOrder;
+use crate::workspace::WorkspaceSettings;
+
+/// Which projects of the selection a run takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Every selected project.
+    All,
+    /// `--resume`: those the last run of the operation on the stack did not complete.
+    Resume,
+    /// `--changed`: those whose inputs changed since their last successful `up`.
+    Changed,
+}
+
+/// Whether a person confirms the run before it changes anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    /// `--yes`, `--dry-run`, or an operation that changes nothing people confirm (preview,
+    /// refresh).
+    NotAsked,
+    /// On a terminal: `up` previews and asks yes / no / details; `destroy` asks for the stack name.
+    Ask,
+}
+
+/// Where the run's summary goes besides the terminal.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reports {
+    /// `--report FILE`: the JSON summary.
+    pub json: Option<PathBuf>,
+    /// `--junit FILE`.
+    pub junit: Option<PathBuf>,
+    /// `$GITHUB_STEP_SUMMARY`: a Markdown section appended.
+    pub github_summary: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    pub operation: Operation,
+    pub selection: Selection,
+    pub mode: Mode,
+    pub parallel: usize,
+    pub failure: FailurePolicy,
+    pub confirmation: Confirmation,
+    /// Print the run plan and run nothing.
+    pub dry_run: bool,
+    pub log_order: LogOrder,
+    pub reports: Reports,
+    /// `preview --expect-no-changes`: changes are exit 4.
+    pub expect_no_changes: bool,
+    /// `destroy --remove`: the stacks are removed once destroyed.
+    pub remove_stacks: bool,
+}
+
+impl RunSettings {
+    /// Resolves the options of one run command. A run that would need a confirmation nobody can
+    /// give (no terminal, no `--yes`) and `--changed` on an operation other than `up` are usage
+    /// errors, before anything is read.
+    pub fn resolve(
+        command: RunCommand,
+        settings: &Settings,
+        workspace: &WorkspaceSettings,
+    ) -> Result<RunSettings> {
+        let (operation, args, expect_no_changes, remove_stacks) = match command {
+            RunCommand::Up(args) => (Operation::Up, args, false, false),
+            RunCommand::Refresh(args) => (Operation::Refresh, args, false, false),
+            RunCommand::Preview(PreviewArgs {
+                expect_no_changes,
+                run,
+            }) => (Operation::Preview, run, expect_no_changes, false),
+            RunCommand::Destroy(DestroyArgs { remove, run }) => {
+                (Operation::Destroy, run, false, remove)
+            }
+        };
+        let RunArgs {
+            parallel,
+            keep_going,
+            yes,
+            dry_run,
+            log_order,
+            report,
+            junit,
+            resume,
+            changed,
+            selection,
+        } = args;
+        let mode = match (resume, changed) {
+            (_, true) if operation != Operation::Up => {
+                return Err(Error::usage(Problem::new("--changed is for `mara up`")));
+            }
+            (true, true) => {
+                return Err(Error::usage(Problem::new(
+                    "--resume and --changed cannot be combined",
+                )));
+            }
+            (true, false) => Mode::Resume,
+            (false, true) => Mode::Changed,
+            (false, false) => Mode::All,
+        };
+        let people_confirm = matches!(operation, Operation::Up | Operation::Destroy);
+        let confirmation = if people_confirm && !yes && !dry_run {
+            Confirmation::Ask
+        } else {
+            Confirmation::NotAsked
+        };
+        if confirmation == Confirmation::Ask && !settings.interactive {
+            return Err(Error::usage(
+                Problem::new(format!(
+                    "`mara {operation}` changes infrastructure and there is no terminal to confirm on"
+                ))
+                .hint("pass --yes to go ahead without confirmation"),
+            ));
+        }
+        let github_summary = settings
+            .env
+            .get("GITHUB_STEP_SUMMARY")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from);
+        Ok(RunSettings {
+            operation,
+            selection: selection.into(),
+            mode,
+            parallel: parallel.map_or(workspace.parallel, usize::from),
+            failure: if keep_going {
+                FailurePolicy::SkipDependents
+            } else {
+                FailurePolicy::StopAll
+            },
+            confirmation,
+            dry_run,
+            log_order: match log_order {
+                LogOrderArg::Stream => LogOrder::Stream,
+                LogOrderArg::Grouped => LogOrder::Grouped,
+            },
+            reports: Reports {
+                json: report,
+                junit,
+                github_summary,
+            },
+            expect_no_changes,
+            remove_stacks,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn resolve(args: &[&str], interactive: bool) -> Result<RunSettings> {
+        let cli = crate::cli::Cli::try_parse_from(["mara"].iter().chain(args)).unwrap();
+        let mut settings = Settings::resolve(cli.global, Default::default());
+        settings.interactive = interactive;
+        settings
+            .env
+            .insert("GITHUB_STEP_SUMMARY".into(), "/tmp/summary.md".into());
+        let command = match cli.command {
+            crate::cli::Command::Up(a) => RunCommand::Up(a),
+            crate::cli::Command::Preview(a) => RunCommand::Preview(a),
+            crate::cli::Command::Refresh(a) => RunCommand::Refresh(a),
+            crate::cli::Command::Destroy(a) => RunCommand::Destroy(a),
+            other => panic!("not a run: {other:?}"),
+        };
+        RunSettings::resolve(command, &settings, &WorkspaceSettings::default())
+    }
+
+    #[test]
+    fn flags_become_plain_values() {
+        let run = resolve(
+            &[
+                "up",
+                "--keep-going",
+                "--changed",
+                "--only",
+                "a",
+                "--log-order",
+                "grouped",
+            ],
+            true,
+        )
+        .unwrap();
+        assert_eq!(run.operation, Operation::Up);
+        assert_eq!(run.mode, Mode::Changed);
+        assert_eq!(run.failure, FailurePolicy::SkipDependents);
+        assert_eq!(run.confirmation, Confirmation::Ask);
+        assert_eq!(run.parallel, WorkspaceSettings::default().parallel);
+        assert_eq!(run.selection.only, ["a"]);
+        assert_eq!(run.log_order, LogOrder::Grouped);
+        assert_eq!(
+            run.reports.github_summary,
+            Some(PathBuf::from("/tmp/summary.md"))
+        );
+
+        let run = resolve(&["destroy", "--remove", "--yes", "--parallel", "2"], false).unwrap();
+        assert!(run.remove_stacks);
+        assert_eq!(run.parallel, 2);
+        assert_eq!(run.confirmation, Confirmation::NotAsked);
+        let run = resolve(&["preview", "--expect-no-changes"], false).unwrap();
+        assert!(run.expect_no_changes);
+        assert_eq!(run.confirmation, Confirmation::NotAsked);
+    }
+
+    #[test]
+    fn what_cannot_work_is_a_usage_error() {
+        let error = resolve(&["up"], false).unwrap_err();
+        assert!(error.to_string().contains("no terminal to confirm on"));
+        assert_eq!(error.exit_code(), crate::error::exit::USAGE);
+        assert!(resolve(&["up", "--dry-run"], false).is_ok());
+        let error = resolve(&["refresh", "--changed"], true).unwrap_err();
+        assert_eq!(error.to_string(), "--changed is for `mara up`");
+    }
+}
