@@ -143,6 +143,11 @@ fn a_killed_run_is_taken_over_and_recorded_abandoned() {
     let running = ws.wait_until_running(&mut killed);
     killed.kill().unwrap(); // SIGKILL: no chance to clean up
     killed.wait().unwrap();
+    // The watchdog interrupts the engine the killed run left; it releases its own lock as it ends.
+    assert!(
+        common::wait_for_no_process_in(ws.root()),
+        "the killed run's engine outlived it"
+    );
     let output = ws
         .mara()
         .args(["up", "--yes", "--only", "cluster"])

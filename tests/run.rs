@@ -460,7 +460,10 @@ fn sigint_cancels_the_running_engines_and_exits_130() {
         assert_eq!(call["exit"], 8, "{project} cancelled as Pulumi does");
     }
     assert_eq!(count_files(&locks), 0, "the engines released their locks");
-    assert!(no_process_in(d.root()), "an engine process was left behind");
+    assert!(
+        common::no_process_in(d.root()),
+        "an engine process was left behind"
+    );
     let out = common::stdout(&output);
     assert!(
         out.contains("cancelled") && out.contains("was interrupted"),
@@ -644,16 +647,6 @@ fn count_files(dir: &Path) -> usize {
 }
 
 /// Whether no process on this machine has its working directory inside `root`.
-fn no_process_in(root: &Path) -> bool {
-    let root = root.canonicalize().unwrap();
-    std::fs::read_dir("/proc").unwrap().flatten().all(|entry| {
-        let cwd = entry.path().join("cwd");
-        std::fs::read_link(cwd)
-            .map(|c| !c.starts_with(&root))
-            .unwrap_or(true)
-    })
-}
-
 #[test]
 fn grouped_output_keeps_each_projects_lines_together_and_github_gets_a_summary() {
     let d = Deployment::new();
@@ -760,6 +753,6 @@ fn a_second_sigint_kills_engines_that_ignore_the_first() {
         started.elapsed() < std::time::Duration::from_secs(20),
         "it did not wait for the engine's minute"
     );
-    assert!(no_process_in(d.root()), "the killed engine is gone");
+    assert!(common::no_process_in(d.root()), "the killed engine is gone");
     assert!(common::stderr(&output).contains("killing the running engine processes"));
 }

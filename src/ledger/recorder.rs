@@ -71,7 +71,7 @@ impl Recorder {
                     .map(|l| l.cancel_requested(&run_id).unwrap_or(false))
                     .unwrap_or(false);
                 if requested {
-                    interrupt.escalate(Cause::CancelRequest);
+                    interrupt.cancel(Cause::CancelRequest);
                     return;
                 }
             }

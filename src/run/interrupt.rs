@@ -46,18 +46,41 @@ impl Default for Interrupt {
 }
 
 impl Interrupt {
+    /// A request to stop that is never more than graceful (`mara cancel`): SIGINT to every
+    /// running process group, unless an interruption is already under way. Only a second Ctrl-C
+    /// kills.
+    pub fn cancel(&self, cause: Cause) {
+        let started = self.level.send_if_modified(|state| {
+            let idle = state.0 == InterruptLevel::None;
+            if idle {
+                *state = (InterruptLevel::Graceful, cause);
+            }
+            idle
+        });
+        if started {
+            self.signal_groups(libc::SIGINT);
+        }
+    }
+
     /// The next step: SIGINT to every running process group, then SIGKILL.
     pub fn escalate(&self, cause: Cause) -> InterruptLevel {
-        let next = match self.level.borrow().0 {
-            InterruptLevel::None => InterruptLevel::Graceful,
-            _ => InterruptLevel::Kill,
-        };
-        self.level.send_replace((next, cause));
-        let signal = if next == InterruptLevel::Kill {
+        let mut next = InterruptLevel::Graceful;
+        self.level.send_modify(|state| {
+            next = match state.0 {
+                InterruptLevel::None => InterruptLevel::Graceful,
+                _ => InterruptLevel::Kill,
+            };
+            *state = (next, cause);
+        });
+        self.signal_groups(if next == InterruptLevel::Kill {
             libc::SIGKILL
         } else {
             libc::SIGINT
-        };
+        });
+        next
+    }
+
+    fn signal_groups(&self, signal: i32) {
         for &group in self
             .groups
             .lock()
@@ -69,7 +92,6 @@ impl Interrupt {
                 libc::killpg(group, signal);
             }
         }
-        next
     }
 
     pub fn level(&self) -> InterruptLevel {
@@ -122,5 +144,21 @@ impl Interrupt {
             .expect("the group set is never poisoned")
             .remove(&group);
         self.watchdog.tell(group, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancel_is_never_more_than_graceful_and_a_second_signal_kills() {
+        let interrupt = Interrupt::default();
+        interrupt.cancel(Cause::CancelRequest);
+        interrupt.cancel(Cause::CancelRequest);
+        assert_eq!(interrupt.level(), InterruptLevel::Graceful);
+        assert_eq!(interrupt.cause(), Cause::CancelRequest);
+        assert_eq!(interrupt.escalate(Cause::Signal), InterruptLevel::Kill);
+        assert_eq!(interrupt.cause(), Cause::Signal);
     }
 }

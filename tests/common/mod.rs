@@ -327,3 +327,27 @@ pub fn terraform() -> Option<PathBuf> {
         }
     }
 }
+
+/// Whether no process runs with its working directory under `root`: the engines a run started
+/// there have all ended.
+pub fn no_process_in(root: &Path) -> bool {
+    let root = root.canonicalize().unwrap();
+    std::fs::read_dir("/proc").unwrap().flatten().all(|entry| {
+        let cwd = entry.path().join("cwd");
+        std::fs::read_link(cwd)
+            .map(|c| !c.starts_with(&root))
+            .unwrap_or(true)
+    })
+}
+
+/// Waits (at most 20 s) until no process runs under `root`; whether that happened.
+pub fn wait_for_no_process_in(root: &Path) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !no_process_in(root) {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    true
+}
