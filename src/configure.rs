@@ -15,9 +15,32 @@ use crate::engine::command::env_var_name;
 use crate::error::Result;
 use crate::graph::Plan;
 use crate::provider::{ConfigKind, ConfigSpec, Provider, SecretSpec, secret_env_var};
-use crate::ui::prompt::Prompter;
 use crate::workspace::stack::StackName;
 use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfigFile};
+
+/// Someone who can be asked.
+pub trait Prompter {
+    /// Tells them something (on standard error, between the questions).
+    fn say(&mut self, text: &str);
+
+    /// A line of text; `check` refuses an answer with its reason, and the question is asked
+    /// again. An empty answer takes `default` when there is one.
+    fn text(
+        &mut self,
+        prompt: &str,
+        default: Option<&str>,
+        check: &dyn Fn(&str) -> std::result::Result<(), String>,
+    ) -> Result<String>;
+
+    /// One of `items`, by its index.
+    fn choose(&mut self, prompt: &str, items: &[String], default: usize) -> Result<usize>;
+
+    /// Yes or no.
+    fn confirm(&mut self, prompt: &str, default: bool) -> Result<bool>;
+
+    /// A secret: hidden as it is typed, typed twice. May be empty (the caller decides).
+    fn secret(&mut self, prompt: &str) -> Result<String>;
+}
 
 /// A secret value: never printed, never formatted by accident.
 #[derive(Clone, PartialEq, Eq)]

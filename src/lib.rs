@@ -6,6 +6,7 @@
 //! `ui` print. `docs/ARCHITECTURE.md` describes each module.
 
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod configure;
 pub mod deployment;
@@ -20,5 +21,6 @@ pub mod provider;
 pub mod run;
 pub mod settings;
 pub mod status;
+pub mod style;
 pub mod ui;
 pub mod workspace;

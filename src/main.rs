@@ -28,7 +28,7 @@ fn main() {
     }
     let cli = Cli::parse();
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-    let settings = Settings::resolve(cli.global, env);
+    let settings = Settings::resolve(cli.global, env, ui::terminals());
     init_tracing(settings.verbosity, settings.stderr_style.enabled);
     let result = match cli.command {
         Command::Up(args) => commands::run::run(&settings, RunCommand::Up(args)),

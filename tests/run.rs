@@ -756,3 +756,48 @@ fn a_second_sigint_kills_engines_that_ignore_the_first() {
     assert!(common::no_process_in(d.root()), "the killed engine is gone");
     assert!(common::stderr(&output).contains("killing the running engine processes"));
 }
+
+#[test]
+fn a_project_whose_task_panics_is_failed_and_the_run_exits_1() {
+    let d = Deployment::new();
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--parallel", "1", "--output", "json"])
+        // A fault for the tests, honoured by debug builds only (docs/testing.md).
+        .env("MARA_TEST_PANIC_IN", "kubernetes/logstore")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", common::stderr(&output));
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let project = |path: &str| {
+        summary["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["path"] == path)
+            .unwrap()
+            .clone()
+    };
+    let logstore = project("kubernetes/logstore");
+    assert_eq!(logstore["status"], "failed");
+    let reason = logstore["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("a bug in mara") && reason.contains("MARA_TEST_PANIC_IN"),
+        "{reason}"
+    );
+    assert_eq!(project("kubernetes/logagent")["status"], "skipped");
+    assert_eq!(summary["status"], "failed");
+    assert!(
+        !d.operations("up")
+            .iter()
+            .any(|(p, _)| p == "kubernetes/logstore"),
+        "the panicking task started no engine"
+    );
+    let history = d
+        .mara()
+        .args(["--output", "json", "history"])
+        .output()
+        .unwrap();
+    let history: Value = serde_json::from_slice(&history.stdout).unwrap();
+    assert_eq!(history[0]["status"], "failed", "the ledger says so too");
+}

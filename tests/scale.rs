@@ -260,3 +260,32 @@ fn a_run_makes_three_engine_calls_per_project_and_an_unchanged_one_makes_none() 
         "shared files are read as often at 12 projects as at 48"
     );
 }
+
+#[test]
+fn an_up_reads_the_stack_configuration_and_the_environment_file_once() {
+    // The example: secrets to store on the first up and to read back on the second, hooks, a
+    // shared configuration and an environment file.
+    let d = common::Deployment::of("mara-local");
+    for round in ["first", "second"] {
+        let output = d
+            .mara()
+            .args(["up", "--yes"])
+            .env("MARA_LOG", "mara::reads=debug")
+            .output()
+            .unwrap();
+        let stderr = common::stderr(&output);
+        assert!(output.status.success(), "{stderr}");
+        let counts = Counts::of(&stderr, d.root());
+        for file in ["config/pulumi/Pulumi.dev.yaml", "config/pulumi/environment"] {
+            assert_eq!(
+                counts.reads.get(file),
+                Some(&1),
+                "the {round} up read {file} once: {counts:?}"
+            );
+        }
+        assert!(
+            counts.shared_reads().values().all(|&n| n == 1),
+            "the {round} up read every file once: {counts:?}"
+        );
+    }
+}

@@ -1,31 +1,30 @@
 //! `mara up`, `preview`, `refresh` and `destroy` (docs/commands.md, "up, preview, refresh,
 //! destroy"): load the deployment, check it, decide what runs, record it and prepare the stack,
-//! plan, confirm, execute, report. Each step is a call into the layer that owns it; this file only
-//! says in what order, and what a person sees between them.
+//! plan, confirm, execute, report. Each step is a call into the layer that owns it; this file says
+//! in what order, and what a person sees between them.
 
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime};
 
 use crate::cli::RunCommand;
-use crate::configure::{self, Answers};
-use crate::deployment::checks::Checks;
+use crate::clock;
+use crate::configure;
+use crate::configure::Prompter;
 use crate::deployment::{self, Deployment, StackFiles, checks};
-use crate::engine::pulumi::Pulumi;
-use crate::engine::{Engines, Operation, has_changes};
-use crate::error::{Error, Problem, Result};
+use crate::engine::{Operation, has_changes};
+use crate::error::{Error, Problem, Result, plural};
 use crate::graph::Plan;
-use crate::ledger::recorder::Recorder;
 use crate::ledger::{self, RunStart};
 use crate::run::events::{Sink, run_status};
-use crate::run::kubeconfig;
 use crate::run::narrow::{self, Resume};
-use crate::run::plan::{self, RunPlan};
+use crate::run::plan::{Planner, RunPlan};
 use crate::run::project::Context;
+use crate::run::recorder::Recorder;
 use crate::run::redact::Redactor;
 use crate::run::runner::{Runner, Schedule};
 use crate::run::scheduler::FailurePolicy;
-use crate::run::{clock, prepare};
-use crate::settings::run::{Confirmation, Mode, Reports, RunSettings};
+use crate::run::{kubeconfig, prepare};
+use crate::settings::run::{Confirmation, Mode, RunSettings};
 use crate::settings::{OutputFormat, Settings};
 use crate::status::{ProjectStatus, RunStatus};
 use crate::ui::confirm::{self, LineCollector};
@@ -44,7 +43,7 @@ pub fn run(settings: &Settings, command: RunCommand) -> Result<()> {
 }
 
 fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> Result<()> {
-    // Load: the stack, the selection, the environment, the stored secrets' file.
+    // Load: the stack, its configuration, the selection, the environment, the stored secrets.
     let files = &deployment.files;
     let stack = files.required_stack()?;
     let config = files.config.clone().unwrap_or_else(|| {
@@ -54,270 +53,253 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
     let with_secrets = files.environment(settings);
     let stored = files.secrets_config(stack)?;
 
-    // Check everything that can be checked before anything is asked, written or run.
-    check(
-        settings,
-        run,
+    // Check everything that can be checked, before anything is asked, written or run.
+    checks::before_run(
+        run.operation,
+        run.dry_run,
         deployment,
         &selected,
-        stack,
+        &stack.name,
         &config,
         &stored,
         &with_secrets,
+        settings.interactive,
     )?;
-    // MARA_SECRET_* is for mara alone: no engine or hook process gets it.
-    let mut env = with_secrets.clone();
-    configure::strip_secret_variables(&mut env);
 
     // Decide which of the selected projects run.
-    let ledger_file = ledger::path(&files.workspace);
-    let fingerprints = if run.operation == Operation::Up {
-        narrow::fingerprints(&selected, files, stack)
-    } else {
-        BTreeMap::new()
+    let fingerprints = match run.operation {
+        Operation::Up => narrow::fingerprints(&selected, files, stack),
+        _ => BTreeMap::new(),
     };
     let Some(selected) = decide(settings, run, deployment, selected, stack, &fingerprints)? else {
         return Ok(());
     };
     let started = SystemTime::now();
     let run_id = clock::run_id(started);
-    let planning = Planning {
+    let planner = Planner {
         deployment,
         selected: &selected,
         stack,
         fingerprints: &fingerprints,
+        run_id: &run_id,
         color: settings.stdout_style.enabled,
         remove_stacks: run.remove_stacks,
     };
     if run.dry_run {
-        let plan = planning.plan(run.operation, &config, &run_id, "");
-        let workspace = &files.workspace;
-        return crate::ui::print(&plan.render(|p| workspace.display(p).display().to_string()));
+        let plan = planner.plan(run.operation, &config, "");
+        let shown = |p: &std::path::Path| files.workspace.display(p).display().to_string();
+        return crate::ui::print(&plan.render(shown));
     }
 
-    // Record the run and take the stack's lock (a preview takes none).
-    let mut recorder = if run.operation.mutates() {
-        let start = RunStart {
-            run_id: run_id.clone(),
-            operation: run.operation,
-            provider: deployment.provider.name.clone(),
-            stack: stack.name.to_string(),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-            started: clock::rfc3339(started),
-        };
-        let (recorder, took_over) = Recorder::begin(ledger::open(&ledger_file)?, &start)?;
-        if let Some(old) = took_over {
-            eprintln!("{}", settings.stderr_style.yellow(&format!("warning: took over the lock of {old}, whose process is gone; that run is recorded abandoned")));
-        }
-        Some(recorder)
-    } else {
-        None
+    // Record the run and take the stack's lock (a preview takes none); whatever happens next,
+    // the record says how it ended.
+    let mut recorder = match run.operation.mutates() {
+        true => Some(record(
+            settings,
+            deployment,
+            run.operation,
+            stack,
+            &run_id,
+            started,
+        )?),
+        false => None,
     };
-    let result = (|| {
-        // Prepare the stack: the first run's answers and the secrets not stored yet.
-        let pulumi = planning.pulumi(&config);
-        let (config, mut secrets) = if run.operation == Operation::Up {
-            prepare_stack(
-                settings,
-                deployment,
-                &selected,
-                stack,
-                &config,
-                &stored,
-                &pulumi,
-                &with_secrets,
-            )?
-        } else {
-            (config.clone(), Vec::new())
-        };
-        let first_dir = selected
-            .order()
-            .first()
-            .map(|&i| files.workspace.project_dir(&selected.graph.project(i).path));
-        let secrets_dir = files
-            .workspace
-            .project_dir(&files.workspace.settings.secrets_project);
-        secrets.extend(prepare::stored_secrets(
-            &pulumi,
-            &env,
-            &secrets_dir,
-            &stored,
-            &config,
-            first_dir.as_deref(),
-        ));
-        let context = || Context {
-            env: env.clone(),
-            redactor: Redactor::new(secrets.iter().cloned()),
-            kubeconfig: kubeconfig::Files {
-                stack: files.workspace.kubeconfig_file(&stack.name),
-                root: files.workspace.root.clone(),
-            },
-        };
-
-        // Plan, and confirm.
-        let runner = Runner::new()?;
-        if let Some(recorder) = &mut recorder {
-            recorder.watch_cancel(runner.interrupt().clone());
-        }
-        let plan = planning.plan(run.operation, &config, &run_id, "");
-        if run.confirmation == Confirmation::Ask {
-            let confirmed = match run.operation {
-                Operation::Destroy => {
-                    let projects: Vec<&str> =
-                        plan.projects.iter().map(|p| p.path.as_str()).collect();
-                    confirm::destroy(
-                        &mut TerminalPrompter,
-                        stack.name.as_str(),
-                        &projects,
-                        settings.stderr_style,
-                    )?
-                }
-                _ => {
-                    let preview = planning.plan(Operation::Preview, &config, &run_id, "-preview");
-                    confirm_update(settings, &runner, &preview, context(), run.parallel)?
-                }
-            };
-            if runner.interrupt().is_interrupted() {
-                return Err(Error::Interrupted);
-            }
-            if !confirmed {
-                let what = match run.operation {
-                    Operation::Destroy => "destroyed",
-                    _ => "changed",
-                };
-                return Err(Error::usage(Problem::new(format!(
-                    "not confirmed: nothing was {what}"
-                ))));
-            }
-        }
-        if runner.interrupt().is_interrupted() {
-            return Err(Error::Interrupted);
-        }
-        if run.operation == Operation::Up && files.env_file.is_none() {
-            let file = files.workspace.env_file();
-            crate::files::write_private(&file, &format!("PULUMI_STACK={}\n", stack.name))
-                .map_err(|e| Error::write(&file, e))?;
-        }
-
-        // Execute.
-        let clock_start = Instant::now();
-        let mut reporter = Reporter::new(
-            reporter::Options {
-                live: settings.live,
-                order: run.log_order,
-                style: settings.stdout_style,
-                quiet: settings.verbosity < 0,
-                verb: run.operation.as_str(),
-            },
-            match (settings.live, settings.output) {
-                (false, OutputFormat::Human) => Box::new(std::io::stdout()),
-                _ => Box::new(std::io::stderr()),
-            },
-            Box::new(std::io::stderr()),
-        );
-        let mut ledger_sink = recorder
-            .as_ref()
-            .map(|r| r.sink(&plan, &files.workspace.root));
-        let mut sinks: Vec<&mut dyn Sink> = vec![&mut reporter];
-        if let Some(sink) = &mut ledger_sink {
-            sinks.push(sink);
-        }
-        let schedule = Schedule {
-            parallel: run.parallel,
-            failure: run.failure,
-        };
-        let reports = runner.execute(&plan, context(), schedule, &mut sinks);
-        drop(ledger_sink);
-
-        // Report.
-        let interrupted = runner.interrupt().is_interrupted();
-        let logs = logs_dir(files, &run_id, "");
-        let summary = RunSummary {
-            run_id: run_id.clone(),
-            operation: run.operation,
-            provider: deployment.provider.name.clone(),
-            stack: stack.name.to_string(),
-            status: run_status(&reports, interrupted),
-            started: clock::rfc3339(started),
-            finished: clock::rfc3339(SystemTime::now()),
-            duration: clock_start.elapsed(),
-            logs: logs
-                .is_dir()
-                .then(|| files.workspace.display(&logs).into_owned()),
-            projects: reports,
-        };
-        write_reports(settings, &summary, &run.reports)?;
-        outcome(run, &summary)
-    })();
+    let prepared = Prepared {
+        config: &config,
+        stored: &stored,
+        with_secrets: &with_secrets,
+        started,
+    };
+    let result = go(settings, run, &planner, prepared, recorder.as_mut());
     if let Some(recorder) = recorder {
-        let status = match &result {
-            Ok(()) | Err(Error::Drift { .. }) => RunStatus::Succeeded,
+        recorder.finish(match &result {
+            Ok(()) => RunStatus::Succeeded,
             Err(Error::Interrupted) => RunStatus::Cancelled,
             Err(_) => RunStatus::Failed,
-        };
-        recorder.finish(status)?;
+        })?;
     }
     result
 }
 
-/// The checks a run makes before anything else: the provider that built the stack, and for `up`
-/// the configuration and secrets it needs (docs/commands.md, "validate": the same checks, the
-/// same words).
-#[allow(clippy::too_many_arguments)]
-fn check(
+/// What the run goes on from once it is recorded.
+struct Prepared<'a> {
+    config: &'a StackConfigFile,
+    stored: &'a StackConfigFile,
+    /// The environment with `MARA_SECRET_*`, for mara alone.
+    with_secrets: &'a BTreeMap<String, String>,
+    started: SystemTime,
+}
+
+/// Prepare, plan, confirm, execute, report.
+fn go(
     settings: &Settings,
     run: &RunSettings,
-    deployment: &Deployment,
-    selected: &Plan<'_>,
-    stack: &ResolvedStack,
-    config: &StackConfigFile,
-    stored: &StackConfigFile,
-    env: &BTreeMap<String, String>,
+    planner: &Planner<'_>,
+    prepared: Prepared<'_>,
+    recorder: Option<&mut Recorder>,
 ) -> Result<()> {
-    let workspace = &deployment.files.workspace;
-    let provider = &deployment.provider;
-    let mut found = Checks {
-        root: Some(workspace.root.clone()),
-        ..Checks::default()
+    let files = &planner.deployment.files;
+    let workspace = &files.workspace;
+    let stack = planner.stack;
+    // MARA_SECRET_* is for mara alone: no engine or hook process gets it.
+    let mut env = prepared.with_secrets.clone();
+    configure::strip_secret_variables(&mut env);
+
+    // Prepare the stack: the first run's answers and the secrets not stored yet, then what
+    // Pulumi stores already, for the redactor.
+    let pulumi = planner.pulumi(prepared.config);
+    let preparing = prepare::Stack {
+        deployment: planner.deployment,
+        selected: planner.selected,
+        stack,
+        config: prepared.config,
+        stored: prepared.stored,
+        pulumi: &pulumi,
     };
-    let interactive = settings.interactive;
-    match (run.operation, run.dry_run) {
-        (Operation::Up, false) => {
-            checks::configuration(
-                &mut found,
-                workspace,
-                provider,
-                selected,
-                config,
-                env,
-                interactive,
-            );
-            checks::secrets(
-                &mut found,
-                workspace,
-                provider,
-                selected,
-                &stack.name,
-                stored,
-                env,
-                interactive,
-            );
+    let (config, mut secrets) = match run.operation {
+        Operation::Up => {
+            let mut terminal = TerminalPrompter;
+            let prompter = settings
+                .interactive
+                .then_some(&mut terminal as &mut dyn Prompter);
+            preparing.prepare(prepared.with_secrets, prompter)?
         }
-        // A dry run asks nothing: only what is already there is checked.
-        (Operation::Up, true) if !config.is_first_run() => {
-            checks::configuration(
-                &mut found,
-                workspace,
-                provider,
-                selected,
-                config,
-                env,
-                interactive,
-            );
-        }
-        _ => checks::provider_lock(&mut found, workspace, provider, config),
+        _ => (prepared.config.clone(), Vec::new()),
+    };
+    secrets.extend(prepare::stored_secrets(
+        &pulumi,
+        &env,
+        &preparing.secrets_dir(),
+        prepared.stored,
+        &config,
+        preparing.first_dir().as_deref(),
+    ));
+    let context = || Context {
+        env: env.clone(),
+        redactor: Redactor::new(secrets.iter().cloned()),
+        kubeconfig: kubeconfig::Files {
+            stack: workspace.kubeconfig_file(&stack.name),
+            root: workspace.root.clone(),
+        },
+    };
+
+    // Plan, and confirm.
+    let runner = Runner::new()?;
+    let mut recorder = recorder;
+    if let Some(recorder) = &mut recorder {
+        recorder.watch_cancel(runner.interrupt().clone());
     }
-    found.refuse()
+    let plan = planner.plan(run.operation, &config, "");
+    if run.confirmation == Confirmation::Ask {
+        let preview = || planner.plan(Operation::Preview, &config, "-preview");
+        confirm(settings, run, &runner, stack, &plan, preview, context())?;
+    }
+    if runner.interrupt().is_interrupted() {
+        return Err(Error::Interrupted);
+    }
+    if run.operation == Operation::Up && files.env_file.is_none() {
+        let file = workspace.env_file();
+        crate::files::write_private(&file, &format!("PULUMI_STACK={}\n", stack.name))
+            .map_err(|e| Error::write(&file, e))?;
+    }
+
+    // Execute: the terminal and the ledger follow the run as it goes.
+    let clock_start = Instant::now();
+    let mut terminal = terminal(settings, run);
+    let mut ledger = recorder.map(|r| r.sink(&plan, &workspace.root));
+    let mut sinks: Vec<&mut dyn Sink> = vec![&mut terminal];
+    sinks.extend(ledger.as_mut().map(|l| l as &mut dyn Sink));
+    let schedule = Schedule {
+        parallel: run.parallel,
+        failure: run.failure,
+    };
+    let reports = runner.execute(&plan, context(), schedule, &mut sinks);
+    drop(ledger);
+
+    // Report.
+    let logs = planner.logs("");
+    let summary = RunSummary {
+        run_id: planner.run_id.to_string(),
+        operation: run.operation,
+        provider: planner.deployment.provider.name.clone(),
+        stack: stack.name.to_string(),
+        status: run_status(&reports, runner.interrupt().is_interrupted()),
+        started: clock::rfc3339(prepared.started),
+        finished: clock::rfc3339(SystemTime::now()),
+        duration: clock_start.elapsed(),
+        logs: logs.is_dir().then(|| workspace.display(&logs).into_owned()),
+        projects: reports,
+    };
+    summarize(settings, run, &summary)?;
+    outcome(run, &summary)
+}
+
+/// What the person at the terminal (or the CI log) sees while the run goes on.
+fn terminal(settings: &Settings, run: &RunSettings) -> Reporter {
+    let options = reporter::Options {
+        live: settings.live,
+        order: run.log_order,
+        style: settings.stdout_style,
+        quiet: settings.verbosity < 0,
+        verb: run.operation.as_str(),
+    };
+    // The projects' lines go where the summary goes: stdout, unless it carries JSON or the live
+    // view draws on stderr.
+    let out: reporter::Output = match (settings.live, settings.output) {
+        (false, OutputFormat::Human) => Box::new(std::io::stdout()),
+        _ => Box::new(std::io::stderr()),
+    };
+    Reporter::new(options, out, Box::new(std::io::stderr()))
+}
+
+/// The summary: the table (with `--output json`, the JSON on stdout and the table on stderr),
+/// then every report asked for.
+fn summarize(settings: &Settings, run: &RunSettings, summary: &RunSummary) -> Result<()> {
+    match settings.output {
+        OutputFormat::Json => {
+            eprint!("{}", report::table(summary, settings.stderr_style));
+            crate::ui::print(&summary.to_json())?;
+        }
+        OutputFormat::Human => {
+            let table = report::table(summary, settings.stdout_style);
+            crate::ui::print(&format!("\n{table}"))?
+        }
+    }
+    let reports = &run.reports;
+    report::write_files(
+        summary,
+        reports.json.as_deref(),
+        reports.junit.as_deref(),
+        reports.github_summary.as_deref(),
+    )
+}
+
+/// Records the run in the ledger and takes the stack's lock (exit 5 when another run holds it).
+fn record(
+    settings: &Settings,
+    deployment: &Deployment,
+    operation: Operation,
+    stack: &ResolvedStack,
+    run_id: &str,
+    started: SystemTime,
+) -> Result<Recorder> {
+    let start = RunStart {
+        run_id: run_id.to_string(),
+        operation,
+        provider: deployment.provider.name.clone(),
+        stack: stack.name.to_string(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        started: clock::rfc3339(started),
+    };
+    let file = ledger::path(&deployment.files.workspace);
+    let (recorder, took_over) = Recorder::begin(ledger::open(&file)?, &start)?;
+    if let Some(old) = took_over {
+        let warning = format!(
+            "warning: took over the lock of {old}, whose process is gone; that run is recorded abandoned"
+        );
+        eprintln!("{}", settings.stderr_style.yellow(&warning));
+    }
+    Ok(recorder)
 }
 
 /// `--resume` and `--changed`: the projects that run, saying why; `None` when none does.
@@ -330,33 +312,32 @@ fn decide<'g>(
     fingerprints: &BTreeMap<usize, String>,
 ) -> Result<Option<Plan<'g>>> {
     let ledger = ledger::open_existing(&ledger::path(&deployment.files.workspace))?;
+    let ledger = ledger.as_deref();
     match run.mode {
         Mode::All => Ok(Some(selected)),
-        Mode::Resume => {
-            match narrow::resume(&deployment.graph, ledger.as_deref(), stack, run.operation)? {
-                Resume::Completed => {
-                    crate::ui::print(&format!(
-                        "Nothing to resume: the last {} on stack {} completed.\n",
-                        run.operation, stack.name
-                    ))?;
-                    Ok(None)
-                }
-                Resume::Projects {
-                    run_id,
-                    status,
-                    plan,
-                } => {
-                    eprintln!(
-                        "Resuming run {run_id} ({status}): {} of its projects did not complete.",
-                        plan.len()
-                    );
-                    Ok(Some(plan))
-                }
+        Mode::Resume => match narrow::resume(&deployment.graph, ledger, stack, run.operation)? {
+            Resume::Completed => {
+                crate::ui::print(&format!(
+                    "Nothing to resume: the last {} on stack {} completed.\n",
+                    run.operation, stack.name
+                ))?;
+                Ok(None)
             }
-        }
+            Resume::Projects {
+                run_id,
+                status,
+                plan,
+            } => {
+                eprintln!(
+                    "Resuming run {run_id} ({status}): {} of its projects did not complete.",
+                    plan.len()
+                );
+                Ok(Some(plan))
+            }
+        },
         Mode::Changed => {
-            let changes = narrow::changes(&selected, fingerprints, ledger.as_deref(), stack)?;
-            crate::ui::print(&changes_text(&changes, settings.stdout_style))?;
+            let changes = narrow::changes(&selected, fingerprints, ledger, stack)?;
+            crate::ui::print(&report::changes(&changes, settings.stdout_style))?;
             let plan = narrow::changed(&deployment.graph, &changes)?;
             if plan.is_none() {
                 crate::ui::print(&format!(
@@ -369,186 +350,61 @@ fn decide<'g>(
     }
 }
 
-/// One line per project: whether `--changed` runs it, and why.
-pub fn changes_text(
-    changes: &[(String, crate::fingerprint::Change)],
-    style: crate::ui::Style,
-) -> String {
-    changes
-        .iter()
-        .map(|(path, change)| {
-            let mark = if *change == crate::fingerprint::Change::Unchanged {
-                style.dim("skip")
-            } else {
-                style.cyan("run ")
-            };
-            format!("{mark} {path}: {}\n", change.reason())
-        })
-        .collect()
-}
-
-/// What plans are made from: the run plan, and the confirmation's preview plan.
-struct Planning<'a> {
-    deployment: &'a Deployment,
-    selected: &'a Plan<'a>,
-    stack: &'a ResolvedStack,
-    fingerprints: &'a BTreeMap<usize, String>,
-    color: bool,
-    remove_stacks: bool,
-}
-
-impl Planning<'_> {
-    fn pulumi(&self, config: &StackConfigFile) -> Pulumi {
-        let workspace = &self.deployment.files.workspace;
-        Pulumi {
-            binary: workspace.settings.pulumi.binary.clone(),
-            stack: self.stack.name.to_string(),
-            shared_config: config.path().to_path_buf(),
-            secrets_project: workspace.settings.secrets_project.clone(),
-            secrets_provider: workspace.settings.pulumi.secrets_provider.clone(),
-            color: self.color,
-        }
-    }
-
-    /// The plan of `operation`, its logs in `<state_dir>/logs/<run><suffix>`.
-    fn plan(
-        &self,
-        operation: Operation,
-        config: &StackConfigFile,
-        run_id: &str,
-        suffix: &str,
-    ) -> RunPlan {
-        let workspace = &self.deployment.files.workspace;
-        let engines = Engines {
-            default: workspace.settings.engine,
-            pulumi: self.pulumi(config),
-            config: config
-                .config()
-                .map(|c| c.values.clone())
-                .unwrap_or_default(),
-            remove_stacks: self.remove_stacks,
-        };
-        RunPlan::build(&plan::Inputs {
-            operation,
-            selected: self.selected,
-            engines: &engines,
-            workspace,
-            provider: &self.deployment.provider.name,
-            logs: &logs_dir(&self.deployment.files, run_id, suffix),
-            fingerprints: self.fingerprints,
-        })
-    }
-}
-
-fn logs_dir(files: &StackFiles, run_id: &str, suffix: &str) -> std::path::PathBuf {
-    files
-        .workspace
-        .state_dir()
-        .join("logs")
-        .join(format!("{run_id}{suffix}"))
-}
-
-/// Before `up`: the first run's answers (asked on a terminal, else from the environment) written
-/// to the shared configuration, and the secrets stored through Pulumi. `env` still holds
-/// `MARA_SECRET_*`; the processes started here never get it. Returns the configuration as it now
-/// is, and the secret values handled.
-#[allow(clippy::too_many_arguments)]
-fn prepare_stack(
+/// On a terminal: `up` previews every project, shows the combined changes and asks; `destroy`
+/// asks for the stack's name. Not confirming is a usage error (exit 2), nothing changed.
+fn confirm(
     settings: &Settings,
-    deployment: &Deployment,
-    selected: &Plan<'_>,
-    stack: &ResolvedStack,
-    config: &StackConfigFile,
-    stored: &StackConfigFile,
-    pulumi: &Pulumi,
-    env: &BTreeMap<String, String>,
-) -> Result<(StackConfigFile, Vec<String>)> {
-    let files = &deployment.files;
-    let provider = &deployment.provider;
-    let needs = configure::needs(provider, selected, config, stored);
-    let answers = if needs.is_empty() {
-        Answers::default()
-    } else if settings.interactive {
-        let kubeconfig = files.workspace.kubeconfig_file(&stack.name);
-        configure::ask(
-            &needs,
-            env,
-            &stack.name,
-            &kubeconfig.display().to_string(),
-            provider,
-            &mut TerminalPrompter,
-        )?
-    } else {
-        configure::from_environment(&needs, env)
-    };
-    let config = if config.is_first_run() {
-        prepare::write_first_run(config, &answers.first_run, provider.infra_type.as_deref())?
-    } else {
-        config.clone()
-    };
-    let mut without_secrets = env.clone();
-    configure::strip_secret_variables(&mut without_secrets);
-    let first_dir = selected
-        .order()
-        .first()
-        .map(|&i| files.workspace.project_dir(&selected.graph.project(i).path));
-    let secrets_dir = files
-        .workspace
-        .project_dir(&files.workspace.settings.secrets_project);
-    let stored = prepare::store_secrets(
-        pulumi,
-        &without_secrets,
-        first_dir.as_deref(),
-        &secrets_dir,
-        &answers,
-    )?;
-    Ok((config, stored))
-}
-
-/// `up` on a terminal: previews every project, shows the combined changes and asks.
-fn confirm_update(
-    settings: &Settings,
+    run: &RunSettings,
     runner: &Runner,
-    preview: &RunPlan,
+    stack: &ResolvedStack,
+    plan: &RunPlan,
+    preview: impl FnOnce() -> RunPlan,
     context: Context,
-    parallel: usize,
-) -> Result<bool> {
-    eprintln!(
-        "Previewing {} {} on stack {}…",
-        preview.len(),
-        crate::error::plural(preview.len(), "project", "projects"),
-        preview
-            .projects
-            .first()
-            .map(|p| p.context.stack.as_str())
-            .unwrap_or_default()
-    );
-    let mut reporter = Reporter::new(
-        reporter::Options {
-            live: false,
-            order: LogOrder::Grouped,
-            style: settings.stderr_style,
-            quiet: true,
-            verb: "preview",
-        },
-        Box::new(std::io::stderr()),
-        Box::new(std::io::stderr()),
-    );
-    let mut lines = LineCollector::default();
-    let schedule = Schedule {
-        parallel,
-        failure: FailurePolicy::SkipDependents,
+) -> Result<()> {
+    let style = settings.stderr_style;
+    let stack = stack.name.as_str();
+    let (confirmed, what) = match run.operation {
+        Operation::Destroy => {
+            let projects: Vec<&str> = plan.projects.iter().map(|p| p.path.as_str()).collect();
+            let confirmed = confirm::destroy(&mut TerminalPrompter, stack, &projects, style)?;
+            (confirmed, "destroyed")
+        }
+        _ => {
+            let preview = preview();
+            let n = preview.len();
+            eprintln!(
+                "Previewing {n} {} on stack {stack}…",
+                plural(n, "project", "projects")
+            );
+            let options = reporter::Options {
+                live: false,
+                order: LogOrder::Grouped,
+                style,
+                quiet: true,
+                verb: "preview",
+            };
+            let stderr = || Box::new(std::io::stderr());
+            let mut failures = Reporter::new(options, stderr(), stderr());
+            let mut lines = LineCollector::default();
+            let schedule = Schedule {
+                parallel: run.parallel,
+                failure: FailurePolicy::SkipDependents,
+            };
+            let sinks: &mut [&mut dyn Sink] = &mut [&mut failures, &mut lines];
+            let reports = runner.execute(&preview, context, schedule, sinks);
+            if runner.interrupt().is_interrupted() {
+                return Err(Error::Interrupted);
+            }
+            let confirmed = confirm::update(&mut TerminalPrompter, &reports, &lines, style)?;
+            (confirmed, "changed")
+        }
     };
-    let reports = runner.execute(preview, context, schedule, &mut [&mut reporter, &mut lines]);
-    if runner.interrupt().is_interrupted() {
-        return Err(Error::Interrupted);
+    match confirmed {
+        true => Ok(()),
+        false => Err(Error::usage(Problem::new(format!(
+            "not confirmed: nothing was {what}"
+        )))),
     }
-    confirm::update(
-        &mut TerminalPrompter,
-        &reports,
-        &lines,
-        settings.stderr_style,
-    )
 }
 
 /// What the run's outcome means as an exit: interrupted (130), a project failed (1), the preview
@@ -570,37 +426,6 @@ fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
         if changed > 0 {
             return Err(Error::Drift { changed });
         }
-    }
-    Ok(())
-}
-
-/// The summary on the terminal (the table; with `--output json`, the JSON on stdout and the table
-/// on stderr), then in every report asked for.
-fn write_reports(settings: &Settings, summary: &RunSummary, reports: &Reports) -> Result<()> {
-    match settings.output {
-        OutputFormat::Json => {
-            eprint!("{}", report::table(summary, settings.stderr_style));
-            crate::ui::print(&summary.to_json())?;
-        }
-        OutputFormat::Human => crate::ui::print(&format!(
-            "\n{}",
-            report::table(summary, settings.stdout_style)
-        ))?,
-    }
-    if let Some(path) = &reports.json {
-        std::fs::write(path, summary.to_json()).map_err(|e| Error::write(path, e))?;
-    }
-    if let Some(path) = &reports.junit {
-        std::fs::write(path, report::junit(summary)).map_err(|e| Error::write(path, e))?;
-    }
-    if let Some(path) = &reports.github_summary {
-        use std::io::Write;
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path)
-            .and_then(|mut file| file.write_all(report::markdown(summary).as_bytes()))
-            .map_err(|e| Error::write(path, e))?;
     }
     Ok(())
 }

@@ -61,7 +61,7 @@ fn changed(settings: &Settings, selection: &Selection) -> Result<()> {
     let fingerprints = narrow::fingerprints(&selected, files, stack);
     let ledger = crate::ledger::open_existing(&crate::ledger::path(&files.workspace))?;
     let changes = narrow::changes(&selected, &fingerprints, ledger.as_deref(), stack)?;
-    ui::print(&super::run::changes_text(&changes, settings.stdout_style))
+    ui::print(&ui::report::changes(&changes, settings.stdout_style))
 }
 
 fn plan(

@@ -203,6 +203,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
                     workspace,
                     provider,
                     plan,
+                    &stack.name,
                     &config,
                     &env,
                     settings.interactive,

@@ -1,4 +1,4 @@
-//! The execution graph (SPEC §4): projects as nodes, an edge A → B meaning B runs after A.
+//! The execution graph (docs/formats.md, "Ordering"): projects as nodes, an edge A → B meaning B runs after A.
 //!
 //! Edges come from `after` and `before`, and from the stage rule: every kubernetes project runs
 //! after every infrastructure project. The rule is added as edges from each infrastructure *sink*

@@ -1,6 +1,6 @@
 //! Showing a plan: the tree (the original's layout, with branches closed properly, split by
 //! stage, marking hooks, secrets and engines), a plain list, Graphviz dot, Mermaid, and JSON
-//! (SPEC §5.0). Everything here is pure: text in, text out.
+//! (docs/commands.md, "show-execution"). Everything here is pure: text in, text out.
 
 use std::fmt::Write as _;
 
@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{EdgeKind, Plan};
 use crate::engine::EngineKind;
 use crate::provider::{Hook, Project, Provider, Stage};
-use crate::ui::Style;
+use crate::style::Style;
 
 /// What a rendering needs besides the plan.
 pub struct View<'a> {
@@ -185,7 +185,7 @@ fn hook_json(when: &str, hook: &Hook) -> Value {
     }
 }
 
-/// `show-execution --format json` for one provider (SPEC §5.0).
+/// `show-execution --format json` for one provider (docs/commands.md, "show-execution").
 pub fn json(view: &View<'_>) -> Value {
     let projects: Vec<Value> = view
         .projects()

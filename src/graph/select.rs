@@ -1,4 +1,4 @@
-//! Selection (SPEC §4): narrowing a run to some projects, and widening it along the graph.
+//! Selection (docs/commands.md, "Selection"): narrowing a run to some projects, and widening it along the graph.
 //!
 //! `--only` and `--from` choose the starting set (everything when neither is given; their union
 //! when both are), `--with-dependencies` / `--with-dependents` add every project it transitively

@@ -1,12 +1,11 @@
 //! The run ledger (docs/commands.md, "status, history, logs"): the source of truth about what ran,
 //! what is running now, and the inputs of each project's last successful deployment.
 //!
-//! The runner never talks to it: the `recorder` follows a run's events as one of its sinks. The
+//! The runner never talks to it: `run::recorder` follows a run's events as one of its sinks. The
 //! ledger sits behind `Ledger`, so that a shared database for teams can replace the local SQLite
 //! one (`sqlite::SqliteLedger`, `.mara/ledger.db`) without touching anything else; `open` and
 //! `open_existing` are where a command gets one.
 
-pub mod recorder;
 pub mod sqlite;
 
 use std::collections::BTreeMap;

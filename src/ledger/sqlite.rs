@@ -344,7 +344,7 @@ impl Ledger for SqliteLedger {
             transaction
                 .execute(
                     "UPDATE runs SET status = 'abandoned', finished = COALESCE(finished, ?2) WHERE run_id = ?1 AND status = 'running'",
-                    params![holder.run_id, crate::run::clock::rfc3339(std::time::SystemTime::now())],
+                    params![holder.run_id, crate::clock::rfc3339(std::time::SystemTime::now())],
                 )
                 .map_err(|e| db_error(&self.path, e))?;
         }

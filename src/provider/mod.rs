@@ -1,4 +1,4 @@
-//! Providers (SPEC §3): what runs, in what order, for one kind of infrastructure.
+//! Providers (docs/formats.md, "Providers"): what runs, in what order, for one kind of infrastructure.
 //!
 //! A provider is a TOML file. The built-in ones are compiled in from the repository's `providers/`
 //! (`builtin`); a workspace's `providers/` adds more or replaces one by name. `Registry` knows

@@ -1,4 +1,4 @@
-//! The provider file format (SPEC §3) as written, and its translation into checked values.
+//! The provider file format (docs/formats.md, "Providers") as written, and its translation into checked values.
 //!
 //! Unknown keys are rejected by serde with their line. Checks that serde cannot express (a hook's
 //! fields for its kind, a default of the wrong type, a path escaping the workspace) are collected

@@ -87,8 +87,8 @@ impl ProjectReport {
         ProjectReport {
             path,
             status: finished.outcome.status(),
-            started: started.map(super::clock::rfc3339),
-            finished: end.map(super::clock::rfc3339),
+            started: started.map(crate::clock::rfc3339),
+            finished: end.map(crate::clock::rfc3339),
             duration_ms,
             exit_code: finished.exit_code,
             changes: finished.changes,

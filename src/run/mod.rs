@@ -1,7 +1,6 @@
 //! Running a plan: the run plan (what will be done), the runner (doing it: the scheduler, the
 //! engine processes, the hooks, interruption), and the events it tells its sinks.
 
-pub mod clock;
 pub mod events;
 pub mod hooks;
 pub mod interrupt;
@@ -11,6 +10,7 @@ pub mod plan;
 pub mod prepare;
 pub mod process;
 pub mod project;
+pub mod recorder;
 pub mod redact;
 pub mod runner;
 pub mod scheduler;

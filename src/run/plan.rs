@@ -7,11 +7,15 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::deployment::Deployment;
 use crate::engine::command::Context;
+use crate::engine::pulumi::Pulumi;
 use crate::engine::{EngineKind, Engines, Operation, Step, Target};
 use crate::graph::Plan;
 use crate::provider::Hook;
 use crate::workspace::Workspace;
+use crate::workspace::stack::ResolvedStack;
+use crate::workspace::stack_config::StackConfigFile;
 
 /// One project of the plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +43,67 @@ pub struct RunPlan {
     /// In the order they start when nothing runs in parallel: the execution order, reversed for
     /// destroy.
     pub projects: Vec<PlannedProject>,
+}
+
+/// Makes the plans of one run from its deployment: the run's own, and the preview its
+/// confirmation shows.
+pub struct Planner<'a> {
+    pub deployment: &'a Deployment,
+    pub selected: &'a Plan<'a>,
+    pub stack: &'a ResolvedStack,
+    pub fingerprints: &'a BTreeMap<usize, String>,
+    pub run_id: &'a str,
+    /// Whether engines colour their output.
+    pub color: bool,
+    pub remove_stacks: bool,
+}
+
+impl Planner<'_> {
+    /// The Pulumi CLI of this run, on the shared configuration `config`.
+    pub fn pulumi(&self, config: &StackConfigFile) -> Pulumi {
+        let settings = &self.deployment.files.workspace.settings;
+        Pulumi {
+            binary: settings.pulumi.binary.clone(),
+            stack: self.stack.name.to_string(),
+            shared_config: config.path().to_path_buf(),
+            secrets_project: settings.secrets_project.clone(),
+            secrets_provider: settings.pulumi.secrets_provider.clone(),
+            color: self.color,
+        }
+    }
+
+    /// The run's log directory, `<state_dir>/logs/<run><suffix>`.
+    pub fn logs(&self, suffix: &str) -> PathBuf {
+        let workspace = &self.deployment.files.workspace;
+        workspace
+            .state_dir()
+            .join("logs")
+            .join(format!("{}{suffix}", self.run_id))
+    }
+
+    /// The plan of `operation` with the shared configuration `config` (Terraform modules get
+    /// its values), logging into `logs(suffix)`.
+    pub fn plan(&self, operation: Operation, config: &StackConfigFile, suffix: &str) -> RunPlan {
+        let workspace = &self.deployment.files.workspace;
+        let engines = Engines {
+            default: workspace.settings.engine,
+            pulumi: self.pulumi(config),
+            config: config
+                .config()
+                .map(|c| c.values.clone())
+                .unwrap_or_default(),
+            remove_stacks: self.remove_stacks,
+        };
+        RunPlan::build(&Inputs {
+            operation,
+            selected: self.selected,
+            engines: &engines,
+            workspace,
+            provider: &self.deployment.provider.name,
+            logs: &self.logs(suffix),
+            fingerprints: self.fingerprints,
+        })
+    }
 }
 
 /// What a plan is built from.

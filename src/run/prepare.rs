@@ -6,12 +6,91 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::configure::{self, Answers, FirstRun, Secret};
+use crate::configure::{self, Answers, FirstRun, Prompter, Secret};
+use crate::deployment::Deployment;
 use crate::engine::pulumi::{self, Pulumi};
 use crate::error::{Error, Problem, Result};
+use crate::graph::Plan;
 use crate::run::process::{self, run_blocking};
 use crate::run::redact::Redactor;
+use crate::workspace::stack::ResolvedStack;
 use crate::workspace::stack_config::StackConfigFile;
+
+/// What `up` prepares for: the stack, its configuration, and what the secrets project stores.
+pub struct Stack<'a> {
+    pub deployment: &'a Deployment,
+    pub selected: &'a Plan<'a>,
+    pub stack: &'a ResolvedStack,
+    pub config: &'a StackConfigFile,
+    /// The secrets project's own stack configuration.
+    pub stored: &'a StackConfigFile,
+    pub pulumi: &'a Pulumi,
+}
+
+impl Stack<'_> {
+    /// The project through which the shared configuration is read and written (the first of
+    /// the plan).
+    pub fn first_dir(&self) -> Option<std::path::PathBuf> {
+        let workspace = &self.deployment.files.workspace;
+        self.selected
+            .order()
+            .first()
+            .map(|&i| workspace.project_dir(&self.selected.graph.project(i).path))
+    }
+
+    pub fn secrets_dir(&self) -> std::path::PathBuf {
+        let workspace = &self.deployment.files.workspace;
+        workspace.project_dir(&workspace.settings.secrets_project)
+    }
+
+    /// Gets what the stack still needs — asked through `prompter` on a terminal, else taken from
+    /// the environment — writes a first run's answers to the shared configuration and stores the
+    /// secrets through Pulumi. `env` still holds `MARA_SECRET_*`; no process started here gets
+    /// it. Returns the configuration as it now is, and the secret values handled.
+    pub fn prepare(
+        &self,
+        env: &BTreeMap<String, String>,
+        prompter: Option<&mut dyn Prompter>,
+    ) -> Result<(StackConfigFile, Vec<String>)> {
+        let files = &self.deployment.files;
+        let provider = &self.deployment.provider;
+        let needs = configure::needs(provider, self.selected, self.config, self.stored);
+        let answers = match prompter {
+            _ if needs.is_empty() => Answers::default(),
+            Some(prompter) => {
+                let kubeconfig = files.workspace.kubeconfig_file(&self.stack.name);
+                configure::ask(
+                    &needs,
+                    env,
+                    &self.stack.name,
+                    &kubeconfig.display().to_string(),
+                    provider,
+                    prompter,
+                )?
+            }
+            None => configure::from_environment(&needs, env),
+        };
+        let config = if self.config.is_first_run() {
+            write_first_run(
+                self.config,
+                &answers.first_run,
+                provider.infra_type.as_deref(),
+            )?
+        } else {
+            self.config.clone()
+        };
+        let mut without_secrets = env.clone();
+        configure::strip_secret_variables(&mut without_secrets);
+        let stored = store_secrets(
+            self.pulumi,
+            &without_secrets,
+            self.first_dir().as_deref(),
+            &self.secrets_dir(),
+            &answers,
+        )?;
+        Ok((config, stored))
+    }
+}
 
 /// Writes the first run's answers (with `kubernetes:infra_type`) to the shared configuration,
 /// atomically, and returns the file as written.

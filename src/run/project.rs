@@ -92,7 +92,7 @@ pub async fn run(job: Job) -> Finished {
             "# mara {} {} at {}",
             job.operation,
             job.project.path,
-            super::clock::rfc3339(std::time::SystemTime::now())
+            crate::clock::rfc3339(std::time::SystemTime::now())
         );
     }
     let interrupt = &job.shared.interrupt;

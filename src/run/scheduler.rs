@@ -19,14 +19,7 @@ use super::events::{Event, Finished, Outcome, ProjectReport};
 use super::interrupt::Interrupt;
 use super::plan::RunPlan;
 
-/// What a failed project means for the rest of the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailurePolicy {
-    /// Start nothing new; let running projects finish; the rest is skipped.
-    StopAll,
-    /// Go on with every project that does not depend on a failed one.
-    SkipDependents,
-}
+pub use crate::settings::run::FailurePolicy;
 
 pub type ProjectFuture = Pin<Box<dyn Future<Output = Finished> + Send>>;
 

@@ -5,12 +5,11 @@
 pub mod run;
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use crate::cli::{ColorArg, GlobalArgs, OutputArg, SelectionArgs};
 use crate::graph::Selection;
-use crate::ui::{self, ColorChoice, Style};
+use crate::style::{ColorChoice, Style};
 
 /// What a command prints: text for people, or JSON for programs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -49,8 +48,20 @@ pub struct Settings {
     pub env: BTreeMap<String, String>,
 }
 
+/// Which of the process's standard streams are terminals (`main` looks; settings only decide).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Terminals {
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
 impl Settings {
-    pub fn resolve(global: GlobalArgs, env: BTreeMap<String, String>) -> Settings {
+    pub fn resolve(
+        global: GlobalArgs,
+        env: BTreeMap<String, String>,
+        terminals: Terminals,
+    ) -> Settings {
         let GlobalArgs {
             cwd,
             stack,
@@ -86,11 +97,11 @@ impl Settings {
             stack,
             provider,
             verbosity: if quiet { -1 } else { verbose.min(3) as i8 },
-            stdout_style: color.style_for(no_color, ui::stdout_is_terminal()),
-            stderr_style: color.style_for(no_color, ui::stderr_is_terminal()),
-            interactive: !non_interactive && !ci && std::io::stdin().is_terminal(),
+            stdout_style: color.style_for(no_color, terminals.stdout),
+            stderr_style: color.style_for(no_color, terminals.stderr),
+            interactive: !non_interactive && !ci && terminals.stdin,
             ci,
-            live: ui::stderr_is_terminal() && !ci && output == OutputFormat::Human,
+            live: terminals.stderr && !ci && output == OutputFormat::Human,
             output,
             env,
         }

@@ -9,9 +9,26 @@ use crate::cli::{DestroyArgs, LogOrderArg, PreviewArgs, RunArgs, RunCommand};
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::graph::Selection;
-use crate::run::scheduler::FailurePolicy;
-use crate::ui::reporter::LogOrder;
 use crate::workspace::WorkspaceSettings;
+
+/// How engine output is shown while projects run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogOrder {
+    /// Lines as they come, from every running project.
+    #[default]
+    Stream,
+    /// Each project's lines in one block when it ends.
+    Grouped,
+}
+
+/// What a failed project means for the rest of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Start nothing new; let running projects finish; the rest is skipped.
+    StopAll,
+    /// Go on with every project that does not depend on a failed one.
+    SkipDependents,
+}
 
 /// Which projects of the selection a run takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +178,7 @@ mod tests {
 
     fn resolve(args: &[&str], interactive: bool) -> Result<RunSettings> {
         let cli = crate::cli::Cli::try_parse_from(["mara"].iter().chain(args)).unwrap();
-        let mut settings = Settings::resolve(cli.global, Default::default());
+        let mut settings = Settings::resolve(cli.global, Default::default(), Default::default());
         settings.interactive = interactive;
         settings
             .env

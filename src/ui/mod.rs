@@ -8,47 +8,9 @@ pub mod prompt;
 pub mod report;
 pub mod reporter;
 
+pub use crate::style::{ColorChoice, Style};
+
 use std::io::{self, IsTerminal, Write};
-
-/// ANSI styling, on or off. Off yields the text unchanged, which is what tests snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Style {
-    pub enabled: bool,
-}
-
-impl Style {
-    fn paint(self, code: &str, text: &str) -> String {
-        if self.enabled {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_string()
-        }
-    }
-
-    pub fn bold(self, text: &str) -> String {
-        self.paint("1", text)
-    }
-
-    pub fn dim(self, text: &str) -> String {
-        self.paint("2", text)
-    }
-
-    pub fn green(self, text: &str) -> String {
-        self.paint("32", text)
-    }
-
-    pub fn red(self, text: &str) -> String {
-        self.paint("31", text)
-    }
-
-    pub fn yellow(self, text: &str) -> String {
-        self.paint("33", text)
-    }
-
-    pub fn cyan(self, text: &str) -> String {
-        self.paint("36", text)
-    }
-}
 
 /// The width of each column of a table (headers included), in characters; the last column is
 /// never padded, so it is left out (0).
@@ -73,24 +35,12 @@ pub fn pad(text: &str, width: usize) -> String {
     )
 }
 
-/// When to colour: `--color`, else `NO_COLOR`, else whether the stream is a terminal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ColorChoice {
-    #[default]
-    Auto,
-    Always,
-    Never,
-}
-
-impl ColorChoice {
-    pub fn style_for(self, no_color_set: bool, is_terminal: bool) -> Style {
-        Style {
-            enabled: match self {
-                ColorChoice::Always => true,
-                ColorChoice::Never => false,
-                ColorChoice::Auto => !no_color_set && is_terminal,
-            },
-        }
+/// Which of the standard streams are terminals.
+pub fn terminals() -> crate::settings::Terminals {
+    crate::settings::Terminals {
+        stdin: io::stdin().is_terminal(),
+        stdout: stdout_is_terminal(),
+        stderr: stderr_is_terminal(),
     }
 }
 

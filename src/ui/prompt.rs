@@ -1,32 +1,9 @@
-//! Asking a person: the questions mara puts on a terminal, behind a small trait so that the code
-//! that decides what to ask (`configure`, the confirmations) neither prints nor prompts itself,
-//! and can be tested with scripted answers.
+//! Asking a person: the questions mara puts on a terminal. The code that decides what to ask
+//! (`configure`, the confirmations) asks through `configure::Prompter`, so that it neither prints
+//! nor prompts itself; this is the terminal's side of that trait, and a scripted one for tests.
 
+pub use crate::configure::Prompter;
 use crate::error::{Error, Result};
-
-/// Someone who can be asked.
-pub trait Prompter {
-    /// Tells them something (on standard error, between the questions).
-    fn say(&mut self, text: &str);
-
-    /// A line of text; `check` refuses an answer with its reason, and the question is asked
-    /// again. An empty answer takes `default` when there is one.
-    fn text(
-        &mut self,
-        prompt: &str,
-        default: Option<&str>,
-        check: &dyn Fn(&str) -> std::result::Result<(), String>,
-    ) -> Result<String>;
-
-    /// One of `items`, by its index.
-    fn choose(&mut self, prompt: &str, items: &[String], default: usize) -> Result<usize>;
-
-    /// Yes or no.
-    fn confirm(&mut self, prompt: &str, default: bool) -> Result<bool>;
-
-    /// A secret: hidden as it is typed, typed twice. May be empty (the caller decides).
-    fn secret(&mut self, prompt: &str) -> Result<String>;
-}
 
 /// The terminal, through dialoguer, on standard error.
 #[derive(Debug, Default)]

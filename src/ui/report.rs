@@ -2,11 +2,14 @@
 //! JSON report, a JUnit file for CI systems, and a Markdown table for GitHub's step summary.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use serde::Serialize;
 
 use super::Style;
 use crate::engine::{Operation, changes_summary};
+use crate::error::{Error, Result};
+use crate::fingerprint::Change;
 use crate::run::events::ProjectReport;
 use crate::status::{ProjectStatus, RunStatus};
 
@@ -64,7 +67,7 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
         .map(|p| {
             let duration = p
                 .duration_ms
-                .map(|ms| crate::run::clock::human(std::time::Duration::from_millis(ms)))
+                .map(|ms| crate::clock::human(std::time::Duration::from_millis(ms)))
                 .unwrap_or_else(|| "-".into());
             let changes = match (&p.changes, p.reason.as_deref()) {
                 (_, Some(reason)) if p.status != ProjectStatus::Succeeded => reason.to_string(),
@@ -123,7 +126,7 @@ pub fn verdict(summary: &RunSummary, style: Style) -> String {
             counts.push(format!("{n} {status}"));
         }
     }
-    let took = crate::run::clock::human(summary.duration);
+    let took = crate::clock::human(summary.duration);
     let what = format!("{} on stack {}", summary.operation, summary.stack);
     let logs = summary
         .logs
@@ -138,6 +141,47 @@ pub fn verdict(summary: &RunSummary, style: Style) -> String {
         )),
         _ => style.red(&format!("✗ {what} failed: {}{logs}", counts.join(", "))),
     }
+}
+
+/// Writes the JSON report, the JUnit file and the GitHub step summary (appended), each where it
+/// was asked for.
+pub fn write_files(
+    summary: &RunSummary,
+    json: Option<&Path>,
+    junit: Option<&Path>,
+    github_summary: Option<&Path>,
+) -> Result<()> {
+    if let Some(path) = json {
+        std::fs::write(path, summary.to_json()).map_err(|e| Error::write(path, e))?;
+    }
+    if let Some(path) = junit {
+        std::fs::write(path, self::junit(summary)).map_err(|e| Error::write(path, e))?;
+    }
+    if let Some(path) = github_summary {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .and_then(|mut file| file.write_all(markdown(summary).as_bytes()))
+            .map_err(|e| Error::write(path, e))?;
+    }
+    Ok(())
+}
+
+/// One line per project: whether `up --changed` runs it, and why.
+pub fn changes(changes: &[(String, Change)], style: Style) -> String {
+    changes
+        .iter()
+        .map(|(path, change)| {
+            let mark = if *change == Change::Unchanged {
+                style.dim("skip")
+            } else {
+                style.cyan("run ")
+            };
+            format!("{mark} {path}: {}\n", change.reason())
+        })
+        .collect()
 }
 
 /// A JUnit XML report: one test case per project.
@@ -216,7 +260,7 @@ pub fn markdown(summary: &RunSummary) -> String {
     for p in &summary.projects {
         let duration = p
             .duration_ms
-            .map(|ms| crate::run::clock::human(std::time::Duration::from_millis(ms)))
+            .map(|ms| crate::clock::human(std::time::Duration::from_millis(ms)))
             .unwrap_or_default();
         let detail = match (&p.changes, &p.reason) {
             (_, Some(reason)) => reason.replace('|', "\\|"),

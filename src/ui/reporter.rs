@@ -17,16 +17,8 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::Style;
 use crate::run::events::{Event, Sink};
 use crate::run::interrupt::{Cause, InterruptLevel};
+pub use crate::settings::run::LogOrder;
 use crate::status::ProjectStatus;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LogOrder {
-    /// Lines as they come, from every running project.
-    #[default]
-    Stream,
-    /// Each project's lines in one block when it ends.
-    Grouped,
-}
 
 /// How the reporter shows a run.
 #[derive(Debug, Clone, Copy)]
@@ -133,12 +125,7 @@ impl Reporter {
         let style = self.options.style;
         let took = report
             .duration_ms
-            .map(|ms| {
-                format!(
-                    " in {}",
-                    crate::run::clock::human(Duration::from_millis(ms))
-                )
-            })
+            .map(|ms| format!(" in {}", crate::clock::human(Duration::from_millis(ms))))
             .unwrap_or_default();
         let detail = match (&report.reason, &report.changes) {
             (Some(reason), _) => format!(": {reason}"),

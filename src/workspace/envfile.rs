@@ -1,4 +1,4 @@
-//! The environment file `<config_dir>/environment` (SPEC §2.1) and the environment every engine
+//! The environment file `<config_dir>/environment` (docs/formats.md, "Environment file") and the environment every engine
 //! process gets.
 //!
 //! The format is deliberately small and predictable, unlike the original's ConfigParser: one

@@ -1,4 +1,4 @@
-//! `mara.toml`: the workspace's own settings (SPEC §2). Every key is optional; unknown keys are errors.
+//! `mara.toml`: the workspace's own settings (docs/formats.md, "mara.toml"). Every key is optional; unknown keys are errors.
 
 use std::path::Path;
 

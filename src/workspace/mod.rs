@@ -1,4 +1,4 @@
-//! The workspace (SPEC §2): finding its root, its settings, and the paths of its files.
+//! The workspace (docs/formats.md): finding its root, its settings, and the paths of its files.
 //!
 //! The root is the nearest ancestor of the starting directory that holds `mara.toml`; with none,
 //! the starting directory itself, with every setting at its default. Nothing here writes.

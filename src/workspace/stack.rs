@@ -1,4 +1,4 @@
-//! Stack names (SPEC §2.3): one name for every project, where it comes from, and its validation.
+//! Stack names (docs/formats.md, "Stack names"): one name for every project, where it comes from, and its validation.
 
 use std::collections::BTreeMap;
 use std::fmt;

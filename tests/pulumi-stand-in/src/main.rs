@@ -1,5 +1,5 @@
 //! A stand-in for the `pulumi` CLI (v3.259) for mara's tests: the real CLI cannot be installed from
-//! the package registries. It follows `shared/reference/pulumi-cli.md`: every flag is checked
+//! the package registries. It follows `tests/pulumi-stand-in/pulumi-cli.md`: every flag is checked
 //! against the real flag table (`pulumi-flags.json`), state lives in a DIY file backend laid out
 //! as Pulumi's, exit codes and messages are Pulumi's, and programs are a small subset of Pulumi
 //! YAML (see `program.rs`) so that state really flows between projects through stack references.
@@ -124,7 +124,7 @@ struct Invocation {
 fn run(args: &Args, invocation: &mut Invocation) -> Result<(), Failure> {
     if args.has("help") {
         println!(
-            "pulumi {} (stand-in): see shared/reference/pulumi-cli.md",
+            "pulumi {} (stand-in): see tests/pulumi-stand-in/pulumi-cli.md",
             args.command
         );
         return Ok(());

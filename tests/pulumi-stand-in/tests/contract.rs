@@ -1,4 +1,4 @@
-//! The stand-in held to the Pulumi CLI contract (shared/reference/pulumi-cli.md): flags, exit
+//! The stand-in held to the Pulumi CLI contract (tests/pulumi-stand-in/pulumi-cli.md): flags, exit
 //! codes, messages, the DIY backend layout, secrets, and state flowing through stack references.
 
 use std::io::Write;

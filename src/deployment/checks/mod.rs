@@ -6,19 +6,22 @@
 //! turns the failed ones of the checks that concern it into one error (`Checks::refuse`), so both
 //! say the same thing about the same problem.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Component, Path, PathBuf};
+mod projects;
+mod tools;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
+pub use projects::projects;
+pub use tools::tools;
+
 use crate::configure::{self, Needs};
-use crate::engine::EngineKind;
 use crate::error::{Error, Problem, Result, plural};
 use crate::graph::Plan;
-use crate::provider::{ConfigKind, Hook, Provider};
+use crate::provider::{ConfigKind, Provider};
 use crate::workspace::Workspace;
-use crate::workspace::envfile;
-use crate::workspace::pulumi_project::PulumiProject;
 use crate::workspace::stack::StackName;
 use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfig, StackConfigFile};
 
@@ -117,13 +120,77 @@ impl Checks {
     }
 }
 
+/// What a run checks before anything else, as one error (docs/commands.md, "validate": the same
+/// checks, the same words): the provider that built the stack, and for `up` the configuration and
+/// secrets it needs — on a dry run only what is already there, for it asks nothing.
+#[allow(clippy::too_many_arguments)]
+pub fn before_run(
+    operation: crate::engine::Operation,
+    dry_run: bool,
+    deployment: &crate::deployment::Deployment,
+    selected: &Plan<'_>,
+    stack: &StackName,
+    config: &StackConfigFile,
+    stored: &StackConfigFile,
+    env: &BTreeMap<String, String>,
+    interactive: bool,
+) -> Result<()> {
+    use crate::engine::Operation;
+    let workspace = &deployment.files.workspace;
+    let provider = &deployment.provider;
+    let mut found = Checks {
+        root: Some(workspace.root.clone()),
+        ..Checks::default()
+    };
+    match (operation, dry_run) {
+        (Operation::Up, false) => {
+            configuration(
+                &mut found,
+                workspace,
+                provider,
+                selected,
+                stack,
+                config,
+                env,
+                interactive,
+            );
+            secrets(
+                &mut found,
+                workspace,
+                provider,
+                selected,
+                stack,
+                stored,
+                env,
+                interactive,
+            );
+        }
+        (Operation::Up, true) if !config.is_first_run() => {
+            configuration(
+                &mut found,
+                workspace,
+                provider,
+                selected,
+                stack,
+                config,
+                env,
+                interactive,
+            );
+        }
+        _ => provider_lock(&mut found, workspace, provider, config),
+    }
+    found.refuse()
+}
+
 /// The stack's configuration: its first run, the provider that built it, and the keys the
 /// selected projects require.
+#[allow(clippy::too_many_arguments)]
 pub fn configuration(
     checks: &mut Checks,
     workspace: &Workspace,
     provider: &Provider,
     plan: &Plan<'_>,
+    stack: &StackName,
     config: &StackConfigFile,
     env: &BTreeMap<String, String>,
     interactive: bool,
@@ -141,7 +208,14 @@ pub fn configuration(
         }
     }
     let Some(values) = config.config() else {
-        first_run(checks, provider, config, &file, env, interactive);
+        let kubeconfig = workspace.kubeconfig_file(stack).display().to_string();
+        let asking = Asking {
+            stack,
+            kubeconfig: &kubeconfig,
+            env,
+            interactive,
+        };
+        first_run(checks, provider, config, &file, &asking);
         let asked: Vec<&str> = provider.config.iter().map(|c| c.key.as_str()).collect();
         for (key, projects) in &required {
             if *key != INFRA_TYPE_KEY && !asked.contains(key) {
@@ -199,16 +273,24 @@ pub fn configuration(
     }
 }
 
+/// What a first run's questions would be asked with.
+struct Asking<'a> {
+    stack: &'a StackName,
+    kubeconfig: &'a str,
+    env: &'a BTreeMap<String, String>,
+    interactive: bool,
+}
+
 /// A stack without configuration: what its first run asks, and — without a terminal, where
-/// nothing can be asked — what must be supplied instead.
+/// nothing can be asked — what must be supplied instead, with each question's default.
 fn first_run(
     checks: &mut Checks,
     provider: &Provider,
     config: &StackConfigFile,
     file: &str,
-    env: &BTreeMap<String, String>,
-    interactive: bool,
+    asking: &Asking<'_>,
 ) {
+    let env = asking.env;
     let asked: Vec<&str> = provider.config.iter().map(|c| c.key.as_str()).collect();
     let state = if matches!(config, StackConfigFile::Missing(_)) {
         "does not exist"
@@ -230,7 +312,11 @@ fn first_run(
     let mut to_set = Vec::new();
     for spec in &provider.config {
         if spec.kind != ConfigKind::Secret {
-            to_write.push(spec.key.as_str());
+            let default = configure::default_of(spec, env, asking.stack, asking.kubeconfig);
+            to_write.push(match default {
+                Some(default) => format!("{} (default {default})", spec.key),
+                None => spec.key.clone(),
+            });
         } else if !configure::supplied_by_env(spec, env)
             && configure::supplied_secret(&spec.key, env).is_none()
         {
@@ -241,7 +327,7 @@ fn first_run(
             to_set.push(variable);
         }
     }
-    if interactive || (to_write.is_empty() && to_set.is_empty()) {
+    if asking.interactive || (to_write.is_empty() && to_set.is_empty()) {
         checks.warn("configuration", message, None);
         return;
     }
@@ -390,284 +476,4 @@ pub fn secrets(
             Some(format!("without a terminal, set {}", variables.join(", "))),
         );
     }
-}
-
-/// Each selected project's directory and project files (docs/commands.md, "validate").
-pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
-    let default_engine = workspace.settings.engine;
-    let shared_config_dir = normalize(&workspace.config_dir());
-    let mut names: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    let mut missing_dirs = 0;
-    // Every Pulumi project file of the plan, read on every core before the checks walk them.
-    let pulumi_dirs: Vec<_> = plan
-        .order()
-        .iter()
-        .map(|&i| plan.graph.project(i))
-        .filter(|p| p.engine_or(default_engine) == EngineKind::Pulumi)
-        .map(|p| workspace.project_dir(&p.path))
-        .collect();
-    let mut pulumi_projects = PulumiProject::load_each(&pulumi_dirs).into_iter();
-    for &i in plan.order() {
-        let project = plan.graph.project(i);
-        let path = project.path.as_str();
-        let dir = workspace.project_dir(path);
-        let engine = project.engine_or(default_engine);
-        let found = (engine == EngineKind::Pulumi).then(|| pulumi_projects.next().flatten());
-        if engine == EngineKind::Command {
-            let place = if dir.is_dir() {
-                workspace.display(&dir).display().to_string()
-            } else {
-                "the workspace root".into()
-            };
-            checks.pass("project", format!("{path}: command steps, run in {place}"));
-            continue;
-        }
-        if !dir.is_dir() {
-            missing_dirs += 1;
-            // The same hint on every missing directory would bury the list: say it once.
-            let hint = (missing_dirs == 1).then(|| {
-                format!(
-                    "create the project there, or point `projects_dir` in mara.toml (now \"{}\") at the directory that holds the projects",
-                    workspace.settings.projects_dir
-                )
-            });
-            checks.fail(
-                "project",
-                format!("{path}: no directory {}", workspace.display(&dir).display()),
-                hint,
-            );
-            continue;
-        }
-        match engine {
-            EngineKind::Pulumi => {
-                let Some(loaded) = found.flatten() else {
-                    checks.fail(
-                        "project",
-                        format!(
-                            "{path}: no Pulumi.yaml in {}",
-                            workspace.display(&dir).display()
-                        ),
-                        None,
-                    );
-                    continue;
-                };
-                match loaded {
-                    Ok(pulumi) => {
-                        let runtime = pulumi
-                            .runtime
-                            .as_deref()
-                            .map(|r| format!(", runtime {r}"))
-                            .unwrap_or_default();
-                        checks.pass(
-                            "project",
-                            format!("{path}: Pulumi project `{}`{runtime}", pulumi.name),
-                        );
-                        if let Some(config_dir) = &pulumi.stack_config_dir {
-                            let points_at = normalize(&dir.join(config_dir));
-                            let is_secrets = path == workspace.settings.secrets_project;
-                            if is_secrets && points_at == shared_config_dir {
-                                checks.warn(
-                                    "project",
-                                    format!("{path}: its Pulumi.yaml points its stack configuration at the shared one"),
-                                    Some("the secrets project keeps its own: remove `stackConfigDir`/`config:` from its Pulumi.yaml".into()),
-                                );
-                            } else if !is_secrets && points_at != shared_config_dir {
-                                checks.warn(
-                                    "project",
-                                    format!(
-                                        "{path}: its Pulumi.yaml reads stack configuration from {}, but mara passes {} (`--config-file`)",
-                                        workspace.display(&points_at).display(),
-                                        workspace.display(&shared_config_dir).display()
-                                    ),
-                                    Some("a plain `pulumi up` in that directory would read other configuration".into()),
-                                );
-                            }
-                        }
-                        names.entry(pulumi.name).or_default().push(path);
-                    }
-                    Err(error) => checks.fail_with("project", error),
-                }
-            }
-            EngineKind::Terraform | EngineKind::Tofu => {
-                let modules = std::fs::read_dir(&dir)
-                    .map(|entries| {
-                        entries
-                            .filter_map(|e| e.ok())
-                            .filter(|e| {
-                                let name = e.file_name().to_string_lossy().into_owned();
-                                name.ends_with(".tf") || name.ends_with(".tf.json")
-                            })
-                            .count()
-                    })
-                    .unwrap_or(0);
-                if modules == 0 {
-                    checks.fail(
-                        "project",
-                        format!(
-                            "{path}: no .tf files in {}",
-                            workspace.display(&dir).display()
-                        ),
-                        None,
-                    );
-                } else {
-                    checks.pass(
-                        "project",
-                        format!(
-                            "{path}: {engine} root module ({modules} .tf {})",
-                            plural(modules, "file", "files")
-                        ),
-                    );
-                }
-            }
-            EngineKind::Command => unreachable!("handled above"),
-        }
-    }
-    for (name, paths) in names.iter().filter(|(_, paths)| paths.len() > 1) {
-        checks.fail(
-            "project",
-            format!(
-                "{} are named `{name}` in their Pulumi.yaml",
-                paths.join(" and ")
-            ),
-            Some("stack references address projects by name: give each its own".into()),
-        );
-    }
-}
-
-/// The programs the selected projects need, found on the PATH their processes get.
-pub fn tools(
-    checks: &mut Checks,
-    workspace: &Workspace,
-    plan: &Plan<'_>,
-    env: &BTreeMap<String, String>,
-) {
-    // Program → (why it is needed, whether its absence is only a warning).
-    let mut tools: BTreeMap<String, (BTreeSet<String>, bool)> = BTreeMap::new();
-    let mut need = |program: String, why: String, optional: bool| {
-        let entry = tools
-            .entry(program)
-            .or_insert_with(|| (BTreeSet::new(), true));
-        entry.0.insert(why);
-        entry.1 &= optional;
-    };
-    let mut engines: BTreeMap<EngineKind, usize> = BTreeMap::new();
-    for &i in plan.order() {
-        let project = plan.graph.project(i);
-        let engine = project.engine_or(workspace.settings.engine);
-        *engines.entry(engine).or_default() += 1;
-        for step in project.commands.all() {
-            if let Some(program) = program_of(step) {
-                need(
-                    program,
-                    format!("the command steps of {}", project.path),
-                    false,
-                );
-            }
-        }
-        for hook in project.on_success.iter().chain(&project.on_destroy) {
-            match hook {
-                Hook::Kubeconfig { .. } => {
-                    need(
-                        "kubectl".into(),
-                        "`mara kubectl` on the kubeconfig the hooks write".into(),
-                        true,
-                    );
-                }
-                Hook::Command { run } => {
-                    if let Some(program) = program_of(run) {
-                        need(program, format!("a hook of {}", project.path), false);
-                    }
-                }
-            }
-        }
-    }
-    for (engine, count) in engines {
-        let program = match engine {
-            EngineKind::Pulumi => workspace.settings.pulumi.binary.clone(),
-            EngineKind::Terraform => "terraform".into(),
-            EngineKind::Tofu => "tofu".into(),
-            EngineKind::Command => continue,
-        };
-        need(
-            program,
-            format!(
-                "the engine of {count} {}",
-                plural(count, "project", "projects")
-            ),
-            false,
-        );
-    }
-    let path_var = env.get("PATH").cloned().unwrap_or_default();
-    for (program, (why, optional)) in tools {
-        let why = why.into_iter().collect::<Vec<_>>().join("; ");
-        match locate(&program, &path_var, &workspace.root) {
-            Some(found) => checks.pass("tools", format!("{program}: {} ({why})", found.display())),
-            None if optional => checks.warn(
-                "tools",
-                format!("{program}: not found on PATH ({why})"),
-                None,
-            ),
-            None => checks.fail(
-                "tools",
-                format!("{program}: not found on PATH ({why})"),
-                install_hint(&program),
-            ),
-        }
-    }
-}
-
-fn install_hint(program: &str) -> Option<String> {
-    let hint = match program {
-        "pulumi" => {
-            "install the Pulumi CLI (https://www.pulumi.com/docs/iac/download-install/), or set `binary` under [pulumi] in mara.toml"
-        }
-        "terraform" => "install Terraform (https://developer.hashicorp.com/terraform/install)",
-        "tofu" => "install OpenTofu (https://opentofu.org/docs/intro/install/)",
-        "k3d" => "install k3d (https://k3d.io) and Docker",
-        _ => return None,
-    };
-    Some(hint.to_string())
-}
-
-/// A program name or path, found the way the shell would find it.
-fn locate(program: &str, path_var: &str, root: &Path) -> Option<PathBuf> {
-    which::which_in(program, Some(path_var), root).ok()
-}
-
-/// The program a shell command starts, when it can be told without running a shell: the first
-/// word after any `NAME=value` assignments, unless it is a shell keyword or built-in, or is built
-/// from expansions.
-fn program_of(command: &str) -> Option<String> {
-    const SHELL: &[&str] = &[
-        "if", "then", "for", "while", "until", "case", "cd", "echo", "printf", "export", "set",
-        "test", "[", "true", "false", "exec", "exit", "eval", ".", "source", "read", "trap", "{",
-        "(", "!", ":",
-    ];
-    let word = command.split_whitespace().find(|word| {
-        !(word.contains('=') && envfile::is_valid_key(word.split('=').next().unwrap_or_default()))
-    })?;
-    let word = word.trim_matches(|c| c == '"' || c == '\'');
-    if word.is_empty()
-        || SHELL.contains(&word)
-        || word.contains(['$', '`', '(', ')', ';', '&', '|'])
-    {
-        None
-    } else {
-        Some(word.to_string())
-    }
-}
-
-/// `a/./b/../c` → `a/c`, without touching the file system.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }

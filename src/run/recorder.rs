@@ -13,12 +13,12 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use super::{Begun, Holder, Ledger, ProjectRecord, RunStart};
+use super::events::{Event, Sink};
+use super::interrupt::{Cause, Interrupt};
+use super::plan::RunPlan;
+use crate::clock;
 use crate::error::{Error, Problem, Result};
-use crate::run::clock;
-use crate::run::events::{Event, Sink};
-use crate::run::interrupt::{Cause, Interrupt};
-use crate::run::plan::RunPlan;
+use crate::ledger::{Begun, Holder, Ledger, ProjectRecord, RunStart};
 use crate::status::RunStatus;
 
 type Shared = Arc<Mutex<Box<dyn Ledger>>>;
@@ -210,10 +210,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("ledger.db");
         let (recorder, took_over) =
-            Recorder::begin(super::super::open(&file).unwrap(), &start("r1")).unwrap();
+            Recorder::begin(crate::ledger::open(&file).unwrap(), &start("r1")).unwrap();
         assert!(took_over.is_none());
         // A second run of the stack is refused while the first holds it: exit 5.
-        let Err(refused) = Recorder::begin(super::super::open(&file).unwrap(), &start("r2")) else {
+        let Err(refused) = Recorder::begin(crate::ledger::open(&file).unwrap(), &start("r2"))
+        else {
             panic!("the lock was not held")
         };
         assert_eq!(refused.exit_code(), crate::error::exit::LOCKED);
@@ -247,7 +248,7 @@ mod tests {
         drop(sink);
         recorder.finish(RunStatus::Failed).unwrap();
 
-        let ledger = super::super::open(&file).unwrap();
+        let ledger = crate::ledger::open(&file).unwrap();
         let run = ledger.run("r1").unwrap().unwrap();
         assert_eq!(run.status, RunStatus::Failed);
         let recorded: Vec<(&str, ProjectStatus, Option<&str>)> = run
@@ -286,10 +287,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("ledger.db");
         let (mut recorder, _) =
-            Recorder::begin(super::super::open(&file).unwrap(), &start("r1")).unwrap();
+            Recorder::begin(crate::ledger::open(&file).unwrap(), &start("r1")).unwrap();
         let interrupt = Interrupt::default();
         recorder.watch_cancel(interrupt.clone());
-        super::super::open(&file)
+        crate::ledger::open(&file)
             .unwrap()
             .request_cancel("dev")
             .unwrap();

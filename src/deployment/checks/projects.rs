@@ -1,0 +1,184 @@
+//! The selected projects' directories and project files (docs/commands.md, "validate"): a
+//! directory for each, a `Pulumi.yaml` with a name for a Pulumi project (no two with the same
+//! name), `.tf` files for a Terraform module, and where each Pulumi project says its stack
+//! configuration lives.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use super::Checks;
+use crate::engine::EngineKind;
+use crate::error::plural;
+use crate::graph::Plan;
+use crate::workspace::Workspace;
+use crate::workspace::pulumi_project::PulumiProject;
+
+/// Each selected project's directory and project files (docs/commands.md, "validate").
+pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
+    let default_engine = workspace.settings.engine;
+    let shared_config_dir = normalize(&workspace.config_dir());
+    let mut names: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let mut missing_dirs = 0;
+    // Every Pulumi project file of the plan, read on every core before the checks walk them.
+    let pulumi_dirs: Vec<_> = plan
+        .order()
+        .iter()
+        .map(|&i| plan.graph.project(i))
+        .filter(|p| p.engine_or(default_engine) == EngineKind::Pulumi)
+        .map(|p| workspace.project_dir(&p.path))
+        .collect();
+    let mut pulumi_projects = PulumiProject::load_each(&pulumi_dirs).into_iter();
+    for &i in plan.order() {
+        let project = plan.graph.project(i);
+        let path = project.path.as_str();
+        let dir = workspace.project_dir(path);
+        let engine = project.engine_or(default_engine);
+        let found = (engine == EngineKind::Pulumi).then(|| pulumi_projects.next().flatten());
+        if engine == EngineKind::Command {
+            let place = if dir.is_dir() {
+                workspace.display(&dir).display().to_string()
+            } else {
+                "the workspace root".into()
+            };
+            checks.pass("project", format!("{path}: command steps, run in {place}"));
+            continue;
+        }
+        if !dir.is_dir() {
+            missing_dirs += 1;
+            // The same hint on every missing directory would bury the list: say it once.
+            let hint = (missing_dirs == 1).then(|| {
+                format!(
+                    "create the project there, or point `projects_dir` in mara.toml (now \"{}\") at the directory that holds the projects",
+                    workspace.settings.projects_dir
+                )
+            });
+            checks.fail(
+                "project",
+                format!("{path}: no directory {}", workspace.display(&dir).display()),
+                hint,
+            );
+            continue;
+        }
+        match engine {
+            EngineKind::Pulumi => {
+                let Some(loaded) = found.flatten() else {
+                    checks.fail(
+                        "project",
+                        format!(
+                            "{path}: no Pulumi.yaml in {}",
+                            workspace.display(&dir).display()
+                        ),
+                        None,
+                    );
+                    continue;
+                };
+                match loaded {
+                    Ok(pulumi) => {
+                        let runtime = pulumi
+                            .runtime
+                            .as_deref()
+                            .map(|r| format!(", runtime {r}"))
+                            .unwrap_or_default();
+                        checks.pass(
+                            "project",
+                            format!("{path}: Pulumi project `{}`{runtime}", pulumi.name),
+                        );
+                        if let Some(config_dir) = &pulumi.stack_config_dir {
+                            let points_at = normalize(&dir.join(config_dir));
+                            let is_secrets = path == workspace.settings.secrets_project;
+                            if is_secrets && points_at == shared_config_dir {
+                                checks.warn(
+                                    "project",
+                                    format!("{path}: its Pulumi.yaml points its stack configuration at the shared one"),
+                                    Some("the secrets project keeps its own: remove `stackConfigDir`/`config:` from its Pulumi.yaml".into()),
+                                );
+                            } else if !is_secrets && points_at != shared_config_dir {
+                                checks.warn(
+                                    "project",
+                                    format!(
+                                        "{path}: its Pulumi.yaml reads stack configuration from {}, but mara passes {} (`--config-file`)",
+                                        workspace.display(&points_at).display(),
+                                        workspace.display(&shared_config_dir).display()
+                                    ),
+                                    Some("a plain `pulumi up` in that directory would read other configuration".into()),
+                                );
+                            }
+                        }
+                        names.entry(pulumi.name).or_default().push(path);
+                    }
+                    Err(error) => checks.fail_with("project", error),
+                }
+            }
+            EngineKind::Terraform | EngineKind::Tofu => {
+                let modules = std::fs::read_dir(&dir)
+                    .map(|entries| {
+                        entries
+                            .filter_map(|e| e.ok())
+                            .filter(|e| {
+                                let name = e.file_name().to_string_lossy().into_owned();
+                                name.ends_with(".tf") || name.ends_with(".tf.json")
+                            })
+                            .count()
+                    })
+                    .unwrap_or(0);
+                if modules == 0 {
+                    checks.fail(
+                        "project",
+                        format!(
+                            "{path}: no .tf files in {}",
+                            workspace.display(&dir).display()
+                        ),
+                        None,
+                    );
+                } else {
+                    checks.pass(
+                        "project",
+                        format!(
+                            "{path}: {engine} root module ({modules} .tf {})",
+                            plural(modules, "file", "files")
+                        ),
+                    );
+                }
+            }
+            EngineKind::Command => unreachable!("handled above"),
+        }
+    }
+    for (name, paths) in names.iter().filter(|(_, paths)| paths.len() > 1) {
+        checks.fail(
+            "project",
+            format!(
+                "{} are named `{name}` in their Pulumi.yaml",
+                paths.join(" and ")
+            ),
+            Some("stack references address projects by name: give each its own".into()),
+        );
+    }
+}
+
+/// `a/./b/../c` → `a/c`, without touching the file system.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_is_lexical() {
+        assert_eq!(
+            normalize(Path::new("/w/a/b/../../config/./pulumi")),
+            PathBuf::from("/w/config/pulumi")
+        );
+    }
+}

@@ -1,0 +1,302 @@
+//! The shape of the code, held by reading it (docs/ARCHITECTURE.md): the modules form no import
+//! circle, only the command layer and `ui` know about terminals, the clap types stop at the
+//! settings, every input file is read through the one counted path, and comments cite the
+//! project's own documents.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every Rust file under `src/`, by module path (`run::hooks`, `provider`, `main`), without its
+/// unit tests.
+fn sources() -> BTreeMap<String, (PathBuf, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = BTreeMap::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let relative = path.strip_prefix(&root).unwrap().with_extension("");
+            let mut parts: Vec<String> = relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if parts.last().is_some_and(|p| p == "mod") {
+                parts.pop();
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = match text.find("#[cfg(test)]\nmod tests") {
+                Some(at) => text[..at].to_string(),
+                None => text,
+            };
+            found.insert(parts.join("::"), (path, code));
+        }
+    }
+    found
+}
+
+/// The lines of `code` that are code, not comments.
+fn code_lines(code: &str) -> impl Iterator<Item = (usize, &str)> {
+    code.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .map(|(i, l)| (i + 1, l))
+}
+
+/// The modules `module` refers to: `crate::a::b…` and `super::…`, each resolved to the longest
+/// module path that exists.
+fn references(module: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
+    let resolve = |path: Vec<&str>| -> Option<String> {
+        (1..=path.len())
+            .rev()
+            .map(|n| path[..n].join("::"))
+            .find(|candidate| modules.contains(candidate))
+    };
+    let own: Vec<&str> = module.split("::").collect();
+    let mut found = BTreeSet::new();
+    for (_, line) in code_lines(code) {
+        for (at, _) in line.match_indices("crate::") {
+            let rest = &line[at + "crate::".len()..];
+            let path: Vec<&str> = rest
+                .split("::")
+                .map(|s| s.trim_end_matches(|c: char| !(c.is_alphanumeric() || c == '_')))
+                .take_while(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_'))
+                .collect();
+            found.extend(resolve(path));
+        }
+        for (at, _) in line.match_indices("super::") {
+            if at > 0 && line[..at].ends_with("::") {
+                continue; // `super::super::` is read from its first `super`
+            }
+            let mut base = own.clone();
+            base.pop();
+            let mut rest = &line[at..];
+            while let Some(next) = rest.strip_prefix("super::") {
+                rest = next;
+                if rest.starts_with("super::") {
+                    base.pop();
+                }
+            }
+            let path: Vec<&str> = rest
+                .split("::")
+                .take_while(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_'))
+                .collect();
+            let mut full = base.clone();
+            full.extend(path);
+            found.extend(resolve(full));
+        }
+    }
+    found.remove(module);
+    found
+}
+
+/// A circle in `edges`, if there is one.
+fn circle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut circle = path[at..].to_vec();
+            circle.push(node.to_string());
+            return Some(circle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(circle) = visit(next, edges, path, done) {
+                return Some(circle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|node| visit(node, edges, &mut Vec::new(), &mut done))
+}
+
+fn top(module: &str) -> &str {
+    module.split("::").next().unwrap()
+}
+
+#[test]
+fn the_modules_form_no_import_circle() {
+    let sources = sources();
+    let modules: BTreeSet<String> = sources.keys().cloned().collect();
+    let mut between: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut within: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, (_, code)) in &sources {
+        if module == "main" || module == "lib" {
+            continue;
+        }
+        for target in references(module, code, &modules) {
+            if top(&target) != top(module) {
+                between
+                    .entry(top(module).to_string())
+                    .or_default()
+                    .insert(top(&target).to_string());
+            } else {
+                // Within one module, siblings may not lean on each other in a circle; a module
+                // and its own parent file (`mod.rs`) may.
+                let is_ancestor = |a: &str, b: &str| b.starts_with(&format!("{a}::"));
+                if !is_ancestor(&target, module) && !is_ancestor(module, &target) {
+                    within
+                        .entry(module.clone())
+                        .or_default()
+                        .insert(target.clone());
+                }
+            }
+        }
+    }
+    assert_eq!(circle(&between), None, "between modules: {between:#?}");
+    assert_eq!(circle(&within), None, "within modules: {within:#?}");
+    // The direction of the flow: nothing below the command layer reaches up into it.
+    for (module, targets) in &between {
+        if module != "commands" {
+            assert!(!targets.contains("commands"), "{module} uses commands");
+        }
+        for low in [
+            "error", "status", "style", "clock", "files", "parallel", "engine",
+        ] {
+            if module == low {
+                let allowed: BTreeSet<&str> = ["error", "status", "style", "clock", "parallel"]
+                    .into_iter()
+                    .collect();
+                let above: Vec<&String> = targets
+                    .iter()
+                    .filter(|t| !allowed.contains(t.as_str()))
+                    .collect();
+                assert!(above.is_empty(), "{low} depends on {above:?}");
+            }
+        }
+    }
+}
+
+/// Lines that use something only `allowed` modules may use.
+fn used_outside(needles: &[&str], allowed: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (module, (path, code)) in sources() {
+        if allowed
+            .iter()
+            .any(|a| module == *a || module.starts_with(&format!("{a}::")))
+        {
+            continue;
+        }
+        for (number, line) in code_lines(&code) {
+            if needles.iter().any(|n| line.contains(n)) {
+                found.push(format!("{}:{number}: {}", path.display(), line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn only_the_command_layer_and_ui_know_about_terminals() {
+    let found = used_outside(
+        &[
+            "println!",
+            "print!(",
+            "eprintln!",
+            "eprint!(",
+            "IsTerminal",
+            "is_terminal()",
+            "dialoguer",
+            "indicatif",
+            "io::stdout()",
+            "io::stderr()",
+            "io::stdin()",
+        ],
+        // The watchdog's standard input is mara's pipe to it, never a terminal.
+        &["main", "commands", "ui", "run::watchdog"],
+    );
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn clap_types_stop_at_the_settings() {
+    let found = used_outside(
+        &["clap", "crate::cli"],
+        &["main", "cli", "settings", "commands"],
+    );
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn input_files_are_read_through_the_one_counted_path() {
+    // `workspace::read_input` logs every read under `mara::reads` (tests/scale.rs counts them).
+    // The other reads are not inputs: a project's files hashed for its fingerprint, what a
+    // command step wrote to $MARA_OUTPUTS, the user's kubeconfig, mara's own logs, stdin.
+    let found = used_outside(
+        &["fs::read_to_string", "fs::read(", "File::open"],
+        &[
+            "workspace",
+            "fingerprint",
+            "engine::command",
+            "run::kubeconfig",
+            "commands::ledger",
+            "commands::output",
+        ],
+    );
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn comments_cite_the_projects_own_documents() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    let mut dirs = vec![root.join("src"), root.join("tests")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && !path.ends_with("tests/architecture.rs")
+            {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (number, line) in text.lines().enumerate() {
+                    if line.contains("SPEC §") || line.contains("shared/reference") {
+                        found.push(format!(
+                            "{}:{}: {}",
+                            path.display(),
+                            number + 1,
+                            line.trim()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+    // Every `docs/…` a comment names exists.
+    for (path, code) in sources().into_values() {
+        for (at, _) in code.match_indices("docs/") {
+            let name: String = code[at..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))
+                .collect();
+            let name = name.trim_end_matches('.');
+            if name.ends_with(".md") {
+                assert!(
+                    root.join(name).is_file(),
+                    "{} names {name}, which does not exist",
+                    path.display()
+                );
+            }
+        }
+    }
+}
