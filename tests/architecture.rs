@@ -49,26 +49,103 @@ fn code_lines(code: &str) -> impl Iterator<Item = (usize, &str)> {
         .map(|(i, l)| (i + 1, l))
 }
 
-/// The modules `module` refers to: `crate::a::b…` and `super::…`, each resolved to the longest
-/// module path that exists.
+/// `code` with every `use` statement on one line, so that a grouped import spread over lines
+/// reads as one.
+fn joined_uses(code: &str) -> String {
+    let mut out = String::new();
+    let mut in_use = false;
+    for line in code.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        if !in_use && (trimmed.starts_with("use ") || trimmed.starts_with("pub use ")) {
+            in_use = true;
+        }
+        out.push_str(line.trim());
+        if in_use && !trimmed.trim_end().ends_with(';') {
+            out.push(' ');
+        } else {
+            in_use = false;
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The paths a `use` tree names after `prefix::`: `a::b`, `{a, b::{c, d}}` and the like, each as
+/// its segments up to the first brace.
+fn paths_after(rest: &str) -> Vec<Vec<String>> {
+    let ident = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_');
+    let Some(inner) = rest.strip_prefix('{') else {
+        let path: Vec<String> = rest
+            .split("::")
+            .map(|s| s.trim_end_matches(|c: char| !(c.is_alphanumeric() || c == '_')))
+            .take_while(|s| ident(s))
+            .map(str::to_string)
+            .collect();
+        return vec![path];
+    };
+    // The items of the group, split at the commas outside inner braces.
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&inner[start..i]);
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items
+        .into_iter()
+        .map(str::trim)
+        .filter(|item| !item.is_empty() && *item != "self")
+        .flat_map(|item| {
+            let (head, tail) = match item.find("::{") {
+                Some(at) => (&item[..at], Some(&item[at + 2..])),
+                None => (item, None),
+            };
+            let head: Vec<String> = head
+                .split("::")
+                .map(|s| s.split_whitespace().next().unwrap_or_default().to_string())
+                .take_while(|s| ident(s))
+                .collect();
+            match tail {
+                Some(tail) => paths_after(tail)
+                    .into_iter()
+                    .map(|rest| head.iter().cloned().chain(rest).collect())
+                    .collect(),
+                None => vec![head],
+            }
+        })
+        .collect()
+}
+
+/// The modules `module` refers to: `crate::a::b…` and `super::…` (grouped imports included),
+/// each resolved to the longest module path that exists.
 fn references(module: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
-    let resolve = |path: Vec<&str>| -> Option<String> {
+    let resolve = |path: &[String]| -> Option<String> {
         (1..=path.len())
             .rev()
             .map(|n| path[..n].join("::"))
             .find(|candidate| modules.contains(candidate))
     };
-    let own: Vec<&str> = module.split("::").collect();
+    let own: Vec<String> = module.split("::").map(str::to_string).collect();
+    let code = joined_uses(code);
     let mut found = BTreeSet::new();
-    for (_, line) in code_lines(code) {
+    for (_, line) in code_lines(&code) {
         for (at, _) in line.match_indices("crate::") {
-            let rest = &line[at + "crate::".len()..];
-            let path: Vec<&str> = rest
-                .split("::")
-                .map(|s| s.trim_end_matches(|c: char| !(c.is_alphanumeric() || c == '_')))
-                .take_while(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_'))
-                .collect();
-            found.extend(resolve(path));
+            for path in paths_after(&line[at + "crate::".len()..]) {
+                found.extend(resolve(&path));
+            }
         }
         for (at, _) in line.match_indices("super::") {
             if at > 0 && line[..at].ends_with("::") {
@@ -83,13 +160,10 @@ fn references(module: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<
                     base.pop();
                 }
             }
-            let path: Vec<&str> = rest
-                .split("::")
-                .take_while(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_'))
-                .collect();
-            let mut full = base.clone();
-            full.extend(path);
-            found.extend(resolve(full));
+            for path in paths_after(rest) {
+                let full: Vec<String> = base.iter().cloned().chain(path).collect();
+                found.extend(resolve(&full));
+            }
         }
     }
     found.remove(module);
@@ -223,6 +297,12 @@ fn only_the_command_layer_and_ui_know_about_terminals() {
         // The watchdog's standard input is mara's pipe to it, never a terminal.
         &["main", "commands", "ui", "run::watchdog"],
     );
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn only_the_command_layer_uses_ui() {
+    let found = used_outside(&["crate::ui", "ui::"], &["main", "commands", "ui"]);
     assert!(found.is_empty(), "{found:#?}");
 }
 

@@ -177,10 +177,15 @@ fn cancel_from_another_process_stops_the_run() {
     let output = ws.mara().arg("cancel").output().unwrap();
     assert!(output.status.success());
     assert!(common::stdout(&output).contains(running["run_id"].as_str().unwrap()));
+    // Asked twice, the run still only cancels: its engines are never killed.
+    ws.mara().arg("cancel").output().unwrap();
     let output = run.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(130));
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_eq!(ws.history()[0]["status"], "cancelled");
+    let stderr = common::stderr(&output);
+    assert!(stderr.contains("cancelled by `mara cancel`"), "{stderr}");
+    assert!(!stderr.contains("killing"), "{stderr}");
     // unlock --force on a free stack says so; without --force it refuses.
     assert_eq!(
         ws.mara().arg("unlock").output().unwrap().status.code(),
@@ -345,4 +350,71 @@ fn logs_follow_a_running_run_to_its_end() {
         one.starts_with("# mara up infrastructure/local/registry"),
         "{one}"
     );
+}
+
+/// A workspace of command projects: `a` requires `demo:a`; `b` (after `a`) succeeds only once the
+/// file `ok` exists at the root.
+fn commands_workspace() -> common::Workspace {
+    common::Workspace::new(&[
+        ("mara.toml", "provider = \"p\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  demo:a: 1\n  demo:b: 2\n",
+        ),
+        (
+            "providers/p.toml",
+            "description = \"p\"\n\
+             [[project]]\npath = \"a\"\nrequired_config = [\"demo:a\"]\nup = \"true\"\ndestroy = \"true\"\n\
+             [[project]]\npath = \"b\"\nafter = [\"a\"]\nup = \"test -f ok\"\ndestroy = \"true\"\n",
+        ),
+    ])
+}
+
+#[test]
+fn resume_checks_only_the_projects_it_runs() {
+    let ws = commands_workspace();
+    let output = ws.mara().args(["up", "--yes"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "b fails the first time");
+    // `a` succeeded and is done; the key only it requires is gone; `b` can succeed now.
+    ws.write("config/pulumi/Pulumi.dev.yaml", "config:\n  demo:b: 2\n");
+    ws.write("ok", "");
+    let output = ws
+        .mara()
+        .args(["up", "--yes", "--resume"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let history: Value = serde_json::from_slice(
+        &ws.mara()
+            .args(["--output", "json", "history"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(history[0]["status"], "succeeded");
+}
+
+#[test]
+fn what_is_refused_before_it_starts_leaves_the_ledger_alone() {
+    let ws = commands_workspace();
+    let ledger = ws.path().join(".mara/ledger.db");
+    // A preview and a dry run are not recorded: they do not even open the ledger.
+    ws.mara().arg("preview").assert().success();
+    ws.mara().args(["up", "--dry-run"]).assert().success();
+    assert!(!ledger.exists(), "the ledger was created");
+    // A run refused by its checks (exit 3) or for want of a confirmation (exit 2) is no run.
+    ws.write("config/pulumi/Pulumi.dev.yaml", "config:\n  demo:b: 2\n");
+    let output = ws.mara().args(["up", "--yes"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        common::stderr(&output).contains("`demo:a`: required by a but not set"),
+        "{}",
+        common::stderr(&output)
+    );
+    assert_eq!(ws.mara().arg("up").output().unwrap().status.code(), Some(3));
+    ws.write("config/pulumi/Pulumi.dev.yaml", "config:\n  demo:a: 1\n");
+    assert_eq!(ws.mara().arg("up").output().unwrap().status.code(), Some(2));
+    assert!(!ledger.exists(), "a refused run was recorded");
 }

@@ -375,3 +375,29 @@ fn config_get_set_and_list() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[test]
+fn a_first_run_that_leaves_a_required_key_unset_stops_before_anything_runs() {
+    // An optional question answered with nothing leaves unset a key a project requires.
+    let ws = common::Workspace::new(&[
+        ("mara.toml", "provider = \"p\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "providers/p.toml",
+            "description = \"p\"\n\
+             [[config]]\nkey = \"demo:name\"\nprompt = \"A name, if you like\"\noptional = true\n\
+             [[project]]\npath = \"a\"\nrequired_config = [\"demo:name\"]\nup = \"touch ran\"\ndestroy = \"true\"\n",
+        ),
+    ]);
+    let bin = tempfile::tempdir().unwrap();
+    let mut terminal = Terminal::start(ws.path(), bin.path(), "up --yes");
+    terminal.wait_for("A name, if you like");
+    terminal.type_keys("\r");
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, 3, "{screen}");
+    assert!(
+        screen.contains("`demo:name`: required by a but not set"),
+        "{screen}"
+    );
+    assert!(!ws.path().join("ran").exists(), "the project ran");
+}

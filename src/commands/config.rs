@@ -68,7 +68,7 @@ fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand)
     match command {
         ConfigCommand::Get { key, show_secrets } => {
             check_key(&key)?;
-            let (file, value) = find(&files, &key)?.ok_or_else(|| {
+            let (file, value) = find(stack_files, &key)?.ok_or_else(|| {
                 Error::config(
                     Problem::new(format!(
                         "`{key}` is not set in {} nor in {}",
@@ -121,14 +121,15 @@ fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand)
         }
         ConfigCommand::List => {
             let mut rows: Vec<(String, Option<Value>, PathBuf)> = Vec::new();
-            for file in [&files.shared, &files.secrets] {
-                if let Some(config) = StackConfigFile::load(file)?.config() {
+            for file in both(stack_files)? {
+                if let Some(config) = file.config() {
                     for key in config.values.keys() {
                         let value = match config.get(key) {
                             Some(ConfigValue::Plain(v)) => Some(v.clone()),
                             _ => None,
                         };
-                        rows.push((key.clone(), value, workspace.display(file).into_owned()));
+                        let shown = workspace.display(file.path()).into_owned();
+                        rows.push((key.clone(), value, shown));
                     }
                 }
             }
@@ -199,15 +200,25 @@ fn check_key(key: &str) -> Result<()> {
     }
 }
 
+/// The shared configuration as loaded, then the secrets project's, read now.
+fn both(stack_files: &StackFiles) -> Result<[StackConfigFile; 2]> {
+    let stack = stack_files.required_stack()?;
+    let shared = match &stack_files.config {
+        Some(config) => config.clone(),
+        None => StackConfigFile::Missing(stack_files.workspace.stack_config_file(&stack.name)),
+    };
+    Ok([shared, stack_files.secrets_config(stack)?])
+}
+
 /// Where `key` is set: the file, and its value (`None` for a secret).
-fn find(files: &Files, key: &str) -> Result<Option<(PathBuf, Option<Value>)>> {
-    for file in [&files.shared, &files.secrets] {
-        if let Some(config) = StackConfigFile::load(file)?.config() {
+fn find(stack_files: &StackFiles, key: &str) -> Result<Option<(PathBuf, Option<Value>)>> {
+    for file in both(stack_files)? {
+        if let Some(config) = file.config() {
             match config.get(key) {
                 Some(ConfigValue::Plain(value)) => {
-                    return Ok(Some((file.clone(), Some(value.clone()))));
+                    return Ok(Some((file.path().to_path_buf(), Some(value.clone()))));
                 }
-                Some(ConfigValue::Secret) => return Ok(Some((file.clone(), None))),
+                Some(ConfigValue::Secret) => return Ok(Some((file.path().to_path_buf(), None))),
                 None => {}
             }
         }

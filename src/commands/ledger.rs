@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::deployment::StackFiles;
 use crate::error::{Error, Problem, Result};
-use crate::ledger::{self, Ledger, RunRecord, process_exists, whoami};
+use crate::ledger::{self, Ledger, RunRecord};
 use crate::settings::{OutputFormat, Settings};
 use crate::status::{ProjectStatus, RunStatus};
 use crate::ui::{self, Style};
@@ -204,7 +204,11 @@ pub fn logs(
     project: Option<String>,
     follow: bool,
 ) -> Result<()> {
-    let (workspace, stack) = stack(settings)?;
+    // A run named by its id needs nothing of the stack.
+    let (workspace, stack) = match &run {
+        Some(_) => (crate::deployment::discover(settings)?, None),
+        None => stack(settings)?,
+    };
     let ledger = open_existing(&workspace)?.ok_or_else(|| {
         Error::usage(Problem::new(
             "no run has been recorded in this workspace yet",
@@ -313,13 +317,6 @@ pub fn cancel(settings: &Settings) -> Result<()> {
     let Some(holder) = ledger.request_cancel(&stack)? else {
         return ui::print(&format!("No run holds stack {stack}.\n"));
     };
-    let (_, host) = whoami();
-    if holder.host == host && process_exists(holder.pid) {
-        // SAFETY: sending SIGINT to the run's own process, which handles it as Ctrl-C.
-        unsafe {
-            libc::kill(holder.pid as i32, libc::SIGINT);
-        }
-    }
     let text = match settings.output {
         OutputFormat::Json => format!("{}\n", json!({"cancelled": holder})),
         OutputFormat::Human => format!("Asked {holder} to stop; its engines are cancelling.\n"),

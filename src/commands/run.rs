@@ -10,7 +10,8 @@ use crate::cli::RunCommand;
 use crate::clock;
 use crate::configure;
 use crate::configure::Prompter;
-use crate::deployment::{self, Deployment, StackFiles, checks};
+use crate::deployment::checks::RunChecks;
+use crate::deployment::{self, Deployment, StackFiles};
 use crate::engine::{Operation, has_changes};
 use crate::error::{Error, Problem, Result, plural};
 use crate::graph::Plan;
@@ -51,20 +52,15 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
     });
     let selected = Plan::select(&deployment.graph, &run.selection)?;
     let with_secrets = files.environment(settings);
-    let stored = files.secrets_config(stack)?;
-
-    // Check everything that can be checked, before anything is asked, written or run.
-    checks::before_run(
-        run.operation,
-        run.dry_run,
-        deployment,
-        &selected,
-        &stack.name,
-        &config,
-        &stored,
-        &with_secrets,
-        settings.interactive,
-    )?;
+    let stored = match files.secrets_config(stack) {
+        Ok(stored) => stored,
+        // Only `up` stores secrets there; any other run only reads back what Pulumi stores.
+        Err(error) if run.operation != Operation::Up => {
+            tracing::warn!("{error}: the secrets it stores are not read back");
+            StackConfigFile::Missing(files.workspace.secrets_config_file(&stack.name))
+        }
+        Err(error) => return Err(error),
+    };
 
     // Decide which of the selected projects run.
     let fingerprints = match run.operation {
@@ -74,6 +70,26 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
     let Some(selected) = decide(settings, run, deployment, selected, stack, &fingerprints)? else {
         return Ok(());
     };
+
+    // Check everything that can be checked of what runs, before anything is asked, written or
+    // run: the configuration (exit 3), that a confirmation can be given (exit 2), what `up`
+    // needs to ask for (exit 3).
+    let checks = RunChecks {
+        deployment,
+        selected: &selected,
+        stack: &stack.name,
+        config: &config,
+        stored: &stored,
+        env: &with_secrets,
+        interactive: settings.interactive,
+    };
+    checks.configuration(run.operation)?;
+    if run.confirmation == Confirmation::Refused {
+        return Err(Confirmation::refusal(run.operation));
+    }
+    if run.operation == Operation::Up && !run.dry_run {
+        checks.needs()?;
+    }
     let started = SystemTime::now();
     let run_id = clock::run_id(started);
     let planner = Planner {
@@ -311,6 +327,9 @@ fn decide<'g>(
     stack: &ResolvedStack,
     fingerprints: &BTreeMap<usize, String>,
 ) -> Result<Option<Plan<'g>>> {
+    if run.mode == Mode::All {
+        return Ok(Some(selected));
+    }
     let ledger = ledger::open_existing(&ledger::path(&deployment.files.workspace))?;
     let ledger = ledger.as_deref();
     match run.mode {

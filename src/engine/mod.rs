@@ -108,6 +108,8 @@ pub struct Target<'a> {
     /// Whether an `on_destroy` command hook reads its outputs: they are read before the destroy.
     pub destroy_reads_outputs: bool,
     pub dir: &'a Path,
+    /// Whether `dir` exists.
+    pub has_dir: bool,
     /// Where a command project without a directory of its own runs: the workspace root.
     pub root: &'a Path,
     /// Where a command project leaves its outputs (`$MARA_OUTPUTS`).
@@ -158,7 +160,7 @@ impl Engines {
                 &terraform::variables(&self.config, target.leaf()),
             ),
             EngineKind::Command => {
-                let cwd = if target.dir.is_dir() {
+                let cwd = if target.has_dir {
                     target.dir
                 } else {
                     target.root

@@ -102,6 +102,8 @@ impl Planner<'_> {
             provider: &self.deployment.provider.name,
             logs: &self.logs(suffix),
             fingerprints: self.fingerprints,
+            kubeconfig: &workspace.kubeconfig_file(&self.stack.name),
+            is_dir: &|dir| dir.is_dir(),
         })
     }
 }
@@ -117,6 +119,10 @@ pub struct Inputs<'a> {
     pub logs: &'a Path,
     /// Fingerprints by graph index.
     pub fingerprints: &'a BTreeMap<usize, String>,
+    /// `<state_dir>/kube/<stack>.yaml`, the kubeconfig the hooks write.
+    pub kubeconfig: &'a Path,
+    /// Whether a directory exists (the plan itself never looks).
+    pub is_dir: &'a dyn Fn(&Path) -> bool,
 }
 
 impl RunPlan {
@@ -129,6 +135,8 @@ impl RunPlan {
             provider,
             logs,
             fingerprints,
+            kubeconfig,
+            is_dir,
         } = inputs;
         let operation = *operation;
         let graph = selected.graph;
@@ -141,21 +149,18 @@ impl RunPlan {
         let position: BTreeMap<usize, usize> =
             order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
         let stack = engines.pulumi.stack.clone();
-        let kubeconfig = workspace
-            .state_dir()
-            .join("kube")
-            .join(format!("{stack}.yaml"));
         let projects = order
             .iter()
             .map(|&i| {
                 let project = graph.project(i);
                 let dir = workspace.project_dir(&project.path);
+                let has_dir = is_dir(&dir);
                 let outputs = workspace.command_outputs_file(&stack, &project.path);
                 let context = Context {
                     stack: stack.clone(),
                     project: project.path.clone(),
                     provider: provider.to_string(),
-                    kubeconfig: kubeconfig.clone(),
+                    kubeconfig: kubeconfig.to_path_buf(),
                 };
                 let target = Target {
                     path: &project.path,
@@ -166,6 +171,7 @@ impl RunPlan {
                         .iter()
                         .any(|h| matches!(h, Hook::Command { .. })),
                     dir: &dir,
+                    has_dir,
                     root: &workspace.root,
                     outputs: &outputs,
                     context: &context,
@@ -193,7 +199,7 @@ impl RunPlan {
                     log: logs.join(format!("{}.log", project.path)),
                     waits_for,
                     fingerprint: fingerprints.get(&i).cloned(),
-                    dir: if dir.is_dir() {
+                    dir: if has_dir {
                         dir.clone()
                     } else {
                         workspace.root.clone()
@@ -286,6 +292,8 @@ pub mod fixtures {
             provider: "aws",
             logs: Path::new("/w/.mara/logs/r1"),
             fingerprints: &fingerprints,
+            kubeconfig: Path::new("/w/.mara/kube/dev.yaml"),
+            is_dir: &|_| true,
         })
     }
 }

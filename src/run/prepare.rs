@@ -8,6 +8,7 @@ use std::path::Path;
 
 use crate::configure::{self, Answers, FirstRun, Prompter, Secret};
 use crate::deployment::Deployment;
+use crate::deployment::checks::RunChecks;
 use crate::engine::pulumi::{self, Pulumi};
 use crate::error::{Error, Problem, Result};
 use crate::graph::Plan;
@@ -55,6 +56,7 @@ impl Stack<'_> {
         let files = &self.deployment.files;
         let provider = &self.deployment.provider;
         let needs = configure::needs(provider, self.selected, self.config, self.stored);
+        let interactive = prompter.is_some();
         let answers = match prompter {
             _ if needs.is_empty() => Answers::default(),
             Some(prompter) => {
@@ -71,11 +73,23 @@ impl Stack<'_> {
             None => configure::from_environment(&needs, env),
         };
         let config = if self.config.is_first_run() {
-            write_first_run(
+            let written = write_first_run(
                 self.config,
                 &answers.first_run,
                 provider.infra_type.as_deref(),
-            )?
+            )?;
+            // An optional question left empty may leave a key unset that a project requires.
+            let recheck = RunChecks {
+                deployment: self.deployment,
+                selected: self.selected,
+                stack: &self.stack.name,
+                config: &written,
+                stored: self.stored,
+                env,
+                interactive,
+            };
+            recheck.answered()?;
+            written
         } else {
             self.config.clone()
         };

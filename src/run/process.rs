@@ -47,10 +47,7 @@ pub async fn run(
     let mut command = tokio::process::Command::from(command(step, env, stdin.is_some())?);
     command.process_group(0).kill_on_drop(true);
     let mut child = command.spawn()?;
-    let group = child.id().map(|pid| pid as i32);
-    if let Some(group) = group {
-        interrupt.register(group);
-    }
+    let mut registered = child.id().map(|pid| Registered::new(interrupt, pid as i32));
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
         pipe.write_all(text.as_bytes()).await?;
         drop(pipe);
@@ -62,14 +59,47 @@ pub async fn run(
         read_lines(stderr, Stream::Stderr, lines)
     );
     let status = child.wait().await;
-    if let Some(group) = group {
-        interrupt.unregister(group);
+    if let Some(registered) = &mut registered {
+        registered.ended = true;
     }
+    drop(registered);
     Ok(Finished {
         code: status?.code(),
         stdout,
         stderr,
     })
+}
+
+/// A running process group, known to the interruption (and its watchdog) until it ends. Dropped
+/// before its process ended — the task that ran it panicked, or was dropped — it kills the whole
+/// group, so that nothing of it runs on unwatched.
+struct Registered<'a> {
+    interrupt: &'a Interrupt,
+    group: i32,
+    ended: bool,
+}
+
+impl<'a> Registered<'a> {
+    fn new(interrupt: &'a Interrupt, group: i32) -> Registered<'a> {
+        interrupt.register(group);
+        Registered {
+            interrupt,
+            group,
+            ended: false,
+        }
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            // SAFETY: killpg only sends a signal; a group that has already exited yields ESRCH.
+            unsafe {
+                libc::killpg(self.group, libc::SIGKILL);
+            }
+        }
+        self.interrupt.unregister(self.group);
+    }
 }
 
 /// The message of the last `error: …` line of an engine's stderr (Pulumi's and Terraform's form).

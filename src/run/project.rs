@@ -76,15 +76,14 @@ impl Job {
 }
 
 /// A fault for the tests (debug builds only): the task of the project named by
-/// `MARA_TEST_PANIC_IN` panics, as a bug in mara would (docs/testing.md).
-fn injected_fault(path: &str) {
-    if cfg!(debug_assertions) && std::env::var("MARA_TEST_PANIC_IN").is_ok_and(|p| p == path) {
-        panic!("MARA_TEST_PANIC_IN names {path}");
-    }
+/// `MARA_TEST_PANIC_IN` panics on the first line its processes print — while one runs — as a bug
+/// in mara would (docs/testing.md).
+fn fault_injected(job: &Job) -> bool {
+    cfg!(debug_assertions)
+        && job.shared.context.env.get("MARA_TEST_PANIC_IN") == Some(&job.project.path)
 }
 
 pub async fn run(job: Job) -> Finished {
-    injected_fault(&job.project.path);
     let mut log = open_log(&job.project.log);
     if let Some(file) = &mut log {
         let _ = writeln!(
@@ -296,10 +295,14 @@ async fn stream(
         tx,
     );
     tokio::pin!(process);
+    let fault = fault_injected(job);
     loop {
         tokio::select! {
             biased;
-            Some((stream, line)) = rx.recv() => show(job, log, stream, &line),
+            Some((stream, line)) = rx.recv() => {
+                assert!(!fault, "MARA_TEST_PANIC_IN names {}", job.project.path);
+                show(job, log, stream, &line)
+            }
             result = &mut process => {
                 while let Ok((stream, line)) = rx.try_recv() {
                     show(job, log, stream, &line);

@@ -51,6 +51,9 @@ impl Runner {
 
     /// Runs `plan`: every project's task, at most `schedule.parallel` at once, each event handed
     /// to every sink in order. Returns one report per project, in the plan's order.
+    ///
+    /// The walk runs as a task of its own and the sinks here, on the calling thread: a sink that
+    /// blocks (a paused terminal) holds up what is shown, never what runs.
     pub fn execute(
         &self,
         plan: &RunPlan,
@@ -58,62 +61,89 @@ impl Runner {
         schedule: Schedule,
         sinks: &mut [&mut dyn Sink],
     ) -> Vec<ProjectReport> {
-        let interrupt = self.interrupt.clone();
         let shared = Arc::new(Shared {
             context,
-            interrupt: interrupt.clone(),
+            interrupt: self.interrupt.clone(),
         });
+        let plan = Arc::new(plan.clone());
         self.runtime.block_on(async {
             let (events, mut received) = mpsc::unbounded_channel();
-            let work = async move {
-                let _ = events.send(Event::RunStarted {
-                    operation: plan.operation,
-                    projects: plan.len(),
-                });
-                let mut escalations = interrupt.subscribe();
-                let walk = scheduler::run(
-                    plan,
-                    schedule.parallel,
-                    schedule.failure,
-                    &interrupt,
-                    &events,
-                    |index| {
-                        Box::pin(project::run(Job {
-                            index,
-                            operation: plan.operation,
-                            project: plan.projects[index].clone(),
-                            shared: shared.clone(),
-                            events: events.clone(),
-                        }))
-                    },
-                );
-                tokio::pin!(walk);
-                let reports = loop {
-                    tokio::select! {
-                        reports = &mut walk => break reports,
-                        Ok(()) = escalations.changed() => {
-                            let (level, cause) = *escalations.borrow_and_update();
-                            if level > InterruptLevel::None {
-                                let _ = events.send(Event::Interrupting { level, cause });
-                            }
-                        }
-                    }
-                };
-                let status = run_status(&reports, interrupt.is_interrupted());
-                let _ = events.send(Event::RunFinished { status });
-                reports
-            };
-            let deliver = async {
-                while let Some(event) = received.recv().await {
-                    for sink in sinks.iter_mut() {
-                        sink.handle(&event);
-                    }
+            let work = tokio::spawn(walk(plan, shared, schedule, events));
+            while let Some(event) = received.recv().await {
+                for sink in sinks.iter_mut() {
+                    sink.handle(&event);
                 }
-            };
-            let (reports, ()) = tokio::join!(work, deliver);
-            reports
+            }
+            match work.await {
+                Ok(reports) => reports,
+                Err(error) => std::panic::resume_unwind(error.into_panic()),
+            }
         })
     }
+}
+
+/// The run: the scheduler's walk over the plan, and every escalation of the interruption said as
+/// it happens.
+async fn walk(
+    plan: Arc<RunPlan>,
+    shared: Arc<Shared>,
+    schedule: Schedule,
+    events: mpsc::UnboundedSender<Event>,
+) -> Vec<ProjectReport> {
+    let interrupt = shared.interrupt.clone();
+    let _ = events.send(Event::RunStarted {
+        operation: plan.operation,
+        projects: plan.len(),
+    });
+    let mut escalations = interrupt.subscribe();
+    let mut said = InterruptLevel::None;
+    let scheduler = scheduler::run(
+        &plan,
+        schedule.parallel,
+        schedule.failure,
+        &interrupt,
+        &events,
+        |index| {
+            Box::pin(project::run(Job {
+                index,
+                operation: plan.operation,
+                project: plan.projects[index].clone(),
+                shared: shared.clone(),
+                events: events.clone(),
+            }))
+        },
+    );
+    tokio::pin!(scheduler);
+    let reports = loop {
+        tokio::select! {
+            reports = &mut scheduler => break reports,
+            Ok(()) = escalations.changed() => {
+                let (level, cause) = *escalations.borrow_and_update();
+                say(&mut said, level, cause, &events);
+            }
+        }
+    };
+    // An escalation that came as the last project ended is said too.
+    say(&mut said, interrupt.level(), interrupt.cause(), &events);
+    let status = run_status(&reports, interrupt.is_interrupted());
+    let _ = events.send(Event::RunFinished { status });
+    reports
+}
+
+/// Says every level of interruption up to `level` not said yet, in order: a SIGINT and a SIGKILL
+/// that came too close together to be seen apart are still two events.
+fn say(
+    said: &mut InterruptLevel,
+    level: InterruptLevel,
+    cause: Cause,
+    events: &mpsc::UnboundedSender<Event>,
+) {
+    for step in [InterruptLevel::Graceful, InterruptLevel::Kill] {
+        if step > *said && step <= level {
+            let _ = events.send(Event::Interrupting { level: step, cause });
+        }
+    }
+    *said = (*said).max(level);
 }
 
 /// Every Ctrl-C (or SIGTERM) escalates the interruption: SIGINT to the engines, then SIGKILL.

@@ -49,6 +49,21 @@ pub enum Confirmation {
     NotAsked,
     /// On a terminal: `up` previews and asks yes / no / details; `destroy` asks for the stack name.
     Ask,
+    /// A confirmation is needed and there is no terminal to ask on: the run is refused (exit 2)
+    /// once it is certain there is something to run.
+    Refused,
+}
+
+impl Confirmation {
+    /// The usage error of a confirmation nobody can give.
+    pub fn refusal(operation: Operation) -> Error {
+        Error::usage(
+            Problem::new(format!(
+                "`mara {operation}` changes infrastructure and there is no terminal to confirm on"
+            ))
+            .hint("pass --yes to go ahead without confirmation"),
+        )
+    }
 }
 
 /// Where the run's summary goes besides the terminal.
@@ -81,9 +96,8 @@ pub struct RunSettings {
 }
 
 impl RunSettings {
-    /// Resolves the options of one run command. A run that would need a confirmation nobody can
-    /// give (no terminal, no `--yes`) and `--changed` on an operation other than `up` are usage
-    /// errors, before anything is read.
+    /// Resolves the options of one run command; `--changed` on an operation other than `up` is a
+    /// usage error.
     pub fn resolve(
         command: RunCommand,
         settings: &Settings,
@@ -126,19 +140,11 @@ impl RunSettings {
             (false, false) => Mode::All,
         };
         let people_confirm = matches!(operation, Operation::Up | Operation::Destroy);
-        let confirmation = if people_confirm && !yes && !dry_run {
-            Confirmation::Ask
-        } else {
-            Confirmation::NotAsked
+        let confirmation = match (people_confirm && !yes && !dry_run, settings.interactive) {
+            (false, _) => Confirmation::NotAsked,
+            (true, true) => Confirmation::Ask,
+            (true, false) => Confirmation::Refused,
         };
-        if confirmation == Confirmation::Ask && !settings.interactive {
-            return Err(Error::usage(
-                Problem::new(format!(
-                    "`mara {operation}` changes infrastructure and there is no terminal to confirm on"
-                ))
-                .hint("pass --yes to go ahead without confirmation"),
-            ));
-        }
         let github_summary = settings
             .env
             .get("GITHUB_STEP_SUMMARY")
@@ -231,10 +237,13 @@ mod tests {
 
     #[test]
     fn what_cannot_work_is_a_usage_error() {
-        let error = resolve(&["up"], false).unwrap_err();
+        let run = resolve(&["up"], false).unwrap();
+        assert_eq!(run.confirmation, Confirmation::Refused);
+        let error = Confirmation::refusal(run.operation);
         assert!(error.to_string().contains("no terminal to confirm on"));
         assert_eq!(error.exit_code(), crate::error::exit::USAGE);
-        assert!(resolve(&["up", "--dry-run"], false).is_ok());
+        let run = resolve(&["up", "--dry-run"], false).unwrap();
+        assert_eq!(run.confirmation, Confirmation::NotAsked);
         let error = resolve(&["refresh", "--changed"], true).unwrap_err();
         assert_eq!(error.to_string(), "--changed is for `mara up`");
     }

@@ -78,8 +78,20 @@ impl Workspace {
         (workspace, error)
     }
 
+    /// `relative` (a setting of mara.toml) under the root, without `.` components: paths in logs
+    /// and messages read `/w/kubernetes/logstore`, not `/w/./kubernetes/logstore`.
+    fn under_root(&self, relative: &str) -> PathBuf {
+        let mut path = self.root.clone();
+        path.extend(
+            Path::new(relative)
+                .components()
+                .filter(|c| !matches!(c, std::path::Component::CurDir)),
+        );
+        path
+    }
+
     pub fn projects_dir(&self) -> PathBuf {
-        self.root.join(&self.settings.projects_dir)
+        self.under_root(&self.settings.projects_dir)
     }
 
     pub fn project_dir(&self, project_path: &str) -> PathBuf {
@@ -87,7 +99,7 @@ impl Workspace {
     }
 
     pub fn config_dir(&self) -> PathBuf {
-        self.root.join(&self.settings.config_dir)
+        self.under_root(&self.settings.config_dir)
     }
 
     pub fn env_file(&self) -> PathBuf {
@@ -99,11 +111,11 @@ impl Workspace {
     }
 
     pub fn providers_dir(&self) -> PathBuf {
-        self.root.join(&self.settings.providers_dir)
+        self.under_root(&self.settings.providers_dir)
     }
 
     pub fn state_dir(&self) -> PathBuf {
-        self.root.join(&self.settings.state_dir)
+        self.under_root(&self.settings.state_dir)
     }
 
     /// Where an `engine = "command"` project's `up` leaves its outputs (`MARA_OUTPUTS`):

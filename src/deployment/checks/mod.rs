@@ -120,66 +120,89 @@ impl Checks {
     }
 }
 
-/// What a run checks before anything else, as one error (docs/commands.md, "validate": the same
-/// checks, the same words): the provider that built the stack, and for `up` the configuration and
-/// secrets it needs — on a dry run only what is already there, for it asks nothing.
-#[allow(clippy::too_many_arguments)]
-pub fn before_run(
-    operation: crate::engine::Operation,
-    dry_run: bool,
-    deployment: &crate::deployment::Deployment,
-    selected: &Plan<'_>,
-    stack: &StackName,
-    config: &StackConfigFile,
-    stored: &StackConfigFile,
-    env: &BTreeMap<String, String>,
-    interactive: bool,
-) -> Result<()> {
-    use crate::engine::Operation;
-    let workspace = &deployment.files.workspace;
-    let provider = &deployment.provider;
-    let mut found = Checks {
-        root: Some(workspace.root.clone()),
-        ..Checks::default()
-    };
-    match (operation, dry_run) {
-        (Operation::Up, false) => {
-            configuration(
-                &mut found,
-                workspace,
-                provider,
-                selected,
-                stack,
-                config,
-                env,
-                interactive,
-            );
-            secrets(
-                &mut found,
-                workspace,
-                provider,
-                selected,
-                stack,
-                stored,
-                env,
-                interactive,
-            );
+/// What a run's checks look at. A run makes them in two steps, each refusing with one error
+/// (docs/commands.md, "validate": the same checks, the same words): `configuration` before
+/// anything else, `needs` (for `up`) before anything is asked.
+pub struct RunChecks<'a> {
+    pub deployment: &'a crate::deployment::Deployment,
+    pub selected: &'a Plan<'a>,
+    pub stack: &'a StackName,
+    pub config: &'a StackConfigFile,
+    /// The secrets project's own stack configuration.
+    pub stored: &'a StackConfigFile,
+    /// The environment, `MARA_SECRET_*` included.
+    pub env: &'a BTreeMap<String, String>,
+    pub interactive: bool,
+}
+
+impl RunChecks<'_> {
+    fn start(&self) -> Checks {
+        Checks {
+            root: Some(self.deployment.files.workspace.root.clone()),
+            ..Checks::default()
         }
-        (Operation::Up, true) if !config.is_first_run() => {
-            configuration(
-                &mut found,
-                workspace,
-                provider,
-                selected,
-                stack,
-                config,
-                env,
-                interactive,
-            );
-        }
-        _ => provider_lock(&mut found, workspace, provider, config),
     }
-    found.refuse()
+
+    fn configuration_into(&self, found: &mut Checks) {
+        configuration(
+            found,
+            &self.deployment.files.workspace,
+            &self.deployment.provider,
+            self.selected,
+            self.stack,
+            self.config,
+            self.env,
+            self.interactive,
+        );
+    }
+
+    /// The provider that built the stack; for an `up` of a stack that has its configuration, the
+    /// keys the selected projects require.
+    pub fn configuration(&self, operation: crate::engine::Operation) -> Result<()> {
+        let mut found = self.start();
+        if operation == crate::engine::Operation::Up && !self.config.is_first_run() {
+            self.configuration_into(&mut found);
+        } else {
+            let files = &self.deployment.files;
+            provider_lock(
+                &mut found,
+                &files.workspace,
+                &self.deployment.provider,
+                self.config,
+            );
+        }
+        found.refuse()
+    }
+
+    /// After a first run wrote `config` from its answers: every key the selected projects require
+    /// is set (an optional question answered with nothing leaves one unset).
+    pub fn answered(&self) -> Result<()> {
+        let mut found = self.start();
+        let workspace = &self.deployment.files.workspace;
+        let file = workspace.display(self.config.path()).display().to_string();
+        unset(&mut found, &required(self.selected), self.config, &file);
+        found.refuse()
+    }
+
+    /// What an `up` needs before it can go on: a first run's answers and the secrets not stored
+    /// yet — without a terminal, only what the environment supplies.
+    pub fn needs(&self) -> Result<()> {
+        let mut found = self.start();
+        if self.config.is_first_run() {
+            self.configuration_into(&mut found);
+        }
+        secrets(
+            &mut found,
+            &self.deployment.files.workspace,
+            &self.deployment.provider,
+            self.selected,
+            self.stack,
+            self.stored,
+            self.env,
+            self.interactive,
+        );
+        found.refuse()
+    }
 }
 
 /// The stack's configuration: its first run, the provider that built it, and the keys the
@@ -196,17 +219,7 @@ pub fn configuration(
     interactive: bool,
 ) {
     let file = workspace.display(config.path()).display().to_string();
-    // The keys each selected project requires, and which projects require each.
-    let mut required: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for &i in plan.order() {
-        let project = plan.graph.project(i);
-        for key in &project.required_config {
-            required
-                .entry(key.as_str())
-                .or_default()
-                .push(project.path.as_str());
-        }
-    }
+    let required = required(plan);
     let Some(values) = config.config() else {
         let kubeconfig = workspace.kubeconfig_file(stack).display().to_string();
         let asking = Asking {
@@ -232,21 +245,7 @@ pub fn configuration(
         return;
     };
     infra_type(checks, workspace, provider, values);
-    let mut missing = 0;
-    for (key, projects) in &required {
-        if *key != INFRA_TYPE_KEY && !values.contains(key) {
-            missing += 1;
-            checks.fail(
-                "configuration",
-                format!(
-                    "{file}: `{key}`: required by {} but not set",
-                    projects.join(", ")
-                ),
-                Some(format!("add `{key}: <value>` under `config:` in {file}")),
-            );
-        }
-    }
-    if missing == 0 {
+    if unset(checks, &required, config, &file) == 0 {
         let n = values.values.len();
         checks.pass(
             "configuration",
@@ -279,6 +278,45 @@ struct Asking<'a> {
     kubeconfig: &'a str,
     env: &'a BTreeMap<String, String>,
     interactive: bool,
+}
+
+/// Each required key that `config` does not set, as a failed check; how many there are.
+fn unset(
+    checks: &mut Checks,
+    required: &BTreeMap<&str, Vec<&str>>,
+    config: &StackConfigFile,
+    file: &str,
+) -> usize {
+    let mut missing = 0;
+    for (key, projects) in required {
+        if *key != INFRA_TYPE_KEY && !config.config().is_some_and(|c| c.contains(key)) {
+            missing += 1;
+            checks.fail(
+                "configuration",
+                format!(
+                    "{file}: `{key}`: required by {} but not set",
+                    projects.join(", ")
+                ),
+                Some(format!("add `{key}: <value>` under `config:` in {file}")),
+            );
+        }
+    }
+    missing
+}
+
+/// The keys each selected project requires, and which projects require each.
+fn required<'p>(plan: &Plan<'p>) -> BTreeMap<&'p str, Vec<&'p str>> {
+    let mut required: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for &i in plan.order() {
+        let project = plan.graph.project(i);
+        for key in &project.required_config {
+            required
+                .entry(key.as_str())
+                .or_default()
+                .push(project.path.as_str());
+        }
+    }
+    required
 }
 
 /// A stack without configuration: what its first run asks, and — without a terminal, where
