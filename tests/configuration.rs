@@ -322,21 +322,26 @@ fn the_provider_comes_from_the_stack_when_not_given() {
 }
 
 #[test]
-fn a_stack_that_conflicts_with_the_environment_file_is_a_usage_error() {
-    let ws = Workspace::new(&[("config/pulumi/environment", "PULUMI_STACK=dev\n")]);
+fn the_stack_on_the_command_line_wins_over_the_environment_file() {
+    let ws = Workspace::new(&[
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        ("config/pulumi/Pulumi.prod.yaml", "config:\n  aws:region: eu-west-1\n"),
+    ]);
     let output = ws
         .mara()
-        .args(["show-execution", "--stack", "prod"])
+        .args(["validate", "-p", "aws", "--stack", "prod", "--output", "json"])
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let err = stderr(&output);
-    assert!(
-        err.contains("config/pulumi/environment:1")
-            && err.contains("`prod`")
-            && err.contains("PULUMI_STACK=dev"),
-        "{err}"
-    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["stack"], "prod", "{}", stderr(&output));
+    let output = ws
+        .mara()
+        .args(["validate", "-p", "aws", "--output", "json"])
+        .env("MARA_STACK", "prod")
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["stack"], "prod");
     let output = ws
         .mara()
         .args(["validate", "--stack", "dev/x", "-p", "aws"])

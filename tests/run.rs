@@ -814,3 +814,34 @@ fn a_project_whose_task_panics_is_failed_and_leaves_no_process() {
     let history: Value = serde_json::from_slice(&history.stdout).unwrap();
     assert_eq!(history[0]["status"], "failed", "the ledger says so too");
 }
+
+#[test]
+fn the_stack_on_the_command_line_reaches_every_process() {
+    // The environment file names `dev`; `--stack prod` wins, and no process sees `dev`.
+    let ws = common::Workspace::new(&[
+        ("mara.toml", "provider = \"p\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "providers/p.toml",
+            "description = \"p\"\n\
+             [[project]]\npath = \"a\"\nup = \"echo \\\"stack=$PULUMI_STACK/$MARA_STACK\\\"\"\ndestroy = \"true\"\n\
+             [[project.on_success]]\nkind = \"command\"\nrun = \"echo \\\"hook=$PULUMI_STACK/$MARA_STACK\\\"\"\n",
+        ),
+    ]);
+    let output = ws
+        .mara()
+        .args(["up", "--yes", "--stack", "prod"])
+        .output()
+        .unwrap();
+    let out = common::stdout(&output);
+    assert!(output.status.success(), "{out}{}", common::stderr(&output));
+    assert!(
+        out.contains("stack=prod/prod") && out.contains("hook=prod/prod"),
+        "{out}"
+    );
+    assert!(out.contains("up on stack prod"), "{out}");
+    assert!(
+        ws.path().join("config/pulumi/Pulumi.prod.yaml").is_file(),
+        "the first run wrote prod's configuration"
+    );
+}

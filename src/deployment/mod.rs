@@ -79,12 +79,16 @@ impl StackFiles {
     }
 
     /// The environment of every process mara starts for the stack: the process environment
-    /// overlaid by the environment file, mara's defaults, and a relative `file://` backend URL
-    /// made absolute. `MARA_SECRET_*` is still in it: `configure::strip_secret_variables` takes
+    /// overlaid by the environment file, mara's defaults, a relative `file://` backend URL made
+    /// absolute, and `PULUMI_STACK` the stack chosen. `MARA_SECRET_*` is still in it: `configure::strip_secret_variables` takes
     /// it out before any engine or hook sees it.
     pub fn environment(&self, settings: &Settings) -> BTreeMap<String, String> {
         let mut env = envfile::merged_environment(&settings.env, self.env_file.as_ref());
         resolve_backend_url(&mut env, &self.workspace.root);
+        // The stack of this invocation, whatever the environment file says.
+        if let Some(stack) = &self.stack {
+            env.insert("PULUMI_STACK".into(), stack.name.to_string());
+        }
         env
     }
 

@@ -66,9 +66,10 @@ pub struct ResolvedStack {
 
 /// `--stack`, else `MARA_STACK`, else `PULUMI_STACK` (environment file, then process environment).
 ///
-/// `Ok(None)` when no source names one. A name chosen explicitly (flag or `MARA_STACK`) that differs
-/// from the environment file's `PULUMI_STACK` is a usage error showing both: the file is what every
-/// engine process sees, so running with another name would deploy two stacks at once.
+/// `Ok(None)` when no source names one. The environment file's `PULUMI_STACK` is the default: a
+/// stack chosen on the command line (or by `MARA_STACK`) wins, as Pulumi users expect, and mara
+/// passes it to every engine explicitly (`PULUMI_STACK` in their environment included), so the
+/// file's value never leaks into a run.
 pub fn resolve(
     flag: Option<&str>,
     process_env: &BTreeMap<String, String>,
@@ -84,20 +85,6 @@ pub fn resolve(
                 .map(|v| (v.clone(), StackSource::MaraStackVariable))
         });
     let (raw, source) = match (explicit, file_entry) {
-        (Some((name, source)), Some((file, entry))) if name != entry.value => {
-            return Err(Error::usage(
-                Problem::new(format!(
-                    "stack `{name}` given by {source}, but the environment file sets PULUMI_STACK={}",
-                    entry.value
-                ))
-                .at(Location::line(&file.path, entry.line))
-                .hint(format!(
-                    "use `--stack {}`, or change PULUMI_STACK in {} to deploy `{name}`",
-                    entry.value,
-                    file.path.display()
-                )),
-            ));
-        }
         (Some(explicit), _) => explicit,
         (None, Some((_, entry))) => (entry.value.clone(), StackSource::EnvironmentFile),
         (None, None) => match process_env.get("PULUMI_STACK").filter(|v| !v.is_empty()) {
@@ -176,15 +163,14 @@ mod tests {
     }
 
     #[test]
-    fn a_conflict_with_the_file_shows_both_names() {
+    fn the_command_line_wins_over_the_file() {
         let f = file("# x\nPULUMI_STACK=dev\n");
-        let err = resolve(Some("prod"), &BTreeMap::new(), Some(&f)).unwrap_err();
-        let text = err.to_string();
-        assert!(
-            text.contains("`prod` given by --stack") && text.contains("PULUMI_STACK=dev"),
-            "{text}"
-        );
-        assert!(text.starts_with("config/pulumi/environment:2:"), "{text}");
-        assert_eq!(err.exit_code(), crate::error::exit::USAGE);
+        let r = resolve(Some("prod"), &BTreeMap::new(), Some(&f))
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.name.as_str(), r.source), ("prod", StackSource::Flag));
+        let mara = BTreeMap::from([("MARA_STACK".to_string(), "ci".to_string())]);
+        let r = resolve(None, &mara, Some(&f)).unwrap().unwrap();
+        assert_eq!((r.name.as_str(), r.source), ("ci", StackSource::MaraStackVariable));
     }
 }
