@@ -325,11 +325,16 @@ fn the_provider_comes_from_the_stack_when_not_given() {
 fn the_stack_on_the_command_line_wins_over_the_environment_file() {
     let ws = Workspace::new(&[
         ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
-        ("config/pulumi/Pulumi.prod.yaml", "config:\n  aws:region: eu-west-1\n"),
+        (
+            "config/pulumi/Pulumi.prod.yaml",
+            "config:\n  aws:region: eu-west-1\n",
+        ),
     ]);
     let output = ws
         .mara()
-        .args(["validate", "-p", "aws", "--stack", "prod", "--output", "json"])
+        .args([
+            "validate", "-p", "aws", "--stack", "prod", "--output", "json",
+        ])
         .output()
         .unwrap();
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();

@@ -845,3 +845,32 @@ fn the_stack_on_the_command_line_reaches_every_process() {
         "the first run wrote prod's configuration"
     );
 }
+
+#[test]
+fn a_run_that_cannot_start_stops_before_anything_is_asked_written_or_run() {
+    let d = Deployment::new();
+    // A first run (no configuration yet), a project directory gone, and no kubectl or pulumi:
+    // every problem at once, exit 3, and nothing touched.
+    std::fs::remove_file(d.root().join("config/pulumi/Pulumi.dev.yaml")).unwrap();
+    std::fs::remove_dir_all(d.root().join("kubernetes/certmgr")).unwrap();
+    std::fs::remove_file(d.root().join("kubernetes/logstore/Pulumi.yaml")).unwrap();
+    let before = common::tree(d.root());
+    let output = d
+        .mara()
+        .args(["up", "--yes"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let err = common::stderr(&output);
+    for expected in [
+        "kubernetes/certmgr: no directory kubernetes/certmgr",
+        "kubernetes/logstore: no Pulumi.yaml in kubernetes/logstore",
+        "pulumi: not found on PATH",
+        "this is the stack's first run",
+    ] {
+        assert!(err.contains(expected), "{expected} missing from:\n{err}");
+    }
+    assert!(d.calls().is_empty(), "an engine was called");
+    assert_eq!(common::tree(d.root()), before, "something was written");
+}

@@ -227,3 +227,41 @@ fn quiet_shows_only_what_went_wrong() {
         "{out}"
     );
 }
+
+#[test]
+fn a_python_project_without_its_virtualenv_is_reported() {
+    let ws = Workspace::new(&[
+        (
+            "providers/py.toml",
+            "description = \"py\"\n[[project]]\npath = \"app\"\n",
+        ),
+        (
+            "app/Pulumi.yaml",
+            "name: app\nruntime:\n  name: python\n  options:\n    virtualenv: ../venv\n",
+        ),
+    ]);
+    let output = ws
+        .mara()
+        .args(["validate", "-p", "py", "-s", "dev"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let out = stdout(&output);
+    assert!(
+        out.contains(
+            "app: its Pulumi.yaml runs Python in the virtualenv venv, which does not exist"
+        ),
+        "{out}"
+    );
+    std::fs::create_dir_all(ws.path().join("venv/bin")).unwrap();
+    let output = ws
+        .mara()
+        .args(["validate", "-p", "py", "-s", "dev"])
+        .output()
+        .unwrap();
+    assert!(
+        !stdout(&output).contains("virtualenv"),
+        "{}",
+        stdout(&output)
+    );
+}

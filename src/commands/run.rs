@@ -72,7 +72,8 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
     };
 
     // Check everything that can be checked of what runs, before anything is asked, written or
-    // run: the configuration (exit 3), that a confirmation can be given (exit 2), what `up`
+    // run: the configuration, the projects' files and the tools (exit 3; a dry run runs nothing,
+    // and checks only the configuration), that a confirmation can be given (exit 2), what `up`
     // needs to ask for (exit 3).
     let checks = RunChecks {
         deployment,
@@ -83,11 +84,22 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
         env: &with_secrets,
         interactive: settings.interactive,
     };
-    checks.configuration(run.operation)?;
+    let asks = run.operation == Operation::Up && !run.dry_run;
+    let found = match run.dry_run {
+        true => checks.configuration(run.operation),
+        false => checks.preflight(run.operation),
+    };
+    if let Err(Error::Problems(mut problems)) = found {
+        // Said at once with what `up` would need asked, so that one run shows every problem.
+        if let (true, Err(Error::Problems(more))) = (asks, checks.needs()) {
+            problems.extend(more);
+        }
+        return Err(Error::Problems(problems));
+    }
     if run.confirmation == Confirmation::Refused {
         return Err(Confirmation::refusal(run.operation));
     }
-    if run.operation == Operation::Up && !run.dry_run {
+    if asks {
         checks.needs()?;
     }
     let started = SystemTime::now();

@@ -18,6 +18,8 @@ pub struct PulumiProject {
     pub runtime: Option<String>,
     /// `stackConfigDir`, or the legacy `config: <dir>` string, relative to the project directory.
     pub stack_config_dir: Option<String>,
+    /// `runtime.options.virtualenv` (Python), relative to the project directory.
+    pub virtualenv: Option<String>,
 }
 
 impl PulumiProject {
@@ -63,6 +65,12 @@ impl PulumiProject {
                 .map(str::to_string),
             _ => None,
         };
+        let virtualenv = top
+            .get("runtime")
+            .and_then(|r| r.get("options"))
+            .and_then(|o| o.get("virtualenv"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
         let stack_config_dir = match (top.get("stackConfigDir"), top.get("config")) {
             (Some(Value::String(dir)), _) | (None, Some(Value::String(dir))) => Some(dir.clone()),
             _ => None,
@@ -72,6 +80,7 @@ impl PulumiProject {
             name,
             runtime,
             stack_config_dir,
+            virtualenv,
         })
     }
 }
@@ -92,6 +101,7 @@ mod tests {
         let p = load("name: aws-vpc\nruntime:\n  name: python\n  options:\n    virtualenv: ../venv\nconfig: ../../../config/pulumi\n").unwrap();
         assert_eq!(p.name, "aws-vpc");
         assert_eq!(p.runtime.as_deref(), Some("python"));
+        assert_eq!(p.virtualenv.as_deref(), Some("../venv"));
         assert_eq!(
             p.stack_config_dir.as_deref(),
             Some("../../../config/pulumi")

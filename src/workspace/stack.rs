@@ -171,6 +171,9 @@ mod tests {
         assert_eq!((r.name.as_str(), r.source), ("prod", StackSource::Flag));
         let mara = BTreeMap::from([("MARA_STACK".to_string(), "ci".to_string())]);
         let r = resolve(None, &mara, Some(&f)).unwrap().unwrap();
-        assert_eq!((r.name.as_str(), r.source), ("ci", StackSource::MaraStackVariable));
+        assert_eq!(
+            (r.name.as_str(), r.source),
+            ("ci", StackSource::MaraStackVariable)
+        );
     }
 }

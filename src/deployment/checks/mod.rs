@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-pub use projects::projects;
+pub use projects::{preflight, projects};
 pub use tools::tools;
 
 use crate::configure::{self, Needs};
@@ -160,18 +160,36 @@ impl RunChecks<'_> {
     /// keys the selected projects require.
     pub fn configuration(&self, operation: crate::engine::Operation) -> Result<()> {
         let mut found = self.start();
+        self.configuration_into_found(operation, &mut found);
+        found.refuse()
+    }
+
+    /// Everything a run needs in place before it starts: the configuration (as `configuration`),
+    /// every selected project's directory and entry file, the secrets project when `up` stores
+    /// secrets, and the tools on the PATH the run's processes get (`env`).
+    pub fn preflight(&self, operation: crate::engine::Operation) -> Result<()> {
+        let mut found = self.start();
+        self.configuration_into_found(operation, &mut found);
+        let workspace = &self.deployment.files.workspace;
+        let stores_secrets = operation == crate::engine::Operation::Up
+            && !configure::secrets_of(self.selected).is_empty();
+        preflight(&mut found, workspace, self.selected, stores_secrets);
+        tools(&mut found, workspace, self.selected, self.env);
+        found.refuse()
+    }
+
+    fn configuration_into_found(&self, operation: crate::engine::Operation, found: &mut Checks) {
         if operation == crate::engine::Operation::Up && !self.config.is_first_run() {
-            self.configuration_into(&mut found);
+            self.configuration_into(found);
         } else {
             let files = &self.deployment.files;
             provider_lock(
-                &mut found,
+                found,
                 &files.workspace,
                 &self.deployment.provider,
                 self.config,
             );
         }
-        found.refuse()
     }
 
     /// After a first run wrote `config` from its answers: every key the selected projects require

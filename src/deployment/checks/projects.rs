@@ -104,23 +104,29 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
                                 );
                             }
                         }
+                        if let Some(venv) = &pulumi.virtualenv
+                            && !dir.join(venv).join("bin").is_dir()
+                        {
+                            let shown = workspace
+                                .display(&normalize(&dir.join(venv)))
+                                .display()
+                                .to_string();
+                            checks.fail(
+                                "project",
+                                format!("{path}: its Pulumi.yaml runs Python in the virtualenv {shown}, which does not exist"),
+                                Some(format!(
+                                    "create it: `python3 -m venv {shown}` and install the project's requirements into it (or `pulumi install` in {})",
+                                    workspace.display(&dir).display()
+                                )),
+                            );
+                        }
                         names.entry(pulumi.name).or_default().push(path);
                     }
                     Err(error) => checks.fail_with("project", error),
                 }
             }
             EngineKind::Terraform | EngineKind::Tofu => {
-                let modules = std::fs::read_dir(&dir)
-                    .map(|entries| {
-                        entries
-                            .filter_map(|e| e.ok())
-                            .filter(|e| {
-                                let name = e.file_name().to_string_lossy().into_owned();
-                                name.ends_with(".tf") || name.ends_with(".tf.json")
-                            })
-                            .count()
-                    })
-                    .unwrap_or(0);
+                let modules = terraform_files(&dir);
                 if modules == 0 {
                     checks.fail(
                         "project",
@@ -168,6 +174,78 @@ fn normalize(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// Before a run (docs/commands.md, "up, preview, refresh, destroy"): every selected project's
+/// directory and entry file exists — looked for, not read (an engine reads its own files) — and,
+/// when the run stores secrets, the secrets project. Command projects may have no directory.
+pub fn preflight(
+    checks: &mut Checks,
+    workspace: &Workspace,
+    plan: &Plan<'_>,
+    secrets_needed: bool,
+) {
+    let default_engine = workspace.settings.engine;
+    let mut missing_dirs = 0;
+    for &i in plan.order() {
+        let project = plan.graph.project(i);
+        let path = project.path.as_str();
+        let dir = workspace.project_dir(path);
+        let shown = workspace.display(&dir).display().to_string();
+        let engine = project.engine_or(default_engine);
+        if engine == EngineKind::Command {
+            continue;
+        }
+        if !dir.is_dir() {
+            missing_dirs += 1;
+            let hint = (missing_dirs == 1).then(|| {
+                format!(
+                    "create the project there, or point `projects_dir` in mara.toml (now \"{}\") at the directory that holds the projects",
+                    workspace.settings.projects_dir
+                )
+            });
+            checks.fail("project", format!("{path}: no directory {shown}"), hint);
+            continue;
+        }
+        let has_entry = match engine {
+            EngineKind::Pulumi => PulumiProject::find(&dir).is_some(),
+            _ => terraform_files(&dir) > 0,
+        };
+        if !has_entry {
+            let what = match engine {
+                EngineKind::Pulumi => "Pulumi.yaml",
+                _ => ".tf files",
+            };
+            checks.fail("project", format!("{path}: no {what} in {shown}"), None);
+        }
+    }
+    let secrets_project = &workspace.settings.secrets_project;
+    let dir = workspace.project_dir(secrets_project);
+    if secrets_needed && plan.graph.find(secrets_project).is_ok() && !dir.is_dir() {
+        checks.fail(
+            "secrets",
+            format!(
+                "the secrets project {secrets_project} has no directory {}",
+                workspace.display(&dir).display()
+            ),
+            Some("the selected projects' secrets are stored there: create it, or set `secrets_project` in mara.toml".into()),
+        );
+    }
+}
+
+/// How many Terraform files (`.tf`, `.tf.json`) `dir` holds.
+fn terraform_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.ends_with(".tf") || name.ends_with(".tf.json")
+                })
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
