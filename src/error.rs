@@ -21,6 +21,8 @@ pub mod exit {
     pub const DRIFT: i32 = 4;
     /// Another run holds the stack's lock.
     pub const LOCKED: i32 = 5;
+    /// The person at the terminal did not confirm: nothing was deployed or destroyed.
+    pub const DECLINED: i32 = 6;
     /// Interrupted by Ctrl-C or SIGTERM.
     pub const INTERRUPTED: i32 = 130;
 }
@@ -230,6 +232,9 @@ pub enum Error {
     /// The run was interrupted (exit 130).
     #[error("interrupted")]
     Interrupted,
+    /// The confirmation was answered no (exit 6); the problem says what was already stored.
+    #[error("{0}")]
+    Declined(Box<Problem>),
     /// `validate` found problems; its report has already been printed (exit 3).
     #[error("validation found {failed} {}", plural(*failed, "problem", "problems"))]
     ValidationFailed { failed: usize },
@@ -285,6 +290,7 @@ impl Error {
             Error::Drift { .. } => exit::DRIFT,
             Error::Interrupted => exit::INTERRUPTED,
             Error::Locked(_) => exit::LOCKED,
+            Error::Declined(_) => exit::DECLINED,
             Error::ToolFailed { code, .. } => *code,
         }
     }
@@ -333,7 +339,9 @@ impl Error {
     /// The individual problems, for reporting each on its own line.
     pub fn problems(&self) -> &[Problem] {
         match self {
-            Error::Usage(problem) | Error::Locked(problem) => std::slice::from_ref(&**problem),
+            Error::Usage(problem) | Error::Locked(problem) | Error::Declined(problem) => {
+                std::slice::from_ref(&**problem)
+            }
             Error::Problems(problems) => problems,
             _ => &[],
         }

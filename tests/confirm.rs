@@ -34,12 +34,27 @@ fn up_previews_shows_the_changes_and_asks() {
     );
     terminal.type_keys("\r");
     let (code, screen) = terminal.finish();
-    assert_eq!(code, 2, "{screen}");
+    assert_eq!(code, 6, "{screen}");
     assert!(
-        screen.contains("not confirmed: nothing was changed"),
+        screen.contains("not confirmed: nothing was deployed"),
+        "{screen}"
+    );
+    // It says what stays: here the empty stacks the preview created.
+    assert!(
+        screen.contains("the empty stack `dev` the preview created in infrastructure/local/cluster, infrastructure/local/registry"),
         "{screen}"
     );
     assert!(!deployed(d.root(), "local-cluster"));
+    let history = d
+        .mara()
+        .args(["--output", "json", "history"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        common::stdout(&history).trim(),
+        "[]",
+        "a declined run is not in the history"
+    );
 
     // details, then yes.
     let mut terminal =
@@ -68,7 +83,11 @@ fn destroy_asks_for_the_stack_name() {
     terminal.wait_for("Type the stack name (dev) to confirm");
     terminal.type_keys("prod\r");
     let (code, screen) = terminal.finish();
-    assert_eq!(code, 2, "{screen}");
+    assert_eq!(code, 6, "{screen}");
+    assert!(
+        screen.contains("not confirmed: nothing was destroyed"),
+        "{screen}"
+    );
     assert!(
         screen.contains("infrastructure/local/cluster"),
         "it lists what it would destroy: {screen}"

@@ -874,3 +874,83 @@ fn a_run_that_cannot_start_stops_before_anything_is_asked_written_or_run() {
     assert!(d.calls().is_empty(), "an engine was called");
     assert_eq!(common::tree(d.root()), before, "something was written");
 }
+
+#[test]
+fn destroy_and_refresh_never_create_a_stack() {
+    let d = Deployment::new();
+    let created = |d: &Deployment| {
+        d.calls()
+            .iter()
+            .filter(|c| {
+                let argv = c["argv"].as_array().unwrap();
+                argv.iter().any(|a| a == "--create") || argv.iter().any(|a| a == "init")
+            })
+            .count()
+    };
+    // A typo of a stack that was never deployed anywhere: exit 3 naming it, only read-only
+    // calls, nothing recorded.
+    d.mara()
+        .args(["up", "--yes", "--only", "cluster", "--only", "registry"])
+        .assert()
+        .success();
+    let created_by_up = created(&d);
+    for operation in ["destroy", "refresh"] {
+        let output = d
+            .mara()
+            .args([operation, "--yes", "-s", "prdo"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(3));
+        let err = common::stderr(&output);
+        assert!(
+            err.contains(
+                "stack `prdo` does not exist in any selected project (the stacks that exist: dev)"
+            ),
+            "{err}"
+        );
+    }
+    assert_eq!(created(&d), created_by_up, "a stack was created");
+    assert!(d.operations("destroy").is_empty() && d.operations("refresh").is_empty());
+
+    // dev exists for two projects only: the others are reported as such and not touched.
+    let output = d
+        .mara()
+        .args(["destroy", "--yes", "--output", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let status = |path: &str| {
+        summary["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["path"] == path)
+            .unwrap()["status"]
+            .clone()
+    };
+    assert_eq!(status("infrastructure/local/cluster"), "succeeded");
+    assert_eq!(status("kubernetes/logstore"), "skipped");
+    let mut destroyed: Vec<String> = d
+        .operations("destroy")
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    destroyed.sort();
+    assert_eq!(
+        destroyed,
+        [
+            "infrastructure/local/cluster",
+            "infrastructure/local/registry"
+        ],
+        "only the deployed projects"
+    );
+    assert_eq!(created(&d), created_by_up, "a stack was created");
+    // Never deployed: `mara output` says null.
+    let output = d
+        .mara()
+        .args(["output", "kubernetes/logstore"])
+        .output()
+        .unwrap();
+    assert_eq!(common::stdout(&output).trim(), "null");
+}

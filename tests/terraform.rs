@@ -360,3 +360,51 @@ fn a_tofu_module_runs_the_tofu_binary() {
     let outputs: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(outputs["url"], "https://app.mara-dev.localhost");
 }
+
+#[test]
+fn destroy_and_refresh_never_make_a_workspace() {
+    if common::terraform().is_none() {
+        return;
+    }
+    let m = Modules::new("terraform-local");
+    // Nothing deployed: no module has the stack's workspace, and neither run makes one.
+    for operation in ["refresh", "destroy"] {
+        let output = m
+            .mara()
+            .args([operation, "--yes", "--stack", "prdo"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+        assert!(
+            common::stderr(&output).contains("stack `prdo` does not exist in any selected project"),
+            "{}",
+            common::stderr(&output)
+        );
+    }
+    assert!(!m.root().join("network/terraform.tfstate.d/prdo").exists());
+    let history = m
+        .mara()
+        .args(["--output", "json", "history", "--all-stacks"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        common::stdout(&history).trim(),
+        "[]",
+        "a run that found nothing to do is not in the history"
+    );
+    // Deployed on dev, `network` only: destroying dev leaves `app` untouched and says why.
+    let (code, report) = m.run(&["up", "--yes", "--only", "network"]);
+    assert_eq!(code, 0, "{report:#}");
+    let (code, report) = m.run(&["destroy", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(project(&report, "app")["status"], "skipped");
+    assert!(
+        project(&report, "app")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist here"),
+        "{report:#}"
+    );
+    assert_eq!(project(&report, "network")["status"], "succeeded");
+    assert!(!m.root().join("app/terraform.tfstate.d/dev").exists());
+}

@@ -142,7 +142,18 @@ pub fn history(settings: &Settings, limit: usize, all_stacks: bool) -> Result<()
     let (workspace, stack) = stack(settings)?;
     let stack = if all_stacks { None } else { stack };
     let runs = match open_existing(&workspace)? {
-        Some(ledger) => ledger.runs(stack.as_deref(), limit)?,
+        Some(ledger) => {
+            let mut runs = ledger.runs(stack.as_deref(), limit)?;
+            // Each with its projects (the JSON lists them; the table does not).
+            if settings.output == OutputFormat::Json {
+                for run in &mut runs {
+                    if let Some(full) = ledger.run(&run.run_id)? {
+                        *run = full;
+                    }
+                }
+            }
+            runs
+        }
         None => Vec::new(),
     };
     let text = match settings.output {

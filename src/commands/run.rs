@@ -16,15 +16,15 @@ use crate::engine::{Operation, has_changes};
 use crate::error::{Error, Problem, Result, plural};
 use crate::graph::Plan;
 use crate::ledger::{self, RunStart};
-use crate::run::events::{Sink, run_status};
+use crate::run::events::{Outcome, ProjectReport, Sink, run_status};
 use crate::run::narrow::{self, Resume};
-use crate::run::plan::{Planner, RunPlan};
-use crate::run::project::Context;
+use crate::run::plan::{self, Planner, RunPlan};
+use crate::run::project::{self, Context};
 use crate::run::recorder::Recorder;
 use crate::run::redact::Redactor;
 use crate::run::runner::{Runner, Schedule};
 use crate::run::scheduler::FailurePolicy;
-use crate::run::{kubeconfig, prepare};
+use crate::run::{kubeconfig, prepare, stacks};
 use crate::settings::run::{Confirmation, Mode, RunSettings};
 use crate::settings::{OutputFormat, Settings};
 use crate::status::{ProjectStatus, RunStatus};
@@ -102,6 +102,27 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
     if asks {
         checks.needs()?;
     }
+    // `destroy` and `refresh` never create a stack: the projects without it are not touched, and
+    // when none has it, nothing runs.
+    let absent = match run.operation {
+        Operation::Destroy | Operation::Refresh if !run.dry_run => {
+            let mut env = with_secrets.clone();
+            configure::strip_secret_variables(&mut env);
+            let color = settings.stdout_style.enabled;
+            let pulumi = plan::pulumi(deployment, stack, &config, color);
+            let found = stacks::find(&selected, &files.workspace, &pulumi, &env, run.parallel);
+            if found.all_asked && found.absent.len() == selected.len() {
+                return Err(no_such_stack(stack, &found.stacks));
+            }
+            let reason = project::absent(stack.name.as_str());
+            found
+                .absent
+                .into_iter()
+                .map(|i| (i, reason.clone()))
+                .collect()
+        }
+        _ => BTreeMap::new(),
+    };
     let started = SystemTime::now();
     let run_id = clock::run_id(started);
     let planner = Planner {
@@ -112,6 +133,7 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
         run_id: &run_id,
         color: settings.stdout_style.enabled,
         remove_stacks: run.remove_stacks,
+        absent: &absent,
     };
     if run.dry_run {
         let plan = planner.plan(run.operation, &config, "");
@@ -138,13 +160,24 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
         with_secrets: &with_secrets,
         started,
     };
-    let result = go(settings, run, &planner, prepared, recorder.as_mut());
+    let mut ran = false;
+    let result = go(
+        settings,
+        run,
+        &planner,
+        prepared,
+        recorder.as_mut(),
+        &mut ran,
+    );
     if let Some(recorder) = recorder {
-        recorder.finish(match &result {
-            Ok(()) => RunStatus::Succeeded,
-            Err(Error::Interrupted) => RunStatus::Cancelled,
-            Err(_) => RunStatus::Failed,
-        })?;
+        // The history lists what ran: a run refused, not confirmed or interrupted before any of
+        // its projects ran is forgotten.
+        match (&result, ran) {
+            (Ok(()), _) => recorder.finish(RunStatus::Succeeded)?,
+            (Err(Error::Interrupted), true) => recorder.finish(RunStatus::Cancelled)?,
+            (Err(_), false) => recorder.forget()?,
+            (Err(_), true) => recorder.finish(RunStatus::Failed)?,
+        }
     }
     result
 }
@@ -158,13 +191,15 @@ struct Prepared<'a> {
     started: SystemTime,
 }
 
-/// Prepare, plan, confirm, execute, report.
+/// Prepare, plan, confirm, execute, report. `ran` says whether any project ran (as opposed to
+/// the run stopping before its projects, or finding none with the stack).
 fn go(
     settings: &Settings,
     run: &RunSettings,
     planner: &Planner<'_>,
     prepared: Prepared<'_>,
     recorder: Option<&mut Recorder>,
+    ran: &mut bool,
 ) -> Result<()> {
     let files = &planner.deployment.files;
     let workspace = &files.workspace;
@@ -194,6 +229,12 @@ fn go(
         }
         _ => (prepared.config.clone(), Vec::new()),
     };
+    let stored_now = Stored {
+        first_run: (run.operation == Operation::Up && prepared.config.is_first_run())
+            .then(|| workspace.display(config.path()).display().to_string()),
+        secrets: secrets.len(),
+        created: Vec::new(),
+    };
     secrets.extend(prepare::stored_secrets(
         &pulumi,
         &env,
@@ -220,7 +261,15 @@ fn go(
     let plan = planner.plan(run.operation, &config, "");
     if run.confirmation == Confirmation::Ask {
         let preview = || planner.plan(Operation::Preview, &config, "-preview");
-        confirm(settings, run, &runner, stack, &plan, preview, context())?;
+        if let Decision::Declined { created } =
+            confirm(settings, run, &runner, stack, &plan, preview, context())?
+        {
+            let stored = Stored {
+                created,
+                ..stored_now
+            };
+            return Err(declined(run.operation, stack, &stored, workspace));
+        }
     }
     if runner.interrupt().is_interrupted() {
         return Err(Error::Interrupted);
@@ -241,6 +290,7 @@ fn go(
         parallel: run.parallel,
         failure: run.failure,
     };
+    *ran = true;
     let reports = runner.execute(&plan, context(), schedule, &mut sinks);
     drop(ledger);
 
@@ -259,6 +309,11 @@ fn go(
         projects: reports,
     };
     summarize(settings, run, &summary)?;
+    let absent = |p: &ProjectReport| matches!(p.outcome, Outcome::Absent { .. });
+    if !summary.projects.is_empty() && summary.projects.iter().all(absent) {
+        *ran = false;
+        return Err(no_such_stack(stack, &Default::default()));
+    }
     outcome(run, &summary)
 }
 
@@ -299,6 +354,27 @@ fn summarize(settings: &Settings, run: &RunSettings, summary: &RunSummary) -> Re
         reports.json.as_deref(),
         reports.junit.as_deref(),
         reports.github_summary.as_deref(),
+    )
+}
+
+/// A `destroy` or `refresh` of a stack no selected project has (a typo, a stack never deployed).
+fn no_such_stack(stack: &ResolvedStack, existing: &std::collections::BTreeSet<String>) -> Error {
+    let existing = match existing.len() {
+        0 => "no stack exists yet".to_string(),
+        _ => format!(
+            "the stacks that exist: {}",
+            existing.iter().cloned().collect::<Vec<_>>().join(", ")
+        ),
+    };
+    Error::config(
+        Problem::new(format!(
+            "stack `{}` does not exist in any selected project ({existing}): nothing to do",
+            stack.name
+        ))
+        .hint(format!(
+            "the stack came from {}: check its name",
+            stack.source
+        )),
     )
 }
 
@@ -381,8 +457,17 @@ fn decide<'g>(
     }
 }
 
+/// What the person at the terminal answered.
+enum Decision {
+    Go,
+    /// Not confirmed; the projects whose stack the preview created.
+    Declined {
+        created: Vec<String>,
+    },
+}
+
 /// On a terminal: `up` previews every project, shows the combined changes and asks; `destroy`
-/// asks for the stack's name. Not confirming is a usage error (exit 2), nothing changed.
+/// asks for the stack's name.
 fn confirm(
     settings: &Settings,
     run: &RunSettings,
@@ -391,14 +476,15 @@ fn confirm(
     plan: &RunPlan,
     preview: impl FnOnce() -> RunPlan,
     context: Context,
-) -> Result<()> {
+) -> Result<Decision> {
     let style = settings.stderr_style;
     let stack = stack.name.as_str();
-    let (confirmed, what) = match run.operation {
+    let mut prompter = TerminalPrompter;
+    let (confirmed, created) = match run.operation {
         Operation::Destroy => {
             let projects: Vec<&str> = plan.projects.iter().map(|p| p.path.as_str()).collect();
-            let confirmed = confirm::destroy(&mut TerminalPrompter, stack, &projects, style)?;
-            (confirmed, "destroyed")
+            let confirmed = confirm::destroy(&mut prompter, stack, &projects, style)?;
+            (confirmed, Vec::new())
         }
         _ => {
             let preview = preview();
@@ -426,16 +512,69 @@ fn confirm(
             if runner.interrupt().is_interrupted() {
                 return Err(Error::Interrupted);
             }
-            let confirmed = confirm::update(&mut TerminalPrompter, &reports, &lines, style)?;
-            (confirmed, "changed")
+            let confirmed = confirm::update(&mut prompter, &reports, &lines, style)?;
+            let created = reports
+                .iter()
+                .filter(|r| r.created_stack)
+                .map(|r| r.path.clone())
+                .collect();
+            (confirmed, created)
         }
     };
-    match confirmed {
-        true => Ok(()),
-        false => Err(Error::usage(Problem::new(format!(
-            "not confirmed: nothing was {what}"
-        )))),
+    Ok(match confirmed {
+        true => Decision::Go,
+        false => Decision::Declined { created },
+    })
+}
+
+/// What an `up` had stored before its confirmation was declined.
+struct Stored {
+    /// The shared configuration a first run wrote.
+    first_run: Option<String>,
+    /// How many secrets it stored.
+    secrets: usize,
+    /// The projects whose stack the preview created.
+    created: Vec<String>,
+}
+
+/// "Not confirmed", and exactly what was already stored (exit 6).
+fn declined(
+    operation: Operation,
+    stack: &ResolvedStack,
+    stored: &Stored,
+    workspace: &crate::workspace::Workspace,
+) -> Error {
+    let what = match operation {
+        Operation::Destroy => "destroyed",
+        _ => "deployed",
+    };
+    let mut kept = Vec::new();
+    if let Some(file) = &stored.first_run {
+        kept.push(format!("the first run's answers in {file}"));
     }
+    if stored.secrets > 0 {
+        let secrets_project = &workspace.settings.secrets_project;
+        kept.push(format!(
+            "{} {} in {secrets_project}",
+            stored.secrets,
+            plural(stored.secrets, "secret", "secrets")
+        ));
+    }
+    if !stored.created.is_empty() {
+        kept.push(format!(
+            "the empty stack `{}` the preview created in {}",
+            stack.name,
+            stored.created.join(", ")
+        ));
+    }
+    let problem = Problem::new(format!("not confirmed: nothing was {what}"));
+    Error::Declined(Box::new(match kept.is_empty() {
+        true => problem,
+        false => problem.hint(format!(
+            "already stored, and kept for the next run: {}",
+            kept.join("; ")
+        )),
+    }))
 }
 
 /// What the run's outcome means as an exit: interrupted (130), a project failed (1), the preview

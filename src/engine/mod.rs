@@ -325,6 +325,16 @@ pub fn parse_outputs(engine: EngineKind, stdout: &str) -> serde_json::Value {
     }
 }
 
+/// Whether a failed step says that the stack it names does not exist (Pulumi's exit 6, a
+/// Terraform workspace that does not exist).
+pub fn is_missing_stack(engine: EngineKind, code: Option<i32>, stderr: &str) -> bool {
+    match engine {
+        EngineKind::Pulumi => pulumi::is_missing_stack(code, stderr),
+        EngineKind::Terraform | EngineKind::Tofu => terraform::is_missing_workspace(stderr),
+        EngineKind::Command => false,
+    }
+}
+
 /// Whether an engine's stderr says another run holds the stack's (or state's) lock.
 pub fn is_locked(stderr: &str) -> bool {
     pulumi::is_locked(stderr) || stderr.contains(terraform::LOCKED_MARKER)

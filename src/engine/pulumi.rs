@@ -59,10 +59,13 @@ impl Pulumi {
             if self.color { "always" } else { "never" },
             "--json",
         ]));
-        let mut steps = vec![
-            self.select_step(dir),
-            Step::new(StepKind::Operation, self.binary.clone(), op, dir),
-        ];
+        // `destroy` and `refresh` never create a stack: they name it, and a stack that does not
+        // exist fails them (exit 6), which the run reports as such.
+        let mut steps = match operation {
+            Operation::Up | Operation::Preview => vec![self.select_step(dir)],
+            Operation::Refresh | Operation::Destroy => Vec::new(),
+        };
+        steps.push(Step::new(StepKind::Operation, self.binary.clone(), op, dir));
         let stack = self.stack.as_str();
         match operation {
             Operation::Up => steps.push(self.step(
@@ -199,6 +202,16 @@ impl Pulumi {
         )
     }
 
+    /// `stack ls --json` in `dir`: the project's stacks, read-only.
+    pub fn list_step(&self, dir: &Path) -> Step {
+        self.step(
+            StepKind::Outputs,
+            dir,
+            &["--non-interactive", "stack", "ls", "--json"],
+            false,
+        )
+    }
+
     /// `config --json --show-secrets` in `dir` (the shared configuration with `shared`): how mara
     /// learns the secret values it must keep out of its output.
     pub fn read_config_step(&self, dir: &Path, shared: bool) -> Step {
@@ -234,7 +247,22 @@ pub fn secret_values(config_json: &str) -> Vec<String> {
         .collect()
 }
 
-/// Whether a failed `stack output` says the stack does not exist (exit 6, or "no stack named").
+/// The stack names of `stack ls --json` output (short: `dev`, also from `organization/p/dev`);
+/// `None` when it is not that output.
+pub fn stack_names(json: &str) -> Option<Vec<String>> {
+    let Ok(Value::Array(stacks)) = serde_json::from_str::<Value>(json) else {
+        return None;
+    };
+    Some(
+        stacks
+            .iter()
+            .filter_map(|s| s["name"].as_str())
+            .map(|name| name.rsplit('/').next().unwrap_or(name).to_string())
+            .collect(),
+    )
+}
+
+/// Whether a failed call says the stack does not exist (exit 6, or "no stack named").
 pub fn is_missing_stack(code: Option<i32>, stderr: &str) -> bool {
     code == Some(6) || stderr.contains("no stack named")
 }
@@ -436,7 +464,7 @@ mod tests {
             false,
         );
         assert_eq!(
-            steps[1].display(),
+            steps[0].display(),
             "pulumi --non-interactive refresh --yes --skip-preview --stack dev --color never --json"
         );
     }
@@ -457,12 +485,26 @@ mod tests {
                 .starts_with("pulumi --non-interactive preview --stack dev --config-file")
         );
         assert!(steps[1].args.iter().any(|a| a == "always"));
+        // destroy and refresh never create a stack: no `stack select --create`.
         let steps = p.steps("a", Path::new("/w/a"), Operation::Destroy, true);
+        assert_eq!(steps.len(), 2);
+        assert_eq!(steps[0].kind, StepKind::Operation);
         assert_eq!(
-            steps[2].display(),
+            steps[1].display(),
             "pulumi --non-interactive stack rm --yes --stack dev"
         );
-        assert_eq!(steps[2].kind, StepKind::Cleanup);
+        assert_eq!(steps[1].kind, StepKind::Cleanup);
+        let steps = p.steps("a", Path::new("/w/a"), Operation::Refresh, false);
+        assert!(
+            steps
+                .iter()
+                .all(|s| !s.args.contains(&"--create".to_string()))
+        );
+        assert_eq!(
+            stack_names(r#"[{"name": "dev", "current": true}, {"name": "organization/a/prod"}]"#),
+            Some(vec!["dev".to_string(), "prod".to_string()])
+        );
+        assert_eq!(stack_names("error"), None);
     }
 
     #[test]

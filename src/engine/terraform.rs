@@ -47,10 +47,14 @@ impl Terraform {
         };
         let init = step(StepKind::Prepare, &["init", "-input=false"]);
         let mut select = step(StepKind::Prepare, &["workspace", "select", &self.stack]);
-        select.fallback = Some(Box::new(step(
-            StepKind::Prepare,
-            &["workspace", "new", &self.stack],
-        )));
+        // Only `up` and `preview` make the stack's workspace; `destroy` and `refresh` of a stack
+        // that does not exist fail to select it, which the run reports as such.
+        if matches!(operation, Operation::Up | Operation::Preview) {
+            select.fallback = Some(Box::new(step(
+                StepKind::Prepare,
+                &["workspace", "new", &self.stack],
+            )));
+        }
         let mut steps = vec![init, select];
         let operation_words: &[&str] = match operation {
             Operation::Up => &["apply", "-auto-approve", "-input=false", "-json"],
@@ -90,6 +94,11 @@ impl Terraform {
         step.env.insert("TF_WORKSPACE".into(), self.stack.clone());
         step
     }
+}
+
+/// Whether a failed `workspace select` says the workspace does not exist.
+pub fn is_missing_workspace(output: &str) -> bool {
+    output.contains("doesn't exist") && output.contains("orkspace")
 }
 
 /// `TF_VAR_<key>` for every key of the shared configuration in `namespace` (`<namespace>:<key>`);

@@ -130,6 +130,10 @@ pub trait Ledger: Send {
     /// Records the run's end and releases its lock.
     fn finish(&mut self, run_id: &str, status: RunStatus, finished: &str) -> Result<()>;
 
+    /// Removes a run that never ran (refused, or not confirmed) and releases its lock: the
+    /// history lists what ran.
+    fn forget(&mut self, run_id: &str) -> Result<()>;
+
     /// Who holds `stack`'s lock now.
     fn holder(&self, stack: &str) -> Result<Option<Holder>>;
 
@@ -156,11 +160,12 @@ pub trait Ledger: Send {
 
 /// The user and host of this process, as a lock records them.
 pub fn whoami() -> (String, String) {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| {
-            // SAFETY: getuid has no preconditions.
-            format!("uid{}", unsafe { libc::getuid() })
+    let user = account_name()
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .or_else(|| std::env::var("LOGNAME").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| {
+            // SAFETY: geteuid has no preconditions.
+            format!("uid{}", unsafe { libc::geteuid() })
         });
     let mut buffer = [0u8; 256];
     // SAFETY: the buffer is large enough and gethostname writes at most its length.
@@ -171,6 +176,30 @@ pub fn whoami() -> (String, String) {
         "localhost".into()
     };
     (user, host)
+}
+
+/// The name of this process's account (what `id -un` says), from the password database.
+fn account_name() -> Option<String> {
+    let mut buffer = vec![0u8; 4096];
+    let mut entry = std::mem::MaybeUninit::<libc::passwd>::uninit();
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes the entry into `entry` and its strings into `buffer`, whose
+    // length it is given; `found` is null unless an entry was found.
+    let result = unsafe {
+        libc::getpwuid_r(
+            libc::geteuid(),
+            entry.as_mut_ptr(),
+            buffer.as_mut_ptr().cast(),
+            buffer.len(),
+            &mut found,
+        )
+    };
+    if result != 0 || found.is_null() {
+        return None;
+    }
+    // SAFETY: found points at `entry`, whose name points into `buffer`, NUL-terminated.
+    let name = unsafe { std::ffi::CStr::from_ptr((*found).pw_name) };
+    Some(name.to_string_lossy().into_owned()).filter(|n| !n.is_empty())
 }
 
 /// Whether process `pid` exists on this host.

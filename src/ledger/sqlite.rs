@@ -327,6 +327,23 @@ impl Ledger for SqliteLedger {
         transaction.commit().map_err(|e| db_error(&self.path, e))
     }
 
+    fn forget(&mut self, run_id: &str) -> Result<()> {
+        let transaction = self
+            .connection
+            .transaction()
+            .map_err(|e| db_error(&self.path, e))?;
+        for sql in [
+            "DELETE FROM locks WHERE run_id = ?1",
+            "DELETE FROM projects WHERE run_id = ?1",
+            "DELETE FROM runs WHERE run_id = ?1",
+        ] {
+            transaction
+                .execute(sql, [run_id])
+                .map_err(|e| db_error(&self.path, e))?;
+        }
+        transaction.commit().map_err(|e| db_error(&self.path, e))
+    }
+
     fn holder(&self, stack: &str) -> Result<Option<Holder>> {
         Self::holder_of(&self.connection, stack).map_err(|e| db_error(&self.path, e))
     }

@@ -24,6 +24,11 @@ pub enum Outcome {
     Skipped {
         reason: String,
     },
+    /// Not touched: the stack does not exist for this project (a `destroy` or `refresh` of a stack
+    /// never deployed there). Shown as skipped; unlike a skip, its dependents may go on.
+    Absent {
+        reason: String,
+    },
     Cancelled,
 }
 
@@ -33,18 +38,24 @@ impl Outcome {
             Outcome::Succeeded => ProjectStatus::Succeeded,
             Outcome::Unchanged => ProjectStatus::Unchanged,
             Outcome::Failed { .. } => ProjectStatus::Failed,
-            Outcome::Skipped { .. } => ProjectStatus::Skipped,
+            Outcome::Skipped { .. } | Outcome::Absent { .. } => ProjectStatus::Skipped,
             Outcome::Cancelled => ProjectStatus::Cancelled,
         }
     }
 
-    pub fn is_success(&self) -> bool {
-        self.status().is_success()
+    /// Whether the projects waiting for it may start.
+    pub fn lets_dependents_run(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Succeeded | Outcome::Unchanged | Outcome::Absent { .. }
+        )
     }
 
     pub fn reason(&self) -> Option<&str> {
         match self {
-            Outcome::Failed { reason, .. } | Outcome::Skipped { reason } => Some(reason),
+            Outcome::Failed { reason, .. }
+            | Outcome::Skipped { reason }
+            | Outcome::Absent { reason } => Some(reason),
             _ => None,
         }
     }
@@ -57,6 +68,8 @@ pub struct Finished {
     pub exit_code: Option<i32>,
     pub changes: Option<Changes>,
     pub log: Option<std::path::PathBuf>,
+    /// Whether its engine said it created the project's stack.
+    pub created_stack: bool,
 }
 
 /// One project of a run, as the summary and the report show it (docs/formats.md, "The run
@@ -75,6 +88,9 @@ pub struct ProjectReport {
     pub outcome: Outcome,
     #[serde(skip)]
     pub log: Option<std::path::PathBuf>,
+    /// Whether its engine said it created the project's stack (`stack select --create`).
+    #[serde(skip)]
+    pub created_stack: bool,
 }
 
 impl ProjectReport {
@@ -95,6 +111,7 @@ impl ProjectReport {
             reason: finished.outcome.reason().map(str::to_string),
             outcome: finished.outcome,
             log: finished.log,
+            created_stack: finished.created_stack,
         }
     }
 }

@@ -14,4 +14,5 @@ pub mod recorder;
 pub mod redact;
 pub mod runner;
 pub mod scheduler;
+pub mod stacks;
 pub mod watchdog;

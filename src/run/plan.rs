@@ -33,6 +33,8 @@ pub struct PlannedProject {
     pub waits_for: Vec<usize>,
     /// Its inputs' fingerprint, recorded with it (`up` only).
     pub fingerprint: Option<String>,
+    /// Why it is not touched at all: its stack does not exist (`destroy`, `refresh`).
+    pub absent: Option<String>,
     /// The `MARA_*` variables of its hooks.
     pub context: Context,
 }
@@ -56,20 +58,32 @@ pub struct Planner<'a> {
     /// Whether engines colour their output.
     pub color: bool,
     pub remove_stacks: bool,
+    /// The projects (graph index) known not to have the stack, with why.
+    pub absent: &'a BTreeMap<usize, String>,
+}
+
+/// The Pulumi CLI of a run on `stack`, with the shared configuration `config`.
+pub fn pulumi(
+    deployment: &Deployment,
+    stack: &ResolvedStack,
+    config: &StackConfigFile,
+    color: bool,
+) -> Pulumi {
+    let settings = &deployment.files.workspace.settings;
+    Pulumi {
+        binary: settings.pulumi.binary.clone(),
+        stack: stack.name.to_string(),
+        shared_config: config.path().to_path_buf(),
+        secrets_project: settings.secrets_project.clone(),
+        secrets_provider: settings.pulumi.secrets_provider.clone(),
+        color,
+    }
 }
 
 impl Planner<'_> {
     /// The Pulumi CLI of this run, on the shared configuration `config`.
     pub fn pulumi(&self, config: &StackConfigFile) -> Pulumi {
-        let settings = &self.deployment.files.workspace.settings;
-        Pulumi {
-            binary: settings.pulumi.binary.clone(),
-            stack: self.stack.name.to_string(),
-            shared_config: config.path().to_path_buf(),
-            secrets_project: settings.secrets_project.clone(),
-            secrets_provider: settings.pulumi.secrets_provider.clone(),
-            color: self.color,
-        }
+        pulumi(self.deployment, self.stack, config, self.color)
     }
 
     /// The run's log directory, `<state_dir>/logs/<run><suffix>`.
@@ -104,6 +118,7 @@ impl Planner<'_> {
             fingerprints: self.fingerprints,
             kubeconfig: &workspace.kubeconfig_file(&self.stack.name),
             is_dir: &|dir| dir.is_dir(),
+            absent: self.absent,
         })
     }
 }
@@ -123,6 +138,8 @@ pub struct Inputs<'a> {
     pub kubeconfig: &'a Path,
     /// Whether a directory exists (the plan itself never looks).
     pub is_dir: &'a dyn Fn(&Path) -> bool,
+    /// The projects (graph index) known not to have the stack, with why.
+    pub absent: &'a BTreeMap<usize, String>,
 }
 
 impl RunPlan {
@@ -137,6 +154,7 @@ impl RunPlan {
             fingerprints,
             kubeconfig,
             is_dir,
+            absent,
         } = inputs;
         let operation = *operation;
         let graph = selected.graph;
@@ -199,6 +217,7 @@ impl RunPlan {
                     log: logs.join(format!("{}.log", project.path)),
                     waits_for,
                     fingerprint: fingerprints.get(&i).cloned(),
+                    absent: absent.get(&i).cloned(),
                     dir: if has_dir {
                         dir.clone()
                     } else {
@@ -294,6 +313,7 @@ pub mod fixtures {
             fingerprints: &fingerprints,
             kubeconfig: Path::new("/w/.mara/kube/dev.yaml"),
             is_dir: &|_| true,
+            absent: &BTreeMap::new(),
         })
     }
 }
@@ -372,13 +392,10 @@ mod tests {
             plan.render(|p| super::fixtures::workspace().display(p).display().to_string()),
             "\
 # kubernetes/logstore (in kubernetes/logstore)
-pulumi --non-interactive stack select --create --stack dev
 pulumi --non-interactive destroy --yes --skip-preview --stack dev --config-file /w/config/pulumi/Pulumi.dev.yaml --color never --json
 # infrastructure/kubeconfig (in infrastructure/kubeconfig)
-pulumi --non-interactive stack select --create --stack dev
 pulumi --non-interactive destroy --yes --skip-preview --stack dev --config-file /w/config/pulumi/Pulumi.dev.yaml --color never --json
 # infrastructure/aws/eks (in infrastructure/aws/eks)
-pulumi --non-interactive stack select --create --stack dev
 pulumi --non-interactive destroy --yes --skip-preview --stack dev --config-file /w/config/pulumi/Pulumi.dev.yaml --color never --json
 "
         );

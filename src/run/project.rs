@@ -18,7 +18,8 @@ use super::plan::PlannedProject;
 use super::process::{self, Stream};
 use super::redact::Redactor;
 use crate::engine::{
-    Operation, Reader, Step, StepKind, command, has_changes, is_locked, parse_outputs,
+    Operation, Reader, Step, StepKind, command, has_changes, is_locked, is_missing_stack,
+    parse_outputs,
 };
 
 /// What the command gives every project of a run.
@@ -44,6 +45,8 @@ pub struct Job {
     pub project: PlannedProject,
     pub shared: Arc<Shared>,
     pub events: mpsc::UnboundedSender<Event>,
+    /// Set when its engine says it created the project's stack.
+    pub created_stack: std::sync::atomic::AtomicBool,
 }
 
 impl Job {
@@ -71,7 +74,13 @@ impl Job {
             exit_code: code,
             changes: None,
             log: log.as_ref().map(|_| self.project.log.clone()),
+            created_stack: self.created(),
         }
+    }
+
+    fn created(&self) -> bool {
+        self.created_stack
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -84,6 +93,17 @@ fn fault_injected(job: &Job) -> bool {
 }
 
 pub async fn run(job: Job) -> Finished {
+    if let Some(reason) = &job.project.absent {
+        return Finished {
+            outcome: Outcome::Absent {
+                reason: reason.clone(),
+            },
+            exit_code: None,
+            changes: None,
+            log: None,
+            created_stack: false,
+        };
+    }
     let mut log = open_log(&job.project.log);
     if let Some(file) = &mut log {
         let _ = writeln!(
@@ -138,6 +158,19 @@ pub async fn run(job: Job) -> Finished {
         if !step.succeeded(finished.code) {
             if interrupt.level() > InterruptLevel::None {
                 return job.failed(finished.code, "interrupted".into(), &log);
+            }
+            if matches!(job.operation, Operation::Destroy | Operation::Refresh)
+                && is_missing_stack(job.project.engine, finished.code, &finished.stderr)
+            {
+                return Finished {
+                    outcome: Outcome::Absent {
+                        reason: absent(&job.project.context.stack),
+                    },
+                    exit_code: finished.code,
+                    changes: None,
+                    log: log.as_ref().map(|_| job.project.log.clone()),
+                    created_stack: false,
+                };
             }
             let reason = failure_reason(&job, step, &finished, &reader);
             return job.failed(finished.code.or(exit_code), reason, &log);
@@ -197,7 +230,13 @@ pub async fn run(job: Job) -> Finished {
         exit_code,
         changes,
         log: log.as_ref().map(|_| job.project.log.clone()),
+        created_stack: job.created(),
     }
+}
+
+/// Why a project whose stack does not exist is not touched.
+pub fn absent(stack: &str) -> String {
+    format!("stack `{stack}` does not exist here (never deployed): not touched")
 }
 
 /// Why a step failed, in a line: a held lock, else the engine's own error, else its exit code.
@@ -245,7 +284,12 @@ async fn run_step(
             let _ = std::fs::create_dir_all(parent);
         }
     }
+    let created = format!("Created stack '{}'", job.project.context.stack);
     stream(job, log, step, |job, log, stream, line| {
+        if step.kind == StepKind::Prepare && line.trim() == created {
+            job.created_stack
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         match (step.kind, stream) {
             // The outputs hold secrets in plain text: never shown, never logged.
             (StepKind::Outputs, Stream::Stdout) => {}

@@ -102,15 +102,29 @@ impl Recorder {
 
     /// Records how the run ended and releases the stack's lock.
     pub fn finish(mut self, status: RunStatus) -> Result<()> {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(watcher) = self.watcher.take() {
-            let _ = watcher.join();
-        }
+        self.stop_watching();
         let finished = clock::rfc3339(SystemTime::now());
         self.ledger
             .lock()
             .expect("the ledger is never poisoned")
             .finish(&self.run_id, status, &finished)
+    }
+
+    /// Forgets a run that never ran (refused before its projects, or not confirmed) and
+    /// releases the stack's lock.
+    pub fn forget(mut self) -> Result<()> {
+        self.stop_watching();
+        self.ledger
+            .lock()
+            .expect("the ledger is never poisoned")
+            .forget(&self.run_id)
+    }
+
+    fn stop_watching(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(watcher) = self.watcher.take() {
+            let _ = watcher.join();
+        }
     }
 }
 
@@ -239,6 +253,7 @@ mod tests {
                 exit_code: Some(index as i32),
                 changes: None,
                 log: Some(PathBuf::from(format!("/w/.mara/logs/r1/{index}.log"))),
+                created_stack: false,
             };
             sink.handle(&Event::ProjectFinished {
                 index,

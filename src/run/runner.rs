@@ -110,6 +110,7 @@ async fn walk(
                 project: plan.projects[index].clone(),
                 shared: shared.clone(),
                 events: events.clone(),
+                created_stack: Default::default(),
             }))
         },
     );

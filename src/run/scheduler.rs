@@ -82,7 +82,7 @@ pub async fn run(
             None => continue,
         };
         let path = projects[i].path.clone();
-        if !finished.outcome.is_success() {
+        if !finished.outcome.lets_dependents_run() {
             first_failure.get_or_insert_with(|| path.clone());
             let mut stack = vec![i];
             while let Some(j) = stack.pop() {
@@ -135,6 +135,7 @@ pub async fn run(
             exit_code: None,
             changes: None,
             log: None,
+            created_stack: false,
         };
         let report = ProjectReport::new(project.path.clone(), None, finished);
         let _ = events.send(Event::ProjectFinished {
@@ -165,6 +166,7 @@ fn panicked(error: tokio::task::JoinError) -> Finished {
         exit_code: None,
         changes: None,
         log: None,
+        created_stack: false,
     }
 }
 
@@ -209,6 +211,7 @@ mod tests {
                     exit_code: Some(i32::from(fail)),
                     changes: None,
                     log: None,
+                    created_stack: false,
                 }
             })
         })

@@ -108,6 +108,7 @@ mod tests {
                 exit_code: None,
                 changes,
                 log: None,
+                created_stack: false,
             },
         )
     }

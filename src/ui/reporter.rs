@@ -224,6 +224,7 @@ mod tests {
                 exit_code: Some(0),
                 changes,
                 log: None,
+                created_stack: false,
             },
         );
         report.duration_ms = Some(1200);
