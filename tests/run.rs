@@ -99,7 +99,7 @@ fn stable(text: &str, root: &Path) -> String {
         let words: Vec<String> = line
             .split(' ')
             .map(|w| {
-                let trimmed = w.trim_end_matches(',');
+                let trimmed = w.trim_end_matches([',', ':']);
                 let is_duration = trimmed.ends_with('s')
                     && trimmed[..trimmed.len() - 1]
                         .chars()
@@ -290,6 +290,11 @@ fn a_failing_project_skips_its_dependents_and_keep_going_finishes_the_rest() {
             .clone()
     };
     assert_eq!(status("kubernetes/logstore")["status"], "failed");
+    // Why: the engine's own error, not its exit code.
+    assert_eq!(
+        status("kubernetes/logstore")["reason"],
+        "failed: the stand-in was told to fail up of logstore (PULUMI_STAND_IN_FAIL)"
+    );
     assert_eq!(status("kubernetes/logagent")["status"], "skipped");
     assert_eq!(
         status("kubernetes/logagent")["reason"],
@@ -332,6 +337,48 @@ fn a_failing_project_skips_its_dependents_and_keep_going_finishes_the_rest() {
     );
     assert!(statuses.contains(&("kubernetes/logagent".into(), "skipped".into())));
     d.assert_every_argv_valid();
+
+    // The reason reaches every report, and `-q` says only what went wrong.
+    let github = d.root().join("step-summary.md");
+    let output = d
+        .mara()
+        .args([
+            "-q",
+            "up",
+            "--yes",
+            "--only",
+            "logstore",
+            "--junit",
+            "junit.xml",
+        ])
+        .env("PULUMI_STAND_IN_FAIL", "up:logstore")
+        .env("GITHUB_STEP_SUMMARY", &github)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let reason = "failed: the stand-in was told to fail up of logstore (PULUMI_STAND_IN_FAIL)";
+    let junit = std::fs::read_to_string(d.root().join("junit.xml")).unwrap();
+    assert!(
+        junit.contains(&format!("<failure message=\"{reason}\">")),
+        "{junit}"
+    );
+    let markdown = std::fs::read_to_string(&github).unwrap();
+    assert!(markdown.contains(reason), "{markdown}");
+    let out = stable(&common::stdout(&output), d.root());
+    assert_eq!(
+        out,
+        format!(
+            "[kubernetes/logstore] failed in [T]: {reason}\n\
+             ✗ up on stack dev failed: 1 failed; logs in .mara/logs/[RUN]\n"
+        ),
+    );
+    let output = d
+        .mara()
+        .args(["-q", "up", "--yes", "--only", "logstore"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(common::stdout(&output), "", "all went well: nothing to say");
 }
 
 #[test]

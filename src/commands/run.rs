@@ -343,6 +343,14 @@ fn summarize(settings: &Settings, run: &RunSettings, summary: &RunSummary) -> Re
             eprint!("{}", report::table(summary, settings.stderr_style));
             crate::ui::print(&summary.to_json())?;
         }
+        // `-q`: only what went wrong — the failed projects' lines came as they failed; then the
+        // verdict, unless all went well.
+        OutputFormat::Human if settings.verbosity < 0 => {
+            if summary.status != RunStatus::Succeeded {
+                let verdict = report::verdict(summary, settings.stdout_style);
+                crate::ui::print(&format!("{verdict}\n"))?
+            }
+        }
         OutputFormat::Human => {
             let table = report::table(summary, settings.stdout_style);
             crate::ui::print(&format!("\n{table}"))?

@@ -300,11 +300,13 @@ impl Reader {
         }
     }
 
-    /// The error the engine reported in its output (Terraform's `-json` diagnostics), if any.
+    /// The error the engine reported in its output (Pulumi's and Terraform's diagnostics of
+    /// severity error), if any: a failure's reason.
     pub fn error(&self) -> Option<&str> {
         match self {
             Reader::Terraform(reader) => reader.error(),
-            Reader::Pulumi(_) | Reader::Plain => None,
+            Reader::Pulumi(reader) => reader.error.as_deref(),
+            Reader::Plain => None,
         }
     }
 

@@ -280,6 +280,8 @@ pub struct OutputReader {
     document: String,
     pub changes: Option<Changes>,
     pub result: Option<String>,
+    /// The first diagnostic of severity `error`: why the operation failed.
+    pub error: Option<String>,
 }
 
 impl OutputReader {
@@ -289,6 +291,7 @@ impl OutputReader {
             document: String::new(),
             changes: None,
             result: None,
+            error: None,
         }
     }
 
@@ -324,6 +327,7 @@ impl OutputReader {
             }
         }
         for diagnostic in digest["diagnostics"].as_array().into_iter().flatten() {
+            self.keep_error(diagnostic);
             lines.push(diagnostic_line(diagnostic));
         }
         let changes = counts(&digest["changeSummary"]);
@@ -345,6 +349,7 @@ impl OutputReader {
             return vec![line];
         }
         if let Some(diagnostic) = event.get("diagnosticEvent") {
+            self.keep_error(diagnostic);
             return vec![diagnostic_line(diagnostic)];
         }
         if let Some(stdout) = event.get("stdoutEvent") {
@@ -374,6 +379,19 @@ impl OutputReader {
             return vec!["cancelled".into()];
         }
         Vec::new()
+    }
+}
+
+impl OutputReader {
+    /// Keeps the first error diagnostic's message (its first line) as the failure's reason.
+    fn keep_error(&mut self, diagnostic: &Value) {
+        if self.error.is_none() && diagnostic["severity"] == "error" {
+            let message = diagnostic["message"].as_str().unwrap_or_default().trim();
+            let first = message.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            if !first.is_empty() {
+                self.error = Some(first.trim().to_string());
+            }
+        }
     }
 }
 

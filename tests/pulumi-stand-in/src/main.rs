@@ -575,11 +575,11 @@ impl Ctx<'_> {
         let started = backend::now_secs_f64();
         self.wait()?;
         if fails(op, &self.project.name) {
-            println!(
-                "    error: the stand-in was told to fail {op} of {} (PULUMI_STAND_IN_FAIL)",
+            let message = format!(
+                "the stand-in was told to fail {op} of {} (PULUMI_STAND_IN_FAIL)",
                 self.project.name
             );
-            return Err(Failure::new(1, ""));
+            return Err(self.bail(op, &message));
         }
         let before = checkpoint["checkpoint"]["latest"]["resources"]
             .as_array()
@@ -596,7 +596,11 @@ impl Ctx<'_> {
                     &config,
                     &self.backend,
                     Some(passphrase.clone()),
-                )?;
+                )
+                .map_err(|failure| match self.args.has("json") {
+                    true => self.bail(op, &failure.message),
+                    false => failure,
+                })?;
                 self.resources(&evaluated, &passphrase)
             }
         };
@@ -634,6 +638,37 @@ impl Ctx<'_> {
             ));
         }
         Ok(())
+    }
+
+    /// An update or preview that failed in the engine (the program, a resource): Pulumi shows the
+    /// error among its diagnostics — in `--json` mode a `diagnosticEvent` of severity `error` and
+    /// a failed `summaryEvent`, or the preview digest's `diagnostics` — and exits 1 without an
+    /// `error:` line of its own (a "bail").
+    fn bail(&self, op: &str, message: &str) -> Failure {
+        if !self.args.has("json") {
+            println!("    error: {message}");
+        } else if op == "preview" {
+            let digest = json!({
+                "diagnostics": [{"message": format!("{message}\n"), "prefix": "error: ", "severity": "error"}],
+                "changeSummary": {},
+            });
+            let mut text = Vec::new();
+            let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+            let mut serializer = serde_json::Serializer::with_formatter(&mut text, formatter);
+            serde::Serialize::serialize(&digest, &mut serializer).expect("JSON");
+            println!("{}", String::from_utf8(text).expect("UTF-8"));
+        } else {
+            let now = (backend::now_nanos() / 1_000_000_000) as u64;
+            println!(
+                "{}",
+                json!({"sequence": 0, "timestamp": now, "diagnosticEvent": {"message": format!("{message}\n"), "prefix": "error: ", "color": "never", "severity": "error"}})
+            );
+            println!(
+                "{}",
+                json!({"sequence": 1, "timestamp": now, "summaryEvent": {"maybeCorrupt": false, "durationSeconds": 0, "resourceChanges": {}, "PolicyPacks": {}, "isPreview": false, "result": "failed"}})
+            );
+        }
+        Failure::new(1, "")
     }
 
     /// Sleeps as long as the delay knob says, giving up on SIGINT as Pulumi cancels an update.
