@@ -1001,3 +1001,33 @@ fn destroy_and_refresh_never_create_a_stack() {
         .unwrap();
     assert_eq!(common::stdout(&output).trim(), "null");
 }
+
+#[test]
+fn a_configuration_without_infra_type_records_it_on_the_first_successful_up() {
+    let d = Deployment::new();
+    // A hand-written configuration (no kubernetes:infra_type), and no provider in mara.toml.
+    let config = d.root().join("config/pulumi/Pulumi.dev.yaml");
+    let text = "# written by hand\nconfig:\n  local-cluster:cluster_name: mara-dev # ours\n  local-cluster:node_count: 3\n";
+    std::fs::write(&config, text).unwrap();
+    std::fs::write(d.root().join("mara.toml"), "parallel = 4\n").unwrap();
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--provider", "local"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output)
+            .contains("kubernetes:infra_type `local` recorded in config/pulumi/Pulumi.dev.yaml"),
+        "{}",
+        common::stderr(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        "# written by hand\nconfig:\n  kubernetes:infra_type: local\n  local-cluster:cluster_name: mara-dev # ours\n  local-cluster:node_count: 3\n",
+        "only the key was added"
+    );
+    // Afterwards the stack names its provider: destroy needs no --provider.
+    let output = d.mara().args(["destroy", "--yes"]).output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+}

@@ -314,7 +314,36 @@ fn go(
         *ran = false;
         return Err(no_such_stack(stack, &Default::default()));
     }
-    outcome(run, &summary)
+    let result = outcome(run, &summary);
+    if result.is_ok() && run.operation == Operation::Up {
+        record_infra_type(settings, planner, &config);
+    }
+    result
+}
+
+/// The first successful `up` of a stack whose configuration does not say which provider built
+/// it records that (`kubernetes:infra_type`), so that later runs find the provider.
+fn record_infra_type(settings: &Settings, planner: &Planner<'_>, config: &StackConfigFile) {
+    let Some(infra_type) = &planner.deployment.provider.infra_type else {
+        return;
+    };
+    let Some(values) = config.config() else {
+        return;
+    };
+    if values.contains(crate::workspace::stack_config::INFRA_TYPE_KEY) {
+        return;
+    }
+    let workspace = &planner.deployment.files.workspace;
+    let file = workspace.display(config.path()).display().to_string();
+    let style = settings.stderr_style;
+    match prepare::record_infra_type(config, infra_type) {
+        Ok(true) => eprintln!("kubernetes:infra_type `{infra_type}` recorded in {file}"),
+        Ok(false) => eprintln!(
+            "{}",
+            style.yellow(&format!("warning: {file} does not say which provider built the stack: add `kubernetes:infra_type: {infra_type}` under `config:`"))
+        ),
+        Err(error) => eprintln!("{}", style.yellow(&format!("warning: {error}"))),
+    }
 }
 
 /// What the person at the terminal (or the CI log) sees while the run goes on.

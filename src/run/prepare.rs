@@ -119,6 +119,25 @@ pub fn write_first_run(
     StackConfigFile::from_text(path, text)
 }
 
+/// After a stack's first successful `up`: `kubernetes:infra_type` added to a shared configuration
+/// that lacks it (a file written by hand, or copied), atomically, keeping the file's mode and
+/// everything else in it. `Ok(false)` when the file is not laid out so that this is certain.
+pub fn record_infra_type(config: &StackConfigFile, infra_type: &str) -> Result<bool> {
+    use crate::workspace::stack_config::INFRA_TYPE_KEY;
+    let Some(values) = config.config() else {
+        return Ok(false);
+    };
+    let Some(text) = values.with_key(INFRA_TYPE_KEY, infra_type) else {
+        return Ok(false);
+    };
+    let path = config.path();
+    let mode = std::fs::metadata(path).map_or(0o644, |m| {
+        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
+    });
+    crate::files::write_atomic(path, &text, mode).map_err(|e| Error::write(path, e))?;
+    Ok(true)
+}
+
 /// Stores every secret answer: a first-run `kind = "secret"` answer in the shared configuration
 /// (through the project in `first_dir`), the projects' secrets in the secrets project (in
 /// `secrets_dir`). Returns the values stored, for the redactor.

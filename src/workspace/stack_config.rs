@@ -153,6 +153,54 @@ impl StackConfig {
         location_of_key(&self.path, &self.text, key)
     }
 
+    /// The file's text with `key: value` (a plain string) added at the top of its `config:`
+    /// mapping and nothing else changed — comments, order, quoting — or `None` when the file is
+    /// not laid out so that this is certain (a flow-style mapping, say), or already has the key.
+    pub fn with_key(&self, key: &str, value: &str) -> Option<String> {
+        if self.contains(key) {
+            return None;
+        }
+        let lines: Vec<&str> = self.text.split_inclusive('\n').collect();
+        let at = lines.iter().position(|l| {
+            let l = l.trim_end();
+            l == "config:" || l.starts_with("config: #") || l.starts_with("config:  #")
+        })?;
+        // The mapping's indentation: that of its first key.
+        let first = lines[at + 1..]
+            .iter()
+            .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))?;
+        let indent = &first[..first.len() - first.trim_start().len()];
+        if indent.is_empty() {
+            return None;
+        }
+        let plain = !value.is_empty()
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            && value.parse::<f64>().is_err()
+            && !matches!(
+                value.to_ascii_lowercase().as_str(),
+                "true" | "false" | "yes" | "no" | "on" | "off" | "null" | "y" | "n"
+            );
+        let shown = match plain {
+            true => value.to_string(),
+            false => serde_json::to_string(value).expect("a string serializes"),
+        };
+        let mut text: String = lines[..=at].concat();
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!("{indent}{key}: {shown}\n"));
+        text.push_str(&lines[at + 1..].concat());
+        // Certain means: it reads back as before, with the key.
+        let read = StackConfig::parse(&self.path, &text).ok()?;
+        let mut expected = self.values.clone();
+        expected.insert(key.to_string(), Value::String(value.to_string()));
+        let same = read.values.len() == expected.len()
+            && expected.iter().all(|(k, v)| read.values.get(k) == Some(v));
+        same.then_some(text)
+    }
+
     /// Keys without a namespace: Pulumi would give each project its own, so in a shared file they
     /// mean something different to every project.
     pub fn keys_without_namespace(&self) -> impl Iterator<Item = &str> {
@@ -190,6 +238,26 @@ mod tests {
     use super::*;
 
     const TEXT: &str = "encryptionsalt: v1:abc\nconfig:\n  aws:region: us-west-2\n  eks:min_size: 3\n  kubernetes:infra_type: AWS\n  vpc:azs:\n    - us-west-2a\n  sirius:pwd:\n    secure: v1:xyz\n";
+
+    #[test]
+    fn a_key_is_added_keeping_everything_else() {
+        let text = "# ours\nencryptionsalt: v1:abc\nconfig:\n    aws:region: us-west-2 # near\n    vpc:azs:\n        - a\n";
+        let config = StackConfig::parse(Path::new("Pulumi.dev.yaml"), text).unwrap();
+        assert_eq!(
+            config.with_key(INFRA_TYPE_KEY, "AWS").unwrap(),
+            "# ours\nencryptionsalt: v1:abc\nconfig:\n    kubernetes:infra_type: AWS\n    aws:region: us-west-2 # near\n    vpc:azs:\n        - a\n"
+        );
+        assert!(
+            config
+                .with_key(INFRA_TYPE_KEY, "true")
+                .unwrap()
+                .contains("kubernetes:infra_type: \"true\"\n")
+        );
+        let flow = StackConfig::parse(Path::new("p"), "config: {aws:region: x}\n").unwrap();
+        assert_eq!(flow.with_key(INFRA_TYPE_KEY, "AWS"), None);
+        let has = StackConfig::parse(Path::new("p"), TEXT).unwrap();
+        assert_eq!(has.with_key(INFRA_TYPE_KEY, "DO"), None);
+    }
 
     #[test]
     fn reads_values_secrets_and_lines() {
