@@ -309,9 +309,11 @@ pub enum ConfigCommand {
     Set {
         /// `namespace:key` (with --path, `namespace:key.inner[0]`)
         key: String,
-        /// The value; without it, read from standard input, or asked for on a terminal
+        /// The value; without it, read from standard input, or asked for on a terminal (a secret's
+        /// always is: never on a command line)
         value: Option<String>,
-        /// Store it encrypted in the secrets project (the value is never on a command line)
+        /// Store it encrypted in the secrets project; the value comes from standard input or a
+        /// hidden prompt
         #[arg(long)]
         secret: bool,
         /// The key is a path into a structured value

@@ -374,6 +374,86 @@ fn config_get_set_and_list() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
+
+    // A secret on mara's own command line is refused; an empty input sets nothing.
+    let output = case
+        .mara()
+        .args([
+            "config",
+            "set",
+            "--secret",
+            "prometheus:adminpass",
+            "Zq7-argv",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        common::stderr(&output).contains("a secret is never given on the command line"),
+        "{}",
+        common::stderr(&output)
+    );
+    let output = case
+        .mara()
+        .args(["config", "set", "--secret", "prometheus:adminpass"])
+        .write_stdin("")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        get(&["get", "prometheus:adminpass", "--show-secrets"]),
+        "Zq7-from-stdin\n",
+        "nothing was set"
+    );
+}
+
+#[test]
+fn a_first_run_token_is_kept_in_the_secrets_project_and_reaches_every_engine() {
+    // A provider whose first run asks for a token (as do's and linode's do): answered by
+    // MARA_SECRET_DEMO_TOKEN, it is stored in the secrets project, never in the shared file, and
+    // each project's processes get it as DEMO_TOKEN.
+    let ws = common::Workspace::new(&[
+        ("mara.toml", "provider = \"p\"\n"),
+        (
+            "config/pulumi/environment",
+            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/state\nPULUMI_CONFIG_PASSPHRASE=x\n",
+        ),
+        (
+            "providers/p.toml",
+            "description = \"p\"\ninfra_type = \"p\"\n\
+             [[config]]\nkey = \"demo:token\"\nprompt = \"API token\"\nkind = \"secret\"\nenv = \"DEMO_TOKEN\"\n\
+             [[project]]\npath = \"kubernetes/secrets\"\n\
+             [[project]]\npath = \"a\"\nup = \"test \\\"$DEMO_TOKEN\\\" = Zq7-token && echo token reached a\"\ndestroy = \"true\"\n",
+        ),
+    ]);
+    ws.project("kubernetes/secrets", "secrets");
+    let bin = common::stand_in_bin();
+    let mara = || {
+        let mut cmd = ws.mara();
+        cmd.env("PATH", common::path_with(bin.path()))
+            .env("HOME", ws.path().join("home"));
+        cmd
+    };
+    let output = mara()
+        .args(["up", "--yes"])
+        .env("MARA_SECRET_DEMO_TOKEN", "Zq7-token")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(common::stdout(&output).contains("token reached a"));
+    let shared = std::fs::read_to_string(ws.path().join("config/pulumi/Pulumi.dev.yaml")).unwrap();
+    assert!(!shared.contains("demo:token"), "{shared}");
+    let stored =
+        std::fs::read_to_string(ws.path().join("kubernetes/secrets/Pulumi.dev.yaml")).unwrap();
+    assert!(
+        stored.contains("demo:token") && stored.contains("secure"),
+        "{stored}"
+    );
+    // The next run, with nothing in the environment, reads it back for the engines.
+    let output = mara().args(["up", "--yes"]).output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(common::stdout(&output).contains("token reached a"));
+    assert!(!common::stdout(&output).contains("Zq7"));
 }
 
 #[test]

@@ -92,6 +92,16 @@ fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand)
             path,
         } => {
             check_key(key.split(['.', '[']).next().unwrap_or(&key))?;
+            if secret && value.is_some() {
+                // On a command line it would be in the shell's history and in `ps` for anyone.
+                return Err(Error::usage(
+                    Problem::new("a secret is never given on the command line")
+                        .subject(format!("`{key}`"))
+                        .hint(format!(
+                            "give it on standard input (`mara config set --secret {key} < file`), or type it at the prompt"
+                        )),
+                ));
+            }
             let value = match value {
                 Some(value) => value,
                 None => read_value(settings, &key, secret)?,
@@ -284,6 +294,13 @@ fn read_value(settings: &Settings, key: &str, secret: bool) -> Result<String> {
             .map(|t| t.strip_suffix('\r').unwrap_or(t))
             .unwrap_or(&text)
             .to_string();
+        if text.is_empty() {
+            return Err(Error::usage(
+                Problem::new("standard input was empty")
+                    .subject(format!("`{key}`"))
+                    .hint("give the value on standard input; an empty value is never set from an empty input"),
+            ));
+        }
         return Ok(text);
     }
     if !settings.interactive {

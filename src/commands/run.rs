@@ -227,7 +227,7 @@ fn go(
                 .then_some(&mut terminal as &mut dyn Prompter);
             preparing.prepare(prepared.with_secrets, prompter)?
         }
-        _ => (prepared.config.clone(), Vec::new()),
+        _ => (prepared.config.clone(), Default::default()),
     };
     let stored_now = Stored {
         first_run: (run.operation == Operation::Up && prepared.config.is_first_run())
@@ -235,17 +235,21 @@ fn go(
         secrets: secrets.len(),
         created: Vec::new(),
     };
-    secrets.extend(prepare::stored_secrets(
+    let mut read_back = prepare::stored_secrets(
         &pulumi,
         &env,
         &preparing.secrets_dir(),
         prepared.stored,
         &config,
         preparing.first_dir().as_deref(),
-    ));
+    );
+    read_back.append(&mut secrets);
+    let secrets = read_back;
+    // A first run's tokens reach the engines as the variables their questions name.
+    prepare::token_variables(&planner.deployment.provider, &secrets, &mut env);
     let context = || Context {
         env: env.clone(),
-        redactor: Redactor::new(secrets.iter().cloned()),
+        redactor: Redactor::new(secrets.values().cloned()),
         kubeconfig: kubeconfig::Files {
             stack: workspace.kubeconfig_file(&stack.name),
             root: workspace.root.clone(),

@@ -236,14 +236,14 @@ pub fn is_secure(value: &Value) -> bool {
     matches!(value, Value::Object(map) if map.len() == 1 && map.contains_key("secure"))
 }
 
-/// The secret values of `pulumi config --json --show-secrets` output.
-pub fn secret_values(config_json: &str) -> Vec<String> {
+/// The secrets of `pulumi config --json --show-secrets` output, by key.
+pub fn secret_values(config_json: &str) -> std::collections::BTreeMap<String, String> {
     let Ok(Value::Object(map)) = serde_json::from_str::<Value>(config_json) else {
-        return Vec::new();
+        return Default::default();
     };
-    map.values()
-        .filter(|entry| entry["secret"] == Value::Bool(true))
-        .filter_map(|entry| entry["value"].as_str().map(str::to_string))
+    map.into_iter()
+        .filter(|(_, entry)| entry["secret"] == Value::Bool(true))
+        .filter_map(|(key, entry)| entry["value"].as_str().map(|v| (key, v.to_string())))
         .collect()
 }
 
@@ -580,7 +580,10 @@ mod tests {
             step.display()
         );
         let json = r#"{"a:b": {"value": "v", "secret": false}, "p:pw": {"value": "hunter2", "secret": true}, "p:x": {"secret": true}}"#;
-        assert_eq!(secret_values(json), ["hunter2"]);
+        assert_eq!(
+            secret_values(json),
+            std::collections::BTreeMap::from([("p:pw".to_string(), "hunter2".to_string())])
+        );
     }
 
     #[test]

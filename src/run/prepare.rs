@@ -1,7 +1,9 @@
 //! Before `up` runs its projects (docs/commands.md, "First run" and "Secrets"): the first run's
-//! answers written to the shared configuration, the secrets stored encrypted through Pulumi (the
-//! value on standard input, never on a command line); and before any run, the secret values Pulumi
-//! already stores read back, so that the redactor can keep them out of every line.
+//! answers written to the shared configuration, the secrets — the projects' and a first run's
+//! tokens — stored encrypted in the secrets project through Pulumi (the value on standard input,
+//! never on a command line); and before any run, the secrets Pulumi already stores read back, so
+//! that the redactor can keep them out of every line and a token reaches the engines as the
+//! variable its question names.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -47,12 +49,12 @@ impl Stack<'_> {
     /// Gets what the stack still needs — asked through `prompter` on a terminal, else taken from
     /// the environment — writes a first run's answers to the shared configuration and stores the
     /// secrets through Pulumi. `env` still holds `MARA_SECRET_*`; no process started here gets
-    /// it. Returns the configuration as it now is, and the secret values handled.
+    /// it. Returns the configuration as it now is, and the secrets stored.
     pub fn prepare(
         &self,
         env: &BTreeMap<String, String>,
         prompter: Option<&mut dyn Prompter>,
-    ) -> Result<(StackConfigFile, Vec<String>)> {
+    ) -> Result<(StackConfigFile, Secrets)> {
         let files = &self.deployment.files;
         let provider = &self.deployment.provider;
         let needs = configure::needs(provider, self.selected, self.config, self.stored);
@@ -95,13 +97,7 @@ impl Stack<'_> {
         };
         let mut without_secrets = env.clone();
         configure::strip_secret_variables(&mut without_secrets);
-        let stored = store_secrets(
-            self.pulumi,
-            &without_secrets,
-            self.first_dir().as_deref(),
-            &self.secrets_dir(),
-            &answers,
-        )?;
+        let stored = store_secrets(self.pulumi, &without_secrets, &self.secrets_dir(), &answers)?;
         Ok((config, stored))
     }
 }
@@ -138,28 +134,25 @@ pub fn record_infra_type(config: &StackConfigFile, infra_type: &str) -> Result<b
     Ok(true)
 }
 
-/// Stores every secret answer: a first-run `kind = "secret"` answer in the shared configuration
-/// (through the project in `first_dir`), the projects' secrets in the secrets project (in
-/// `secrets_dir`). Returns the values stored, for the redactor.
+/// The secrets a run knows, by key: stored, read back or just answered.
+pub type Secrets = BTreeMap<String, String>;
+
+/// Stores every secret answer — a first-run `kind = "secret"` answer and the projects' secrets —
+/// in the secrets project (in `secrets_dir`), never in the shared configuration: Pulumi's default
+/// secrets provider encrypts with a key of each project's stack, so a secret encrypted into the
+/// shared file through one project could not be read by the others. Returns what it stored.
 pub fn store_secrets(
     pulumi: &Pulumi,
     env: &BTreeMap<String, String>,
-    first_dir: Option<&Path>,
     secrets_dir: &Path,
     answers: &Answers,
-) -> Result<Vec<String>> {
-    let mut values = Vec::new();
-    if let Some(dir) = first_dir {
-        for (key, value) in &answers.first_run.secrets {
-            store(pulumi, env, dir, key, value, true)?;
-            values.push(value.expose().to_string());
-        }
-    }
-    for (key, value) in &answers.secrets {
+) -> Result<Secrets> {
+    let mut stored = Secrets::new();
+    for (key, value) in answers.first_run.secrets.iter().chain(&answers.secrets) {
         store(pulumi, env, secrets_dir, key, value, false)?;
-        values.push(value.expose().to_string());
+        stored.insert(key.clone(), value.expose().to_string());
     }
-    Ok(values)
+    Ok(stored)
 }
 
 /// `stack select --create`, then `config set --secret KEY` with the value on standard input.
@@ -207,7 +200,7 @@ pub fn stored_secrets(
     stored: &StackConfigFile,
     shared: &StackConfigFile,
     first_dir: Option<&Path>,
-) -> Vec<String> {
+) -> Secrets {
     let holds_secrets = |file: &StackConfigFile| file.text().contains("secure:");
     let mut reads = Vec::new();
     if holds_secrets(stored) {
@@ -218,10 +211,42 @@ pub fn stored_secrets(
     {
         reads.push(pulumi.read_config_step(dir, true));
     }
-    reads
-        .iter()
-        .filter_map(|step| run_blocking(step, env, None).ok())
-        .filter(|finished| finished.code == Some(0))
-        .flat_map(|finished| pulumi::secret_values(&finished.stdout))
-        .collect()
+    let mut secrets = Secrets::new();
+    for step in &reads {
+        match run_blocking(step, env, None) {
+            Ok(finished) if finished.code == Some(0) => {
+                secrets.extend(pulumi::secret_values(&finished.stdout));
+            }
+            // A stack that does not exist yet stores nothing: nothing to keep out of the output.
+            Ok(finished) if pulumi::is_missing_stack(finished.code, &finished.stderr) => {}
+            Ok(finished) => tracing::warn!(
+                "the secrets stored in {} could not be read back ({}): they are not kept out of the output",
+                step.cwd.display(),
+                process::last_error(&finished.stderr).unwrap_or("pulumi config failed")
+            ),
+            Err(error) => tracing::warn!("cannot start `{}`: {error}", step.program),
+        }
+    }
+    secrets
+}
+
+/// The engines' environment gets each first-run token (a `kind = "secret"` question with an
+/// `env` variable: DIGITALOCEAN_TOKEN, LINODE_TOKEN) from the secrets mara knows, unless the
+/// variable is set already.
+pub fn token_variables(
+    provider: &crate::provider::Provider,
+    secrets: &Secrets,
+    env: &mut BTreeMap<String, String>,
+) {
+    for spec in &provider.config {
+        let (crate::provider::ConfigKind::Secret, Some(variable)) = (spec.kind, &spec.env) else {
+            continue;
+        };
+        if env.get(variable).is_some_and(|v| !v.is_empty()) {
+            continue;
+        }
+        if let Some(value) = secrets.get(&spec.key) {
+            env.insert(variable.clone(), value.clone());
+        }
+    }
 }

@@ -171,8 +171,28 @@ impl RunChecks<'_> {
         let mut found = self.start();
         self.configuration_into_found(operation, &mut found);
         let workspace = &self.deployment.files.workspace;
+        let provider = &self.deployment.provider;
+        let asks_tokens = self.config.is_first_run()
+            && provider
+                .config
+                .iter()
+                .any(|c| c.kind == ConfigKind::Secret && !configure::supplied_by_env(c, self.env));
         let stores_secrets = operation == crate::engine::Operation::Up
-            && !configure::secrets_of(self.selected).is_empty();
+            && (asks_tokens || !configure::secrets_of(self.selected).is_empty());
+        let secrets_project = &workspace.settings.secrets_project;
+        if operation == crate::engine::Operation::Up
+            && asks_tokens
+            && self.deployment.graph.find(secrets_project).is_err()
+        {
+            found.fail(
+                "secrets",
+                format!(
+                    "provider {}'s first run asks for a secret, which is kept in the secrets project `{secrets_project}`, not a project of the provider",
+                    provider.name
+                ),
+                Some("add it to the provider, set `secrets_project` in mara.toml, or supply the secret in its variable".into()),
+            );
+        }
         preflight(&mut found, workspace, self.selected, stores_secrets);
         tools(&mut found, workspace, self.selected, self.env);
         found.refuse()
