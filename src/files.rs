@@ -16,10 +16,13 @@ pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 pub fn write_atomic(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
+    // Unique to this write: parallel hooks of one run may write beside each other.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let temp = dir.join(format!(
-        ".{}.mara-{}",
+        ".{}.mara-{}-{}",
         path.file_name().unwrap_or_default().to_string_lossy(),
-        std::process::id()
+        std::process::id(),
+        WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let mut file = std::fs::OpenOptions::new()
         .write(true)

@@ -157,9 +157,10 @@ fn the_k3d_cluster_comes_first_and_its_kubeconfig_reaches_the_kubernetes_stage()
         written.contains("current-context: k3d-mara-dev"),
         "{written}"
     );
+    // Merged under the stack's own name: k3d's `k3d-mara-dev` becomes `mara-dev`.
     let user = std::fs::read_to_string(local.user_kubeconfig()).unwrap();
     assert!(
-        user.contains("name: work") && user.contains("name: k3d-mara-dev"),
+        user.contains("name: work") && user.contains("name: mara-dev"),
         "{user}"
     );
 
@@ -186,8 +187,12 @@ fn the_k3d_cluster_comes_first_and_its_kubeconfig_reaches_the_kubernetes_stage()
     assert!(!local.root().join(".mara/kube/dev.yaml").exists());
     let user = std::fs::read_to_string(local.user_kubeconfig()).unwrap();
     assert!(
-        user.contains("name: work") && !user.contains("k3d-mara-dev"),
+        user.contains("name: work") && !user.contains("mara-dev"),
         "{user}"
+    );
+    assert!(
+        user.contains("current-context: work"),
+        "the context the user had is current again: {user}"
     );
 }
 

@@ -1031,3 +1031,105 @@ fn a_configuration_without_infra_type_records_it_on_the_first_successful_up() {
     let output = d.mara().args(["destroy", "--yes"]).output().unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));
 }
+
+#[test]
+fn merged_kubeconfigs_never_clobber_and_two_stacks_coexist() {
+    let d = Deployment::new();
+    let provider = d.root().join("providers/local.toml");
+    let text = std::fs::read_to_string(&provider)
+        .unwrap()
+        .replace("merge = false", "merge = true");
+    std::fs::write(&provider, text).unwrap();
+    // The stack outputs generic names, as pulumi-eks does (its cluster is `kubernetes`)…
+    let config = d.root().join("config/pulumi/Pulumi.dev.yaml");
+    let dev = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("cluster_name: mara-dev", "cluster_name: kubernetes");
+    std::fs::write(&config, &dev).unwrap();
+    std::fs::write(d.root().join("config/pulumi/Pulumi.prod.yaml"), &dev).unwrap();
+    // …and the user has a kubeadm cluster named `kubernetes` too.
+    let kube = d.root().join("home/.kube/config");
+    std::fs::create_dir_all(kube.parent().unwrap()).unwrap();
+    let users_own = "apiVersion: v1\nkind: Config\nclusters:\n- name: kubernetes\n  cluster:\n    server: https://kubeadm.example:6443\nusers:\n- name: kubernetes-admin\n  user:\n    token: keep-me\ncontexts:\n- name: kubernetes-admin@kubernetes\n  context:\n    cluster: kubernetes\n    user: kubernetes-admin\ncurrent-context: kubernetes-admin@kubernetes\n";
+    std::fs::write(&kube, users_own).unwrap();
+    let kubectl = |args: &[&str]| {
+        let output = StdCommand::new("kubectl")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&kube)
+            .output()
+            .expect("kubectl runs");
+        String::from_utf8(output.stdout).unwrap().trim().to_string()
+    };
+    for stack in ["dev", "prod"] {
+        let output = d
+            .mara()
+            .args(["up", "--yes", "--only", "cluster", "-s", stack])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", common::stderr(&output));
+    }
+    assert_eq!(
+        kubectl(&["config", "get-contexts", "-o", "name"]),
+        "kubernetes-admin@kubernetes\nmara-dev\nmara-prod"
+    );
+    assert_eq!(
+        kubectl(&[
+            "config",
+            "view",
+            "-o",
+            "jsonpath={.clusters[?(@.name==\"kubernetes\")].cluster.server}"
+        ]),
+        "https://kubeadm.example:6443",
+        "the user's `kubernetes` cluster still points at their own"
+    );
+    assert_eq!(kubectl(&["config", "current-context"]), "mara-prod");
+    // The backup is the user's file as it was before mara first touched it.
+    assert_eq!(
+        std::fs::read_to_string(kube.with_file_name("config.mara.bak")).unwrap(),
+        users_own
+    );
+    // An entry of mara's name that mara did not write is never replaced.
+    let foreign = std::fs::read_to_string(&kube)
+        .unwrap()
+        .replace("mara-prod", "mara-stage");
+    std::fs::write(&kube, &foreign).unwrap();
+    std::fs::copy(
+        d.root().join("config/pulumi/Pulumi.dev.yaml"),
+        d.root().join("config/pulumi/Pulumi.stage.yaml"),
+    )
+    .unwrap();
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--only", "cluster", "-s", "stage"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        common::stdout(&output)
+            .contains("already has a cluster `mara-stage` that mara did not write"),
+        "{}",
+        common::stdout(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&kube).unwrap(),
+        foreign,
+        "left as it was"
+    );
+    // Destroying dev removes dev's entries only, and gives back the context it found.
+    let output = d
+        .mara()
+        .args(["destroy", "--yes", "--only", "cluster", "-s", "dev"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(
+        kubectl(&["config", "get-contexts", "-o", "name"]),
+        "kubernetes-admin@kubernetes\nmara-stage"
+    );
+    assert_eq!(
+        kubectl(&["config", "current-context"]),
+        "mara-stage",
+        "the current context was not dev's: it stays"
+    );
+}

@@ -253,6 +253,7 @@ fn go(
         kubeconfig: kubeconfig::Files {
             stack: workspace.kubeconfig_file(&stack.name),
             root: workspace.root.clone(),
+            stack_name: stack.name.to_string(),
         },
     };
 

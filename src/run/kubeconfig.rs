@@ -1,25 +1,37 @@
-//! The kubeconfig hook's files (docs/formats.md, "Providers"; docs/commands.md, "up, preview,
-//! refresh, destroy"): the stack's own kubeconfig `<state_dir>/kube/<stack>.yaml` (mode 0600,
-//! written atomically), and its entries merged into the user's kubeconfig (the first path of
-//! `KUBECONFIG`, else `~/.kube/config`) — upserted by name, `current-context` set, a backup kept
-//! beside it, nothing else touched. Unmerging removes every entry identical to one in the stack's
-//! file.
+//! The kubeconfig hook's files (docs/formats.md, "Providers"; docs/commands.md, "Hooks").
+//!
+//! The stack's own kubeconfig, `<state_dir>/kube/<stack>.yaml`, is the stack output as it is
+//! (mode 0600, written atomically): `mara kubectl` uses it.
+//!
+//! Merged into the user's kubeconfig (the first path of `KUBECONFIG`, else `~/.kube/config`), its
+//! entries get names of their own — `mara-<stack>`, or `mara-<stack>-<name>` when a section holds
+//! several — because engines reuse generic names (pulumi-eks: cluster `kubernetes`, user and
+//! context `aws`) that a user's own entries, or another stack's, already have. mara records what
+//! it wrote in `<state_dir>/kube/<stack>.merged.json`, never replaces an entry it did not write,
+//! and on `destroy` removes only what it wrote (unless changed since) and restores the
+//! `current-context` it found. The user's file is changed under its lock (`<file>.lock`, kubectl's
+//! convention), written atomically through a symlink to its target, with a backup of the file as
+//! it was before mara first changed it; a section it did not have is never added empty.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::files::write_private;
 
-/// Where the hook writes: the stack's file, and the user's kubeconfig it merges into.
+/// Where the hook writes: the stack's file, and what it needs to merge into the user's.
 #[derive(Debug, Clone)]
 pub struct Files {
     /// `<state_dir>/kube/<stack>.yaml`.
     pub stack: PathBuf,
     /// The workspace root, to name the stack's file shortly.
     pub root: PathBuf,
+    /// The stack's name: the merged entries are `mara-<stack>`.
+    pub stack_name: String,
 }
 
 impl Files {
@@ -29,6 +41,26 @@ impl Files {
             .display()
             .to_string()
     }
+
+    /// `<state_dir>/kube/<stack>.merged.json`: what mara wrote into the user's kubeconfig.
+    fn record(&self) -> PathBuf {
+        self.stack.with_extension("merged.json")
+    }
+}
+
+const SECTIONS: [&str; 3] = ["clusters", "users", "contexts"];
+
+/// What mara merged into a user's kubeconfig for one stack.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Merged {
+    /// The user's kubeconfig it was merged into.
+    pub target: PathBuf,
+    /// Each section's entries, as written, by name.
+    pub entries: BTreeMap<String, BTreeMap<String, Value>>,
+    /// The context mara made current.
+    pub context: Option<String>,
+    /// The `current-context` before mara first set its own, restored when unmerging.
+    pub previous_context: Option<String>,
 }
 
 /// The user's kubeconfig: the first path of `KUBECONFIG`, else `~/.kube/config`.
@@ -71,57 +103,337 @@ pub fn write(
         let Some(target) = user_kubeconfig(env) else {
             return Err("cannot merge the kubeconfig: neither KUBECONFIG nor HOME is set".into());
         };
-        let existing = read_kubeconfig(&target)?;
-        let merged = merge_kubeconfig(existing.clone(), &kubeconfig);
-        if existing.as_ref() != Some(&merged) {
-            if target.exists() {
-                let backup = backup_path(&target);
-                std::fs::copy(&target, &backup)
-                    .map_err(|e| format!("cannot back up {}: {e}", target.display()))?;
-            }
-            let text = serde_saphyr::to_string(&merged).map_err(|e| e.to_string())?;
-            write_private(&target, &text)
-                .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
-        }
-        let context_name = merged
-            .get("current-context")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let earlier = read_record(files)?.filter(|r| r.target == target);
+        let (context, record) = with_user_file(&target, |existing| {
+            let (merged, record) =
+                self::merge(existing, &kubeconfig, &files.stack_name, earlier.as_ref())
+                    .map_err(|clash| format!("{}: {clash}", target.display()))?;
+            let context = record.context.clone().unwrap_or_default();
+            Ok((Some(merged), (context, record)))
+        })?;
+        let record = Merged {
+            target: target.clone(),
+            ..record
+        };
+        write_record(files, &record)?;
         lines.push(format!(
-            "merged into {} (current context: {context_name})",
+            "merged into {} (context {context})",
             target.display()
         ));
     }
     Ok(lines)
 }
 
-/// After `destroy`: removes what `write` wrote: the stack's entries from the user's kubeconfig,
-/// and the stack's file.
-pub fn remove(files: &Files, env: &BTreeMap<String, String>) -> Result<Vec<String>, String> {
-    let Some(ours) = read_kubeconfig(&files.stack)? else {
-        return Ok(Vec::new());
-    };
+/// After `destroy`: removes what `write` wrote: its entries from the user's kubeconfig (the
+/// previous `current-context` restored), and the stack's file.
+pub fn remove(files: &Files) -> Result<Vec<String>, String> {
     let mut lines = Vec::new();
-    if let Some(target) = user_kubeconfig(env)
-        && let Some(existing) = read_kubeconfig(&target)?
-    {
-        let cleaned = unmerge_kubeconfig(existing.clone(), &ours);
-        if cleaned != existing {
-            std::fs::copy(&target, backup_path(&target))
-                .map_err(|e| format!("cannot back up {}: {e}", target.display()))?;
-            let text = serde_saphyr::to_string(&cleaned).map_err(|e| e.to_string())?;
-            write_private(&target, &text)
-                .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+    if let Some(record) = read_record(files)? {
+        let target = record.target.clone();
+        if read_kubeconfig(&target)?.is_some() {
+            let kept = with_user_file(&target, |existing| {
+                let Some(existing) = existing else {
+                    return Ok((None, Vec::new()));
+                };
+                let (cleaned, kept) = unmerge(existing, &record);
+                Ok((Some(cleaned), kept))
+            })?;
             lines.push(format!(
                 "removed the stack's entries from {}",
                 target.display()
             ));
+            for name in kept {
+                lines.push(format!(
+                    "left {name} in {}: it changed since mara wrote it",
+                    target.display()
+                ));
+            }
+        }
+        std::fs::remove_file(files.record())
+            .map_err(|e| format!("cannot remove {}: {e}", files.record().display()))?;
+    }
+    if files.stack.exists() {
+        std::fs::remove_file(&files.stack)
+            .map_err(|e| format!("cannot remove {}: {e}", files.stack.display()))?;
+        lines.push(format!("removed {}", files.shown(&files.stack)));
+    }
+    Ok(lines)
+}
+
+/// The names mara gives a stack's entries of one section: `mara-<stack>` for a section of one
+/// entry, else `mara-<stack>-<name>`.
+fn renamed(stack: &str, section: &[Value]) -> BTreeMap<String, String> {
+    let base = format!("mara-{stack}");
+    section
+        .iter()
+        .filter_map(|e| e.get("name")?.as_str())
+        .map(|name| {
+            let new = match section.len() {
+                1 => base.clone(),
+                _ => format!("{base}-{name}"),
+            };
+            (name.to_string(), new)
+        })
+        .collect()
+}
+
+/// Merges the stack's kubeconfig `new` into `existing` under mara's names, and says what it
+/// wrote. `earlier` is what mara wrote for the stack before: its entries may be replaced, any
+/// other entry of the same name may not (the error names it).
+pub fn merge(
+    existing: Option<Value>,
+    new: &Value,
+    stack: &str,
+    earlier: Option<&Merged>,
+) -> Result<(Value, Merged), String> {
+    let mut merged = match existing {
+        Some(Value::Object(map)) => map,
+        _ => Map::from_iter([
+            ("apiVersion".into(), Value::from("v1")),
+            ("kind".into(), Value::from("Config")),
+        ]),
+    };
+    let section = |name: &str| -> Vec<Value> {
+        new.get(name)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let names: BTreeMap<&str, BTreeMap<String, String>> = SECTIONS
+        .iter()
+        .map(|&s| (s, renamed(stack, &section(s))))
+        .collect();
+    let mut record = Merged {
+        previous_context: earlier.and_then(|e| e.previous_context.clone()),
+        ..Merged::default()
+    };
+    let ours = |section: &str, name: &str| {
+        earlier.is_some_and(|e| e.entries.get(section).is_some_and(|s| s.contains_key(name)))
+    };
+    for section_name in SECTIONS {
+        let entries = section(section_name);
+        if entries.is_empty() {
+            continue;
+        }
+        let list = merged
+            .entry(section_name)
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if !list.is_array() {
+            *list = Value::Array(Vec::new());
+        }
+        let list = list.as_array_mut().expect("an array");
+        for entry in entries {
+            let Some(old_name) = entry.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let new_name = names[section_name][old_name].clone();
+            let mut entry = entry.clone();
+            entry["name"] = Value::String(new_name.clone());
+            if section_name == "contexts" {
+                for (field, target) in [("cluster", "clusters"), ("user", "users")] {
+                    let referred = entry["context"][field].as_str().map(str::to_string);
+                    if let Some(new_ref) = referred.and_then(|r| names[target].get(&r).cloned()) {
+                        entry["context"][field] = Value::String(new_ref);
+                    }
+                }
+            }
+            match list
+                .iter_mut()
+                .find(|e| e.get("name").and_then(Value::as_str) == Some(&new_name))
+            {
+                Some(_) if !ours(section_name, &new_name) => {
+                    let one = section_name.trim_end_matches('s');
+                    return Err(format!(
+                        "it already has a {one} `{new_name}` that mara did not write: mara never replaces it; rename or remove it, then run `mara up` again"
+                    ));
+                }
+                Some(existing) => *existing = entry.clone(),
+                None => list.push(entry.clone()),
+            }
+            record
+                .entries
+                .entry(section_name.to_string())
+                .or_default()
+                .insert(new_name, entry);
         }
     }
-    std::fs::remove_file(&files.stack)
-        .map_err(|e| format!("cannot remove {}: {e}", files.stack.display()))?;
-    lines.push(format!("removed {}", files.shown(&files.stack)));
-    Ok(lines)
+    let wanted = new
+        .get("current-context")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .or_else(|| {
+            section("contexts")
+                .first()?
+                .get("name")?
+                .as_str()
+                .map(str::to_string)
+        });
+    if let Some(context) = wanted.and_then(|c| names["contexts"].get(&c).cloned()) {
+        let current = merged
+            .get("current-context")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string);
+        if earlier.is_none() && current.as_deref() != Some(context.as_str()) {
+            record.previous_context = current;
+        }
+        merged.insert("current-context".into(), Value::String(context.clone()));
+        record.context = Some(context);
+    }
+    Ok((Value::Object(merged), record))
+}
+
+/// Removes from `existing` what `record` says mara wrote, each entry only if it is still as mara
+/// wrote it, and restores the previous `current-context`. Returns the file and the entries left
+/// in place because they changed.
+pub fn unmerge(existing: Value, record: &Merged) -> (Value, Vec<String>) {
+    let Value::Object(mut map) = existing else {
+        return (existing, Vec::new());
+    };
+    let mut kept = Vec::new();
+    for (section, entries) in &record.entries {
+        if let Some(Value::Array(list)) = map.get_mut(section) {
+            list.retain(|entry| {
+                let Some(name) = entry.get("name").and_then(Value::as_str) else {
+                    return true;
+                };
+                match entries.get(name) {
+                    Some(written) if written == entry => false,
+                    Some(_) => {
+                        kept.push(format!("{} `{name}`", section.trim_end_matches('s')));
+                        true
+                    }
+                    None => true,
+                }
+            });
+        }
+    }
+    let current = map
+        .get("current-context")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if current.is_some() && current == record.context {
+        let contexts: Vec<String> = map
+            .get("contexts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.get("name")?.as_str().map(str::to_string))
+            .collect();
+        match &record.previous_context {
+            Some(previous) if contexts.contains(previous) => {
+                map.insert("current-context".into(), Value::String(previous.clone()));
+            }
+            _ => {
+                map.remove("current-context");
+            }
+        }
+    }
+    (Value::Object(map), kept)
+}
+
+/// Reads, changes and writes back the user's kubeconfig `target` under its lock: `change` gets
+/// the file's content (`None` when there is none) and returns what to write (`None`: nothing).
+/// The file is written through a symlink to its target, atomically with mode 0600, after a
+/// backup of it as it was before mara first changed it.
+fn with_user_file<T>(
+    target: &Path,
+    change: impl FnOnce(Option<Value>) -> Result<(Option<Value>, T), String>,
+) -> Result<T, String> {
+    let real = resolve_symlinks(target);
+    let _lock = Lock::take(&real)?;
+    let existing = read_kubeconfig(&real)?;
+    let (changed, result) = change(existing.clone())?;
+    if let Some(changed) = changed
+        && Some(&changed) != existing.as_ref()
+    {
+        let backup = backup_path(&real);
+        if real.exists() && !backup.exists() {
+            std::fs::copy(&real, &backup)
+                .map_err(|e| format!("cannot back up {}: {e}", target.display()))?;
+        }
+        let text = serde_saphyr::to_string(&changed).map_err(|e| e.to_string())?;
+        write_private(&real, &text)
+            .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+    }
+    Ok(result)
+}
+
+/// `path` with every symlink followed, also when the file at its end does not exist yet.
+fn resolve_symlinks(path: &Path) -> PathBuf {
+    let mut path = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&path) {
+            Ok(target) => {
+                path = match path.parent() {
+                    Some(dir) => dir.join(target),
+                    None => target,
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    path
+}
+
+/// kubectl's lock on a kubeconfig: the file `<file>.lock`, made exclusively and removed after.
+struct Lock(PathBuf);
+
+impl Lock {
+    fn take(file: &Path) -> Result<Lock, String> {
+        let mut name = file.file_name().unwrap_or_default().to_os_string();
+        name.push(".lock");
+        let path = file.with_file_name(name);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(_) => return Ok(Lock(path)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    if Instant::now() > deadline {
+                        return Err(format!(
+                            "{} has been locked for 30 s ({} exists): remove it if no kubectl or mara is running",
+                            file.display(),
+                            path.display()
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(format!("cannot lock {}: {e}", file.display())),
+            }
+        }
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn read_record(files: &Files) -> Result<Option<Merged>, String> {
+    let path = files.record();
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| format!("{} is not mara's record of a merge: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+fn write_record(files: &Files, record: &Merged) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(record).expect("a record serializes");
+    write_private(&files.record(), &text)
+        .map_err(|e| format!("cannot write {}: {e}", files.record().display()))
 }
 
 /// `config` → `config.mara.bak`, beside it.
@@ -187,146 +499,136 @@ fn parse_text(text: &str) -> Option<Value> {
         .filter(Value::is_object)
 }
 
-const SECTIONS: [&str; 3] = ["clusters", "users", "contexts"];
-
-/// Upserts the clusters, users and contexts of `new` into `existing` by name, and sets the current
-/// context; everything else of `existing` is kept as it was.
-pub fn merge_kubeconfig(existing: Option<Value>, new: &Value) -> Value {
-    let mut merged = match existing {
-        Some(Value::Object(map)) => map,
-        _ => Map::from_iter([
-            ("apiVersion".into(), Value::from("v1")),
-            ("kind".into(), Value::from("Config")),
-        ]),
-    };
-    for section in SECTIONS {
-        let list = merged
-            .entry(section)
-            .or_insert_with(|| Value::Array(Vec::new()));
-        if !list.is_array() {
-            *list = Value::Array(Vec::new());
-        }
-        let list = list.as_array_mut().expect("an array");
-        for entry in new
-            .get(section)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let name = entry.get("name");
-            match list.iter_mut().find(|e| e.get("name") == name) {
-                Some(existing) => *existing = entry.clone(),
-                None => list.push(entry.clone()),
-            }
-        }
-    }
-    let current = new
-        .get("current-context")
-        .and_then(Value::as_str)
-        .filter(|c| !c.is_empty())
-        .map(str::to_string)
-        .or_else(|| {
-            new.get("contexts")?
-                .as_array()?
-                .first()?
-                .get("name")?
-                .as_str()
-                .map(str::to_string)
-        });
-    if let Some(current) = current {
-        merged.insert("current-context".into(), Value::String(current));
-    }
-    Value::Object(merged)
-}
-
-/// Removes from `existing` every cluster, user and context identical to one in `ours`.
-pub fn unmerge_kubeconfig(existing: Value, ours: &Value) -> Value {
-    let Value::Object(mut map) = existing else {
-        return existing;
-    };
-    for section in SECTIONS {
-        let ours: Vec<&Value> = ours
-            .get(section)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .collect();
-        if let Some(Value::Array(list)) = map.get_mut(section) {
-            list.retain(|entry| !ours.contains(&entry));
-        }
-    }
-    let our_contexts: Vec<&str> = ours
-        .get("contexts")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c.get("name")?.as_str())
-        .collect();
-    if map
-        .get("current-context")
-        .and_then(Value::as_str)
-        .is_some_and(|c| our_contexts.contains(&c))
-    {
-        map.remove("current-context");
-    }
-    Value::Object(map)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    fn ours() -> Value {
+    /// What pulumi-eks outputs: generic names that any AWS stack shares.
+    fn eks(server: &str) -> Value {
         json!({
             "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "mara-dev", "cluster": {"server": "https://127.0.0.1:6443"}}],
-            "users": [{"name": "mara-dev-admin", "user": {"token": "t"}}],
-            "contexts": [{"name": "mara-dev", "context": {"cluster": "mara-dev", "user": "mara-dev-admin"}}],
-            "current-context": "mara-dev",
+            "clusters": [{"name": "kubernetes", "cluster": {"server": server}}],
+            "users": [{"name": "aws", "user": {"exec": {"command": "aws"}}}],
+            "contexts": [{"name": "aws", "context": {"cluster": "kubernetes", "user": "aws"}}],
+            "current-context": "aws",
+        })
+    }
+
+    /// A user's own kubeadm cluster, named as kubeadm names it.
+    fn users_own() -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Config", "preferences": {"colors": true},
+            "clusters": [{"name": "kubernetes", "cluster": {"server": "https://kubeadm:6443"}}],
+            "users": [{"name": "kubernetes-admin", "user": {"token": "t"}}],
+            "contexts": [{"name": "kubernetes-admin@kubernetes", "context": {"cluster": "kubernetes", "user": "kubernetes-admin"}}],
+            "current-context": "kubernetes-admin@kubernetes",
         })
     }
 
     #[test]
     fn every_encoding_of_a_kubeconfig_decodes() {
-        let yaml = serde_saphyr::to_string(&ours()).unwrap();
-        let json_text = ours().to_string();
+        let yaml = serde_saphyr::to_string(&eks("https://a")).unwrap();
+        let json_text = eks("https://a").to_string();
         let b64 = base64::engine::general_purpose::STANDARD.encode(&yaml);
         for value in [
-            ours(),
+            eks("https://a"),
             Value::String(yaml),
             Value::String(json_text),
             Value::String(b64),
         ] {
-            assert_eq!(
-                decode_kubeconfig(&value).unwrap()["current-context"],
-                "mara-dev"
-            );
+            assert_eq!(decode_kubeconfig(&value).unwrap()["current-context"], "aws");
         }
         assert!(decode_kubeconfig(&Value::String("hello".into())).is_err());
     }
 
     #[test]
-    fn merging_upserts_by_name_and_keeps_the_rest() {
-        let existing = json!({
-            "apiVersion": "v1", "kind": "Config", "preferences": {"colors": true},
-            "clusters": [{"name": "prod", "cluster": {"server": "https://prod"}}, {"name": "mara-dev", "cluster": {"server": "old"}}],
-            "users": [{"name": "me", "user": {}}],
-            "contexts": [{"name": "prod", "context": {"cluster": "prod", "user": "me"}}],
-            "current-context": "prod",
-        });
-        let merged = merge_kubeconfig(Some(existing.clone()), &ours());
-        assert_eq!(merged["clusters"].as_array().unwrap().len(), 2);
+    fn merged_entries_get_names_of_their_own_and_clobber_nothing() {
+        let (merged, dev) = merge(Some(users_own()), &eks("https://dev"), "dev", None).unwrap();
+        // The user's `kubernetes` cluster still points at their kubeadm cluster.
         assert_eq!(
-            merged["clusters"][1]["cluster"]["server"],
-            "https://127.0.0.1:6443"
+            merged["clusters"][0]["cluster"]["server"],
+            "https://kubeadm:6443"
         );
-        assert_eq!(merged["contexts"].as_array().unwrap().len(), 2);
+        assert_eq!(merged["clusters"][1]["name"], "mara-dev");
+        assert_eq!(
+            merged["contexts"][1]["context"],
+            json!({"cluster": "mara-dev", "user": "mara-dev"})
+        );
         assert_eq!(merged["current-context"], "mara-dev");
         assert_eq!(merged["preferences"], json!({"colors": true}));
-        let cleaned = unmerge_kubeconfig(merged, &ours());
-        assert_eq!(cleaned["contexts"], existing["contexts"]);
-        assert_eq!(cleaned["users"], existing["users"]);
-        assert!(cleaned.get("current-context").is_none());
+        assert_eq!(
+            dev.previous_context.as_deref(),
+            Some("kubernetes-admin@kubernetes")
+        );
+        // A second AWS stack coexists with the first.
+        let (both, prod) = merge(Some(merged), &eks("https://prod"), "prod", None).unwrap();
+        let names: Vec<&str> = both["contexts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["kubernetes-admin@kubernetes", "mara-dev", "mara-prod"]
+        );
+        // Unmerging prod gives dev back its context; unmerging dev gives the user theirs.
+        let (back, kept) = unmerge(both, &prod);
+        assert!(kept.is_empty());
+        assert_eq!(back["current-context"], "mara-dev");
+        let (back, _) = unmerge(back, &dev);
+        assert_eq!(back, users_own(), "exactly the user's file");
+    }
+
+    #[test]
+    fn an_entry_mara_did_not_write_is_never_replaced() {
+        let mut existing = users_own();
+        existing["contexts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "mara-dev", "context": {"cluster": "kubernetes", "user": "kubernetes-admin"}}));
+        let error = merge(Some(existing.clone()), &eks("https://dev"), "dev", None).unwrap_err();
+        assert!(
+            error.contains("already has a context `mara-dev` that mara did not write"),
+            "{error}"
+        );
+        // What mara wrote before, it may replace (a second up); what changed since, it leaves.
+        let (merged, record) = merge(None, &eks("https://dev"), "dev", None).unwrap();
+        let (again, _) = merge(
+            Some(merged.clone()),
+            &eks("https://dev2"),
+            "dev",
+            Some(&record),
+        )
+        .unwrap();
+        assert_eq!(again["clusters"][0]["cluster"]["server"], "https://dev2");
+        let mut edited = merged;
+        edited["users"][0]["user"] = json!({"token": "the user's own"});
+        let (_, kept) = unmerge(edited, &record);
+        assert_eq!(kept, ["user `mara-dev`"]);
+    }
+
+    #[test]
+    fn several_entries_of_a_section_keep_their_names_after_the_stack() {
+        let mut two = eks("https://dev");
+        two["contexts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "admin", "context": {"cluster": "kubernetes", "user": "aws"}}));
+        let (merged, record) = merge(None, &two, "dev", None).unwrap();
+        let names: Vec<&str> = merged["contexts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["mara-dev-aws", "mara-dev-admin"]);
+        assert_eq!(merged["current-context"], "mara-dev-aws");
+        assert_eq!(record.context.as_deref(), Some("mara-dev-aws"));
+        // Nothing empty is added that was not there.
+        let no_users = json!({"clusters": [{"name": "c", "cluster": {}}], "contexts": []});
+        let (merged, _) = merge(None, &no_users, "dev", None).unwrap();
+        assert!(merged.get("users").is_none() && merged.get("contexts").is_none());
     }
 }

@@ -195,6 +195,7 @@ mod tests {
             kubeconfig: crate::run::kubeconfig::Files {
                 stack: root.join("kube/dev.yaml"),
                 root: root.to_path_buf(),
+                stack_name: "dev".into(),
             },
         }
     }
