@@ -283,8 +283,8 @@ pub fn ask_secret(
     default: Option<&str>,
 ) -> Result<Secret> {
     let prompt = match default {
-        Some(_) => format!("{prompt} (empty for the default)"),
-        None => prompt.to_string(),
+        Some(_) => format!("{prompt} (it has a default: Enter keeps it)"),
+        None => format!("{prompt} (no default: it must be typed)"),
     };
     loop {
         let value = prompter.secret(&prompt)?;
@@ -521,9 +521,9 @@ mod tests {
                 "? How many servers",
                 "! `three` is not a whole number",
                 "? How many servers",
-                "? do:token?",
+                "? do:token? (no default: it must be typed)",
                 "A secret cannot be empty; again.",
-                "? do:token?",
+                "? do:token? (no default: it must be typed)",
             ]
         );
     }

@@ -104,3 +104,51 @@ fn destroy_asks_for_the_stack_name() {
     assert_eq!(code, 0, "{screen}");
     assert!(!deployed(d.root(), "local-cluster"));
 }
+
+#[test]
+fn typing_yes_confirms_and_ctrl_c_at_a_prompt_is_an_interruption() {
+    let d = Deployment::of("mara-local");
+    // Pulumi's prompt filters as one types: `yes` and Enter is yes.
+    let mut terminal = common::Terminal::start(d.root(), d.bin.path(), "up --only cluster");
+    terminal.wait_for("Do you want to perform this update?");
+    terminal.type_keys("yes\r");
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, 0, "{screen}");
+    assert!(deployed(d.root(), "local-cluster"));
+
+    // Ctrl-C at the question: exit 130, the cursor shown again, nothing recorded.
+    for (args, question) in [
+        ("up --only registry", "Do you want to perform this update?"),
+        (
+            "destroy --only cluster",
+            "Type the stack name (dev) to confirm",
+        ),
+    ] {
+        let mut terminal = common::Terminal::start(d.root(), d.bin.path(), args);
+        terminal.wait_for(question);
+        terminal.type_keys("\x03");
+        let (code, screen) = terminal.finish();
+        assert_eq!(code, 130, "{args}: {screen}");
+        assert!(
+            screen.contains("\x1b[?25h"),
+            "the cursor is back: {screen:?}"
+        );
+        assert!(!screen.contains("cannot"), "{screen}");
+    }
+    assert!(deployed(d.root(), "local-cluster"), "nothing was destroyed");
+    assert!(
+        !deployed(d.root(), "local-registry"),
+        "nothing was deployed"
+    );
+    let history = d
+        .mara()
+        .args(["--output", "json", "history"])
+        .output()
+        .unwrap();
+    let history: serde_json::Value = serde_json::from_slice(&history.stdout).unwrap();
+    assert_eq!(
+        history.as_array().unwrap().len(),
+        1,
+        "only the up that ran is recorded: {history:#}"
+    );
+}

@@ -97,6 +97,14 @@ fn a_second_run_on_the_same_stack_exits_5_naming_the_first() {
     assert_eq!(output.status.code(), Some(5));
     let err = common::stderr(&output);
     assert!(err.contains(&format!("(pid {})", first.id())), "{err}");
+    // unlock --force refuses a holder that is alive on this host.
+    let output = ws.mara().args(["unlock", "--force"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(5));
+    assert!(
+        common::stderr(&output).contains("which is alive on this host"),
+        "{}",
+        common::stderr(&output)
+    );
     assert!(
         err.contains(running["run_id"].as_str().unwrap())
             && err.contains("mara up --yes --only cluster"),
@@ -186,11 +194,8 @@ fn cancel_from_another_process_stops_the_run() {
     let stderr = common::stderr(&output);
     assert!(stderr.contains("cancelled by `mara cancel`"), "{stderr}");
     assert!(!stderr.contains("killing"), "{stderr}");
-    // unlock --force on a free stack says so; without --force it refuses.
-    assert_eq!(
-        ws.mara().arg("unlock").output().unwrap().status.code(),
-        Some(2)
-    );
+    // unlock on a free stack says so, with or without --force.
+    assert!(common::stdout(&ws.mara().arg("unlock").output().unwrap()).contains("not locked"));
     assert!(
         common::stdout(&ws.mara().args(["unlock", "--force"]).output().unwrap())
             .contains("not locked")
@@ -327,8 +332,18 @@ fn show_execution_changed_says_the_same_without_running() {
 #[test]
 fn logs_follow_a_running_run_to_its_end() {
     let ws = Ws::new();
+    // `infrastructure/kubeconfig` starts only once the cluster is up: after `--follow` began.
     let mut run = ws.spawn(
-        &["up", "--yes", "--only", "cluster", "--only", "registry"],
+        &[
+            "up",
+            "--yes",
+            "--only",
+            "cluster",
+            "--only",
+            "registry",
+            "--only",
+            "infrastructure/kubeconfig",
+        ],
         2000,
     );
     ws.wait_until_running(&mut run);
@@ -343,6 +358,10 @@ fn logs_follow_a_running_run_to_its_end() {
         text.contains("[infrastructure/local/registry] Resources: +1"),
         "followed to the end: {text}"
     );
+    assert!(
+        text.contains("[infrastructure/kubeconfig] Resources: +"),
+        "a project that started later is followed too: {text}"
+    );
     let history = ws.history();
     let id = history[0]["run_id"].as_str().unwrap();
     let one = common::stdout(&ws.mara().args(["logs", id, "registry"]).output().unwrap());
@@ -350,6 +369,11 @@ fn logs_follow_a_running_run_to_its_end() {
         one.starts_with("# mara up infrastructure/local/registry"),
         "{one}"
     );
+    // One word that is not a run: a project of the last run.
+    let last = common::stdout(&ws.mara().args(["logs", "registry"]).output().unwrap());
+    assert_eq!(last, one);
+    let output = ws.mara().args(["logs", "nope"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
 }
 
 /// A workspace of command projects: `a` requires `demo:a`; `b` (after `a`) succeeds only once the

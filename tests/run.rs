@@ -800,7 +800,28 @@ fn a_second_sigint_kills_engines_that_ignore_the_first() {
         "it did not wait for the engine's minute"
     );
     assert!(common::no_process_in(d.root()), "the killed engine is gone");
-    assert!(common::stderr(&output).contains("killing the running engine processes"));
+    let err = common::stderr(&output);
+    assert!(
+        err.contains("killing the running engine processes"),
+        "{err}"
+    );
+    // It says which engine was killed, and how to clear the lock it may have left; so does unlock.
+    let clear = "clear it with `pulumi cancel --yes --stack dev` in";
+    assert!(
+        err.contains("1 project was killed")
+            && err.contains("infrastructure/local/cluster: killed")
+            && err.contains(clear),
+        "{err}"
+    );
+    let unlock = d.mara().arg("unlock").output().unwrap();
+    let out = common::stdout(&unlock);
+    assert!(unlock.status.success(), "{out}");
+    assert!(
+        out.contains("is not locked by mara")
+            && out.contains("infrastructure/local/cluster")
+            && out.contains(clear),
+        "{out}"
+    );
 }
 
 #[test]

@@ -95,7 +95,7 @@ fn the_first_run_and_the_secrets_are_asked_on_a_terminal() {
         terminal.type_keys(&format!("{answer}\r"));
     }
     // A default: an empty answer takes it.
-    terminal.wait_for("Bank of Sirius demo site login username (empty for the default)");
+    terminal.wait_for("Bank of Sirius demo site login username (it has a default: Enter keeps it)");
     terminal.type_keys("\r");
     terminal.wait_for("Repeat it");
     terminal.type_keys("\r");

@@ -76,7 +76,10 @@ fn several_problems_are_reported_together_and_nothing_changes() {
 #[test]
 fn the_example_workspace_is_valid_with_its_tools_and_secrets() {
     let tools = fake_tools();
-    let dir = example("mara-local");
+    // A copy: the quick start deploys the example in place, and no test depends on its state.
+    let copy = tempfile::tempdir().unwrap();
+    common::copy_example(&example("mara-local"), copy.path());
+    let dir = copy.path().to_path_buf();
     let before = tree(&dir);
     // Its secrets come from its environment file; none of their values is shown.
     let output = common::mara(&dir)

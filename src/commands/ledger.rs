@@ -1,6 +1,7 @@
 //! `mara status`, `history`, `logs`, `cancel` and `unlock` (docs/commands.md, "status, history,
 //! logs" and "cancel, unlock"): reading the run ledger, and the two ways to act on a stack's lock.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,7 +10,7 @@ use serde_json::json;
 
 use crate::deployment::StackFiles;
 use crate::error::{Error, Problem, Result};
-use crate::ledger::{self, Ledger, RunRecord};
+use crate::ledger::{self, Ledger, ProjectRecord, RunRecord, process_exists, whoami};
 use crate::settings::{OutputFormat, Settings};
 use crate::status::{ProjectStatus, RunStatus};
 use crate::ui::{self, Style};
@@ -215,16 +216,17 @@ pub fn logs(
     project: Option<String>,
     follow: bool,
 ) -> Result<()> {
-    // A run named by its id needs nothing of the stack.
-    let (workspace, stack) = match &run {
-        Some(_) => (crate::deployment::discover(settings)?, None),
-        None => stack(settings)?,
-    };
+    let (workspace, stack) = stack(settings)?;
     let ledger = open_existing(&workspace)?.ok_or_else(|| {
         Error::usage(Problem::new(
             "no run has been recorded in this workspace yet",
         ))
     })?;
+    // `mara logs PROJECT`: one word that is no run's id names a project of the last run.
+    let (run, project) = match (run, project) {
+        (Some(word), None) if ledger.run(&word)?.is_none() => (None, Some(word)),
+        other => other,
+    };
     let record = match &run {
         Some(id) => ledger.run(id)?.ok_or_else(|| {
             Error::usage(
@@ -248,7 +250,15 @@ pub fn logs(
                 .iter()
                 .map(|p| p.path.clone())
                 .find(|p| p == name || p.ends_with(&format!("/{name}")))
-                .unwrap_or_else(|| name.clone());
+                .ok_or_else(|| {
+                    Error::usage(
+                        Problem::new(format!(
+                            "`{name}` is neither a run nor a project of run {}",
+                            record.run_id
+                        ))
+                        .hint("`mara history` lists the runs; `mara logs RUN PROJECT` names both"),
+                    )
+                })?;
             vec![(path.clone(), dir.join(format!("{path}.log")))]
         }
         None => record
@@ -279,30 +289,30 @@ pub fn logs(
         }
         return ui::print(&out);
     }
-    // Follow: print what each log gains until the run is no longer running.
-    let mut offsets: Vec<u64> = vec![0; files.len()];
+    // Follow: print what each log gains until the run is no longer running, taking in the
+    // projects that start meanwhile.
+    let mut offsets: BTreeMap<String, u64> = BTreeMap::new();
+    let mut files = files;
     loop {
-        for ((path, file), offset) in files.iter().zip(offsets.iter_mut()) {
+        let now = ledger.run(&record.run_id)?;
+        if project.is_none()
+            && let Some(now) = &now
+        {
+            for p in &now.projects {
+                if !files.iter().any(|(path, _)| *path == p.path) {
+                    files.push((p.path.clone(), dir.join(format!("{}.log", p.path))));
+                }
+            }
+        }
+        let running = now.is_some_and(|r| r.status == RunStatus::Running);
+        for (path, file) in &files {
+            let offset = offsets.entry(path.clone()).or_default();
             if let Some(text) = read_from(file, offset) {
                 let prefixed: String = text.lines().map(|l| format!("[{path}] {l}\n")).collect();
                 ui::print(&prefixed)?;
             }
         }
-        let running = ledger
-            .run(&record.run_id)?
-            .is_some_and(|r| r.status == RunStatus::Running);
         if !running {
-            // One last read for what was written at the end.
-            for ((path, file), offset) in files.iter().zip(offsets.iter_mut()) {
-                if let Some(text) = read_from(file, offset) {
-                    ui::print(
-                        &text
-                            .lines()
-                            .map(|l| format!("[{path}] {l}\n"))
-                            .collect::<String>(),
-                    )?;
-                }
-            }
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -337,15 +347,59 @@ pub fn cancel(settings: &Settings) -> Result<()> {
 
 pub fn unlock(settings: &Settings, force: bool) -> Result<()> {
     let (workspace, stack) = require_stack(settings)?;
+    let ledger = open_existing(&workspace)?;
+    let holder = match &ledger {
+        Some(ledger) => ledger.holder(&stack)?,
+        None => None,
+    };
+    let Some(holder) = holder else {
+        // Not locked by mara; a run killed mid-operation may have left its engines' own locks.
+        let mut text = format!("Stack {stack} is not locked by mara.\n");
+        if let Some(ledger) = &ledger
+            && let Some(last) = ledger.runs(Some(&stack), 1)?.into_iter().next()
+            && let Some(last) = ledger.run(&last.run_id)?
+        {
+            let killed: Vec<&ProjectRecord> = last
+                .projects
+                .iter()
+                .filter(|p| p.reason.as_deref().is_some_and(|r| r.starts_with("killed")))
+                .collect();
+            if !killed.is_empty() {
+                text.push_str(&format!(
+                    "Its last run ({}) killed {} {}, whose engine may still hold the stack's own lock:\n",
+                    last.run_id,
+                    killed.len(),
+                    crate::error::plural(killed.len(), "project", "projects")
+                ));
+                for project in killed {
+                    text.push_str(&format!(
+                        "  {}: {}\n",
+                        project.path,
+                        project.reason.as_deref().unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        return ui::print(&text);
+    };
     if !force {
         return Err(Error::usage(
-            Problem::new("clearing a lock lets another run deploy the same stack at once")
-                .hint("pass --force if the run holding it is gone (see `mara status`)"),
+            Problem::new(format!("stack `{stack}` is locked by {holder}"))
+                .hint("clearing a lock lets another run deploy the same stack at once: pass --force if the run holding it is gone (see `mara status`)"),
         ));
     }
-    let Some(mut ledger) = open_existing(&workspace)? else {
-        return ui::print(&format!("Stack {stack} is not locked.\n"));
-    };
+    let (_, host) = whoami();
+    if holder.host == host && process_exists(holder.pid) {
+        return Err(Error::Locked(Box::new(
+            Problem::new(format!(
+                "stack `{stack}` is locked by {holder}, which is alive on this host"
+            ))
+            .hint(
+                "stop it with `mara cancel`; `unlock --force` only clears a lock whose run is gone",
+            ),
+        )));
+    }
+    let mut ledger = ledger.expect("a lock was read from the ledger");
     let text = match ledger.unlock(&stack)? {
         Some(holder) => format!("Cleared the lock of {holder}; that run is recorded abandoned.\n"),
         None => format!("Stack {stack} is not locked.\n"),

@@ -314,6 +314,33 @@ fn go(
         projects: reports,
     };
     summarize(settings, run, &summary)?;
+    let killed: Vec<&str> = summary
+        .projects
+        .iter()
+        .filter_map(|p| match &p.outcome {
+            Outcome::Cancelled { killed: Some(how) } => Some(how.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !killed.is_empty() {
+        let mut text = format!(
+            "warning: {} {} killed: the engine may still hold its stack's own lock (`mara unlock` says so again)",
+            killed.len(),
+            plural(killed.len(), "project was", "projects were")
+        );
+        for project in summary
+            .projects
+            .iter()
+            .filter(|p| matches!(p.outcome, Outcome::Cancelled { killed: Some(_) }))
+        {
+            text.push_str(&format!(
+                "\n  {}: {}",
+                project.path,
+                project.reason.as_deref().unwrap_or_default()
+            ));
+        }
+        eprintln!("{}", settings.stderr_style.yellow(&text));
+    }
     let absent = |p: &ProjectReport| matches!(p.outcome, Outcome::Absent { .. });
     if !summary.projects.is_empty() && summary.projects.iter().all(absent) {
         *ran = false;

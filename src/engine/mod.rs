@@ -337,6 +337,18 @@ pub fn is_missing_stack(engine: EngineKind, code: Option<i32>, stderr: &str) -> 
     }
 }
 
+/// The command that clears the lock an engine killed mid-operation may leave on the stack.
+pub fn clearing_the_lock(engine: EngineKind, stack: &str) -> Option<String> {
+    match engine {
+        EngineKind::Pulumi => Some(format!("pulumi cancel --yes --stack {stack}")),
+        EngineKind::Terraform | EngineKind::Tofu => Some(format!(
+            "{} force-unlock LOCK_ID (the id is in the error of the next run)",
+            engine.as_str()
+        )),
+        EngineKind::Command => None,
+    }
+}
+
 /// Whether an engine's stderr says another run holds the stack's (or state's) lock.
 pub fn is_locked(stderr: &str) -> bool {
     pulumi::is_locked(stderr) || stderr.contains(terraform::LOCKED_MARKER)

@@ -317,7 +317,9 @@ impl Ledger for SqliteLedger {
             .map_err(|e| db_error(&self.path, e))?;
         transaction
             .execute(
-                "UPDATE runs SET status = ?2, finished = ?3 WHERE run_id = ?1",
+                // A run whose lock was taken over was recorded abandoned by the run that took it:
+                // that record stands.
+                "UPDATE runs SET status = ?2, finished = ?3 WHERE run_id = ?1 AND status = 'running'",
                 params![run_id, status, finished],
             )
             .map_err(|e| db_error(&self.path, e))?;
@@ -516,6 +518,15 @@ mod tests {
             ledger.run("r1").unwrap().unwrap().status,
             RunStatus::Abandoned
         );
+        // The run taken over, finishing after all, changes neither its record nor the lock.
+        ledger
+            .finish("r1", RunStatus::Succeeded, "2026-11-21T00:00:30.000Z")
+            .unwrap();
+        assert_eq!(
+            ledger.run("r1").unwrap().unwrap().status,
+            RunStatus::Abandoned
+        );
+        assert_eq!(ledger.holder("dev").unwrap().unwrap().run_id, "r4");
         ledger
             .finish("r4", RunStatus::Succeeded, "2026-11-21T00:01:00.000Z")
             .unwrap();

@@ -29,7 +29,11 @@ pub enum Outcome {
     Absent {
         reason: String,
     },
-    Cancelled,
+    /// Stopped by an interruption. `killed`: by SIGKILL (a second interruption), which an engine
+    /// cannot clean up after — it says how to clear the lock the engine may still hold.
+    Cancelled {
+        killed: Option<String>,
+    },
 }
 
 impl Outcome {
@@ -39,7 +43,7 @@ impl Outcome {
             Outcome::Unchanged => ProjectStatus::Unchanged,
             Outcome::Failed { .. } => ProjectStatus::Failed,
             Outcome::Skipped { .. } | Outcome::Absent { .. } => ProjectStatus::Skipped,
-            Outcome::Cancelled => ProjectStatus::Cancelled,
+            Outcome::Cancelled { .. } => ProjectStatus::Cancelled,
         }
     }
 
@@ -55,7 +59,10 @@ impl Outcome {
         match self {
             Outcome::Failed { reason, .. }
             | Outcome::Skipped { reason }
-            | Outcome::Absent { reason } => Some(reason),
+            | Outcome::Absent { reason }
+            | Outcome::Cancelled {
+                killed: Some(reason),
+            } => Some(reason),
             _ => None,
         }
     }

@@ -64,8 +64,20 @@ impl Job {
     }
 
     fn failed(&self, code: Option<i32>, reason: String, log: &Option<std::fs::File>) -> Finished {
-        let outcome = if self.shared.interrupt.is_interrupted() {
-            Outcome::Cancelled
+        let interrupt = &self.shared.interrupt;
+        let outcome = if interrupt.is_interrupted() {
+            let killed = (interrupt.level() == InterruptLevel::Kill).then(|| {
+                let engine = self.project.engine;
+                let dir = &self.project.dir;
+                match crate::engine::clearing_the_lock(engine, &self.project.context.stack) {
+                    Some(clear) => format!(
+                        "killed by a second interruption: its engine may still hold the stack's own lock; clear it with `{clear}` in {}",
+                        dir.display()
+                    ),
+                    None => "killed by a second interruption".to_string(),
+                }
+            });
+            Outcome::Cancelled { killed }
         } else {
             Outcome::Failed { code, reason }
         };

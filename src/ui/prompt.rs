@@ -2,16 +2,132 @@
 //! (`configure`, the confirmations) asks through `configure::Prompter`, so that it neither prints
 //! nor prompts itself; this is the terminal's side of that trait, and a scripted one for tests.
 
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 pub use crate::configure::Prompter;
 use crate::error::{Error, Result};
 
-/// The terminal, through dialoguer, on standard error.
+/// The terminal, through dialoguer, on standard error. Ctrl-C at any question is an
+/// interruption (exit 130): the terminal is left as it was found — cursor shown, echo on.
 #[derive(Debug, Default)]
 pub struct TerminalPrompter;
+
+/// While a question is asked, SIGINT only sets a flag: console and dialoguer raise it on Ctrl-C
+/// in raw mode, and a terminal in line mode sends it; either way the question ends, and the
+/// terminal is restored before mara says it was interrupted.
+static CAUGHT: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn caught(_: libc::c_int) {
+    CAUGHT.store(true, Ordering::SeqCst);
+}
+
+/// SIGINT caught for the lifetime of the value, the handler it replaced restored after.
+struct Caught(libc::sigaction);
+
+impl Caught {
+    fn install() -> Caught {
+        CAUGHT.store(false, Ordering::SeqCst);
+        // SAFETY: the handler only stores to an atomic (async-signal-safe); no SA_RESTART, so a
+        // blocked read returns EINTR; the previous action is kept to be restored.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = caught as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            let mut previous: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGINT, &action, &mut previous);
+            Caught(previous)
+        }
+    }
+
+    fn fired(&self) -> bool {
+        CAUGHT.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Caught {
+    fn drop(&mut self) {
+        // SAFETY: restores the action `install` replaced.
+        unsafe {
+            libc::sigaction(libc::SIGINT, &self.0, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Asks with `question`; Ctrl-C is `Error::Interrupted`, with the cursor shown again.
+fn guarded<T>(question: impl FnOnce() -> std::result::Result<T, dialoguer::Error>) -> Result<T> {
+    let caught = Caught::install();
+    let answer = question();
+    let interrupted = caught.fired()
+        || matches!(&answer, Err(dialoguer::Error::IO(e)) if e.kind() == std::io::ErrorKind::Interrupted);
+    drop(caught);
+    if interrupted {
+        let _ = std::io::stderr().write_all(b"\x1b[?25h\n");
+        return Err(Error::Interrupted);
+    }
+    answer.map_err(asked)
+}
 
 fn asked(error: dialoguer::Error) -> Error {
     let dialoguer::Error::IO(error) = error;
     Error::Terminal(error)
+}
+
+/// A line typed without echo, on the terminal: read here rather than through dialoguer so that
+/// Ctrl-C ends it at once (a line-mode read would wait for Enter) with echo turned back on.
+fn hidden_line(prompt: &str) -> Result<String> {
+    use std::os::fd::AsRawFd;
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .map_err(Error::Terminal)?;
+    let fd = tty.as_raw_fd();
+    let mut out = std::io::stderr();
+    let _ = write!(out, "{prompt}: ");
+    let _ = out.flush();
+    // SAFETY: tcgetattr fills the struct for a terminal fd, or fails.
+    let mut original: libc::termios = unsafe { std::mem::zeroed() };
+    if unsafe { libc::tcgetattr(fd, &mut original) } != 0 {
+        return Err(Error::Terminal(std::io::Error::last_os_error()));
+    }
+    let mut quiet = original;
+    quiet.c_lflag &= !libc::ECHO;
+    // SAFETY: sets the attributes just read, echo off.
+    unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &quiet) };
+    let caught = Caught::install();
+    let mut line = Vec::new();
+    let result = loop {
+        if caught.fired() {
+            break Err(Error::Interrupted);
+        }
+        let mut poll = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, a 100 ms timeout.
+        let ready = unsafe { libc::poll(&mut poll, 1, 100) };
+        if ready <= 0 {
+            continue;
+        }
+        let mut byte = [0u8; 1];
+        // SAFETY: reads at most one byte into `byte`.
+        let n = unsafe { libc::read(fd, byte.as_mut_ptr().cast(), 1) };
+        match n {
+            1 if byte[0] == b'\n' || byte[0] == b'\r' => {
+                break Ok(String::from_utf8_lossy(&line).into_owned());
+            }
+            1 => line.push(byte[0]),
+            0 => break Err(Error::Terminal(std::io::ErrorKind::UnexpectedEof.into())),
+            _ => {}
+        }
+    };
+    drop(caught);
+    // SAFETY: restores the attributes read at the start, echo on again.
+    unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &original) };
+    let _ = writeln!(out);
+    result
 }
 
 impl Prompter for TerminalPrompter {
@@ -32,36 +148,42 @@ impl Prompter for TerminalPrompter {
         if let Some(default) = default {
             input = input.default(default.to_string());
         }
-        input
-            .validate_with(|answer: &String| check(answer))
-            .interact_text()
-            .map_err(asked)
+        guarded(|| {
+            input
+                .validate_with(|answer: &String| check(answer))
+                .interact_text()
+        })
     }
 
+    /// A menu that also filters as one types: `yes` and Enter is yes.
     fn choose(&mut self, prompt: &str, items: &[String], default: usize) -> Result<usize> {
-        dialoguer::Select::with_theme(&dialoguer::theme::SimpleTheme)
-            .with_prompt(prompt)
-            .items(items)
-            .default(default)
-            .interact()
-            .map_err(asked)
+        guarded(|| {
+            dialoguer::FuzzySelect::with_theme(&dialoguer::theme::SimpleTheme)
+                .with_prompt(prompt)
+                .items(items)
+                .default(default)
+                .interact()
+        })
     }
 
     fn confirm(&mut self, prompt: &str, default: bool) -> Result<bool> {
-        dialoguer::Confirm::with_theme(&dialoguer::theme::SimpleTheme)
-            .with_prompt(prompt)
-            .default(default)
-            .interact()
-            .map_err(asked)
+        guarded(|| {
+            dialoguer::Confirm::with_theme(&dialoguer::theme::SimpleTheme)
+                .with_prompt(prompt)
+                .default(default)
+                .interact()
+        })
     }
 
     fn secret(&mut self, prompt: &str) -> Result<String> {
-        dialoguer::Password::with_theme(&dialoguer::theme::SimpleTheme)
-            .with_prompt(prompt)
-            .with_confirmation("Repeat it", "The two entries differ; again.")
-            .allow_empty_password(true)
-            .interact()
-            .map_err(asked)
+        loop {
+            let first = hidden_line(prompt)?;
+            let again = hidden_line("Repeat it")?;
+            if first == again {
+                return Ok(first);
+            }
+            self.say("The two entries differ; again.");
+        }
     }
 }
 
