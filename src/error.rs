@@ -182,6 +182,9 @@ pub enum Error {
     /// The command line is wrong (exit 2).
     #[error("{0}")]
     Usage(Box<Problem>),
+    /// Several things on the command line are wrong (exit 2), each said on its own.
+    #[error("{}", problems_headline(.0))]
+    UsageProblems(Vec<Problem>),
     /// The configuration is wrong; nothing ran (exit 3).
     #[error("{}", problems_headline(.0))]
     Problems(Vec<Problem>),
@@ -276,7 +279,7 @@ impl Error {
 
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Usage(_) => exit::USAGE,
+            Error::Usage(_) | Error::UsageProblems(_) => exit::USAGE,
             Error::Problems(_)
             | Error::Read { .. }
             | Error::Write { .. }
@@ -311,6 +314,9 @@ impl Error {
             Error::Problems(problems) => {
                 Error::Problems(problems.into_iter().map(shorten).collect())
             }
+            Error::UsageProblems(problems) => {
+                Error::UsageProblems(problems.into_iter().map(shorten).collect())
+            }
             Error::Read { path, source } => Error::Read {
                 path: path
                     .strip_prefix(root)
@@ -342,7 +348,7 @@ impl Error {
             Error::Usage(problem) | Error::Locked(problem) | Error::Declined(problem) => {
                 std::slice::from_ref(&**problem)
             }
-            Error::Problems(problems) => problems,
+            Error::Problems(problems) | Error::UsageProblems(problems) => problems,
             _ => &[],
         }
     }

@@ -292,6 +292,23 @@ fn changed_runs_only_what_changed_and_its_dependents() {
         "{}",
         common::stdout(&output)
     );
+
+    // A project destroyed since its last up is not deployed, whatever its inputs.
+    ws.mara()
+        .args(["destroy", "--yes", "--only", "sirius"])
+        .assert()
+        .success();
+    let output = ws
+        .mara()
+        .args(["up", "--yes", "--changed"])
+        .output()
+        .unwrap();
+    let out = common::stdout(&output);
+    assert!(
+        out.contains("run  kubernetes/applications/sirius: never deployed"),
+        "{out}"
+    );
+    assert!(out.contains("skip kubernetes/certmgr: unchanged"), "{out}");
 }
 
 #[test]

@@ -87,6 +87,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
 
     // The environment file.
     let env_path = workspace.env_file();
+    let mut env_unreadable = false;
     let env_file = match EnvFile::load(&env_path) {
         Ok(Some(file)) => {
             let n = file.entries.len();
@@ -109,6 +110,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
         }
         Err(error) => {
             checks.fail_with("environment", error);
+            env_unreadable = true;
             None
         }
     };
@@ -118,6 +120,13 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
         Ok(Some(stack)) => {
             checks.pass("stack", format!("{} (from {})", stack.name, stack.source));
             Some(stack)
+        }
+        Ok(None) if env_unreadable => {
+            checks.skip(
+                "stack",
+                "not checked: the environment file, which may name it, could not be read",
+            );
+            None
         }
         Ok(None) => {
             let problem = stack::missing_stack_problem(&workspace.display(&env_path));

@@ -161,21 +161,8 @@ impl Error {
             Error::Problems(mut problems) if problems.len() == 1 => {
                 Error::usage(problems.remove(0))
             }
-            Error::Problems(problems) => {
-                // Several bad names: keep them all, as one usage problem per line.
-                let message = problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                let hint = problems.iter().find_map(|p| p.hint.clone());
-                Error::usage(Problem {
-                    location: None,
-                    subject: None,
-                    message,
-                    hint,
-                })
-            }
+            // Several bad names: each on its line, with its own "did you mean".
+            Error::Problems(problems) => Error::UsageProblems(problems),
             other => other,
         }
     }
@@ -251,10 +238,18 @@ mod tests {
             },
         )
         .unwrap_err();
-        let text = err.to_string();
-        assert!(
-            text.contains("--only nope") && text.contains("--skip logstor"),
-            "{text}"
+        let problems: Vec<String> = err.problems().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            problems,
+            [
+                "--only nope: no project `nope` in this plan",
+                "--skip logstor: no project `logstor` in this plan"
+            ]
+        );
+        assert_eq!(
+            err.problems()[1].hint.as_deref(),
+            Some("did you mean `kubernetes/logstore`?"),
+            "each with its own suggestion"
         );
         assert_eq!(err.exit_code(), crate::error::exit::USAGE);
     }

@@ -446,22 +446,38 @@ impl Ledger for SqliteLedger {
     }
 
     fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>> {
+        // Each project's last successful up or destroy, in order: a destroy after the up means
+        // the project is no longer deployed, whatever its inputs.
         let mut statement = self
             .connection
             .prepare(
-                "SELECT p.path, p.fingerprint FROM projects p JOIN runs r ON r.run_id = p.run_id
-                 WHERE r.stack = ?1 AND r.operation = 'up' AND p.status IN ('succeeded', 'unchanged') AND p.fingerprint IS NOT NULL
+                "SELECT p.path, r.operation, p.fingerprint FROM projects p JOIN runs r ON r.run_id = p.run_id
+                 WHERE r.stack = ?1 AND r.operation IN ('up', 'destroy') AND p.status IN ('succeeded', 'unchanged')
                  ORDER BY p.finished",
             )
             .map_err(|e| db_error(&self.path, e))?;
         let rows = statement
             .query_map([stack], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Operation>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                ))
             })
             .map_err(|e| db_error(&self.path, e))?;
-        // Later rows overwrite earlier ones: the last successful up wins.
-        rows.collect::<rusqlite::Result<BTreeMap<_, _>>>()
-            .map_err(|e| db_error(&self.path, e))
+        let mut last = BTreeMap::new();
+        for row in rows {
+            let (path, operation, fingerprint) = row.map_err(|e| db_error(&self.path, e))?;
+            match (operation, fingerprint) {
+                (Operation::Up, Some(fingerprint)) => {
+                    last.insert(path, fingerprint);
+                }
+                _ => {
+                    last.remove(&path);
+                }
+            }
+        }
+        Ok(last)
     }
 }
 
