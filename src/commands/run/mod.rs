@@ -3,6 +3,9 @@
 //! plan, confirm, execute, report. Each step is a call into the layer that owns it; this file says
 //! in what order, and what a person sees between them.
 
+mod confirmation;
+mod summary;
+
 use std::collections::BTreeMap;
 use std::time::{Instant, SystemTime};
 
@@ -12,28 +15,28 @@ use crate::configure;
 use crate::configure::Prompter;
 use crate::deployment::checks::RunChecks;
 use crate::deployment::{self, Deployment, StackFiles};
-use crate::engine::{Operation, has_changes};
+use crate::engine::Operation;
 use crate::error::{Error, Problem, Result, plural};
 use crate::graph::Plan;
 use crate::ledger::{self, RunStart};
 use crate::run::events::{Outcome, ProjectReport, Sink, run_status};
 use crate::run::narrow::{self, Resume};
-use crate::run::plan::{self, Planner, RunPlan};
+use crate::run::plan::{self, Planner};
 use crate::run::project::{self, Context};
 use crate::run::recorder::Recorder;
 use crate::run::redact::Redactor;
 use crate::run::runner::{Runner, Schedule};
-use crate::run::scheduler::FailurePolicy;
 use crate::run::{kubeconfig, prepare, stacks};
+use crate::settings::Settings;
 use crate::settings::run::{Confirmation, Mode, RunSettings};
-use crate::settings::{OutputFormat, Settings};
-use crate::status::{ProjectStatus, RunStatus};
-use crate::ui::confirm::{self, LineCollector};
+
+use crate::status::RunStatus;
 use crate::ui::prompt::TerminalPrompter;
 use crate::ui::report::{self, RunSummary};
-use crate::ui::reporter::{self, LogOrder, Reporter};
 use crate::workspace::stack::ResolvedStack;
 use crate::workspace::stack_config::StackConfigFile;
+use confirmation::{Decision, Stored, confirm, declined};
+use summary::{outcome, summarize, terminal};
 
 pub fn run(settings: &Settings, command: RunCommand) -> Result<()> {
     let workspace = deployment::discover(settings)?;
@@ -378,54 +381,6 @@ fn record_infra_type(settings: &Settings, planner: &Planner<'_>, config: &StackC
     }
 }
 
-/// What the person at the terminal (or the CI log) sees while the run goes on.
-fn terminal(settings: &Settings, run: &RunSettings) -> Reporter {
-    let options = reporter::Options {
-        live: settings.live,
-        order: run.log_order,
-        style: settings.stdout_style,
-        quiet: settings.verbosity < 0,
-        verb: run.operation.as_str(),
-    };
-    // The projects' lines go where the summary goes: stdout, unless it carries JSON or the live
-    // view draws on stderr.
-    let out: reporter::Output = match (settings.live, settings.output) {
-        (false, OutputFormat::Human) => Box::new(std::io::stdout()),
-        _ => Box::new(std::io::stderr()),
-    };
-    Reporter::new(options, out, Box::new(std::io::stderr()))
-}
-
-/// The summary: the table (with `--output json`, the JSON on stdout and the table on stderr),
-/// then every report asked for.
-fn summarize(settings: &Settings, run: &RunSettings, summary: &RunSummary) -> Result<()> {
-    match settings.output {
-        OutputFormat::Json => {
-            eprint!("{}", report::table(summary, settings.stderr_style));
-            crate::ui::print(&summary.to_json())?;
-        }
-        // `-q`: only what went wrong — the failed projects' lines came as they failed; then the
-        // verdict, unless all went well.
-        OutputFormat::Human if settings.verbosity < 0 => {
-            if summary.status != RunStatus::Succeeded {
-                let verdict = report::verdict(summary, settings.stdout_style);
-                crate::ui::print(&format!("{verdict}\n"))?
-            }
-        }
-        OutputFormat::Human => {
-            let table = report::table(summary, settings.stdout_style);
-            crate::ui::print(&format!("\n{table}"))?
-        }
-    }
-    let reports = &run.reports;
-    report::write_files(
-        summary,
-        reports.json.as_deref(),
-        reports.junit.as_deref(),
-        reports.github_summary.as_deref(),
-    )
-}
-
 /// A `destroy` or `refresh` of a stack no selected project has (a typo, a stack never deployed).
 fn no_such_stack(stack: &ResolvedStack, existing: &std::collections::BTreeSet<String>) -> Error {
     let existing = match existing.len() {
@@ -524,147 +479,4 @@ fn decide<'g>(
             Ok(plan)
         }
     }
-}
-
-/// What the person at the terminal answered.
-enum Decision {
-    Go,
-    /// Not confirmed; the projects whose stack the preview created.
-    Declined {
-        created: Vec<String>,
-    },
-}
-
-/// On a terminal: `up` previews every project, shows the combined changes and asks; `destroy`
-/// asks for the stack's name.
-fn confirm(
-    settings: &Settings,
-    run: &RunSettings,
-    runner: &Runner,
-    stack: &ResolvedStack,
-    plan: &RunPlan,
-    preview: impl FnOnce() -> RunPlan,
-    context: Context,
-) -> Result<Decision> {
-    let style = settings.stderr_style;
-    let stack = stack.name.as_str();
-    let mut prompter = TerminalPrompter;
-    let (confirmed, created) = match run.operation {
-        Operation::Destroy => {
-            let projects: Vec<&str> = plan.projects.iter().map(|p| p.path.as_str()).collect();
-            let confirmed = confirm::destroy(&mut prompter, stack, &projects, style)?;
-            (confirmed, Vec::new())
-        }
-        _ => {
-            let preview = preview();
-            let n = preview.len();
-            eprintln!(
-                "Previewing {n} {} on stack {stack}…",
-                plural(n, "project", "projects")
-            );
-            let options = reporter::Options {
-                live: false,
-                order: LogOrder::Grouped,
-                style,
-                quiet: true,
-                verb: "preview",
-            };
-            let stderr = || Box::new(std::io::stderr());
-            let mut failures = Reporter::new(options, stderr(), stderr());
-            let mut lines = LineCollector::default();
-            let schedule = Schedule {
-                parallel: run.parallel,
-                failure: FailurePolicy::SkipDependents,
-            };
-            let sinks: &mut [&mut dyn Sink] = &mut [&mut failures, &mut lines];
-            let reports = runner.execute(&preview, context, schedule, sinks);
-            if runner.interrupt().is_interrupted() {
-                return Err(Error::Interrupted);
-            }
-            let confirmed = confirm::update(&mut prompter, &reports, &lines, style)?;
-            let created = reports
-                .iter()
-                .filter(|r| r.created_stack)
-                .map(|r| r.path.clone())
-                .collect();
-            (confirmed, created)
-        }
-    };
-    Ok(match confirmed {
-        true => Decision::Go,
-        false => Decision::Declined { created },
-    })
-}
-
-/// What an `up` had stored before its confirmation was declined.
-struct Stored {
-    /// The shared configuration a first run wrote.
-    first_run: Option<String>,
-    /// How many secrets it stored.
-    secrets: usize,
-    /// The projects whose stack the preview created.
-    created: Vec<String>,
-}
-
-/// "Not confirmed", and exactly what was already stored (exit 6).
-fn declined(
-    operation: Operation,
-    stack: &ResolvedStack,
-    stored: &Stored,
-    workspace: &crate::workspace::Workspace,
-) -> Error {
-    let what = match operation {
-        Operation::Destroy => "destroyed",
-        _ => "deployed",
-    };
-    let mut kept = Vec::new();
-    if let Some(file) = &stored.first_run {
-        kept.push(format!("the first run's answers in {file}"));
-    }
-    if stored.secrets > 0 {
-        let secrets_project = &workspace.settings.secrets_project;
-        kept.push(format!(
-            "{} {} in {secrets_project}",
-            stored.secrets,
-            plural(stored.secrets, "secret", "secrets")
-        ));
-    }
-    if !stored.created.is_empty() {
-        kept.push(format!(
-            "the empty stack `{}` the preview created in {}",
-            stack.name,
-            stored.created.join(", ")
-        ));
-    }
-    let problem = Problem::new(format!("not confirmed: nothing was {what}"));
-    Error::Declined(Box::new(match kept.is_empty() {
-        true => problem,
-        false => problem.hint(format!(
-            "already stored, and kept for the next run: {}",
-            kept.join("; ")
-        )),
-    }))
-}
-
-/// What the run's outcome means as an exit: interrupted (130), a project failed (1), the preview
-/// found changes it was told to expect none of (4).
-fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
-    let failed = summary.count(ProjectStatus::Failed);
-    if summary.status == RunStatus::Cancelled {
-        return Err(Error::Interrupted);
-    }
-    if failed > 0 {
-        return Err(Error::ProjectsFailed { failed });
-    }
-    if run.operation == Operation::Preview && run.expect_no_changes {
-        let changed = summary
-            .projects
-            .iter()
-            .filter(|p| p.changes.as_ref().is_some_and(has_changes))
-            .count();
-        if changed > 0 {
-            return Err(Error::Drift { changed });
-        }
-    }
-    Ok(())
 }

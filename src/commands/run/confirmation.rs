@@ -1,0 +1,136 @@
+//! The confirmation before `up` and `destroy`, and what a "no" leaves behind (docs/commands.md,
+//! "Confirmation"; exit 6).
+
+use crate::engine::Operation;
+use crate::error::{Error, Problem, Result, plural};
+use crate::run::events::Sink;
+use crate::run::plan::RunPlan;
+use crate::run::project::Context;
+use crate::run::runner::{Runner, Schedule};
+use crate::run::scheduler::FailurePolicy;
+use crate::settings::Settings;
+use crate::settings::run::RunSettings;
+use crate::ui::confirm::{self, LineCollector};
+use crate::ui::prompt::TerminalPrompter;
+use crate::ui::reporter::{self, LogOrder, Reporter};
+use crate::workspace::stack::ResolvedStack;
+
+/// What the person at the terminal answered.
+pub(super) enum Decision {
+    Go,
+    /// Not confirmed; the projects whose stack the preview created.
+    Declined {
+        created: Vec<String>,
+    },
+}
+
+/// On a terminal: `up` previews every project, shows the combined changes and asks; `destroy`
+/// asks for the stack's name.
+pub(super) fn confirm(
+    settings: &Settings,
+    run: &RunSettings,
+    runner: &Runner,
+    stack: &ResolvedStack,
+    plan: &RunPlan,
+    preview: impl FnOnce() -> RunPlan,
+    context: Context,
+) -> Result<Decision> {
+    let style = settings.stderr_style;
+    let stack = stack.name.as_str();
+    let mut prompter = TerminalPrompter;
+    let (confirmed, created) = match run.operation {
+        Operation::Destroy => {
+            let projects: Vec<&str> = plan.projects.iter().map(|p| p.path.as_str()).collect();
+            let confirmed = confirm::destroy(&mut prompter, stack, &projects, style)?;
+            (confirmed, Vec::new())
+        }
+        _ => {
+            let preview = preview();
+            let n = preview.len();
+            eprintln!(
+                "Previewing {n} {} on stack {stack}…",
+                plural(n, "project", "projects")
+            );
+            let options = reporter::Options {
+                live: false,
+                order: LogOrder::Grouped,
+                style,
+                quiet: true,
+                verb: "preview",
+            };
+            let stderr = || Box::new(std::io::stderr());
+            let mut failures = Reporter::new(options, stderr(), stderr());
+            let mut lines = LineCollector::default();
+            let schedule = Schedule {
+                parallel: run.parallel,
+                failure: FailurePolicy::SkipDependents,
+            };
+            let sinks: &mut [&mut dyn Sink] = &mut [&mut failures, &mut lines];
+            let reports = runner.execute(&preview, context, schedule, sinks);
+            if runner.interrupt().is_interrupted() {
+                return Err(Error::Interrupted);
+            }
+            let confirmed = confirm::update(&mut prompter, &reports, &lines, style)?;
+            let created = reports
+                .iter()
+                .filter(|r| r.created_stack)
+                .map(|r| r.path.clone())
+                .collect();
+            (confirmed, created)
+        }
+    };
+    Ok(match confirmed {
+        true => Decision::Go,
+        false => Decision::Declined { created },
+    })
+}
+
+/// What an `up` had stored before its confirmation was declined.
+pub(super) struct Stored {
+    /// The shared configuration a first run wrote.
+    pub first_run: Option<String>,
+    /// How many secrets it stored.
+    pub secrets: usize,
+    /// The projects whose stack the preview created.
+    pub created: Vec<String>,
+}
+
+/// "Not confirmed", and exactly what was already stored (exit 6).
+pub(super) fn declined(
+    operation: Operation,
+    stack: &ResolvedStack,
+    stored: &Stored,
+    workspace: &crate::workspace::Workspace,
+) -> Error {
+    let what = match operation {
+        Operation::Destroy => "destroyed",
+        _ => "deployed",
+    };
+    let mut kept = Vec::new();
+    if let Some(file) = &stored.first_run {
+        kept.push(format!("the first run's answers in {file}"));
+    }
+    if stored.secrets > 0 {
+        let secrets_project = &workspace.settings.secrets_project;
+        kept.push(format!(
+            "{} {} in {secrets_project}",
+            stored.secrets,
+            plural(stored.secrets, "secret", "secrets")
+        ));
+    }
+    if !stored.created.is_empty() {
+        kept.push(format!(
+            "the empty stack `{}` the preview created in {}",
+            stack.name,
+            stored.created.join(", ")
+        ));
+    }
+    let problem = Problem::new(format!("not confirmed: nothing was {what}"));
+    Error::Declined(Box::new(match kept.is_empty() {
+        true => problem,
+        false => problem.hint(format!(
+            "already stored, and kept for the next run: {}",
+            kept.join("; ")
+        )),
+    }))
+}

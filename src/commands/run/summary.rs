@@ -1,0 +1,85 @@
+//! What a run shows and how it ends: the terminal reporter while it goes on, then the summary and
+//! reports, then the exit its outcome means (docs/commands.md, "The summary").
+
+use crate::engine::{Operation, has_changes};
+use crate::error::{Error, Result};
+use crate::settings::run::RunSettings;
+use crate::settings::{OutputFormat, Settings};
+use crate::status::{ProjectStatus, RunStatus};
+use crate::ui::report::{self, RunSummary};
+use crate::ui::reporter::{self, Reporter};
+
+/// What the person at the terminal (or the CI log) sees while the run goes on.
+pub(super) fn terminal(settings: &Settings, run: &RunSettings) -> Reporter {
+    let options = reporter::Options {
+        live: settings.live,
+        order: run.log_order,
+        style: settings.stdout_style,
+        quiet: settings.verbosity < 0,
+        verb: run.operation.as_str(),
+    };
+    // The projects' lines go where the summary goes: stdout, unless it carries JSON or the live
+    // view draws on stderr.
+    let out: reporter::Output = match (settings.live, settings.output) {
+        (false, OutputFormat::Human) => Box::new(std::io::stdout()),
+        _ => Box::new(std::io::stderr()),
+    };
+    Reporter::new(options, out, Box::new(std::io::stderr()))
+}
+
+/// The summary: the table (with `--output json`, the JSON on stdout and the table on stderr),
+/// then every report asked for.
+pub(super) fn summarize(
+    settings: &Settings,
+    run: &RunSettings,
+    summary: &RunSummary,
+) -> Result<()> {
+    match settings.output {
+        OutputFormat::Json => {
+            eprint!("{}", report::table(summary, settings.stderr_style));
+            crate::ui::print(&summary.to_json())?;
+        }
+        // `-q`: only what went wrong — the failed projects' lines came as they failed; then the
+        // verdict, unless all went well.
+        OutputFormat::Human if settings.verbosity < 0 => {
+            if summary.status != RunStatus::Succeeded {
+                let verdict = report::verdict(summary, settings.stdout_style);
+                crate::ui::print(&format!("{verdict}\n"))?
+            }
+        }
+        OutputFormat::Human => {
+            let table = report::table(summary, settings.stdout_style);
+            crate::ui::print(&format!("\n{table}"))?
+        }
+    }
+    let reports = &run.reports;
+    report::write_files(
+        summary,
+        reports.json.as_deref(),
+        reports.junit.as_deref(),
+        reports.github_summary.as_deref(),
+    )
+}
+
+/// What the run's outcome means as an exit: interrupted (130), a project failed (1), the preview
+/// found changes it was told to expect none of (4).
+pub(super) fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
+    let failed = summary.count(ProjectStatus::Failed);
+    if summary.status == RunStatus::Cancelled {
+        return Err(Error::Interrupted);
+    }
+    if failed > 0 {
+        return Err(Error::ProjectsFailed { failed });
+    }
+    if run.operation == Operation::Preview && run.expect_no_changes {
+        let changed = summary
+            .projects
+            .iter()
+            .filter(|p| p.changes.as_ref().is_some_and(has_changes))
+            .count();
+        if changed > 0 {
+            return Err(Error::Drift { changed });
+        }
+    }
+    Ok(())
+}
