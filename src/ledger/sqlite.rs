@@ -60,6 +60,34 @@ pub struct SqliteLedger {
     host: String,
 }
 
+/// WAL mode, then the schema checked and migrated in one immediate transaction: two processes
+/// opening a new ledger at once must not both migrate it; the second waits, then finds it up to
+/// date. Returns the version found, which is left alone when newer than this mara knows.
+fn set_up(connection: &mut Connection) -> rusqlite::Result<usize> {
+    connection.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+    )?;
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version: i64 = transaction.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let version = usize::try_from(version).unwrap_or(0);
+    if version > MIGRATIONS.len() {
+        return Ok(version);
+    }
+    for migration in &MIGRATIONS[version..] {
+        transaction.execute_batch(migration)?;
+    }
+    transaction.pragma_update(None, "user_version", MIGRATIONS.len() as i64)?;
+    transaction.commit()?;
+    Ok(version)
+}
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 fn db_error(path: &Path, error: rusqlite::Error) -> Error {
     Error::Ledger {
         path: path.to_path_buf(),
@@ -101,20 +129,18 @@ impl SqliteLedger {
         connection
             .busy_timeout(Duration::from_secs(10))
             .map_err(|e| db_error(path, e))?;
-        connection
-            .execute_batch(
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
-            )
-            .map_err(|e| db_error(path, e))?;
-        // Check and migrate in one immediate transaction: two processes opening a new ledger at
-        // once must not both migrate it; the second waits, then finds it up to date.
-        let transaction = connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| db_error(path, e))?;
-        let version: i64 = transaction
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| db_error(path, e))?;
-        let version = usize::try_from(version).unwrap_or(0);
+        // Switching a new file to WAL and creating its index can report "database is locked"
+        // without waiting on the busy timeout when several processes open it at once; the setup
+        // is idempotent, so it is retried for as long as the busy timeout would have waited.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let version = loop {
+            match set_up(&mut connection) {
+                Err(error) if is_busy(&error) && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                result => break result.map_err(|e| db_error(path, e))?,
+            }
+        };
         if version > MIGRATIONS.len() {
             return Err(Error::config(
                 Problem::new(format!(
@@ -125,15 +151,6 @@ impl SqliteLedger {
                 .hint("use a newer mara"),
             ));
         }
-        for migration in &MIGRATIONS[version..] {
-            transaction
-                .execute_batch(migration)
-                .map_err(|e| db_error(path, e))?;
-        }
-        transaction
-            .pragma_update(None, "user_version", MIGRATIONS.len() as i64)
-            .map_err(|e| db_error(path, e))?;
-        transaction.commit().map_err(|e| db_error(path, e))?;
         let (user, host) = whoami();
         Ok(SqliteLedger {
             connection,
