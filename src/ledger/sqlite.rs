@@ -383,6 +383,12 @@ impl Ledger for SqliteLedger {
                     params![holder.run_id, crate::clock::rfc3339(std::time::SystemTime::now())],
                 )
                 .map_err(|e| db_error(&self.path, e))?;
+            transaction
+                .execute(
+                    "UPDATE projects SET status = 'abandoned' WHERE run_id = ?1 AND status = 'running'",
+                    [&holder.run_id],
+                )
+                .map_err(|e| db_error(&self.path, e))?;
         }
         transaction.commit().map_err(|e| db_error(&self.path, e))?;
         Ok(holder)
@@ -563,6 +569,26 @@ mod tests {
         ledger
             .finish("r4", RunStatus::Succeeded, "2026-11-21T00:01:00.000Z")
             .unwrap();
+        assert!(ledger.holder("dev").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_forced_unlock_abandons_the_run_and_its_running_projects() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = SqliteLedger::open(&dir.path().join("ledger.db")).unwrap();
+        ledger.begin(&start("r1", "dev"), true).unwrap();
+        ledger
+            .project_started("r1", "vpc", "2026-11-21T00:00:01.000Z", None)
+            .unwrap();
+        assert_eq!(ledger.unlock("dev").unwrap().unwrap().run_id, "r1");
+        assert_eq!(
+            ledger.run("r1").unwrap().unwrap().status,
+            RunStatus::Abandoned
+        );
+        assert_eq!(
+            ledger.projects("r1").unwrap()[0].status,
+            ProjectStatus::Abandoned
+        );
         assert!(ledger.holder("dev").unwrap().is_none());
     }
 

@@ -103,7 +103,13 @@ pub fn write(
         let Some(target) = user_kubeconfig(env) else {
             return Err("cannot merge the kubeconfig: neither KUBECONFIG nor HOME is set".into());
         };
-        let earlier = read_record(files)?.filter(|r| r.target == target);
+        let recorded = read_record(files)?;
+        // Merged elsewhere before (KUBECONFIG changed since): taken out of that file first, so
+        // that no entry of mara's is left where no record points any more.
+        if let Some(moved) = recorded.as_ref().filter(|r| r.target != target) {
+            lines.extend(take_out(files, moved)?);
+        }
+        let earlier = recorded.filter(|r| r.target == target);
         let (context, record) = with_user_file(&target, |existing| {
             let (merged, record) =
                 self::merge(existing, &kubeconfig, &files.stack_name, earlier.as_ref())
@@ -129,26 +135,7 @@ pub fn write(
 pub fn remove(files: &Files) -> Result<Vec<String>, String> {
     let mut lines = Vec::new();
     if let Some(record) = read_record(files)? {
-        let target = record.target.clone();
-        if read_kubeconfig(&target)?.is_some() {
-            let kept = with_user_file(&target, |existing| {
-                let Some(existing) = existing else {
-                    return Ok((None, Vec::new()));
-                };
-                let (cleaned, kept) = unmerge(existing, &record);
-                Ok((Some(cleaned), kept))
-            })?;
-            lines.push(format!(
-                "removed the stack's entries from {}",
-                target.display()
-            ));
-            for name in kept {
-                lines.push(format!(
-                    "left {name} in {}: it changed since mara wrote it",
-                    target.display()
-                ));
-            }
-        }
+        lines.extend(take_out(files, &record)?);
         std::fs::remove_file(files.record())
             .map_err(|e| format!("cannot remove {}: {e}", files.record().display()))?;
     }
@@ -158,6 +145,71 @@ pub fn remove(files: &Files) -> Result<Vec<String>, String> {
         lines.push(format!("removed {}", files.shown(&files.stack)));
     }
     Ok(lines)
+}
+
+/// Takes what `record` says mara merged out of the file it was merged into (each entry only if
+/// still as written), and hands its previous context on to any other stack's record that would
+/// give back this stack's context: the contexts are restored whatever order stacks go in.
+fn take_out(files: &Files, record: &Merged) -> Result<Vec<String>, String> {
+    let mut lines = Vec::new();
+    let target = &record.target;
+    if read_kubeconfig(target)?.is_some() {
+        let kept = with_user_file(target, |existing| {
+            let Some(existing) = existing else {
+                return Ok((None, Vec::new()));
+            };
+            let (cleaned, kept) = unmerge(existing, record);
+            Ok((Some(cleaned), kept))
+        })?;
+        lines.push(format!(
+            "removed the stack's entries from {}",
+            target.display()
+        ));
+        for name in kept {
+            lines.push(format!(
+                "left {name} in {}: it changed since mara wrote it",
+                target.display()
+            ));
+        }
+    }
+    if let Some(context) = &record.context {
+        hand_on_previous_context(files, record, context)?;
+    }
+    Ok(lines)
+}
+
+/// Every other stack's record (beside this one's) merged into the same file with `context` as
+/// its previous context gets this stack's previous context instead.
+fn hand_on_previous_context(files: &Files, record: &Merged, context: &str) -> Result<(), String> {
+    let Some(dir) = files.record().parent().map(Path::to_path_buf) else {
+        return Ok(());
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_record = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(".merged.json"));
+        if !is_record || path == files.record() {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(mut other) = serde_json::from_str::<Merged>(&text) else {
+            continue;
+        };
+        if other.target == record.target && other.previous_context.as_deref() == Some(context) {
+            other.previous_context = record.previous_context.clone();
+            let text = serde_json::to_string_pretty(&other).expect("a record serializes");
+            write_private(&path, &text)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// The names mara gives a stack's entries of one section: `mara-<stack>` for a section of one
@@ -524,6 +576,68 @@ mod tests {
             "contexts": [{"name": "kubernetes-admin@kubernetes", "context": {"cluster": "kubernetes", "user": "kubernetes-admin"}}],
             "current-context": "kubernetes-admin@kubernetes",
         })
+    }
+
+    /// A workspace's kube directory and a user's kubeconfig holding their own cluster.
+    fn setup(dir: &Path, stack: &str) -> Files {
+        Files {
+            stack: dir.join(format!(".mara/kube/{stack}.yaml")),
+            root: dir.to_path_buf(),
+            stack_name: stack.to_string(),
+        }
+    }
+
+    fn current(path: &Path) -> Option<String> {
+        let value = read_kubeconfig(path).unwrap().unwrap();
+        value["current-context"].as_str().map(str::to_string)
+    }
+
+    #[test]
+    fn stacks_removed_in_the_order_they_came_give_back_the_user_s_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let kube = dir.path().join("kube/config");
+        std::fs::create_dir_all(kube.parent().unwrap()).unwrap();
+        std::fs::write(&kube, serde_saphyr::to_string(&users_own()).unwrap()).unwrap();
+        let env = BTreeMap::from([("KUBECONFIG".to_string(), kube.display().to_string())]);
+        let (dev, prod) = (setup(dir.path(), "dev"), setup(dir.path(), "prod"));
+        for (files, server) in [(&dev, "https://dev"), (&prod, "https://prod")] {
+            let outputs = json!({"kubeconfig": eks(server)});
+            write(files, &env, &outputs, "kubeconfig", true).unwrap();
+        }
+        assert_eq!(current(&kube).as_deref(), Some("mara-prod"));
+        remove(&dev).unwrap();
+        assert_eq!(
+            current(&kube).as_deref(),
+            Some("mara-prod"),
+            "not dev's: it stays"
+        );
+        remove(&prod).unwrap();
+        assert_eq!(
+            current(&kube).as_deref(),
+            Some("kubernetes-admin@kubernetes"),
+            "the context before either stack"
+        );
+        assert_eq!(read_kubeconfig(&kube).unwrap().unwrap(), users_own());
+    }
+
+    #[test]
+    fn a_merge_into_another_file_takes_the_entries_out_of_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("a/config"), dir.path().join("b/config"));
+        let dev = setup(dir.path(), "dev");
+        let outputs = json!({"kubeconfig": eks("https://dev")});
+        for kube in [&first, &second] {
+            let env = BTreeMap::from([("KUBECONFIG".to_string(), kube.display().to_string())]);
+            write(&dev, &env, &outputs, "kubeconfig", true).unwrap();
+        }
+        let in_first = read_kubeconfig(&first).unwrap().unwrap();
+        assert_eq!(in_first["clusters"], json!([]), "{in_first}");
+        assert_eq!(read_record(&dev).unwrap().unwrap().target, second);
+        remove(&dev).unwrap();
+        assert_eq!(
+            read_kubeconfig(&second).unwrap().unwrap()["clusters"],
+            json!([])
+        );
     }
 
     #[test]

@@ -265,8 +265,11 @@ fn failure_reason(job: &Job, step: &Step, finished: &process::Finished, reader: 
         StepKind::Outputs => "reading the stack outputs failed",
         StepKind::Cleanup => "removing the stack failed",
     };
+    let redactor = &job.shared.context.redactor;
     match (last_error, finished.code) {
-        (Some(error), _) => format!("{what}: {}", job.shared.context.redactor.redact(error)),
+        // The operation's own error needs no "failed" before it: the status says so.
+        (Some(error), _) if step.kind == StepKind::Operation => redactor.redact(error),
+        (Some(error), _) => format!("{what}: {}", redactor.redact(error)),
         (None, Some(code)) => format!("{what} (exit code {code})"),
         (None, None) => format!("{what} (ended by a signal)"),
     }

@@ -372,7 +372,10 @@ fn record_infra_type(settings: &Settings, planner: &Planner<'_>, config: &StackC
     let file = workspace.display(config.path()).display().to_string();
     let style = settings.stderr_style;
     match prepare::record_infra_type(config, infra_type) {
-        Ok(true) => eprintln!("kubernetes:infra_type `{infra_type}` recorded in {file}"),
+        Ok(true) if settings.verbosity >= 0 => {
+            eprintln!("kubernetes:infra_type `{infra_type}` recorded in {file}")
+        }
+        Ok(true) => {}
         Ok(false) => eprintln!(
             "{}",
             style.yellow(&format!("warning: {file} does not say which provider built the stack: add `kubernetes:infra_type: {infra_type}` under `config:`"))
