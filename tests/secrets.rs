@@ -62,6 +62,30 @@ impl Case {
 }
 
 #[test]
+fn ctrl_c_at_a_hidden_secret_prompt_is_an_interruption() {
+    let case = Case::new(true);
+    let mut terminal = Terminal::start(case.root(), case.bin.path(), "up --yes");
+    terminal.wait_for("Name of the simulated cluster");
+    terminal.type_keys("\r");
+    terminal.wait_for("Number of simulated nodes");
+    terminal.type_keys("\r");
+    terminal.wait_for("Prometheus administrator password");
+    terminal.type_keys("Zq7-half");
+    terminal.type_keys("\x03");
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, 130, "{screen}");
+    assert!(!screen.contains("Zq7-half"), "never echoed: {screen}");
+    assert!(!screen.contains("cannot"), "{screen}");
+    let history = case
+        .mara()
+        .args(["--output", "json", "history"])
+        .output()
+        .unwrap();
+    let history: serde_json::Value = serde_json::from_slice(&history.stdout).unwrap();
+    assert_eq!(history, serde_json::json!([]), "nothing recorded");
+}
+
+#[test]
 fn the_first_run_and_the_secrets_are_asked_on_a_terminal() {
     let case = Case::new(true);
     let log = case.log().display().to_string();
