@@ -660,6 +660,13 @@ fn preview_expect_no_changes_is_exit_4_when_something_changes() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(4), "{}", common::stdout(&output));
+    assert!(
+        common::stdout(&output).contains(
+            "✗ preview on stack dev: 2 projects would change, where no change was expected"
+        ),
+        "the verdict is not a success: {}",
+        common::stdout(&output)
+    );
     d.mara().args(["up", "--yes"]).assert().success();
     d.mara()
         .args(["preview", "--expect-no-changes"])

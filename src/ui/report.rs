@@ -44,11 +44,22 @@ pub struct RunSummary {
     pub duration: std::time::Duration,
     #[serde(skip)]
     pub logs: Option<std::path::PathBuf>,
+    /// `preview --expect-no-changes`: a change is what went wrong.
+    #[serde(skip)]
+    pub expect_no_changes: bool,
 }
 
 impl RunSummary {
     pub fn count(&self, status: ProjectStatus) -> usize {
         self.projects.iter().filter(|p| p.status == status).count()
+    }
+
+    /// How many projects would change (or changed).
+    pub fn changed(&self) -> usize {
+        self.projects
+            .iter()
+            .filter(|p| p.changes.as_ref().is_some_and(crate::engine::has_changes))
+            .count()
     }
 
     pub fn to_json(&self) -> String {
@@ -133,7 +144,12 @@ pub fn verdict(summary: &RunSummary, style: Style) -> String {
         .as_ref()
         .map(|l| format!("; logs in {}", l.display()))
         .unwrap_or_default();
+    let drift = summary.changed();
     match summary.status {
+        RunStatus::Succeeded if summary.expect_no_changes && drift > 0 => style.red(&format!(
+            "✗ {what}: {drift} {} would change, where no change was expected",
+            crate::error::plural(drift, "project", "projects")
+        )),
         RunStatus::Succeeded => style.green(&format!("✓ {what}: {} in {took}", counts.join(", "))),
         RunStatus::Cancelled => style.yellow(&format!(
             "! {what} was interrupted: {}{logs}",

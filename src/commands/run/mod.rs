@@ -315,6 +315,7 @@ fn go(
         duration: clock_start.elapsed(),
         logs: logs.is_dir().then(|| workspace.display(&logs).into_owned()),
         projects: reports,
+        expect_no_changes: run.expect_no_changes,
     };
     summarize(settings, run, &summary)?;
     let killed: Vec<&str> = summary

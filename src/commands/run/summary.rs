@@ -1,7 +1,7 @@
 //! What a run shows and how it ends: the terminal reporter while it goes on, then the summary and
 //! reports, then the exit its outcome means (docs/commands.md, "The summary").
 
-use crate::engine::{Operation, has_changes};
+use crate::engine::Operation;
 use crate::error::{Error, Result};
 use crate::settings::run::RunSettings;
 use crate::settings::{OutputFormat, Settings};
@@ -42,7 +42,8 @@ pub(super) fn summarize(
         // `-q`: only what went wrong — the failed projects' lines came as they failed; then the
         // verdict, unless all went well.
         OutputFormat::Human if settings.verbosity < 0 => {
-            if summary.status != RunStatus::Succeeded {
+            let drift = summary.expect_no_changes && summary.changed() > 0;
+            if summary.status != RunStatus::Succeeded || drift {
                 let verdict = report::verdict(summary, settings.stdout_style);
                 crate::ui::print(&format!("{verdict}\n"))?
             }
@@ -72,11 +73,7 @@ pub(super) fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
         return Err(Error::ProjectsFailed { failed });
     }
     if run.operation == Operation::Preview && run.expect_no_changes {
-        let changed = summary
-            .projects
-            .iter()
-            .filter(|p| p.changes.as_ref().is_some_and(has_changes))
-            .count();
+        let changed = summary.changed();
         if changed > 0 {
             return Err(Error::Drift { changed });
         }
