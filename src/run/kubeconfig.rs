@@ -578,7 +578,7 @@ mod tests {
         })
     }
 
-    /// A workspace's kube directory and a user's kubeconfig holding their own cluster.
+    /// Where the hook of `stack` writes, in a workspace at `dir`.
     fn setup(dir: &Path, stack: &str) -> Files {
         Files {
             stack: dir.join(format!(".mara/kube/{stack}.yaml")),
