@@ -94,17 +94,45 @@ fn parse_line(raw: &str) -> std::result::Result<Option<(String, String)>, String
         .strip_prefix("export ")
         .map(str::trim_start)
         .unwrap_or(line);
+    // A line of this file may hold a secret (or be a key file's, through a symlink): errors
+    // name the key and the position, never the text (docs/formats.md, "Environment file").
     let Some((key, value)) = line.split_once('=') else {
-        return Err(format!("expected KEY=VALUE, found `{}`", shorten(line)));
+        return Err(no_equals(line));
     };
     let key = key.trim();
     if !is_valid_key(key) {
-        return Err(format!(
-            "`{}` is not a valid variable name (letters, digits and `_`, not starting with a digit)",
-            shorten(key)
-        ));
+        return Err(
+            match key
+                .chars()
+                .position(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+            {
+                Some(at) => format!(
+                    "the name before `=` is not a valid variable name: its character {} is `{}` (letters, digits and `_` only)",
+                    at + 1,
+                    key.chars().nth(at).unwrap_or_default().escape_default()
+                ),
+                None if key.is_empty() => "nothing before `=`: a variable needs a name".to_string(),
+                None => "the name before `=` starts with a digit, which a variable name may not"
+                    .to_string(),
+            },
+        );
     }
     Ok(Some((key.to_string(), unquote(value.trim())?)))
+}
+
+/// A line without `=`, said without its text: `KEY: value` (YAML's habit) names its key.
+fn no_equals(line: &str) -> String {
+    let name: String = line
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let rest = line[name.len()..].trim_start();
+    if is_valid_key(&name) && rest.starts_with(':') {
+        format!("expected KEY=VALUE, found `{name}:` (write `{name}=…`)")
+    } else {
+        "expected KEY=VALUE, found a line without `=` (its text is not shown: it may be a secret)"
+            .to_string()
+    }
 }
 
 fn unquote(value: &str) -> std::result::Result<String, String> {
@@ -125,16 +153,6 @@ pub fn is_valid_key(key: &str) -> bool {
     let mut chars = key.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// Lines are quoted in messages; a very long one is cut so the message stays readable.
-fn shorten(text: &str) -> String {
-    const MAX: usize = 60;
-    if text.chars().count() <= MAX {
-        text.to_string()
-    } else {
-        format!("{}…", text.chars().take(MAX).collect::<String>())
-    }
 }
 
 /// The environment of every engine process: the process environment, overlaid by the file (the
@@ -201,23 +219,42 @@ mod tests {
     fn every_bad_line_is_reported_with_its_number() {
         let err = parse(
             Path::new("config/pulumi/environment"),
-            "A=1\nnot a pair\nA=2\n1X=3\n",
+            "A=1\nnot a pair\nA=2\n1X=3\nMARA_SECRET_DB: s3cr3t-value\nab+/s3cr3t==\n",
         )
         .unwrap_err();
         let lines: Vec<String> = err.problems().iter().map(ToString::to_string).collect();
-        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(lines.len(), 5, "{lines:?}");
         assert!(
             lines[0].starts_with("config/pulumi/environment:2: expected KEY=VALUE"),
             "{}",
             lines[0]
         );
+        // Never a value: a line without `=` is named by its key at most.
+        assert!(
+            lines[3].starts_with(
+                "config/pulumi/environment:5: expected KEY=VALUE, found `MARA_SECRET_DB:`"
+            ),
+            "{}",
+            lines[3]
+        );
+        assert!(lines[4].contains("character 3 is `+`"), "{}", lines[4]);
+        for line in &lines {
+            assert!(
+                !line.contains("s3cr3t") && !line.contains("not a pair"),
+                "{line}"
+            );
+        }
         assert!(
             lines[1].starts_with(
                 "config/pulumi/environment:3: `A`: duplicate key (first set on line 1)"
             )
         );
         assert!(
-            lines[2].starts_with("config/pulumi/environment:4: `1X` is not a valid variable name")
+            lines[2].starts_with(
+                "config/pulumi/environment:4: the name before `=` starts with a digit"
+            ),
+            "{}",
+            lines[2]
         );
     }
 
