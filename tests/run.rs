@@ -1032,6 +1032,32 @@ fn destroy_and_refresh_never_create_a_stack() {
 }
 
 #[test]
+fn a_list_valued_infra_type_is_an_error_that_says_so() {
+    let d = Deployment::new();
+    let config = d.root().join("config/pulumi/Pulumi.dev.yaml");
+    let text =
+        "config:\n  kubernetes:infra_type:\n    - local\n  local-cluster:cluster_name: mara-dev\n";
+    std::fs::write(&config, text).unwrap();
+    // Chosen by the configuration (mara.toml names no provider), and checked when named.
+    std::fs::write(d.root().join("mara.toml"), "parallel = 4\n").unwrap();
+    for args in [&["up", "--yes"][..], &["validate", "--provider", "local"]] {
+        let output = d.mara().args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(3), "{args:?}");
+        let said = format!("{}{}", common::stdout(&output), common::stderr(&output));
+        assert!(
+            said.contains("Pulumi.dev.yaml:2")
+                && said.contains("kubernetes:infra_type is not a plain value"),
+            "{args:?}: {said}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        text,
+        "left as it was"
+    );
+}
+
+#[test]
 fn a_configuration_without_infra_type_records_it_on_the_first_successful_up() {
     let d = Deployment::new();
     // A hand-written configuration (no kubernetes:infra_type), and no provider in mara.toml.

@@ -244,7 +244,10 @@ pub fn provider_for_stack(
     registry: &Registry,
     config: &StackConfigFile,
 ) -> Result<Option<(Provider, ProviderChoice)>> {
-    let Some(recorded) = config.config().and_then(|c| c.get_text(INFRA_TYPE_KEY)) else {
+    let Some(values) = config.config() else {
+        return Ok(None);
+    };
+    let Some(recorded) = values.infra_type().map_err(Error::config)? else {
         return Ok(None);
     };
     let matching: Vec<Provider> = registry

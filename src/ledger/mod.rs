@@ -204,6 +204,11 @@ fn account_name() -> Option<String> {
 
 /// Whether process `pid` exists on this host.
 pub fn process_exists(pid: u32) -> bool {
+    // 0 (and anything past i32) would ask about a process group, or every process: no holder
+    // has such a pid, so its lock is taken over.
+    if pid == 0 || i32::try_from(pid).is_err() {
+        return false;
+    }
     // SAFETY: signal 0 only checks that the process exists and may be signalled.
     let result = unsafe { libc::kill(pid as i32, 0) };
     result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)

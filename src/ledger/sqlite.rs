@@ -573,6 +573,22 @@ mod tests {
     }
 
     #[test]
+    fn a_lock_held_by_pid_0_is_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = SqliteLedger::open(&dir.path().join("ledger.db")).unwrap();
+        ledger.begin(&start("r1", "dev"), true).unwrap();
+        // kill(0, 0) asks about our own process group, which always exists.
+        ledger
+            .connection
+            .execute("UPDATE runs SET pid = 0 WHERE run_id = 'r1'", [])
+            .unwrap();
+        assert!(matches!(
+            ledger.begin(&start("r2", "dev"), true).unwrap(),
+            Begun::Started { took_over: Some(_) }
+        ));
+    }
+
+    #[test]
     fn a_forced_unlock_abandons_the_run_and_its_running_projects() {
         let dir = tempfile::tempdir().unwrap();
         let mut ledger = SqliteLedger::open(&dir.path().join("ledger.db")).unwrap();

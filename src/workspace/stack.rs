@@ -14,6 +14,12 @@ impl StackName {
     pub fn parse(name: &str) -> std::result::Result<StackName, String> {
         if name.is_empty() {
             Err("a stack name cannot be empty".into())
+        } else if name == "." || name == ".." {
+            // It names files (`Pulumi.<stack>.yaml`, `.mara/kube/<stack>.yaml`): `..` would
+            // lead out of their directory.
+            Err(format!(
+                "`{name}` is not a valid stack name: it must contain a letter, digit, `_` or `-`"
+            ))
         } else if let Some(bad) = name
             .chars()
             .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
@@ -135,6 +141,13 @@ mod tests {
                 .contains("`/` is not allowed")
         );
         assert!(StackName::parse("").is_err());
+        assert!(StackName::parse(".").is_err());
+        assert!(
+            StackName::parse("..")
+                .unwrap_err()
+                .contains("must contain a letter")
+        );
+        assert!(StackName::parse("...").is_ok(), "a file name of its own");
     }
 
     #[test]

@@ -447,7 +447,18 @@ fn infra_type(
     };
     let mut location = values.location_of(INFRA_TYPE_KEY);
     location.file = workspace.display(&location.file).into_owned();
-    match values.get_text(INFRA_TYPE_KEY) {
+    let recorded = match values.infra_type() {
+        Ok(recorded) => recorded,
+        Err(problem) => {
+            let hint = problem.hint.clone();
+            return checks.fail(
+                "configuration",
+                format!("{location}: {}", problem.message),
+                hint,
+            );
+        }
+    };
+    match recorded {
         None => checks.warn(
             "configuration",
             format!("{location}: kubernetes:infra_type is not recorded; `mara up` records `{expected}`"),
