@@ -247,7 +247,7 @@ pub fn provider_for_stack(
     let Some(values) = config.config() else {
         return Ok(None);
     };
-    let Some(recorded) = values.infra_type().map_err(Error::config)? else {
+    let Some(recorded) = values.infra_type().map_err(|p| Error::config(*p))? else {
         return Ok(None);
     };
     let matching: Vec<Provider> = registry

@@ -150,15 +150,15 @@ impl StackConfig {
 
     /// `kubernetes:infra_type` as text; `Err` (with where it is) when it is set to something
     /// that is not text: a list, a mapping, a secret.
-    pub fn infra_type(&self) -> std::result::Result<Option<String>, Problem> {
+    pub fn infra_type(&self) -> std::result::Result<Option<String>, Box<Problem>> {
         match (self.contains(INFRA_TYPE_KEY), self.get_text(INFRA_TYPE_KEY)) {
             (_, Some(text)) => Ok(Some(text)),
             (false, None) => Ok(None),
-            (true, None) => Err(Problem::new(
+            (true, None) => Err(Box::new(Problem::new(
                 "kubernetes:infra_type is not a plain value: it names the provider that built the stack, as text",
             )
             .at(self.location_of(INFRA_TYPE_KEY))
-            .hint("write it as `kubernetes:infra_type: AWS` (the provider's infra_type), or remove it and pass --provider")),
+            .hint("write it as `kubernetes:infra_type: AWS` (the provider's infra_type), or remove it and pass --provider"))),
         }
     }
 
