@@ -1032,6 +1032,39 @@ fn destroy_and_refresh_never_create_a_stack() {
 }
 
 #[test]
+fn a_report_that_cannot_be_written_is_a_warning_and_the_exit_stays_the_deployment_s() {
+    let d = Deployment::new();
+    let nowhere = d.root().join("no/such/dir");
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--only", "cluster", "--report"])
+        .arg(nowhere.join("report.json"))
+        .arg("--junit")
+        .arg(nowhere.join("junit.xml"))
+        .env("GITHUB_STEP_SUMMARY", nowhere.join("summary.md"))
+        .output()
+        .unwrap();
+    let stderr = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    for file in ["report.json", "junit.xml", "summary.md"] {
+        assert!(
+            stderr.contains(&format!(
+                "warning: the report was not written: cannot write {}",
+                nowhere.join(file).display()
+            )),
+            "{file}: {stderr}"
+        );
+    }
+    let history = d
+        .mara()
+        .args(["--output", "json", "history"])
+        .output()
+        .unwrap();
+    let history: Value = serde_json::from_slice(&history.stdout).unwrap();
+    assert_eq!(history[0]["status"], "succeeded");
+}
+
+#[test]
 fn a_list_valued_infra_type_is_an_error_that_says_so() {
     let d = Deployment::new();
     let config = d.root().join("config/pulumi/Pulumi.dev.yaml");

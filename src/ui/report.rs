@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::Style;
 use crate::engine::{Operation, changes_summary};
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::fingerprint::Change;
 use crate::run::events::ProjectReport;
 use crate::status::{ProjectStatus, RunStatus};
@@ -160,29 +160,37 @@ pub fn verdict(summary: &RunSummary, style: Style) -> String {
 }
 
 /// Writes the JSON report, the JUnit file and the GitHub step summary (appended), each where it
-/// was asked for.
+/// was asked for. One that cannot be written does not stop the others: the failures are returned,
+/// for the run to report without changing what its exit says about the deployment.
 pub fn write_files(
     summary: &RunSummary,
     json: Option<&Path>,
     junit: Option<&Path>,
     github_summary: Option<&Path>,
-) -> Result<()> {
-    if let Some(path) = json {
-        std::fs::write(path, summary.to_json()).map_err(|e| Error::write(path, e))?;
+) -> Vec<Error> {
+    let mut failed = Vec::new();
+    if let Some(path) = json
+        && let Err(e) = std::fs::write(path, summary.to_json())
+    {
+        failed.push(Error::write(path, e));
     }
-    if let Some(path) = junit {
-        std::fs::write(path, self::junit(summary)).map_err(|e| Error::write(path, e))?;
+    if let Some(path) = junit
+        && let Err(e) = std::fs::write(path, self::junit(summary))
+    {
+        failed.push(Error::write(path, e));
     }
     if let Some(path) = github_summary {
         use std::io::Write;
-        std::fs::OpenOptions::new()
+        let appended = std::fs::OpenOptions::new()
             .append(true)
             .create(true)
             .open(path)
-            .and_then(|mut file| file.write_all(markdown(summary).as_bytes()))
-            .map_err(|e| Error::write(path, e))?;
+            .and_then(|mut file| file.write_all(markdown(summary).as_bytes()));
+        if let Err(e) = appended {
+            failed.push(Error::write(path, e));
+        }
     }
-    Ok(())
+    failed
 }
 
 /// One line per project: whether `up --changed` runs it, and why.

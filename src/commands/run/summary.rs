@@ -54,12 +54,22 @@ pub(super) fn summarize(
         }
     }
     let reports = &run.reports;
-    report::write_files(
+    let failed = report::write_files(
         summary,
         reports.json.as_deref(),
         reports.junit.as_deref(),
         reports.github_summary.as_deref(),
-    )
+    );
+    // The deployment happened as the summary says: a report that cannot be written is a
+    // warning, and the exit stays the deployment's.
+    for error in failed {
+        let cause = std::error::Error::source(&error)
+            .map(|s| format!(": {s}"))
+            .unwrap_or_default();
+        let warning = format!("warning: the report was not written: {error}{cause}");
+        eprintln!("{}", settings.stderr_style.yellow(&warning));
+    }
+    Ok(())
 }
 
 /// What the run's outcome means as an exit: interrupted (130), a project failed (1), the preview
