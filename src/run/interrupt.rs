@@ -120,6 +120,11 @@ impl Interrupt {
             .await;
     }
 
+    /// Makes the watchdog ready before any engine starts.
+    pub(super) fn arm_watchdog(&self) {
+        self.watchdog.arm();
+    }
+
     pub(super) fn register(&self, group: i32) {
         self.groups
             .lock()

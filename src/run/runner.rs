@@ -65,6 +65,9 @@ impl Runner {
             context,
             interrupt: self.interrupt.clone(),
         });
+        if !plan.projects.is_empty() {
+            self.interrupt.arm_watchdog();
+        }
         let plan = Arc::new(plan.clone());
         self.runtime.block_on(async {
             let (events, mut received) = mpsc::unbounded_channel();

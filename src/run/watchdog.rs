@@ -41,19 +41,34 @@ impl Watchdog {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
-        if matches!(*state, State::NotStarted) {
-            *state = match start() {
-                Ok((child, stdin)) => State::Running(child, stdin),
-                Err(error) => {
-                    tracing::warn!("the engine watchdog did not start: {error}");
-                    State::Failed
-                }
-            };
-        }
+        start_once(&mut state);
         if let State::Running(_, stdin) = &mut *state {
             let sign = if running { '+' } else { '-' };
             let _ = writeln!(stdin, "{sign}{group}").and_then(|()| stdin.flush());
         }
+    }
+}
+
+impl Watchdog {
+    /// Starts the watchdog now, before the first engine: between an engine's start and the
+    /// watchdog hearing of it, a mara killed at that moment would leave the engine orphaned, and
+    /// that gap should be one pipe write, not the start of a process.
+    pub fn arm(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            start_once(&mut state);
+        }
+    }
+}
+
+fn start_once(state: &mut State) {
+    if matches!(*state, State::NotStarted) {
+        *state = match start() {
+            Ok((child, stdin)) => State::Running(child, stdin),
+            Err(error) => {
+                tracing::warn!("the engine watchdog did not start: {error}");
+                State::Failed
+            }
+        };
     }
 }
 
