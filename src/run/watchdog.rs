@@ -19,7 +19,7 @@ use std::sync::Mutex;
 /// The argument that makes the binary a watchdog (never shown in the help).
 pub const ARG: &str = "__watchdog";
 
-/// mara's side: the watchdog's pipe, started on the first engine.
+/// mara's side: the watchdog's pipe, started as a run begins executing (or on the first engine).
 #[derive(Default)]
 pub struct Watchdog {
     state: Mutex<State>,
