@@ -385,3 +385,34 @@ pub fn changes_summary(changes: &Changes) -> String {
         parts.join(" ")
     }
 }
+
+/// Messages with their payload missing, of the wrong type, or cut short: the hostile-input sweep
+/// (issue 12) found readers that indexed them blindly. Each must be read without a panic.
+#[cfg(test)]
+pub(crate) const MALFORMED_MESSAGES: &[&str] = &[
+    "",
+    "{",
+    "null",
+    "[]",
+    "42",
+    "\"text\"",
+    r#"{"type":"change_summary"}"#,
+    r#"{"type":"change_summary","changes":5}"#,
+    r#"{"type":"change_summary","changes":{"add":-1,"change":"x","remove":1e400}}"#,
+    r#"{"type":"outputs"}"#,
+    r#"{"type":"outputs","outputs":[1,2]}"#,
+    r#"{"type":"outputs","outputs":{"a":null,"b":{"action":7}}}"#,
+    r#"{"type":"diagnostic"}"#,
+    r#"{"type":"diagnostic","@level":"error","diagnostic":{"range":{"start":{"line":"x"}}}}"#,
+    r#"{"type":7}"#,
+    r#"{"diagnosticEvent":null}"#,
+    r#"{"diagnosticEvent":{"severity":"error"}}"#,
+    r#"{"diagnosticEvent":{"severity":"error","message":7}}"#,
+    r#"{"summaryEvent":{"resourceChanges":[1]}}"#,
+    r#"{"summaryEvent":{"resourceChanges":{"create":"many"}}}"#,
+    r#"{"resourcePreEvent":{}}"#,
+    r#"{"resOpFailedEvent":{"metadata":7}}"#,
+    r#"{"cancelEvent":1}"#,
+    r#"{"changeSummary":{"create":-3},"steps":7,"diagnostics":"x"}"#,
+    r#"{"changeSummary":[],"diagnostics":[{"severity":"error"}]}"#,
+];

@@ -435,6 +435,17 @@ fn counts(value: &Value) -> Changes {
 mod tests {
     use super::*;
 
+    #[test]
+    fn malformed_messages_are_read_without_a_panic() {
+        for operation in [Operation::Up, Operation::Preview, Operation::Destroy] {
+            let mut reader = OutputReader::new(operation);
+            for message in crate::engine::MALFORMED_MESSAGES {
+                reader.line(message);
+            }
+            reader.finish();
+        }
+    }
+
     fn pulumi() -> Pulumi {
         Pulumi {
             binary: "pulumi".into(),

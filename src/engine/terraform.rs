@@ -171,9 +171,11 @@ pub struct Reader {
 
 impl Reader {
     pub fn line(&mut self, line: &str) -> Vec<String> {
-        let Ok(Value::Object(message)) = serde_json::from_str::<Value>(line) else {
+        let Ok(message @ Value::Object(_)) = serde_json::from_str::<Value>(line) else {
             return vec![line.to_string()];
         };
+        // Indexed as a `Value`, a missing or mistyped payload is `null`, never a panic (a `Map`
+        // panics on a missing key).
         match message.get("type").and_then(Value::as_str) {
             Some("change_summary") => {
                 let changes = &message["changes"];
@@ -267,6 +269,15 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn malformed_messages_are_read_without_a_panic() {
+        let mut reader = Reader::default();
+        for message in crate::engine::MALFORMED_MESSAGES {
+            reader.line(message);
+        }
+        reader.finish();
+    }
 
     fn terraform() -> Terraform {
         Terraform {
