@@ -22,7 +22,8 @@ pub const MARA_TOML: &str = "mara.toml";
 pub fn find_root(start: &Path) -> Option<PathBuf> {
     start
         .ancestors()
-        .find(|dir| dir.join(MARA_TOML).is_file())
+        // Whatever is there: a directory or a FIFO named mara.toml is an error, not ignored.
+        .find(|dir| std::fs::symlink_metadata(dir.join(MARA_TOML)).is_ok())
         .map(Path::to_path_buf)
 }
 
@@ -152,13 +153,82 @@ impl Workspace {
 /// logged at debug level under the target `mara::reads`, so that the tests can count them
 /// (`MARA_LOG=mara::reads=debug`): a shared file read once per run, not once per project.
 pub fn read_input(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
     tracing::debug!(target: "mara::reads", file = %path.display(), "read");
-    std::fs::read_to_string(path)
+    // Checked before opening: opening a FIFO would wait for a writer, and a device (a symlink
+    // to /dev/zero) would be read until memory runs out.
+    let metadata = std::fs::metadata(path)?;
+    if !metadata.is_file() {
+        let what = match metadata.is_dir() {
+            true => "a directory",
+            false => "not a regular file (a FIFO, socket or device)",
+        };
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("it is {what}, where a file belongs"),
+        ));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(INPUT_LIMIT + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > INPUT_LIMIT {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "it is larger than {} MiB, more than any input of mara's should be",
+                INPUT_LIMIT >> 20
+            ),
+        ));
+    }
+    Ok(text)
 }
+
+/// The largest input file mara reads (docs/formats.md).
+pub const INPUT_LIMIT: u64 = 16 << 20;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_input_must_be_a_regular_file_of_bounded_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = read_input(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("a directory"), "{err}");
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let err = read_input(&fifo).unwrap_err();
+        assert!(err.to_string().contains("FIFO"), "{err}");
+        let zero = dir.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        assert!(
+            read_input(&zero)
+                .unwrap_err()
+                .to_string()
+                .contains("device")
+        );
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'#'; INPUT_LIMIT as usize + 1]).unwrap();
+        assert!(
+            read_input(&big)
+                .unwrap_err()
+                .to_string()
+                .contains("larger than 16 MiB")
+        );
+    }
+
+    #[test]
+    fn a_mara_toml_that_is_not_a_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(MARA_TOML)).unwrap();
+        let err = Workspace::discover(dir.path()).unwrap_err();
+        let cause = std::error::Error::source(&err).unwrap().to_string();
+        assert!(err.to_string().contains("mara.toml"), "{err}");
+        assert!(cause.contains("a directory"), "{cause}");
+    }
 
     #[test]
     fn the_nearest_mara_toml_is_the_root() {
