@@ -48,6 +48,8 @@ impl EnvFile {
 /// Parses the file's text, reporting every malformed line and duplicate key at once.
 pub fn parse(path: &Path, text: &str) -> Result<EnvFile> {
     let mut entries: Vec<EnvEntry> = Vec::new();
+    // Each key's first line: the duplicate check stays linear in the file's length.
+    let mut first_lines: std::collections::HashMap<String, usize> = Default::default();
     let mut problems = Vec::new();
     for (index, raw) in text.lines().enumerate() {
         let line = index + 1;
@@ -55,14 +57,15 @@ pub fn parse(path: &Path, text: &str) -> Result<EnvFile> {
         match parse_line(raw) {
             Ok(None) => {}
             Ok(Some((key, value))) => {
-                if let Some(first) = entries.iter().find(|entry| entry.key == key) {
+                if let Some(first) = first_lines.get(&key) {
                     problems.push(
-                        Problem::new(format!("duplicate key (first set on line {})", first.line))
+                        Problem::new(format!("duplicate key (first set on line {first})"))
                             .at(at())
                             .subject(format!("`{key}`"))
                             .hint("keep one of the two lines"),
                     );
                 } else {
+                    first_lines.insert(key.clone(), line);
                     entries.push(EnvEntry { key, value, line });
                 }
             }
@@ -213,6 +216,17 @@ mod tests {
         let err = parse(Path::new("environment"), "A=\"\nB='x\n").unwrap_err();
         assert_eq!(err.problems().len(), 2);
         assert!(err.problems()[0].message.contains("not closed"));
+    }
+
+    #[test]
+    fn a_long_file_s_duplicates_name_their_first_line() {
+        let mut text: String = (0..100_000).map(|i| format!("K{i}=v\n")).collect();
+        text.push_str("K99999=again\nK7=again\n");
+        let err = parse(Path::new("environment"), &text).unwrap_err();
+        let lines: Vec<String> = err.problems().iter().map(ToString::to_string).collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains(":100001: `K99999`: duplicate key (first set on line 100000)"));
+        assert!(lines[1].contains(":100002: `K7`: duplicate key (first set on line 8)"));
     }
 
     #[test]
