@@ -268,6 +268,28 @@ fn removing_an_unknown_project_is_an_error() {
 }
 
 #[test]
+fn a_path_declared_twice_in_an_extending_provider_is_an_error() {
+    let ws = Workspace::new(&[(
+        "providers/x.toml",
+        "description = \"x\"\nextends = \"aws\"\n\
+         [[project]]\npath = \"tools/a\"\n\
+         [[project]]\npath = \"tools/a\"\n",
+    )]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let err = stderr(&output);
+    assert!(
+        err.contains("providers/x.toml:6:")
+            && err.contains("`tools/a`: duplicate project path (first declared at line 4)"),
+        "{err}"
+    );
+}
+
+#[test]
 fn providers_that_extend_each_other_are_a_cycle() {
     let ws = Workspace::new(&[
         ("providers/a.toml", "description = \"a\"\nextends = \"b\"\n"),

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use super::schema::{self, ParsedProject};
 use super::{Origin, Project, Provider, ProviderSource, Registry, Stage};
-use crate::error::{Error, Problem, Result, did_you_mean};
+use crate::error::{Error, Location, Problem, Result, did_you_mean};
 
 /// `chain` holds the sources being resolved, outermost first, by name and whether built in: a
 /// workspace `aws.toml` that extends `aws` is a different source from the built-in `aws`.
@@ -114,11 +114,26 @@ pub(super) fn resolve(
 
     // How many projects this file has already placed after each anchor, to keep file order.
     let mut placed_after: HashMap<String, usize> = HashMap::new();
+    // This file's own entries: a path it declares twice is a mistake, not an override.
+    let mut declared_here: HashMap<String, Location> = HashMap::new();
     for ParsedProject {
         project,
         insert_after,
     } in parsed.projects
     {
+        if let Some(first) = declared_here.get(&project.path) {
+            let line = first
+                .line
+                .map(|l| format!("line {l}"))
+                .unwrap_or_else(|| first.to_string());
+            problems.push(
+                Problem::new(format!("duplicate project path (first declared at {line})"))
+                    .at(project.declared_at.clone())
+                    .subject(format!("`{}`", project.path)),
+            );
+            continue;
+        }
+        declared_here.insert(project.path.clone(), project.declared_at.clone());
         if let Some(index) = projects.iter().position(|p| p.path == project.path) {
             projects[index] = project;
             continue;
