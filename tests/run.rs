@@ -751,10 +751,15 @@ fn grouped_output_keeps_each_projects_lines_together_and_github_gets_a_summary()
 fn command_hooks_get_the_stack_and_its_outputs() {
     let d = Deployment::new();
     let provider = d.root().join("providers/local.toml");
-    let mut text = std::fs::read_to_string(&provider).unwrap();
-    text.push_str(
-        "\n[[project]]\npath = \"infrastructure/local/registry\"\ndescription = \"Simulated registry\"\nstage = \"infrastructure\"\nbefore = [\"utility/kic-image-push\"]\n\n[[project.on_success]]\nkind = \"command\"\nrun = 'echo \"$MARA_STACK $MARA_PROJECT $MARA_PROVIDER $MARA_OUTPUT_REGISTRY_URL\" > hook.out'\n",
+    // The registry's entry gets a command hook (added under its own entry: a path declared twice
+    // is an error).
+    let entry = "before = [\"utility/kic-image-push\"]\n";
+    let text = std::fs::read_to_string(&provider).unwrap().replacen(
+        entry,
+        &format!("{entry}\n[[project.on_success]]\nkind = \"command\"\nrun = 'echo \"$MARA_STACK $MARA_PROJECT $MARA_PROVIDER $MARA_OUTPUT_REGISTRY_URL\" > hook.out'\n"),
+        1,
     );
+    assert!(text.contains("hook.out"), "the registry's entry was found");
     std::fs::write(&provider, text).unwrap();
     d.mara()
         .args(["up", "--yes", "--only", "registry"])

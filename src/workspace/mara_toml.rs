@@ -86,9 +86,20 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
     let defaults = WorkspaceSettings::default();
     let mut problems = Vec::new();
     let mut dir = |key: &str, value: Option<Spanned<String>>, default: String| match value {
-        None => default,
+        None => {
+            if let Some(message) = leads_outside(path, &default) {
+                problems.push(
+                    Problem::new(format!("(default `{default}`) {message}"))
+                        .at(Location::file(path))
+                        .subject(format!("`{key}`")),
+                );
+            }
+            default
+        }
         Some(value) => {
-            if let Some(message) = relative_path_problem(value.get_ref()) {
+            let problem = relative_path_problem(value.get_ref())
+                .or_else(|| leads_outside(path, value.get_ref()));
+            if let Some(message) = problem {
                 problems.push(
                     Problem::new(message)
                         .at(Location::at_offset(path, text, value.span().start))
@@ -182,6 +193,19 @@ pub fn toml_problem(path: &Path, text: &str, error: &toml::de::Error) -> Problem
     Problem::new(message).at(location)
 }
 
+/// A directory of the workspace that is a symlink (or lies under one) leading out of it: mara
+/// would read and write outside the tree the user pointed it at.
+fn leads_outside(settings_file: &Path, dir: &str) -> Option<String> {
+    let root = settings_file.parent()?.canonicalize().ok()?;
+    let real = root.join(dir).canonicalize().ok()?;
+    (!real.starts_with(&root)).then(|| {
+        format!(
+            "leads outside the workspace, to {} (through a symlink): it must stay inside",
+            real.display()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +216,33 @@ mod tests {
             parse(Path::new("mara.toml"), "").unwrap(),
             WorkspaceSettings::default()
         );
+    }
+
+    #[test]
+    fn a_directory_that_leads_outside_through_a_symlink_is_refused() {
+        let outside = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mara.toml");
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("state")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join(".mara")).unwrap();
+        std::fs::create_dir(dir.path().join("inside")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("inside"), dir.path().join("cfg")).unwrap();
+        let text = "state_dir = \"state\"\nconfig_dir = \"cfg\"\n";
+        let err = parse(&file, text).unwrap_err();
+        let lines: Vec<String> = err.problems().iter().map(ToString::to_string).collect();
+        assert!(
+            lines.iter().any(
+                |l| l.contains(":1:") && l.contains("`state_dir`: leads outside the workspace")
+            ),
+            "{lines:?}"
+        );
+        assert!(
+            !lines.iter().any(|l| l.contains("config_dir")),
+            "a symlink inside is fine"
+        );
+        // Nothing configured, and the default leads out: said too.
+        let err = parse(&file, "").unwrap_err().to_string();
+        assert!(err.contains("(default `.mara`) leads outside"), "{err}");
     }
 
     #[test]
