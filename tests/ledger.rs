@@ -149,6 +149,19 @@ fn a_killed_run_is_taken_over_and_recorded_abandoned() {
     let ws = Ws::new();
     let mut killed = ws.spawn(&["up", "--yes", "--only", "cluster"], 60_000);
     let running = ws.wait_until_running(&mut killed);
+    // Killed while its engine runs: once the `up` process exists, and a moment after, as mara
+    // tells the watchdog of an engine just after starting it. A kill inside that moment leaves
+    // the engine unknown to the watchdog: the window issue 12 (signals from the first
+    // instruction) closes.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !common::processes_in(ws.root())
+        .iter()
+        .any(|p| p.contains("/pulumi --non-interactive up "))
+    {
+        assert!(Instant::now() < deadline, "the engine never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
     killed.kill().unwrap(); // SIGKILL: no chance to clean up
     killed.wait().unwrap();
     // The watchdog interrupts the engine the killed run left; it releases its own lock as it ends.

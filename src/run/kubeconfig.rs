@@ -496,7 +496,8 @@ fn backup_path(target: &Path) -> PathBuf {
 }
 
 fn read_kubeconfig(path: &Path) -> Result<Option<Value>, String> {
-    let text = match std::fs::read_to_string(path) {
+    // The user's file, read as every input is: a FIFO or a device is refused, not waited on.
+    let text = match crate::workspace::read_input(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),

@@ -168,17 +168,41 @@ pub fn read_input(path: &Path) -> std::io::Result<String> {
             format!("it is {what}, where a file belongs"),
         ));
     }
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     std::fs::File::open(path)?
         .take(INPUT_LIMIT + 1)
-        .read_to_string(&mut text)?;
-    if text.len() as u64 > INPUT_LIMIT {
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > INPUT_LIMIT {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(
                 "it is larger than {} MiB, more than any input of mara's should be",
                 INPUT_LIMIT >> 20
             ),
+        ));
+    }
+    text_of(bytes).map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidData, message))
+}
+
+/// An input's bytes as text, the same way for every file: a UTF-8 byte-order mark is dropped;
+/// bytes that are not UTF-8 and line endings that are a lone CR are errors that say where.
+fn text_of(mut bytes: Vec<u8>) -> std::result::Result<String, String> {
+    if bytes.starts_with(&[0xEF, 0xBB, 0xBF]) {
+        bytes.drain(..3);
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = valid.len() - valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+        format!("it is not UTF-8 text: line {line}, column {column} holds a byte that is not (save it as UTF-8)")
+    })?;
+    let bytes = text.as_bytes();
+    if let Some(at) =
+        (0..bytes.len()).find(|&i| bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n'))
+    {
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        return Err(format!(
+            "line {line} ends with a lone carriage return (CR): save the file with LF or CRLF line endings"
         ));
     }
     Ok(text)
@@ -217,6 +241,21 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("larger than 16 MiB")
+        );
+    }
+
+    #[test]
+    fn every_input_is_read_as_text_the_same_way() {
+        assert_eq!(
+            text_of(b"\xEF\xBB\xBFa=1\r\nb=2\n".to_vec()).unwrap(),
+            "a=1\r\nb=2\n"
+        );
+        let err = text_of(b"a=1\nb=\xFF\n".to_vec()).unwrap_err();
+        assert!(err.contains("line 2, column 3"), "{err}");
+        let err = text_of(b"a=1\rb=2\r".to_vec()).unwrap_err();
+        assert!(
+            err.contains("line 1 ends with a lone carriage return"),
+            "{err}"
         );
     }
 

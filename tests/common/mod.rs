@@ -331,13 +331,24 @@ pub fn terraform() -> Option<PathBuf> {
 /// Whether no process runs with its working directory under `root`: the engines a run started
 /// there have all ended.
 pub fn no_process_in(root: &Path) -> bool {
+    processes_in(root).is_empty()
+}
+
+/// The processes whose working directory is under `root`: pid and command line.
+pub fn processes_in(root: &Path) -> Vec<String> {
     let root = root.canonicalize().unwrap();
-    std::fs::read_dir("/proc").unwrap().flatten().all(|entry| {
-        let cwd = entry.path().join("cwd");
-        std::fs::read_link(cwd)
-            .map(|c| !c.starts_with(&root))
-            .unwrap_or(true)
-    })
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|entry| {
+            std::fs::read_link(entry.path().join("cwd")).is_ok_and(|c| c.starts_with(&root))
+        })
+        .map(|entry| {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            format!("{} {}", entry.file_name().to_string_lossy(), cmdline.trim())
+        })
+        .collect()
 }
 
 /// Waits (at most 20 s) until no process runs under `root`; whether that happened.
@@ -345,6 +356,11 @@ pub fn wait_for_no_process_in(root: &Path) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !no_process_in(root) {
         if std::time::Instant::now() > deadline {
+            eprintln!(
+                "still running under {}: {:?}",
+                root.display(),
+                processes_in(root)
+            );
             return false;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
