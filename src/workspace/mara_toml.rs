@@ -87,7 +87,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
     let mut problems = Vec::new();
     let mut dir = |key: &str, value: Option<Spanned<String>>, default: String| match value {
         None => {
-            if let Some(message) = leads_outside(path, &default) {
+            if let Some(message) = leads_outside(path, key, &default) {
                 problems.push(
                     Problem::new(format!("(default `{default}`) {message}"))
                         .at(Location::file(path))
@@ -98,7 +98,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         }
         Some(value) => {
             let problem = relative_path_problem(value.get_ref())
-                .or_else(|| leads_outside(path, value.get_ref()));
+                .or_else(|| leads_outside(path, key, value.get_ref()));
             if let Some(message) = problem {
                 problems.push(
                     Problem::new(message)
@@ -195,7 +195,11 @@ pub fn toml_problem(path: &Path, text: &str, error: &toml::de::Error) -> Problem
 
 /// A directory of the workspace that is a symlink (or lies under one) leading out of it: mara
 /// would read and write outside the tree the user pointed it at.
-fn leads_outside(settings_file: &Path, dir: &str) -> Option<String> {
+fn leads_outside(settings_file: &Path, key: &str, dir: &str) -> Option<String> {
+    // The secrets project is relative to `projects_dir`, which is checked itself.
+    if key == "secrets_project" {
+        return None;
+    }
     let root = settings_file.parent()?.canonicalize().ok()?;
     let real = root.join(dir).canonicalize().ok()?;
     (!real.starts_with(&root)).then(|| {
