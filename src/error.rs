@@ -309,6 +309,11 @@ impl Error {
             }
             problem
         };
+        let relative = |path: PathBuf| {
+            path.strip_prefix(root)
+                .map(Path::to_path_buf)
+                .unwrap_or(path)
+        };
         match self {
             Error::Usage(problem) => Error::Usage(Box::new(shorten(*problem))),
             Error::Problems(problems) => {
@@ -318,24 +323,15 @@ impl Error {
                 Error::UsageProblems(problems.into_iter().map(shorten).collect())
             }
             Error::Read { path, source } => Error::Read {
-                path: path
-                    .strip_prefix(root)
-                    .map(Path::to_path_buf)
-                    .unwrap_or(path),
+                path: relative(path),
                 source,
             },
             Error::Write { path, source } => Error::Write {
-                path: path
-                    .strip_prefix(root)
-                    .map(Path::to_path_buf)
-                    .unwrap_or(path),
+                path: relative(path),
                 source,
             },
             Error::Ledger { path, message } => Error::Ledger {
-                path: path
-                    .strip_prefix(root)
-                    .map(Path::to_path_buf)
-                    .unwrap_or(path),
+                path: relative(path),
                 message,
             },
             other => other,

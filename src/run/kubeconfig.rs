@@ -196,17 +196,13 @@ fn hand_on_previous_context(files: &Files, record: &Merged, context: &str) -> Re
         if !is_record || path == files.record() {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let Ok(mut other) = serde_json::from_str::<Merged>(&text) else {
+        // Another stack's record that cannot be read is its own problem, met on its destroy.
+        let Ok(Some(mut other)) = read_record_at(&path) else {
             continue;
         };
         if other.target == record.target && other.previous_context.as_deref() == Some(context) {
             other.previous_context = record.previous_context.clone();
-            let text = serde_json::to_string_pretty(&other).expect("a record serializes");
-            write_private(&path, &text)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            write_record_at(&path, &other)?;
         }
     }
     Ok(())
@@ -472,8 +468,11 @@ impl Drop for Lock {
 }
 
 fn read_record(files: &Files) -> Result<Option<Merged>, String> {
-    let path = files.record();
-    match std::fs::read_to_string(&path) {
+    read_record_at(&files.record())
+}
+
+fn read_record_at(path: &Path) -> Result<Option<Merged>, String> {
+    match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| format!("{} is not mara's record of a merge: {e}", path.display())),
@@ -483,9 +482,12 @@ fn read_record(files: &Files) -> Result<Option<Merged>, String> {
 }
 
 fn write_record(files: &Files, record: &Merged) -> Result<(), String> {
+    write_record_at(&files.record(), record)
+}
+
+fn write_record_at(path: &Path, record: &Merged) -> Result<(), String> {
     let text = serde_json::to_string_pretty(record).expect("a record serializes");
-    write_private(&files.record(), &text)
-        .map_err(|e| format!("cannot write {}: {e}", files.record().display()))
+    write_private(path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// `config` → `config.mara.bak`, beside it.

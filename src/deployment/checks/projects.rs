@@ -44,19 +44,7 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
             continue;
         }
         if !dir.is_dir() {
-            missing_dirs += 1;
-            // The same hint on every missing directory would bury the list: say it once.
-            let hint = (missing_dirs == 1).then(|| {
-                format!(
-                    "create the project there, or point `projects_dir` in mara.toml (now \"{}\") at the directory that holds the projects",
-                    workspace.settings.projects_dir
-                )
-            });
-            checks.fail(
-                "project",
-                format!("{path}: no directory {}", workspace.display(&dir).display()),
-                hint,
-            );
+            no_directory(checks, workspace, path, &dir, &mut missing_dirs);
             continue;
         }
         match engine {
@@ -197,14 +185,7 @@ pub fn preflight(
             continue;
         }
         if !dir.is_dir() {
-            missing_dirs += 1;
-            let hint = (missing_dirs == 1).then(|| {
-                format!(
-                    "create the project there, or point `projects_dir` in mara.toml (now \"{}\") at the directory that holds the projects",
-                    workspace.settings.projects_dir
-                )
-            });
-            checks.fail("project", format!("{path}: no directory {shown}"), hint);
+            no_directory(checks, workspace, path, &dir, &mut missing_dirs);
             continue;
         }
         let has_entry = match engine {
@@ -231,6 +212,30 @@ pub fn preflight(
             Some("the selected projects' secrets are stored there: create it, or set `secrets_project` in mara.toml".into()),
         );
     }
+}
+
+/// A project without its directory. The same hint on every missing directory would bury the
+/// list: it is said once, with the first (`missing` counts them).
+fn no_directory(
+    checks: &mut Checks,
+    workspace: &Workspace,
+    path: &str,
+    dir: &Path,
+    missing: &mut usize,
+) {
+    *missing += 1;
+    let hint = (*missing == 1).then(|| {
+        format!(
+            "create the project there, or point `projects_dir` in mara.toml (now \"{}\") at the directory that holds the projects",
+            workspace.settings.projects_dir
+        )
+    });
+    let shown = workspace.display(dir);
+    checks.fail(
+        "project",
+        format!("{path}: no directory {}", shown.display()),
+        hint,
+    );
 }
 
 /// How many Terraform files (`.tf`, `.tf.json`) `dir` holds.
