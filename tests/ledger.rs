@@ -149,10 +149,8 @@ fn a_killed_run_is_taken_over_and_recorded_abandoned() {
     let ws = Ws::new();
     let mut killed = ws.spawn(&["up", "--yes", "--only", "cluster"], 60_000);
     let running = ws.wait_until_running(&mut killed);
-    // Killed while its engine runs: once the `up` process exists, and a moment after, as mara
-    // tells the watchdog of an engine just after starting it. A kill inside that moment leaves
-    // the engine unknown to the watchdog: the window issue 12 (signals from the first
-    // instruction) closes.
+    // Killed while its engine runs, the moment its `up` process exists: the engine is in the
+    // watchdog's process group from its first instruction.
     let deadline = Instant::now() + Duration::from_secs(20);
     while !common::processes_in(ws.root())
         .iter()
@@ -161,7 +159,6 @@ fn a_killed_run_is_taken_over_and_recorded_abandoned() {
         assert!(Instant::now() < deadline, "the engine never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(300));
     killed.kill().unwrap(); // SIGKILL: no chance to clean up
     killed.wait().unwrap();
     // The watchdog interrupts the engine the killed run left; it releases its own lock as it ends.

@@ -1,13 +1,19 @@
 //! Interrupting a run (docs/commands.md, "Interruption"): one shared state that the signal
-//! handler and `mara cancel` escalate, that the scheduler stops on, and that every engine process
-//! registers its process group with — the first escalation sends SIGINT to every group (Pulumi
-//! then cancels cleanly and releases its lock), the second SIGKILL. A group registered after an
-//! escalation gets its signal at once. The watchdog (`run::watchdog`) learns every group too.
+//! handler and `mara cancel` escalate, that the scheduler and the preparation stop on, and that
+//! every process mara starts for the run registers with — the first escalation sends SIGINT to
+//! the run's processes (Pulumi then cancels cleanly and releases its lock), the second SIGKILL. A
+//! process registered after an escalation gets its signal at once.
+//!
+//! With a watchdog (`run::watchdog`, the run's), every process starts into the watchdog's process
+//! group, and a signal goes to that group; without one (it could not start, or a test), each
+//! process leads a group of its own and each group is signalled.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
+
+use super::watchdog::Watchdog;
 
 /// Who asked for the interruption.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,16 +37,18 @@ pub enum InterruptLevel {
 #[derive(Clone)]
 pub struct Interrupt {
     level: watch::Sender<(InterruptLevel, Cause)>,
-    groups: Arc<Mutex<BTreeSet<i32>>>,
-    watchdog: Arc<super::watchdog::Watchdog>,
+    /// The processes running now, by pid.
+    running: Arc<Mutex<BTreeSet<i32>>>,
+    watchdog: Option<Arc<Watchdog>>,
 }
 
 impl Default for Interrupt {
+    /// Without a watchdog: each process in a group of its own.
     fn default() -> Self {
         Interrupt {
             level: watch::Sender::new((InterruptLevel::None, Cause::Signal)),
-            groups: Arc::default(),
-            watchdog: Arc::default(),
+            running: Arc::default(),
+            watchdog: None,
         }
     }
 }
@@ -81,17 +89,24 @@ impl Interrupt {
     }
 
     fn signal_groups(&self, signal: i32) {
-        for &group in self
-            .groups
+        let run_group = self.run_group();
+        let running = self
+            .running
             .lock()
-            .expect("the group set is never poisoned")
-            .iter()
-        {
-            // SAFETY: killpg only sends a signal; a group that has already exited yields ESRCH.
-            unsafe {
-                libc::killpg(group, signal);
-            }
+            .expect("the process set is never poisoned");
+        match run_group {
+            // The watchdog's group: every process of the run at once (the watchdog ignores
+            // SIGINT; a SIGKILL ends it too, and nothing is started after one).
+            Some(group) if !running.is_empty() => send_group(group, signal),
+            Some(_) => {}
+            None => running.iter().for_each(|&group| send_group(group, signal)),
         }
+    }
+
+    /// The group the run's processes start into: the watchdog's, started now if it is not yet
+    /// running; `None` (a group of its own for each) without one.
+    pub fn run_group(&self) -> Option<i32> {
+        self.watchdog.as_ref().and_then(|w| w.group())
     }
 
     pub fn level(&self) -> InterruptLevel {
@@ -120,35 +135,76 @@ impl Interrupt {
             .await;
     }
 
-    /// Makes the watchdog ready before any engine starts.
-    pub(super) fn arm_watchdog(&self) {
-        self.watchdog.arm();
+    /// An interruption with a watchdog whose grace period is `grace`: the run's processes share
+    /// its group.
+    pub fn watched(grace: std::time::Duration) -> Interrupt {
+        Interrupt {
+            watchdog: Some(Arc::new(Watchdog::new(grace))),
+            ..Interrupt::default()
+        }
     }
 
-    pub(super) fn register(&self, group: i32) {
-        self.groups
+    /// Process `pid` started (into the run's group, or leading its own).
+    pub(super) fn register(&self, pid: i32) {
+        self.running
             .lock()
-            .expect("the group set is never poisoned")
-            .insert(group);
-        self.watchdog.tell(group, true);
-        // A process started after the interruption gets it at once.
+            .expect("the process set is never poisoned")
+            .insert(pid);
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.tell(pid, true);
+        }
+        // A process started after the interruption gets it at once, alone: the others of the
+        // run's group have had theirs (a second SIGINT would be a second Ctrl-C to them).
         let signal = match self.level() {
             InterruptLevel::None => return,
             InterruptLevel::Graceful => libc::SIGINT,
             InterruptLevel::Kill => libc::SIGKILL,
         };
-        // SAFETY: as in `escalate`.
-        unsafe {
-            libc::killpg(group, signal);
+        self.kill(pid, signal);
+    }
+
+    /// Sends `signal` to process `pid` and what it started: its group when it leads one, else
+    /// the process alone (its group is the run's).
+    pub(super) fn kill(&self, pid: i32, signal: i32) {
+        match self.run_group() {
+            // SAFETY: kill only sends a signal; a process that has exited yields ESRCH.
+            Some(_) => unsafe {
+                libc::kill(pid, signal);
+            },
+            None => send_group(pid, signal),
         }
     }
 
-    pub(super) fn unregister(&self, group: i32) {
-        self.groups
+    /// Process `pid` ended.
+    pub(super) fn unregister(&self, pid: i32) {
+        self.running
             .lock()
-            .expect("the group set is never poisoned")
-            .remove(&group);
-        self.watchdog.tell(group, false);
+            .expect("the process set is never poisoned")
+            .remove(&pid);
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.tell(pid, false);
+        }
+    }
+
+    /// Process `pid` is left behind unfinished (the task that ran it panicked): it is killed,
+    /// and the watchdog keeps it listed, so that what it started in the run's group is stopped
+    /// when mara exits (SIGINT, then SIGKILL after the grace period).
+    pub(super) fn abandon(&self, pid: i32) {
+        self.kill(pid, libc::SIGKILL);
+        self.running
+            .lock()
+            .expect("the process set is never poisoned")
+            .remove(&pid);
+    }
+}
+
+fn send_group(group: i32, signal: i32) {
+    // Never 0 or 1, which killpg would widen to mara's own group or everything.
+    if group > 1 {
+        // SAFETY: killpg only sends a signal; a group that has ended yields ESRCH.
+        unsafe {
+            libc::killpg(group, signal);
+        }
     }
 }
 

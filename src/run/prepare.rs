@@ -14,7 +14,8 @@ use crate::deployment::checks::RunChecks;
 use crate::engine::pulumi::{self, Pulumi};
 use crate::error::{Error, Problem, Result};
 use crate::graph::Plan;
-use crate::run::process::{self, run_blocking};
+use crate::run::interrupt::Interrupt;
+use crate::run::process::{self, run_step};
 use crate::run::redact::Redactor;
 use crate::workspace::stack::ResolvedStack;
 use crate::workspace::stack_config::StackConfigFile;
@@ -28,6 +29,8 @@ pub struct Stack<'a> {
     /// The secrets project's own stack configuration.
     pub stored: &'a StackConfigFile,
     pub pulumi: &'a Pulumi,
+    /// The run's: the processes started here are known to it, and stop on it.
+    pub interrupt: &'a Interrupt,
 }
 
 impl Stack<'_> {
@@ -49,11 +52,14 @@ impl Stack<'_> {
     /// Gets what the stack still needs — asked through `prompter` on a terminal, else taken from
     /// the environment — writes a first run's answers to the shared configuration and stores the
     /// secrets through Pulumi. `env` still holds `MARA_SECRET_*`; no process started here gets
-    /// it. Returns the configuration as it now is, and the secrets stored.
+    /// it. Returns the configuration as it now is, and the secrets stored; `wrote` says, whatever
+    /// the result, whether anything was written (the first run's file, a secret stored). An
+    /// interruption stops it after the process it reached (`Error::Interrupted`).
     pub fn prepare(
         &self,
         env: &BTreeMap<String, String>,
         prompter: Option<&mut dyn Prompter>,
+        wrote: &mut bool,
     ) -> Result<(StackConfigFile, Secrets)> {
         let files = &self.deployment.files;
         let provider = &self.deployment.provider;
@@ -74,7 +80,11 @@ impl Stack<'_> {
             }
             None => configure::from_environment(&needs, env),
         };
+        if self.interrupt.is_interrupted() {
+            return Err(Error::Interrupted);
+        }
         let config = if self.config.is_first_run() {
+            *wrote = true;
             let written = write_first_run(
                 self.config,
                 &answers.first_run,
@@ -97,8 +107,50 @@ impl Stack<'_> {
         };
         let mut without_secrets = env.clone();
         configure::strip_secret_variables(&mut without_secrets);
-        let stored = store_secrets(self.pulumi, &without_secrets, &self.secrets_dir(), &answers)?;
+        let mut stored = Secrets::new();
+        for (key, value) in answers.first_run.secrets.iter().chain(&answers.secrets) {
+            *wrote = true;
+            self.store(&without_secrets, key, value)?;
+            stored.insert(key.clone(), value.expose().to_string());
+        }
         Ok((config, stored))
+    }
+
+    /// `stack select --create`, then `config set --secret KEY` with the value on standard input,
+    /// in the secrets project. Every secret answer — a first-run `kind = "secret"` answer and the
+    /// projects' secrets — is stored there, never in the shared configuration: Pulumi's default
+    /// secrets provider encrypts with a key of each project's stack, so a secret encrypted into
+    /// the shared file through one project could not be read by the others.
+    fn store(&self, env: &BTreeMap<String, String>, key: &str, value: &Secret) -> Result<()> {
+        let dir = self.secrets_dir();
+        for (step, stdin) in [
+            (self.pulumi.select_step(&dir), None),
+            (
+                self.pulumi.set_secret_step(&dir, key, false),
+                Some(value.expose()),
+            ),
+        ] {
+            let finished =
+                run_step(&step, env, stdin, self.interrupt).map_err(|source| Error::Spawn {
+                    program: step.program.clone(),
+                    source,
+                })?;
+            if self.interrupt.is_interrupted() {
+                return Err(Error::Interrupted);
+            }
+            if finished.code != Some(0) {
+                let redactor = Redactor::new([value.expose().to_string()]);
+                let reason = process::last_error(&finished.stderr).unwrap_or("pulumi failed");
+                return Err(Error::config(
+                    Problem::new(format!(
+                        "storing `{key}` failed: {}",
+                        redactor.redact(reason)
+                    ))
+                    .subject(dir.display().to_string()),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -137,64 +189,12 @@ pub fn record_infra_type(config: &StackConfigFile, infra_type: &str) -> Result<b
 /// The secrets a run knows, by key: stored, read back or just answered.
 pub type Secrets = BTreeMap<String, String>;
 
-/// Stores every secret answer — a first-run `kind = "secret"` answer and the projects' secrets —
-/// in the secrets project (in `secrets_dir`), never in the shared configuration: Pulumi's default
-/// secrets provider encrypts with a key of each project's stack, so a secret encrypted into the
-/// shared file through one project could not be read by the others. Returns what it stored.
-pub fn store_secrets(
-    pulumi: &Pulumi,
-    env: &BTreeMap<String, String>,
-    secrets_dir: &Path,
-    answers: &Answers,
-) -> Result<Secrets> {
-    let mut stored = Secrets::new();
-    for (key, value) in answers.first_run.secrets.iter().chain(&answers.secrets) {
-        store(pulumi, env, secrets_dir, key, value, false)?;
-        stored.insert(key.clone(), value.expose().to_string());
-    }
-    Ok(stored)
-}
-
-/// `stack select --create`, then `config set --secret KEY` with the value on standard input.
-fn store(
-    pulumi: &Pulumi,
-    env: &BTreeMap<String, String>,
-    dir: &Path,
-    key: &str,
-    value: &Secret,
-    shared: bool,
-) -> Result<()> {
-    for (step, stdin) in [
-        (pulumi.select_step(dir), None),
-        (
-            pulumi.set_secret_step(dir, key, shared),
-            Some(value.expose()),
-        ),
-    ] {
-        let finished = run_blocking(&step, env, stdin).map_err(|source| Error::Spawn {
-            program: step.program.clone(),
-            source,
-        })?;
-        if finished.code != Some(0) {
-            let redactor = Redactor::new([value.expose().to_string()]);
-            let reason = process::last_error(&finished.stderr).unwrap_or("pulumi failed");
-            return Err(Error::config(
-                Problem::new(format!(
-                    "storing `{key}` failed: {}",
-                    redactor.redact(reason)
-                ))
-                .subject(dir.display().to_string()),
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// The secret values Pulumi already stores for the stack — in the secrets project (`stored`, its
 /// own stack file, read through `secrets_dir`) and in the shared configuration (`shared`, read
 /// through the project in `first_dir`). A file without a `secure:` value is not asked about.
 pub fn stored_secrets(
     pulumi: &Pulumi,
+    interrupt: &Interrupt,
     env: &BTreeMap<String, String>,
     secrets_dir: &Path,
     stored: &StackConfigFile,
@@ -213,7 +213,10 @@ pub fn stored_secrets(
     }
     let mut secrets = Secrets::new();
     for step in &reads {
-        match run_blocking(step, env, None) {
+        if interrupt.is_interrupted() {
+            break;
+        }
+        match run_step(step, env, None, interrupt) {
             Ok(finished) if finished.code == Some(0) => {
                 secrets.extend(pulumi::secret_values(&finished.stdout));
             }

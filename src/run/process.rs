@@ -1,13 +1,13 @@
-//! Running one engine process: in its own process group (so that a Ctrl-C reaches it only through
-//! mara, and all of its children with it), with exactly the merged environment, its stdout and
-//! stderr read line by line as they come.
+//! Running one engine process: in the run's process group, not mara's (so that a Ctrl-C reaches
+//! it only through mara, and all of its children with it), with exactly the merged environment,
+//! its stdout and stderr read line by line as they come.
 //!
-//! When to forward signals: mara's own Ctrl-C handler (see `run::interrupt`) sends SIGINT to every
-//! running group once — Pulumi then cancels cleanly and releases its lock — and SIGKILL on the
-//! second Ctrl-C. Because each child leads its own group, the terminal's Ctrl-C does not reach it
-//! directly; a child never gets SIGINT twice by accident. A child also gets SIGINT when mara dies
-//! without a chance to forward it (SIGKILL): the run's watchdog (`run::watchdog`) sends it, so
-//! no engine outlives its run.
+//! When to forward signals: mara's own Ctrl-C handler (see `run::interrupt`) sends SIGINT to the
+//! run's processes once — Pulumi then cancels cleanly and releases its lock — and SIGKILL on the
+//! second Ctrl-C. Because the run's group is not the terminal's, the terminal's Ctrl-C does not
+//! reach a child directly; a child never gets SIGINT twice by accident. A child also gets SIGINT
+//! when mara dies without a chance to forward it (SIGKILL), and SIGKILL after a grace period: the
+//! run's watchdog (`run::watchdog`) leads the group and sends them, so no engine outlives its run.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -45,7 +45,9 @@ pub async fn run(
     lines: mpsc::UnboundedSender<(Stream, String)>,
 ) -> std::io::Result<Finished> {
     let mut command = tokio::process::Command::from(command(step, env, stdin.is_some())?);
-    command.process_group(0).kill_on_drop(true);
+    command
+        .process_group(interrupt.run_group().unwrap_or(0))
+        .kill_on_drop(true);
     let mut child = command.spawn()?;
     let mut registered = child.id().map(|pid| Registered::new(interrupt, pid as i32));
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
@@ -70,21 +72,21 @@ pub async fn run(
     })
 }
 
-/// A running process group, known to the interruption (and its watchdog) until it ends. Dropped
-/// before its process ended — the task that ran it panicked, or was dropped — it kills the whole
-/// group, so that nothing of it runs on unwatched.
+/// A running process, known to the interruption (and its watchdog) until it ends. Dropped
+/// before its process ended — the task that ran it panicked, or was dropped — it kills it, so
+/// that nothing of it runs on unwatched.
 struct Registered<'a> {
     interrupt: &'a Interrupt,
-    group: i32,
+    pid: i32,
     ended: bool,
 }
 
 impl<'a> Registered<'a> {
-    fn new(interrupt: &'a Interrupt, group: i32) -> Registered<'a> {
-        interrupt.register(group);
+    fn new(interrupt: &'a Interrupt, pid: i32) -> Registered<'a> {
+        interrupt.register(pid);
         Registered {
             interrupt,
-            group,
+            pid,
             ended: false,
         }
     }
@@ -92,13 +94,10 @@ impl<'a> Registered<'a> {
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
-        if !self.ended {
-            // SAFETY: killpg only sends a signal; a group that has already exited yields ESRCH.
-            unsafe {
-                libc::killpg(self.group, libc::SIGKILL);
-            }
+        match self.ended {
+            true => self.interrupt.unregister(self.pid),
+            false => self.interrupt.abandon(self.pid),
         }
-        self.interrupt.unregister(self.group);
     }
 }
 
@@ -116,17 +115,41 @@ pub fn last_error(stderr: &str) -> Option<&str> {
         .map(str::trim)
 }
 
-/// Runs a short step to its end without streaming (storing or reading configuration), with
-/// `stdin` written to it. Interrupts reach it as they reach the operations.
+/// Runs a short step to its end without streaming (storing or reading configuration, outside a
+/// run), with `stdin` written to it. It is in mara's own process group: a Ctrl-C ends both.
 pub fn run_blocking(
     step: &Step,
     env: &BTreeMap<String, String>,
     stdin: Option<&str>,
 ) -> std::io::Result<Finished> {
+    finish(command(step, env, stdin.is_some())?.spawn()?, stdin)
+}
+
+/// Runs a short step of a run to its end without streaming (storing or reading configuration,
+/// finding stacks), in the run's process group and known to `interrupt` as the operations are:
+/// an interruption reaches it, and the caller asks `interrupt` whether it came.
+pub fn run_step(
+    step: &Step,
+    env: &BTreeMap<String, String>,
+    stdin: Option<&str>,
+    interrupt: &Interrupt,
+) -> std::io::Result<Finished> {
+    use std::os::unix::process::CommandExt;
+    let mut command = command(step, env, stdin.is_some())?;
+    command.process_group(interrupt.run_group().unwrap_or(0));
+    let child = command.spawn()?;
+    let mut registered = Registered::new(interrupt, child.id() as i32);
+    let finished = finish(child, stdin);
+    registered.ended = true;
+    finished
+}
+
+/// Writes `stdin` to `child` and waits for it, collecting its output.
+fn finish(mut child: std::process::Child, stdin: Option<&str>) -> std::io::Result<Finished> {
     use std::io::Write as _;
-    let mut child = command(step, env, stdin.is_some())?.spawn()?;
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(text.as_bytes())?;
+        // A process that ends without reading it (interrupted) closes the pipe: not an error here.
+        let _ = pipe.write_all(text.as_bytes());
     }
     let output = child.wait_with_output()?;
     Ok(Finished {

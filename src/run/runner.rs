@@ -2,10 +2,10 @@
 //! runtime that starts and reads the engines, the signal handling, and the scheduler; what happens
 //! reaches the rest of mara only as `Event`s, delivered in order to the sinks it is given.
 //!
-//! Signals: from `Runner::new` on, Ctrl-C and SIGTERM no longer end mara; they escalate the run's
-//! `Interrupt` (SIGINT to the engines, then SIGKILL), and a run in progress reports it to its
-//! sinks as `Event::Interrupting`. The command decides what an interruption before or after the
-//! run means.
+//! Signals: from `Runner::new` on — a run command's first step — Ctrl-C and SIGTERM no longer end
+//! mara; they escalate the run's `Interrupt` (SIGINT to the engines, then SIGKILL), and a run in
+//! progress reports it to its sinks as `Event::Interrupting`. The command decides what an
+//! interruption before or after the run means, and asks at each step whether one came.
 
 use std::sync::Arc;
 
@@ -31,13 +31,13 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// Starts the runtime and takes over Ctrl-C and SIGTERM.
-    pub fn new() -> Result<Runner> {
+    /// Starts the runtime and takes over Ctrl-C and SIGTERM, which escalate `interrupt` (mara's
+    /// is `Interrupt::watched`).
+    pub fn new(interrupt: Interrupt) -> Result<Runner> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .map_err(Error::Runtime)?;
-        let interrupt = Interrupt::default();
         let (installed, signals) = std::sync::mpsc::channel();
         runtime.spawn(watch_signals(interrupt.clone(), installed));
         // The handlers are in place before anything can be started.
@@ -65,9 +65,6 @@ impl Runner {
             context,
             interrupt: self.interrupt.clone(),
         });
-        if !plan.projects.is_empty() {
-            self.interrupt.arm_watchdog();
-        }
         let plan = Arc::new(plan.clone());
         self.runtime.block_on(async {
             let (events, mut received) = mpsc::unbounded_channel();
@@ -216,7 +213,7 @@ mod tests {
                 dir.path(),
             )];
         }
-        let runner = Runner::new().unwrap();
+        let runner = Runner::new(Interrupt::default()).unwrap();
         let (mut first, mut second) = (Recording::default(), Recording::default());
         let schedule = Schedule {
             parallel: 4,
@@ -278,7 +275,7 @@ mod tests {
             vec!["-c".into(), "sleep 5".into()],
             dir.path(),
         )];
-        let runner = Runner::new().unwrap();
+        let runner = Runner::new(Interrupt::default()).unwrap();
         let interrupt = runner.interrupt().clone();
         std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(300));

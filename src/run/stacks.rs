@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::engine::EngineKind;
 use crate::engine::pulumi::{self, Pulumi};
 use crate::graph::Plan;
-use crate::run::process::run_blocking;
+use crate::run::interrupt::Interrupt;
+use crate::run::process::run_step;
 use crate::workspace::Workspace;
 
 /// What the projects' engines said.
@@ -24,13 +25,15 @@ pub struct Found {
     pub all_asked: bool,
 }
 
-/// Asks each selected Pulumi project's CLI which stacks it has.
+/// Asks each selected Pulumi project's CLI which stacks it has; an interruption reaches the
+/// processes asking (the caller asks `interrupt` whether one came).
 pub fn find(
     selected: &Plan<'_>,
     workspace: &Workspace,
     pulumi: &Pulumi,
     env: &BTreeMap<String, String>,
     width: usize,
+    interrupt: &Interrupt,
 ) -> Found {
     let order = selected.order();
     let answers = crate::parallel::map_with(width, order.len(), |k| {
@@ -39,7 +42,10 @@ pub fn find(
             return None;
         }
         let step = pulumi.list_step(&workspace.project_dir(&project.path));
-        let finished = run_blocking(&step, env, None).ok()?;
+        if interrupt.is_interrupted() {
+            return None;
+        }
+        let finished = run_step(&step, env, None, interrupt).ok()?;
         if finished.code != Some(0) {
             return None;
         }

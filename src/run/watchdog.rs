@@ -1,10 +1,18 @@
-//! The watchdog: one small process per run that interrupts the engines if mara dies without the
+//! The watchdog: one small process per run that stops the engines if mara dies without the
 //! chance to (SIGKILL, a crash), so that no engine runs on, orphaned, holding its stack's lock.
 //!
-//! It is mara itself, started as `mara __watchdog` with a pipe on its standard input. mara writes
-//! `+<group>` when an engine's process group starts and `-<group>` when it ends. When the pipe
-//! closes — mara has exited, however it exited — the watchdog sends SIGINT to every group still
-//! listed (the engines cancel as on Ctrl-C), and exits. A run that ends normally has listed none.
+//! It is mara itself, started as `mara __watchdog <grace>` with a pipe on its standard input, an
+//! empty environment (no `MARA_SECRET_*`, nothing at all) and `/` as its directory. It leads a
+//! process group of its own, and that group is the run's: every process mara starts for the run
+//! — configuration steps, operations, hooks — is started into it, so it is in the group from its
+//! first instruction, with no moment in which mara knows of it and the watchdog does not.
+//!
+//! mara writes `+<pid>` and `-<pid>` as its processes start and end, and `done` as it ends
+//! normally. When the pipe closes — mara has exited, however it exited — without `done`, or with
+//! a process still listed, the watchdog sends SIGINT to the group (the engines cancel as on
+//! Ctrl-C), waits up to the grace period for them to end, and sends SIGKILL to whatever is left:
+//! an engine that ignores SIGINT does not outlive its run either. The group being the watchdog's
+//! own, its id cannot be reused while it waits.
 //!
 //! Why not `PR_SET_PDEATHSIG` in each engine: setting it needs code between fork and exec, which
 //! turns every engine start into a full fork of mara instead of a `posix_spawn`, and that cost
@@ -13,15 +21,23 @@
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The argument that makes the binary a watchdog (never shown in the help).
 pub const ARG: &str = "__watchdog";
 
-/// mara's side: the watchdog's pipe, started as a run begins executing (or on the first engine).
-#[derive(Default)]
+/// The variable that sets the grace period, in seconds (docs/commands.md, "Interruption").
+pub const GRACE_VARIABLE: &str = "MARA_WATCHDOG_GRACE";
+
+/// How long the engines of a killed run get to cancel before they are killed.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// mara's side: the watchdog's pipe, started with the run's first process.
 pub struct Watchdog {
+    grace: Duration,
     state: Mutex<State>,
 }
 
@@ -29,64 +45,79 @@ pub struct Watchdog {
 enum State {
     #[default]
     NotStarted,
+    /// Running, leading the run's process group (its pid).
     Running(Child, ChildStdin),
-    /// It could not be started: the run goes on without this protection.
+    /// It could not be started: each process leads a group of its own, without this protection.
     Failed,
 }
 
 impl Watchdog {
-    /// Tells the watchdog that `group` is running (`true`) or has ended (`false`). A watchdog
-    /// that cannot be started or written to costs only this protection, never the run.
-    pub fn tell(&self, group: i32, running: bool) {
-        let Ok(mut state) = self.state.lock() else {
-            return;
-        };
-        start_once(&mut state);
-        if let State::Running(_, stdin) = &mut *state {
-            let sign = if running { '+' } else { '-' };
-            let _ = writeln!(stdin, "{sign}{group}").and_then(|()| stdin.flush());
+    pub fn new(grace: Duration) -> Watchdog {
+        Watchdog {
+            grace,
+            state: Mutex::new(State::NotStarted),
         }
     }
-}
 
-impl Watchdog {
-    /// Starts the watchdog now, before the first engine: between an engine's start and the
-    /// watchdog hearing of it, a mara killed at that moment would leave the engine orphaned, and
-    /// that gap should be one pipe write, not the start of a process.
-    pub fn arm(&self) {
-        if let Ok(mut state) = self.state.lock() {
-            start_once(&mut state);
+    /// The process group the run's processes start into, starting the watchdog if it is not
+    /// running yet; `None` when it could not be started.
+    pub fn group(&self) -> Option<i32> {
+        let mut state = self.state.lock().ok()?;
+        if matches!(*state, State::NotStarted) {
+            *state = match start(self.grace) {
+                Ok((child, stdin)) => State::Running(child, stdin),
+                Err(error) => {
+                    tracing::warn!("the engine watchdog did not start: {error}");
+                    State::Failed
+                }
+            };
+        }
+        // A watchdog that has ended (killed with the run's group) leaves no group to join.
+        if let State::Running(child, _) = &mut *state
+            && !matches!(child.try_wait(), Ok(None))
+        {
+            *state = State::Failed;
+        }
+        match &*state {
+            State::Running(child, _) => Some(child.id() as i32),
+            _ => None,
         }
     }
-}
 
-fn start_once(state: &mut State) {
-    if matches!(*state, State::NotStarted) {
-        *state = match start() {
-            Ok((child, stdin)) => State::Running(child, stdin),
-            Err(error) => {
-                tracing::warn!("the engine watchdog did not start: {error}");
-                State::Failed
-            }
-        };
+    /// Tells the watchdog that process `pid` is running (`true`) or has ended (`false`). A
+    /// watchdog that cannot be written to costs only this protection, never the run.
+    pub fn tell(&self, pid: i32, running: bool) {
+        self.write(&format!("{}{pid}", if running { '+' } else { '-' }));
+    }
+
+    fn write(&self, line: &str) {
+        if let Ok(mut state) = self.state.lock()
+            && let State::Running(_, stdin) = &mut *state
+        {
+            let _ = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
+        }
     }
 }
 
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        // Closing the pipe ends the watchdog; with every group ended it signals nothing.
-        if let Ok(state) = self.state.get_mut()
-            && let State::Running(mut child, stdin) = std::mem::take(state)
-        {
-            drop(stdin);
-            let _ = child.wait();
+        // mara ends normally: `done`, then the pipe closes; with every process ended, the
+        // watchdog signals nothing. It is not waited for: with a process still listed it has
+        // a grace period to give, and mara does not stay for it.
+        self.write("done");
+        if let Ok(state) = self.state.get_mut() {
+            drop(std::mem::take(state));
         }
     }
 }
 
-fn start() -> std::io::Result<(Child, ChildStdin)> {
+fn start(grace: Duration) -> std::io::Result<(Child, ChildStdin)> {
     let mut child = Command::new(std::env::current_exe()?)
         .arg(ARG)
+        .arg(grace.as_secs().to_string())
+        .env_clear()
+        .current_dir("/")
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -95,50 +126,105 @@ fn start() -> std::io::Result<(Child, ChildStdin)> {
     Ok((child, stdin))
 }
 
-/// The watchdog's side: follows the groups on standard input until it closes, then interrupts
-/// those still running.
+/// The grace period `MARA_WATCHDOG_GRACE` asks for (whole seconds), else the default.
+pub fn grace(env: &std::collections::BTreeMap<String, String>) -> Duration {
+    env.get(GRACE_VARIABLE)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(DEFAULT_GRACE, Duration::from_secs)
+}
+
+/// The watchdog's side: follows standard input until it closes, then stops the run's group
+/// unless mara ended normally.
 pub fn main() -> ! {
-    // A Ctrl-C on the terminal reaches mara's whole process group, this one included: mara
-    // handles it; the watchdog only waits for the pipe to close.
+    // Its group is not the terminal's, and mara's own SIGINT to the group is for the engines.
     // SAFETY: setting a signal's disposition to "ignore" has no other effect.
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
     }
-    let groups = follow(std::io::stdin().lock());
-    for group in groups {
-        // SAFETY: killpg only sends a signal; a group that has ended yields ESRCH.
+    let grace = std::env::args()
+        .nth(2)
+        .and_then(|g| g.parse::<u64>().ok())
+        .map_or(DEFAULT_GRACE, Duration::from_secs);
+    let heard = follow(std::io::stdin().lock());
+    if heard.done && heard.running.is_empty() {
+        std::process::exit(0);
+    }
+    // SAFETY: getpgrp has no failure; the group is this process's own.
+    let group = unsafe { libc::getpgrp() };
+    // SAFETY: killpg only sends a signal; this process ignores SIGINT.
+    unsafe {
+        libc::killpg(group, libc::SIGINT);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && others_in_group(group) != Some(false) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if others_in_group(group) != Some(false) {
+        // SAFETY: as above; SIGKILL ends this process too, last.
         unsafe {
-            libc::killpg(group, libc::SIGINT);
+            libc::killpg(group, libc::SIGKILL);
         }
     }
     std::process::exit(0)
 }
 
-/// The groups still running when `input` ends.
-fn follow(input: impl BufRead) -> BTreeSet<i32> {
-    let mut groups = BTreeSet::new();
+/// What mara said before its pipe closed.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Heard {
+    running: BTreeSet<i32>,
+    done: bool,
+}
+
+/// Follows `input` to its end.
+fn follow(input: impl BufRead) -> Heard {
+    let mut heard = Heard::default();
     for line in input.lines() {
         let Ok(line) = line else { break };
+        if line == "done" {
+            heard.done = true;
+            continue;
+        }
         let (running, number) = match line.split_at_checked(1) {
             Some(("+", n)) => (true, n),
             Some(("-", n)) => (false, n),
             _ => continue,
         };
-        // Only real groups: never 0 or a negative number, which killpg would widen.
-        let Ok(group) = number.parse::<i32>() else {
+        let Ok(pid) = number.parse::<i32>() else {
             continue;
         };
-        if group <= 1 {
-            continue;
-        }
         if running {
-            groups.insert(group);
+            heard.running.insert(pid);
         } else {
-            groups.remove(&group);
+            heard.running.remove(&pid);
         }
     }
-    groups
+    heard
+}
+
+/// Whether a process other than this one is in `group`: `None` where `/proc` cannot tell.
+fn others_in_group(group: i32) -> Option<bool> {
+    let own = std::process::id().to_string();
+    let entries = std::fs::read_dir("/proc").ok()?;
+    Some(entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name == own || !name.bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+        std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|stat| group_of(&stat))
+            == Some(group)
+    }))
+}
+
+/// The process group in a `/proc/<pid>/stat` line: the fifth field, counted after the command
+/// name (which is in parentheses and may hold spaces or parentheses itself).
+fn group_of(stat: &str) -> Option<i32> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(2)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -146,8 +232,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_groups_still_running_are_the_ones_told_and_not_ended() {
-        let input = "+100\n+200\n-100\n+0\n+-5\nnoise\n+300\n";
-        assert_eq!(follow(input.as_bytes()), BTreeSet::from([200, 300]));
+    fn what_was_heard_is_the_processes_told_and_not_ended_and_whether_mara_was_done() {
+        let input = "+100\n+200\n-100\nnoise\n+300\n";
+        let heard = follow(input.as_bytes());
+        assert_eq!(heard.running, BTreeSet::from([200, 300]));
+        assert!(!heard.done);
+        let heard = follow("+5\n-5\ndone\n".as_bytes());
+        assert!(heard.done && heard.running.is_empty());
+    }
+
+    #[test]
+    fn the_group_is_read_after_the_command_name_whatever_it_holds() {
+        assert_eq!(group_of("42 (a) b (c)) S 1 4242 4242 0 -1"), Some(4242));
+        assert_eq!(group_of("7 (sh) S 1 99 99 0"), Some(99));
+        assert_eq!(group_of("garbage"), None);
+    }
+
+    #[test]
+    fn the_grace_period_comes_from_its_variable_or_the_default() {
+        let env = |v: &str| [(GRACE_VARIABLE.to_string(), v.to_string())].into();
+        assert_eq!(grace(&env("3")), Duration::from_secs(3));
+        assert_eq!(grace(&env("soon")), DEFAULT_GRACE);
+        assert_eq!(grace(&Default::default()), DEFAULT_GRACE);
     }
 }

@@ -13,29 +13,50 @@ use crate::error::{Error, Result};
 #[derive(Debug, Default)]
 pub struct TerminalPrompter;
 
-/// While a question is asked, SIGINT only sets a flag: console and dialoguer raise it on Ctrl-C
-/// in raw mode, and a terminal in line mode sends it; either way the question ends, and the
-/// terminal is restored before mara says it was interrupted.
+/// While a question is asked, SIGINT and SIGTERM only set a flag: console and dialoguer raise
+/// SIGINT on Ctrl-C in raw mode, and a terminal in line mode sends it; either way the question
+/// ends, and the terminal is restored (echo on, whatever shell runs next) before mara says it
+/// was interrupted.
 static CAUGHT: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn caught(_: libc::c_int) {
+/// The thread that asks (`pthread_t` as a number): a signal that another thread received (the
+/// run's runtime has threads) is passed on to it, so that its blocked read returns EINTR.
+static ASKING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn caught(signal: libc::c_int) {
     CAUGHT.store(true, Ordering::SeqCst);
+    let asking = ASKING.load(Ordering::SeqCst) as libc::pthread_t;
+    // SAFETY: pthread_self and pthread_kill are async-signal-safe; the asking thread is alive
+    // while the handler is installed (it removes it).
+    unsafe {
+        if libc::pthread_self() != asking {
+            libc::pthread_kill(asking, signal);
+        }
+    }
 }
 
-/// SIGINT caught for the lifetime of the value, the handler it replaced restored after.
-struct Caught(libc::sigaction);
+/// The signals that end a question.
+const ENDING: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+
+/// SIGINT and SIGTERM caught for the lifetime of the value, the handlers they replaced restored
+/// after.
+struct Caught([libc::sigaction; 2]);
 
 impl Caught {
     fn install() -> Caught {
         CAUGHT.store(false, Ordering::SeqCst);
+        // SAFETY: pthread_self has no failure.
+        ASKING.store(unsafe { libc::pthread_self() } as u64, Ordering::SeqCst);
         // SAFETY: the handler only stores to an atomic (async-signal-safe); no SA_RESTART, so a
-        // blocked read returns EINTR; the previous action is kept to be restored.
+        // blocked read returns EINTR; the previous actions are kept to be restored.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = caught as *const () as libc::sighandler_t;
             libc::sigemptyset(&mut action.sa_mask);
-            let mut previous: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(libc::SIGINT, &action, &mut previous);
+            let mut previous: [libc::sigaction; 2] = std::mem::zeroed();
+            for (signal, previous) in ENDING.iter().zip(&mut previous) {
+                libc::sigaction(*signal, &action, previous);
+            }
             Caught(previous)
         }
     }
@@ -47,9 +68,11 @@ impl Caught {
 
 impl Drop for Caught {
     fn drop(&mut self) {
-        // SAFETY: restores the action `install` replaced.
+        // SAFETY: restores the actions `install` replaced.
         unsafe {
-            libc::sigaction(libc::SIGINT, &self.0, std::ptr::null_mut());
+            for (signal, previous) in ENDING.iter().zip(&self.0) {
+                libc::sigaction(*signal, previous, std::ptr::null_mut());
+            }
         }
     }
 }

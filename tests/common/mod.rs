@@ -223,10 +223,19 @@ impl Terminal {
     }
 
     pub fn start_with(workspace: &Path, bin: &Path, args: &str, env: &[(&str, &str)]) -> Terminal {
+        Terminal::run(workspace, bin, &Terminal::mara(args), env)
+    }
+
+    /// The command line that runs `mara <args>` on the terminal.
+    pub fn mara(args: &str) -> String {
         let mara = assert_cmd::cargo::cargo_bin("mara");
-        let command = format!("{} --color never {args}", mara.display());
+        format!("{} --color never {args}", mara.display())
+    }
+
+    /// Runs `command`, a shell command line, on a pseudo-terminal.
+    pub fn run(workspace: &Path, bin: &Path, command: &str, env: &[(&str, &str)]) -> Terminal {
         let mut child = std::process::Command::new("script")
-            .args(["-qfec", &command, "/dev/null"])
+            .args(["-qfec", command, "/dev/null"])
             .current_dir(workspace)
             .env(
                 "PATH",

@@ -20,12 +20,14 @@ use crate::error::{Error, Problem, Result, plural};
 use crate::graph::Plan;
 use crate::ledger::{self, RunStart};
 use crate::run::events::{Outcome, ProjectReport, Sink, run_status};
+use crate::run::interrupt::Interrupt;
 use crate::run::narrow::{self, Resume};
 use crate::run::plan::{self, Planner};
 use crate::run::project::{self, Context};
 use crate::run::recorder::Recorder;
 use crate::run::redact::Redactor;
 use crate::run::runner::{Runner, Schedule};
+use crate::run::watchdog;
 use crate::run::{kubeconfig, prepare, stacks};
 use crate::settings::Settings;
 use crate::settings::run::{Confirmation, Mode, RunSettings};
@@ -39,14 +41,26 @@ use confirmation::{Decision, Stored, confirm, declined};
 use summary::{outcome, summarize, terminal};
 
 pub fn run(settings: &Settings, command: RunCommand) -> Result<()> {
+    // Signals are the run's from its first step: a Ctrl-C or SIGTERM at any point below ends it
+    // at the next step, with what it started stopped, and exit 130.
+    let runner = Runner::new(Interrupt::watched(watchdog::grace(&settings.env)))?;
     let workspace = deployment::discover(settings)?;
     let root = workspace.root.clone();
     let run = RunSettings::resolve(command, settings, &workspace.settings)?;
     let deployment = StackFiles::load_in(settings, workspace)?.into_deployment(settings)?;
-    execute(settings, &run, &deployment).map_err(|e| e.relative_to(&root))
+    execute(settings, &run, &deployment, &runner).map_err(|e| e.relative_to(&root))
 }
 
-fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> Result<()> {
+fn execute(
+    settings: &Settings,
+    run: &RunSettings,
+    deployment: &Deployment,
+    runner: &Runner,
+) -> Result<()> {
+    let interrupted = || match runner.interrupt().is_interrupted() {
+        true => Err(Error::Interrupted),
+        false => Ok(()),
+    };
     // Load: the stack, its configuration, the selection, the environment, the stored secrets.
     let files = &deployment.files;
     let stack = files.required_stack()?;
@@ -105,6 +119,7 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
     if asks {
         checks.needs()?;
     }
+    interrupted()?;
     // `destroy` and `refresh` never create a stack: the projects without it are not touched, and
     // when none has it, nothing runs.
     let absent = match run.operation {
@@ -113,7 +128,15 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
             configure::strip_secret_variables(&mut env);
             let color = settings.stdout_style.enabled;
             let pulumi = plan::pulumi(deployment, stack, &config, color);
-            let found = stacks::find(&selected, &files.workspace, &pulumi, &env, run.parallel);
+            let found = stacks::find(
+                &selected,
+                &files.workspace,
+                &pulumi,
+                &env,
+                run.parallel,
+                runner.interrupt(),
+            );
+            interrupted()?;
             if found.all_asked && found.absent.len() == selected.len() {
                 return Err(no_such_stack(stack, &found.stacks));
             }
@@ -145,7 +168,8 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
     }
 
     // Record the run and take the stack's lock (a preview takes none); whatever happens next,
-    // the record says how it ended.
+    // the record says how it ended, and `mara cancel` reaches it.
+    interrupted()?;
     let mut recorder = match run.operation.mutates() {
         true => Some(record(
             settings,
@@ -157,6 +181,9 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
         )?),
         false => None,
     };
+    if let Some(recorder) = &mut recorder {
+        recorder.watch_cancel(runner.interrupt().clone());
+    }
     let prepared = Prepared {
         config: &config,
         stored: &stored,
@@ -169,12 +196,12 @@ fn execute(settings: &Settings, run: &RunSettings, deployment: &Deployment) -> R
         run,
         &planner,
         prepared,
-        recorder.as_mut(),
+        (runner, recorder.as_mut()),
         &mut ran,
     );
     if let Some(recorder) = recorder {
-        // The history lists what ran: a run refused, not confirmed or interrupted before any of
-        // its projects ran is forgotten.
+        // The history lists what ran or changed something: a run refused, not confirmed or
+        // interrupted before it stored anything or ran any project is forgotten.
         match (&result, ran) {
             (Ok(()), _) => recorder.finish(RunStatus::Succeeded)?,
             (Err(Error::Interrupted), true) => recorder.finish(RunStatus::Cancelled)?,
@@ -194,14 +221,14 @@ struct Prepared<'a> {
     started: SystemTime,
 }
 
-/// Prepare, plan, confirm, execute, report. `ran` says whether any project ran (as opposed to
-/// the run stopping before its projects, or finding none with the stack).
+/// Prepare, plan, confirm, execute, report. `ran` says whether anything ran: a secret stored or
+/// a project run (as opposed to the run stopping before, or finding no project with the stack).
 fn go(
     settings: &Settings,
     run: &RunSettings,
     planner: &Planner<'_>,
     prepared: Prepared<'_>,
-    recorder: Option<&mut Recorder>,
+    (runner, recorder): (&Runner, Option<&mut Recorder>),
     ran: &mut bool,
 ) -> Result<()> {
     let files = &planner.deployment.files;
@@ -221,6 +248,7 @@ fn go(
         config: prepared.config,
         stored: prepared.stored,
         pulumi: &pulumi,
+        interrupt: runner.interrupt(),
     };
     let (config, mut secrets) = match run.operation {
         Operation::Up => {
@@ -228,7 +256,7 @@ fn go(
             let prompter = settings
                 .interactive
                 .then_some(&mut terminal as &mut dyn Prompter);
-            preparing.prepare(prepared.with_secrets, prompter)?
+            preparing.prepare(prepared.with_secrets, prompter, ran)?
         }
         _ => (prepared.config.clone(), Default::default()),
     };
@@ -240,6 +268,7 @@ fn go(
     };
     let mut read_back = prepare::stored_secrets(
         &pulumi,
+        runner.interrupt(),
         &env,
         &preparing.secrets_dir(),
         prepared.stored,
@@ -260,17 +289,16 @@ fn go(
         },
     };
 
-    // Plan, and confirm.
-    let runner = Runner::new()?;
-    let mut recorder = recorder;
-    if let Some(recorder) = &mut recorder {
-        recorder.watch_cancel(runner.interrupt().clone());
+    if runner.interrupt().is_interrupted() {
+        return Err(Error::Interrupted);
     }
+
+    // Plan, and confirm.
     let plan = planner.plan(run.operation, &config, "");
     if run.confirmation == Confirmation::Ask {
         let preview = || planner.plan(Operation::Preview, &config, "-preview");
         if let Decision::Declined { created } =
-            confirm(settings, run, &runner, stack, &plan, preview, context())?
+            confirm(settings, run, runner, stack, &plan, preview, context())?
         {
             let stored = Stored {
                 created,

@@ -11,6 +11,9 @@
 //!   operation takes, holding its lock.
 //! - `PULUMI_STAND_IN_FAIL=<project>` or `<operation>:<project>`, comma-separated: that operation
 //!   fails as a resource error would (exit 1).
+//! - `PULUMI_STAND_IN_STEP_DELAY_MS=<command>=<ms>,…` (`config set=60000`, `stack ls=500`): how
+//!   long that command waits before it does anything; a SIGINT meanwhile ends it having done
+//!   nothing (exit 255), as it ends the real CLI.
 //! - `PULUMI_STAND_IN_IGNORE_SIGINT=1`: ignore SIGINT (otherwise it cancels the operation as
 //!   Pulumi does, releasing the lock, exit 8).
 //! - `PULUMI_STAND_IN_CHECK_ONLY=1`: only check the command line against the flag table (exit 0
@@ -173,6 +176,7 @@ fn run(args: &Args, invocation: &mut Invocation) -> Result<(), Failure> {
         stack,
         non_interactive: non_interactive(args),
     };
+    step_delay(&args.command)?;
     match args.command.as_str() {
         "stack select" => ctx.stack_select(),
         "stack init" => ctx.stack_init(),
@@ -190,6 +194,25 @@ fn run(args: &Args, invocation: &mut Invocation) -> Result<(), Failure> {
             format!("the stand-in does not implement `pulumi {other}`"),
         )),
     }
+}
+
+/// Waits as long as `PULUMI_STAND_IN_STEP_DELAY_MS` says for `command`; a SIGINT ends it.
+fn step_delay(command: &str) -> Result<(), Failure> {
+    let delay = env("PULUMI_STAND_IN_STEP_DELAY_MS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|e| e.split_once('='))
+        .find(|(c, _)| c.trim() == command)
+        .and_then(|(_, ms)| ms.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(delay);
+    while std::time::Instant::now() < deadline {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            return Err(Failure::new(255, "interrupted"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(())
 }
 
 fn non_interactive(args: &Args) -> bool {

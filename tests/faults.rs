@@ -1,0 +1,240 @@
+//! Faults from outside: a signal before the first engine, while a secret is being stored, at a
+//! hidden question; mara killed outright while its engine ignores SIGINT. Each ends with exit
+//! 130 or the engine gone, the ledger truthful, the lock free and the terminal as it was.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Deployment as Case;
+use serde_json::Value;
+
+impl Case {
+    /// `mara <args>` in the background with `env` added.
+    fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> Child {
+        Command::new(assert_cmd::cargo::cargo_bin("mara"))
+            .args(args)
+            .current_dir(self.root())
+            .envs(self.environment())
+            .envs(env.iter().copied())
+            .env("NO_COLOR", "1")
+            .env_remove("CI")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn history(&self) -> Vec<Value> {
+        let output = self
+            .mara()
+            .args(["--output", "json", "history"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&output.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+}
+
+/// Waits (20 s at most) for a process under `root` whose command line holds `text`; its pid.
+fn wait_for_process(root: &std::path::Path, text: &str, mara: &mut Child) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(found) = common::processes_in(root).iter().find(|p| p.contains(text)) {
+            return found.split(' ').next().unwrap().parse().unwrap();
+        }
+        if let Ok(Some(status)) = mara.try_wait() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(mara.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("mara ended ({status}) before `{text}` started: {err}");
+        }
+        assert!(Instant::now() < deadline, "`{text}` never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits (30 s at most) for `child` to end; its exit code and standard error.
+fn wait(child: Child) -> (Option<i32>, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut child = child;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("mara did not end after the signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    (output.status.code(), common::stderr(&output))
+}
+
+fn signal(pid: i32, signal: i32) {
+    // SAFETY: kill only sends a signal to the process the test started.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// A `/proc/<pid>/stat` field after the command name (0 = the state).
+fn stat_field(pid: i32, field: usize) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(field)?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn sigterm_while_a_secret_is_stored_ends_the_run_cancelled_with_nothing_left() {
+    let case = Case::of("mara-local");
+    let mut mara = case.spawn(
+        &["up", "--yes"],
+        &[
+            ("PULUMI_STAND_IN_STEP_DELAY_MS", "config set=60000"),
+            ("MARA_SECRET_FROM_CI", "Zq7-ci-only-value"),
+        ],
+    );
+    let storing = wait_for_process(case.root(), " config set ", &mut mara);
+    // A moment for the step to install its own SIGINT handler (and log that it was reached).
+    std::thread::sleep(Duration::from_millis(300));
+
+    // The step is in the run's group, led by the watchdog, whose environment is empty.
+    let group = stat_field(storing, 2).expect("the step's group");
+    assert_ne!(
+        Some(group),
+        stat_field(mara.id() as i32, 2),
+        "not mara's group"
+    );
+    assert_eq!(
+        stat_field(group, 1),
+        Some(mara.id() as i32),
+        "led by mara's child"
+    );
+    let cmdline = std::fs::read(format!("/proc/{group}/cmdline")).unwrap();
+    assert!(String::from_utf8_lossy(&cmdline).contains("__watchdog"));
+    let environ = std::fs::read(format!("/proc/{group}/environ")).unwrap();
+    assert!(
+        environ.is_empty(),
+        "the watchdog's environment: {}",
+        String::from_utf8_lossy(&environ)
+    );
+
+    signal(mara.id() as i32, libc::SIGTERM);
+    let (code, err) = wait(mara);
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        !err.contains("storing"),
+        "an interruption, not a failure: {err}"
+    );
+    assert!(
+        common::wait_for_no_process_in(case.root()),
+        "the step outlived the run"
+    );
+    let step = case
+        .calls()
+        .into_iter()
+        .find(|c| c["argv"].to_string().contains("\"set\""))
+        .unwrap();
+    assert_eq!(step["sigint"], true, "the step was interrupted: {step}");
+
+    // A secret was being stored: the run is recorded, cancelled, and its lock is free.
+    let history = case.history();
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0]["status"], "cancelled");
+    let output = case.mara().args(["up", "--yes"]).output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(!common::stderr(&output).contains("took over"));
+}
+
+#[test]
+fn a_signal_before_anything_ran_leaves_no_record() {
+    let case = Case::of("mara-local");
+    // A destroy asks every project which stacks it has before it records anything.
+    case.mara().args(["up", "--yes"]).assert().success();
+    let mut mara = case.spawn(
+        &["destroy", "--yes"],
+        &[("PULUMI_STAND_IN_STEP_DELAY_MS", "stack ls=60000")],
+    );
+    let asking = wait_for_process(case.root(), " stack ls ", &mut mara);
+    assert!(asking > 0);
+    signal(mara.id() as i32, libc::SIGINT);
+    let (code, err) = wait(mara);
+    assert_eq!(code, Some(130), "{err}");
+    assert!(common::wait_for_no_process_in(case.root()));
+    let history = case.history();
+    assert_eq!(history.len(), 1, "only the up: {history:?}");
+    assert_eq!(history[0]["operation"], "up");
+}
+
+#[test]
+fn sigterm_at_a_hidden_question_leaves_the_terminal_echoing_under_dash() {
+    let case = Case::of("mara-local");
+    let env_file = case.root().join("config/pulumi/environment");
+    let text = std::fs::read_to_string(&env_file).unwrap();
+    let kept: String = text
+        .lines()
+        .filter(|l| !l.starts_with("MARA_SECRET_"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&env_file, kept).unwrap();
+    // dash restores nothing after its child: what mara leaves is what the next command sees.
+    let command = format!(
+        "sh -c '{}; code=$?; stty -a; exit $code'",
+        common::Terminal::mara("up --yes")
+    );
+    let mut terminal = common::Terminal::run(case.root(), case.bin.path(), &command, &[]);
+    terminal.wait_for("Prometheus administrator password");
+    terminal.type_keys("Zq7-half");
+    std::thread::sleep(Duration::from_millis(200));
+    let mara = common::processes_in(case.root())
+        .into_iter()
+        .find(|p| p.contains("--color never up --yes") && !p.contains("sh -c"))
+        .expect("mara runs");
+    let pid: i32 = mara.split(' ').next().unwrap().parse().unwrap();
+    signal(pid, libc::SIGTERM);
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, 130, "{screen}");
+    let settings = screen
+        .rsplit_once("speed")
+        .map(|(_, s)| s.to_string())
+        .unwrap_or_default();
+    let flags: Vec<&str> = settings.split_whitespace().collect();
+    assert!(
+        flags.contains(&"echo") && !flags.contains(&"-echo"),
+        "echo is on again: {screen}"
+    );
+    assert!(!screen.contains("Zq7-half"), "{screen}");
+    assert_eq!(case.history(), Vec::<Value>::new(), "nothing recorded");
+}
+
+#[test]
+fn kill_9_of_mara_leaves_no_engine_even_one_that_ignores_sigint() {
+    let case = Case::of("mara-local");
+    case.mara()
+        .args(["up", "--yes", "--only", "cluster"])
+        .assert()
+        .success();
+    let mut mara = case.spawn(
+        &["up", "--yes", "--only", "cluster"],
+        &[
+            ("PULUMI_STAND_IN_DELAY_MS", "60000"),
+            ("PULUMI_STAND_IN_IGNORE_SIGINT", "1"),
+            ("MARA_WATCHDOG_GRACE", "1"),
+        ],
+    );
+    // Killed the moment its engine exists: the engine is in the watchdog's group from its
+    // first instruction.
+    wait_for_process(case.root(), "/pulumi --non-interactive up ", &mut mara);
+    mara.kill().unwrap();
+    mara.wait().unwrap();
+    assert!(
+        common::wait_for_no_process_in(case.root()),
+        "the engine outlived the killed run"
+    );
+}
