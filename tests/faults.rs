@@ -238,3 +238,71 @@ fn kill_9_of_mara_leaves_no_engine_even_one_that_ignores_sigint() {
         "the engine outlived the killed run"
     );
 }
+
+/// Whether this machine lets a test mount a file system of its own (a user and mount namespace,
+/// `unshare` from util-linux).
+fn namespaces() -> bool {
+    let works = Command::new("unshare")
+        .args(["-rm", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        eprintln!("skipped: no user namespaces here (`unshare -rm` failed)");
+    }
+    works
+}
+
+#[test]
+fn a_full_disk_when_the_run_ends_does_not_outrank_its_result() {
+    if !namespaces() {
+        return;
+    }
+    // One command project that fills the disk of the state directory (a 1 MiB tmpfs) as it ends.
+    let ws = common::Workspace::new(&[
+        ("mara.toml", "provider = \"p\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "providers/p.toml",
+            "description = \"p\"\n\
+             [[project]]\npath = \"fill\"\n\
+             up = \"dd if=/dev/zero of=../.mara/filler bs=4096 2>/dev/null; echo filled\"\n\
+             destroy = \"true\"\n",
+        ),
+    ]);
+    std::fs::create_dir_all(ws.path().join("fill")).unwrap();
+    std::fs::create_dir_all(ws.path().join(".mara")).unwrap();
+    let mara = assert_cmd::cargo::cargo_bin("mara");
+    let mara = mara.display();
+    let script = format!(
+        "mount -t tmpfs -o size=1m tmpfs .mara || exit 97\n\
+         {mara} up --yes; echo \"exit=$?\" >&2\n\
+         {mara} --output json status > status.json\n\
+         rm .mara/filler\n\
+         {mara} --output json history > history.json\n"
+    );
+    let output = Command::new("unshare")
+        .args(["-rm", "sh", "-c", &script])
+        .current_dir(ws.path())
+        .env("NO_COLOR", "1")
+        .env_remove("CI")
+        .output()
+        .unwrap();
+    let err = common::stderr(&output);
+    assert!(err.contains("exit=0"), "the project succeeded: {err}");
+    assert!(
+        err.contains("warning: the run's end was not recorded")
+            && err.to_lowercase().contains("full"),
+        "{err}"
+    );
+    let read = |file: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(ws.path().join(file)).unwrap())
+            .unwrap_or_else(|e| panic!("{file}: {e}\n{err}"))
+    };
+    let status = read("status.json");
+    assert_eq!(
+        status[0]["status"], "abandoned",
+        "not left running: {status}"
+    );
+    let history = read("history.json");
+    assert_eq!(history[0]["status"], "abandoned", "{history}");
+}

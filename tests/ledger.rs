@@ -469,3 +469,83 @@ fn what_is_refused_before_it_starts_leaves_the_ledger_alone() {
     assert_eq!(ws.mara().arg("up").output().unwrap().status.code(), Some(2));
     assert!(!ledger.exists(), "a refused run was recorded");
 }
+
+/// `command` as a user other than root when the tests run as root (`setpriv`, util-linux):
+/// file modes bind every other user. `None` where that cannot be arranged.
+fn as_unprivileged(program: &std::path::Path, dirs: &[&std::path::Path]) -> Option<Command> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(Command::new(program));
+    }
+    for dir in dirs {
+        let chowned = Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !chowned {
+            return None;
+        }
+    }
+    let mut command = Command::new("setpriv");
+    command
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(program);
+    Some(command)
+}
+
+#[test]
+fn a_read_only_ledger_is_read_without_leaving_files_and_refused_for_a_run() {
+    let ws = Ws::new();
+    let mara = assert_cmd::cargo::cargo_bin("mara");
+    let dirs = [ws.root(), ws.bin.path()];
+    let Some(_) = as_unprivileged(&mara, &dirs) else {
+        eprintln!("skipped: cannot run as another user here");
+        return;
+    };
+    let run = |args: &[&str]| {
+        let mut command = as_unprivileged(&mara, &[]).unwrap();
+        command
+            .args(args)
+            .current_dir(ws.root())
+            .envs(ws.environment())
+            .env("NO_COLOR", "1")
+            .env_remove("CI")
+            .output()
+            .unwrap()
+    };
+    let output = run(&["up", "--yes", "--only", "cluster"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let ledger = ws.root().join(".mara/ledger.db");
+    let mode = |mode: u32| {
+        std::fs::set_permissions(&ledger, std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .unwrap()
+    };
+    mode(0o444);
+    let beside = || {
+        let mut names: Vec<String> = std::fs::read_dir(ws.root().join(".mara"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("ledger.db"))
+            .collect();
+        names.sort();
+        names
+    };
+    let output = run(&["history"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(common::stdout(&output).contains("succeeded"));
+    assert_eq!(beside(), ["ledger.db"], "reading created nothing beside it");
+    let output = run(&["up", "--yes", "--only", "cluster"]);
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains(".mara/ledger.db: the run ledger cannot be written"),
+        "{}",
+        common::stderr(&output)
+    );
+    assert_eq!(beside(), ["ledger.db"]);
+    // Writable again, it works as before.
+    mode(0o644);
+    let output = run(&["up", "--yes", "--only", "cluster"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+}

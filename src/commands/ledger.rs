@@ -56,7 +56,7 @@ pub fn status(settings: &Settings, watch: bool) -> Result<()> {
         let mut runs = Vec::new();
         for stack in &stacks {
             if let Some(last) = ledger.runs(Some(stack), 1)?.into_iter().next() {
-                runs.push(ledger.run(&last.run_id)?.unwrap_or(last));
+                runs.push(ledger.run(&last.run_id)?.unwrap_or(last).as_seen());
             }
         }
         let running = runs.iter().any(|r| r.status == RunStatus::Running);
@@ -153,7 +153,7 @@ pub fn history(settings: &Settings, limit: usize, all_stacks: bool) -> Result<()
                     }
                 }
             }
-            runs
+            runs.into_iter().map(RunRecord::as_seen).collect()
         }
         None => Vec::new(),
     };
@@ -294,7 +294,7 @@ pub fn logs(
     let mut offsets: BTreeMap<String, u64> = BTreeMap::new();
     let mut files = files;
     loop {
-        let now = ledger.run(&record.run_id)?;
+        let now = ledger.run(&record.run_id)?.map(RunRecord::as_seen);
         if project.is_none()
             && let Some(now) = &now
         {

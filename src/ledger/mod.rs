@@ -96,6 +96,26 @@ pub struct RunRecord {
     pub projects: Vec<ProjectRecord>,
 }
 
+impl RunRecord {
+    /// The run as it is: one recorded `running` whose process on this host is gone ended
+    /// without saying so (killed, or its last write failed on a full disk) and is shown
+    /// `abandoned`, with its running projects, until the next run takes its lock over and
+    /// records it so. A run of another host is shown as recorded.
+    pub fn as_seen(mut self) -> RunRecord {
+        if self.status != RunStatus::Running || self.host != whoami().1 || process_exists(self.pid)
+        {
+            return self;
+        }
+        self.status = RunStatus::Abandoned;
+        for project in &mut self.projects {
+            if project.status == ProjectStatus::Running {
+                project.status = ProjectStatus::Abandoned;
+            }
+        }
+        self
+    }
+}
+
 /// A project of a recorded run.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProjectRecord {

@@ -67,6 +67,11 @@ fn set_up(connection: &mut Connection) -> rusqlite::Result<usize> {
     connection.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
     )?;
+    // A ledger at this version is opened without a write: reading works on a full disk.
+    let version: i64 = connection.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if usize::try_from(version).is_ok_and(|v| v >= MIGRATIONS.len()) {
+        return Ok(version as usize);
+    }
     let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let version: i64 = transaction.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     let version = usize::try_from(version).unwrap_or(0);
@@ -79,6 +84,16 @@ fn set_up(connection: &mut Connection) -> rusqlite::Result<usize> {
     transaction.pragma_update(None, "user_version", MIGRATIONS.len() as i64)?;
     transaction.commit()?;
     Ok(version)
+}
+
+/// Whether this process may write `path`.
+fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(name) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: access only reads the NUL-terminated path.
+    unsafe { libc::access(name.as_ptr(), libc::W_OK) == 0 }
 }
 
 fn is_busy(error: &rusqlite::Error) -> bool {
@@ -125,6 +140,15 @@ impl SqliteLedger {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
         }
+        if path.exists() && !writable(path) {
+            // Refused before SQLite opens it, which would leave a read-only `-shm` and `-wal`
+            // behind that later runs could not write either.
+            return Err(Error::config(
+                Problem::new("the run ledger cannot be written (it is read-only to this user)")
+                    .in_file(path)
+                    .hint("make it writable, or run as its owner"),
+            ));
+        }
         let mut connection = Connection::open(path).map_err(|e| db_error(path, e))?;
         connection
             .busy_timeout(Duration::from_secs(10))
@@ -160,13 +184,40 @@ impl SqliteLedger {
         })
     }
 
-    /// Opens the ledger only if it exists (for commands that only read).
+    /// Opens the ledger only if it exists (for commands that only read). A ledger this user
+    /// cannot write is read as it is, creating nothing beside it (no `-shm`, no `-wal`).
     pub fn open_existing(path: &Path) -> Result<Option<SqliteLedger>> {
-        if path.is_file() {
-            SqliteLedger::open(path).map(Some)
-        } else {
-            Ok(None)
+        match path.is_file() {
+            false => Ok(None),
+            true if writable(path) => SqliteLedger::open(path).map(Some),
+            true => SqliteLedger::open_read_only(path).map(Some),
         }
+    }
+
+    fn open_read_only(path: &Path) -> Result<SqliteLedger> {
+        use rusqlite::OpenFlags;
+        // `immutable`: SQLite neither locks nor looks for a write-ahead log, so it writes
+        // nothing; a ledger that cannot be written is not being written either.
+        let escaped: String = path
+            .to_string_lossy()
+            .chars()
+            .map(|c| match c {
+                '%' | '?' | '#' => format!("%{:02X}", c as u32),
+                c => c.to_string(),
+            })
+            .collect();
+        let connection = Connection::open_with_flags(
+            format!("file:{escaped}?immutable=1"),
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+        )
+        .map_err(|e| db_error(path, e))?;
+        let (user, host) = whoami();
+        Ok(SqliteLedger {
+            connection,
+            path: path.to_path_buf(),
+            user,
+            host,
+        })
     }
 
     fn holder_of(connection: &Connection, stack: &str) -> rusqlite::Result<Option<Holder>> {

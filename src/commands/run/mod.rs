@@ -202,11 +202,17 @@ fn execute(
     if let Some(recorder) = recorder {
         // The history lists what ran or changed something: a run refused, not confirmed or
         // interrupted before it stored anything or ran any project is forgotten.
-        match (&result, ran) {
-            (Ok(()), _) => recorder.finish(RunStatus::Succeeded)?,
-            (Err(Error::Interrupted), true) => recorder.finish(RunStatus::Cancelled)?,
-            (Err(_), false) => recorder.forget()?,
-            (Err(_), true) => recorder.finish(RunStatus::Failed)?,
+        let closed = match (&result, ran) {
+            (Ok(()), _) => recorder.finish(RunStatus::Succeeded),
+            (Err(Error::Interrupted), true) => recorder.finish(RunStatus::Cancelled),
+            (Err(_), false) => recorder.forget(),
+            (Err(_), true) => recorder.finish(RunStatus::Failed),
+        };
+        // What happened to the deployment decides the exit; a ledger that could not say so is
+        // reported beside it (`status` shows such a run abandoned once mara has exited).
+        if let Err(error) = closed {
+            let text = format!("warning: the run's end was not recorded: {error}");
+            eprintln!("{}", settings.stderr_style.yellow(&text));
         }
     }
     result
