@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::engine::command::env_var_name;
 use crate::error::Result;
 use crate::graph::Plan;
 use crate::provider::{ConfigKind, ConfigSpec, Provider, SecretSpec, secret_env_var};
@@ -379,9 +378,11 @@ pub fn first_run_document(values: &Map<String, Value>, infra_type: Option<&str>)
     serde_saphyr::to_string(&Value::Object(document)).expect("a mapping of plain values serializes")
 }
 
+pub use crate::workspace::envfile::SECRET_PREFIX;
+
 /// `MARA_SECRET_*` never reaches an engine or a hook: it is only for mara.
 pub fn strip_secret_variables(env: &mut BTreeMap<String, String>) {
-    env.retain(|key, _| !key.starts_with(&env_var_name("MARA_SECRET_", "")));
+    env.retain(|key, _| !key.starts_with(SECRET_PREFIX));
 }
 
 #[cfg(test)]

@@ -505,3 +505,43 @@ fn a_first_run_that_leaves_a_required_key_unset_stops_before_anything_runs() {
     );
     assert!(!ws.path().join("ran").exists(), "the project ran");
 }
+
+#[test]
+fn secret_outputs_a_hook_prints_are_redacted() {
+    let case = Case::new(false);
+    let dir = case.root().join("utility/vault");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("Pulumi.yaml"),
+        "name: vault\nruntime: yaml\noutputs:\n  token: ${token}\n  url: https://vault.example\n\
+         variables:\n  token:\n    fn::secret: Zq7-output-secret-${pulumi.stack}\n",
+    )
+    .unwrap();
+    let provider = case.root().join("providers/local.toml");
+    let mut text = std::fs::read_to_string(&provider).unwrap();
+    text.push_str(
+        "\n[[project]]\npath = \"utility/vault\"\ndescription = \"Vault\"\n\n\
+         [[project.on_success]]\nkind = \"command\"\n\
+         run = 'echo \"token=$MARA_OUTPUT_TOKEN url=$MARA_OUTPUT_URL\"'\n",
+    );
+    std::fs::write(&provider, text).unwrap();
+    let mut cmd = case.mara();
+    cmd.args(["up", "--yes", "--only", "utility/vault"]);
+    for (key, value) in SECRETS {
+        cmd.env(key, value);
+    }
+    let output = cmd.output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let shown = format!("{}{}", common::stdout(&output), common::stderr(&output));
+    assert!(
+        shown.contains("token=[secret] url=https://vault.example"),
+        "the secret output is redacted, the plain one shown: {shown}"
+    );
+    let logs: String = common::tree(&case.root().join(".mara/logs"))
+        .into_values()
+        .flatten()
+        .map(|c| String::from_utf8_lossy(&c).into_owned())
+        .collect();
+    assert!(logs.contains("token=[secret]"), "{logs}");
+    assert!(!logs.contains("Zq7-output-secret") && !shown.contains("Zq7-output-secret"));
+}

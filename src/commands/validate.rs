@@ -207,16 +207,19 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
     match (&files.stack, config) {
         (Some(stack), Some(config)) => {
             match config {
-                Ok(config) => checks::configuration(
-                    checks,
-                    workspace,
-                    provider,
-                    plan,
-                    &stack.name,
-                    &config,
-                    &env,
-                    settings.interactive,
-                ),
+                Ok(config) => {
+                    checks::configuration(
+                        checks,
+                        workspace,
+                        provider,
+                        plan,
+                        &stack.name,
+                        &config,
+                        &env,
+                        settings.interactive,
+                    );
+                    checks::receivable(checks, workspace, plan, &config);
+                }
                 Err(error) => checks.fail_with("configuration", error),
             }
             match files.secrets_config(stack) {
@@ -238,6 +241,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
             checks.skip("secrets", "not checked: no stack");
         }
     }
+    short_secrets(checks, &env);
     checks::tools(checks, workspace, plan, &env);
     report
 }
@@ -350,4 +354,33 @@ fn render(report: &Report, style: Style, quiet: bool) -> String {
     });
     out.push('\n');
     out
+}
+
+/// The secrets supplied as `MARA_SECRET_*` that the redactor can keep out of the output only
+/// in part: shorter than 8 characters only where they stand as a word, shorter than 3 not at
+/// all (docs/commands.md, "First run and secrets").
+fn short_secrets(checks: &mut Checks, env: &std::collections::BTreeMap<String, String>) {
+    use crate::run::redact::{SHORTEST, WHOLE_WORD_BELOW};
+    let short: Vec<String> = env
+        .iter()
+        .filter(|(key, _)| key.starts_with(crate::configure::SECRET_PREFIX))
+        .filter_map(|(key, value)| {
+            let n = value.trim().chars().count();
+            (n < WHOLE_WORD_BELOW).then(|| match n < SHORTEST {
+                true => format!("{key} ({n} characters: never redacted)"),
+                false => format!("{key} ({n} characters: redacted only as a whole word)"),
+            })
+        })
+        .collect();
+    if !short.is_empty() {
+        checks.warn(
+            "secrets",
+            format!(
+                "{} shorter than {WHOLE_WORD_BELOW} characters: {}",
+                crate::error::plural(short.len(), "secret is", "secrets are"),
+                short.join(", ")
+            ),
+            Some(format!("a secret of {WHOLE_WORD_BELOW} characters or more is kept out of everything mara prints")),
+        );
+    }
 }

@@ -107,6 +107,9 @@ pub struct Target<'a> {
     pub commands: &'a command::Commands,
     /// Whether an `on_destroy` command hook reads its outputs: they are read before the destroy.
     pub destroy_reads_outputs: bool,
+    /// Whether a command hook of the operation receives its outputs: which of them are secret
+    /// is read too, so that what the hook prints is redacted.
+    pub hook_reads_outputs: bool,
     pub dir: &'a Path,
     /// Whether `dir` exists.
     pub has_dir: bool,
@@ -143,6 +146,14 @@ impl Engines {
             && let Some(at) = steps.iter().position(|s| s.kind == StepKind::Operation)
         {
             steps.insert(at, outputs);
+        }
+        if target.hook_reads_outputs
+            && self.engine_of(target) == EngineKind::Pulumi
+            && let Some(at) = steps.iter().position(|s| s.kind == StepKind::Outputs)
+        {
+            let mut marks = self.pulumi.output_step(target.dir, false);
+            marks.kind = StepKind::SecretMarks;
+            steps.insert(at + 1, marks);
         }
         steps
     }
@@ -195,6 +206,9 @@ pub enum StepKind {
     Operation,
     /// Reads the stack outputs (after a successful `up`), as JSON on stdout.
     Outputs,
+    /// Reads which of them are secret, for a command hook that receives them (Pulumi: the
+    /// outputs without `--show-secrets`, whose secrets are `"[secret]"`).
+    SecretMarks,
     /// Cleans up after the operation (`stack rm` for `destroy --remove`).
     Cleanup,
 }
@@ -327,6 +341,72 @@ pub fn parse_outputs(engine: EngineKind, stdout: &str) -> serde_json::Value {
     }
 }
 
+/// The secret values among a project's outputs, as text, for the redactor: Pulumi's are where
+/// the outputs read without `--show-secrets` (`marks`) say `"[secret]"`; Terraform's are its
+/// `sensitive` outputs (`outputs` is what the outputs step printed).
+pub fn secret_outputs(engine: EngineKind, outputs: &str, marks: Option<&str>) -> Vec<String> {
+    let mut secrets = Vec::new();
+    match engine {
+        EngineKind::Pulumi => {
+            let shown = serde_json::from_str(outputs).unwrap_or_default();
+            let marks = marks
+                .and_then(|m| serde_json::from_str(m).ok())
+                .unwrap_or_default();
+            marked(&shown, &marks, &mut secrets);
+        }
+        EngineKind::Terraform | EngineKind::Tofu => {
+            if let Ok(serde_json::Value::Object(map)) = serde_json::from_str(outputs) {
+                for output in map.values() {
+                    if output["sensitive"] == serde_json::Value::Bool(true) {
+                        leaves(&output["value"], &mut secrets);
+                    }
+                }
+            }
+        }
+        EngineKind::Command => {}
+    }
+    secrets
+}
+
+/// The leaves of `shown` where `marks` holds `"[secret]"`.
+fn marked(shown: &serde_json::Value, marks: &serde_json::Value, into: &mut Vec<String>) {
+    use serde_json::Value;
+    match (shown, marks) {
+        (_, Value::String(mark)) if mark == "[secret]" => leaves(shown, into),
+        (Value::Object(shown), Value::Object(marks)) => {
+            for (key, mark) in marks {
+                if let Some(value) = shown.get(key) {
+                    marked(value, mark, into);
+                }
+            }
+        }
+        (Value::Array(shown), Value::Array(marks)) => {
+            for (value, mark) in shown.iter().zip(marks) {
+                marked(value, mark, into);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every scalar in `value`, as text; a structured secret also whole, as one line of JSON.
+fn leaves(value: &serde_json::Value, into: &mut Vec<String>) {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => into.push(text.clone()),
+        Value::Number(number) => into.push(number.to_string()),
+        Value::Object(map) => {
+            into.push(value.to_string());
+            map.values().for_each(|v| leaves(v, into));
+        }
+        Value::Array(items) => {
+            into.push(value.to_string());
+            items.iter().for_each(|v| leaves(v, into));
+        }
+        Value::Bool(_) | Value::Null => {}
+    }
+}
+
 /// Whether a failed step says that the stack it names does not exist (Pulumi's exit 6, a
 /// Terraform workspace that does not exist).
 pub fn is_missing_stack(engine: EngineKind, code: Option<i32>, stderr: &str) -> bool {
@@ -416,3 +496,24 @@ pub(crate) const MALFORMED_MESSAGES: &[&str] = &[
     r#"{"changeSummary":{"create":-3},"steps":7,"diagnostics":"x"}"#,
     r#"{"changeSummary":[],"diagnostics":[{"severity":"error"}]}"#,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_outputs_are_found_where_pulumi_marks_them_and_terraform_calls_them_sensitive() {
+        let shown = r#"{"url": "https://x", "token": "t0k3n", "db": {"user": "u", "password": "pw-123"}, "keys": ["k1", "k2"]}"#;
+        let marks = r#"{"url": "https://x", "token": "[secret]", "db": {"user": "u", "password": "[secret]"}, "keys": "[secret]"}"#;
+        let mut found = secret_outputs(EngineKind::Pulumi, shown, Some(marks));
+        found.sort();
+        assert_eq!(found, ["[\"k1\",\"k2\"]", "k1", "k2", "pw-123", "t0k3n"]);
+        assert!(secret_outputs(EngineKind::Pulumi, shown, None).is_empty());
+        assert!(secret_outputs(EngineKind::Pulumi, "not json", Some("{}")).is_empty());
+        let terraform = r#"{"a": {"value": "open", "sensitive": false}, "b": {"value": 4242, "sensitive": true}}"#;
+        assert_eq!(
+            secret_outputs(EngineKind::Terraform, terraform, None),
+            ["4242"]
+        );
+    }
+}

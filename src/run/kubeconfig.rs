@@ -513,11 +513,7 @@ fn read_kubeconfig(path: &Path) -> Result<Option<Value>, String> {
             format!(
                 "{} is not valid YAML ({}); it was left unchanged",
                 path.display(),
-                e.without_snippet()
-                    .to_string()
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
+                crate::workspace::yaml::plain_message(&e)
             )
         })
 }

@@ -188,6 +188,14 @@ impl RunPlan {
                         .on_destroy
                         .iter()
                         .any(|h| matches!(h, Hook::Command { .. })),
+                    hook_reads_outputs: {
+                        let hooks: &[Hook] = match operation {
+                            Operation::Up => &project.on_success,
+                            Operation::Destroy => &project.on_destroy,
+                            _ => &[],
+                        };
+                        hooks.iter().any(|h| matches!(h, Hook::Command { .. }))
+                    },
                     dir: &dir,
                     has_dir,
                     root: &workspace.root,

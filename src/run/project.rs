@@ -47,11 +47,14 @@ pub struct Job {
     pub events: mpsc::UnboundedSender<Event>,
     /// Set when its engine says it created the project's stack.
     pub created_stack: std::sync::atomic::AtomicBool,
+    /// The run's redactor, and the project's secret outputs once they are known (for what its
+    /// hooks print).
+    pub redactor: Redactor,
 }
 
 impl Job {
     fn emit(&self, log: &mut Option<std::fs::File>, stream: Stream, text: &str) {
-        let text = self.shared.context.redactor.redact(text);
+        let text = self.redactor.redact(text);
         if let Some(file) = log {
             let _ = writeln!(file, "{text}");
         }
@@ -104,7 +107,7 @@ fn fault_injected(job: &Job) -> bool {
         && job.shared.context.env.get("MARA_TEST_PANIC_IN") == Some(&job.project.path)
 }
 
-pub async fn run(job: Job) -> Finished {
+pub async fn run(mut job: Job) -> Finished {
     if let Some(reason) = &job.project.absent {
         return Finished {
             outcome: Outcome::Absent {
@@ -129,6 +132,8 @@ pub async fn run(job: Job) -> Finished {
     let interrupt = &job.shared.interrupt;
     let mut changes = None;
     let mut outputs: Option<Value> = None;
+    let mut secret_outputs = Vec::new();
+    let mut read_outputs = String::new();
     let mut exit_code = None;
     for step in &job.project.steps {
         if interrupt.is_interrupted() {
@@ -189,6 +194,15 @@ pub async fn run(job: Job) -> Finished {
         }
         if step.kind == StepKind::Outputs {
             outputs = Some(parse_outputs(job.project.engine, &finished.stdout));
+            secret_outputs =
+                crate::engine::secret_outputs(job.project.engine, &finished.stdout, None);
+            read_outputs = finished.stdout;
+        } else if step.kind == StepKind::SecretMarks {
+            secret_outputs = crate::engine::secret_outputs(
+                job.project.engine,
+                &read_outputs,
+                Some(&finished.stdout),
+            );
         }
         if step.kind == StepKind::Operation
             && let Some(file) = command::outputs_file(step)
@@ -207,6 +221,9 @@ pub async fn run(job: Job) -> Finished {
         }
     }
     let outputs = outputs.unwrap_or(Value::Object(Default::default()));
+    if !secret_outputs.is_empty() {
+        job.redactor = job.redactor.with(secret_outputs);
+    }
     for hook in &job.project.hooks {
         let work = hooks::run(
             hook,
@@ -262,10 +279,10 @@ fn failure_reason(job: &Job, step: &Step, finished: &process::Finished, reader: 
     let what = match step.kind {
         StepKind::Prepare => "preparing the stack failed",
         StepKind::Operation => "failed",
-        StepKind::Outputs => "reading the stack outputs failed",
+        StepKind::Outputs | StepKind::SecretMarks => "reading the stack outputs failed",
         StepKind::Cleanup => "removing the stack failed",
     };
-    let redactor = &job.shared.context.redactor;
+    let redactor = &job.redactor;
     match (last_error, finished.code) {
         // The operation's own error needs no "failed" before it: the status says so.
         (Some(error), _) if step.kind == StepKind::Operation => redactor.redact(error),
@@ -286,7 +303,7 @@ async fn run_step(
         let _ = writeln!(
             file,
             "$ {}    # in {}",
-            job.shared.context.redactor.redact(&step.display()),
+            job.redactor.redact(&step.display()),
             step.cwd.display()
         );
     }
@@ -307,7 +324,7 @@ async fn run_step(
         }
         match (step.kind, stream) {
             // The outputs hold secrets in plain text: never shown, never logged.
-            (StepKind::Outputs, Stream::Stdout) => {}
+            (StepKind::Outputs | StepKind::SecretMarks, Stream::Stdout) => {}
             (StepKind::Operation, Stream::Stdout) => {
                 for shown in reader.line(line) {
                     job.emit(log, stream, &shown);

@@ -8,11 +8,11 @@ pub struct Redactor {
 
 /// Values shorter than this are not searched for: replacing every `a` or `1` would mangle the
 /// output without protecting anything (docs/commands.md, "First run and secrets").
-const SHORTEST: usize = 3;
+pub const SHORTEST: usize = 3;
 
 /// Values shorter than this are replaced only as a whole word: a secret `pass` must not turn
 /// "password" into "[secret]word", which shows the secret by implication.
-const WHOLE_WORD_BELOW: usize = 8;
+pub const WHOLE_WORD_BELOW: usize = 8;
 
 impl Redactor {
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Redactor {
@@ -32,6 +32,11 @@ impl Redactor {
         secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         secrets.dedup();
         Redactor { secrets }
+    }
+
+    /// This redactor with `more` secrets.
+    pub fn with(&self, more: impl IntoIterator<Item = String>) -> Redactor {
+        Redactor::new(self.secrets.iter().cloned().chain(more))
     }
 
     pub fn redact(&self, text: &str) -> String {

@@ -111,6 +111,7 @@ async fn walk(
                 shared: shared.clone(),
                 events: events.clone(),
                 created_stack: Default::default(),
+                redactor: shared.context.redactor.clone(),
             }))
         },
     );

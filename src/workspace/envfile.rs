@@ -120,7 +120,41 @@ fn parse_line(raw: &str) -> std::result::Result<Option<(String, String)>, String
             },
         );
     }
-    Ok(Some((key.to_string(), unquote(value.trim())?)))
+    let value = unquote(value.trim())?;
+    // Every value but a MARA_SECRET_* (which mara sends on standard input) reaches every process
+    // as a variable.
+    let sent = !key.starts_with(SECRET_PREFIX);
+    if let Some(why) = unsendable(key, &value, sent) {
+        return Err(why);
+    }
+    Ok(Some((key.to_string(), value)))
+}
+
+/// The prefix of the variables that supply secrets to mara (never passed on to a process).
+pub const SECRET_PREFIX: &str = "MARA_SECRET_";
+
+/// The longest `NAME=value` a process can be given as a variable or argument, with its
+/// terminating NUL (Linux's `MAX_ARG_STRLEN`, 32 pages).
+pub const VARIABLE_LIMIT: usize = 128 * 1024;
+
+/// Why `value` cannot reach a process as `name`'s value, if it cannot: a NUL byte, which ends
+/// a C string (never), or — when `as_variable` — a length past `VARIABLE_LIMIT`. Said without
+/// the value.
+pub fn unsendable(name: &str, value: &str, as_variable: bool) -> Option<String> {
+    if let Some(at) = value.find('\0') {
+        return Some(format!(
+            "the value holds a NUL byte (at byte {}), which no process can receive",
+            at + 1
+        ));
+    }
+    let size = name.len() + value.len() + 2;
+    (as_variable && size > VARIABLE_LIMIT).then(|| {
+        format!(
+            "the value is {} bytes, past the {} KiB a process can receive as a variable",
+            value.len(),
+            VARIABLE_LIMIT / 1024
+        )
+    })
 }
 
 /// A line without `=`, said without its text: `KEY: value` (YAML's habit) names its key.

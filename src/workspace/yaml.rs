@@ -32,16 +32,46 @@ fn problem(path: &Path, error: &serde_saphyr::Error) -> Problem {
     Problem::new(plain_message(error)).at(location)
 }
 
-/// The error's message without serde-saphyr's source snippet and location suffix (mara prints
-/// the location itself, in the same `file:line:` form as every other error).
-fn plain_message(error: &serde_saphyr::Error) -> String {
+/// The error's message in mara's words, without serde-saphyr's source snippet and location
+/// suffix (mara prints the location itself, in the same `file:line:` form as every other error).
+pub fn plain_message(error: &serde_saphyr::Error) -> String {
     let rendered = error.without_snippet().to_string();
     let first = rendered.lines().next().unwrap_or_default().trim();
     let message = match first.rfind(" at line ") {
         Some(at) => &first[..at],
         None => first,
     };
-    message.trim_end_matches(':').to_string()
+    in_our_words(message.trim_end_matches(':'))
+}
+
+/// The library's message as mara says it: its advice to the library's user ("set … in Options")
+/// is not for a person editing a file.
+fn in_our_words(message: &str) -> String {
+    if let Some(rest) = message.strip_prefix("duplicate mapping key") {
+        let key = rest
+            .strip_prefix(": ")
+            .and_then(|r| r.split(", set ").next())
+            .filter(|k| !k.is_empty());
+        return match key {
+            Some(key) => format!("the key `{key}` appears twice in the same mapping"),
+            None => "a key appears twice in the same mapping".to_string(),
+        };
+    }
+    let too_much = [
+        "budget breached",
+        "limit exceeded",
+        "exceeds limit",
+        "too large or too complex",
+    ];
+    if too_much.iter().any(|m| message.contains(m)) {
+        return "the document is too large or too complex to read: its aliases expand, or it nests, past mara's limits".to_string();
+    }
+    // Sentences addressed to the library's user are dropped.
+    message
+        .split(". ")
+        .filter(|sentence| !sentence.contains(" in Options"))
+        .collect::<Vec<_>>()
+        .join(". ")
 }
 
 #[cfg(test)]
@@ -60,6 +90,35 @@ mod tests {
             !problem.message.is_empty() && !problem.message.contains('\n'),
             "{problem:?}"
         );
+    }
+
+    #[test]
+    fn errors_are_in_our_words_not_the_librarys() {
+        let message = |text: &str| {
+            parse_value(Path::new("x.yaml"), text)
+                .unwrap_err()
+                .problems()[0]
+                .message
+                .clone()
+        };
+        assert_eq!(
+            message("a: 1\nb: 2\na: 3\n"),
+            "the key `a` appears twice in the same mapping"
+        );
+        let bomb = "a: &a [1,2,3,4,5,6,7,8,9]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n";
+        let said = message(bomb);
+        assert!(said.contains("too large or too complex"), "{said}");
+        assert_eq!(
+            in_our_words("x is wrong. If so, set y in Options"),
+            "x is wrong"
+        );
+        for text in ["a: 1\na: 2\n", bomb, "a: !!binary xx\n", "a: [1\n"] {
+            let said = message(text);
+            assert!(
+                !said.contains("Options") && !said.contains("Policy"),
+                "{said}"
+            );
+        }
     }
 
     #[test]

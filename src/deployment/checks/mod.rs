@@ -194,6 +194,7 @@ impl RunChecks<'_> {
             );
         }
         preflight(&mut found, workspace, self.selected, stores_secrets);
+        receivable(&mut found, workspace, self.selected, self.config);
         tools(&mut found, workspace, self.selected, self.env);
         found.refuse()
     }
@@ -478,6 +479,44 @@ fn infra_type(
             ),
             Some("a stack keeps its provider: destroy it first, or use a new stack name".into()),
         ),
+    }
+}
+
+/// The shared configuration's values that reach a selected Terraform module as `TF_VAR_*`
+/// variables: each must be something a process can receive (no NUL byte, not past 128 KiB).
+pub fn receivable(
+    checks: &mut Checks,
+    workspace: &Workspace,
+    plan: &Plan<'_>,
+    config: &StackConfigFile,
+) {
+    use crate::engine::EngineKind;
+    let Some(values) = config.config() else {
+        return;
+    };
+    let mut said = std::collections::BTreeSet::new();
+    for &i in plan.order() {
+        let project = plan.graph.project(i);
+        let engine = project.engine_or(workspace.settings.engine);
+        if !matches!(engine, EngineKind::Terraform | EngineKind::Tofu) {
+            continue;
+        }
+        let leaf = project.path.rsplit('/').next().unwrap_or(&project.path);
+        for (name, value) in crate::engine::terraform::variables(&values.values, leaf) {
+            let key = format!("{leaf}:{}", name.trim_start_matches("TF_VAR_"));
+            if let Some(why) = crate::workspace::envfile::unsendable(&name, &value, true)
+                && said.insert(key.clone())
+            {
+                let problem = Problem::new(why)
+                    .at(values.location_of(&key))
+                    .subject(format!("`{key}`"))
+                    .hint(format!(
+                        "{} receives it as the variable {name}",
+                        project.path
+                    ));
+                checks.fail_with("configuration", Error::config(problem));
+            }
+        }
     }
 }
 
