@@ -14,12 +14,22 @@ pub fn rfc3339(time: SystemTime) -> String {
 pub fn run_id(time: SystemTime) -> String {
     let since = time.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
     let (date, clock) = civil(since.as_secs() as i64);
-    let noise = (since.subsec_nanos() ^ std::process::id().rotate_left(16)) & 0xffff;
+    let noise = noise(since.subsec_nanos(), std::process::id());
     format!(
-        "{}-{}-{noise:04x}",
+        "{}-{}-{noise:06x}",
         date.replace('-', ""),
         clock.replace(':', "")
     )
+}
+
+/// What sets apart runs that start in the same second (six at once, say): the clock's
+/// nanoseconds (which may advance in coarse steps) and the process id, mixed by SplitMix64's
+/// finaliser, 24 bits of it.
+fn noise(nanos: u32, pid: u32) -> u64 {
+    let mut x = u64::from(nanos) ^ (u64::from(pid) << 32);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (x ^ (x >> 31)) & 0xff_ffff
 }
 
 /// (`YYYY-MM-DD`, `HH:MM:SS`) of a Unix time, by Howard Hinnant's days-from-civil inverse.
@@ -59,11 +69,22 @@ mod tests {
     fn known_instants() {
         let t = UNIX_EPOCH + Duration::from_millis(1_795_280_936_123);
         assert_eq!(rfc3339(t), "2026-11-21T17:08:56.123Z");
-        assert!(run_id(t).starts_with("20261121-170856-"));
+        let id = run_id(t);
+        assert!(id.starts_with("20261121-170856-") && id.len() == 22, "{id}");
         assert_eq!(
             rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
             "2000-02-29T00:00:00.000Z"
         );
+    }
+
+    #[test]
+    fn runs_started_at_the_same_instant_by_different_processes_differ() {
+        // The same (coarse) nanoseconds: the process ids tell them apart.
+        let ids: std::collections::BTreeSet<u64> = (1000..1500).map(|pid| noise(0, pid)).collect();
+        assert_eq!(ids.len(), 500);
+        let ids: std::collections::BTreeSet<u64> =
+            (0..500).map(|step| noise(step * 1000, 4242)).collect();
+        assert_eq!(ids.len(), 500);
     }
 
     #[test]

@@ -264,6 +264,17 @@ impl Error {
     }
 
     pub fn read(path: &Path, source: std::io::Error) -> Self {
+        // Bytes that are not text mara reads: located like every other mistake in a file.
+        if let Some(bad) = source
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<NotText>())
+        {
+            return Error::config(Problem::new(bad.message.clone()).at(Location {
+                file: path.to_path_buf(),
+                line: Some(bad.line),
+                column: bad.column,
+            }));
+        }
         Error::Read {
             path: path.to_path_buf(),
             source,
@@ -379,6 +390,23 @@ pub fn did_you_mean<'a>(
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, candidate)| candidate)
 }
+
+/// Where and why an input's bytes are not text mara reads; `Error::read` turns it into a
+/// located problem (`file:line:column: …`).
+#[derive(Debug)]
+pub struct NotText {
+    pub line: usize,
+    pub column: Option<usize>,
+    pub message: String,
+}
+
+impl std::fmt::Display for NotText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for NotText {}
 
 #[cfg(test)]
 mod tests {

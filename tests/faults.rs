@@ -306,3 +306,67 @@ fn a_full_disk_when_the_run_ends_does_not_outrank_its_result() {
     let history = read("history.json");
     assert_eq!(history[0]["status"], "abandoned", "{history}");
 }
+
+#[test]
+fn six_stacks_merging_into_one_kubeconfig_at_once_lose_nothing() {
+    let case = Case::of("mara-local");
+    let provider = case.root().join("providers/local.toml");
+    let text = std::fs::read_to_string(&provider)
+        .unwrap()
+        .replace("merge = false", "merge = true");
+    std::fs::write(&provider, text).unwrap();
+    let dev = std::fs::read_to_string(case.root().join("config/pulumi/Pulumi.dev.yaml")).unwrap();
+    let stacks = ["s1", "s2", "s3", "s4", "s5", "s6"];
+    for stack in stacks {
+        std::fs::write(
+            case.root()
+                .join(format!("config/pulumi/Pulumi.{stack}.yaml")),
+            &dev,
+        )
+        .unwrap();
+    }
+    let kube = case.root().join("home/.kube/config");
+    std::fs::create_dir_all(kube.parent().unwrap()).unwrap();
+    let users_own = "apiVersion: v1\nkind: Config\nclusters:\n- name: own\n  cluster:\n    server: https://own.example\nusers:\n- name: own\n  user:\n    token: keep-me\ncontexts:\n- name: own\n  context:\n    cluster: own\n    user: own\ncurrent-context: own\n";
+    std::fs::write(&kube, users_own).unwrap();
+    // Up and destroy, six at once, three times over: every merge and unmerge under the lock.
+    for round in 0..3 {
+        for operation in ["up", "destroy"] {
+            let runs: Vec<Child> = stacks
+                .iter()
+                .map(|stack| {
+                    case.spawn(&[operation, "--yes", "--only", "cluster", "-s", stack], &[])
+                })
+                .collect();
+            for run in runs {
+                let (code, err) = wait(run);
+                assert_eq!(code, Some(0), "round {round}, {operation}: {err}");
+            }
+            let contexts = Command::new("kubectl")
+                .args(["config", "get-contexts", "-o", "name", "--kubeconfig"])
+                .arg(&kube)
+                .output()
+                .expect("kubectl runs");
+            let contexts = String::from_utf8(contexts.stdout).unwrap();
+            let expected = match operation {
+                "up" => "mara-s1\nmara-s2\nmara-s3\nmara-s4\nmara-s5\nmara-s6\nown\n",
+                _ => "own\n",
+            };
+            assert_eq!(contexts, expected, "round {round}, after {operation}");
+        }
+    }
+    // The user's own entries and context are as they were.
+    let view = Command::new("kubectl")
+        .args([
+            "config",
+            "view",
+            "--raw",
+            "-o",
+            "jsonpath={.current-context} {.users[0].user.token}",
+            "--kubeconfig",
+        ])
+        .arg(&kube)
+        .output()
+        .expect("kubectl runs");
+    assert_eq!(String::from_utf8(view.stdout).unwrap(), "own keep-me");
+}

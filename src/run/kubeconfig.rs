@@ -107,21 +107,24 @@ pub fn write(
         // Merged elsewhere before (KUBECONFIG changed since): taken out of that file first, so
         // that no entry of mara's is left where no record points any more.
         if let Some(moved) = recorded.as_ref().filter(|r| r.target != target) {
-            lines.extend(take_out(files, moved)?);
+            lines.extend(take_out(files, moved, false)?);
         }
-        let earlier = recorded.filter(|r| r.target == target);
-        let (context, record) = with_user_file(&target, |existing| {
+        // The file and the stack's record change together, under the file's lock: another
+        // stack's destroy hands its previous context on to the records it finds there, so the
+        // record is read again inside it.
+        let context = with_user_file(&target, |existing| {
+            let earlier = read_record(files)?.filter(|r| r.target == target);
             let (merged, record) =
                 self::merge(existing, &kubeconfig, &files.stack_name, earlier.as_ref())
                     .map_err(|clash| format!("{}: {clash}", target.display()))?;
             let context = record.context.clone().unwrap_or_default();
-            Ok((Some(merged), (context, record)))
+            let record = Merged {
+                target: target.clone(),
+                ..record
+            };
+            write_record(files, &record)?;
+            Ok((Some(merged), context))
         })?;
-        let record = Merged {
-            target: target.clone(),
-            ..record
-        };
-        write_record(files, &record)?;
         lines.push(format!(
             "merged into {} (context {context})",
             target.display()
@@ -135,9 +138,7 @@ pub fn write(
 pub fn remove(files: &Files) -> Result<Vec<String>, String> {
     let mut lines = Vec::new();
     if let Some(record) = read_record(files)? {
-        lines.extend(take_out(files, &record)?);
-        std::fs::remove_file(files.record())
-            .map_err(|e| format!("cannot remove {}: {e}", files.record().display()))?;
+        lines.extend(take_out(files, &record, true)?);
     }
     if files.stack.exists() {
         std::fs::remove_file(&files.stack)
@@ -149,31 +150,44 @@ pub fn remove(files: &Files) -> Result<Vec<String>, String> {
 
 /// Takes what `record` says mara merged out of the file it was merged into (each entry only if
 /// still as written), and hands its previous context on to any other stack's record that would
-/// give back this stack's context: the contexts are restored whatever order stacks go in.
-fn take_out(files: &Files, record: &Merged) -> Result<Vec<String>, String> {
-    let mut lines = Vec::new();
+/// give back this stack's context: the contexts are restored whatever order stacks go in. With
+/// `forget`, the stack's record is removed. All of it under the file's lock, so that stacks
+/// merged and removed at once see each other's records whole.
+fn take_out(files: &Files, record: &Merged, forget: bool) -> Result<Vec<String>, String> {
     let target = &record.target;
-    if read_kubeconfig(target)?.is_some() {
-        let kept = with_user_file(target, |existing| {
-            let Some(existing) = existing else {
-                return Ok((None, Vec::new()));
-            };
-            let (cleaned, kept) = unmerge(existing, record);
-            Ok((Some(cleaned), kept))
-        })?;
+    let records = |record: &Merged, kept: Vec<String>| -> Result<Vec<String>, String> {
+        if let Some(context) = &record.context {
+            hand_on_previous_context(files, record, context)?;
+        }
+        if forget {
+            std::fs::remove_file(files.record())
+                .map_err(|e| format!("cannot remove {}: {e}", files.record().display()))?;
+        }
+        Ok(kept)
+    };
+    if read_kubeconfig(target)?.is_none() {
+        records(record, Vec::new())?;
+        return Ok(Vec::new());
+    }
+    let kept = with_user_file(target, |existing| {
+        // As it is now: another stack's removal may have handed a context on to it.
+        let fresh = read_record(files)?.filter(|r| r.target == *target);
+        let record = fresh.as_ref().unwrap_or(record);
+        let Some(existing) = existing else {
+            return Ok((None, records(record, Vec::new())?));
+        };
+        let (cleaned, kept) = unmerge(existing, record);
+        Ok((Some(cleaned), records(record, kept)?))
+    })?;
+    let mut lines = vec![format!(
+        "removed the stack's entries from {}",
+        target.display()
+    )];
+    for name in kept {
         lines.push(format!(
-            "removed the stack's entries from {}",
+            "left {name} in {}: it changed since mara wrote it",
             target.display()
         ));
-        for name in kept {
-            lines.push(format!(
-                "left {name} in {}: it changed since mara wrote it",
-                target.display()
-            ));
-        }
-    }
-    if let Some(context) = &record.context {
-        hand_on_previous_context(files, record, context)?;
     }
     Ok(lines)
 }
@@ -361,19 +375,14 @@ pub fn unmerge(existing: Value, record: &Merged) -> (Value, Vec<String>) {
         .get("current-context")
         .and_then(Value::as_str)
         .map(str::to_string);
+    // The user's own `current-context` comes back as it was, even one this file does not define
+    // (it may be in another file of KUBECONFIG's list).
     if current.is_some() && current == record.context {
-        let contexts: Vec<String> = map
-            .get("contexts")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c.get("name")?.as_str().map(str::to_string))
-            .collect();
         match &record.previous_context {
-            Some(previous) if contexts.contains(previous) => {
+            Some(previous) => {
                 map.insert("current-context".into(), Value::String(previous.clone()));
             }
-            _ => {
+            None => {
                 map.remove("current-context");
             }
         }

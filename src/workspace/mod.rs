@@ -181,12 +181,14 @@ pub fn read_input(path: &Path) -> std::io::Result<String> {
             ),
         ));
     }
-    text_of(bytes).map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidData, message))
+    text_of(bytes).map_err(|bad| std::io::Error::new(std::io::ErrorKind::InvalidData, bad))
 }
+
+pub use crate::error::NotText;
 
 /// An input's bytes as text, the same way for every file: a UTF-8 byte-order mark is dropped;
 /// bytes that are not UTF-8 and line endings that are a lone CR are errors that say where.
-fn text_of(mut bytes: Vec<u8>) -> std::result::Result<String, String> {
+fn text_of(mut bytes: Vec<u8>) -> std::result::Result<String, NotText> {
     if bytes.starts_with(&[0xEF, 0xBB, 0xBF]) {
         bytes.drain(..3);
     }
@@ -194,16 +196,24 @@ fn text_of(mut bytes: Vec<u8>) -> std::result::Result<String, String> {
         let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
         let column = valid.len() - valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
-        format!("it is not UTF-8 text: line {line}, column {column} holds a byte that is not (save it as UTF-8)")
+        NotText {
+            line,
+            column: Some(column),
+            message: format!(
+                "column {column} holds a byte that is not UTF-8: mara reads its files as UTF-8 text (save it as UTF-8)"
+            ),
+        }
     })?;
     let bytes = text.as_bytes();
     if let Some(at) =
         (0..bytes.len()).find(|&i| bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n'))
     {
         let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-        return Err(format!(
-            "line {line} ends with a lone carriage return (CR): save the file with LF or CRLF line endings"
-        ));
+        return Err(NotText {
+            line,
+            column: None,
+            message: "the line ends with a lone carriage return (CR): save the file with LF or CRLF line endings".into(),
+        });
     }
     Ok(text)
 }
@@ -251,11 +261,20 @@ mod tests {
             "a=1\r\nb=2\n"
         );
         let err = text_of(b"a=1\nb=\xFF\n".to_vec()).unwrap_err();
-        assert!(err.contains("line 2, column 3"), "{err}");
+        assert_eq!((err.line, err.column), (2, Some(3)), "{err}");
         let err = text_of(b"a=1\rb=2\r".to_vec()).unwrap_err();
+        assert_eq!((err.line, err.column), (1, None));
+        assert!(err.message.contains("lone carriage return"), "{err}");
+        // Through `Error::read`, it is a problem located in its file.
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, err);
+        let error = crate::error::Error::read(Path::new("env"), io);
+        assert_eq!(error.exit_code(), 3);
         assert!(
-            err.contains("line 1 ends with a lone carriage return"),
-            "{err}"
+            error.problems()[0]
+                .to_string()
+                .starts_with("env:1: the line ends"),
+            "{:?}",
+            error.problems()
         );
     }
 
