@@ -265,10 +265,7 @@ impl Error {
 
     pub fn read(path: &Path, source: std::io::Error) -> Self {
         // Bytes that are not text mara reads: located like every other mistake in a file.
-        if let Some(bad) = source
-            .get_ref()
-            .and_then(|e| e.downcast_ref::<NotText>())
-        {
+        if let Some(bad) = source.get_ref().and_then(|e| e.downcast_ref::<NotText>()) {
             return Error::config(Problem::new(bad.message.clone()).at(Location {
                 file: path.to_path_buf(),
                 line: Some(bad.line),

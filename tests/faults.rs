@@ -237,6 +237,27 @@ fn kill_9_of_mara_leaves_no_engine_even_one_that_ignores_sigint() {
         common::wait_for_no_process_in(case.root()),
         "the engine outlived the killed run"
     );
+    // Killed, the engine left Pulumi's own lock: the next run says which project and how to
+    // clear it, when it takes the run over and when the project fails on it.
+    let output = case
+        .mara()
+        .args(["up", "--yes", "--only", "cluster"])
+        .output()
+        .unwrap();
+    let err = common::stderr(&output);
+    let clear = "`pulumi cancel --yes --stack dev`";
+    assert!(
+        err.contains("took over the lock")
+            && err.contains("infrastructure/local/cluster: running when its run was abandoned")
+            && err.contains(clear),
+        "{err}"
+    );
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    let out = common::stdout(&output);
+    assert!(
+        out.contains("locked by another update") && out.contains(clear),
+        "{out}"
+    );
 }
 
 /// Whether this machine lets a test mount a file system of its own (a user and mount namespace,
@@ -369,4 +390,25 @@ fn six_stacks_merging_into_one_kubeconfig_at_once_lose_nothing() {
         .output()
         .expect("kubectl runs");
     assert_eq!(String::from_utf8(view.stdout).unwrap(), "own keep-me");
+}
+
+#[test]
+fn a_closed_terminal_is_an_interruption() {
+    let case = Case::of("mara-local");
+    let mut mara = case.spawn(
+        &["up", "--yes", "--only", "cluster"],
+        &[("PULUMI_STAND_IN_DELAY_MS", "60000")],
+    );
+    wait_for_process(case.root(), "/pulumi --non-interactive up ", &mut mara);
+    std::thread::sleep(Duration::from_millis(300));
+    signal(mara.id() as i32, libc::SIGHUP);
+    let (code, err) = wait(mara);
+    assert_eq!(code, Some(130), "{err}");
+    assert!(common::wait_for_no_process_in(case.root()));
+    let history = case.history();
+    assert_eq!(history[0]["status"], "cancelled", "{history:?}");
+    case.mara()
+        .args(["up", "--yes", "--only", "cluster"])
+        .assert()
+        .success();
 }

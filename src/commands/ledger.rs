@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::deployment::StackFiles;
 use crate::error::{Error, Problem, Result};
-use crate::ledger::{self, Ledger, ProjectRecord, RunRecord, process_exists, whoami};
+use crate::ledger::{self, Ledger, RunRecord, process_exists, whoami};
 use crate::settings::{OutputFormat, Settings};
 use crate::status::{ProjectStatus, RunStatus};
 use crate::ui::{self, Style};
@@ -359,26 +359,7 @@ pub fn unlock(settings: &Settings, force: bool) -> Result<()> {
             && let Some(last) = ledger.runs(Some(&stack), 1)?.into_iter().next()
             && let Some(last) = ledger.run(&last.run_id)?
         {
-            let killed: Vec<&ProjectRecord> = last
-                .projects
-                .iter()
-                .filter(|p| p.reason.as_deref().is_some_and(|r| r.starts_with("killed")))
-                .collect();
-            if !killed.is_empty() {
-                text.push_str(&format!(
-                    "Its last run ({}) killed {} {}, whose engine may still hold the stack's own lock:\n",
-                    last.run_id,
-                    killed.len(),
-                    crate::error::plural(killed.len(), "project", "projects")
-                ));
-                for project in killed {
-                    text.push_str(&format!(
-                        "  {}: {}\n",
-                        project.path,
-                        project.reason.as_deref().unwrap_or_default()
-                    ));
-                }
-            }
+            text.push_str(&last.engine_locks_note());
         }
         return ui::print(&text);
     };
@@ -401,7 +382,13 @@ pub fn unlock(settings: &Settings, force: bool) -> Result<()> {
     }
     let mut ledger = ledger.expect("a lock was read from the ledger");
     let text = match ledger.unlock(&stack)? {
-        Some(holder) => format!("Cleared the lock of {holder}; that run is recorded abandoned.\n"),
+        Some(holder) => {
+            let note = ledger
+                .run(&holder.run_id)?
+                .map(|r| r.engine_locks_note())
+                .unwrap_or_default();
+            format!("Cleared the lock of {holder}; that run is recorded abandoned.\n{note}")
+        }
         None => format!("Stack {stack} is not locked.\n"),
     };
     ui::print(&text)

@@ -33,6 +33,10 @@ pub struct Report {
 }
 
 pub fn run(settings: &Settings, selection: Selection) -> Result<()> {
+    // A directory that does not exist has nothing to validate: the same error as every command.
+    if !settings.start_dir.is_dir() {
+        crate::deployment::discover(settings)?;
+    }
     let report = check(settings, &selection);
     let text = match settings.output {
         OutputFormat::Json => {

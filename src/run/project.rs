@@ -271,7 +271,14 @@ pub fn absent(stack: &str) -> String {
 /// Why a step failed, in a line: a held lock, else the engine's own error, else its exit code.
 fn failure_reason(job: &Job, step: &Step, finished: &process::Finished, reader: &Reader) -> String {
     if is_locked(&finished.stderr) || reader.error().is_some_and(is_locked) {
-        return "the stack is locked by another update (see the log)".to_string();
+        let stack = &job.project.context.stack;
+        return match crate::engine::clearing_the_lock(job.project.engine, stack) {
+            Some(clear) => format!(
+                "the stack is locked by another update; if none is running (a run killed mid-operation leaves its lock), clear it with `{clear}` in {}",
+                job.project.dir.display()
+            ),
+            None => "the stack is locked by another update (see the log)".to_string(),
+        };
     }
     let last_error = reader
         .error()

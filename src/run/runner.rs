@@ -2,7 +2,7 @@
 //! runtime that starts and reads the engines, the signal handling, and the scheduler; what happens
 //! reaches the rest of mara only as `Event`s, delivered in order to the sinks it is given.
 //!
-//! Signals: from `Runner::new` on — a run command's first step — Ctrl-C and SIGTERM no longer end
+//! Signals: from `Runner::new` on — a run command's first step — Ctrl-C, SIGTERM and SIGHUP no longer end
 //! mara; they escalate the run's `Interrupt` (SIGINT to the engines, then SIGKILL), and a run in
 //! progress reports it to its sinks as `Event::Interrupting`. The command decides what an
 //! interruption before or after the run means, and asks at each step whether one came.
@@ -148,12 +148,14 @@ fn say(
     *said = (*said).max(level);
 }
 
-/// Every Ctrl-C (or SIGTERM) escalates the interruption: SIGINT to the engines, then SIGKILL.
+/// Every Ctrl-C (or SIGTERM, or SIGHUP: the terminal closed) escalates the interruption: SIGINT
+/// to the engines, then SIGKILL.
 async fn watch_signals(interrupt: Interrupt, installed: std::sync::mpsc::Sender<()>) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut terminate), Ok(mut int)) = (
+    let (Ok(mut terminate), Ok(mut int), Ok(mut hangup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
     ) else {
         let _ = installed.send(());
         return;
@@ -163,6 +165,7 @@ async fn watch_signals(interrupt: Interrupt, installed: std::sync::mpsc::Sender<
         tokio::select! {
             _ = int.recv() => {}
             _ = terminate.recv() => {}
+            _ = hangup.recv() => {}
         }
         interrupt.escalate(Cause::Signal);
     }

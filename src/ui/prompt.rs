@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 #[derive(Debug, Default)]
 pub struct TerminalPrompter;
 
-/// While a question is asked, SIGINT and SIGTERM only set a flag: console and dialoguer raise
+/// While a question is asked, SIGINT, SIGTERM and SIGHUP only set a flag: console and dialoguer raise
 /// SIGINT on Ctrl-C in raw mode, and a terminal in line mode sends it; either way the question
 /// ends, and the terminal is restored (echo on, whatever shell runs next) before mara says it
 /// was interrupted.
@@ -36,11 +36,11 @@ extern "C" fn caught(signal: libc::c_int) {
 }
 
 /// The signals that end a question.
-const ENDING: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+const ENDING: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
-/// SIGINT and SIGTERM caught for the lifetime of the value, the handlers they replaced restored
+/// SIGINT, SIGTERM and SIGHUP caught for the lifetime of the value, the handlers they replaced restored
 /// after.
-struct Caught([libc::sigaction; 2]);
+struct Caught([libc::sigaction; 3]);
 
 impl Caught {
     fn install() -> Caught {
@@ -53,7 +53,7 @@ impl Caught {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = caught as *const () as libc::sighandler_t;
             libc::sigemptyset(&mut action.sa_mask);
-            let mut previous: [libc::sigaction; 2] = std::mem::zeroed();
+            let mut previous: [libc::sigaction; 3] = std::mem::zeroed();
             for (signal, previous) in ENDING.iter().zip(&mut previous) {
                 libc::sigaction(*signal, &action, previous);
             }

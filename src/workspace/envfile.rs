@@ -143,15 +143,15 @@ pub const VARIABLE_LIMIT: usize = 128 * 1024;
 pub fn unsendable(name: &str, value: &str, as_variable: bool) -> Option<String> {
     if let Some(at) = value.find('\0') {
         return Some(format!(
-            "the value holds a NUL byte (at byte {}), which no process can receive",
+            "the value of `{name}` holds a NUL byte (at byte {}), which no process can receive",
             at + 1
         ));
     }
     let size = name.len() + value.len() + 2;
     (as_variable && size > VARIABLE_LIMIT).then(|| {
         format!(
-            "the value is {} bytes, past the {} KiB a process can receive as a variable",
-            value.len(),
+            "`{name}=…` is {} bytes, past the {} KiB a process can receive as one variable",
+            size - 1,
             VARIABLE_LIMIT / 1024
         )
     })

@@ -100,13 +100,14 @@ pub fn resolve(
     };
     let name = StackName::parse(&raw).map_err(|message| {
         let problem = Problem::new(message).subject(source.to_string());
-        let problem = match (source, file_entry) {
+        // A flag is a usage error (2); a name from a file or a variable, configuration (3).
+        match (source, file_entry) {
             (StackSource::EnvironmentFile, Some((file, entry))) => {
-                problem.at(Location::line(&file.path, entry.line))
+                Error::config(problem.at(Location::line(&file.path, entry.line)))
             }
-            _ => problem,
-        };
-        Error::usage(problem)
+            (StackSource::Flag, _) => Error::usage(problem),
+            _ => Error::config(problem),
+        }
     })?;
     Ok(Some(ResolvedStack { name, source }))
 }

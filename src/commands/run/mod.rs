@@ -204,7 +204,10 @@ fn execute(
         // interrupted before it stored anything or ran any project is forgotten.
         let closed = match (&result, ran) {
             (Ok(()), _) => recorder.finish(RunStatus::Succeeded),
-            (Err(Error::Interrupted), true) => recorder.finish(RunStatus::Cancelled),
+            // Not confirmed after secrets were stored: stopped by a person, as an interruption.
+            (Err(Error::Interrupted | Error::Declined(_)), true) => {
+                recorder.finish(RunStatus::Cancelled)
+            }
             (Err(_), false) => recorder.forget(),
             (Err(_), true) => recorder.finish(RunStatus::Failed),
         };
@@ -460,10 +463,16 @@ fn record(
     let file = ledger::path(&deployment.files.workspace);
     let (recorder, took_over) = Recorder::begin(ledger::open(&file)?, &start)?;
     if let Some(old) = took_over {
+        let note = ledger::open_existing(&file)
+            .ok()
+            .flatten()
+            .and_then(|l| l.run(&old.run_id).ok().flatten())
+            .map(|r| r.engine_locks_note())
+            .unwrap_or_default();
         let warning = format!(
-            "warning: took over the lock of {old}, whose process is gone; that run is recorded abandoned"
+            "warning: took over the lock of {old}, whose process is gone; that run is recorded abandoned\n{note}"
         );
-        eprintln!("{}", settings.stderr_style.yellow(&warning));
+        eprintln!("{}", settings.stderr_style.yellow(warning.trim_end()));
     }
     Ok(recorder)
 }
