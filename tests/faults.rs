@@ -401,9 +401,19 @@ fn a_closed_terminal_is_an_interruption() {
     );
     wait_for_process(case.root(), "/pulumi --non-interactive up ", &mut mara);
     std::thread::sleep(Duration::from_millis(300));
+    // A closing session may send it twice: still only a cancel, never a kill.
+    signal(mara.id() as i32, libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(50));
     signal(mara.id() as i32, libc::SIGHUP);
     let (code, err) = wait(mara);
     assert_eq!(code, Some(130), "{err}");
+    assert!(!err.contains("kill"), "{err}");
+    assert!(
+        case.calls()
+            .iter()
+            .all(|c| c["exit"] != serde_json::Value::Null),
+        "every engine ended by itself"
+    );
     assert!(common::wait_for_no_process_in(case.root()));
     let history = case.history();
     assert_eq!(history[0]["status"], "cancelled", "{history:?}");
@@ -411,4 +421,102 @@ fn a_closed_terminal_is_an_interruption() {
         .args(["up", "--yes", "--only", "cluster"])
         .assert()
         .success();
+}
+
+/// A workspace of one command project whose `up` counts the SIGINTs it gets in `ints` (in the
+/// workspace) and goes on until killed, or until its SIGINT when `stop_on_int`.
+fn counting(stop_on_int: bool) -> common::Workspace {
+    let on_int = match stop_on_int {
+        true => "echo INT >> ../ints; exit 9",
+        false => "echo INT >> ../ints",
+    };
+    let provider = format!(
+        "description = \"p\"\n[[project]]\npath = \"count\"\n\
+         up = \"trap '{on_int}' INT; echo started; while true; do sleep 0.05; done\"\n\
+         destroy = \"true\"\n"
+    );
+    let ws = common::Workspace::new(&[
+        ("mara.toml", "provider = \"p\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        ("providers/p.toml", &provider),
+    ]);
+    std::fs::create_dir_all(ws.path().join("count")).unwrap();
+    ws
+}
+
+fn spawn_in(ws: &common::Workspace, args: &[&str], env: &[(&str, &str)]) -> Child {
+    Command::new(assert_cmd::cargo::cargo_bin("mara"))
+        .args(args)
+        .current_dir(ws.path())
+        .envs(env.iter().copied())
+        .env("NO_COLOR", "1")
+        .env_remove("CI")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the project's log says it started.
+fn wait_started(ws: &common::Workspace, mara: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let log = ws.path().join(".mara/logs");
+    while !(log.is_dir()
+        && common::tree(&log)
+            .into_values()
+            .flatten()
+            .any(|c| String::from_utf8_lossy(&c).contains("started")))
+    {
+        assert!(mara.try_wait().unwrap().is_none(), "mara ended early");
+        assert!(Instant::now() < deadline, "the project never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_engine_gets_one_sigint_when_mara_dies_after_sending_it() {
+    let ws = counting(false);
+    let mut mara = spawn_in(&ws, &["up", "--yes"], &[("MARA_WATCHDOG_GRACE", "1")]);
+    wait_started(&ws, &mut mara);
+    signal(mara.id() as i32, libc::SIGINT);
+    let ints = ws.path().join("ints");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ints.exists() {
+        assert!(Instant::now() < deadline, "the SIGINT never arrived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // mara dies while its engine cancels: the watchdog must not send SIGINT again (a second
+    // Ctrl-C to Pulumi), only SIGKILL after its grace period.
+    mara.kill().unwrap();
+    mara.wait().unwrap();
+    assert!(
+        common::wait_for_no_process_in(ws.path()),
+        "the engine outlived mara"
+    );
+    assert_eq!(std::fs::read_to_string(&ints).unwrap(), "INT\n");
+}
+
+#[test]
+fn with_its_watchdog_gone_a_run_still_reaches_its_engines() {
+    let ws = counting(true);
+    let mut mara = spawn_in(&ws, &["up", "--yes"], &[]);
+    wait_started(&ws, &mut mara);
+    // The watchdog: mara's child that leads the engine's process group.
+    let engine = common::processes_in(ws.path())
+        .into_iter()
+        .find(|p| p.contains("trap"))
+        .expect("the engine runs");
+    let engine: i32 = engine.split(' ').next().unwrap().parse().unwrap();
+    let group = stat_field(engine, 2).unwrap();
+    assert_ne!(group, engine, "the engine is in the run's group");
+    signal(group, libc::SIGKILL);
+    std::thread::sleep(Duration::from_millis(200));
+    signal(mara.id() as i32, libc::SIGINT);
+    let (code, err) = wait(mara);
+    assert_eq!(code, Some(130), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("ints")).unwrap(),
+        "INT\n"
+    );
+    assert!(common::wait_for_no_process_in(ws.path()));
 }

@@ -114,7 +114,8 @@ proptest! {
         existing in kubeconfig("user", 0..5),
         new in kubeconfig("new", 1..4),
         stack in "[a-z]{1,6}",
-        current in proptest::option::of("[a-z-]{1,10}"),
+        // Not `mara-…`: a context of mara's that is gone is not restored.
+        current in proptest::option::of("[a-l][a-z-]{0,9}"),
     ) {
         let mut existing = existing;
         if let Some(current) = &current {

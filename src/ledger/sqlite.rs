@@ -185,19 +185,33 @@ impl SqliteLedger {
     }
 
     /// Opens the ledger only if it exists (for commands that only read). A ledger this user
-    /// cannot write is read as it is, creating nothing beside it (no `-shm`, no `-wal`).
+    /// cannot write is read as it is, creating nothing beside it (no `-shm`, no `-wal`); so is a
+    /// writable one that cannot be opened for writing (a full disk) while it has no write-ahead
+    /// log, which is when the file alone holds every record.
     pub fn open_existing(path: &Path) -> Result<Option<SqliteLedger>> {
-        match path.is_file() {
-            false => Ok(None),
-            true if writable(path) => SqliteLedger::open(path).map(Some),
-            true => SqliteLedger::open_read_only(path).map(Some),
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let logged = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0);
+        if !writable(path) {
+            return SqliteLedger::open_read_only(path, !logged).map(Some);
+        }
+        match SqliteLedger::open(path) {
+            Ok(ledger) => Ok(Some(ledger)),
+            Err(error) if !logged => SqliteLedger::open_read_only(path, true)
+                .map(Some)
+                .map_err(|_| error),
+            Err(error) => Err(error),
         }
     }
 
-    fn open_read_only(path: &Path) -> Result<SqliteLedger> {
+    /// Opens the ledger for reading only. `immutable`: SQLite neither locks nor looks for a
+    /// write-ahead log, so it writes nothing at all — exact only while there is no log to read
+    /// (another user's run may be writing one: then it is read as SQLite reads a log, `mode=ro`).
+    fn open_read_only(path: &Path, immutable: bool) -> Result<SqliteLedger> {
         use rusqlite::OpenFlags;
-        // `immutable`: SQLite neither locks nor looks for a write-ahead log, so it writes
-        // nothing; a ledger that cannot be written is not being written either.
         let escaped: String = path
             .to_string_lossy()
             .chars()
@@ -206,8 +220,12 @@ impl SqliteLedger {
                 c => c.to_string(),
             })
             .collect();
+        let query = match immutable {
+            true => "immutable=1",
+            false => "mode=ro",
+        };
         let connection = Connection::open_with_flags(
-            format!("file:{escaped}?immutable=1"),
+            format!("file:{escaped}?{query}"),
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
         )
         .map_err(|e| db_error(path, e))?;
@@ -568,6 +586,35 @@ mod tests {
             command: "mara up".into(),
             started: format!("2026-11-21T00:00:0{}.000Z", id.len()),
         }
+    }
+
+    #[test]
+    fn a_read_only_open_sees_what_is_still_in_the_write_ahead_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let mut writer = SqliteLedger::open(&path).unwrap();
+        // Keep the log from being checkpointed into the file while the writer is open.
+        writer
+            .connection
+            .execute_batch("PRAGMA wal_autocheckpoint = 0")
+            .unwrap();
+        writer.begin(&start("r1", "dev"), true).unwrap();
+        let wal = dir.path().join("ledger.db-wal");
+        assert!(
+            std::fs::metadata(&wal).unwrap().len() > 0,
+            "the run is in the log"
+        );
+        let read = SqliteLedger::open_read_only(&path, false).unwrap();
+        let runs = read.runs(Some("dev"), 10).unwrap();
+        assert_eq!(runs.len(), 1, "mode=ro reads the log");
+        drop(read);
+        // `immutable` would not see it: which is why it is used only without a log.
+        let immutable = SqliteLedger::open_read_only(&path, true).unwrap();
+        assert!(
+            immutable
+                .runs(Some("dev"), 10)
+                .map_or(true, |r| r.is_empty())
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! group, and a signal goes to that group; without one (it could not start, or a test), each
 //! process leads a group of its own and each group is signalled.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
@@ -37,8 +37,9 @@ pub enum InterruptLevel {
 #[derive(Clone)]
 pub struct Interrupt {
     level: watch::Sender<(InterruptLevel, Cause)>,
-    /// The processes running now, by pid.
-    running: Arc<Mutex<BTreeSet<i32>>>,
+    /// The processes started and not ended (or left behind by a task that panicked), by pid:
+    /// the process group each was started into — the run's, or its own.
+    running: Arc<Mutex<BTreeMap<i32, i32>>>,
     watchdog: Option<Arc<Watchdog>>,
 }
 
@@ -54,9 +55,18 @@ impl Default for Interrupt {
 }
 
 impl Interrupt {
-    /// A request to stop that is never more than graceful (`mara cancel`): SIGINT to every
-    /// running process group, unless an interruption is already under way. Only a second Ctrl-C
-    /// kills.
+    /// An interruption with a watchdog whose grace period is `grace`: the run's processes share
+    /// its group.
+    pub fn watched(grace: std::time::Duration) -> Interrupt {
+        Interrupt {
+            watchdog: Some(Arc::new(Watchdog::new(grace))),
+            ..Interrupt::default()
+        }
+    }
+
+    /// A request to stop that is never more than graceful (`mara cancel`, a closed terminal):
+    /// SIGINT to every running process group, unless an interruption is already under way. Only
+    /// a second Ctrl-C kills.
     pub fn cancel(&self, cause: Cause) {
         let started = self.level.send_if_modified(|state| {
             let idle = state.0 == InterruptLevel::None;
@@ -66,7 +76,7 @@ impl Interrupt {
             idle
         });
         if started {
-            self.signal_groups(libc::SIGINT);
+            self.signal_groups(InterruptLevel::Graceful);
         }
     }
 
@@ -80,31 +90,30 @@ impl Interrupt {
             };
             *state = (next, cause);
         });
-        self.signal_groups(if next == InterruptLevel::Kill {
-            libc::SIGKILL
-        } else {
-            libc::SIGINT
-        });
+        self.signal_groups(next);
         next
     }
 
-    fn signal_groups(&self, signal: i32) {
-        let run_group = self.run_group();
-        let running = self
+    /// Signals every group a running process was started into, once each, and tells the
+    /// watchdog, so that if mara dies now it does not send the same SIGINT again.
+    fn signal_groups(&self, level: InterruptLevel) {
+        let groups: BTreeSet<i32> = self
             .running
             .lock()
-            .expect("the process set is never poisoned");
-        match run_group {
-            // The watchdog's group: every process of the run at once (the watchdog ignores
-            // SIGINT; a SIGKILL ends it too, and nothing is started after one).
-            Some(group) if !running.is_empty() => send_group(group, signal),
-            Some(_) => {}
-            None => running.iter().for_each(|&group| send_group(group, signal)),
+            .expect("the process set is never poisoned")
+            .values()
+            .copied()
+            .collect();
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.signalled(level == InterruptLevel::Kill);
+        }
+        for group in groups {
+            send_group(group, signal_of(level));
         }
     }
 
-    /// The group the run's processes start into: the watchdog's, started now if it is not yet
-    /// running; `None` (a group of its own for each) without one.
+    /// The group the next process of the run starts into: the watchdog's, started now if it is
+    /// not yet running; `None` (a group of its own) without one.
     pub fn run_group(&self) -> Option<i32> {
         self.watchdog.as_ref().and_then(|w| w.group())
     }
@@ -135,43 +144,39 @@ impl Interrupt {
             .await;
     }
 
-    /// An interruption with a watchdog whose grace period is `grace`: the run's processes share
-    /// its group.
-    pub fn watched(grace: std::time::Duration) -> Interrupt {
-        Interrupt {
-            watchdog: Some(Arc::new(Watchdog::new(grace))),
-            ..Interrupt::default()
-        }
-    }
-
-    /// Process `pid` started (into the run's group, or leading its own).
-    pub(super) fn register(&self, pid: i32) {
+    /// Process `pid` started, into process group `group` (the run's, or its own: `pid`).
+    pub(super) fn register(&self, pid: i32, group: i32) {
         self.running
             .lock()
             .expect("the process set is never poisoned")
-            .insert(pid);
+            .insert(pid, group);
         if let Some(watchdog) = &self.watchdog {
             watchdog.tell(pid, true);
         }
         // A process started after the interruption gets it at once, alone: the others of the
         // run's group have had theirs (a second SIGINT would be a second Ctrl-C to them).
-        let signal = match self.level() {
-            InterruptLevel::None => return,
-            InterruptLevel::Graceful => libc::SIGINT,
-            InterruptLevel::Kill => libc::SIGKILL,
-        };
-        self.kill(pid, signal);
+        if self.is_interrupted() {
+            self.kill(pid, signal_of(self.level()));
+        }
     }
 
     /// Sends `signal` to process `pid` and what it started: its group when it leads one, else
     /// the process alone (its group is the run's).
     pub(super) fn kill(&self, pid: i32, signal: i32) {
-        match self.run_group() {
-            // SAFETY: kill only sends a signal; a process that has exited yields ESRCH.
-            Some(_) => unsafe {
-                libc::kill(pid, signal);
-            },
-            None => send_group(pid, signal),
+        let group = self
+            .running
+            .lock()
+            .expect("the process set is never poisoned")
+            .get(&pid)
+            .copied();
+        match group {
+            Some(group) if group != pid => {
+                // SAFETY: kill only sends a signal; a process that has exited yields ESRCH.
+                unsafe {
+                    libc::kill(pid, signal);
+                }
+            }
+            _ => send_group(pid, signal),
         }
     }
 
@@ -187,14 +192,18 @@ impl Interrupt {
     }
 
     /// Process `pid` is left behind unfinished (the task that ran it panicked): it is killed,
-    /// and the watchdog keeps it listed, so that what it started in the run's group is stopped
-    /// when mara exits (SIGINT, then SIGKILL after the grace period).
+    /// and stays listed here and with the watchdog, so that what it started in its group is
+    /// signalled by a later interruption and stopped when mara exits (SIGINT, then SIGKILL
+    /// after the grace period).
     pub(super) fn abandon(&self, pid: i32) {
         self.kill(pid, libc::SIGKILL);
-        self.running
-            .lock()
-            .expect("the process set is never poisoned")
-            .remove(&pid);
+    }
+}
+
+fn signal_of(level: InterruptLevel) -> i32 {
+    match level {
+        InterruptLevel::Kill => libc::SIGKILL,
+        _ => libc::SIGINT,
     }
 }
 

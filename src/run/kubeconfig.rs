@@ -112,19 +112,27 @@ pub fn write(
         // The file and the stack's record change together, under the file's lock: another
         // stack's destroy hands its previous context on to the records it finds there, so the
         // record is read again inside it.
-        let context = with_user_file(&target, |existing| {
-            let earlier = read_record(files)?.filter(|r| r.target == target);
-            let (merged, record) =
-                self::merge(existing, &kubeconfig, &files.stack_name, earlier.as_ref())
-                    .map_err(|clash| format!("{}: {clash}", target.display()))?;
-            let context = record.context.clone().unwrap_or_default();
-            let record = Merged {
-                target: target.clone(),
-                ..record
-            };
-            write_record(files, &record)?;
-            Ok((Some(merged), context))
-        })?;
+        let context = with_user_file(
+            &target,
+            |existing| {
+                let earlier = read_record(files)?.filter(|r| r.target == target);
+                let (merged, record) =
+                    self::merge(existing, &kubeconfig, &files.stack_name, earlier.as_ref())
+                        .map_err(|clash| format!("{}: {clash}", target.display()))?;
+                Ok((Some(merged), record))
+            },
+            |record| {
+                let context = record.context.clone().unwrap_or_default();
+                write_record(
+                    files,
+                    &Merged {
+                        target: target.clone(),
+                        ..record
+                    },
+                )?;
+                Ok(context)
+            },
+        )?;
         lines.push(format!(
             "merged into {} (context {context})",
             target.display()
@@ -169,16 +177,22 @@ fn take_out(files: &Files, record: &Merged, forget: bool) -> Result<Vec<String>,
         records(record, Vec::new())?;
         return Ok(Vec::new());
     }
-    let kept = with_user_file(target, |existing| {
-        // As it is now: another stack's removal may have handed a context on to it.
-        let fresh = read_record(files)?.filter(|r| r.target == *target);
-        let record = fresh.as_ref().unwrap_or(record);
-        let Some(existing) = existing else {
-            return Ok((None, records(record, Vec::new())?));
-        };
-        let (cleaned, kept) = unmerge(existing, record);
-        Ok((Some(cleaned), records(record, kept)?))
-    })?;
+    let kept = with_user_file(
+        target,
+        |existing| {
+            // As it is now: another stack's removal may have handed a context on to it.
+            let fresh = read_record(files)?.filter(|r| r.target == *target);
+            let record = fresh.unwrap_or_else(|| record.clone());
+            let Some(existing) = existing else {
+                return Ok((None, (record, Vec::new())));
+            };
+            let (cleaned, kept) = unmerge(existing, &record);
+            Ok((Some(cleaned), (record, kept)))
+        },
+        // Only once the file is written: a record gone before the file changed would leave
+        // mara's entries there with nothing to say they are mara's.
+        |(record, kept)| records(&record, kept),
+    )?;
     let mut lines = vec![format!(
         "removed the stack's entries from {}",
         target.display()
@@ -376,13 +390,22 @@ pub fn unmerge(existing: Value, record: &Merged) -> (Value, Vec<String>) {
         .and_then(Value::as_str)
         .map(str::to_string);
     // The user's own `current-context` comes back as it was, even one this file does not define
-    // (it may be in another file of KUBECONFIG's list).
+    // (it may be in another file of KUBECONFIG's list) — but not a context of mara's that is gone
+    // (another stack's, removed meanwhile from outside this workspace's records).
     if current.is_some() && current == record.context {
+        let defined = |name: &str| {
+            map.get("contexts")
+                .and_then(Value::as_array)
+                .is_some_and(|list| {
+                    list.iter()
+                        .any(|c| c.get("name").and_then(Value::as_str) == Some(name))
+                })
+        };
         match &record.previous_context {
-            Some(previous) => {
+            Some(previous) if defined(previous) || !previous.starts_with("mara-") => {
                 map.insert("current-context".into(), Value::String(previous.clone()));
             }
-            None => {
+            _ => {
                 map.remove("current-context");
             }
         }
@@ -394,10 +417,11 @@ pub fn unmerge(existing: Value, record: &Merged) -> (Value, Vec<String>) {
 /// the file's content (`None` when there is none) and returns what to write (`None`: nothing).
 /// The file is written through a symlink to its target, atomically with mode 0600, after a
 /// backup of it as it was before mara first changed it.
-fn with_user_file<T>(
+fn with_user_file<T, U>(
     target: &Path,
     change: impl FnOnce(Option<Value>) -> Result<(Option<Value>, T), String>,
-) -> Result<T, String> {
+    after: impl FnOnce(T) -> Result<U, String>,
+) -> Result<U, String> {
     let real = resolve_symlinks(target);
     let _lock = Lock::take(&real)?;
     let existing = read_kubeconfig(&real)?;
@@ -414,7 +438,8 @@ fn with_user_file<T>(
         write_private(&real, &text)
             .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
     }
-    Ok(result)
+    // What depends on the file having been written (mara's records), still under the lock.
+    after(result)
 }
 
 /// `path` with every symlink followed, also when the file at its end does not exist yet.

@@ -45,11 +45,12 @@ pub async fn run(
     lines: mpsc::UnboundedSender<(Stream, String)>,
 ) -> std::io::Result<Finished> {
     let mut command = tokio::process::Command::from(command(step, env, stdin.is_some())?);
-    command
-        .process_group(interrupt.run_group().unwrap_or(0))
-        .kill_on_drop(true);
+    let group = interrupt.run_group();
+    command.process_group(group.unwrap_or(0)).kill_on_drop(true);
     let mut child = command.spawn()?;
-    let mut registered = child.id().map(|pid| Registered::new(interrupt, pid as i32));
+    let mut registered = child
+        .id()
+        .map(|pid| Registered::new(interrupt, pid as i32, group));
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
         pipe.write_all(text.as_bytes()).await?;
         drop(pipe);
@@ -82,8 +83,9 @@ struct Registered<'a> {
 }
 
 impl<'a> Registered<'a> {
-    fn new(interrupt: &'a Interrupt, pid: i32) -> Registered<'a> {
-        interrupt.register(pid);
+    /// `pid` started into the run's `group`, or into a group of its own (`None`).
+    fn new(interrupt: &'a Interrupt, pid: i32, group: Option<i32>) -> Registered<'a> {
+        interrupt.register(pid, group.unwrap_or(pid));
         Registered {
             interrupt,
             pid,
@@ -136,9 +138,10 @@ pub fn run_step(
 ) -> std::io::Result<Finished> {
     use std::os::unix::process::CommandExt;
     let mut command = command(step, env, stdin.is_some())?;
-    command.process_group(interrupt.run_group().unwrap_or(0));
+    let group = interrupt.run_group();
+    command.process_group(group.unwrap_or(0));
     let child = command.spawn()?;
-    let mut registered = Registered::new(interrupt, child.id() as i32);
+    let mut registered = Registered::new(interrupt, child.id() as i32, group);
     let finished = finish(child, stdin);
     registered.ended = true;
     finished

@@ -132,7 +132,6 @@ pub async fn run(mut job: Job) -> Finished {
     let interrupt = &job.shared.interrupt;
     let mut changes = None;
     let mut outputs: Option<Value> = None;
-    let mut secret_outputs = Vec::new();
     let mut read_outputs = String::new();
     let mut exit_code = None;
     for step in &job.project.steps {
@@ -172,6 +171,18 @@ pub async fn run(mut job: Job) -> Finished {
             }
             exit_code = finished.code;
         }
+        if step.kind == StepKind::SecretMarks {
+            // Which outputs are secret: when Pulumi cannot say, every one of them is, for what
+            // the hooks print; the project's own work is done either way.
+            let marks = match step.succeeded(finished.code) {
+                true => finished.stdout.as_str(),
+                false => "\"[secret]\"",
+            };
+            let secrets =
+                crate::engine::secret_outputs(job.project.engine, &read_outputs, Some(marks));
+            job.redactor = job.redactor.with(secrets);
+            continue;
+        }
         if !step.succeeded(finished.code) {
             if interrupt.level() > InterruptLevel::None {
                 return job.failed(finished.code, "interrupted".into(), &log);
@@ -194,15 +205,12 @@ pub async fn run(mut job: Job) -> Finished {
         }
         if step.kind == StepKind::Outputs {
             outputs = Some(parse_outputs(job.project.engine, &finished.stdout));
-            secret_outputs =
-                crate::engine::secret_outputs(job.project.engine, &finished.stdout, None);
+            // Terraform's sensitive outputs, from here on (a destroy reads them before it runs).
+            let secrets = crate::engine::secret_outputs(job.project.engine, &finished.stdout, None);
+            if !secrets.is_empty() {
+                job.redactor = job.redactor.with(secrets);
+            }
             read_outputs = finished.stdout;
-        } else if step.kind == StepKind::SecretMarks {
-            secret_outputs = crate::engine::secret_outputs(
-                job.project.engine,
-                &read_outputs,
-                Some(&finished.stdout),
-            );
         }
         if step.kind == StepKind::Operation
             && let Some(file) = command::outputs_file(step)
@@ -221,9 +229,6 @@ pub async fn run(mut job: Job) -> Finished {
         }
     }
     let outputs = outputs.unwrap_or(Value::Object(Default::default()));
-    if !secret_outputs.is_empty() {
-        job.redactor = job.redactor.with(secret_outputs);
-    }
     for hook in &job.project.hooks {
         let work = hooks::run(
             hook,
@@ -272,7 +277,10 @@ pub fn absent(stack: &str) -> String {
 fn failure_reason(job: &Job, step: &Step, finished: &process::Finished, reader: &Reader) -> String {
     if is_locked(&finished.stderr) || reader.error().is_some_and(is_locked) {
         let stack = &job.project.context.stack;
-        return match crate::engine::clearing_the_lock(job.project.engine, stack) {
+        // Terraform's error in the log holds the lock's id, which its `force-unlock` needs.
+        let pulumi = job.project.engine == crate::engine::EngineKind::Pulumi;
+        return match crate::engine::clearing_the_lock(job.project.engine, stack).filter(|_| pulumi)
+        {
             Some(clear) => format!(
                 "the stack is locked by another update; if none is running (a run killed mid-operation leaves its lock), clear it with `{clear}` in {}",
                 job.project.dir.display()

@@ -148,26 +148,66 @@ fn say(
     *said = (*said).max(level);
 }
 
-/// Every Ctrl-C (or SIGTERM, or SIGHUP: the terminal closed) escalates the interruption: SIGINT
-/// to the engines, then SIGKILL.
+/// Every Ctrl-C (or SIGTERM) escalates the interruption: SIGINT to the engines, then SIGKILL.
+/// SIGHUP — the terminal closed — cancels, never more: a closing session may send it twice, and
+/// that is not a person asking to kill. Output then goes nowhere (the terminal is gone; a write
+/// to it would fail). A SIGHUP that mara inherited ignored (`nohup`) stays ignored.
 async fn watch_signals(interrupt: Interrupt, installed: std::sync::mpsc::Sender<()>) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut terminate), Ok(mut int), Ok(mut hangup)) = (
+    let (Ok(mut terminate), Ok(mut int)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
     ) else {
         let _ = installed.send(());
         return;
     };
+    let mut hangup = match ignored(libc::SIGHUP) {
+        true => None,
+        false => signal(SignalKind::hangup()).ok(),
+    };
     let _ = installed.send(());
     loop {
+        let hung_up = async {
+            match &mut hangup {
+                Some(hangup) => hangup.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            _ = int.recv() => {}
-            _ = terminate.recv() => {}
-            _ = hangup.recv() => {}
+            _ = int.recv() => {
+                interrupt.escalate(Cause::Signal);
+            }
+            _ = terminate.recv() => {
+                interrupt.escalate(Cause::Signal);
+            }
+            _ = hung_up => {
+                to_nowhere();
+                interrupt.cancel(Cause::Signal);
+            }
         }
-        interrupt.escalate(Cause::Signal);
+    }
+}
+
+/// Whether `signal` is ignored (as `nohup` leaves SIGHUP).
+fn ignored(signal: i32) -> bool {
+    // SAFETY: sigaction with a null new action only reads the current one into `current`.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut current) == 0
+            && current.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Standard output and error to /dev/null: the terminal they wrote to is gone.
+fn to_nowhere() {
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        use std::os::fd::AsRawFd;
+        // SAFETY: dup2 onto the standard descriptors of this process; `null` stays open until
+        // both are duplicated.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), 1);
+            libc::dup2(null.as_raw_fd(), 2);
+        }
     }
 }
 

@@ -90,6 +90,13 @@ impl Watchdog {
         self.write(&format!("{}{pid}", if running { '+' } else { '-' }));
     }
 
+    /// Tells the watchdog that mara has signalled the group itself (SIGINT, or SIGKILL with
+    /// `kill`): if mara dies now, it does not send the same SIGINT a second time, which Pulumi
+    /// would take for a second Ctrl-C.
+    pub fn signalled(&self, kill: bool) {
+        self.write(if kill { "kill" } else { "int" });
+    }
+
     fn write(&self, line: &str) {
         if let Ok(mut state) = self.state.lock()
             && let State::Running(_, stdin) = &mut *state
@@ -153,13 +160,18 @@ pub fn main() -> ! {
     }
     // SAFETY: getpgrp has no failure; the group is this process's own.
     let group = unsafe { libc::getpgrp() };
-    // SAFETY: killpg only sends a signal; this process ignores SIGINT.
-    unsafe {
-        libc::killpg(group, libc::SIGINT);
+    // What mara already sent is not sent again: a second SIGINT is a second Ctrl-C to Pulumi.
+    if heard.signalled.is_none() {
+        // SAFETY: killpg only sends a signal; this process ignores SIGINT.
+        unsafe {
+            libc::killpg(group, libc::SIGINT);
+        }
     }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && others_in_group(group) != Some(false) {
-        std::thread::sleep(Duration::from_millis(100));
+    if heard.signalled != Some(Signalled::Kill) {
+        let deadline = Instant::now().checked_add(grace);
+        while deadline.is_none_or(|d| Instant::now() < d) && others_in_group(group) != Some(false) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
     if others_in_group(group) != Some(false) {
         // SAFETY: as above; SIGKILL ends this process too, last.
@@ -170,11 +182,19 @@ pub fn main() -> ! {
     std::process::exit(0)
 }
 
+/// What mara sent the group itself before it died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signalled {
+    Int,
+    Kill,
+}
+
 /// What mara said before its pipe closed.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Heard {
     running: BTreeSet<i32>,
     done: bool,
+    signalled: Option<Signalled>,
 }
 
 /// Follows `input` to its end.
@@ -182,9 +202,11 @@ fn follow(input: impl BufRead) -> Heard {
     let mut heard = Heard::default();
     for line in input.lines() {
         let Ok(line) = line else { break };
-        if line == "done" {
-            heard.done = true;
-            continue;
+        match line.as_str() {
+            "done" => heard.done = true,
+            "int" => heard.signalled = heard.signalled.or(Some(Signalled::Int)),
+            "kill" => heard.signalled = Some(Signalled::Kill),
+            _ => {}
         }
         let (running, number) = match line.split_at_checked(1) {
             Some(("+", n)) => (true, n),
@@ -236,7 +258,9 @@ mod tests {
         let input = "+100\n+200\n-100\nnoise\n+300\n";
         let heard = follow(input.as_bytes());
         assert_eq!(heard.running, BTreeSet::from([200, 300]));
-        assert!(!heard.done);
+        assert!(!heard.done && heard.signalled.is_none());
+        let heard = follow("+7\nint\nkill\nint\n".as_bytes());
+        assert_eq!(heard.signalled, Some(Signalled::Kill));
         let heard = follow("+5\n-5\ndone\n".as_bytes());
         assert!(heard.done && heard.running.is_empty());
     }

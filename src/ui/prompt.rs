@@ -146,9 +146,10 @@ fn hidden_line(prompt: &str) -> Result<String> {
             _ => {}
         }
     };
-    drop(caught);
-    // SAFETY: restores the attributes read at the start, echo on again.
+    // Echo on again before the handlers go: a signal in between must not end mara with echo off.
+    // SAFETY: restores the attributes read at the start.
     unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &original) };
+    drop(caught);
     let _ = writeln!(out);
     result
 }
