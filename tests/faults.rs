@@ -228,9 +228,15 @@ fn kill_9_of_mara_leaves_no_engine_even_one_that_ignores_sigint() {
             ("MARA_WATCHDOG_GRACE", "1"),
         ],
     );
-    // Killed the moment its engine exists: the engine is in the watchdog's group from its
-    // first instruction.
+    // Killed once its engine holds the stack's own lock (the engine is in the watchdog's group
+    // from its first instruction; the lock is what the next run must be told about).
     wait_for_process(case.root(), "/pulumi --non-interactive up ", &mut mara);
+    let locks = case.root().join(".mara/pulumi-state/.pulumi/locks");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(locks.is_dir() && common::tree(&locks).values().any(Option::is_some)) {
+        assert!(Instant::now() < deadline, "the engine never took its lock");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     mara.kill().unwrap();
     mara.wait().unwrap();
     assert!(
@@ -407,7 +413,12 @@ fn a_closed_terminal_is_an_interruption() {
     signal(mara.id() as i32, libc::SIGHUP);
     let (code, err) = wait(mara);
     assert_eq!(code, Some(130), "{err}");
-    assert!(!err.contains("kill"), "{err}");
+    // Said, as a pipe is not the terminal that went away; and nothing was killed.
+    assert!(
+        err.contains("interrupted: the running projects are cancelling"),
+        "{err}"
+    );
+    assert!(!err.contains("killing") && !err.contains("killed"), "{err}");
     assert!(
         case.calls()
             .iter()
@@ -457,16 +468,18 @@ fn spawn_in(ws: &common::Workspace, args: &[&str], env: &[(&str, &str)]) -> Chil
         .unwrap()
 }
 
-/// Waits until the project's log says it started.
+/// Waits until the project's engine — the shell with the trap — runs and has said so.
 fn wait_started(ws: &common::Workspace, mara: &mut Child) {
     let deadline = Instant::now() + Duration::from_secs(20);
     let log = ws.path().join(".mara/logs");
-    while !(log.is_dir()
-        && common::tree(&log)
-            .into_values()
-            .flatten()
-            .any(|c| String::from_utf8_lossy(&c).contains("started")))
-    {
+    let said = || {
+        log.is_dir()
+            && common::tree(&log)
+                .into_values()
+                .flatten()
+                .any(|c| String::from_utf8_lossy(&c).lines().any(|l| l == "started"))
+    };
+    while !said() {
         assert!(mara.try_wait().unwrap().is_none(), "mara ended early");
         assert!(Instant::now() < deadline, "the project never started");
         std::thread::sleep(Duration::from_millis(20));

@@ -200,9 +200,10 @@ impl SqliteLedger {
         }
         match SqliteLedger::open(path) {
             Ok(ledger) => Ok(Some(ledger)),
-            Err(error) if !logged => SqliteLedger::open_read_only(path, true)
-                .map(Some)
-                .map_err(|_| error),
+            // Only a disk that takes no more: any other error (a newer schema) stands.
+            Err(Error::Ledger { message, .. }) if !logged && message.contains("disk") => {
+                SqliteLedger::open_read_only(path, true).map(Some)
+            }
             Err(error) => Err(error),
         }
     }

@@ -119,19 +119,17 @@ pub fn write(
                 let (merged, record) =
                     self::merge(existing, &kubeconfig, &files.stack_name, earlier.as_ref())
                         .map_err(|clash| format!("{}: {clash}", target.display()))?;
-                Ok((Some(merged), record))
+                // Recorded before the file is written: a record that claims entries the file
+                // does not get is harmless (only entries exactly as recorded are ever removed);
+                // entries in the file that no record claims would be the user's for good.
+                let record = Merged {
+                    target: target.clone(),
+                    ..record
+                };
+                write_record(files, &record)?;
+                Ok((Some(merged), record.context.unwrap_or_default()))
             },
-            |record| {
-                let context = record.context.clone().unwrap_or_default();
-                write_record(
-                    files,
-                    &Merged {
-                        target: target.clone(),
-                        ..record
-                    },
-                )?;
-                Ok(context)
-            },
+            Ok,
         )?;
         lines.push(format!(
             "merged into {} (context {context})",
@@ -438,7 +436,7 @@ fn with_user_file<T, U>(
         write_private(&real, &text)
             .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
     }
-    // What depends on the file having been written (mara's records), still under the lock.
+    // What may only follow the file's write (removing mara's records), still under the lock.
     after(result)
 }
 

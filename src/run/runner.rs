@@ -198,15 +198,23 @@ fn ignored(signal: i32) -> bool {
     }
 }
 
-/// Standard output and error to /dev/null: the terminal they wrote to is gone.
+/// Standard output and error to /dev/null where they were the terminal, which is gone (a file
+/// or a pipe they were redirected to still gets the rest of the run).
 fn to_nowhere() {
     if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
         use std::os::fd::AsRawFd;
-        // SAFETY: dup2 onto the standard descriptors of this process; `null` stays open until
-        // both are duplicated.
-        unsafe {
-            libc::dup2(null.as_raw_fd(), 1);
-            libc::dup2(null.as_raw_fd(), 2);
+        for fd in [1, 2] {
+            // A hung-up terminal may answer isatty with EIO rather than yes.
+            // SAFETY: isatty only asks about the descriptor.
+            let terminal = unsafe { libc::isatty(fd) } == 1
+                || std::io::Error::last_os_error().raw_os_error() == Some(libc::EIO);
+            if terminal {
+                // SAFETY: dup2 replaces a standard descriptor of this process; `null` stays open
+                // until it is duplicated.
+                unsafe {
+                    libc::dup2(null.as_raw_fd(), fd);
+                }
+            }
         }
     }
 }

@@ -126,10 +126,19 @@ fn start(grace: Duration) -> std::io::Result<(Child, ChildStdin)> {
         .current_dir("/")
         .process_group(0)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()?;
     let stdin = child.stdin.take().expect("stdin is piped");
+    // Its group is used only once it ignores SIGINT: a Ctrl-C sent to the group before that
+    // would end it, and the engines in its group would have no watchdog.
+    let mut ready = [0u8; 1];
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    if let Err(error) = std::io::Read::read_exact(&mut stdout, &mut ready) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(error);
+    }
     Ok((child, stdin))
 }
 
@@ -150,6 +159,9 @@ pub fn main() -> ! {
         libc::signal(libc::SIGTERM, libc::SIG_IGN);
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
     }
+    // Ready: mara may start processes into this group now.
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(b"+").and_then(|()| out.flush());
     let grace = std::env::args()
         .nth(2)
         .and_then(|g| g.parse::<u64>().ok())

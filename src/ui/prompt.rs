@@ -81,8 +81,10 @@ impl Drop for Caught {
 fn guarded<T>(question: impl FnOnce() -> std::result::Result<T, dialoguer::Error>) -> Result<T> {
     let caught = Caught::install();
     let answer = question();
+    // A terminal that hung up answers EIO, maybe before its SIGHUP arrives: the same end.
     let interrupted = caught.fired()
-        || matches!(&answer, Err(dialoguer::Error::IO(e)) if e.kind() == std::io::ErrorKind::Interrupted);
+        || matches!(&answer, Err(dialoguer::Error::IO(e))
+            if e.kind() == std::io::ErrorKind::Interrupted || e.raw_os_error() == Some(libc::EIO));
     drop(caught);
     if interrupted {
         let _ = std::io::stderr().write_all(b"\x1b[?25h\n");
