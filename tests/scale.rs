@@ -224,7 +224,7 @@ fn validate_reads_each_project_file_once() {
 }
 
 #[test]
-fn a_run_makes_three_engine_calls_per_project_and_an_unchanged_one_makes_none() {
+fn a_run_makes_two_engine_calls_per_project_and_an_unchanged_one_makes_none() {
     let (small, large) = (Synthetic::new(12), Synthetic::new(48));
     let mut shared = Vec::new();
     for s in [&small, &large] {
@@ -241,10 +241,11 @@ fn a_run_makes_three_engine_calls_per_project_and_an_unchanged_one_makes_none() 
             [(s.n, s.edges)],
             "each edge unblocks once"
         );
-        // stack select, up, stack output; plus mara's one read of the stored secrets.
+        // stack select and up (no hook reads the outputs); plus mara's one read of the stored
+        // secrets.
         let calls = s.engine_calls();
         assert!(
-            (3 * s.n..=3 * s.n + 1).contains(&calls),
+            (2 * s.n..=2 * s.n + 1).contains(&calls),
             "{calls} engine calls for {} projects",
             s.n
         );
@@ -288,4 +289,93 @@ fn an_up_reads_the_stack_configuration_and_the_environment_file_once() {
             "the {round} up read every file once: {counts:?}"
         );
     }
+}
+
+impl Synthetic {
+    /// The stand-in's calls since `from`, each as (project, words of its command).
+    fn calls_since(&self, from: usize) -> Vec<(String, String)> {
+        std::fs::read_to_string(self.root().join("stand-in.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .skip(from)
+            .map(|l| {
+                let call: serde_json::Value = serde_json::from_str(l).unwrap();
+                let words: Vec<&str> = call["argv"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|a| a.as_str())
+                    .skip_while(|a| a.starts_with('-'))
+                    .take_while(|a| !a.starts_with('-'))
+                    .take(2)
+                    .collect();
+                (
+                    call["project"].as_str().unwrap_or_default().to_string(),
+                    words.join(" "),
+                )
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn in_steady_state_up_and_preview_make_one_engine_call_per_project() {
+    let s = Synthetic::new(12);
+    let (code, _) = s.count(&["up", "--yes"]);
+    assert_eq!(code, 0);
+    let first = s.calls_since(0);
+    let selects = first.iter().filter(|(_, c)| c == "stack select").count();
+    assert_eq!(
+        selects, s.n,
+        "the first up selects (creates) each stack: {first:?}"
+    );
+    for operation in [["up", "--yes"].as_slice(), ["preview"].as_slice()] {
+        let before = s.engine_calls();
+        let (code, _) = s.count(operation);
+        assert_eq!(code, 0);
+        let calls = s.calls_since(before);
+        assert_eq!(
+            calls.len(),
+            s.n,
+            "{operation:?}: one call per project, the operation alone: {calls:?}"
+        );
+        assert!(calls.iter().all(|(_, c)| c == operation[0]), "{calls:?}");
+    }
+}
+
+#[test]
+fn a_stack_removed_outside_mara_is_selected_again_when_the_operation_finds_it_gone() {
+    let s = Synthetic::new(4);
+    assert_eq!(s.count(&["up", "--yes"]).0, 0);
+    // Removed behind mara's back, with the stand-in as a person would with pulumi.
+    let project = s.root().join("layer00/p001");
+    let removed = std::process::Command::new(common::stand_in())
+        .args(["stack", "rm", "--yes", "--force", "--stack", "dev"])
+        .current_dir(&project)
+        .env(
+            "PULUMI_BACKEND_URL",
+            format!("file://{}", s.root().join(".mara/pulumi-state").display()),
+        )
+        .env("PULUMI_CONFIG_PASSPHRASE", "scale")
+        .output()
+        .unwrap();
+    assert!(
+        removed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&removed.stderr)
+    );
+    let before = s.engine_calls();
+    let (code, _) = s.count(&["up", "--yes"]);
+    assert_eq!(code, 0);
+    let calls = s.calls_since(before);
+    let of = |p: &str| -> Vec<String> {
+        calls
+            .iter()
+            .filter(|(project, _)| project == p)
+            .map(|(_, c)| c.clone())
+            .collect()
+    };
+    assert_eq!(of("p001"), ["up", "stack select", "up"], "{calls:?}");
+    assert_eq!(of("p000"), ["up"], "{calls:?}");
+    assert_eq!(calls.len(), s.n + 2);
 }

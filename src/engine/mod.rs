@@ -110,6 +110,12 @@ pub struct Target<'a> {
     /// Whether a command hook of the operation receives its outputs: which of them are secret
     /// is read too, so that what the hook prints is redacted.
     pub hook_reads_outputs: bool,
+    /// Whether a hook runs after its `up`: only then are its outputs read (`mara output` reads
+    /// them itself).
+    pub up_hooks: bool,
+    /// Whether the ledger knows its stack exists: then `up` and `preview` run without selecting
+    /// (or creating) it first, and do so only if the operation finds it missing.
+    pub stack_known: bool,
     pub dir: &'a Path,
     /// Whether `dir` exists.
     pub has_dir: bool,
@@ -136,6 +142,22 @@ impl Engines {
     /// The steps of `operation` on `target`, in order.
     pub fn steps(&self, target: &Target<'_>, operation: Operation) -> Vec<Step> {
         let mut steps = self.engine_steps(target, operation);
+        // The outputs are read for whoever reads them: the project's hooks (docs/decisions.md).
+        if operation == Operation::Up && !target.up_hooks {
+            steps.retain(|s| s.kind != StepKind::Outputs);
+        }
+        // A stack known to exist is not selected first: the operation names it (`--stack`), and
+        // selects (creates) it only if it finds it gone.
+        if target.stack_known
+            && self.engine_of(target) == EngineKind::Pulumi
+            && matches!(operation, Operation::Up | Operation::Preview)
+            && steps.first().is_some_and(|s| s.kind == StepKind::Prepare)
+        {
+            let select = steps.remove(0);
+            if let Some(op) = steps.iter_mut().find(|s| s.kind == StepKind::Operation) {
+                op.recreate = Some(Box::new(select));
+            }
+        }
         // A destroy hook that reads the outputs needs them before they are gone.
         if operation == Operation::Destroy
             && target.destroy_reads_outputs
@@ -229,6 +251,9 @@ pub struct Step {
     pub changes_code: Option<i32>,
     /// Run instead when this step fails (`workspace new` when `workspace select` finds none).
     pub fallback: Option<Box<Step>>,
+    /// For an operation planned without selecting its stack (the ledger knows it exists): run
+    /// when the operation finds the stack missing after all, and the operation again after it.
+    pub recreate: Option<Box<Step>>,
 }
 
 impl Step {
@@ -248,6 +273,7 @@ impl Step {
             ok_codes: vec![0],
             changes_code: None,
             fallback: None,
+            recreate: None,
         }
     }
 

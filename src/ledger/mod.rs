@@ -214,6 +214,24 @@ pub trait Ledger: Send {
 
     /// Each project's fingerprint at its last successful `up` on `stack`.
     fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>>;
+
+    /// The projects known to have `stack` on `backend` (an engine run on it succeeded, and no
+    /// run found it gone since).
+    fn known_stacks(
+        &self,
+        backend: &str,
+        stack: &str,
+    ) -> Result<std::collections::BTreeSet<String>>;
+
+    /// Records that the projects of `exist` have `stack` on `backend`, and that those of `gone`
+    /// no longer do, in one transaction.
+    fn stacks_changed(
+        &mut self,
+        backend: &str,
+        stack: &str,
+        exist: &[String],
+        gone: &[String],
+    ) -> Result<()>;
 }
 
 /// The user and host of this process, as a lock records them.

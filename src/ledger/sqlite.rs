@@ -4,7 +4,7 @@
 //! processes wait for each other instead of failing; the lock taken in an immediate transaction,
 //! so that two runs can never both hold a stack. The schema is migrated by `PRAGMA user_version`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -50,6 +50,14 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE locks (
         stack TEXT PRIMARY KEY,
         run_id TEXT NOT NULL REFERENCES runs (run_id)
+    );",
+    // 2: the stacks known to exist, per backend and project, so that a run selects (and
+    // creates) a stack only when it may not exist yet.
+    "CREATE TABLE stacks (
+        backend TEXT NOT NULL,
+        stack TEXT NOT NULL,
+        project TEXT NOT NULL,
+        PRIMARY KEY (backend, stack, project)
     );",
 ];
 
@@ -536,6 +544,57 @@ impl Ledger for SqliteLedger {
             Some(id) => self.run(&id),
             None => Ok(None),
         }
+    }
+
+    fn known_stacks(&self, backend: &str, stack: &str) -> Result<BTreeSet<String>> {
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT project FROM stacks WHERE backend = ?1 AND stack = ?2")
+            .map_err(|e| db_error(&self.path, e))?;
+        let rows = statement
+            .query_map([backend, stack], |r| r.get::<_, String>(0))
+            .map_err(|e| db_error(&self.path, e))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(|e| db_error(&self.path, e))
+    }
+
+    fn stacks_changed(
+        &mut self,
+        backend: &str,
+        stack: &str,
+        exist: &[String],
+        gone: &[String],
+    ) -> Result<()> {
+        if exist.is_empty() && gone.is_empty() {
+            return Ok(());
+        }
+        let transaction = self
+            .connection
+            .transaction()
+            .map_err(|e| db_error(&self.path, e))?;
+        {
+            let mut insert = transaction
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO stacks (backend, stack, project) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(|e| db_error(&self.path, e))?;
+            for project in exist {
+                insert
+                    .execute([backend, stack, project])
+                    .map_err(|e| db_error(&self.path, e))?;
+            }
+            let mut delete = transaction
+                .prepare_cached(
+                    "DELETE FROM stacks WHERE backend = ?1 AND stack = ?2 AND project = ?3",
+                )
+                .map_err(|e| db_error(&self.path, e))?;
+            for project in gone {
+                delete
+                    .execute([backend, stack, project])
+                    .map_err(|e| db_error(&self.path, e))?;
+            }
+        }
+        transaction.commit().map_err(|e| db_error(&self.path, e))
     }
 
     fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>> {

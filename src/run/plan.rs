@@ -60,6 +60,8 @@ pub struct Planner<'a> {
     pub remove_stacks: bool,
     /// The projects (graph index) known not to have the stack, with why.
     pub absent: &'a BTreeMap<usize, String>,
+    /// The projects (path) the ledger knows to have the stack on this backend.
+    pub known_stacks: &'a std::collections::BTreeSet<String>,
 }
 
 /// The Pulumi CLI of a run on `stack`, with the shared configuration `config`.
@@ -119,6 +121,7 @@ impl Planner<'_> {
             kubeconfig: &workspace.kubeconfig_file(&self.stack.name),
             is_dir: &|dir| dir.is_dir(),
             absent: self.absent,
+            known_stacks: self.known_stacks,
         })
     }
 }
@@ -140,6 +143,8 @@ pub struct Inputs<'a> {
     pub is_dir: &'a dyn Fn(&Path) -> bool,
     /// The projects (graph index) known not to have the stack, with why.
     pub absent: &'a BTreeMap<usize, String>,
+    /// The projects (path) the ledger knows to have the stack on this backend.
+    pub known_stacks: &'a std::collections::BTreeSet<String>,
 }
 
 impl RunPlan {
@@ -155,6 +160,7 @@ impl RunPlan {
             kubeconfig,
             is_dir,
             absent,
+            known_stacks,
         } = inputs;
         let operation = *operation;
         let graph = selected.graph;
@@ -188,6 +194,8 @@ impl RunPlan {
                         .on_destroy
                         .iter()
                         .any(|h| matches!(h, Hook::Command { .. })),
+                    up_hooks: !project.on_success.is_empty(),
+                    stack_known: known_stacks.contains(&project.path),
                     hook_reads_outputs: {
                         let hooks: &[Hook] = match operation {
                             Operation::Up => &project.on_success,
@@ -322,6 +330,7 @@ pub mod fixtures {
             kubeconfig: Path::new("/w/.mara/kube/dev.yaml"),
             is_dir: &|_| true,
             absent: &BTreeMap::new(),
+            known_stacks: &Default::default(),
         })
     }
 }
@@ -363,7 +372,9 @@ mod tests {
             kubeconfig.log,
             Path::new("/w/.mara/logs/r1/infrastructure/kubeconfig.log")
         );
-        assert_eq!(kubeconfig.steps.len(), 3, "select, up, outputs");
+        // No hook reads its outputs: select and up only; eks's kubeconfig hook reads its own.
+        assert_eq!(kubeconfig.steps.len(), 2, "select, up");
+        assert_eq!(eks.steps.len(), 3, "select, up, outputs");
         assert!(kubeconfig.fingerprint.is_some());
         assert_eq!(
             kubeconfig.context.kubeconfig,

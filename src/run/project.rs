@@ -155,6 +155,28 @@ pub async fn run(mut job: Job) -> Finished {
                 continue;
             }
         }
+        // The ledger knew the stack, but the operation found it gone (removed outside mara):
+        // select (create) it, then the operation again.
+        if !step.succeeded(finished.code)
+            && !interrupt.is_interrupted()
+            && let Some(recreate) = &step.recreate
+            && is_missing_stack(job.project.engine, finished.code, &finished.stderr)
+        {
+            let mut quiet = Reader::new(job.project.engine, job.operation);
+            let made = match run_step(&job, &mut log, recreate, &mut quiet).await {
+                Ok(made) => made,
+                Err(error) => return job.failed(None, error, &log),
+            };
+            if !recreate.succeeded(made.code) {
+                let reason = failure_reason(&job, recreate, &made, &quiet);
+                return job.failed(made.code, reason, &log);
+            }
+            reader = Reader::new(job.project.engine, job.operation);
+            finished = match run_step(&job, &mut log, step, &mut reader).await {
+                Ok(finished) => finished,
+                Err(error) => return job.failed(None, error, &log),
+            };
+        }
         if step.kind == StepKind::Operation {
             for line in reader.finish() {
                 job.emit(&mut log, Stream::Stdout, &line);

@@ -110,6 +110,20 @@ impl Recorder {
             .finish(&self.run_id, status, &finished)
     }
 
+    /// Records which projects now have `stack` on `backend`, and which were found without it.
+    pub fn stacks_changed(
+        &self,
+        backend: &str,
+        stack: &str,
+        exist: &[String],
+        gone: &[String],
+    ) -> Result<()> {
+        self.ledger
+            .lock()
+            .expect("the ledger is never poisoned")
+            .stacks_changed(backend, stack, exist, gone)
+    }
+
     /// Forgets a run that never ran (refused before its projects, or not confirmed) and
     /// releases the stack's lock.
     pub fn forget(mut self) -> Result<()> {

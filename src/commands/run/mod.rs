@@ -151,6 +151,13 @@ fn execute(
     };
     let started = SystemTime::now();
     let run_id = clock::run_id(started);
+    // The stacks the ledger knows exist on this backend: those are not selected first.
+    let backend = backend_of(&with_secrets);
+    let known_stacks = ledger::open_existing(&ledger::path(&files.workspace))
+        .ok()
+        .flatten()
+        .and_then(|l| l.known_stacks(&backend, stack.name.as_str()).ok())
+        .unwrap_or_default();
     let planner = Planner {
         deployment,
         selected: &selected,
@@ -160,6 +167,7 @@ fn execute(
         color: settings.stdout_style.enabled,
         remove_stacks: run.remove_stacks,
         absent: &absent,
+        known_stacks: &known_stacks,
     };
     if run.dry_run {
         let plan = planner.plan(run.operation, &config, "");
@@ -328,7 +336,7 @@ fn go(
     // Execute: the terminal and the ledger follow the run as it goes.
     let clock_start = Instant::now();
     let mut terminal = terminal(settings, run);
-    let mut ledger = recorder.map(|r| r.sink(&plan, &workspace.root));
+    let mut ledger = recorder.as_ref().map(|r| r.sink(&plan, &workspace.root));
     let mut sinks: Vec<&mut dyn Sink> = vec![&mut terminal];
     sinks.extend(ledger.as_mut().map(|l| l as &mut dyn Sink));
     let schedule = Schedule {
@@ -338,6 +346,13 @@ fn go(
     *ran = true;
     let reports = runner.execute(&plan, context(), schedule, &mut sinks);
     drop(ledger);
+    if let Some(recorder) = &recorder {
+        let (exist, gone) = stacks_seen(&plan, &reports);
+        let backend = backend_of(&env);
+        if let Err(error) = recorder.stacks_changed(&backend, stack.name.as_str(), &exist, &gone) {
+            tracing::warn!("{error}: the stacks that exist are not recorded");
+        }
+    }
 
     // Report.
     let logs = planner.logs("");
@@ -392,6 +407,46 @@ fn go(
         record_infra_type(settings, planner, &config);
     }
     result
+}
+
+/// The backend the run's Pulumi projects use, as the ledger keys the stacks it knows: the
+/// environment's `PULUMI_BACKEND_URL` (made absolute), or the CLI's login when unset.
+fn backend_of(env: &BTreeMap<String, String>) -> String {
+    env.get("PULUMI_BACKEND_URL")
+        .filter(|url| !url.is_empty())
+        .cloned()
+        .unwrap_or_else(|| "(login)".to_string())
+}
+
+/// Which Pulumi projects of the run now have the stack, and which were found without it: the
+/// ledger's record of the stacks that exist.
+fn stacks_seen(
+    plan: &crate::run::plan::RunPlan,
+    reports: &[ProjectReport],
+) -> (Vec<String>, Vec<String>) {
+    use crate::status::ProjectStatus;
+    let (mut exist, mut gone) = (Vec::new(), Vec::new());
+    for (project, report) in plan.projects.iter().zip(reports) {
+        if project.engine != crate::engine::EngineKind::Pulumi {
+            continue;
+        }
+        let removed = plan.operation == Operation::Destroy
+            && project
+                .steps
+                .iter()
+                .any(|s| s.kind == crate::engine::StepKind::Cleanup);
+        match (&report.outcome, report.status) {
+            (Outcome::Absent { .. }, _) => gone.push(project.path.clone()),
+            (_, ProjectStatus::Succeeded | ProjectStatus::Unchanged) if removed => {
+                gone.push(project.path.clone())
+            }
+            (_, ProjectStatus::Succeeded | ProjectStatus::Unchanged) => {
+                exist.push(project.path.clone())
+            }
+            _ => {}
+        }
+    }
+    (exist, gone)
 }
 
 /// The first successful `up` of a stack whose configuration does not say which provider built
