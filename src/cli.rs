@@ -246,7 +246,7 @@ pub struct RunArgs {
     #[arg(long, conflicts_with_all = ["only", "skip", "from", "with_dependencies", "with_dependents"])]
     pub resume: bool,
 
-    /// Only the projects whose inputs changed since their last successful up (up only)
+    /// Only the projects whose inputs changed since their last successful up (not for destroy)
     #[arg(long, conflicts_with = "resume")]
     pub changed: bool,
 

@@ -379,3 +379,34 @@ fn a_stack_removed_outside_mara_is_selected_again_when_the_operation_finds_it_go
     assert_eq!(of("p000"), ["up"], "{calls:?}");
     assert_eq!(calls.len(), s.n + 2);
 }
+
+#[test]
+fn preview_and_refresh_take_changed_too() {
+    let s = Synthetic::new(8);
+    assert_eq!(s.count(&["up", "--yes"]).0, 0);
+    // Nothing changed: no engine call.
+    for operation in ["preview", "refresh"] {
+        let before = s.engine_calls();
+        let output = s.mara().args([operation, "--changed"]).output().unwrap();
+        assert!(output.status.success(), "{}", common::stderr(&output));
+        assert_eq!(
+            s.engine_calls(),
+            before,
+            "{operation} --changed, nothing changed"
+        );
+    }
+    // One project of the last layer changed: only it runs.
+    let file = s.root().join("layer01/p007/Pulumi.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{text}  extra: x\n")).unwrap();
+    for operation in ["preview", "refresh"] {
+        let before = s.engine_calls();
+        let output = s.mara().args([operation, "--changed"]).output().unwrap();
+        assert!(output.status.success(), "{}", common::stderr(&output));
+        let calls = s.calls_since(before);
+        assert!(
+            !calls.is_empty() && calls.iter().all(|(project, _)| project == "p007"),
+            "{operation}: {calls:?}"
+        );
+    }
+}

@@ -59,6 +59,23 @@ const MIGRATIONS: &[&str] = &[
         project TEXT NOT NULL,
         PRIMARY KEY (backend, stack, project)
     );",
+    // 3: each project's fingerprint at its last successful `up` (none once destroyed), kept as
+    // projects finish, so that `--changed` reads one row per project whatever the history's
+    // length; filled from the history there is.
+    "CREATE TABLE deployed (
+        stack TEXT NOT NULL,
+        project TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        PRIMARY KEY (stack, project)
+    );
+    INSERT INTO deployed (stack, project, fingerprint)
+    SELECT r.stack, p.path, p.fingerprint FROM projects p JOIN runs r ON r.run_id = p.run_id
+    WHERE r.operation = 'up' AND p.status IN ('succeeded', 'unchanged') AND p.fingerprint IS NOT NULL
+      AND NOT EXISTS (
+        SELECT 1 FROM projects q JOIN runs s ON s.run_id = q.run_id
+        WHERE s.stack = r.stack AND q.path = p.path AND s.operation IN ('up', 'destroy')
+          AND q.status IN ('succeeded', 'unchanged') AND q.finished > p.finished
+      );",
 ];
 
 pub struct SqliteLedger {
@@ -382,13 +399,20 @@ impl Ledger for SqliteLedger {
             .changes
             .as_ref()
             .map(|c| serde_json::to_string(c).expect("counts serialize"));
-        self.connection
-            .execute(
+        // The project's row and what is deployed, in one transaction.
+        let transaction = self
+            .connection
+            .transaction()
+            .map_err(|e| db_error(&self.path, e))?;
+        transaction
+            .prepare_cached(
                 "INSERT INTO projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                  ON CONFLICT (run_id, path) DO UPDATE SET status = ?3, started = COALESCE(?4, started), finished = ?5,
                    exit_code = ?6, changes = ?7, reason = ?8, log = ?9, fingerprint = COALESCE(?10, fingerprint)",
-                params![
+            )
+            .and_then(|mut statement| {
+                statement.execute(params![
                     run_id,
                     project.path,
                     project.status,
@@ -399,10 +423,39 @@ impl Ledger for SqliteLedger {
                     project.reason,
                     project.log,
                     project.fingerprint
-                ],
-            )
+                ])
+            })
             .map_err(|e| db_error(&self.path, e))?;
-        Ok(())
+        if matches!(
+            project.status,
+            ProjectStatus::Succeeded | ProjectStatus::Unchanged
+        ) {
+            let (operation, stack, fingerprint): (Operation, String, Option<String>) = transaction
+                .prepare_cached(
+                    "SELECT r.operation, r.stack, p.fingerprint FROM runs r JOIN projects p ON p.run_id = r.run_id
+                     WHERE r.run_id = ?1 AND p.path = ?2",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![run_id, project.path], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })
+                })
+                .map_err(|e| db_error(&self.path, e))?;
+            match (operation, fingerprint) {
+                (Operation::Up, Some(fingerprint)) => transaction
+                    .prepare_cached(
+                        "INSERT INTO deployed (stack, project, fingerprint) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (stack, project) DO UPDATE SET fingerprint = ?3",
+                    )
+                    .and_then(|mut s| s.execute(params![stack, project.path, fingerprint])),
+                (Operation::Up, None) | (Operation::Destroy, _) => transaction
+                    .prepare_cached("DELETE FROM deployed WHERE stack = ?1 AND project = ?2")
+                    .and_then(|mut s| s.execute(params![stack, project.path])),
+                _ => Ok(0),
+            }
+            .map_err(|e| db_error(&self.path, e))?;
+        }
+        transaction.commit().map_err(|e| db_error(&self.path, e))
     }
 
     fn finish(&mut self, run_id: &str, status: RunStatus, finished: &str) -> Result<()> {
@@ -598,38 +651,19 @@ impl Ledger for SqliteLedger {
     }
 
     fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>> {
-        // Each project's last successful up or destroy, in order: a destroy after the up means
-        // the project is no longer deployed, whatever its inputs.
+        // One row per deployed project, kept as projects finish: the cost does not grow with
+        // the history.
         let mut statement = self
             .connection
-            .prepare(
-                "SELECT p.path, r.operation, p.fingerprint FROM projects p JOIN runs r ON r.run_id = p.run_id
-                 WHERE r.stack = ?1 AND r.operation IN ('up', 'destroy') AND p.status IN ('succeeded', 'unchanged')
-                 ORDER BY p.finished",
-            )
+            .prepare_cached("SELECT project, fingerprint FROM deployed WHERE stack = ?1")
             .map_err(|e| db_error(&self.path, e))?;
         let rows = statement
             .query_map([stack], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Operation>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                ))
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
             })
             .map_err(|e| db_error(&self.path, e))?;
-        let mut last = BTreeMap::new();
-        for row in rows {
-            let (path, operation, fingerprint) = row.map_err(|e| db_error(&self.path, e))?;
-            match (operation, fingerprint) {
-                (Operation::Up, Some(fingerprint)) => {
-                    last.insert(path, fingerprint);
-                }
-                _ => {
-                    last.remove(&path);
-                }
-            }
-        }
-        Ok(last)
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(|e| db_error(&self.path, e))
     }
 }
 
@@ -646,6 +680,83 @@ mod tests {
             command: "mara up".into(),
             started: format!("2026-11-21T00:00:0{}.000Z", id.len()),
         }
+    }
+
+    fn finished(path: &str, status: ProjectStatus, fingerprint: Option<&str>) -> ProjectRecord {
+        ProjectRecord {
+            path: path.into(),
+            status,
+            started: None,
+            finished: Some("2026-11-21T00:00:00.000Z".into()),
+            exit_code: Some(0),
+            changes: None,
+            reason: None,
+            log: None,
+            fingerprint: fingerprint.map(String::from),
+        }
+    }
+
+    #[test]
+    fn the_deployed_fingerprints_do_not_depend_on_the_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = SqliteLedger::open(&dir.path().join("ledger.db")).unwrap();
+        for n in 0..300 {
+            let id = format!("r{n:03}");
+            ledger.begin(&start(&id, "dev"), false).unwrap();
+            for p in ["a", "b", "c"] {
+                let print = format!("{p}-{n}");
+                ledger
+                    .project_finished(&id, &finished(p, ProjectStatus::Succeeded, Some(&print)))
+                    .unwrap();
+            }
+            ledger.finish(&id, RunStatus::Succeeded, "x").unwrap();
+        }
+        let mut destroy = start("d1", "dev");
+        destroy.operation = Operation::Destroy;
+        ledger.begin(&destroy, false).unwrap();
+        ledger
+            .project_finished("d1", &finished("c", ProjectStatus::Succeeded, None))
+            .unwrap();
+        let expected = BTreeMap::from([
+            ("a".to_string(), "a-299".to_string()),
+            ("b".to_string(), "b-299".to_string()),
+        ]);
+        assert_eq!(ledger.last_fingerprints("dev").unwrap(), expected);
+        // Read from one row per project: without the history, the answer is the same.
+        ledger
+            .connection
+            .execute("DELETE FROM projects", [])
+            .unwrap();
+        assert_eq!(ledger.last_fingerprints("dev").unwrap(), expected);
+    }
+
+    #[test]
+    fn the_deployed_fingerprints_are_filled_from_an_older_ledger_s_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        {
+            let connection = Connection::open(&path).unwrap();
+            connection.execute_batch(MIGRATIONS[0]).unwrap();
+            connection.execute_batch(MIGRATIONS[1]).unwrap();
+            connection.pragma_update(None, "user_version", 2).unwrap();
+            connection
+                .execute_batch(
+                    "INSERT INTO runs VALUES ('r1','up','aws','dev','u','h',1,'c','t1','t1','succeeded',0);
+                     INSERT INTO runs VALUES ('r2','up','aws','dev','u','h',1,'c','t2','t2','succeeded',0);
+                     INSERT INTO runs VALUES ('r3','destroy','aws','dev','u','h',1,'c','t3','t3','succeeded',0);
+                     INSERT INTO projects VALUES ('r1','a','succeeded','t1','t1',0,NULL,NULL,NULL,'a1');
+                     INSERT INTO projects VALUES ('r2','a','unchanged','t2','t2',0,NULL,NULL,NULL,'a2');
+                     INSERT INTO projects VALUES ('r2','b','succeeded','t2','t2',0,NULL,NULL,NULL,'b2');
+                     INSERT INTO projects VALUES ('r2','c','failed','t2','t2',1,NULL,NULL,NULL,'c2');
+                     INSERT INTO projects VALUES ('r3','b','succeeded','t3','t3',0,NULL,NULL,NULL,NULL);",
+                )
+                .unwrap();
+        }
+        let ledger = SqliteLedger::open(&path).unwrap();
+        assert_eq!(
+            ledger.last_fingerprints("dev").unwrap(),
+            BTreeMap::from([("a".to_string(), "a2".to_string())])
+        );
     }
 
     #[test]

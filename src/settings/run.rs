@@ -127,8 +127,10 @@ impl RunSettings {
             selection,
         } = args;
         let mode = match (resume, changed) {
-            (_, true) if operation != Operation::Up => {
-                return Err(Error::usage(Problem::new("--changed is for `mara up`")));
+            (_, true) if operation == Operation::Destroy => {
+                return Err(Error::usage(Problem::new(
+                    "--changed is for `mara up`, `preview` and `refresh`",
+                )));
             }
             (true, true) => {
                 return Err(Error::usage(Problem::new(
@@ -244,7 +246,14 @@ mod tests {
         assert_eq!(error.exit_code(), crate::error::exit::USAGE);
         let run = resolve(&["up", "--dry-run"], false).unwrap();
         assert_eq!(run.confirmation, Confirmation::NotAsked);
-        let error = resolve(&["refresh", "--changed"], true).unwrap_err();
-        assert_eq!(error.to_string(), "--changed is for `mara up`");
+        assert_eq!(
+            resolve(&["refresh", "--changed"], true).unwrap().mode,
+            Mode::Changed
+        );
+        let error = resolve(&["destroy", "--changed"], true).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--changed is for `mara up`, `preview` and `refresh`"
+        );
     }
 }

@@ -80,8 +80,12 @@ fn execute(
     };
 
     // Decide which of the selected projects run.
-    let fingerprints = match run.operation {
-        Operation::Up => narrow::fingerprints(&selected, files, stack),
+    // Fingerprinted: what `--changed` compares, and what a real `up` records; a dry run of all
+    // the projects needs none.
+    let fingerprints = match (run.operation, run.mode, run.dry_run) {
+        (_, Mode::Changed, _) | (Operation::Up, _, false) => {
+            narrow::fingerprints(&selected, files, stack)
+        }
         _ => BTreeMap::new(),
     };
     let Some(selected) = decide(settings, run, deployment, selected, stack, &fingerprints)? else {
