@@ -56,7 +56,8 @@ impl Job {
     fn emit(&self, log: &mut Option<std::fs::File>, stream: Stream, text: &str) {
         let text = self.redactor.redact(text);
         if let Some(file) = log {
-            let _ = writeln!(file, "{text}");
+            // One write per line: `writeln!` on a file makes one per piece.
+            let _ = file.write_all(format!("{text}\n").as_bytes());
         }
         let _ = self.events.send(Event::Line {
             index: self.index,

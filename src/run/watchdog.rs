@@ -101,7 +101,8 @@ impl Watchdog {
         if let Ok(mut state) = self.state.lock()
             && let State::Running(_, stdin) = &mut *state
         {
-            let _ = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
+            // One write per message (the pipe is unbuffered).
+            let _ = stdin.write_all(format!("{line}\n").as_bytes());
         }
     }
 }

@@ -1,5 +1,6 @@
 //! A `pulumi` that does no work, for the benchmarks (tests/bench/run.sh): it answers each call mara
-//! makes at once with valid output, sleeps `NOWORK_SLEEP` seconds in `up`/`refresh`/`destroy`, and
+//! makes at once with valid output, sleeps `NOWORK_SLEEP` seconds in `up`/`refresh`/`destroy` and
+//! `NOWORK_CALL_SLEEP` seconds in every call (what a real CLI's start-up and backend cost), and
 //! appends its arguments to `NOWORK_LOG` when that is set. Compiled rather than a shell script so
 //! that its own start-up (one process, no `sleep` child) disturbs the measurements as little as
 //! possible. Built by run.sh with `rustc -O`; not part of the crate.
@@ -8,6 +9,12 @@ use std::io::Write;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(seconds) = std::env::var("NOWORK_CALL_SLEEP")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+    }
     if let Ok(log) = std::env::var("NOWORK_LOG") {
         if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
             let _ = writeln!(file, "{}", args.join(" "));

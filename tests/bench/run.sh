@@ -4,10 +4,11 @@
 # Not part of `cargo test`: timings are measured here, never asserted in tests.
 #
 #   bash tests/bench/run.sh            # everything (about five minutes on 2 cores)
-#   bash tests/bench/run.sh plan cost  # some parts: plan, cost, parallel, changed, startup
+#   bash tests/bench/run.sh plan cost  # some parts: plan, cost, parallel, changed, startup, calls
+#   MARA_BEFORE=/path/to/older/mara bash tests/bench/run.sh calls   # the calls part, before/after
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-parts=${*:-plan cost parallel changed startup}
+parts=${*:-plan cost parallel changed startup calls}
 cargo build --release --workspace -q
 MARA="$PWD/target/release/mara"
 GENERATE="python3 $PWD/tests/bench/generate.py"
@@ -182,3 +183,50 @@ if [[ " $parts " == *" startup "* ]]; then
     echo "| \`mara $cmd\` | $(mean_ms "$work/s.json") ± $(stddev_ms "$work/s.json") |"
   done
 fi
+
+# --- 6. Engine calls per project, and what they cost -----------------------------------------
+# Calls counted with NOWORK_LOG on a fresh copy of the aws graph: the first run of each operation,
+# then steady state. Then a no-change `up` with every call costing 0.5 s (a real CLI's start-up
+# and backend), on the aws graph and on 100 projects; with MARA_BEFORE, an older mara beside it.
+if [[ " $parts " == *" calls "* ]]; then
+  echo
+  echo "## Engine calls per project"
+  echo "| mara | operation | first run | steady state |"
+  echo "|---|---|---|---|"
+  for bin in ${MARA_BEFORE:+"$MARA_BEFORE"} "$MARA"; do
+    label=$([ "$bin" = "$MARA" ] && echo now || echo before)
+    read -r n _ _ < <(shape "$work/aws")
+    for op in "up --yes" "preview" "refresh" "destroy --yes"; do
+      rm -rf "$work/calls-ws" && cp -r "$work/aws" "$work/calls-ws"
+      counts=()
+      # destroy and refresh need a deployed stack: an up first, not counted.
+      case "$op" in refresh*|destroy*) "$bin" -C "$work/calls-ws" up --yes -q > /dev/null ;; esac
+      for round in first steady; do
+        export NOWORK_LOG="$work/calls.log"; : > "$NOWORK_LOG"
+        "$bin" -C "$work/calls-ws" $op -q > /dev/null 2>&1 || true
+        counts+=("$(python3 -c "print(f'{$(wc -l < "$NOWORK_LOG") / $n:.2f}')")")
+        unset NOWORK_LOG
+        case "$op" in destroy*) "$bin" -C "$work/calls-ws" up --yes -q > /dev/null ;; esac
+      done
+      echo "| $label | \`$op\` | ${counts[0]} | ${counts[1]} |"
+    done
+  done
+  echo
+  echo "## A no-change up with every engine call costing 0.5 s (--parallel 8)"
+  echo "| mara | projects | wall time (s) |"
+  echo "|---|---|---|"
+  for bin in ${MARA_BEFORE:+"$MARA_BEFORE"} "$MARA"; do
+    label=$([ "$bin" = "$MARA" ] && echo now || echo before)
+    for size in aws 100; do
+      read -r n _ _ < <(shape "$work/$size")
+      rm -rf "$work/calls-ws" && cp -r "$work/$size" "$work/calls-ws"
+      "$bin" -C "$work/calls-ws" up --yes -q > /dev/null
+      export NOWORK_CALL_SLEEP=0.5
+      hyperfine -N --runs 3 --export-json "$work/c.json" \
+        "$bin -C $work/calls-ws up --yes --parallel 8 -q" > /dev/null
+      unset NOWORK_CALL_SLEEP
+      echo "| $label | $n | $(python3 -c "import json; r = json.load(open('$work/c.json'))['results'][0]; print(f\"{r['mean']:.2f} ± {r['stddev']:.2f}\")") |"
+    done
+  done
+fi
+
