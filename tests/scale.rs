@@ -319,7 +319,7 @@ impl Synthetic {
 }
 
 #[test]
-fn in_steady_state_up_and_preview_make_one_engine_call_per_project() {
+fn in_steady_state_every_operation_makes_one_engine_call_per_project() {
     let s = Synthetic::new(12);
     let (code, _) = s.count(&["up", "--yes"]);
     assert_eq!(code, 0);
@@ -329,7 +329,12 @@ fn in_steady_state_up_and_preview_make_one_engine_call_per_project() {
         selects, s.n,
         "the first up selects (creates) each stack: {first:?}"
     );
-    for operation in [["up", "--yes"].as_slice(), ["preview"].as_slice()] {
+    for operation in [
+        ["up", "--yes"].as_slice(),
+        ["preview"].as_slice(),
+        ["refresh"].as_slice(),
+        ["destroy", "--yes"].as_slice(),
+    ] {
         let before = s.engine_calls();
         let (code, _) = s.count(operation);
         assert_eq!(code, 0);

@@ -1,8 +1,8 @@
 //! Which selected projects have the stack, before a `destroy` or `refresh` (docs/commands.md, "up,
 //! preview, refresh, destroy"): neither ever creates a stack, and a project whose stack does not
 //! exist is not touched. Each Pulumi project's CLI is asked, read-only (`stack ls --json`), at
-//! most `width` at once; a project that cannot be asked counts as having it (the run then finds
-//! out, and says so).
+//! most `width` at once, unless the ledger knows it has the stack; a project that cannot be asked
+//! counts as having it (the run then finds out, and says so).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,12 +34,18 @@ pub fn find(
     env: &BTreeMap<String, String>,
     width: usize,
     interrupt: &Interrupt,
+    known: &BTreeSet<String>,
 ) -> Found {
     let order = selected.order();
     let answers = crate::parallel::map_with(width, order.len(), |k| {
         let project = selected.graph.project(order[k]);
         if project.engine_or(workspace.settings.engine) != EngineKind::Pulumi {
             return None;
+        }
+        // The ledger knows it has the stack: not asked (if it is gone after all, the operation
+        // says so, and the project is reported without it).
+        if known.contains(&project.path) {
+            return Some(vec![pulumi.stack.clone()]);
         }
         let step = pulumi.list_step(&workspace.project_dir(&project.path));
         if interrupt.is_interrupted() {

@@ -124,6 +124,14 @@ fn execute(
         checks.needs()?;
     }
     interrupted()?;
+    // The stacks the ledger knows exist on this backend: those are not selected first, nor asked
+    // about before a destroy or refresh.
+    let backend = backend_of(&with_secrets);
+    let known_stacks = ledger::open_existing(&ledger::path(&files.workspace))
+        .ok()
+        .flatten()
+        .and_then(|l| l.known_stacks(&backend, stack.name.as_str()).ok())
+        .unwrap_or_default();
     // `destroy` and `refresh` never create a stack: the projects without it are not touched, and
     // when none has it, nothing runs.
     let absent = match run.operation {
@@ -139,6 +147,7 @@ fn execute(
                 &env,
                 run.parallel,
                 runner.interrupt(),
+                &known_stacks,
             );
             interrupted()?;
             if found.all_asked && found.absent.len() == selected.len() {
@@ -155,13 +164,6 @@ fn execute(
     };
     let started = SystemTime::now();
     let run_id = clock::run_id(started);
-    // The stacks the ledger knows exist on this backend: those are not selected first.
-    let backend = backend_of(&with_secrets);
-    let known_stacks = ledger::open_existing(&ledger::path(&files.workspace))
-        .ok()
-        .flatten()
-        .and_then(|l| l.known_stacks(&backend, stack.name.as_str()).ok())
-        .unwrap_or_default();
     let planner = Planner {
         deployment,
         selected: &selected,
