@@ -415,3 +415,17 @@ fn preview_and_refresh_take_changed_too() {
         );
     }
 }
+
+#[test]
+fn a_preview_alone_learns_its_stacks_too() {
+    let s = Synthetic::new(4);
+    assert_eq!(s.count(&["preview"]).0, 0);
+    let before = s.engine_calls();
+    assert_eq!(s.count(&["preview"]).0, 0);
+    let calls = s.calls_since(before);
+    assert_eq!(
+        calls.len(),
+        s.n,
+        "the second preview makes one call each: {calls:?}"
+    );
+}

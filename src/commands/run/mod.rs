@@ -352,12 +352,18 @@ fn go(
     *ran = true;
     let reports = runner.execute(&plan, context(), schedule, &mut sinks);
     drop(ledger);
-    if let Some(recorder) = &recorder {
-        let (exist, gone) = stacks_seen(&plan, &reports);
-        let backend = backend_of(&env);
-        if let Err(error) = recorder.stacks_changed(&backend, stack.name.as_str(), &exist, &gone) {
-            tracing::warn!("{error}: the stacks that exist are not recorded");
-        }
+    // Which stacks exist now, for the next run's plan; a preview (which takes no lock, and may
+    // have created stacks) records it too.
+    let (exist, gone) = stacks_seen(&plan, &reports);
+    let backend = backend_of(&env);
+    let recorded = match &recorder {
+        Some(recorder) => recorder.stacks_changed(&backend, stack.name.as_str(), &exist, &gone),
+        None if exist.is_empty() && gone.is_empty() => Ok(()),
+        None => ledger::open(&ledger::path(workspace))
+            .and_then(|mut l| l.stacks_changed(&backend, stack.name.as_str(), &exist, &gone)),
+    };
+    if let Err(error) = recorded {
+        tracing::warn!("{error}: the stacks that exist are not recorded");
     }
 
     // Report.
