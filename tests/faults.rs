@@ -11,19 +11,12 @@ use common::Deployment as Case;
 use serde_json::Value;
 
 impl Case {
-    /// `mara <args>` in the background with `env` added.
+    /// `mara <args>` in the background with the deployment's environment and `env` added.
     fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> Child {
-        Command::new(assert_cmd::cargo::cargo_bin("mara"))
-            .args(args)
-            .current_dir(self.root())
-            .envs(self.environment())
-            .envs(env.iter().copied())
-            .env("NO_COLOR", "1")
-            .env_remove("CI")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        let deployment = self.environment();
+        let mut all: Vec<(&str, &str)> = deployment.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        all.extend(env);
+        spawn_at(self.root(), args, &all)
     }
 
     fn history(&self) -> Vec<Value> {
@@ -468,9 +461,14 @@ fn counting(stop_on_int: bool) -> common::Workspace {
 }
 
 fn spawn_in(ws: &common::Workspace, args: &[&str], env: &[(&str, &str)]) -> Child {
+    spawn_at(ws.path(), args, env)
+}
+
+/// `mara <args>` in the background in `root`, with `env` added.
+fn spawn_at(root: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Child {
     Command::new(assert_cmd::cargo::cargo_bin("mara"))
         .args(args)
-        .current_dir(ws.path())
+        .current_dir(root)
         .envs(env.iter().copied())
         .env("NO_COLOR", "1")
         .env_remove("CI")

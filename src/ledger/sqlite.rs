@@ -625,25 +625,22 @@ impl Ledger for SqliteLedger {
             .connection
             .transaction()
             .map_err(|e| db_error(&self.path, e))?;
-        {
-            let mut insert = transaction
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO stacks (backend, stack, project) VALUES (?1, ?2, ?3)",
-                )
+        for (sql, projects) in [
+            (
+                "INSERT OR IGNORE INTO stacks (backend, stack, project) VALUES (?1, ?2, ?3)",
+                exist,
+            ),
+            (
+                "DELETE FROM stacks WHERE backend = ?1 AND stack = ?2 AND project = ?3",
+                gone,
+            ),
+        ] {
+            let mut statement = transaction
+                .prepare_cached(sql)
                 .map_err(|e| db_error(&self.path, e))?;
-            for project in exist {
-                insert
-                    .execute([backend, stack, project])
-                    .map_err(|e| db_error(&self.path, e))?;
-            }
-            let mut delete = transaction
-                .prepare_cached(
-                    "DELETE FROM stacks WHERE backend = ?1 AND stack = ?2 AND project = ?3",
-                )
-                .map_err(|e| db_error(&self.path, e))?;
-            for project in gone {
-                delete
-                    .execute([backend, stack, project])
+            for project in projects {
+                statement
+                    .execute([backend, stack, project.as_str()])
                     .map_err(|e| db_error(&self.path, e))?;
             }
         }
