@@ -136,6 +136,15 @@ impl Interrupt {
         self.level() > InterruptLevel::None
     }
 
+    /// `Err(Interrupted)` once an interruption was requested: where a run's step asks whether
+    /// to go on.
+    pub fn checkpoint(&self) -> crate::error::Result<()> {
+        match self.is_interrupted() {
+            true => Err(crate::error::Error::Interrupted),
+            false => Ok(()),
+        }
+    }
+
     /// Resolves once an interruption has been requested.
     pub async fn requested(&self) {
         let mut receiver = self.level.subscribe();

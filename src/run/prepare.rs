@@ -80,9 +80,7 @@ impl Stack<'_> {
             }
             None => configure::from_environment(&needs, env),
         };
-        if self.interrupt.is_interrupted() {
-            return Err(Error::Interrupted);
-        }
+        self.interrupt.checkpoint()?;
         let config = if self.config.is_first_run() {
             *wrote = true;
             let written = write_first_run(
@@ -135,9 +133,7 @@ impl Stack<'_> {
                     program: step.program.clone(),
                     source,
                 })?;
-            if self.interrupt.is_interrupted() {
-                return Err(Error::Interrupted);
-            }
+            self.interrupt.checkpoint()?;
             if finished.code != Some(0) {
                 let redactor = Redactor::new([value.expose().to_string()]);
                 let reason = process::last_error(&finished.stderr).unwrap_or("pulumi failed");

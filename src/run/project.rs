@@ -194,10 +194,10 @@ pub async fn run(mut job: Job) -> Finished {
             }
             exit_code = finished.code;
         }
-        if step.kind == StepKind::SecretMarks && interrupt.is_interrupted() {
-            return job.failed(exit_code, "interrupted".into(), &log);
-        }
         if step.kind == StepKind::SecretMarks {
+            if interrupt.is_interrupted() {
+                return job.failed(exit_code, "interrupted".into(), &log);
+            }
             // Which outputs are secret: when Pulumi cannot say, every one of them is, for what
             // the hooks print; the project's own work is done either way.
             let marks = match step.succeeded(finished.code) {

@@ -59,6 +59,14 @@ impl Recorder {
         }
     }
 
+    /// A recorded run, with its projects (the one whose lock `begin` took over, say).
+    pub fn run(&self, run_id: &str) -> Result<Option<crate::ledger::RunRecord>> {
+        self.ledger
+            .lock()
+            .expect("the ledger is never poisoned")
+            .run(run_id)
+    }
+
     /// Watches for `mara cancel` until the run is finished: a request interrupts the run as
     /// Ctrl-C would.
     pub fn watch_cancel(&mut self, interrupt: Interrupt) {

@@ -67,9 +67,7 @@ pub(super) fn confirm(
             };
             let sinks: &mut [&mut dyn Sink] = &mut [&mut failures, &mut lines];
             let reports = runner.execute(&preview, context, schedule, sinks);
-            if runner.interrupt().is_interrupted() {
-                return Err(Error::Interrupted);
-            }
+            runner.interrupt().checkpoint()?;
             let confirmed = confirm::update(&mut prompter, &reports, &lines, style)?;
             let created = reports
                 .iter()

@@ -57,10 +57,6 @@ fn execute(
     deployment: &Deployment,
     runner: &Runner,
 ) -> Result<()> {
-    let interrupted = || match runner.interrupt().is_interrupted() {
-        true => Err(Error::Interrupted),
-        false => Ok(()),
-    };
     // Load: the stack, its configuration, the selection, the environment, the stored secrets.
     let files = &deployment.files;
     let stack = files.required_stack()?;
@@ -123,7 +119,7 @@ fn execute(
     if asks {
         checks.needs()?;
     }
-    interrupted()?;
+    runner.interrupt().checkpoint()?;
     // The stacks the ledger knows exist on this backend: those are not selected first, nor asked
     // about before a destroy or refresh.
     let backend = backend_of(&with_secrets);
@@ -149,7 +145,7 @@ fn execute(
                 runner.interrupt(),
                 &known_stacks,
             );
-            interrupted()?;
+            runner.interrupt().checkpoint()?;
             if found.all_asked && found.absent.len() == selected.len() {
                 return Err(no_such_stack(stack, &found.stacks));
             }
@@ -183,7 +179,7 @@ fn execute(
 
     // Record the run and take the stack's lock (a preview takes none); whatever happens next,
     // the record says how it ended, and `mara cancel` reaches it.
-    interrupted()?;
+    runner.interrupt().checkpoint()?;
     let mut recorder = match run.operation.mutates() {
         true => Some(record(
             settings,
@@ -202,6 +198,7 @@ fn execute(
         config: &config,
         stored: &stored,
         with_secrets: &with_secrets,
+        backend: &backend,
         started,
     };
     let mut ran = false;
@@ -241,6 +238,8 @@ struct Prepared<'a> {
     stored: &'a StackConfigFile,
     /// The environment with `MARA_SECRET_*`, for mara alone.
     with_secrets: &'a BTreeMap<String, String>,
+    /// The backend the ledger keys the known stacks by (`backend_of`).
+    backend: &'a str,
     started: SystemTime,
 }
 
@@ -312,9 +311,7 @@ fn go(
         },
     };
 
-    if runner.interrupt().is_interrupted() {
-        return Err(Error::Interrupted);
-    }
+    runner.interrupt().checkpoint()?;
 
     // Plan, and confirm.
     let plan = planner.plan(run.operation, &config, "");
@@ -330,9 +327,7 @@ fn go(
             return Err(declined(run.operation, stack, &stored, workspace));
         }
     }
-    if runner.interrupt().is_interrupted() {
-        return Err(Error::Interrupted);
-    }
+    runner.interrupt().checkpoint()?;
     if run.operation == Operation::Up && files.env_file.is_none() {
         let file = workspace.env_file();
         crate::files::write_private(&file, &format!("PULUMI_STACK={}\n", stack.name))
@@ -355,12 +350,12 @@ fn go(
     // Which stacks exist now, for the next run's plan; a preview (which takes no lock, and may
     // have created stacks) records it too.
     let (exist, gone) = stacks_seen(&plan, &reports);
-    let backend = backend_of(&env);
+    let backend = prepared.backend;
     let recorded = match &recorder {
-        Some(recorder) => recorder.stacks_changed(&backend, stack.name.as_str(), &exist, &gone),
+        Some(recorder) => recorder.stacks_changed(backend, stack.name.as_str(), &exist, &gone),
         None if exist.is_empty() && gone.is_empty() => Ok(()),
         None => ledger::open(&ledger::path(workspace))
-            .and_then(|mut l| l.stacks_changed(&backend, stack.name.as_str(), &exist, &gone)),
+            .and_then(|mut l| l.stacks_changed(backend, stack.name.as_str(), &exist, &gone)),
     };
     if let Err(error) = recorded {
         tracing::warn!("{error}: the stacks that exist are not recorded");
@@ -530,10 +525,10 @@ fn record(
     let file = ledger::path(&deployment.files.workspace);
     let (recorder, took_over) = Recorder::begin(ledger::open(&file)?, &start)?;
     if let Some(old) = took_over {
-        let note = ledger::open_existing(&file)
+        let note = recorder
+            .run(&old.run_id)
             .ok()
             .flatten()
-            .and_then(|l| l.run(&old.run_id).ok().flatten())
             .map(|r| r.engine_locks_note())
             .unwrap_or_default();
         let warning = format!(
