@@ -33,23 +33,6 @@ impl Case {
     }
 }
 
-/// Waits (20 s at most) for a process under `root` whose command line holds `text`; its pid.
-fn wait_for_process(root: &std::path::Path, text: &str, mara: &mut Child) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(found) = common::processes_in(root).iter().find(|p| p.contains(text)) {
-            return found.split(' ').next().unwrap().parse().unwrap();
-        }
-        if let Ok(Some(status)) = mara.try_wait() {
-            let mut err = String::new();
-            std::io::Read::read_to_string(mara.stderr.as_mut().unwrap(), &mut err).unwrap();
-            panic!("mara ended ({status}) before `{text}` started: {err}");
-        }
-        assert!(Instant::now() < deadline, "`{text}` never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Waits (30 s at most) for `child` to end; its exit code and standard error.
 fn wait(child: Child) -> (Option<i32>, String) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -93,7 +76,7 @@ fn sigterm_while_a_secret_is_stored_ends_the_run_cancelled_with_nothing_left() {
             ("MARA_SECRET_FROM_CI", "Zq7-ci-only-value"),
         ],
     );
-    let storing = wait_for_process(case.root(), " config set ", &mut mara);
+    let storing = common::wait_for_process(case.root(), " config set ", &mut mara);
     // A moment for the step to install its own SIGINT handler (and log that it was reached).
     std::thread::sleep(Duration::from_millis(300));
 
@@ -168,7 +151,7 @@ fn a_signal_before_anything_ran_leaves_no_record() {
         &["destroy", "--yes"],
         &[("PULUMI_STAND_IN_STEP_DELAY_MS", "stack ls=60000")],
     );
-    let asking = wait_for_process(case.root(), " stack ls ", &mut mara);
+    let asking = common::wait_for_process(case.root(), " stack ls ", &mut mara);
     assert!(asking > 0);
     signal(mara.id() as i32, libc::SIGINT);
     let (code, err) = wait(mara);
@@ -235,7 +218,7 @@ fn kill_9_of_mara_leaves_no_engine_even_one_that_ignores_sigint() {
     );
     // Killed once its engine holds the stack's own lock (the engine is in the watchdog's group
     // from its first instruction; the lock is what the next run must be told about).
-    wait_for_process(case.root(), "/pulumi --non-interactive up ", &mut mara);
+    common::wait_for_process(case.root(), "/pulumi --non-interactive up ", &mut mara);
     let locks = case.root().join(".mara/pulumi-state/.pulumi/locks");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !(locks.is_dir() && common::tree(&locks).values().any(Option::is_some)) {
@@ -410,7 +393,7 @@ fn a_closed_terminal_is_an_interruption() {
         &["up", "--yes", "--only", "cluster"],
         &[("PULUMI_STAND_IN_DELAY_MS", "60000")],
     );
-    wait_for_process(case.root(), "/pulumi --non-interactive up ", &mut mara);
+    common::wait_for_process(case.root(), "/pulumi --non-interactive up ", &mut mara);
     std::thread::sleep(Duration::from_millis(300));
     // A closing session may send it twice: still only a cancel, never a kill.
     signal(mara.id() as i32, libc::SIGHUP);

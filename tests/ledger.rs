@@ -151,14 +151,7 @@ fn a_killed_run_is_taken_over_and_recorded_abandoned() {
     let running = ws.wait_until_running(&mut killed);
     // Killed while its engine runs, the moment its `up` process exists: the engine is in the
     // watchdog's process group from its first instruction.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !common::processes_in(ws.root())
-        .iter()
-        .any(|p| p.contains("/pulumi --non-interactive up "))
-    {
-        assert!(Instant::now() < deadline, "the engine never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for_process(ws.root(), "/pulumi --non-interactive up ", &mut killed);
     killed.kill().unwrap(); // SIGKILL: no chance to clean up
     killed.wait().unwrap();
     // The watchdog interrupts the engine the killed run left; it releases its own lock as it ends.

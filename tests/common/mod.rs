@@ -376,3 +376,23 @@ pub fn wait_for_no_process_in(root: &Path) -> bool {
     }
     true
 }
+
+/// Waits (20 s at most) for a process under `root` whose command line holds `text`; its pid.
+pub fn wait_for_process(root: &Path, text: &str, mara: &mut std::process::Child) -> i32 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Some(found) = processes_in(root).iter().find(|p| p.contains(text)) {
+            return found.split(' ').next().unwrap().parse().unwrap();
+        }
+        if let Ok(Some(status)) = mara.try_wait() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(mara.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("mara ended ({status}) before `{text}` started: {err}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "`{text}` never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
