@@ -15,7 +15,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::engine::{Changes, Operation};
-use crate::error::{Result, plural};
+use crate::error::Result;
 use crate::status::{ProjectStatus, RunStatus};
 use crate::workspace::Workspace;
 
@@ -113,44 +113,6 @@ impl RunRecord {
             }
         }
         self
-    }
-}
-
-impl RunRecord {
-    /// What to say of the engines' own locks after this run (as seen) ended without being able
-    /// to stop its engines cleanly: the projects it killed, and the ones still running when it
-    /// was abandoned — an engine killed with it may hold its stack's own lock. Empty when none.
-    pub fn engine_locks_note(&self) -> String {
-        let run = self.clone().as_seen();
-        let left: Vec<&ProjectRecord> = run
-            .projects
-            .iter()
-            .filter(|p| {
-                p.status == ProjectStatus::Abandoned
-                    || (run.status == RunStatus::Abandoned && p.status == ProjectStatus::Running)
-                    || p.reason.as_deref().is_some_and(|r| r.starts_with("killed"))
-            })
-            .collect();
-        if left.is_empty() {
-            return String::new();
-        }
-        let mut text = format!(
-            "Run {} left {} {} whose engine may have been killed and may still hold the stack's own lock:\n",
-            run.run_id,
-            left.len(),
-            plural(left.len(), "project", "projects")
-        );
-        for project in left {
-            let reason = match project.reason.as_deref() {
-                Some(reason) if reason.starts_with("killed") => reason.to_string(),
-                _ => format!(
-                    "running when its run was abandoned; if `mara up` finds it locked, clear it with `pulumi cancel --yes --stack {}` in its directory (Terraform: `force-unlock`)",
-                    run.stack
-                ),
-            };
-            text.push_str(&format!("  {}: {reason}\n", project.path));
-        }
-        text
     }
 }
 

@@ -529,7 +529,7 @@ fn record(
             .run(&old.run_id)
             .ok()
             .flatten()
-            .map(|r| r.engine_locks_note())
+            .map(|r| crate::commands::ledger::engine_locks_note(&r))
             .unwrap_or_default();
         let warning = format!(
             "warning: took over the lock of {old}, whose process is gone; that run is recorded abandoned\n{note}"
