@@ -6,10 +6,11 @@
 //! dependencies', so a difference in `full` alone means "a dependency changed".
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::engine::terraform::InitStamp;
 use crate::graph::Plan;
 use crate::provider::Project;
 
@@ -208,6 +209,64 @@ fn without_pulumi_keys(text: &str) -> String {
     kept.join("\n")
 }
 
+/// The stamp a module's inputs make now: a hash, then whether `.terraform` exists.
+fn init_stamp_now(stamp: &InitStamp) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(b"mara-init-1\0");
+    hasher.update(stamp.binary.as_bytes());
+    hasher.update(b"\0");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&stamp.dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                    name.ends_with(".tf")
+                        || name.ends_with(".tf.json")
+                        || name == ".terraform.lock.hcl"
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    for path in &names {
+        hasher.update(path.file_name().unwrap_or_default().as_encoded_bytes());
+        hasher.update(b"\0");
+        hasher.update(std::fs::read(path).unwrap_or_default());
+        hasher.update(b"\0");
+    }
+    let hash = hex(&hasher.finalize());
+    let data = stamp.dir.join(".terraform").is_dir();
+    format!("{hash} {}\n", if data { "data" } else { "no-data" })
+}
+
+/// What `terraform init` was last run on in a module, kept in mara's state directory: the binary,
+/// the module's own `*.tf` and `*.tf.json` files and its `.terraform.lock.hcl` (where its backend,
+/// providers and module calls are declared), and whether that left a `.terraform` directory. It
+/// is current while those inputs are the same and that directory is still there
+/// (docs/decisions.md, "Engine calls"). Whether `init` already ran on the module's current
+/// inputs.
+pub fn init_is_current(stamp: &InitStamp) -> bool {
+    std::fs::read_to_string(&stamp.file).is_ok_and(|kept| kept == init_stamp_now(stamp))
+}
+
+/// Records that `init` just ran on the module's inputs (after it, as `init` writes the lock
+/// file). A stamp that cannot be written only means `init` runs again next time.
+pub fn record_init(stamp: &InitStamp) {
+    let written = stamp
+        .file
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| crate::files::write_atomic(&stamp.file, &init_stamp_now(stamp), 0o644));
+    if let Err(error) = written {
+        tracing::debug!(
+            "the init stamp {} was not written: {error}",
+            stamp.file.display()
+        );
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -308,5 +367,39 @@ mod tests {
                 .all(|(i, fp)| compare(&b[i], Some(fp)) == Change::InputsChanged)
         );
         assert_eq!(compare(&a[&0], None), Change::NeverDeployed);
+    }
+
+    #[test]
+    fn the_init_stamp_follows_the_module_files_the_lock_file_and_the_data_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = dir.path().join("dns");
+        std::fs::create_dir(&module).unwrap();
+        std::fs::write(module.join("main.tf"), "terraform {}\n").unwrap();
+        let stamp = InitStamp {
+            file: dir.path().join("state/init/dns"),
+            dir: module.clone(),
+            binary: "terraform".into(),
+        };
+        assert!(!init_is_current(&stamp), "never initialized");
+        std::fs::create_dir(module.join(".terraform")).unwrap();
+        record_init(&stamp);
+        assert!(init_is_current(&stamp));
+        // A file that is not Terraform's does not count.
+        std::fs::write(module.join("README.md"), "notes").unwrap();
+        assert!(init_is_current(&stamp));
+        std::fs::write(module.join(".terraform.lock.hcl"), "provider {}").unwrap();
+        assert!(!init_is_current(&stamp), "the lock file changed");
+        record_init(&stamp);
+        std::fs::write(module.join("backend.tf"), "terraform { backend \"s3\" {} }").unwrap();
+        assert!(!init_is_current(&stamp), "a module file was added");
+        record_init(&stamp);
+        std::fs::remove_dir(module.join(".terraform")).unwrap();
+        assert!(!init_is_current(&stamp), "its data directory is gone");
+        let tofu = InitStamp {
+            binary: "tofu".into(),
+            ..stamp.clone()
+        };
+        record_init(&stamp);
+        assert!(!init_is_current(&tofu), "another binary");
     }
 }

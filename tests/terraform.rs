@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use assert_cmd::Command;
@@ -407,4 +408,162 @@ fn destroy_and_refresh_never_make_a_workspace() {
     );
     assert_eq!(project(&report, "network")["status"], "succeeded");
     assert!(!m.root().join("app/terraform.tfstate.d/dev").exists());
+}
+
+/// A `terraform` on PATH that logs each call (`<module> <TF_WORKSPACE> <args>`) and runs the real
+/// one.
+fn logging_terraform(real: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
+    let bin = tempfile::tempdir().unwrap();
+    let log = bin.path().join("calls.log");
+    let script = format!(
+        "#!/bin/sh\necho \"$(basename \"$PWD\") ${{TF_WORKSPACE:--}} $*\" >> '{}'\nexec '{}' \"$@\"\n",
+        log.display(),
+        real.display()
+    );
+    let wrapper = bin.path().join("terraform");
+    std::fs::write(&wrapper, script).unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    (bin, log)
+}
+
+/// The calls logged since the last look, without `-no-color`, by module in the order each
+/// module's came (modules run side by side).
+fn calls_since(log: &Path, seen: &mut usize) -> BTreeMap<String, Vec<String>> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<String> = text
+        .lines()
+        .skip(*seen)
+        .map(|l| l.replace(" -no-color", ""))
+        .collect();
+    *seen += lines.len();
+    let mut calls: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in lines {
+        let (module, call) = line.split_once(' ').unwrap();
+        calls
+            .entry(module.to_string())
+            .or_default()
+            .push(call.to_string());
+    }
+    calls
+}
+
+/// `{module: [call, …]}`.
+fn by_module(calls: &[(&str, &[&str])]) -> BTreeMap<String, Vec<String>> {
+    calls
+        .iter()
+        .map(|(module, calls)| {
+            (
+                module.to_string(),
+                calls.iter().map(|c| c.to_string()).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_deployed_module_costs_one_terraform_process_per_run() {
+    let Some(terraform) = common::terraform() else {
+        return;
+    };
+    let m = Modules::new("terraform-local");
+    let (bin, log) = logging_terraform(&terraform);
+    let path = common::path_with(bin.path());
+    let mut seen = 0;
+    let run = |args: &[&str]| {
+        let output = m
+            .mara()
+            .env("PATH", &path)
+            .arg("--output")
+            .arg("json")
+            .args(args)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&output)));
+        let calls = std::fs::read_to_string(&log).unwrap_or_default();
+        assert_eq!(output.status.code(), Some(0), "{report:#}\n{calls}");
+        report
+    };
+    let apply = "dev apply -auto-approve -input=false -json";
+
+    // First up: each module is initialized, then applied in the stack's workspace; no
+    // `workspace select`, no `workspace new` (the local backend makes it as it writes).
+    run(&["up", "--yes"]);
+    let init = "- init -input=false";
+    assert_eq!(
+        calls_since(&log, &mut seen),
+        by_module(&[("network", &[init, apply]), ("app", &[init, apply])])
+    );
+    // Steady state: one process per module and operation.
+    run(&["up", "--yes"]);
+    assert_eq!(
+        calls_since(&log, &mut seen),
+        by_module(&[("network", &[apply]), ("app", &[apply])])
+    );
+    run(&["preview"]);
+    let plan = "dev plan -detailed-exitcode -input=false -json";
+    assert_eq!(
+        calls_since(&log, &mut seen),
+        by_module(&[("network", &[plan]), ("app", &[plan])])
+    );
+    run(&["refresh", "--yes"]);
+    // The ledger knows the workspaces exist: not selected first.
+    let refresh = "dev apply -refresh-only -auto-approve -input=false -json";
+    assert_eq!(
+        calls_since(&log, &mut seen),
+        by_module(&[("network", &[refresh]), ("app", &[refresh])])
+    );
+    // mara chose the workspace for its own processes: the one a person selected is theirs.
+    let shown = std::process::Command::new(&terraform)
+        .args(["workspace", "show"])
+        .current_dir(m.root().join("network"))
+        .env_remove("TF_WORKSPACE")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&shown.stdout).trim(), "default");
+
+    // A module call added to the module: its files changed, so `init` runs first.
+    std::fs::create_dir(m.root().join("app/extra")).unwrap();
+    std::fs::write(
+        m.root().join("app/extra/main.tf"),
+        "output \"n\" { value = 1 }\n",
+    )
+    .unwrap();
+    let main = m.root().join("app/main.tf");
+    let text = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(
+        &main,
+        format!("{text}\nmodule \"extra\" {{\n  source = \"./extra\"\n}}\n"),
+    )
+    .unwrap();
+    run(&["up", "--yes", "--only", "app"]);
+    assert_eq!(
+        calls_since(&log, &mut seen),
+        by_module(&[("app", &[init, apply])])
+    );
+    // A module call deeper down, which mara does not look at: Terraform asks for `init`, which
+    // runs, and the apply again.
+    std::fs::create_dir(m.root().join("app/extra/inner")).unwrap();
+    std::fs::write(m.root().join("app/extra/inner/main.tf"), "").unwrap();
+    std::fs::write(
+        m.root().join("app/extra/main.tf"),
+        "output \"n\" { value = 1 }\nmodule \"inner\" {\n  source = \"./inner\"\n}\n",
+    )
+    .unwrap();
+    run(&["up", "--yes", "--only", "app"]);
+    assert_eq!(
+        calls_since(&log, &mut seen),
+        by_module(&[("app", &[apply, init, apply])])
+    );
+    let report = run(&["destroy", "--yes"]);
+    assert_eq!(project(&report, "app")["status"], "succeeded");
+    let destroy = "dev destroy -auto-approve -input=false -json";
+    assert_eq!(
+        calls_since(&log, &mut seen),
+        by_module(&[("network", &[destroy]), ("app", &[destroy])])
+    );
 }

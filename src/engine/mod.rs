@@ -116,6 +116,11 @@ pub struct Target<'a> {
     /// Whether the ledger knows its stack exists: then `up` and `preview` run without selecting
     /// (or creating) it first, and do so only if the operation finds it missing.
     pub stack_known: bool,
+    /// Where a Terraform module's init stamp is kept (`<state_dir>/init/<path>`).
+    pub init_stamp: &'a Path,
+    /// Whether its stamp says the module was initialized on its current inputs: then `init` is
+    /// left out, and runs only if the operation asks for it.
+    pub initialized: bool,
     pub dir: &'a Path,
     /// Whether `dir` exists.
     pub has_dir: bool,
@@ -155,7 +160,10 @@ impl Engines {
         {
             let select = steps.remove(0);
             if let Some(op) = steps.iter_mut().find(|s| s.kind == StepKind::Operation) {
-                op.recreate = Some(Box::new(select));
+                op.repairs.push(Repair {
+                    when: Missing::Stack,
+                    step: select,
+                });
             }
         }
         // A destroy hook that reads the outputs needs them before they are gone.
@@ -187,11 +195,16 @@ impl Engines {
                 self.pulumi
                     .steps(target.path, target.dir, operation, remove)
             }
-            engine @ (EngineKind::Terraform | EngineKind::Tofu) => self.terraform(engine).steps(
-                target.dir,
-                operation,
-                &terraform::variables(&self.config, target.leaf()),
-            ),
+            engine @ (EngineKind::Terraform | EngineKind::Tofu) => {
+                let module = terraform::Module {
+                    dir: target.dir,
+                    variables: terraform::variables(&self.config, target.leaf()),
+                    stamp: self.init_stamp(target, engine),
+                    initialized: target.initialized,
+                    workspace_known: target.stack_known,
+                };
+                self.terraform(engine).steps(&module, operation)
+            }
             EngineKind::Command => {
                 let cwd = if target.has_dir {
                     target.dir
@@ -206,6 +219,15 @@ impl Engines {
                     target.outputs,
                 )
             }
+        }
+    }
+
+    /// The init stamp of a Terraform (or OpenTofu) module.
+    pub fn init_stamp(&self, target: &Target<'_>, engine: EngineKind) -> terraform::InitStamp {
+        terraform::InitStamp {
+            file: target.init_stamp.to_path_buf(),
+            dir: target.dir.to_path_buf(),
+            binary: engine.as_str().to_string(),
         }
     }
 
@@ -249,12 +271,54 @@ pub struct Step {
     /// The exit code that says the operation found changes, whatever its output counted
     /// (`plan -detailed-exitcode` exits 2; Terraform before 1.1 reports no output actions).
     pub changes_code: Option<i32>,
-    /// Run instead when this step fails (`workspace new` when `workspace select` finds none).
-    pub fallback: Option<Box<Step>>,
-    /// For an operation planned without selecting its stack (the ledger knows it exists): run
-    /// when the operation finds the stack missing after all, and the operation again after it.
-    pub recreate: Option<Box<Step>>,
+    /// What may repair this step when it fails, each tried at most once: its step runs, then
+    /// this step again (the stack the ledger knew is gone; a Terraform module needs `init`).
+    pub repairs: Vec<Repair>,
+    /// Recorded once the step succeeds: the inputs `terraform init` was run on.
+    pub stamp: Option<terraform::InitStamp>,
 }
+
+/// What a step's failure may say is missing, and what provides it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repair {
+    pub when: Missing,
+    pub step: Step,
+}
+
+/// What a failed step may find missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// Its stack (a Pulumi stack, a Terraform workspace).
+    Stack,
+    /// The Terraform module's working directory (`init`).
+    Init,
+}
+
+impl Missing {
+    /// Whether a step that failed with `code`, `stderr` and the engine's own error (`reported`)
+    /// says this is missing.
+    pub fn said(
+        self,
+        engine: EngineKind,
+        code: Option<i32>,
+        stderr: &str,
+        reported: Option<&str>,
+    ) -> bool {
+        match self {
+            Missing::Stack => {
+                is_missing_stack(engine, code, stderr)
+                    || reported.is_some_and(|r| is_missing_stack(engine, code, r))
+            }
+            Missing::Init => {
+                terraform::needs_init(stderr) || reported.is_some_and(terraform::needs_init)
+            }
+        }
+    }
+}
+
+/// The variables a step's display shows before its program (`--dry-run`, the logs): the ones
+/// that choose what it works on. The others (`TF_VAR_*`) stay out of sight.
+const SHOWN_VARIABLES: &[&str] = &["TF_WORKSPACE"];
 
 impl Step {
     /// A step with no extra variables, succeeding on exit 0.
@@ -272,8 +336,8 @@ impl Step {
             env: BTreeMap::new(),
             ok_codes: vec![0],
             changes_code: None,
-            fallback: None,
-            recreate: None,
+            repairs: Vec::new(),
+            stamp: None,
         }
     }
 
@@ -283,11 +347,15 @@ impl Step {
 
     /// The command as a shell would show it (for `--dry-run` and logs).
     pub fn display(&self) -> String {
-        std::iter::once(self.program.as_str())
+        let variables = SHOWN_VARIABLES.iter().filter_map(|name| {
+            self.env
+                .get(*name)
+                .map(|value| format!("{name}={}", shell_quote(value)))
+        });
+        let words = std::iter::once(self.program.as_str())
             .chain(self.args.iter().map(String::as_str))
-            .map(shell_quote)
-            .collect::<Vec<_>>()
-            .join(" ")
+            .map(shell_quote);
+        variables.chain(words).collect::<Vec<_>>().join(" ")
     }
 }
 

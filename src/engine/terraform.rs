@@ -1,19 +1,23 @@
 //! Terraform and OpenTofu root modules (docs/commands.md, "up, preview, refresh, destroy"): the same CLI contract, two binaries.
 //!
-//! Per project, in its directory: `init -input=false`, then the stack's workspace (`workspace
-//! select S`, else `workspace new S` — `select -or-create` only exists from 1.4, and this works on
-//! 1.0), then the operation with `-json` so that change counts come from the `change_summary`
-//! message: `apply -auto-approve -input=false` (up), `plan -detailed-exitcode -input=false` (preview;
-//! exit 2 means changes), `apply -refresh-only -auto-approve -input=false` (refresh),
-//! `destroy -auto-approve -input=false`, and after up `output -json`. The shared configuration's
-//! keys in the module's namespace (its directory's name) reach it as `TF_VAR_<key>`.
+//! Per project, in its directory: `init -input=false` when the module's init stamp is not
+//! current (or the operation says the module needs it), then the operation with `-json` so that
+//! change counts come from the `change_summary` message, in the stack's workspace chosen by
+//! `TF_WORKSPACE` rather than a `workspace select` call: `apply -auto-approve -input=false` (up),
+//! `plan -detailed-exitcode -input=false` (preview; exit 2 means changes),
+//! `apply -refresh-only -auto-approve -input=false` (refresh), `destroy -auto-approve
+//! -input=false`, and after up `output -json` when a hook reads the outputs. A workspace the
+//! backend does not make on its own is made (`workspace new`) when `up` or `preview` finds it
+//! missing; `destroy` and `refresh` of a workspace the ledger does not know select it first, and
+//! a workspace that does not exist is not touched. The shared configuration's keys in the
+//! module's namespace (its directory's name) reach it as `TF_VAR_<key>`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::{Changes, Operation, Step, StepKind, changes_summary};
+use super::{Changes, Missing, Operation, Repair, Step, StepKind, changes_summary};
 
 /// Terraform's message when another run holds the state lock.
 pub const LOCKED_MARKER: &str = "Error acquiring the state lock";
@@ -26,36 +30,52 @@ pub struct Terraform {
     pub color: bool,
 }
 
+/// One module, as its steps need to know it.
+#[derive(Debug, Clone)]
+pub struct Module<'a> {
+    pub dir: &'a Path,
+    /// `TF_VAR_*`, from the shared configuration.
+    pub variables: BTreeMap<String, String>,
+    pub stamp: InitStamp,
+    /// Whether the stamp is current: `init` then runs only if the operation asks for it.
+    pub initialized: bool,
+    /// Whether the ledger knows the stack's workspace exists.
+    pub workspace_known: bool,
+}
+
 impl Terraform {
-    /// The steps of `operation` in the module at `dir`, with `variables` (`TF_VAR_*`) set.
-    pub fn steps(
-        &self,
-        dir: &Path,
-        operation: Operation,
-        variables: &BTreeMap<String, String>,
-    ) -> Vec<Step> {
+    /// The steps of `operation` on `module`.
+    pub fn steps(&self, module: &Module<'_>, operation: Operation) -> Vec<Step> {
         let step = |kind, words: &[&str]| {
             let mut args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
             if !self.color {
                 args.push("-no-color".into());
             }
-            let mut step = Step::new(kind, self.binary.clone(), args, dir);
-            step.env = variables.clone();
+            let mut step = Step::new(kind, self.binary.clone(), args, module.dir);
+            step.env = module.variables.clone();
             // Terraform's own hint for tools that drive it: no "run terraform apply next" advice.
             step.env.insert("TF_IN_AUTOMATION".into(), "1".into());
             step
         };
-        let init = step(StepKind::Prepare, &["init", "-input=false"]);
-        let mut select = step(StepKind::Prepare, &["workspace", "select", &self.stack]);
-        // Only `up` and `preview` make the stack's workspace; `destroy` and `refresh` of a stack
-        // that does not exist fail to select it, which the run reports as such.
-        if matches!(operation, Operation::Up | Operation::Preview) {
-            select.fallback = Some(Box::new(step(
-                StepKind::Prepare,
-                &["workspace", "new", &self.stack],
-            )));
+        let in_workspace = |mut step: Step| {
+            step.env.insert("TF_WORKSPACE".into(), self.stack.clone());
+            step
+        };
+        let mut init = step(StepKind::Prepare, &["init", "-input=false"]);
+        init.stamp = Some(module.stamp.clone());
+        let mut steps = Vec::new();
+        if !module.initialized {
+            steps.push(init.clone());
         }
-        let mut steps = vec![init, select];
+        // `destroy` and `refresh` never make the workspace: one the ledger does not know is
+        // selected first, and one that does not exist fails that, which the run reports as such.
+        let mutates_only = matches!(operation, Operation::Destroy | Operation::Refresh);
+        if mutates_only && !module.workspace_known {
+            steps.push(step(
+                StepKind::Prepare,
+                &["workspace", "select", &self.stack],
+            ));
+        }
         let operation_words: &[&str] = match operation {
             Operation::Up => &["apply", "-auto-approve", "-input=false", "-json"],
             Operation::Preview => &["plan", "-detailed-exitcode", "-input=false", "-json"],
@@ -68,17 +88,48 @@ impl Terraform {
             ],
             Operation::Destroy => &["destroy", "-auto-approve", "-input=false", "-json"],
         };
-        let mut op = step(StepKind::Operation, operation_words);
+        let mut op = in_workspace(step(StepKind::Operation, operation_words));
         if operation == Operation::Preview {
             op.ok_codes = vec![0, 2];
             op.changes_code = Some(2);
         }
+        if module.initialized {
+            op.repairs.push(Repair {
+                when: Missing::Init,
+                step: init,
+            });
+        }
+        // The local and S3 backends make a workspace as they first write its state; others
+        // want it made first.
+        if !mutates_only {
+            op.repairs.push(Repair {
+                when: Missing::Stack,
+                step: step(StepKind::Prepare, &["workspace", "new", &self.stack]),
+            });
+        }
         steps.push(op);
         if operation == Operation::Up {
-            steps.push(step(StepKind::Outputs, &["output", "-json"]));
+            steps.push(in_workspace(step(StepKind::Outputs, &["output", "-json"])));
         }
         steps
     }
+}
+
+/// Where mara keeps what `terraform init` was last run on in a module (read and written by
+/// `fingerprint::init_is_current` and `fingerprint::record_init`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitStamp {
+    /// `<state_dir>/init/<project path>`.
+    pub file: PathBuf,
+    /// The module.
+    pub dir: PathBuf,
+    pub binary: String,
+}
+
+/// Whether a failed step says the module's working directory needs `init` (a module or a
+/// provider not installed, a backend changed); Terraform and OpenTofu both say to run it.
+pub fn needs_init(output: &str) -> bool {
+    output.contains("terraform init") || output.contains("tofu init")
 }
 
 impl Terraform {
@@ -96,9 +147,11 @@ impl Terraform {
     }
 }
 
-/// Whether a failed `workspace select` says the workspace does not exist.
+/// Whether a failed step says the workspace does not exist (`workspace select`, or an
+/// operation in a `TF_WORKSPACE` the backend does not make on its own).
 pub fn is_missing_workspace(output: &str) -> bool {
-    output.contains("doesn't exist") && output.contains("orkspace")
+    (output.contains("doesn't exist") || output.contains("does not exist"))
+        && output.contains("orkspace")
 }
 
 /// `TF_VAR_<key>` for every key of the shared configuration in `namespace` (`<namespace>:<key>`);
@@ -287,42 +340,109 @@ mod tests {
         }
     }
 
+    fn module(initialized: bool, workspace_known: bool) -> Module<'static> {
+        Module {
+            dir: Path::new("/w/dns"),
+            variables: BTreeMap::from([("TF_VAR_region".to_string(), "eu".to_string())]),
+            stamp: InitStamp {
+                file: "/w/.mara/init/dns".into(),
+                dir: "/w/dns".into(),
+                binary: "terraform".into(),
+            },
+            initialized,
+            workspace_known,
+        }
+    }
+
+    fn shown(steps: &[Step]) -> Vec<String> {
+        steps.iter().map(Step::display).collect()
+    }
+
     #[test]
-    fn up_inits_selects_or_creates_the_workspace_applies_and_reads_outputs() {
-        let variables = BTreeMap::from([("TF_VAR_region".to_string(), "eu".to_string())]);
-        let steps = terraform().steps(Path::new("/w/dns"), Operation::Up, &variables);
-        let shown: Vec<String> = steps.iter().map(Step::display).collect();
+    fn a_first_up_inits_then_applies_in_the_workspace_and_reads_outputs() {
+        let steps = terraform().steps(&module(false, false), Operation::Up);
         assert_eq!(
-            shown,
+            shown(&steps),
             [
                 "terraform init -input=false -no-color",
-                "terraform workspace select dev -no-color",
-                "terraform apply -auto-approve -input=false -json -no-color",
-                "terraform output -json -no-color",
+                "TF_WORKSPACE=dev terraform apply -auto-approve -input=false -json -no-color",
+                "TF_WORKSPACE=dev terraform output -json -no-color",
             ]
         );
-        assert_eq!(
-            steps[1].fallback.as_ref().unwrap().display(),
-            "terraform workspace new dev -no-color"
-        );
+        assert!(steps[0].stamp.is_some(), "a successful init is stamped");
+        assert!(!steps[0].env.contains_key("TF_WORKSPACE"));
         assert!(steps.iter().all(|s| s.env["TF_VAR_region"] == "eu"));
-        let preview = terraform().steps(Path::new("/w/dns"), Operation::Preview, &BTreeMap::new());
+        // A backend that does not make the workspace as it writes: made, then applied again.
+        let repairs: Vec<(Missing, String)> = steps[1]
+            .repairs
+            .iter()
+            .map(|r| (r.when, r.step.display()))
+            .collect();
         assert_eq!(
-            preview[2].display(),
-            "terraform plan -detailed-exitcode -input=false -json -no-color"
+            repairs,
+            [(
+                Missing::Stack,
+                "terraform workspace new dev -no-color".to_string()
+            )]
         );
-        assert_eq!(preview[2].ok_codes, [0, 2]);
-        assert_eq!(preview[2].changes_code, Some(2));
-        let refresh = terraform().steps(Path::new("/w/dns"), Operation::Refresh, &BTreeMap::new());
+    }
+
+    #[test]
+    fn an_initialized_module_runs_one_process_and_inits_only_when_asked() {
+        for operation in [Operation::Up, Operation::Preview] {
+            let steps = terraform().steps(&module(true, false), operation);
+            let steps: Vec<&Step> = steps
+                .iter()
+                .filter(|s| s.kind != StepKind::Outputs)
+                .collect();
+            assert_eq!(steps.len(), 1, "{operation}");
+            let whens: Vec<Missing> = steps[0].repairs.iter().map(|r| r.when).collect();
+            assert_eq!(whens, [Missing::Init, Missing::Stack]);
+            assert!(steps[0].repairs[0].step.stamp.is_some());
+        }
+        let preview = terraform().steps(&module(true, true), Operation::Preview);
         assert_eq!(
-            refresh[2].display(),
-            "terraform apply -refresh-only -auto-approve -input=false -json -no-color"
+            preview[0].display(),
+            "TF_WORKSPACE=dev terraform plan -detailed-exitcode -input=false -json -no-color"
         );
-        let destroy = terraform().steps(Path::new("/w/dns"), Operation::Destroy, &BTreeMap::new());
+        assert_eq!(preview[0].ok_codes, [0, 2]);
+        assert_eq!(preview[0].changes_code, Some(2));
+    }
+
+    #[test]
+    fn destroy_and_refresh_select_a_workspace_the_ledger_does_not_know_and_never_make_one() {
+        let refresh = terraform().steps(&module(true, false), Operation::Refresh);
         assert_eq!(
-            destroy[2].display(),
-            "terraform destroy -auto-approve -input=false -json -no-color"
+            shown(&refresh),
+            [
+                "terraform workspace select dev -no-color",
+                "TF_WORKSPACE=dev terraform apply -refresh-only -auto-approve -input=false -json -no-color",
+            ]
         );
+        let destroy = terraform().steps(&module(true, true), Operation::Destroy);
+        assert_eq!(
+            shown(&destroy),
+            ["TF_WORKSPACE=dev terraform destroy -auto-approve -input=false -json -no-color"]
+        );
+        assert!(
+            destroy[0].repairs.iter().all(|r| r.when != Missing::Stack),
+            "destroy never makes a workspace"
+        );
+    }
+
+    #[test]
+    fn failures_that_ask_for_init_or_a_workspace_are_told_apart() {
+        assert!(needs_init(
+            "Module not installed: This module is not yet installed. Run \"terraform init\" to install all modules required by this configuration. (main.tf:4)"
+        ));
+        assert!(needs_init(
+            "Backend initialization required: please run \"tofu init\""
+        ));
+        assert!(!needs_init("Error acquiring the state lock"));
+        assert!(is_missing_workspace("Workspace \"dev\" doesn't exist."));
+        assert!(is_missing_workspace(
+            "Currently selected workspace \"dev\" does not exist"
+        ));
     }
 
     #[test]

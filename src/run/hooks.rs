@@ -21,7 +21,7 @@ pub enum Work {
     /// Done: the lines to show.
     Done(Vec<String>),
     /// A process to run; `what` names it when it fails.
-    Process { step: Step, what: String },
+    Process { step: Box<Step>, what: String },
 }
 
 /// Runs (or prepares) one hook of a project after `operation`, with the project's stack
@@ -41,7 +41,7 @@ pub fn run(
         }
         (Hook::Kubeconfig { .. }, _) => kubeconfig::remove(files).map(Work::Done),
         (Hook::Command { run }, _) => Ok(Work::Process {
-            step: command::hook_step(run, cwd, context, outputs),
+            step: Box::new(command::hook_step(run, cwd, context, outputs)),
             what: format!("the hook `{run}`"),
         }),
     }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::deployment::Deployment;
 use crate::engine::command::Context;
 use crate::engine::pulumi::Pulumi;
+use crate::engine::terraform::InitStamp;
 use crate::engine::{EngineKind, Engines, Operation, Step, Target};
 use crate::graph::Plan;
 use crate::provider::Hook;
@@ -37,6 +38,18 @@ pub struct PlannedProject {
     pub absent: Option<String>,
     /// The `MARA_*` variables of its hooks.
     pub context: Context,
+}
+
+impl PlannedProject {
+    /// Whether it starts with preparation that needs nothing from its dependencies (selecting or
+    /// creating its stack, initializing its module), which can run ahead of its turn.
+    pub fn prepares_first(&self) -> bool {
+        self.absent.is_none()
+            && self
+                .steps
+                .first()
+                .is_some_and(|s| s.kind == crate::engine::StepKind::Prepare)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -120,6 +133,7 @@ impl Planner<'_> {
             fingerprints: self.fingerprints,
             kubeconfig: &workspace.kubeconfig_file(&self.stack.name),
             is_dir: &|dir| dir.is_dir(),
+            initialized: &crate::fingerprint::init_is_current,
             absent: self.absent,
             known_stacks: self.known_stacks,
         })
@@ -141,6 +155,8 @@ pub struct Inputs<'a> {
     pub kubeconfig: &'a Path,
     /// Whether a directory exists (the plan itself never looks).
     pub is_dir: &'a dyn Fn(&Path) -> bool,
+    /// Whether a Terraform module's init stamp is current (the plan itself never reads it).
+    pub initialized: &'a dyn Fn(&InitStamp) -> bool,
     /// The projects (graph index) known not to have the stack, with why.
     pub absent: &'a BTreeMap<usize, String>,
     /// The projects (path) the ledger knows to have the stack on this backend.
@@ -159,6 +175,7 @@ impl RunPlan {
             fingerprints,
             kubeconfig,
             is_dir,
+            initialized,
             absent,
             known_stacks,
         } = inputs;
@@ -180,13 +197,14 @@ impl RunPlan {
                 let dir = workspace.project_dir(&project.path);
                 let has_dir = is_dir(&dir);
                 let outputs = workspace.command_outputs_file(&stack, &project.path);
+                let init_stamp = workspace.init_stamp_file(&project.path);
                 let context = Context {
                     stack: stack.clone(),
                     project: project.path.clone(),
                     provider: provider.to_string(),
                     kubeconfig: kubeconfig.to_path_buf(),
                 };
-                let target = Target {
+                let mut target = Target {
                     path: &project.path,
                     engine: project.engine,
                     commands: &project.commands,
@@ -196,6 +214,8 @@ impl RunPlan {
                         .any(|h| matches!(h, Hook::Command { .. })),
                     up_hooks: !project.on_success.is_empty(),
                     stack_known: known_stacks.contains(&project.path),
+                    init_stamp: &init_stamp,
+                    initialized: false,
                     hook_reads_outputs: {
                         let hooks: &[Hook] = match operation {
                             Operation::Up => &project.on_success,
@@ -210,6 +230,10 @@ impl RunPlan {
                     outputs: &outputs,
                     context: &context,
                 };
+                let engine = engines.engine_of(&target);
+                if matches!(engine, EngineKind::Terraform | EngineKind::Tofu) {
+                    target.initialized = initialized(&engines.init_stamp(&target, engine));
+                }
                 let neighbours = if reverse {
                     graph.successors(i)
                 } else {
@@ -223,7 +247,7 @@ impl RunPlan {
                 waits_for.dedup();
                 PlannedProject {
                     path: project.path.clone(),
-                    engine: engines.engine_of(&target),
+                    engine,
                     steps: engines.steps(&target, operation),
                     hooks: match operation {
                         Operation::Up => project.on_success.clone(),
@@ -329,6 +353,7 @@ pub mod fixtures {
             fingerprints: &fingerprints,
             kubeconfig: Path::new("/w/.mara/kube/dev.yaml"),
             is_dir: &|_| true,
+            initialized: &|_| false,
             absent: &BTreeMap::new(),
             known_stacks: &Default::default(),
         })

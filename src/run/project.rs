@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -17,6 +17,7 @@ use super::kubeconfig;
 use super::plan::PlannedProject;
 use super::process::{self, Stream};
 use super::redact::Redactor;
+use super::scheduler::Release;
 use crate::engine::{
     Operation, Reader, Step, StepKind, command, has_changes, is_locked, is_missing_stack,
     parse_outputs,
@@ -46,19 +47,53 @@ pub struct Job {
     pub shared: Arc<Shared>,
     pub events: mpsc::UnboundedSender<Event>,
     /// Set when its engine says it created the project's stack.
-    pub created_stack: std::sync::atomic::AtomicBool,
+    created_stack: std::sync::atomic::AtomicBool,
     /// The run's redactor, and the project's secret outputs once they are known (for what its
     /// hooks print).
-    pub redactor: Redactor,
+    redactor: Redactor,
+    /// The lines of a project preparing ahead of its turn: shown when its turn comes.
+    held: Mutex<Option<Vec<(Stream, String)>>>,
+    /// Lets its dependents start before it ends, when all that is left after its operation is
+    /// cleaning up.
+    release: Option<Release>,
 }
 
 impl Job {
+    pub fn new(
+        index: usize,
+        operation: Operation,
+        project: PlannedProject,
+        shared: Arc<Shared>,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Job {
+        let redactor = shared.context.redactor.clone();
+        Job {
+            index,
+            operation,
+            project,
+            shared,
+            events,
+            created_stack: Default::default(),
+            redactor,
+            held: Mutex::new(None),
+            release: None,
+        }
+    }
+
     fn emit(&self, log: &mut Option<std::fs::File>, stream: Stream, text: &str) {
         let text = self.redactor.redact(text);
         if let Some(file) = log {
             // One write per line: `writeln!` on a file makes one per piece.
             let _ = file.write_all(format!("{text}\n").as_bytes());
         }
+        if let Some(held) = self.held.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            held.push((stream, text));
+            return;
+        }
+        self.send(stream, text);
+    }
+
+    fn send(&self, stream: Stream, text: String) {
         let _ = self.events.send(Event::Line {
             index: self.index,
             path: self.project.path.clone(),
@@ -108,8 +143,233 @@ fn fault_injected(job: &Job) -> bool {
         && job.shared.context.env.get("MARA_TEST_PANIC_IN") == Some(&job.project.path)
 }
 
-pub async fn run(mut job: Job) -> Finished {
-    if let Some(reason) = &job.project.absent {
+/// A project and how far its steps went: the log they write, the next step, and what the
+/// steps so far found.
+pub struct Prepared {
+    job: Job,
+    log: Option<std::fs::File>,
+    /// The log was opened (or could not be).
+    opened: bool,
+    next: usize,
+    /// How its preparation ended it (failed, or found its stack missing): said in its turn.
+    ended: Option<Finished>,
+    changes: Option<crate::engine::Changes>,
+    outputs: Option<Value>,
+    /// What the outputs step printed, for the secret-marks step.
+    read_outputs: String,
+    exit_code: Option<i32>,
+}
+
+impl Prepared {
+    /// A project none of whose steps ran yet.
+    pub fn new(job: Job) -> Prepared {
+        Prepared {
+            job,
+            log: None,
+            opened: false,
+            next: 0,
+            ended: None,
+            changes: None,
+            outputs: None,
+            read_outputs: String::new(),
+            exit_code: None,
+        }
+    }
+
+    fn open_log(&mut self) {
+        if self.opened {
+            return;
+        }
+        self.opened = true;
+        self.log = open_log(&self.job.project.log);
+        if let Some(file) = &mut self.log {
+            let _ = writeln!(
+                file,
+                "# mara {} {} at {}",
+                self.job.operation,
+                self.job.project.path,
+                crate::clock::rfc3339(std::time::SystemTime::now())
+            );
+        }
+    }
+
+    /// Runs its steps from the next one on (only its leading preparation when `preparing`).
+    /// `Err` ends the project.
+    async fn advance(&mut self, preparing: bool) -> Result<(), Finished> {
+        let Prepared {
+            job,
+            log,
+            next,
+            changes,
+            outputs,
+            read_outputs,
+            exit_code,
+            ..
+        } = self;
+        let interrupt = job.shared.interrupt.clone();
+        let engine = job.project.engine;
+        while let Some(step) = job.project.steps.get(*next) {
+            if preparing && step.kind != StepKind::Prepare {
+                break;
+            }
+            *next += 1;
+            if interrupt.is_interrupted() {
+                return Err(job.failed(None, "interrupted".into(), log));
+            }
+            let mut reader = Reader::new(engine, job.operation);
+            let mut finished = run_step(job, log, step, &mut reader)
+                .await
+                .map_err(|error| job.failed(None, error, log))?;
+            // What the failure says is missing (the stack the ledger knew, a module's `init`):
+            // provided, then the step again; each repair at most once.
+            let mut repairs: Vec<&crate::engine::Repair> = step.repairs.iter().collect();
+            while !step.succeeded(finished.code) && !interrupt.is_interrupted() {
+                let Some(at) = repairs.iter().position(|repair| {
+                    repair
+                        .when
+                        .said(engine, finished.code, &finished.stderr, reader.error())
+                }) else {
+                    break;
+                };
+                let repair = &repairs.remove(at).step;
+                let mut quiet = Reader::new(engine, job.operation);
+                let made = run_step(job, log, repair, &mut quiet)
+                    .await
+                    .map_err(|error| job.failed(None, error, log))?;
+                if !repair.succeeded(made.code) {
+                    let reason = failure_reason(job, repair, &made, &quiet);
+                    return Err(job.failed(made.code, reason, log));
+                }
+                if let Some(stamp) = &repair.stamp {
+                    crate::fingerprint::record_init(stamp);
+                }
+                reader = Reader::new(engine, job.operation);
+                finished = run_step(job, log, step, &mut reader)
+                    .await
+                    .map_err(|error| job.failed(None, error, log))?;
+            }
+            if step.kind == StepKind::Operation {
+                for line in reader.finish() {
+                    job.emit(log, Stream::Stdout, &line);
+                }
+                *changes = reader.changes();
+                // The engine's exit code outranks its counts: an output-only change on an older
+                // Terraform still exits 2 without naming the outputs.
+                if step.changes_code.is_some()
+                    && step.changes_code == finished.code
+                    && let Some(counts) = changes
+                    && !has_changes(counts)
+                {
+                    counts.insert("output".into(), 1);
+                }
+                *exit_code = finished.code;
+            }
+            if step.kind == StepKind::SecretMarks {
+                if interrupt.is_interrupted() {
+                    return Err(job.failed(*exit_code, "interrupted".into(), log));
+                }
+                // Which outputs are secret: when Pulumi cannot say, every one of them is, for
+                // what the hooks print; the project's own work is done either way.
+                let marks = match step.succeeded(finished.code) {
+                    true => finished.stdout.as_str(),
+                    false => "\"[secret]\"",
+                };
+                let secrets = crate::engine::secret_outputs(engine, read_outputs, Some(marks));
+                job.redactor = job.redactor.with(secrets);
+                continue;
+            }
+            if !step.succeeded(finished.code) {
+                if interrupt.level() > InterruptLevel::None {
+                    return Err(job.failed(finished.code, "interrupted".into(), log));
+                }
+                if matches!(job.operation, Operation::Destroy | Operation::Refresh)
+                    && is_missing_stack(engine, finished.code, &finished.stderr)
+                {
+                    return Err(Finished {
+                        outcome: Outcome::Absent {
+                            reason: absent(&job.project.context.stack),
+                        },
+                        exit_code: finished.code,
+                        changes: None,
+                        log: log.as_ref().map(|_| job.project.log.clone()),
+                        created_stack: false,
+                    });
+                }
+                let reason = failure_reason(job, step, &finished, &reader);
+                return Err(job.failed(finished.code.or(*exit_code), reason, log));
+            }
+            if let Some(stamp) = &step.stamp {
+                crate::fingerprint::record_init(stamp);
+            }
+            if step.kind == StepKind::Outputs {
+                *outputs = Some(parse_outputs(engine, &finished.stdout));
+                // Terraform's sensitive outputs, from here on (a destroy reads them before it
+                // runs).
+                let secrets = crate::engine::secret_outputs(engine, &finished.stdout, None);
+                if !secrets.is_empty() {
+                    job.redactor = job.redactor.with(secrets);
+                }
+                *read_outputs = finished.stdout;
+            }
+            if step.kind == StepKind::Operation
+                && let Some(file) = command::outputs_file(step)
+            {
+                match command::read_outputs(file) {
+                    Ok(Some(value)) => {
+                        *outputs = Some(value);
+                        // Destroyed: the hooks still see the outputs, `mara output` no longer
+                        // does.
+                        if job.operation == Operation::Destroy {
+                            let _ = std::fs::remove_file(file);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(reason) => return Err(job.failed(finished.code, reason, log)),
+                }
+            }
+            // Only cleaning up is left (`stack rm` after a destroy), and no hook: what depends
+            // on it need not wait for that.
+            let rest = &job.project.steps[*next..];
+            if step.kind == StepKind::Operation
+                && job.project.hooks.is_empty()
+                && !rest.is_empty()
+                && rest.iter().all(|s| s.kind == StepKind::Cleanup)
+                && let Some(release) = job.release.take()
+            {
+                release.send();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs a project's preparation (its leading `Prepare` steps: selecting or creating its stack,
+/// `terraform init`) ahead of its turn, while it still waits for its dependencies; what they
+/// print is held back until its turn (docs/ARCHITECTURE.md, "How a run goes").
+pub async fn prepare(job: Job) -> Prepared {
+    *job.held.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+    let mut prepared = Prepared::new(job);
+    if prepared.job.project.absent.is_none() {
+        prepared.open_log();
+        if let Err(finished) = prepared.advance(true).await {
+            prepared.ended = Some(finished);
+        }
+    }
+    prepared
+}
+
+/// Runs a project in its turn: the steps its preparation left, then its hooks.
+pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
+    let held = prepared
+        .job
+        .held
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    for (stream, text) in held.into_iter().flatten() {
+        prepared.job.send(stream, text);
+    }
+    if let Some(reason) = &prepared.job.project.absent {
         return Finished {
             outcome: Outcome::Absent {
                 reason: reason.clone(),
@@ -120,140 +380,22 @@ pub async fn run(mut job: Job) -> Finished {
             created_stack: false,
         };
     }
-    let mut log = open_log(&job.project.log);
-    if let Some(file) = &mut log {
-        let _ = writeln!(
-            file,
-            "# mara {} {} at {}",
-            job.operation,
-            job.project.path,
-            crate::clock::rfc3339(std::time::SystemTime::now())
-        );
+    if let Some(finished) = prepared.ended.take() {
+        return finished;
     }
-    let interrupt = &job.shared.interrupt;
-    let mut changes = None;
-    let mut outputs: Option<Value> = None;
-    let mut read_outputs = String::new();
-    let mut exit_code = None;
-    for step in &job.project.steps {
-        if interrupt.is_interrupted() {
-            return job.failed(None, "interrupted".into(), &log);
-        }
-        let mut reader = Reader::new(job.project.engine, job.operation);
-        let mut finished = match run_step(&job, &mut log, step, &mut reader).await {
-            Ok(finished) => finished,
-            Err(error) => return job.failed(None, error, &log),
-        };
-        if !step.succeeded(finished.code)
-            && !interrupt.is_interrupted()
-            && let Some(fallback) = &step.fallback
-        {
-            finished = match run_step(&job, &mut log, fallback, &mut reader).await {
-                Ok(finished) => finished,
-                Err(error) => return job.failed(None, error, &log),
-            };
-            if fallback.succeeded(finished.code) {
-                continue;
-            }
-        }
-        // The ledger knew the stack, but the operation found it gone (removed outside mara):
-        // select (create) it, then the operation again.
-        if !step.succeeded(finished.code)
-            && !interrupt.is_interrupted()
-            && let Some(recreate) = &step.recreate
-            && is_missing_stack(job.project.engine, finished.code, &finished.stderr)
-        {
-            let mut quiet = Reader::new(job.project.engine, job.operation);
-            let made = match run_step(&job, &mut log, recreate, &mut quiet).await {
-                Ok(made) => made,
-                Err(error) => return job.failed(None, error, &log),
-            };
-            if !recreate.succeeded(made.code) {
-                let reason = failure_reason(&job, recreate, &made, &quiet);
-                return job.failed(made.code, reason, &log);
-            }
-            reader = Reader::new(job.project.engine, job.operation);
-            finished = match run_step(&job, &mut log, step, &mut reader).await {
-                Ok(finished) => finished,
-                Err(error) => return job.failed(None, error, &log),
-            };
-        }
-        if step.kind == StepKind::Operation {
-            for line in reader.finish() {
-                job.emit(&mut log, Stream::Stdout, &line);
-            }
-            changes = reader.changes();
-            // The engine's exit code outranks its counts: an output-only change on an older
-            // Terraform still exits 2 without naming the outputs.
-            if step.changes_code.is_some()
-                && step.changes_code == finished.code
-                && let Some(counts) = &mut changes
-                && !has_changes(counts)
-            {
-                counts.insert("output".into(), 1);
-            }
-            exit_code = finished.code;
-        }
-        if step.kind == StepKind::SecretMarks {
-            if interrupt.is_interrupted() {
-                return job.failed(exit_code, "interrupted".into(), &log);
-            }
-            // Which outputs are secret: when Pulumi cannot say, every one of them is, for what
-            // the hooks print; the project's own work is done either way.
-            let marks = match step.succeeded(finished.code) {
-                true => finished.stdout.as_str(),
-                false => "\"[secret]\"",
-            };
-            let secrets =
-                crate::engine::secret_outputs(job.project.engine, &read_outputs, Some(marks));
-            job.redactor = job.redactor.with(secrets);
-            continue;
-        }
-        if !step.succeeded(finished.code) {
-            if interrupt.level() > InterruptLevel::None {
-                return job.failed(finished.code, "interrupted".into(), &log);
-            }
-            if matches!(job.operation, Operation::Destroy | Operation::Refresh)
-                && is_missing_stack(job.project.engine, finished.code, &finished.stderr)
-            {
-                return Finished {
-                    outcome: Outcome::Absent {
-                        reason: absent(&job.project.context.stack),
-                    },
-                    exit_code: finished.code,
-                    changes: None,
-                    log: log.as_ref().map(|_| job.project.log.clone()),
-                    created_stack: false,
-                };
-            }
-            let reason = failure_reason(&job, step, &finished, &reader);
-            return job.failed(finished.code.or(exit_code), reason, &log);
-        }
-        if step.kind == StepKind::Outputs {
-            outputs = Some(parse_outputs(job.project.engine, &finished.stdout));
-            // Terraform's sensitive outputs, from here on (a destroy reads them before it runs).
-            let secrets = crate::engine::secret_outputs(job.project.engine, &finished.stdout, None);
-            if !secrets.is_empty() {
-                job.redactor = job.redactor.with(secrets);
-            }
-            read_outputs = finished.stdout;
-        }
-        if step.kind == StepKind::Operation
-            && let Some(file) = command::outputs_file(step)
-        {
-            match command::read_outputs(file) {
-                Ok(Some(value)) => {
-                    outputs = Some(value);
-                    // Destroyed: the hooks still see the outputs, `mara output` no longer does.
-                    if job.operation == Operation::Destroy {
-                        let _ = std::fs::remove_file(file);
-                    }
-                }
-                Ok(None) => {}
-                Err(reason) => return job.failed(finished.code, reason, &log),
-            }
-        }
+    prepared.job.release = Some(release);
+    prepared.open_log();
+    if let Err(finished) = prepared.advance(false).await {
+        return finished;
     }
+    let Prepared {
+        job,
+        mut log,
+        changes,
+        outputs,
+        exit_code,
+        ..
+    } = prepared;
     let outputs = outputs.unwrap_or(Value::Object(Default::default()));
     for hook in &job.project.hooks {
         let work = hooks::run(

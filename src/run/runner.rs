@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use super::events::{Event, ProjectReport, Sink, run_status};
 use super::interrupt::{Cause, Interrupt, InterruptLevel};
 use super::plan::RunPlan;
-use super::project::{self, Context, Job, Shared};
+use super::project::{self, Context, Job, Prepared, Shared};
 use super::scheduler::{self, FailurePolicy};
 use crate::error::{Error, Result};
 
@@ -97,22 +97,25 @@ async fn walk(
     });
     let mut escalations = interrupt.subscribe();
     let mut said = InterruptLevel::None;
+    let job = |index: usize| {
+        Job::new(
+            index,
+            plan.operation,
+            plan.projects[index].clone(),
+            shared.clone(),
+            events.clone(),
+        )
+    };
     let scheduler = scheduler::run(
         &plan,
         schedule.parallel,
         schedule.failure,
         &interrupt,
         &events,
-        |index| {
-            Box::pin(project::run(Job {
-                index,
-                operation: plan.operation,
-                project: plan.projects[index].clone(),
-                shared: shared.clone(),
-                events: events.clone(),
-                created_stack: Default::default(),
-                redactor: shared.context.redactor.clone(),
-            }))
+        |index| Box::pin(project::prepare(job(index))),
+        |index, prepared, release| {
+            let prepared = prepared.unwrap_or_else(|| Prepared::new(job(index)));
+            Box::pin(project::run(prepared, release))
         },
     );
     tokio::pin!(scheduler);

@@ -1,13 +1,14 @@
 //! The scheduler (docs/commands.md, "up, preview, refresh, destroy"): a ready-queue walk over the
 //! run plan. A project starts when every project it waits for has succeeded, at most `parallel`
-//! at once, the earliest in the plan's order first. What a failure means is one value,
+//! at once, the earliest in the plan's order first; a slot no ready project needs prepares a
+//! waiting one (selects its stack, initializes its module) ahead of its turn. What a failure means is one value,
 //! `FailurePolicy`: stop starting projects (the default), or go on with everything that does not
 //! depend on the failed one. A project's task that panics is a failed project, never a lost one.
 //!
 //! It never prints: it sends `Event`s, and returns one `ProjectReport` per project of the plan.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::SystemTime;
@@ -22,16 +23,41 @@ use super::plan::RunPlan;
 pub use crate::settings::run::FailurePolicy;
 
 pub type ProjectFuture = Pin<Box<dyn Future<Output = Finished> + Send>>;
+pub type PrepareFuture<S> = Pin<Box<dyn Future<Output = S> + Send>>;
 
-/// Runs the plan. `start(index)` makes the future that runs one project (its position in the
-/// plan).
-pub async fn run(
+/// Lets a project's dependents start before its task ends (all it has left is cleaning up).
+pub struct Release {
+    index: usize,
+    to: mpsc::UnboundedSender<usize>,
+}
+
+impl Release {
+    pub fn send(self) {
+        let _ = self.to.send(self.index);
+    }
+}
+
+/// What a task of the walk ended with.
+enum Done<S> {
+    Prepared(S),
+    Finished(Finished),
+}
+
+/// Runs the plan. `start(index, prepared, release)` makes the future that runs one project (its
+/// position in the plan), given what `prepare(index)` made of it ahead of its turn, if anything.
+///
+/// A free slot goes first to a project whose dependencies all succeeded, the earliest in the
+/// plan first; a slot nothing ready needs goes to the preparation (`PlannedProject::
+/// prepares_first`) of the earliest project still waiting, so that selecting its stack or
+/// initializing its module is done before its turn comes, not on the critical path.
+pub async fn run<S: Send + 'static>(
     plan: &RunPlan,
     parallel: usize,
     policy: FailurePolicy,
     interrupt: &Interrupt,
     events: &mpsc::UnboundedSender<Event>,
-    mut start: impl FnMut(usize) -> ProjectFuture,
+    mut prepare: impl FnMut(usize) -> PrepareFuture<S>,
+    mut start: impl FnMut(usize, Option<S>, Release) -> ProjectFuture,
 ) -> Vec<ProjectReport> {
     let projects = &plan.projects;
     let mut waiting: Vec<usize> = projects.iter().map(|p| p.waits_for.len()).collect();
@@ -46,9 +72,17 @@ pub async fn run(
         .filter(|&i| waiting[i] == 0)
         .map(Reverse)
         .collect();
+    // Waiting projects that can prepare ahead of their turn, and what that made.
+    let mut early: BTreeSet<usize> = (0..projects.len())
+        .filter(|&i| waiting[i] > 0 && projects[i].prepares_first())
+        .collect();
+    let mut preparing: BTreeSet<usize> = BTreeSet::new();
+    let mut prepared: BTreeMap<usize, S> = BTreeMap::new();
+    let (releases, mut released_rx) = mpsc::unbounded_channel::<usize>();
+    let mut released: BTreeSet<usize> = BTreeSet::new();
     let mut reports: BTreeMap<usize, ProjectReport> = BTreeMap::new();
     let mut started_at: BTreeMap<usize, SystemTime> = BTreeMap::new();
-    let mut running: JoinSet<Finished> = JoinSet::new();
+    let mut running: JoinSet<Done<S>> = JoinSet::new();
     let mut task_of: BTreeMap<tokio::task::Id, usize> = BTreeMap::new();
     let mut first_failure: Option<String> = None;
     // A project whose dependency failed: why it will not run.
@@ -60,13 +94,27 @@ pub async fn run(
         let stopping = interrupt.is_interrupted()
             || (policy == FailurePolicy::StopAll && first_failure.is_some());
         while !stopping && running.len() < parallel.max(1) {
-            let Some(Reverse(i)) = ready.pop() else {
+            if let Some(Reverse(i)) = ready.pop() {
+                early.remove(&i);
+                let path = projects[i].path.clone();
+                started_at.insert(i, SystemTime::now());
+                let _ = events.send(Event::ProjectStarted { index: i, path });
+                let release = Release {
+                    index: i,
+                    to: releases.clone(),
+                };
+                let project = start(i, prepared.remove(&i), release);
+                let handle = running.spawn(async move { Done::Finished(project.await) });
+                task_of.insert(handle.id(), i);
+                continue;
+            }
+            let Some(i) = early.iter().copied().find(|i| !blocked.contains_key(i)) else {
                 break;
             };
-            let path = projects[i].path.clone();
-            started_at.insert(i, SystemTime::now());
-            let _ = events.send(Event::ProjectStarted { index: i, path });
-            let handle = running.spawn(start(i));
+            early.remove(&i);
+            preparing.insert(i);
+            let preparation = prepare(i);
+            let handle = running.spawn(async move { Done::Prepared(preparation.await) });
             task_of.insert(handle.id(), i);
         }
         if running.is_empty() {
@@ -74,17 +122,51 @@ pub async fn run(
         }
         let joined = tokio::select! {
             joined = running.join_next_with_id() => joined,
+            Some(i) = released_rx.recv() => {
+                released.insert(i);
+                for &k in &unblocks[i] {
+                    unblocked += 1;
+                    waiting[k] -= 1;
+                    if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains(&k) {
+                        ready.push(Reverse(k));
+                    }
+                }
+                continue;
+            }
             () = interrupt.requested(), if !interrupt.is_interrupted() => continue,
         };
         let (i, finished) = match joined {
-            Some(Ok((id, finished))) => (task_of[&id], finished),
-            Some(Err(error)) => (task_of[&error.id()], panicked(error)),
+            Some(Ok((id, Done::Prepared(state)))) => {
+                let i = task_of[&id];
+                preparing.remove(&i);
+                prepared.insert(i, state);
+                if waiting[i] == 0 && !blocked.contains_key(&i) {
+                    ready.push(Reverse(i));
+                }
+                continue;
+            }
+            Some(Ok((id, Done::Finished(finished)))) => (task_of[&id], finished),
+            Some(Err(error)) => {
+                let i = task_of[&error.id()];
+                // A preparation that panicked: the project's turn runs it again, and says so.
+                if preparing.remove(&i) {
+                    if waiting[i] == 0 && !blocked.contains_key(&i) {
+                        ready.push(Reverse(i));
+                    }
+                    continue;
+                }
+                (i, panicked(error))
+            }
             None => continue,
         };
         let path = projects[i].path.clone();
         if !finished.outcome.lets_dependents_run() {
             first_failure.get_or_insert_with(|| path.clone());
-            let mut stack = vec![i];
+            // Released before it failed (cleaning up): its dependents already went on.
+            let mut stack = match released.contains(&i) {
+                true => Vec::new(),
+                false => vec![i],
+            };
             while let Some(j) = stack.pop() {
                 for &k in &unblocks[j] {
                     if let std::collections::btree_map::Entry::Vacant(entry) = blocked.entry(k) {
@@ -93,11 +175,11 @@ pub async fn run(
                     }
                 }
             }
-        } else {
+        } else if !released.contains(&i) {
             for &k in &unblocks[i] {
                 unblocked += 1;
                 waiting[k] -= 1;
-                if waiting[k] == 0 && !blocked.contains_key(&k) {
+                if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains(&k) {
                     ready.push(Reverse(k));
                 }
             }
@@ -190,31 +272,40 @@ mod tests {
         let plan = fixtures::plan(operation, &[]);
         let (tx, _rx) = mpsc::unbounded_channel();
         let started = Arc::new(Mutex::new(Vec::new()));
-        let reports = run(&plan, parallel, policy, &Interrupt::default(), &tx, |i| {
-            let path = plan.projects[i].path.clone();
-            started.lock().unwrap().push(path.clone());
-            let fail = failing.iter().any(|f| path.ends_with(f));
-            let panic = panicking.iter().any(|f| path.ends_with(f));
-            Box::pin(async move {
-                tokio::task::yield_now().await;
-                assert!(!panic, "a bug in {path}");
-                let outcome = if fail {
-                    Outcome::Failed {
-                        code: Some(1),
-                        reason: "boom".into(),
+        let prepare = |_| -> PrepareFuture<()> { Box::pin(async {}) };
+        let reports = run(
+            &plan,
+            parallel,
+            policy,
+            &Interrupt::default(),
+            &tx,
+            prepare,
+            |i, _, _| {
+                let path = plan.projects[i].path.clone();
+                started.lock().unwrap().push(path.clone());
+                let fail = failing.iter().any(|f| path.ends_with(f));
+                let panic = panicking.iter().any(|f| path.ends_with(f));
+                Box::pin(async move {
+                    tokio::task::yield_now().await;
+                    assert!(!panic, "a bug in {path}");
+                    let outcome = if fail {
+                        Outcome::Failed {
+                            code: Some(1),
+                            reason: "boom".into(),
+                        }
+                    } else {
+                        Outcome::Succeeded
+                    };
+                    Finished {
+                        outcome,
+                        exit_code: Some(i32::from(fail)),
+                        changes: None,
+                        log: None,
+                        created_stack: false,
                     }
-                } else {
-                    Outcome::Succeeded
-                };
-                Finished {
-                    outcome,
-                    exit_code: Some(i32::from(fail)),
-                    changes: None,
-                    log: None,
-                    created_stack: false,
-                }
-            })
-        })
+                })
+            },
+        )
         .await;
         let started = started.lock().unwrap().clone();
         (started, reports)
@@ -304,5 +395,122 @@ mod tests {
             .unwrap();
         assert_eq!(logagent.status, ProjectStatus::Skipped);
         assert_eq!(reports.len(), 15, "every project is reported");
+    }
+
+    /// What the walk did, in order: `prepare P`, `start P` (`start P (prepared)` when its
+    /// preparation ran ahead), `end P`.
+    /// The first project of the plan takes long.
+    async fn timeline(plan: &RunPlan, parallel: usize, cleanup: &[&str]) -> Vec<String> {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let said = Arc::new(Mutex::new(Vec::new()));
+        let prepare = |i: usize| -> PrepareFuture<usize> {
+            let path = plan.projects[i].path.clone();
+            said.lock().unwrap().push(format!("prepare {path}"));
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                i
+            })
+        };
+        let start = |i: usize, prepared: Option<usize>, release: Release| -> ProjectFuture {
+            let path = plan.projects[i].path.clone();
+            let ahead = match prepared {
+                Some(p) if p == i => " (prepared)",
+                Some(_) => " (prepared for another)",
+                None => "",
+            };
+            said.lock().unwrap().push(format!("start {path}{ahead}"));
+            let said = said.clone();
+            let cleans_up = cleanup.iter().any(|c| path.ends_with(c));
+            let turns = if i == 0 { 300 } else { 3 };
+            Box::pin(async move {
+                for _ in 0..turns {
+                    tokio::task::yield_now().await;
+                }
+                if cleans_up {
+                    release.send();
+                    for _ in 0..50 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                said.lock().unwrap().push(format!("end {path}"));
+                Finished {
+                    outcome: Outcome::Succeeded,
+                    exit_code: Some(0),
+                    changes: None,
+                    log: None,
+                    created_stack: false,
+                }
+            })
+        };
+        let reports = run(
+            plan,
+            parallel,
+            FailurePolicy::StopAll,
+            &Interrupt::default(),
+            &tx,
+            prepare,
+            start,
+        )
+        .await;
+        assert!(reports.iter().all(|r| r.status == ProjectStatus::Succeeded));
+        said.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn a_free_slot_prepares_a_waiting_project_ahead_of_its_turn() {
+        let plan = fixtures::plan(Operation::Up, &[]);
+        let said = timeline(&plan, 4, &[]).await;
+        let position = |line: &str| {
+            said.iter()
+                .position(|s| s == line)
+                .unwrap_or_else(|| panic!("no `{line}` in {said:#?}"))
+        };
+        // Projects ready at once are not prepared ahead; they start first.
+        let first_preparation = said.iter().position(|s| s.starts_with("prepare")).unwrap();
+        for root in plan.projects.iter().filter(|p| p.waits_for.is_empty()) {
+            assert!(position(&format!("start {}", root.path)) < first_preparation);
+        }
+        // While the first runs, the free slots prepare every project still waiting, which then
+        // starts with what that made.
+        for project in plan.projects.iter().filter(|p| !p.waits_for.is_empty()) {
+            let path = &project.path;
+            assert!(
+                position(&format!("prepare {path}"))
+                    < position(&format!("start {path} (prepared)"))
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn one_slot_prepares_nothing_ahead() {
+        let plan = fixtures::plan(Operation::Up, &[]);
+        let said = timeline(&plan, 1, &[]).await;
+        assert!(said.iter().all(|s| !s.starts_with("prepare")), "{said:#?}");
+        let order: Vec<String> = plan
+            .projects
+            .iter()
+            .map(|p| format!("start {}", p.path))
+            .collect();
+        let starts: Vec<&String> = said.iter().filter(|s| s.starts_with("start")).collect();
+        assert_eq!(starts, order.iter().collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_project_cleaning_up_lets_its_dependents_start() {
+        let plan = fixtures::plan(Operation::Destroy, &[]);
+        let first = plan.projects[0].path.clone();
+        let second = plan
+            .projects
+            .iter()
+            .position(|p| p.waits_for == [0])
+            .map(|i| plan.projects[i].path.clone())
+            .unwrap();
+        let said = timeline(&plan, 2, &[&first]).await;
+        let position = |line: &str| said.iter().position(|s| s == line).unwrap();
+        let started = said
+            .iter()
+            .position(|s| s.starts_with(&format!("start {second}")))
+            .unwrap();
+        assert!(started < position(&format!("end {first}")), "{said:#?}");
     }
 }

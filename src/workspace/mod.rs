@@ -128,6 +128,12 @@ impl Workspace {
             .join(format!("{project}.json"))
     }
 
+    /// What `terraform init` last ran on in a module (`<state_dir>/init/<project path>`): the
+    /// same for every stack, as a module's working directory is.
+    pub fn init_stamp_file(&self, project: &str) -> PathBuf {
+        self.state_dir().join("init").join(project)
+    }
+
     /// The kubeconfig mara writes for a stack: `<state_dir>/kube/<stack>.yaml`.
     pub fn kubeconfig_file(&self, stack: &StackName) -> PathBuf {
         self.state_dir().join("kube").join(format!("{stack}.yaml"))

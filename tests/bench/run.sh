@@ -170,6 +170,37 @@ if [[ " $parts " == *" changed "* ]]; then
     unset NOWORK_LOG
     echo "| $n | $(mean_ms "$work/ch.json") ± $(stddev_ms "$work/ch.json") | $calls |"
   done
+  # The same after a history of 300 runs: the first run's rows copied under 299 new run ids
+  # (what 299 more full `up`s would leave; making them would take minutes).
+  echo
+  echo "## up --changed after a long history"
+  echo "| projects | recorded runs | mean ± σ (ms) | peak memory (MiB) |"
+  echo "|---|---|---|---|"
+  for size in 1000; do
+    read -r n _ _ < <(shape "$work/$size")
+    rm -rf "$work/hist" && cp -r "$work/$size" "$work/hist"
+    "$MARA" -C "$work/hist" up --yes -q > /dev/null
+    for runs in 1 300; do
+      [ "$runs" -gt 1 ] && python3 - "$work/hist/.mara/ledger.db" "$runs" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+(run,) = db.execute("SELECT run_id FROM runs ORDER BY started DESC LIMIT 1").fetchone()
+def copy(table, new):
+    cols = [c[1] for c in db.execute(f"PRAGMA table_info({table})")]
+    picked = ", ".join("?" if c == "run_id" else c for c in cols)
+    db.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {picked} FROM {table} WHERE run_id = ?", (new, run))
+for k in range(int(sys.argv[2]) - 1):
+    new = f"{run}-h{k:03}"
+    copy("runs", new)
+    copy("projects", new)
+db.commit()
+PY
+      hyperfine -N --warmup 2 --runs 15 --export-json "$work/ch.json" \
+        "$MARA -C $work/hist up --yes --changed -q" > /dev/null
+      mem=$(peak_mib "$MARA" -C "$work/hist" up --yes --changed -q)
+      echo "| $n | $runs | $(mean_ms "$work/ch.json") ± $(stddev_ms "$work/ch.json") | $mem |"
+    done
+  done
 fi
 
 # --- 5. Start-up -----------------------------------------------------------------------------
@@ -228,5 +259,30 @@ if [[ " $parts " == *" calls "* ]]; then
       echo "| $label | $n | $(python3 -c "import json; r = json.load(open('$work/c.json'))['results'][0]; print(f\"{r['mean']:.2f} ± {r['stddev']:.2f}\")") |"
     done
   done
+  echo
+  echo "## Wall time ÷ critical path, every engine call costing a fixed time (--parallel 8)"
+  echo "A first up's critical path is its longest chain of ups plus one stack select (the first"
+  echo "project's); a steady up's, the chain of ups alone."
+  echo "| mara | projects | longest chain | call (s) | run | critical path (s) | wall time (s) | ratio |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for bin in ${MARA_BEFORE:+"$MARA_BEFORE"} "$MARA"; do
+    label=$([ "$bin" = "$MARA" ] && echo now || echo before)
+    for size in aws; do
+      read -r n _ chain < <(shape "$work/$size")
+      for call in 0.2 0.5; do
+        for run in first steady; do
+          export NOWORK_CALL_SLEEP=$call
+          # A first run each time: a fresh copy before each of the three.
+          fresh="rm -rf $work/calls-ws && cp -r $work/$size $work/calls-ws"
+          prepare="bash -c '$fresh'"
+          [ "$run" = steady ] && { eval "$fresh"; "$bin" -C "$work/calls-ws" up --yes -q > /dev/null; prepare=true; }
+          hyperfine -N --runs 3 --prepare "$prepare" --export-json "$work/c.json" \
+            "$bin -C $work/calls-ws up --yes --parallel 8 -q" > /dev/null
+          unset NOWORK_CALL_SLEEP
+          critical=$(python3 -c "print($chain * $call + ($call if '$run' == 'first' else 0))")
+          echo "| $label | $n | $chain | $call | $run | $critical | $(python3 -c "import json; r = json.load(open('$work/c.json'))['results'][0]; print(f\"{r['mean']:.2f} ± {r['stddev']:.2f} | {r['mean'] / $critical:.3f}\")") |"
+        done
+      done
+    done
+  done
 fi
-

@@ -425,17 +425,21 @@ fn backend_of(env: &BTreeMap<String, String>) -> String {
         .unwrap_or_else(|| "(login)".to_string())
 }
 
-/// Which Pulumi projects of the run now have the stack, and which were found without it: the
-/// ledger's record of the stacks that exist.
+/// Which Pulumi projects (and Terraform modules, the stack's workspace) of the run now have the
+/// stack, and which were found without it: the ledger's record of the stacks that exist.
 fn stacks_seen(
     plan: &crate::run::plan::RunPlan,
     reports: &[ProjectReport],
 ) -> (Vec<String>, Vec<String>) {
     use crate::status::ProjectStatus;
     let (mut exist, mut gone) = (Vec::new(), Vec::new());
+    use crate::engine::EngineKind;
     for (project, report) in plan.projects.iter().zip(reports) {
-        if project.engine != crate::engine::EngineKind::Pulumi {
-            continue;
+        match project.engine {
+            EngineKind::Pulumi => {}
+            // A plan in a workspace that does not exist leaves it so (`TF_WORKSPACE`).
+            EngineKind::Terraform | EngineKind::Tofu if plan.operation != Operation::Preview => {}
+            _ => continue,
         }
         let removed = plan.operation == Operation::Destroy
             && project
