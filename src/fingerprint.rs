@@ -55,7 +55,7 @@ pub fn compare(now: &str, before: Option<&str>) -> Change {
 /// Every project of the plan, by graph index, in execution order (dependencies first).
 pub fn fingerprints(
     plan: &Plan<'_>,
-    project_dir: impl Fn(&str) -> std::path::PathBuf,
+    project_dir: impl Fn(&str) -> PathBuf,
     state_dir: &Path,
     stack: &str,
     shared: &[u8],
@@ -67,17 +67,18 @@ pub fn fingerprints(
     common.update(b"\0");
     common.update(env_file);
     let common = common.finalize();
-    // Each project's own inputs, hashed on every core (its files are most of the work); the
-    // global gitignore is read once for all of them.
+    // Each project's own inputs, found in one walk and hashed on every core (its files' contents
+    // are most of the work); the global gitignore is read once for all of them.
     let (global, _) = ignore::gitignore::Gitignore::global();
-    let dirs: Vec<std::path::PathBuf> = (0..plan.graph.len())
+    let dirs: Vec<PathBuf> = (0..plan.graph.len())
         .map(|i| project_dir(&plan.graph.project(i).path))
         .collect();
+    let files = project_files(&dirs, state_dir, &global);
     let own_hash = |i: usize| {
         let mut own = Sha256::new();
         own.update(common);
         own.update(entry(plan.graph.project(i)).as_bytes());
-        hash_files(&mut own, &dirs[i], state_dir, stack, &global);
+        hash_files(&mut own, &dirs[i], files[i].as_deref(), stack);
         hex(&own.finalize())
     };
     let owns = crate::parallel::map(plan.graph.len(), own_hash);
@@ -129,25 +130,133 @@ fn entry(project: &Project) -> String {
     )
 }
 
-/// Every file under `dir` that git would track (`.gitignore`, `.git/info/exclude` and the
-/// `global` ignores respected, hidden files included), never `state_dir`: its relative path and
-/// content.
-fn hash_files(
-    hasher: &mut Sha256,
+/// Every project's files that git would track (`.gitignore`, `.git/info/exclude` and the `global`
+/// ignores respected, hidden files included, never `state_dir`), sorted; `None` for a project
+/// without a directory. Found in one walk from the projects' common ancestor, so that each
+/// directory above them is looked at once rather than once per project (its ignore files, its
+/// `.git`); a project the walk does not reach (behind a symlink, or in an ignored directory) gets
+/// a walk of its own, as it always did.
+fn project_files(
+    dirs: &[PathBuf],
+    state_dir: &Path,
+    global: &ignore::gitignore::Gitignore,
+) -> Vec<Option<Vec<PathBuf>>> {
+    use std::collections::{HashMap, HashSet};
+    let mut files: Vec<Option<Vec<PathBuf>>> =
+        dirs.iter().map(|dir| dir.is_dir().then(Vec::new)).collect();
+    let existing: Vec<usize> = (0..dirs.len()).filter(|&i| files[i].is_some()).collect();
+    let Some(root) = common_ancestor(existing.iter().map(|&i| dirs[i].as_path())) else {
+        return files;
+    };
+    let mut projects_at: HashMap<PathBuf, Vec<usize>> = HashMap::new();
+    let mut above: HashSet<PathBuf> = HashSet::new();
+    for &i in &existing {
+        projects_at.entry(dirs[i].clone()).or_default().push(i);
+        for ancestor in dirs[i].ancestors().skip(1) {
+            if !ancestor.starts_with(&root) || !above.insert(ancestor.to_path_buf()) {
+                break;
+            }
+        }
+    }
+    let projects_at = std::sync::Arc::new(projects_at);
+    let above = std::sync::Arc::new(above);
+    // The projects whose directory holds `path` (nested projects: each of them).
+    let owners = {
+        let (projects_at, root) = (projects_at.clone(), root.clone());
+        move |path: &Path| -> Vec<usize> {
+            path.ancestors()
+                .take_while(|a| a.starts_with(&root))
+                .filter_map(|a| projects_at.get(a))
+                .flatten()
+                .copied()
+                .collect()
+        }
+    };
+    let walk = {
+        let (above, owners) = (above.clone(), owners.clone());
+        walker(&root, state_dir, global, move |path| {
+            above.contains(path) || !owners(path).is_empty()
+        })
+    };
+    let mut reached = vec![false; dirs.len()];
+    for entry in walk.flatten() {
+        let is_file = entry.file_type().is_some_and(|t| t.is_file());
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        if is_dir && let Some(projects) = projects_at.get(entry.path()) {
+            projects.iter().for_each(|&i| reached[i] = true);
+        }
+        if is_file {
+            for i in owners(entry.path()) {
+                if let Some(list) = &mut files[i] {
+                    list.push(entry.path().to_path_buf());
+                }
+            }
+        }
+    }
+    for &i in &existing {
+        if !reached[i] {
+            files[i] = Some(
+                walker(&dirs[i], state_dir, global, |_| true)
+                    .flatten()
+                    .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+                    .map(|e| e.into_path())
+                    .collect(),
+            );
+        }
+    }
+    files
+}
+
+/// A walk from `dir` as git sees it, hidden files included, never into `.git`, `.mara` or
+/// `state_dir`, sorted by path; into what `keep` keeps.
+fn walker(
     dir: &Path,
     state_dir: &Path,
-    stack: &str,
     global: &ignore::gitignore::Gitignore,
-) {
-    if !dir.is_dir() {
-        hasher.update(b"<no directory>");
-        return;
-    }
+    keep: impl Fn(&Path) -> bool + Send + Sync + 'static,
+) -> ignore::Walk {
     let state_dir = state_dir.to_path_buf();
     let global = global.clone();
-    // The project's own stack file is Pulumi's: `stack select --create` writes its encryption
-    // salt there on the first up. It counts without what Pulumi writes, so that the first up
-    // does not make every project look changed to the next `up --changed`.
+    let mut builder = ignore::WalkBuilder::new(dir);
+    builder
+        .hidden(false)
+        .require_git(false)
+        // Read once by the caller rather than once per walk.
+        .git_global(false)
+        .filter_entry(move |e| {
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            e.file_name() != ".git"
+                && e.file_name() != ".mara"
+                && !e.path().starts_with(&state_dir)
+                && !global.matched(e.path(), is_dir).is_ignore()
+                && keep(e.path())
+        })
+        .sort_by_file_path(|a, b| a.cmp(b));
+    builder.build()
+}
+
+/// The deepest directory that holds every one of `paths` (itself, for one).
+fn common_ancestor<'a>(mut paths: impl Iterator<Item = &'a Path>) -> Option<PathBuf> {
+    let mut common = paths.next()?.to_path_buf();
+    for path in paths {
+        while !path.starts_with(&common) {
+            if !common.pop() {
+                return None;
+            }
+        }
+    }
+    Some(common)
+}
+
+/// A project's files (`None`: it has no directory), their paths relative to `dir` and contents.
+/// Its own stack file is Pulumi's: `stack select --create` writes its encryption salt there on
+/// the first up. It counts without what Pulumi writes, so that the first up does not make every
+/// project look changed to the next `up --changed`.
+fn hash_files(hasher: &mut Sha256, dir: &Path, files: Option<&[PathBuf]>, stack: &str) {
+    let Some(files) = files else {
+        hasher.update(b"<no directory>");
+        return;
+    };
     let stack_files = [
         format!("Pulumi.{stack}.yaml"),
         format!("Pulumi.{stack}.yml"),
@@ -158,26 +267,9 @@ fn hash_files(
                 .file_name()
                 .is_some_and(|name| stack_files.iter().any(|f| name == f.as_str()))
     };
-    let walker = ignore::WalkBuilder::new(dir)
-        .hidden(false)
-        .require_git(false)
-        // Read once by the caller rather than once per project.
-        .git_global(false)
-        .filter_entry(move |e| {
-            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            e.file_name() != ".git"
-                && e.file_name() != ".mara"
-                && !e.path().starts_with(&state_dir)
-                && !global.matched(e.path(), is_dir).is_ignore()
-        })
-        .sort_by_file_path(|a, b| a.cmp(b))
-        .build();
-    for entry in walker.flatten() {
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let content = std::fs::read(entry.path()).unwrap_or_default();
-        if is_stack_file(entry.path()) {
+    for path in files {
+        let content = std::fs::read(path).unwrap_or_default();
+        if is_stack_file(path) {
             let kept = without_pulumi_keys(&String::from_utf8_lossy(&content));
             if !kept.is_empty() {
                 hasher.update(b"stack file\0");
@@ -186,7 +278,7 @@ fn hash_files(
             }
             continue;
         }
-        let relative = entry.path().strip_prefix(dir).unwrap_or(entry.path());
+        let relative = path.strip_prefix(dir).unwrap_or(path);
         hasher.update(relative.to_string_lossy().as_bytes());
         hasher.update(b"\0");
         hasher.update(&content);
@@ -401,5 +493,72 @@ mod tests {
         };
         record_init(&stamp);
         assert!(!init_is_current(&tofu), "another binary");
+    }
+
+    #[test]
+    fn one_walk_finds_what_a_walk_per_project_finds() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        let write = |path: &str, text: &str| {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write(".gitignore", "*.log\nhidden-dir/\n");
+        write("infra/.gitignore", "build/\n!keep.log\n");
+        write("infra/vpc/main.py", "vpc");
+        write("infra/vpc/debug.log", "ignored by the root's rules");
+        write("infra/vpc/keep.log", "kept by infra's");
+        write("infra/vpc/build/out", "ignored by infra's rules");
+        write("infra/vpc/.env", "hidden files count");
+        write("infra/vpc/nested/Pulumi.yaml", "a project inside another");
+        write("hidden-dir/app/main.py", "in an ignored directory");
+        write("apps/web/index.js", "web");
+        write("apps/web/.mara/x", "never");
+        write(".mara/ledger.db", "never");
+        write("elsewhere/linked/main.py", "behind a symlink");
+        std::os::unix::fs::symlink(root.join("elsewhere/linked"), root.join("apps/linked"))
+            .unwrap();
+        let dirs: Vec<PathBuf> = [
+            "infra/vpc",
+            "infra/vpc/nested",
+            "hidden-dir/app",
+            "apps/web",
+            "apps/linked",
+            "apps/missing",
+        ]
+        .iter()
+        .map(|p| root.join(p))
+        .collect();
+        let (global, _) = ignore::gitignore::Gitignore::global();
+        let state_dir = root.join(".mara");
+        let one_walk = project_files(&dirs, &state_dir, &global);
+        let each: Vec<Option<Vec<PathBuf>>> = dirs
+            .iter()
+            .map(|dir| {
+                dir.is_dir().then(|| {
+                    walker(dir, &state_dir, &global, |_| true)
+                        .flatten()
+                        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+                        .map(|e| e.into_path())
+                        .collect()
+                })
+            })
+            .collect();
+        assert_eq!(one_walk, each);
+        let names = |i: usize| -> Vec<String> {
+            one_walk[i]
+                .iter()
+                .flatten()
+                .map(|p| p.strip_prefix(&dirs[i]).unwrap().display().to_string())
+                .collect()
+        };
+        assert_eq!(
+            names(0),
+            [".env", "keep.log", "main.py", "nested/Pulumi.yaml"]
+        );
+        assert_eq!(names(2), ["main.py"], "its own walk, as before");
+        assert_eq!(names(4), ["main.py"], "behind a symlink: its own walk");
+        assert_eq!(one_walk[5], None);
     }
 }
