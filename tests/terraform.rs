@@ -561,9 +561,40 @@ fn a_deployed_module_costs_one_terraform_process_per_run() {
     );
     let report = run(&["destroy", "--yes"]);
     assert_eq!(project(&report, "app")["status"], "succeeded");
+    // A destroy looks for the workspace first (`TF_WORKSPACE` would make it again, empty).
     let destroy = "dev destroy -auto-approve -input=false -json";
+    let list = "- workspace list";
     assert_eq!(
         calls_since(&log, &mut seen),
-        by_module(&[("network", &[destroy]), ("app", &[destroy])])
+        by_module(&[("network", &[list, destroy]), ("app", &[list, destroy])])
     );
+    // A workspace deleted outside mara is found missing, not made again.
+    run(&["up", "--yes"]);
+    calls_since(&log, &mut seen);
+    for module in ["network", "app"] {
+        let deleted = std::process::Command::new(&terraform)
+            .args(["workspace", "delete", "-force", "dev"])
+            .current_dir(m.root().join(module))
+            .env_remove("TF_WORKSPACE")
+            .output()
+            .unwrap();
+        assert!(deleted.status.success(), "{deleted:?}");
+    }
+    // Under a `TF_WORKSPACE` of the person's own, which `terraform workspace` refuses.
+    let output = m
+        .mara()
+        .env("PATH", &path)
+        .env("TF_WORKSPACE", "theirs")
+        .args(["--output", "json", "destroy", "--yes"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(project(&report, "app")["status"], "skipped", "{report:#}");
+    assert!(
+        project(&report, "app")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist here")
+    );
+    assert!(!m.root().join("app/terraform.tfstate.d/dev").exists());
 }

@@ -116,7 +116,7 @@ pub struct Target<'a> {
     /// Whether the ledger knows its stack exists: then `up` and `preview` run without selecting
     /// (or creating) it first, and do so only if the operation finds it missing.
     pub stack_known: bool,
-    /// Where a Terraform module's init stamp is kept (`<state_dir>/init/<path>`).
+    /// Where a Terraform module's init stamp is kept (`<state_dir>/init/<path>.stamp`).
     pub init_stamp: &'a Path,
     /// Whether its stamp says the module was initialized on its current inputs: then `init` is
     /// left out, and runs only if the operation asks for it.
@@ -276,6 +276,12 @@ pub struct Step {
     pub repairs: Vec<Repair>,
     /// Recorded once the step succeeds: the inputs `terraform init` was run on.
     pub stamp: Option<terraform::InitStamp>,
+    /// Variables of the run's environment this step does not get (`TF_WORKSPACE`, which
+    /// `terraform workspace` refuses to work under).
+    pub unset: Vec<&'static str>,
+    /// A list of the project's stacks (`terraform workspace list`): the project is without its
+    /// stack unless the list names this one.
+    pub listed: Option<String>,
 }
 
 /// What a step's failure may say is missing, and what provides it.
@@ -295,19 +301,20 @@ pub enum Missing {
 }
 
 impl Missing {
-    /// Whether a step that failed with `code`, `stderr` and the engine's own error (`reported`)
-    /// says this is missing.
+    /// Whether a step on `stack` that failed with `code`, `stderr` and the engine's own error
+    /// (`reported`) says this is missing.
     pub fn said(
         self,
         engine: EngineKind,
+        stack: &str,
         code: Option<i32>,
         stderr: &str,
         reported: Option<&str>,
     ) -> bool {
         match self {
             Missing::Stack => {
-                is_missing_stack(engine, code, stderr)
-                    || reported.is_some_and(|r| is_missing_stack(engine, code, r))
+                is_missing_stack(engine, stack, code, stderr)
+                    || reported.is_some_and(|r| is_missing_stack(engine, stack, code, r))
             }
             Missing::Init => {
                 terraform::needs_init(stderr) || reported.is_some_and(terraform::needs_init)
@@ -338,6 +345,8 @@ impl Step {
             changes_code: None,
             repairs: Vec::new(),
             stamp: None,
+            unset: Vec::new(),
+            listed: None,
         }
     }
 
@@ -503,10 +512,10 @@ fn leaves(value: &serde_json::Value, into: &mut Vec<String>) {
 
 /// Whether a failed step says that the stack it names does not exist (Pulumi's exit 6, a
 /// Terraform workspace that does not exist).
-pub fn is_missing_stack(engine: EngineKind, code: Option<i32>, stderr: &str) -> bool {
+pub fn is_missing_stack(engine: EngineKind, stack: &str, code: Option<i32>, stderr: &str) -> bool {
     match engine {
         EngineKind::Pulumi => pulumi::is_missing_stack(code, stderr),
-        EngineKind::Terraform | EngineKind::Tofu => terraform::is_missing_workspace(stderr),
+        EngineKind::Terraform | EngineKind::Tofu => terraform::is_missing_workspace(stderr, stack),
         EngineKind::Command => false,
     }
 }

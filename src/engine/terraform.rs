@@ -8,8 +8,8 @@
 //! `apply -refresh-only -auto-approve -input=false` (refresh), `destroy -auto-approve
 //! -input=false`, and after up `output -json` when a hook reads the outputs. A workspace the
 //! backend does not make on its own is made (`workspace new`) when `up` or `preview` finds it
-//! missing; `destroy` and `refresh` of a workspace the ledger does not know select it first, and
-//! a workspace that does not exist is not touched. The shared configuration's keys in the
+//! missing; `destroy` (and `refresh` of a workspace the ledger does not know) lists the module's
+//! workspaces first, and a module without the stack's is not touched. The shared configuration's keys in the
 //! module's namespace (its directory's name) reach it as `TF_VAR_<key>`.
 
 use std::collections::BTreeMap;
@@ -61,20 +61,28 @@ impl Terraform {
             step.env.insert("TF_WORKSPACE".into(), self.stack.clone());
             step
         };
-        let mut init = step(StepKind::Prepare, &["init", "-input=false"]);
+        // The steps that choose no workspace never get one from the environment either:
+        // `terraform workspace` refuses to run under `TF_WORKSPACE`.
+        let outside = |words: &[&str]| {
+            let mut step = step(StepKind::Prepare, words);
+            step.unset = vec!["TF_WORKSPACE"];
+            step
+        };
+        let mut init = outside(&["init", "-input=false"]);
         init.stamp = Some(module.stamp.clone());
         let mut steps = Vec::new();
         if !module.initialized {
             steps.push(init.clone());
         }
-        // `destroy` and `refresh` never make the workspace: one the ledger does not know is
-        // selected first, and one that does not exist fails that, which the run reports as such.
+        // `destroy` and `refresh` never make the workspace (which the local backend would do as
+        // they write): its module's workspaces are listed first, and a module without it is
+        // reported as such and not touched. Always before a destroy; before a refresh, unless
+        // the ledger knows the workspace exists.
         let mutates_only = matches!(operation, Operation::Destroy | Operation::Refresh);
-        if mutates_only && !module.workspace_known {
-            steps.push(step(
-                StepKind::Prepare,
-                &["workspace", "select", &self.stack],
-            ));
+        if operation == Operation::Destroy || (mutates_only && !module.workspace_known) {
+            let mut list = outside(&["workspace", "list"]);
+            list.listed = Some(self.stack.clone());
+            steps.push(list);
         }
         let operation_words: &[&str] = match operation {
             Operation::Up => &["apply", "-auto-approve", "-input=false", "-json"],
@@ -104,7 +112,7 @@ impl Terraform {
         if !mutates_only {
             op.repairs.push(Repair {
                 when: Missing::Stack,
-                step: step(StepKind::Prepare, &["workspace", "new", &self.stack]),
+                step: outside(&["workspace", "new", &self.stack]),
             });
         }
         steps.push(op);
@@ -119,7 +127,7 @@ impl Terraform {
 /// `fingerprint::init_is_current` and `fingerprint::record_init`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InitStamp {
-    /// `<state_dir>/init/<project path>`.
+    /// `<state_dir>/init/<project path>.stamp`.
     pub file: PathBuf,
     /// The module.
     pub dir: PathBuf,
@@ -147,11 +155,24 @@ impl Terraform {
     }
 }
 
-/// Whether a failed step says the workspace does not exist (`workspace select`, or an
-/// operation in a `TF_WORKSPACE` the backend does not make on its own).
-pub fn is_missing_workspace(output: &str) -> bool {
-    (output.contains("doesn't exist") || output.contains("does not exist"))
-        && output.contains("orkspace")
+/// Whether a failed step says the workspace `name` does not exist: an operation in a
+/// `TF_WORKSPACE` the backend does not make on its own ("Currently selected workspace "dev" does
+/// not exist"), or `workspace select` ("Workspace "dev" doesn't exist"). Named, so that a
+/// provider's own "workspace does not exist" is not taken for it.
+pub fn is_missing_workspace(output: &str, name: &str) -> bool {
+    [
+        format!("orkspace \"{name}\" does not exist"),
+        format!("orkspace \"{name}\" doesn't exist"),
+    ]
+    .iter()
+    .any(|said| output.contains(said.as_str()))
+}
+
+/// Whether `terraform workspace list` (`* default`, `  dev`, …) names the workspace `name`.
+pub fn lists(output: &str, name: &str) -> bool {
+    output
+        .lines()
+        .any(|line| line.trim_start_matches(['*', ' ']).trim_end() == name)
 }
 
 /// `TF_VAR_<key>` for every key of the shared configuration in `namespace` (`<namespace>:<key>`);
@@ -345,7 +366,7 @@ mod tests {
             dir: Path::new("/w/dns"),
             variables: BTreeMap::from([("TF_VAR_region".to_string(), "eu".to_string())]),
             stamp: InitStamp {
-                file: "/w/.mara/init/dns".into(),
+                file: "/w/.mara/init/dns.stamp".into(),
                 dir: "/w/dns".into(),
                 binary: "terraform".into(),
             },
@@ -410,19 +431,28 @@ mod tests {
     }
 
     #[test]
-    fn destroy_and_refresh_select_a_workspace_the_ledger_does_not_know_and_never_make_one() {
+    fn destroy_and_refresh_look_for_the_workspace_and_never_make_one() {
         let refresh = terraform().steps(&module(true, false), Operation::Refresh);
         assert_eq!(
             shown(&refresh),
             [
-                "terraform workspace select dev -no-color",
+                "terraform workspace list -no-color",
                 "TF_WORKSPACE=dev terraform apply -refresh-only -auto-approve -input=false -json -no-color",
             ]
         );
+        assert_eq!(refresh[0].listed.as_deref(), Some("dev"));
+        assert_eq!(refresh[0].unset, ["TF_WORKSPACE"]);
+        let known = terraform().steps(&module(true, true), Operation::Refresh);
+        assert_eq!(known.len(), 1, "the ledger knows it: one process");
+        // A destroy always looks: with `TF_WORKSPACE` alone, a workspace deleted outside mara
+        // would be made again, empty, and "destroyed".
         let destroy = terraform().steps(&module(true, true), Operation::Destroy);
         assert_eq!(
             shown(&destroy),
-            ["TF_WORKSPACE=dev terraform destroy -auto-approve -input=false -json -no-color"]
+            [
+                "terraform workspace list -no-color",
+                "TF_WORKSPACE=dev terraform destroy -auto-approve -input=false -json -no-color"
+            ]
         );
         assert!(
             destroy[0].repairs.iter().all(|r| r.when != Missing::Stack),
@@ -439,10 +469,26 @@ mod tests {
             "Backend initialization required: please run \"tofu init\""
         ));
         assert!(!needs_init("Error acquiring the state lock"));
-        assert!(is_missing_workspace("Workspace \"dev\" doesn't exist."));
         assert!(is_missing_workspace(
-            "Currently selected workspace \"dev\" does not exist"
+            "Workspace \"dev\" doesn't exist.",
+            "dev"
         ));
+        assert!(is_missing_workspace(
+            "Currently selected workspace \"dev\" does not exist",
+            "dev"
+        ));
+        // A provider's own words are not Terraform's.
+        assert!(!is_missing_workspace(
+            "Log Analytics workspace does not exist",
+            "dev"
+        ));
+        assert!(!is_missing_workspace(
+            "Currently selected workspace \"prod\" does not exist",
+            "dev"
+        ));
+        assert!(lists("  default\n* dev\n  prod\n", "dev"));
+        assert!(lists("* default\n  dev\n", "dev"));
+        assert!(!lists("* default\n  development\n", "dev"));
     }
 
     #[test]

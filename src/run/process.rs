@@ -200,7 +200,10 @@ fn command(
         .args(&step.args)
         .current_dir(&step.cwd)
         .env_clear()
-        .envs(env)
+        .envs(
+            env.iter()
+                .filter(|(name, _)| !step.unset.contains(&name.as_str())),
+        )
         .envs(&step.env)
         .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())

@@ -46,8 +46,9 @@ pub struct Job {
     pub project: PlannedProject,
     pub shared: Arc<Shared>,
     pub events: mpsc::UnboundedSender<Event>,
-    /// Set when its engine says it created the project's stack.
-    created_stack: std::sync::atomic::AtomicBool,
+    /// Set when its engine says it created the project's stack (shared with the runner, which
+    /// reports it even for a project prepared ahead that then did not run).
+    created_stack: Arc<std::sync::atomic::AtomicBool>,
     /// The run's redactor, and the project's secret outputs once they are known (for what its
     /// hooks print).
     redactor: Redactor,
@@ -65,6 +66,7 @@ impl Job {
         project: PlannedProject,
         shared: Arc<Shared>,
         events: mpsc::UnboundedSender<Event>,
+        created_stack: Arc<std::sync::atomic::AtomicBool>,
     ) -> Job {
         let redactor = shared.context.redactor.clone();
         Job {
@@ -73,7 +75,7 @@ impl Job {
             project,
             shared,
             events,
-            created_stack: Default::default(),
+            created_stack,
             redactor,
             held: Mutex::new(None),
             release: None,
@@ -126,6 +128,19 @@ impl Job {
             changes: None,
             log: log.as_ref().map(|_| self.project.log.clone()),
             created_stack: self.created(),
+        }
+    }
+
+    /// The project without its stack: not touched.
+    fn absent(&self, code: Option<i32>, log: &Option<std::fs::File>) -> Finished {
+        Finished {
+            outcome: Outcome::Absent {
+                reason: absent(&self.project.context.stack),
+            },
+            exit_code: code,
+            changes: None,
+            log: log.as_ref().map(|_| self.project.log.clone()),
+            created_stack: false,
         }
     }
 
@@ -224,10 +239,12 @@ impl Prepared {
             // provided, then the step again; each repair at most once.
             let mut repairs: Vec<&crate::engine::Repair> = step.repairs.iter().collect();
             while !step.succeeded(finished.code) && !interrupt.is_interrupted() {
+                let stack = &job.project.context.stack;
                 let Some(at) = repairs.iter().position(|repair| {
+                    let (code, stderr) = (finished.code, &finished.stderr);
                     repair
                         .when
-                        .said(engine, finished.code, &finished.stderr, reader.error())
+                        .said(engine, stack, code, stderr, reader.error())
                 }) else {
                     break;
                 };
@@ -237,8 +254,14 @@ impl Prepared {
                     .await
                     .map_err(|error| job.failed(None, error, log))?;
                 if !repair.succeeded(made.code) {
-                    let reason = failure_reason(job, repair, &made, &quiet);
-                    return Err(job.failed(made.code, reason, log));
+                    // The step's own failure is the news; the repair's is said after it.
+                    let reason = format!(
+                        "{} (then `{}` failed: {})",
+                        failure_reason(job, step, &finished, &reader),
+                        repair.display(),
+                        failure_reason(job, repair, &made, &quiet)
+                    );
+                    return Err(job.failed(finished.code, reason, log));
                 }
                 if let Some(stamp) = &repair.stamp {
                     crate::fingerprint::record_init(stamp);
@@ -282,24 +305,23 @@ impl Prepared {
                 if interrupt.level() > InterruptLevel::None {
                     return Err(job.failed(finished.code, "interrupted".into(), log));
                 }
+                let stack = &job.project.context.stack;
                 if matches!(job.operation, Operation::Destroy | Operation::Refresh)
-                    && is_missing_stack(engine, finished.code, &finished.stderr)
+                    && is_missing_stack(engine, stack, finished.code, &finished.stderr)
                 {
-                    return Err(Finished {
-                        outcome: Outcome::Absent {
-                            reason: absent(&job.project.context.stack),
-                        },
-                        exit_code: finished.code,
-                        changes: None,
-                        log: log.as_ref().map(|_| job.project.log.clone()),
-                        created_stack: false,
-                    });
+                    return Err(job.absent(finished.code, log));
                 }
                 let reason = failure_reason(job, step, &finished, &reader);
                 return Err(job.failed(finished.code.or(*exit_code), reason, log));
             }
             if let Some(stamp) = &step.stamp {
                 crate::fingerprint::record_init(stamp);
+            }
+            // The module's workspaces, listed: without the stack's, it is not touched.
+            if let Some(name) = &step.listed
+                && !crate::engine::terraform::lists(&finished.stdout, name)
+            {
+                return Err(job.absent(finished.code, log));
             }
             if step.kind == StepKind::Outputs {
                 *outputs = Some(parse_outputs(engine, &finished.stdout));
@@ -506,8 +528,10 @@ async fn run_step(
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         match (step.kind, stream) {
-            // The outputs hold secrets in plain text: never shown, never logged.
+            // The outputs hold secrets in plain text: never shown, never logged. A list of
+            // workspaces is read, not shown.
             (StepKind::Outputs | StepKind::SecretMarks, Stream::Stdout) => {}
+            (_, Stream::Stdout) if step.listed.is_some() => {}
             (StepKind::Operation, Stream::Stdout) => {
                 for shown in reader.line(line) {
                     job.emit(log, stream, &shown);

@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -27,8 +26,9 @@ type Shared = Arc<Mutex<Box<dyn Ledger>>>;
 pub struct Recorder {
     ledger: Shared,
     run_id: String,
-    /// Set to stop watching for `mara cancel`.
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop watching for `mara cancel`: the watcher wakes at once, not at its next
+    /// look (a run's end would otherwise wait up to a quarter of a second for it).
+    stop: Option<mpsc::Sender<()>>,
     watcher: Option<JoinHandle<()>>,
 }
 
@@ -51,7 +51,7 @@ impl Recorder {
                 Recorder {
                     ledger: Arc::new(Mutex::new(ledger)),
                     run_id: start.run_id.clone(),
-                    stop: Arc::default(),
+                    stop: None,
                     watcher: None,
                 },
                 took_over,
@@ -70,10 +70,13 @@ impl Recorder {
     /// Watches for `mara cancel` until the run is finished: a request interrupts the run as
     /// Ctrl-C would.
     pub fn watch_cancel(&mut self, interrupt: Interrupt) {
-        let (ledger, run_id, stop) = (self.ledger.clone(), self.run_id.clone(), self.stop.clone());
+        let (ledger, run_id) = (self.ledger.clone(), self.run_id.clone());
+        let (stop, stopped) = mpsc::channel::<()>();
+        self.stop = Some(stop);
         self.watcher = Some(std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(250));
+            while let Err(mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(Duration::from_millis(250))
+            {
                 let requested = ledger
                     .lock()
                     .map(|l| l.cancel_requested(&run_id).unwrap_or(false))
@@ -143,7 +146,7 @@ impl Recorder {
     }
 
     fn stop_watching(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop = None;
         if let Some(watcher) = self.watcher.take() {
             let _ = watcher.join();
         }

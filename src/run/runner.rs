@@ -8,6 +8,7 @@
 //! interruption before or after the run means, and asks at each step whether one came.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc;
 
@@ -97,6 +98,9 @@ async fn walk(
     });
     let mut escalations = interrupt.subscribe();
     let mut said = InterruptLevel::None;
+    // Whether each project's engine created its stack: a project prepared ahead of a turn that
+    // never came (its dependency failed) may have.
+    let created: Vec<Arc<AtomicBool>> = (0..plan.len()).map(|_| Arc::default()).collect();
     let job = |index: usize| {
         Job::new(
             index,
@@ -104,6 +108,7 @@ async fn walk(
             plan.projects[index].clone(),
             shared.clone(),
             events.clone(),
+            created[index].clone(),
         )
     };
     let scheduler = scheduler::run(
@@ -119,7 +124,7 @@ async fn walk(
         },
     );
     tokio::pin!(scheduler);
-    let reports = loop {
+    let mut reports = loop {
         tokio::select! {
             reports = &mut scheduler => break reports,
             Ok(()) = escalations.changed() => {
@@ -128,6 +133,9 @@ async fn walk(
             }
         }
     };
+    for (report, created) in reports.iter_mut().zip(&created) {
+        report.created_stack |= created.load(Ordering::Relaxed);
+    }
     // An escalation that came as the last project ended is said too.
     say(&mut said, interrupt.level(), interrupt.cause(), &events);
     let status = run_status(&reports, interrupt.is_interrupted());

@@ -76,7 +76,10 @@ pub async fn run<S: Send + 'static>(
     let mut early: BTreeSet<usize> = (0..projects.len())
         .filter(|&i| waiting[i] > 0 && projects[i].prepares_first())
         .collect();
-    let mut preparing: BTreeSet<usize> = BTreeSet::new();
+    let mut preparing: BTreeMap<usize, tokio::task::AbortHandle> = BTreeMap::new();
+    // At most half the slots prepare, so that a preparation that takes long (a provider
+    // download) never holds back more than half of what becomes ready meanwhile.
+    let preparers = parallel / 2;
     let mut prepared: BTreeMap<usize, S> = BTreeMap::new();
     let (releases, mut released_rx) = mpsc::unbounded_channel::<usize>();
     let mut released: BTreeSet<usize> = BTreeSet::new();
@@ -108,14 +111,24 @@ pub async fn run<S: Send + 'static>(
                 task_of.insert(handle.id(), i);
                 continue;
             }
+            if preparing.len() >= preparers {
+                break;
+            }
             let Some(i) = early.iter().copied().find(|i| !blocked.contains_key(i)) else {
                 break;
             };
             early.remove(&i);
-            preparing.insert(i);
             let preparation = prepare(i);
             let handle = running.spawn(async move { Done::Prepared(preparation.await) });
             task_of.insert(handle.id(), i);
+            preparing.insert(i, handle);
+        }
+        // Stopped by a failure: what was being prepared will not be used (its processes are
+        // killed with the tasks).
+        if stopping && !interrupt.is_interrupted() {
+            for (_, preparation) in std::mem::take(&mut preparing) {
+                preparation.abort();
+            }
         }
         if running.is_empty() {
             break;
@@ -123,11 +136,14 @@ pub async fn run<S: Send + 'static>(
         let joined = tokio::select! {
             joined = running.join_next_with_id() => joined,
             Some(i) = released_rx.recv() => {
-                released.insert(i);
+                // Its end may have been taken first, and its dependents released with it.
+                if reports.contains_key(&i) || !released.insert(i) {
+                    continue;
+                }
                 for &k in &unblocks[i] {
                     unblocked += 1;
                     waiting[k] -= 1;
-                    if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains(&k) {
+                    if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains_key(&k) {
                         ready.push(Reverse(k));
                     }
                 }
@@ -148,8 +164,9 @@ pub async fn run<S: Send + 'static>(
             Some(Ok((id, Done::Finished(finished)))) => (task_of[&id], finished),
             Some(Err(error)) => {
                 let i = task_of[&error.id()];
-                // A preparation that panicked: the project's turn runs it again, and says so.
-                if preparing.remove(&i) {
+                // A preparation that panicked (or was stopped): the project's turn, if it comes,
+                // starts from its first step.
+                if preparing.remove(&i).is_some() || error.is_cancelled() {
                     if waiting[i] == 0 && !blocked.contains_key(&i) {
                         ready.push(Reverse(i));
                     }
@@ -179,7 +196,7 @@ pub async fn run<S: Send + 'static>(
             for &k in &unblocks[i] {
                 unblocked += 1;
                 waiting[k] -= 1;
-                if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains(&k) {
+                if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains_key(&k) {
                     ready.push(Reverse(k));
                 }
             }
@@ -512,5 +529,67 @@ mod tests {
             .position(|s| s.starts_with(&format!("start {second}")))
             .unwrap();
         assert!(started < position(&format!("end {first}")), "{said:#?}");
+    }
+
+    #[tokio::test]
+    async fn a_release_taken_after_its_end_releases_nothing_twice() {
+        // Every project releases, then ends at once: its end and its release race.
+        let plan = fixtures::plan(Operation::Destroy, &[]);
+        for _ in 0..20 {
+            let (tx, _rx) = mpsc::unbounded_channel();
+            let prepare = |i: usize| -> PrepareFuture<usize> { Box::pin(async move { i }) };
+            let start = |_: usize, _: Option<usize>, release: Release| -> ProjectFuture {
+                Box::pin(async move {
+                    release.send();
+                    Finished {
+                        outcome: Outcome::Succeeded,
+                        exit_code: Some(0),
+                        changes: None,
+                        log: None,
+                        created_stack: false,
+                    }
+                })
+            };
+            let policy = FailurePolicy::StopAll;
+            let reports = run(&plan, 4, policy, &Interrupt::default(), &tx, prepare, start).await;
+            assert!(reports.iter().all(|r| r.status == ProjectStatus::Succeeded));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failure_stops_what_is_being_prepared() {
+        // The first project fails at once; the preparations would never end.
+        let plan = fixtures::plan(Operation::Up, &[]);
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let prepare = |_: usize| -> PrepareFuture<usize> { Box::pin(std::future::pending()) };
+        let start = |i: usize, _: Option<usize>, _: Release| -> ProjectFuture {
+            Box::pin(async move {
+                // The roots run side by side; the second ends after the preparations started.
+                for _ in 0..(i * 10) {
+                    tokio::task::yield_now().await;
+                }
+                Finished {
+                    outcome: Outcome::Failed {
+                        code: Some(1),
+                        reason: "boom".into(),
+                    },
+                    exit_code: Some(1),
+                    changes: None,
+                    log: None,
+                    created_stack: false,
+                }
+            })
+        };
+        let policy = FailurePolicy::StopAll;
+        let interrupt = Interrupt::default();
+        let walk = run(&plan, 8, policy, &interrupt, &tx, prepare, start);
+        let reports = tokio::time::timeout(std::time::Duration::from_secs(10), walk)
+            .await
+            .expect("the walk ends without waiting for the preparations");
+        let skipped = reports
+            .iter()
+            .filter(|r| r.status == ProjectStatus::Skipped)
+            .count();
+        assert_eq!(skipped, plan.len() - 2, "{reports:#?}");
     }
 }

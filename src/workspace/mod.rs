@@ -128,10 +128,13 @@ impl Workspace {
             .join(format!("{project}.json"))
     }
 
-    /// What `terraform init` last ran on in a module (`<state_dir>/init/<project path>`): the
-    /// same for every stack, as a module's working directory is.
+    /// What `terraform init` last ran on in a module (`<state_dir>/init/<project path>.stamp`,
+    /// so that `network` and `network/edge` do not collide): the same for every stack, as a
+    /// module's working directory is.
     pub fn init_stamp_file(&self, project: &str) -> PathBuf {
-        self.state_dir().join("init").join(project)
+        self.state_dir()
+            .join("init")
+            .join(format!("{project}.stamp"))
     }
 
     /// The kubeconfig mara writes for a stack: `<state_dir>/kube/<stack>.yaml`.

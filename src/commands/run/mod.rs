@@ -437,7 +437,7 @@ fn stacks_seen(
     for (project, report) in plan.projects.iter().zip(reports) {
         match project.engine {
             EngineKind::Pulumi => {}
-            // A plan in a workspace that does not exist leaves it so (`TF_WORKSPACE`).
+            // Not after a plan: not every backend makes a workspace for one.
             EngineKind::Terraform | EngineKind::Tofu if plan.operation != Operation::Preview => {}
             _ => continue,
         }
