@@ -406,8 +406,14 @@ fn destroy_and_refresh_never_make_a_workspace() {
             .contains("does not exist here"),
         "{report:#}"
     );
-    assert_eq!(project(&report, "network")["status"], "succeeded");
+    assert!(destroyed(project(&report, "network")), "{report:#}");
     assert!(!m.root().join("app/terraform.tfstate.d/dev").exists());
+}
+
+/// A module of outputs only, destroyed: Terraform from 1.1 counts its outputs' removal as a
+/// change, 1.0 (CI's pinned build) counts none.
+fn destroyed(project: &Value) -> bool {
+    project["status"] == "succeeded" || project["status"] == "unchanged"
 }
 
 /// A `terraform` on PATH that logs each call (`<module> <TF_WORKSPACE> <args>`) and runs the real
@@ -560,7 +566,7 @@ fn a_deployed_module_costs_one_terraform_process_per_run() {
         by_module(&[("app", &[apply, init, apply])])
     );
     let report = run(&["destroy", "--yes"]);
-    assert_eq!(project(&report, "app")["status"], "succeeded");
+    assert!(destroyed(project(&report, "app")), "{report:#}");
     // A destroy looks for the workspace first (`TF_WORKSPACE` would make it again, empty).
     let destroy = "dev destroy -auto-approve -input=false -json";
     let list = "- workspace list";

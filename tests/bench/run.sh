@@ -279,7 +279,8 @@ if [[ " $parts " == *" calls "* ]]; then
           hyperfine -N --runs 3 --prepare "$prepare" --export-json "$work/c.json" \
             "$bin -C $work/calls-ws up --yes --parallel 8 -q" > /dev/null
           unset NOWORK_CALL_SLEEP
-          critical=$(python3 -c "print($chain * $call + ($call if '$run' == 'first' else 0))")
+          extra=$([ "$run" = first ] && echo "$call" || echo 0)
+          critical=$(python3 -c "print(f'{$chain * $call + $extra:.2f}')")
           echo "| $label | $n | $chain | $call | $run | $critical | $(python3 -c "import json; r = json.load(open('$work/c.json'))['results'][0]; print(f\"{r['mean']:.2f} ± {r['stddev']:.2f} | {r['mean'] / $critical:.3f}\")") |"
         done
       done
