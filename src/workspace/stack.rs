@@ -20,6 +20,12 @@ impl StackName {
             Err(format!(
                 "`{name}` is not a valid stack name: it must contain a letter, digit, `_` or `-`"
             ))
+        } else if name.starts_with('-') {
+            // It is an argument of the engines' commands (`terraform workspace new <stack>`),
+            // where a leading `-` reads as a flag.
+            Err(format!(
+                "`{name}` is not a valid stack name: it cannot start with `-`"
+            ))
         } else if let Some(bad) = name
             .chars()
             .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
@@ -149,6 +155,11 @@ mod tests {
                 .contains("must contain a letter")
         );
         assert!(StackName::parse("...").is_ok(), "a file name of its own");
+        assert_eq!(
+            StackName::parse("-or-create").unwrap_err(),
+            "`-or-create` is not a valid stack name: it cannot start with `-`"
+        );
+        assert!(StackName::parse("eu-1").is_ok());
     }
 
     #[test]
