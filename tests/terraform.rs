@@ -52,6 +52,21 @@ impl Modules {
         (output.status.code().unwrap(), report)
     }
 
+    /// `mara --output json <args>` with `PATH` set: its exit code and report.
+    fn run_on(&self, path: &str, args: &[&str]) -> (i32, Value) {
+        let output = self
+            .mara()
+            .env("PATH", path)
+            .arg("--output")
+            .arg("json")
+            .args(args)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&output)));
+        (output.status.code().unwrap(), report)
+    }
+
     fn outputs(&self) -> Value {
         let output = self.mara().arg("output").output().unwrap();
         assert!(output.status.success(), "{}", common::stderr(&output));
@@ -214,19 +229,7 @@ fn pulumi_terraform_and_command_projects_run_in_one_graph() {
     )
     .unwrap();
     let path = common::path_with(bin.path());
-    let run = |args: &[&str]| {
-        let output = m
-            .mara()
-            .env("PATH", &path)
-            .arg("--output")
-            .arg("json")
-            .args(args)
-            .output()
-            .unwrap();
-        let report: Value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&output)));
-        (output.status.code().unwrap(), report)
-    };
+    let run = |args: &[&str]| m.run_on(&path, args);
 
     let (code, report) = run(&["up", "--yes"]);
     assert_eq!(code, 0, "{report:#}");
@@ -480,18 +483,9 @@ fn a_deployed_module_costs_one_terraform_process_per_run() {
     let path = common::path_with(bin.path());
     let mut seen = 0;
     let run = |args: &[&str]| {
-        let output = m
-            .mara()
-            .env("PATH", &path)
-            .arg("--output")
-            .arg("json")
-            .args(args)
-            .output()
-            .unwrap();
-        let report: Value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&output)));
+        let (code, report) = m.run_on(&path, args);
         let calls = std::fs::read_to_string(&log).unwrap_or_default();
-        assert_eq!(output.status.code(), Some(0), "{report:#}\n{calls}");
+        assert_eq!(code, 0, "{report:#}\n{calls}");
         report
     };
     let apply = "dev apply -auto-approve -input=false -json";

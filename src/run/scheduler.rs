@@ -313,13 +313,7 @@ mod tests {
                     } else {
                         Outcome::Succeeded
                     };
-                    Finished {
-                        outcome,
-                        exit_code: Some(i32::from(fail)),
-                        changes: None,
-                        log: None,
-                        created_stack: false,
-                    }
+                    done(outcome)
                 })
             },
         )
@@ -414,6 +408,18 @@ mod tests {
         assert_eq!(reports.len(), 15, "every project is reported");
     }
 
+    /// A project's end with `outcome`.
+    fn done(outcome: Outcome) -> Finished {
+        let failed = matches!(outcome, Outcome::Failed { .. });
+        Finished {
+            outcome,
+            exit_code: Some(i32::from(failed)),
+            changes: None,
+            log: None,
+            created_stack: false,
+        }
+    }
+
     /// What the walk did, in order: `prepare P`, `start P` (`start P (prepared)` when its
     /// preparation ran ahead), `end P`.
     /// The first project of the plan takes long.
@@ -450,13 +456,7 @@ mod tests {
                     }
                 }
                 said.lock().unwrap().push(format!("end {path}"));
-                Finished {
-                    outcome: Outcome::Succeeded,
-                    exit_code: Some(0),
-                    changes: None,
-                    log: None,
-                    created_stack: false,
-                }
+                done(Outcome::Succeeded)
             })
         };
         let reports = run(
@@ -541,13 +541,7 @@ mod tests {
             let start = |_: usize, _: Option<usize>, release: Release| -> ProjectFuture {
                 Box::pin(async move {
                     release.send();
-                    Finished {
-                        outcome: Outcome::Succeeded,
-                        exit_code: Some(0),
-                        changes: None,
-                        log: None,
-                        created_stack: false,
-                    }
+                    done(Outcome::Succeeded)
                 })
             };
             let policy = FailurePolicy::StopAll;
@@ -568,16 +562,10 @@ mod tests {
                 for _ in 0..(i * 10) {
                     tokio::task::yield_now().await;
                 }
-                Finished {
-                    outcome: Outcome::Failed {
-                        code: Some(1),
-                        reason: "boom".into(),
-                    },
-                    exit_code: Some(1),
-                    changes: None,
-                    log: None,
-                    created_stack: false,
-                }
+                done(Outcome::Failed {
+                    code: Some(1),
+                    reason: "boom".into(),
+                })
             })
         };
         let policy = FailurePolicy::StopAll;
