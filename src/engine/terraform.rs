@@ -265,6 +265,11 @@ impl Reader {
                 .collect();
                 let line = format!("Resources: {}", changes_summary(&counts));
                 self.resources = Some(counts);
+                // An apply's plan summary, then its own: said once when they agree.
+                if self.last_shown.as_deref() == Some(line.as_str()) {
+                    return Vec::new();
+                }
+                self.last_shown = Some(line.clone());
                 return vec![line];
             }
             // Planned output changes carry an action; the final message carries values, which
@@ -512,8 +517,12 @@ mod tests {
         let mut reader = Reader::default();
         assert_eq!(reader.line(r#"{"@level":"info","@message":"null_resource.a: Creating...","type":"apply_start"}"#), ["null_resource.a: Creating..."]);
         assert_eq!(
-            reader.line(r#"{"@level":"info","@message":"Apply complete!","type":"change_summary","changes":{"add":2,"change":1,"remove":0,"operation":"apply"}}"#),
+            reader.line(r#"{"@level":"info","@message":"Plan: 2 to add, 1 to change, 0 to destroy.","type":"change_summary","changes":{"add":2,"change":1,"remove":0,"operation":"plan"}}"#),
             ["Resources: +2 ~1"]
+        );
+        assert!(
+            reader.line(r#"{"@level":"info","@message":"Apply complete!","type":"change_summary","changes":{"add":2,"change":1,"remove":0,"operation":"apply"}}"#).is_empty(),
+            "the apply's summary, the same as its plan's, is said once"
         );
         reader.line(
             r#"{"type":"outputs","outputs":{"a":{"action":"update"},"b":{"action":"noop"}}}"#,
