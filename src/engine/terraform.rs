@@ -61,14 +61,14 @@ impl Terraform {
             step.env.insert("TF_WORKSPACE".into(), self.stack.clone());
             step
         };
-        // The steps that choose no workspace never get one from the environment either:
-        // `terraform workspace` refuses to run under `TF_WORKSPACE`.
+        // `terraform workspace` refuses to run under a `TF_WORKSPACE` of the person's own.
+        // (`init` keeps it: a backend without a `default` workspace needs one to initialize.)
         let outside = |words: &[&str]| {
             let mut step = step(StepKind::Prepare, words);
             step.unset = vec!["TF_WORKSPACE"];
             step
         };
-        let mut init = outside(&["init", "-input=false"]);
+        let mut init = step(StepKind::Prepare, &["init", "-input=false"]);
         init.stamp = Some(module.stamp.clone());
         let mut steps = Vec::new();
         if !module.initialized {
@@ -82,6 +82,12 @@ impl Terraform {
         if operation == Operation::Destroy || (mutates_only && !module.workspace_known) {
             let mut list = outside(&["workspace", "list"]);
             list.listed = Some(self.stack.clone());
+            if module.initialized {
+                list.repairs.push(Repair {
+                    when: Missing::Init,
+                    step: init.clone(),
+                });
+            }
             steps.push(list);
         }
         let operation_words: &[&str] = match operation {

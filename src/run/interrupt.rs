@@ -209,6 +209,28 @@ impl Interrupt {
     }
 }
 
+/// Tells the preparations under way that the run no longer needs them (a failure stopped it):
+/// each asks its process to stop as Ctrl-C would (SIGINT), and waits for it to end.
+#[derive(Clone)]
+pub struct Stop(watch::Receiver<bool>);
+
+impl Stop {
+    /// A stop and the sender that gives it.
+    pub fn new() -> (watch::Sender<bool>, Stop) {
+        let (sender, receiver) = watch::channel(false);
+        (sender, Stop(receiver))
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Returns once stopped (at once if already).
+    pub async fn stopped(&mut self) {
+        let _ = self.0.wait_for(|stopped| *stopped).await;
+    }
+}
+
 fn signal_of(level: InterruptLevel) -> i32 {
     match level {
         InterruptLevel::Kill => libc::SIGKILL,

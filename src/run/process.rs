@@ -16,7 +16,7 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use super::interrupt::Interrupt;
+use super::interrupt::{Interrupt, Stop};
 use crate::engine::Step;
 
 /// Which stream a line came from.
@@ -36,13 +36,15 @@ pub struct Finished {
 }
 
 /// Runs `step` with `env`, sending each line to `lines` as it arrives; `stdin` is written to the
-/// process and closed (secrets travel this way, never as arguments).
+/// process and closed (secrets travel this way, never as arguments). Once `stop` says so, the
+/// process gets SIGINT (once), and is waited for.
 pub async fn run(
     step: &Step,
     env: &BTreeMap<String, String>,
     stdin: Option<&str>,
     interrupt: &Interrupt,
     lines: mpsc::UnboundedSender<(Stream, String)>,
+    stop: Option<Stop>,
 ) -> std::io::Result<Finished> {
     let mut command = tokio::process::Command::from(command(step, env, stdin.is_some())?);
     let group = interrupt.run_group();
@@ -57,11 +59,32 @@ pub async fn run(
     }
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
-    let (stdout, stderr) = tokio::join!(
-        read_lines(stdout, Stream::Stdout, lines.clone()),
-        read_lines(stderr, Stream::Stderr, lines)
-    );
-    let status = child.wait().await;
+    let pid = registered.as_ref().map(|r| r.pid);
+    let work = async {
+        let (stdout, stderr) = tokio::join!(
+            read_lines(stdout, Stream::Stdout, lines.clone()),
+            read_lines(stderr, Stream::Stderr, lines)
+        );
+        (stdout, stderr, child.wait().await)
+    };
+    tokio::pin!(work);
+    let (stdout, stderr, status) = match stop {
+        Some(mut stop) => {
+            let mut asked = false;
+            loop {
+                tokio::select! {
+                    done = &mut work => break done,
+                    () = stop.stopped(), if !asked => {
+                        asked = true;
+                        if let Some(pid) = pid {
+                            interrupt.kill(pid, libc::SIGINT);
+                        }
+                    }
+                }
+            }
+        }
+        None => work.await,
+    };
     if let Some(registered) = &mut registered {
         registered.ended = true;
     }
@@ -260,6 +283,7 @@ mod tests {
             Some("input\n"),
             &Interrupt::default(),
             tx,
+            None,
         )
         .await
         .unwrap();
@@ -290,11 +314,40 @@ mod tests {
         });
         // The shell traps INT and reports it; its foreground child, in the same group, gets it too.
         let script = "trap 'echo trapped; exit 9' INT; sleep 5; echo not-reached";
-        let finished = run(&step(&["-c", script]), &env(), None, &interrupt, tx)
+        let finished = run(&step(&["-c", script]), &env(), None, &interrupt, tx, None)
             .await
             .unwrap();
         assert_eq!(finished.code, Some(9));
         assert!(finished.stdout.contains("trapped") && !finished.stdout.contains("not-reached"));
+    }
+
+    #[tokio::test]
+    async fn a_stop_asks_the_process_to_stop_once_and_waits_for_it() {
+        // SAFETY: as above.
+        unsafe {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+        }
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let (stop, stopped) = Stop::new();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let _ = stop.send(true);
+        });
+        // It takes its time after the first SIGINT; a second would end it at once, unclean.
+        let script = "trap 'if [ -n \"$seen\" ]; then echo twice; exit 8; fi; seen=1; echo asked' INT; \
+                      i=0; while [ $i -lt 50 ]; do sleep 0.02; i=$((i+1)); done; echo clean; exit 0";
+        let finished = run(
+            &step(&["-c", script]),
+            &env(),
+            None,
+            &Interrupt::default(),
+            tx,
+            Some(stopped),
+        )
+        .await
+        .unwrap();
+        assert_eq!(finished.code, Some(0), "{}", finished.stdout);
+        assert_eq!(finished.stdout, "asked\nclean\n");
     }
 
     #[test]
@@ -311,7 +364,7 @@ mod tests {
         let (tx, _rx) = mpsc::unbounded_channel();
         let mut s = step(&[]);
         s.program = "no-such-program-mara".into();
-        let err = run(&s, &env(), None, &Interrupt::default(), tx)
+        let err = run(&s, &env(), None, &Interrupt::default(), tx, None)
             .await
             .unwrap_err();
         assert!(

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::events::{Event, Finished, Outcome};
 use super::hooks::{self, Work};
-use super::interrupt::{Interrupt, InterruptLevel};
+use super::interrupt::{Interrupt, InterruptLevel, Stop};
 use super::kubeconfig;
 use super::plan::PlannedProject;
 use super::process::{self, Stream};
@@ -57,6 +57,8 @@ pub struct Job {
     /// Lets its dependents start before it ends, when all that is left after its operation is
     /// cleaning up.
     release: Option<Release>,
+    /// While it prepares ahead of its turn: says when the run no longer needs that.
+    stop: Option<Stop>,
 }
 
 impl Job {
@@ -79,6 +81,7 @@ impl Job {
             redactor,
             held: Mutex::new(None),
             release: None,
+            stop: None,
         }
     }
 
@@ -231,6 +234,9 @@ impl Prepared {
             if interrupt.is_interrupted() {
                 return Err(job.failed(None, "interrupted".into(), log));
             }
+            if job.stop.as_ref().is_some_and(Stop::is_stopped) {
+                return Err(job.failed(None, "not needed: the run stopped".into(), log));
+            }
             let mut reader = Reader::new(engine, job.operation);
             let mut finished = run_step(job, log, step, &mut reader)
                 .await
@@ -255,11 +261,18 @@ impl Prepared {
                     .map_err(|error| job.failed(None, error, log))?;
                 if !repair.succeeded(made.code) {
                     // The step's own failure is the news; the repair's is said after it.
+                    let said = quiet
+                        .error()
+                        .or_else(|| process::last_error(&made.stderr))
+                        .map(|error| job.redactor.redact(error));
                     let reason = format!(
                         "{} (then `{}` failed: {})",
                         failure_reason(job, step, &finished, &reader),
                         repair.display(),
-                        failure_reason(job, repair, &made, &quiet)
+                        said.unwrap_or_else(|| match made.code {
+                            Some(code) => format!("exit code {code}"),
+                            None => "ended by a signal".into(),
+                        })
                     );
                     return Err(job.failed(finished.code, reason, log));
                 }
@@ -368,8 +381,9 @@ impl Prepared {
 /// Runs a project's preparation (its leading `Prepare` steps: selecting or creating its stack,
 /// `terraform init`) ahead of its turn, while it still waits for its dependencies; what they
 /// print is held back until its turn (docs/ARCHITECTURE.md, "How a run goes").
-pub async fn prepare(job: Job) -> Prepared {
+pub async fn prepare(mut job: Job, stop: Stop) -> Prepared {
     *job.held.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+    job.stop = Some(stop);
     let mut prepared = Prepared::new(job);
     if prepared.job.project.absent.is_none() {
         prepared.open_log();
@@ -406,6 +420,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         return finished;
     }
     prepared.job.release = Some(release);
+    prepared.job.stop = None;
     prepared.open_log();
     if let Err(finished) = prepared.advance(false).await {
         return finished;
@@ -460,7 +475,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
 
 /// Why a project whose stack does not exist is not touched.
 pub fn absent(stack: &str) -> String {
-    format!("stack `{stack}` does not exist here (never deployed): not touched")
+    format!("stack `{stack}` does not exist here (never deployed, or removed): not touched")
 }
 
 /// Why a step failed, in a line: a held lock, else the engine's own error, else its exit code.
@@ -576,6 +591,7 @@ async fn stream(
         None,
         &job.shared.interrupt,
         tx,
+        job.stop.clone(),
     );
     tokio::pin!(process);
     let fault = fault_injected(job);

@@ -117,7 +117,7 @@ async fn walk(
         schedule.failure,
         &interrupt,
         &events,
-        |index| Box::pin(project::prepare(job(index))),
+        |index, stop| Box::pin(project::prepare(job(index), stop)),
         |index, prepared, release| {
             let prepared = prepared.unwrap_or_else(|| Prepared::new(job(index)));
             Box::pin(project::run(prepared, release))

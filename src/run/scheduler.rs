@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::events::{Event, Finished, Outcome, ProjectReport};
-use super::interrupt::Interrupt;
+use super::interrupt::{Interrupt, Stop};
 use super::plan::RunPlan;
 
 pub use crate::settings::run::FailurePolicy;
@@ -44,7 +44,8 @@ enum Done<S> {
 }
 
 /// Runs the plan. `start(index, prepared, release)` makes the future that runs one project (its
-/// position in the plan), given what `prepare(index)` made of it ahead of its turn, if anything.
+/// position in the plan), given what `prepare(index, stop)` made of it ahead of its turn, if
+/// anything; `stop` says when a failure stopped the run, and the preparation is not needed.
 ///
 /// A free slot goes first to a project whose dependencies all succeeded, the earliest in the
 /// plan first; a slot nothing ready needs goes to the preparation (`PlannedProject::
@@ -56,7 +57,7 @@ pub async fn run<S: Send + 'static>(
     policy: FailurePolicy,
     interrupt: &Interrupt,
     events: &mpsc::UnboundedSender<Event>,
-    mut prepare: impl FnMut(usize) -> PrepareFuture<S>,
+    mut prepare: impl FnMut(usize, Stop) -> PrepareFuture<S>,
     mut start: impl FnMut(usize, Option<S>, Release) -> ProjectFuture,
 ) -> Vec<ProjectReport> {
     let projects = &plan.projects;
@@ -76,7 +77,8 @@ pub async fn run<S: Send + 'static>(
     let mut early: BTreeSet<usize> = (0..projects.len())
         .filter(|&i| waiting[i] > 0 && projects[i].prepares_first())
         .collect();
-    let mut preparing: BTreeMap<usize, tokio::task::AbortHandle> = BTreeMap::new();
+    let mut preparing: BTreeSet<usize> = BTreeSet::new();
+    let (stop_preparing, stop) = Stop::new();
     // At most half the slots prepare, so that a preparation that takes long (a provider
     // download) never holds back more than half of what becomes ready meanwhile.
     let preparers = parallel / 2;
@@ -118,17 +120,15 @@ pub async fn run<S: Send + 'static>(
                 break;
             };
             early.remove(&i);
-            let preparation = prepare(i);
+            let preparation = prepare(i, stop.clone());
             let handle = running.spawn(async move { Done::Prepared(preparation.await) });
             task_of.insert(handle.id(), i);
-            preparing.insert(i, handle);
+            preparing.insert(i);
         }
-        // Stopped by a failure: what was being prepared will not be used (its processes are
-        // killed with the tasks).
-        if stopping && !interrupt.is_interrupted() {
-            for (_, preparation) in std::mem::take(&mut preparing) {
-                preparation.abort();
-            }
+        // Stopped by a failure: what is being prepared will not be used. Its processes are
+        // asked to stop as Ctrl-C would (an interruption has reached them already).
+        if stopping && !interrupt.is_interrupted() && !preparing.is_empty() {
+            let _ = stop_preparing.send(true);
         }
         if running.is_empty() {
             break;
@@ -143,7 +143,7 @@ pub async fn run<S: Send + 'static>(
                 for &k in &unblocks[i] {
                     unblocked += 1;
                     waiting[k] -= 1;
-                    if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains_key(&k) {
+                    if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains(&k) {
                         ready.push(Reverse(k));
                     }
                 }
@@ -164,9 +164,9 @@ pub async fn run<S: Send + 'static>(
             Some(Ok((id, Done::Finished(finished)))) => (task_of[&id], finished),
             Some(Err(error)) => {
                 let i = task_of[&error.id()];
-                // A preparation that panicked (or was stopped): the project's turn, if it comes,
-                // starts from its first step.
-                if preparing.remove(&i).is_some() || error.is_cancelled() {
+                // A preparation that panicked: the project's turn, if it comes, starts from its
+                // first step.
+                if preparing.remove(&i) {
                     if waiting[i] == 0 && !blocked.contains_key(&i) {
                         ready.push(Reverse(i));
                     }
@@ -196,7 +196,7 @@ pub async fn run<S: Send + 'static>(
             for &k in &unblocks[i] {
                 unblocked += 1;
                 waiting[k] -= 1;
-                if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains_key(&k) {
+                if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains(&k) {
                     ready.push(Reverse(k));
                 }
             }
@@ -289,7 +289,7 @@ mod tests {
         let plan = fixtures::plan(operation, &[]);
         let (tx, _rx) = mpsc::unbounded_channel();
         let started = Arc::new(Mutex::new(Vec::new()));
-        let prepare = |_| -> PrepareFuture<()> { Box::pin(async {}) };
+        let prepare = |_, _| -> PrepareFuture<()> { Box::pin(async {}) };
         let reports = run(
             &plan,
             parallel,
@@ -426,7 +426,7 @@ mod tests {
     async fn timeline(plan: &RunPlan, parallel: usize, cleanup: &[&str]) -> Vec<String> {
         let (tx, _rx) = mpsc::unbounded_channel();
         let said = Arc::new(Mutex::new(Vec::new()));
-        let prepare = |i: usize| -> PrepareFuture<usize> {
+        let prepare = |i: usize, _: Stop| -> PrepareFuture<usize> {
             let path = plan.projects[i].path.clone();
             said.lock().unwrap().push(format!("prepare {path}"));
             Box::pin(async move {
@@ -537,7 +537,8 @@ mod tests {
         let plan = fixtures::plan(Operation::Destroy, &[]);
         for _ in 0..20 {
             let (tx, _rx) = mpsc::unbounded_channel();
-            let prepare = |i: usize| -> PrepareFuture<usize> { Box::pin(async move { i }) };
+            let prepare =
+                |i: usize, _: Stop| -> PrepareFuture<usize> { Box::pin(async move { i }) };
             let start = |_: usize, _: Option<usize>, release: Release| -> ProjectFuture {
                 Box::pin(async move {
                     release.send();
@@ -551,11 +552,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_failure_stops_what_is_being_prepared() {
-        // The first project fails at once; the preparations would never end.
+    async fn a_failure_tells_the_preparations_to_stop() {
+        // The first project fails at once; the preparations end only when told to stop.
         let plan = fixtures::plan(Operation::Up, &[]);
         let (tx, _rx) = mpsc::unbounded_channel();
-        let prepare = |_: usize| -> PrepareFuture<usize> { Box::pin(std::future::pending()) };
+        let prepare = |i: usize, mut stop: Stop| -> PrepareFuture<usize> {
+            Box::pin(async move {
+                stop.stopped().await;
+                i
+            })
+        };
         let start = |i: usize, _: Option<usize>, _: Release| -> ProjectFuture {
             Box::pin(async move {
                 // The roots run side by side; the second ends after the preparations started.
@@ -573,7 +579,7 @@ mod tests {
         let walk = run(&plan, 8, policy, &interrupt, &tx, prepare, start);
         let reports = tokio::time::timeout(std::time::Duration::from_secs(10), walk)
             .await
-            .expect("the walk ends without waiting for the preparations");
+            .expect("the preparations are told to stop");
         let skipped = reports
             .iter()
             .filter(|r| r.status == ProjectStatus::Skipped)
