@@ -9,8 +9,9 @@
 //! -input=false`, and after up `output -json` when a hook reads the outputs. A workspace the
 //! backend does not make on its own is made (`workspace new`) when `up` or `preview` finds it
 //! missing; `destroy` (and `refresh` of a workspace the ledger does not know) lists the module's
-//! workspaces first, and a module without the stack's is not touched. The shared configuration's keys in the
-//! module's namespace (its directory's name) reach it as `TF_VAR_<key>`.
+//! workspaces first, and a module without the stack's is not touched. The shared
+//! configuration's keys in the module's namespace (its directory's name) reach it as
+//! `TF_VAR_<key>`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,9 +1,10 @@
 //! The scheduler (docs/commands.md, "up, preview, refresh, destroy"): a ready-queue walk over the
 //! run plan. A project starts when every project it waits for has succeeded, at most `parallel`
 //! at once, the earliest in the plan's order first; a slot no ready project needs prepares a
-//! waiting one (selects its stack, initializes its module) ahead of its turn. What a failure means is one value,
-//! `FailurePolicy`: stop starting projects (the default), or go on with everything that does not
-//! depend on the failed one. A project's task that panics is a failed project, never a lost one.
+//! waiting one (selects its stack, initializes its module) ahead of its turn. What a failure
+//! means is one value, `FailurePolicy`: stop starting projects (the default), or go on with
+//! everything that does not depend on the failed one. A project's task that panics is a failed
+//! project, never a lost one.
 //!
 //! It never prints: it sends `Event`s, and returns one `ProjectReport` per project of the plan.
 
