@@ -20,10 +20,12 @@ pub enum ProjectStatus {
     Cancelled,
     /// It was running when its run's process died (only the ledger sees this).
     Abandoned,
+    /// Not previewed: it reads a project not deployed yet.
+    Waiting,
 }
 
 impl ProjectStatus {
-    pub const ALL: [ProjectStatus; 7] = [
+    pub const ALL: [ProjectStatus; 8] = [
         ProjectStatus::Running,
         ProjectStatus::Succeeded,
         ProjectStatus::Unchanged,
@@ -31,6 +33,7 @@ impl ProjectStatus {
         ProjectStatus::Skipped,
         ProjectStatus::Cancelled,
         ProjectStatus::Abandoned,
+        ProjectStatus::Waiting,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +45,7 @@ impl ProjectStatus {
             ProjectStatus::Skipped => "skipped",
             ProjectStatus::Cancelled => "cancelled",
             ProjectStatus::Abandoned => "abandoned",
+            ProjectStatus::Waiting => "waiting",
         }
     }
 

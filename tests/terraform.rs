@@ -598,3 +598,43 @@ fn a_deployed_module_costs_one_terraform_process_per_run() {
     );
     assert!(!m.root().join("app/terraform.tfstate.d/dev").exists());
 }
+
+#[test]
+fn a_module_preview_says_which_outputs_change_and_who_reads_them() {
+    if common::terraform().is_none() {
+        return;
+    }
+    let m = Modules::new("terraform-local");
+    // Nothing deployed: the network's plan creates its outputs; the app has nothing to read.
+    let (code, report) = m.run(&["preview"]);
+    let network = project(&report, "network");
+    // Terraform before 1.1 names no output actions: nothing to go by.
+    if network.get("changed_outputs").is_none() {
+        eprintln!(
+            "skipped: this Terraform names no planned output actions (before 1.1): {report:#}"
+        );
+        return;
+    }
+    assert_eq!(code, 0, "{report:#}");
+    let app = project(&report, "app");
+    assert_eq!(app["status"], "waiting", "{report:#}");
+    assert_eq!(app["waits_on"], serde_json::json!(["network"]));
+
+    let (code, report) = m.run(&["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    m.edit_config("network:name: mara", "network:name: other");
+    let (code, report) = m.run(&["preview"]);
+    assert_eq!(code, 0, "{report:#}");
+    let network = project(&report, "network");
+    let changed: Vec<&str> = network["changed_outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_str().unwrap())
+        .collect();
+    assert!(changed.contains(&"network_name"), "{report:#}");
+    assert!(!changed.contains(&"cidr"), "{report:#}");
+    let stale = &project(&report, "app")["stale"];
+    assert_eq!(stale[0]["reads"], "network", "{report:#}");
+    assert_eq!(stale[0]["outputs"], network["changed_outputs"]);
+}

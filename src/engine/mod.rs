@@ -427,6 +427,16 @@ impl Reader {
         }
     }
 
+    /// A preview's outputs that change, and whether it creates its stack; `None` when the
+    /// engine did not say.
+    pub fn outputs(&self) -> Option<(Vec<String>, bool)> {
+        match self {
+            Reader::Pulumi(reader) => reader.outputs.clone(),
+            Reader::Terraform(reader) => reader.outputs(),
+            Reader::Plain => None,
+        }
+    }
+
     pub fn changes(&mut self) -> Option<Changes> {
         match self {
             Reader::Pulumi(reader) => reader.changes.take(),

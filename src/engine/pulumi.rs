@@ -272,6 +272,37 @@ pub fn is_locked(stderr: &str) -> bool {
     LOCKED_MARKERS.iter().any(|m| stderr.contains(m))
 }
 
+/// The root stack's outputs that a preview digest changes (its step's `oldState` and
+/// `newState` outputs differ; without a step, none), and whether it creates the stack.
+pub fn stack_outputs(digest: &Value) -> (Vec<String>, bool) {
+    let is_stack = |step: &&Value| {
+        step["newState"]["type"] == "pulumi:pulumi:Stack"
+            || step["oldState"]["type"] == "pulumi:pulumi:Stack"
+            || step["urn"]
+                .as_str()
+                .is_some_and(|urn| urn.contains("::pulumi:pulumi:Stack::"))
+    };
+    let Some(step) = digest["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(is_stack)
+    else {
+        return (Vec::new(), false);
+    };
+    let created = step["op"] == "create";
+    let empty = serde_json::Map::new();
+    let old = step["oldState"]["outputs"].as_object().unwrap_or(&empty);
+    let new = step["newState"]["outputs"].as_object().unwrap_or(&empty);
+    let names: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    let changed = names
+        .into_iter()
+        .filter(|name| old.get(*name) != new.get(*name))
+        .cloned()
+        .collect();
+    (changed, created)
+}
+
 /// Reads an operation's stdout: lines for people, and the change counts.
 #[derive(Debug)]
 pub struct OutputReader {
@@ -279,6 +310,8 @@ pub struct OutputReader {
     /// `preview --json` prints one document at the end: it is collected, then read.
     document: String,
     pub changes: Option<Changes>,
+    /// A preview's: the root stack's outputs that change, and whether it creates the stack.
+    pub outputs: Option<(Vec<String>, bool)>,
     pub result: Option<String>,
     /// The first diagnostic of severity `error`: why the operation failed.
     pub error: Option<String>,
@@ -290,6 +323,7 @@ impl OutputReader {
             operation,
             document: String::new(),
             changes: None,
+            outputs: None,
             result: None,
             error: None,
         }
@@ -333,6 +367,12 @@ impl OutputReader {
         let changes = counts(&digest["changeSummary"]);
         lines.push(format!("Preview: {}", changes_summary(&changes)));
         self.changes = Some(changes);
+        if digest["diagnostics"]
+            .as_array()
+            .is_none_or(|d| d.is_empty())
+        {
+            self.outputs = Some(stack_outputs(&digest));
+        }
         lines
     }
 

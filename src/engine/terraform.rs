@@ -245,6 +245,8 @@ fn diagnostic(d: &Value) -> String {
 pub struct Reader {
     resources: Option<Changes>,
     outputs_changed: u64,
+    /// The planned outputs' actions, by name (Terraform 1.1 and later name them).
+    planned: BTreeMap<String, String>,
     /// The first error diagnostic, for the summary's reason.
     error: Option<String>,
     last_shown: Option<String>,
@@ -283,6 +285,11 @@ impl Reader {
             // are never shown (they may be sensitive).
             Some("outputs") => {
                 let outputs = message["outputs"].as_object().cloned().unwrap_or_default();
+                for (name, output) in &outputs {
+                    if let Some(action) = output.get("action").and_then(Value::as_str) {
+                        self.planned.insert(name.clone(), action.to_string());
+                    }
+                }
                 let changed = outputs
                     .values()
                     .filter(|o| {
@@ -335,6 +342,22 @@ impl Reader {
 
     pub fn finish(&mut self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// A plan's outputs that change, and whether it creates every one of them (a workspace
+    /// not deployed yet); `None` when Terraform named no output actions (before 1.1).
+    pub fn outputs(&self) -> Option<(Vec<String>, bool)> {
+        if self.planned.is_empty() {
+            return None;
+        }
+        let changed = self
+            .planned
+            .iter()
+            .filter(|(_, action)| *action != "noop")
+            .map(|(name, _)| name.clone())
+            .collect();
+        let all_new = self.planned.values().all(|action| action == "create");
+        Some((changed, all_new))
     }
 
     /// The first error Terraform reported, with its place.

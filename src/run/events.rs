@@ -34,6 +34,13 @@ pub enum Outcome {
     Cancelled {
         killed: Option<String>,
     },
+    /// Not previewed: a project it reads is not deployed yet (its preview creates its stack), so
+    /// there is nothing to read. `on`: those projects. Changes here are certain; its dependents
+    /// wait too.
+    Waits {
+        on: Vec<String>,
+        reason: String,
+    },
 }
 
 impl Outcome {
@@ -44,6 +51,7 @@ impl Outcome {
             Outcome::Failed { .. } => ProjectStatus::Failed,
             Outcome::Skipped { .. } | Outcome::Absent { .. } => ProjectStatus::Skipped,
             Outcome::Cancelled { .. } => ProjectStatus::Cancelled,
+            Outcome::Waits { .. } => ProjectStatus::Waiting,
         }
     }
 
@@ -51,7 +59,10 @@ impl Outcome {
     pub fn lets_dependents_run(&self) -> bool {
         matches!(
             self,
-            Outcome::Succeeded | Outcome::Unchanged | Outcome::Absent { .. }
+            Outcome::Succeeded
+                | Outcome::Unchanged
+                | Outcome::Absent { .. }
+                | Outcome::Waits { .. }
         )
     }
 
@@ -60,6 +71,7 @@ impl Outcome {
             Outcome::Failed { reason, .. }
             | Outcome::Skipped { reason }
             | Outcome::Absent { reason }
+            | Outcome::Waits { reason, .. }
             | Outcome::Cancelled {
                 killed: Some(reason),
             } => Some(reason),
@@ -77,6 +89,81 @@ pub struct Finished {
     pub log: Option<std::path::PathBuf>,
     /// Whether its engine said it created the project's stack.
     pub created_stack: bool,
+    /// What its preview says its outputs will do.
+    pub preview: Preview,
+}
+
+/// What a project's preview says about its stack's outputs, for the projects that read them
+/// (docs/commands.md, "Previews across stacks").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preview {
+    /// The outputs that change (`None`: the engine did not say).
+    pub changed_outputs: Option<Vec<String>>,
+    /// Its stack is not deployed yet: the preview creates it.
+    pub new_stack: bool,
+}
+
+/// A preview that used values which the run would change: the project reads `reads`, whose
+/// `outputs` change (none named: whose own preview read values that change).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stale {
+    pub reads: String,
+    pub outputs: Vec<String>,
+}
+
+impl Stale {
+    /// Whether it reads a changing output itself (not only a stale preview).
+    pub fn is_direct(&self) -> bool {
+        !self.outputs.is_empty()
+    }
+
+    /// The note people read.
+    pub fn note(&self) -> String {
+        if self.outputs.is_empty() {
+            return format!(
+                "reads {}, whose own preview read values that change: this preview may not show everything",
+                self.reads
+            );
+        }
+        let outputs: Vec<String> = self.outputs.iter().map(|o| format!("`{o}`")).collect();
+        let said = match outputs.len() {
+            1 => "output {} changes: this preview used its current value",
+            _ => "outputs {} change: this preview used their current values",
+        };
+        format!(
+            "reads {}, whose {}",
+            self.reads,
+            said.replace("{}", &outputs.join(", "))
+        )
+    }
+}
+
+/// The stale previews of a run for people: one line per output a project reads that changes,
+/// then how many more projects read those stale previews in turn (marked in the table).
+pub fn stale_lines(reports: &[ProjectReport]) -> Vec<String> {
+    let mut lines: Vec<String> = reports
+        .iter()
+        .flat_map(|r| {
+            r.stale
+                .iter()
+                .filter(|s| s.is_direct())
+                .map(move |s| format!("{} {}", r.path, s.note()))
+        })
+        .collect();
+    let further = reports
+        .iter()
+        .filter(|r| !r.stale.is_empty() && !r.stale.iter().any(Stale::is_direct))
+        .count();
+    if further > 0 {
+        lines.push(format!(
+            "and {further} {} after them, whose previews read those (marked stale)",
+            match further {
+                1 => "project",
+                _ => "projects",
+            }
+        ));
+    }
+    lines
 }
 
 /// One project of a run, as the summary and the report show it (docs/formats.md, "The run
@@ -91,6 +178,18 @@ pub struct ProjectReport {
     pub exit_code: Option<i32>,
     pub changes: Option<Changes>,
     pub reason: Option<String>,
+    /// A preview's: the outputs it changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed_outputs: Option<Vec<String>>,
+    /// A preview's: what it read that the run would change.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stale: Vec<Stale>,
+    /// A preview's: the projects not deployed yet that it waits on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waits_on: Vec<String>,
+    /// A preview's: its stack is not deployed yet.
+    #[serde(skip)]
+    pub new_stack: bool,
     #[serde(skip)]
     pub outcome: Outcome,
     #[serde(skip)]
@@ -116,6 +215,13 @@ impl ProjectReport {
             exit_code: finished.exit_code,
             changes: finished.changes,
             reason: finished.outcome.reason().map(str::to_string),
+            changed_outputs: finished.preview.changed_outputs,
+            stale: Vec::new(),
+            waits_on: match &finished.outcome {
+                Outcome::Waits { on, .. } => on.clone(),
+                _ => Vec::new(),
+            },
+            new_stack: finished.preview.new_stack,
             outcome: finished.outcome,
             log: finished.log,
             created_stack: finished.created_stack,
@@ -144,7 +250,7 @@ pub enum Event {
     },
     ProjectFinished {
         index: usize,
-        report: ProjectReport,
+        report: Box<ProjectReport>,
     },
     /// Ctrl-C, SIGTERM or `mara cancel`: the running engines were sent SIGINT (`Graceful`) or
     /// SIGKILL (`Kill`).

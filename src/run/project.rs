@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::events::{Event, Finished, Outcome};
+use super::events::{Event, Finished, Outcome, Preview};
 use super::hooks::{self, Work};
 use super::interrupt::{Interrupt, InterruptLevel, Stop};
 use super::kubeconfig;
@@ -131,6 +131,7 @@ impl Job {
             changes: None,
             log: log.as_ref().map(|_| self.project.log.clone()),
             created_stack: self.created(),
+            preview: Default::default(),
         }
     }
 
@@ -144,6 +145,7 @@ impl Job {
             changes: None,
             log: log.as_ref().map(|_| self.project.log.clone()),
             created_stack: false,
+            preview: Default::default(),
         }
     }
 
@@ -176,6 +178,8 @@ pub struct Prepared {
     /// What the outputs step printed, for the secret-marks step.
     read_outputs: String,
     exit_code: Option<i32>,
+    /// What its preview says its outputs will do.
+    preview: Preview,
 }
 
 impl Prepared {
@@ -191,6 +195,7 @@ impl Prepared {
             outputs: None,
             read_outputs: String::new(),
             exit_code: None,
+            preview: Preview::default(),
         }
     }
 
@@ -222,6 +227,7 @@ impl Prepared {
             outputs,
             read_outputs,
             exit_code,
+            preview,
             ..
         } = self;
         let interrupt = job.shared.interrupt.clone();
@@ -289,6 +295,12 @@ impl Prepared {
                     job.emit(log, Stream::Stdout, &line);
                 }
                 *changes = reader.changes();
+                if let Some((changed, new_stack)) = reader.outputs() {
+                    *preview = Preview {
+                        changed_outputs: Some(changed),
+                        new_stack,
+                    };
+                }
                 // The engine's exit code outranks its counts: an output-only change on an older
                 // Terraform still exits 2 without naming the outputs.
                 if step.changes_code.is_some()
@@ -414,6 +426,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
             changes: None,
             log: None,
             created_stack: false,
+            preview: Default::default(),
         };
     }
     if let Some(finished) = prepared.ended.take() {
@@ -431,6 +444,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         changes,
         outputs,
         exit_code,
+        preview,
         ..
     } = prepared;
     let outputs = outputs.unwrap_or(Value::Object(Default::default()));
@@ -470,6 +484,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         changes,
         log: log.as_ref().map(|_| job.project.log.clone()),
         created_stack: job.created(),
+        preview,
     }
 }
 

@@ -279,10 +279,15 @@ mod tests {
                 changes: None,
                 log: Some(PathBuf::from(format!("/w/.mara/logs/r1/{index}.log"))),
                 created_stack: false,
+                preview: Default::default(),
             };
             sink.handle(&Event::ProjectFinished {
                 index,
-                report: ProjectReport::new(project.path.clone(), Some(SystemTime::now()), finished),
+                report: Box::new(ProjectReport::new(
+                    project.path.clone(),
+                    Some(SystemTime::now()),
+                    finished,
+                )),
             });
         }
         drop(sink);

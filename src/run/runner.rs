@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc;
 
-use super::events::{Event, ProjectReport, Sink, run_status};
+use super::events::{Event, ProjectReport, Sink, Stale, run_status};
 use super::interrupt::{Cause, Interrupt, InterruptLevel};
 use super::plan::RunPlan;
 use super::project::{self, Context, Job, Prepared, Shared};
@@ -136,11 +136,46 @@ async fn walk(
     for (report, created) in reports.iter_mut().zip(&created) {
         report.created_stack |= created.load(Ordering::Relaxed);
     }
+    mark_stale(&plan, &mut reports);
     // An escalation that came as the last project ended is said too.
     say(&mut said, interrupt.level(), interrupt.cause(), &events);
     let status = run_status(&reports, interrupt.is_interrupted());
     let _ = events.send(Event::RunFinished { status });
     reports
+}
+
+/// A preview's projects that read what the run would change (docs/commands.md, "Previews across
+/// stacks"): a dependency whose outputs change, named with them, or whose own preview is stale.
+/// `reports` are in the plan's order, where every dependency comes first.
+fn mark_stale(plan: &RunPlan, reports: &mut [ProjectReport]) {
+    if plan.operation != crate::engine::Operation::Preview {
+        return;
+    }
+    for i in 0..reports.len() {
+        if !reports[i].status.is_success() {
+            continue;
+        }
+        let mut stale = Vec::new();
+        for &j in &plan.projects[i].waits_for {
+            let dependency = &reports[j];
+            let changing = dependency
+                .changed_outputs
+                .as_ref()
+                .filter(|outputs| !outputs.is_empty());
+            if let Some(outputs) = changing {
+                stale.push(Stale {
+                    reads: dependency.path.clone(),
+                    outputs: outputs.clone(),
+                });
+            } else if !dependency.stale.is_empty() {
+                stale.push(Stale {
+                    reads: dependency.path.clone(),
+                    outputs: Vec::new(),
+                });
+            }
+        }
+        reports[i].stale = stale;
+    }
 }
 
 /// Says every level of interruption up to `level` not said yet, in order: a SIGINT and a SIGKILL

@@ -95,6 +95,8 @@ pub async fn run<S: Send + 'static>(
     let mut blocked: BTreeMap<usize, String> = BTreeMap::new();
     // Counted by the tests: each dependency edge of the plan is followed once.
     let mut unblocked = 0usize;
+    // Projects that end as they come up, without a task (a preview waiting on another).
+    let mut instant: Vec<(usize, Finished)> = Vec::new();
 
     loop {
         let stopping = interrupt.is_interrupted()
@@ -102,6 +104,13 @@ pub async fn run<S: Send + 'static>(
         while !stopping && running.len() < parallel.max(1) {
             if let Some(Reverse(i)) = ready.pop() {
                 early.remove(&i);
+                // A preview that would read a project not deployed yet has nothing to read.
+                let on = waits_on(plan, i, &reports);
+                if !on.is_empty() {
+                    prepared.remove(&i);
+                    instant.push((i, waits(on)));
+                    continue;
+                }
                 let path = projects[i].path.clone();
                 started_at.insert(i, SystemTime::now());
                 let _ = events.send(Event::ProjectStarted { index: i, path });
@@ -131,51 +140,55 @@ pub async fn run<S: Send + 'static>(
         if stopping && !interrupt.is_interrupted() && !preparing.is_empty() {
             let _ = stop_preparing.send(true);
         }
-        if running.is_empty() {
-            break;
-        }
-        let joined = tokio::select! {
-            joined = running.join_next_with_id() => joined,
-            Some(i) = released_rx.recv() => {
-                // Its end may have been taken first, and its dependents released with it.
-                if reports.contains_key(&i) || !released.insert(i) {
+        let (i, finished) = if let Some(done) = instant.pop() {
+            done
+        } else {
+            if running.is_empty() {
+                break;
+            }
+            let joined = tokio::select! {
+                joined = running.join_next_with_id() => joined,
+                Some(i) = released_rx.recv() => {
+                    // Its end may have been taken first, and its dependents released with it.
+                    if reports.contains_key(&i) || !released.insert(i) {
+                        continue;
+                    }
+                    for &k in &unblocks[i] {
+                        unblocked += 1;
+                        waiting[k] -= 1;
+                        if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains(&k) {
+                            ready.push(Reverse(k));
+                        }
+                    }
                     continue;
                 }
-                for &k in &unblocks[i] {
-                    unblocked += 1;
-                    waiting[k] -= 1;
-                    if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains(&k) {
-                        ready.push(Reverse(k));
-                    }
-                }
-                continue;
-            }
-            () = interrupt.requested(), if !interrupt.is_interrupted() => continue,
-        };
-        let (i, finished) = match joined {
-            Some(Ok((id, Done::Prepared(state)))) => {
-                let i = task_of[&id];
-                preparing.remove(&i);
-                prepared.insert(i, state);
-                if waiting[i] == 0 && !blocked.contains_key(&i) {
-                    ready.push(Reverse(i));
-                }
-                continue;
-            }
-            Some(Ok((id, Done::Finished(finished)))) => (task_of[&id], finished),
-            Some(Err(error)) => {
-                let i = task_of[&error.id()];
-                // A preparation that panicked: the project's turn, if it comes, starts from its
-                // first step.
-                if preparing.remove(&i) {
+                () = interrupt.requested(), if !interrupt.is_interrupted() => continue,
+            };
+            match joined {
+                Some(Ok((id, Done::Prepared(state)))) => {
+                    let i = task_of[&id];
+                    preparing.remove(&i);
+                    prepared.insert(i, state);
                     if waiting[i] == 0 && !blocked.contains_key(&i) {
                         ready.push(Reverse(i));
                     }
                     continue;
                 }
-                (i, panicked(error))
+                Some(Ok((id, Done::Finished(finished)))) => (task_of[&id], finished),
+                Some(Err(error)) => {
+                    let i = task_of[&error.id()];
+                    // A preparation that panicked: the project's turn, if it comes, starts from its
+                    // first step.
+                    if preparing.remove(&i) {
+                        if waiting[i] == 0 && !blocked.contains_key(&i) {
+                            ready.push(Reverse(i));
+                        }
+                        continue;
+                    }
+                    (i, panicked(error))
+                }
+                None => continue,
             }
-            None => continue,
         };
         let path = projects[i].path.clone();
         if !finished.outcome.lets_dependents_run() {
@@ -205,7 +218,7 @@ pub async fn run<S: Send + 'static>(
         let report = ProjectReport::new(path, started_at.get(&i).copied(), finished);
         let _ = events.send(Event::ProjectFinished {
             index: i,
-            report: report.clone(),
+            report: Box::new(report.clone()),
         });
         reports.insert(i, report);
     }
@@ -236,15 +249,49 @@ pub async fn run<S: Send + 'static>(
             changes: None,
             log: None,
             created_stack: false,
+            preview: Default::default(),
         };
         let report = ProjectReport::new(project.path.clone(), None, finished);
         let _ = events.send(Event::ProjectFinished {
             index: i,
-            report: report.clone(),
+            report: Box::new(report.clone()),
         });
         reports.insert(i, report);
     }
     reports.into_values().collect()
+}
+
+/// The projects not deployed yet that project `i`'s preview would read: a dependency whose
+/// preview creates its stack, or that waits itself (on what it waits on). Only for a preview.
+fn waits_on(plan: &RunPlan, i: usize, reports: &BTreeMap<usize, ProjectReport>) -> Vec<String> {
+    if plan.operation != crate::engine::Operation::Preview {
+        return Vec::new();
+    }
+    let mut on: Vec<String> = plan.projects[i]
+        .waits_for
+        .iter()
+        .filter_map(|j| reports.get(j))
+        .flat_map(|report| match report.new_stack {
+            true => vec![report.path.clone()],
+            false => report.waits_on.clone(),
+        })
+        .collect();
+    on.sort();
+    on.dedup();
+    on
+}
+
+/// A preview that waits on `on`, not deployed yet.
+fn waits(on: Vec<String>) -> Finished {
+    let reason = format!("waits on {} (not deployed yet)", on.join(", "));
+    Finished {
+        outcome: Outcome::Waits { on, reason },
+        exit_code: None,
+        changes: None,
+        log: None,
+        created_stack: false,
+        preview: Default::default(),
+    }
 }
 
 /// A project's task that ended without finishing: a panic (a bug in mara, said as such), or a
@@ -267,6 +314,7 @@ fn panicked(error: tokio::task::JoinError) -> Finished {
         changes: None,
         log: None,
         created_stack: false,
+        preview: Default::default(),
     }
 }
 
@@ -418,6 +466,7 @@ mod tests {
             changes: None,
             log: None,
             created_stack: false,
+            preview: Default::default(),
         }
     }
 

@@ -38,14 +38,27 @@ pub fn update(
         style.bold(&format!("{:<width$}  CHANGES", "PROJECT"))
     );
     for report in reports {
-        let changes = match (&report.changes, &report.outcome) {
+        let mut changes = match (&report.changes, &report.outcome) {
             (Some(changes), _) => crate::engine::changes_summary(changes),
+            (None, Outcome::Waits { reason, .. }) => style.cyan(reason),
             (None, Outcome::Failed { .. }) => style.yellow(
                 "cannot be previewed yet (see details): it may need its dependencies deployed first",
             ),
             (None, _) => style.dim("not previewed: a dependency could not be"),
         };
+        if !report.stale.is_empty() {
+            changes.push_str(&style.yellow(" (stale)"));
+        }
         table.push_str(&format!("{:<width$}  {changes}\n", report.path));
+    }
+    // Who approves sees which later projects will be evaluated again, against new values.
+    let stale = crate::run::events::stale_lines(reports);
+    if !stale.is_empty() {
+        let notes: String = stale.iter().map(|l| format!("  {l}\n")).collect();
+        table.push_str(&format!(
+            "\n{}\n{notes}",
+            style.bold("Stale previews: they read values this update changes")
+        ));
     }
     prompter.say(&table);
     let choices = ["yes", "no", "details"].map(String::from);
@@ -109,6 +122,7 @@ mod tests {
                 changes,
                 log: None,
                 created_stack: false,
+                preview: Default::default(),
             },
         )
     }
@@ -162,6 +176,52 @@ mod tests {
         ");
         let mut prompter = Scripted::new(["no"]);
         assert!(!update(&mut prompter, &reports, &lines, Style::default()).unwrap());
+    }
+
+    #[test]
+    fn the_update_says_which_previews_wait_and_which_are_stale() {
+        let mut cluster = report(
+            "infra/cluster",
+            Outcome::Succeeded,
+            Some(Changes::from([("update".into(), 1)])),
+        );
+        cluster.changed_outputs = Some(vec!["kubeconfig".into(), "name".into()]);
+        let mut app = report("apps/web", Outcome::Unchanged, Some(Changes::new()));
+        app.stale = vec![crate::run::events::Stale {
+            reads: "infra/cluster".into(),
+            outputs: vec!["kubeconfig".into(), "name".into()],
+        }];
+        let mut api = report("apps/api", Outcome::Unchanged, Some(Changes::new()));
+        api.stale = vec![crate::run::events::Stale {
+            reads: "apps/web".into(),
+            outputs: Vec::new(),
+        }];
+        let dns = report(
+            "infra/dns",
+            Outcome::Waits {
+                on: vec!["infra/zone".into()],
+                reason: "waits on infra/zone (not deployed yet)".into(),
+            },
+            None,
+        );
+        let reports = [cluster, app, api, dns];
+        let mut prompter = Scripted::new(["yes"]);
+        let lines = LineCollector::default();
+        assert!(update(&mut prompter, &reports, &lines, Style::default()).unwrap());
+        insta::assert_snapshot!(prompter.transcript.join("\n"), @r"
+
+        PROJECT        CHANGES
+        infra/cluster  ~1
+        apps/web       no changes (stale)
+        apps/api       no changes (stale)
+        infra/dns      waits on infra/zone (not deployed yet)
+
+        Stale previews: they read values this update changes
+          apps/web reads infra/cluster, whose outputs `kubeconfig`, `name` change: this preview used their current values
+          and 1 project after them, whose previews read those (marked stale)
+
+        ? Do you want to perform this update?
+        ");
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub fn paint(text: &str, status: ProjectStatus, style: Style) -> String {
     match status {
         ProjectStatus::Succeeded | ProjectStatus::Unchanged => style.green(text),
         ProjectStatus::Failed | ProjectStatus::Abandoned => style.red(text),
-        ProjectStatus::Running => style.cyan(text),
+        ProjectStatus::Running | ProjectStatus::Waiting => style.cyan(text),
         ProjectStatus::Cancelled | ProjectStatus::Skipped => style.yellow(text),
     }
 }
@@ -54,11 +54,15 @@ impl RunSummary {
         self.projects.iter().filter(|p| p.status == status).count()
     }
 
-    /// How many projects would change (or changed).
+    /// How many projects would change (or changed); a preview waiting on a project not
+    /// deployed yet will.
     pub fn changed(&self) -> usize {
         self.projects
             .iter()
-            .filter(|p| p.changes.as_ref().is_some_and(crate::engine::has_changes))
+            .filter(|p| {
+                p.status == ProjectStatus::Waiting
+                    || p.changes.as_ref().is_some_and(crate::engine::has_changes)
+            })
             .count()
     }
 
@@ -80,11 +84,14 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
                 .duration_ms
                 .map(|ms| crate::clock::human(std::time::Duration::from_millis(ms)))
                 .unwrap_or_else(|| "-".into());
-            let changes = match (&p.changes, p.reason.as_deref()) {
+            let mut changes = match (&p.changes, p.reason.as_deref()) {
                 (_, Some(reason)) if p.status != ProjectStatus::Succeeded => reason.to_string(),
                 (Some(changes), _) => changes_summary(changes),
                 (None, _) => String::new(),
             };
+            if !p.stale.is_empty() {
+                changes.push_str(" (stale)");
+            }
             [
                 p.path.clone(),
                 summary.operation.to_string(),
@@ -117,9 +124,24 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
         );
     }
     out.push('\n');
+    out.push_str(&stale_notes(summary, style));
     out.push_str(&verdict(summary, style));
     out.push('\n');
     out
+}
+
+/// The previews that read what the run would change, one line each, under a heading; nothing
+/// when there are none.
+pub fn stale_notes(summary: &RunSummary, style: Style) -> String {
+    let lines = crate::run::events::stale_lines(&summary.projects);
+    if lines.is_empty() {
+        return String::new();
+    }
+    let notes: String = lines.iter().map(|l| format!("  {l}\n")).collect();
+    format!(
+        "{}\n{notes}\n",
+        style.bold("Stale previews: they read values this run would change")
+    )
 }
 
 /// `✓ up on stack dev: 14 projects succeeded in 5.2s` and the like.
@@ -130,6 +152,7 @@ pub fn verdict(summary: &RunSummary, style: Style) -> String {
         ProjectStatus::Unchanged,
         ProjectStatus::Failed,
         ProjectStatus::Skipped,
+        ProjectStatus::Waiting,
         ProjectStatus::Cancelled,
     ] {
         let n = summary.count(status);
@@ -211,7 +234,9 @@ pub fn changes(changes: &[(String, Change)], style: Style) -> String {
 /// A JUnit XML report: one test case per project.
 pub fn junit(summary: &RunSummary) -> String {
     let failures = summary.count(ProjectStatus::Failed);
-    let skipped = summary.count(ProjectStatus::Skipped) + summary.count(ProjectStatus::Cancelled);
+    let skipped = summary.count(ProjectStatus::Skipped)
+        + summary.count(ProjectStatus::Cancelled)
+        + summary.count(ProjectStatus::Waiting);
     let seconds = summary.duration.as_secs_f64();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
@@ -250,7 +275,7 @@ pub fn junit(summary: &RunSummary) -> String {
                     xml(&reason)
                 );
             }
-            ProjectStatus::Skipped | ProjectStatus::Cancelled => {
+            ProjectStatus::Skipped | ProjectStatus::Cancelled | ProjectStatus::Waiting => {
                 let _ = writeln!(
                     out,
                     ">\n      <skipped message=\"{}\"/>\n    </testcase>",
@@ -286,11 +311,14 @@ pub fn markdown(summary: &RunSummary) -> String {
             .duration_ms
             .map(|ms| crate::clock::human(std::time::Duration::from_millis(ms)))
             .unwrap_or_default();
-        let detail = match (&p.changes, &p.reason) {
+        let mut detail = match (&p.changes, &p.reason) {
             (_, Some(reason)) => reason.replace('|', "\\|"),
             (Some(changes), None) => changes_summary(changes),
             (None, None) => String::new(),
         };
+        for stale in &p.stale {
+            detail.push_str(&format!("<br>stale: {}", stale.note().replace('|', "\\|")));
+        }
         let _ = writeln!(
             out,
             "| `{}` | {} | {duration} | {detail} |",

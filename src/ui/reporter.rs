@@ -225,6 +225,7 @@ mod tests {
                 changes,
                 log: None,
                 created_stack: false,
+                preview: Default::default(),
             },
         );
         report.duration_ms = Some(1200);
@@ -257,14 +258,14 @@ mod tests {
             line(0, "infra/vpc", "error: quota exceeded"),
             Event::ProjectFinished {
                 index: 0,
-                report: report(
+                report: Box::new(report(
                     "infra/vpc",
                     Outcome::Failed {
                         code: Some(1),
                         reason: "failed: quota exceeded".into(),
                     },
                     None,
-                ),
+                )),
             },
             Event::Interrupting {
                 level: InterruptLevel::Graceful,
@@ -273,11 +274,11 @@ mod tests {
             line(1, "infra/dns", "Resources: +1 (1s)"),
             Event::ProjectFinished {
                 index: 1,
-                report: report(
+                report: Box::new(report(
                     "infra/dns",
                     Outcome::Succeeded,
                     Some(Changes::from([("create".into(), 1)])),
-                ),
+                )),
             },
             Event::RunFinished {
                 status: RunStatus::Cancelled,

@@ -764,7 +764,7 @@ impl Ctx<'_> {
             let steps: Vec<Value> = step_ops(before, after)
                 .into_iter()
                 .filter(|(op, _)| *op != "same")
-                .map(|(op, urn)| json!({"op": op, "urn": urn}))
+                .map(|(op, urn)| digest_step(op, &urn, before, after))
                 .collect();
             let digest = json!({"steps": steps, "duration": (duration * 1e9) as u64, "changeSummary": changes});
             let mut text = Vec::new();
@@ -859,6 +859,63 @@ fn step_ops(before: &[Value], after: &[Value]) -> Vec<(&'static str, Value)> {
         }
     }
     steps
+}
+
+/// One step of the preview digest as Pulumi writes it: its `oldState` and `newState` (the
+/// resource's type, inputs and outputs: the root stack's outputs are what its dependents read),
+/// and for an update which properties differ, `diffReasons` and `detailedDiff`
+/// (`{"outputs.name": {"kind": "update", "inputDiff": false}}`). Secret values stay as stored
+/// (ciphertext).
+fn digest_step(op: &str, urn: &Value, before: &[Value], after: &[Value]) -> Value {
+    let state = |resource: &Value| {
+        json!({
+            "urn": resource["urn"],
+            "type": resource["type"],
+            "inputs": resource.get("inputs").cloned().unwrap_or_else(|| json!({})),
+            "outputs": resource.get("outputs").cloned().unwrap_or_else(|| json!({})),
+        })
+    };
+    let old = before.iter().find(|r| &r["urn"] == urn);
+    let new = after.iter().find(|r| &r["urn"] == urn);
+    let mut step = Map::new();
+    step.insert("op".into(), Value::from(op));
+    step.insert("urn".into(), urn.clone());
+    if let Some(old) = old {
+        step.insert("oldState".into(), state(old));
+    }
+    if let Some(new) = new {
+        step.insert("newState".into(), state(new));
+    }
+    if let (Some(old), Some(new)) = (old, new) {
+        let mut reasons = Vec::new();
+        let mut detailed = Map::new();
+        for (section, input) in [("inputs", true), ("outputs", false)] {
+            let empty = Map::new();
+            let was = old[section].as_object().unwrap_or(&empty);
+            let now = new[section].as_object().unwrap_or(&empty);
+            let keys: std::collections::BTreeSet<&String> = was.keys().chain(now.keys()).collect();
+            for key in keys {
+                let kind = match (was.get(key), now.get(key)) {
+                    (None, Some(_)) => "add",
+                    (Some(_), None) => "delete",
+                    (Some(a), Some(b)) if a != b => "update",
+                    _ => continue,
+                };
+                let path = if input {
+                    key.clone()
+                } else {
+                    format!("outputs.{key}")
+                };
+                reasons.push(Value::from(key.as_str()));
+                detailed.insert(path, json!({"kind": kind, "inputDiff": input}));
+            }
+        }
+        if !detailed.is_empty() {
+            step.insert("diffReasons".into(), Value::Array(reasons));
+            step.insert("detailedDiff".into(), Value::Object(detailed));
+        }
+    }
+    Value::Object(step)
 }
 
 /// Pulumi's change counts between two resource lists, keyed by op name.

@@ -1,0 +1,210 @@
+//! Previews across stacks (docs/commands.md, "Previews across stacks"), through the real binary
+//! and the Pulumi stand-in, whose preview digest carries each step's old and new state: which
+//! outputs a project's preview changes, the dependents whose previews read them (stale), and the
+//! projects that wait on a dependency not deployed yet.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use common::Deployment;
+
+/// `mara --output json <args>`: its exit code and report.
+fn report(d: &Deployment, args: &[&str]) -> (i32, Value) {
+    let output = d
+        .mara()
+        .arg("--output")
+        .arg("json")
+        .args(args)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&output)));
+    (output.status.code().unwrap(), report)
+}
+
+/// Each project's direct dependencies, from the plan.
+fn dependencies(d: &Deployment) -> BTreeMap<String, Vec<String>> {
+    let output = d
+        .mara()
+        .args(["show-execution", "--format", "json"])
+        .output()
+        .unwrap();
+    let plan: Value = serde_json::from_slice(&output.stdout).unwrap();
+    plan["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let after = p["after"].as_array().unwrap();
+            let after = after.iter().map(|a| a.as_str().unwrap().to_string());
+            (p["path"].as_str().unwrap().to_string(), after.collect())
+        })
+        .collect()
+}
+
+fn by_path(report: &Value) -> BTreeMap<String, Value> {
+    report["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["path"].as_str().unwrap().to_string(), p.clone()))
+        .collect()
+}
+
+const CLUSTER: &str = "infrastructure/local/cluster";
+
+#[test]
+fn a_preview_of_a_new_stack_waits_on_what_is_not_deployed_yet() {
+    let d = Deployment::new_local();
+    let needs = dependencies(&d);
+    let (code, preview) = report(&d, &["preview"]);
+    assert_eq!(code, 0, "waiting is not failing: {preview:#}");
+    let projects = by_path(&preview);
+    // The projects that depend on nothing are previewed: they create their stacks.
+    let roots: BTreeSet<&String> = needs
+        .iter()
+        .filter(|(_, after)| after.is_empty())
+        .map(|(p, _)| p)
+        .collect();
+    for root in &roots {
+        assert_eq!(projects[*root]["status"], "succeeded", "{preview:#}");
+    }
+    // Every other one waits, on exactly the roots it reads through its dependencies.
+    for (path, project) in &projects {
+        if roots.contains(path) {
+            continue;
+        }
+        assert_eq!(project["status"], "waiting", "{path}: {preview:#}");
+        let mut upstream = BTreeSet::new();
+        let mut stack = vec![path.clone()];
+        while let Some(p) = stack.pop() {
+            for dependency in &needs[&p] {
+                match roots.contains(dependency) {
+                    true => {
+                        upstream.insert(dependency.clone());
+                    }
+                    false => stack.push(dependency.clone()),
+                }
+            }
+        }
+        let waits: BTreeSet<String> = project["waits_on"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(waits, upstream, "{path}");
+        assert!(
+            project["reason"]
+                .as_str()
+                .unwrap()
+                .ends_with("(not deployed yet)")
+        );
+    }
+    // A waiting project is not previewed at all: no engine call for it.
+    let previewed: BTreeSet<String> = d
+        .calls()
+        .iter()
+        .filter(|c| c["argv"].as_array().unwrap().iter().any(|a| a == "preview"))
+        .map(|c| c["cwd"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(previewed.len(), roots.len(), "{previewed:?}");
+    // Changes are certain.
+    let output = d
+        .mara()
+        .args(["preview", "--expect-no-changes"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(4), "{}", common::stdout(&output));
+    let table = common::stdout(&output);
+    assert!(table.contains("waiting"), "{table}");
+}
+
+#[test]
+fn an_upstream_output_change_marks_exactly_its_dependents() {
+    let d = Deployment::new_local();
+    let needs = dependencies(&d);
+    let output = d.mara().args(["up", "--yes"]).output().unwrap();
+    assert!(output.status.success(), "{}", common::stdout(&output));
+    let (code, preview) = report(&d, &["preview"]);
+    assert_eq!(code, 0);
+    assert!(
+        preview["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p.get("stale").is_none()),
+        "nothing changes, nothing is stale: {preview:#}"
+    );
+
+    let output = d
+        .mara()
+        .args(["config", "set", "local-cluster:node_count", "5"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let (code, preview) = report(&d, &["preview"]);
+    assert_eq!(code, 0, "{preview:#}");
+    let projects = by_path(&preview);
+    assert_eq!(
+        projects[CLUSTER]["changed_outputs"],
+        serde_json::json!(["node_count"])
+    );
+    // Its direct dependents read the changing output; their dependents, stale previews.
+    let mut stale_by_way_of = BTreeSet::new();
+    for (path, project) in &projects {
+        let reads_cluster = needs[path].iter().any(|n| n == CLUSTER);
+        let stale = project.get("stale").and_then(Value::as_array);
+        if reads_cluster {
+            let stale = stale.unwrap_or_else(|| panic!("{path} reads the cluster: {project:#}"));
+            assert!(
+                stale.contains(&serde_json::json!({"reads": CLUSTER, "outputs": ["node_count"]}))
+            );
+        } else if let Some(stale) = stale {
+            stale_by_way_of.insert(path.clone());
+            for entry in stale {
+                assert_eq!(entry["outputs"], serde_json::json!([]), "{path}: {entry}");
+                let read = entry["reads"].as_str().unwrap();
+                assert!(projects[read].get("stale").is_some(), "{path} reads {read}");
+            }
+        }
+    }
+    // Nothing that does not depend on the cluster, even indirectly, is marked.
+    for path in projects.keys() {
+        let mut upstream = BTreeSet::new();
+        let mut stack = vec![path.clone()];
+        while let Some(p) = stack.pop() {
+            for n in &needs[&p] {
+                if upstream.insert(n.clone()) {
+                    stack.push(n.clone());
+                }
+            }
+        }
+        let marked = projects[path].get("stale").is_some();
+        assert_eq!(marked, upstream.contains(CLUSTER), "{path}");
+    }
+    assert!(!stale_by_way_of.is_empty());
+    // People read one line per changing output read, then the count of the others.
+    let output = d.mara().arg("preview").output().unwrap();
+    let text = common::stdout(&output);
+    assert!(
+        text.contains("reads infrastructure/local/cluster, whose output `node_count` changes: this preview used its current value"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "and {} projects after them, whose previews read those (marked stale)",
+            stale_by_way_of.len()
+        )),
+        "{text}"
+    );
+}
+
+impl Deployment {
+    fn new_local() -> Deployment {
+        Deployment::of("mara-local")
+    }
+}
