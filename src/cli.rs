@@ -260,6 +260,10 @@ pub struct PreviewArgs {
     #[arg(long)]
     pub expect_no_changes: bool,
 
+    /// Show the properties that change, under each resource
+    #[arg(long)]
+    pub diff: bool,
+
     #[command(flatten)]
     pub run: RunArgs,
 }

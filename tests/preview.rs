@@ -203,6 +203,68 @@ fn an_upstream_output_change_marks_exactly_its_dependents() {
     );
 }
 
+#[test]
+fn diff_shows_the_properties_that_change_and_never_a_secret() {
+    let d = Deployment::new_local();
+    // The cluster gets a secret output that follows its node count.
+    let program = d.root().join("infrastructure/local/cluster/Pulumi.yaml");
+    let text = std::fs::read_to_string(&program).unwrap();
+    let text = text.replace(
+        "outputs:\n",
+        "variables:\n  token:\n    fn::secret: Qx9-token-${node_count}\noutputs:\n  token: ${token}\n",
+    );
+    std::fs::write(&program, text).unwrap();
+    let only = ["--only", CLUSTER];
+    let output = d.mara().args(["up", "--yes"]).args(only).output().unwrap();
+    assert!(output.status.success(), "{}", common::stdout(&output));
+    let output = d
+        .mara()
+        .args(["config", "set", "local-cluster:node_count", "5"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+
+    let output = d
+        .mara()
+        .args(["preview", "--diff"])
+        .args(only)
+        .output()
+        .unwrap();
+    let (text, errors) = (common::stdout(&output), common::stderr(&output));
+    assert!(output.status.success(), "{text}{errors}");
+    assert!(
+        text.contains("~ outputs.node_count: 3 => 5"),
+        "the property, old and new: {text}"
+    );
+    assert!(
+        text.contains("~ outputs.token: [secret] => [secret]"),
+        "{text}"
+    );
+    // Without --diff, the resource alone.
+    let plain = d.mara().arg("preview").args(only).output().unwrap();
+    assert!(!common::stdout(&plain).contains("outputs.node_count"));
+
+    let (_, report) = report(&d, &["preview", "--diff", "--only", CLUSTER]);
+    let diff = &by_path(&report)[CLUSTER]["diff"];
+    assert_eq!(
+        diff[0]["properties"],
+        serde_json::json!([
+            {"path": "outputs.node_count", "kind": "update", "old": "3", "new": "5"},
+            {"path": "outputs.token", "kind": "update", "old": "[secret]", "new": "[secret]"},
+        ]),
+        "{report:#}"
+    );
+    // The secret, old or new, is nowhere: not in what was shown, the report or the logs.
+    for secret in ["Qx9-token-3", "Qx9-token-5"] {
+        assert!(!text.contains(secret) && !errors.contains(secret));
+        assert!(!report.to_string().contains(secret));
+        for (path, content) in common::tree(&d.root().join(".mara/logs")) {
+            let content = String::from_utf8_lossy(&content.unwrap_or_default()).into_owned();
+            assert!(!content.contains(secret), "{}", path.display());
+        }
+    }
+}
+
 impl Deployment {
     fn new_local() -> Deployment {
         Deployment::of("mara-local")

@@ -381,6 +381,62 @@ pub fn shell_quote(word: &str) -> String {
     }
 }
 
+/// One resource a preview changes, with the properties that change (docs/commands.md, "Property
+/// diffs").
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ResourceDiff {
+    /// `create`, `update`, `delete`, `replace`, … as the engine names it.
+    pub op: String,
+    /// `type (name)` for Pulumi, the address for Terraform.
+    pub resource: String,
+    pub properties: Vec<PropertyDiff>,
+}
+
+/// One property that changes: its path, how (`add`, `update`, `delete`, with `-replace` when it
+/// forces a replacement), and its values as JSON text — `[secret]` for a secret.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PropertyDiff {
+    pub path: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new: Option<String>,
+}
+
+impl ResourceDiff {
+    /// As `pulumi preview --diff` shows it: the resource, then each property, indented.
+    pub fn lines(&self) -> Vec<String> {
+        let mark = match self.op.as_str() {
+            "create" => "+",
+            "delete" => "-",
+            "update" => "~",
+            "same" => " ",
+            _ => "+-",
+        };
+        let mut lines = vec![format!("{mark} {}", self.resource)];
+        for property in &self.properties {
+            let mark = match property.kind.trim_end_matches("-replace") {
+                "add" => "+",
+                "delete" => "-",
+                _ => "~",
+            };
+            let values = match (&property.old, &property.new) {
+                (Some(old), Some(new)) => format!(": {old} => {new}"),
+                (None, Some(new)) => format!(": {new}"),
+                (Some(old), None) => format!(": {old}"),
+                (None, None) => String::new(),
+            };
+            let replaces = match property.kind.ends_with("-replace") {
+                true => " (forces replacement)",
+                false => "",
+            };
+            lines.push(format!("    {mark} {}{values}{replaces}", property.path));
+        }
+        lines
+    }
+}
+
 /// Reads an engine's operation output: lines for people, and the change counts.
 #[derive(Debug)]
 pub enum Reader {
@@ -425,6 +481,23 @@ impl Reader {
             Reader::Pulumi(reader) => reader.error.as_deref(),
             Reader::Plain => None,
         }
+    }
+
+    /// A preview's resources that change, with their properties.
+    pub fn diffs(&self) -> Vec<ResourceDiff> {
+        match self {
+            Reader::Pulumi(reader) => reader.diffs.clone(),
+            Reader::Terraform(reader) => reader.diffs(),
+            Reader::Plain => Vec::new(),
+        }
+    }
+
+    /// Shows each change's properties under it (`preview --diff`, the confirmation's details).
+    pub fn with_diff(mut self, diff: bool) -> Reader {
+        if let Reader::Pulumi(reader) = &mut self {
+            reader.show_diff = diff;
+        }
+        self
     }
 
     /// A preview's outputs that change, and whether it creates its stack; `None` when the

@@ -272,6 +272,129 @@ pub fn is_locked(stderr: &str) -> bool {
     LOCKED_MARKERS.iter().any(|m| stderr.contains(m))
 }
 
+/// The properties a preview digest's step changes: its `detailedDiff` (paths like
+/// `outputs.name` or `tags.env`, each with its kind), else its `diffReasons` (top-level keys, an
+/// update each), with the old and new values found at those paths in its `oldState` and
+/// `newState` (inputs, or outputs for `outputs.…`). A secret is `[secret]`.
+pub fn resource_diff(step: &Value) -> super::ResourceDiff {
+    let urn = step["urn"].as_str().unwrap_or_default();
+    let name = urn.rsplit("::").next().unwrap_or(urn);
+    let kind = step["newState"]["type"]
+        .as_str()
+        .or_else(|| step["oldState"]["type"].as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            urn.rsplit_once("::")
+                .and_then(|(t, _)| t.rsplit("::").next())
+                .unwrap_or_default()
+                .to_string()
+        });
+    let mut properties: Vec<super::PropertyDiff> = Vec::new();
+    let value_at = |state: &Value, path: &str| -> Option<String> {
+        let (section, rest) = match path.strip_prefix("outputs.") {
+            Some(rest) => ("outputs", rest),
+            None => ("inputs", path),
+        };
+        let mut value = &state[section];
+        for segment in property_path(rest) {
+            value = match segment {
+                Segment::Key(key) => value.get(key)?,
+                Segment::Index(i) => value.get(i)?,
+            };
+        }
+        Some(shown_value(value))
+    };
+    if let Some(detailed) = step["detailedDiff"].as_object() {
+        for (path, diff) in detailed {
+            let kind = diff["kind"].as_str().unwrap_or("update").to_string();
+            properties.push(super::PropertyDiff {
+                path: path.clone(),
+                old: value_at(&step["oldState"], path).filter(|_| !kind.starts_with("add")),
+                new: value_at(&step["newState"], path).filter(|_| !kind.starts_with("delete")),
+                kind,
+            });
+        }
+    } else {
+        for reason in step["diffReasons"].as_array().into_iter().flatten() {
+            let Some(path) = reason.as_str() else {
+                continue;
+            };
+            properties.push(super::PropertyDiff {
+                path: path.to_string(),
+                kind: "update".into(),
+                old: value_at(&step["oldState"], path),
+                new: value_at(&step["newState"], path),
+            });
+        }
+    }
+    properties.sort_by(|a, b| a.path.cmp(&b.path));
+    super::ResourceDiff {
+        op: step["op"].as_str().unwrap_or("update").to_string(),
+        resource: format!("{kind} ({name})"),
+        properties,
+    }
+}
+
+enum Segment<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// `a.b[0].c` (and `["a.b"]`) as keys and indices.
+fn property_path(path: &str) -> Vec<Segment<'_>> {
+    let mut segments = Vec::new();
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("[\"") {
+            let end = after.find("\"]").unwrap_or(after.len());
+            segments.push(Segment::Key(&after[..end]));
+            rest = after.get(end + 2..).unwrap_or_default();
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']').unwrap_or(after.len());
+            match after[..end].parse() {
+                Ok(index) => segments.push(Segment::Index(index)),
+                Err(_) => segments.push(Segment::Key(&after[..end])),
+            }
+            rest = after.get(end + 1..).unwrap_or_default();
+        } else {
+            let rest_trimmed = rest.strip_prefix('.').unwrap_or(rest);
+            let end = rest_trimmed.find(['.', '[']).unwrap_or(rest_trimmed.len());
+            if end > 0 {
+                segments.push(Segment::Key(&rest_trimmed[..end]));
+            }
+            rest = &rest_trimmed[end..];
+            if end == 0 && !rest.starts_with('[') {
+                rest = rest.get(1..).unwrap_or_default();
+            }
+        }
+    }
+    segments
+}
+
+/// A value of a preview's state as people read it: JSON text, a secret as `[secret]` (Pulumi's
+/// secret signature, or a value already blinded), nested secrets too.
+fn shown_value(value: &Value) -> String {
+    fn blind(value: &Value) -> Value {
+        match value {
+            Value::Object(map) if map.contains_key(SECRET_SIGNATURE) => {
+                Value::String("[secret]".into())
+            }
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), blind(v))).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(blind).collect()),
+            other => other.clone(),
+        }
+    }
+    match blind(value) {
+        Value::String(text) if text == "[secret]" => text,
+        other => other.to_string(),
+    }
+}
+
+/// The key that marks a secret value in Pulumi's state.
+const SECRET_SIGNATURE: &str = "4dabf18193072939515e22adb298388d";
+
 /// The root stack's outputs that a preview digest changes (its step's `oldState` and
 /// `newState` outputs differ; without a step, none), and whether it creates the stack.
 pub fn stack_outputs(digest: &Value) -> (Vec<String>, bool) {
@@ -312,6 +435,10 @@ pub struct OutputReader {
     pub changes: Option<Changes>,
     /// A preview's: the root stack's outputs that change, and whether it creates the stack.
     pub outputs: Option<(Vec<String>, bool)>,
+    /// A preview's: the resources that change, with their properties.
+    pub diffs: Vec<super::ResourceDiff>,
+    /// Whether a preview shows each change's properties under it.
+    pub show_diff: bool,
     pub result: Option<String>,
     /// The first diagnostic of severity `error`: why the operation failed.
     pub error: Option<String>,
@@ -324,6 +451,8 @@ impl OutputReader {
             document: String::new(),
             changes: None,
             outputs: None,
+            diffs: Vec::new(),
+            show_diff: false,
             result: None,
             error: None,
         }
@@ -358,6 +487,11 @@ impl OutputReader {
                     "{op} {}",
                     urn_name(step["urn"].as_str().unwrap_or_default())
                 ));
+                let diff = resource_diff(step);
+                if self.show_diff {
+                    lines.extend(diff.lines().into_iter().skip(1));
+                }
+                self.diffs.push(diff);
             }
         }
         for diagnostic in digest["diagnostics"].as_array().into_iter().flatten() {
@@ -643,5 +777,33 @@ mod tests {
             "error: the stack is currently locked by 1 lock(s). Either wait"
         ));
         assert!(!is_locked("error: something else"));
+    }
+
+    #[test]
+    fn a_digest_step_becomes_its_property_diff() {
+        let step: Value = serde_json::from_str(
+            r#"{"op": "update", "urn": "urn:pulumi:dev::p::aws:eks/cluster:Cluster::main",
+                "oldState": {"type": "aws:eks/cluster:Cluster", "inputs": {"version": "1.27",
+                  "tags": {"env": "dev"}, "subnets": ["a", "b"],
+                  "token": {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "x"}}},
+                "newState": {"type": "aws:eks/cluster:Cluster", "inputs": {"version": "1.28",
+                  "tags": {"env": "prod", "team": "a"}, "subnets": ["a", "c"],
+                  "token": {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "y"}}},
+                "detailedDiff": {"version": {"kind": "update-replace"}, "tags.env": {"kind": "update"},
+                  "tags.team": {"kind": "add"}, "subnets[1]": {"kind": "update"}, "token": {"kind": "update"}}}"#,
+        )
+        .unwrap();
+        let diff = resource_diff(&step);
+        assert_eq!(
+            diff.lines(),
+            [
+                "~ aws:eks/cluster:Cluster (main)",
+                "    ~ subnets[1]: \"b\" => \"c\"",
+                "    ~ tags.env: \"dev\" => \"prod\"",
+                "    + tags.team: \"a\"",
+                "    ~ token: [secret] => [secret]",
+                "    ~ version: \"1.27\" => \"1.28\" (forces replacement)",
+            ]
+        );
     }
 }

@@ -247,6 +247,10 @@ pub struct Reader {
     outputs_changed: u64,
     /// The planned outputs' actions, by name (Terraform 1.1 and later name them).
     planned: BTreeMap<String, String>,
+    /// The planned resource changes (`planned_change`), and the drift a plan found
+    /// (`resource_drift`): address and action; Terraform's machine-readable output has no
+    /// attributes.
+    changes: Vec<super::ResourceDiff>,
     /// The first error diagnostic, for the summary's reason.
     error: Option<String>,
     last_shown: Option<String>,
@@ -305,6 +309,21 @@ impl Reader {
                     Vec::new()
                 };
             }
+            Some(kind @ ("planned_change" | "resource_drift")) => {
+                let change = &message["change"];
+                let action = change["action"].as_str().unwrap_or("update");
+                if let Some(address) = change["resource"]["addr"].as_str() {
+                    let resource = match kind {
+                        "resource_drift" => format!("{address} (changed outside Terraform)"),
+                        _ => address.to_string(),
+                    };
+                    self.changes.push(super::ResourceDiff {
+                        op: action.to_string(),
+                        resource,
+                        properties: Vec::new(),
+                    });
+                }
+            }
             Some("diagnostic") => {
                 let text = diagnostic(&message["diagnostic"]);
                 let level = message
@@ -342,6 +361,11 @@ impl Reader {
 
     pub fn finish(&mut self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// The resources a plan changes (or found changed outside Terraform).
+    pub fn diffs(&self) -> Vec<super::ResourceDiff> {
+        self.changes.clone()
     }
 
     /// A plan's outputs that change, and whether it creates every one of them (a workspace

@@ -101,6 +101,8 @@ pub struct Preview {
     pub changed_outputs: Option<Vec<String>>,
     /// Its stack is not deployed yet: the preview creates it.
     pub new_stack: bool,
+    /// The resources that change, with their properties.
+    pub diff: Vec<crate::engine::ResourceDiff>,
 }
 
 /// A preview that used values which the run would change: the project reads `reads`, whose
@@ -187,6 +189,9 @@ pub struct ProjectReport {
     /// A preview's: the projects not deployed yet that it waits on.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waits_on: Vec<String>,
+    /// A preview's: the resources that change, with their properties.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub diff: Vec<crate::engine::ResourceDiff>,
     /// A preview's: its stack is not deployed yet.
     #[serde(skip)]
     pub new_stack: bool,
@@ -222,6 +227,7 @@ impl ProjectReport {
                 _ => Vec::new(),
             },
             new_stack: finished.preview.new_stack,
+            diff: finished.preview.diff,
             outcome: finished.outcome,
             log: finished.log,
             created_stack: finished.created_stack,

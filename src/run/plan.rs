@@ -58,6 +58,9 @@ pub struct RunPlan {
     /// In the order they start when nothing runs in parallel: the execution order, reversed for
     /// destroy.
     pub projects: Vec<PlannedProject>,
+    /// A preview's: each change's properties are shown under it (`preview --diff`, and the
+    /// preview of `up`'s confirmation, for its details).
+    pub show_diff: bool,
 }
 
 /// Makes the plans of one run from its deployment: the run's own, and the preview its
@@ -270,6 +273,7 @@ impl RunPlan {
         RunPlan {
             operation,
             projects,
+            show_diff: false,
         }
     }
 

@@ -59,6 +59,8 @@ pub struct Job {
     release: Option<Release>,
     /// While it prepares ahead of its turn: says when the run no longer needs that.
     stop: Option<Stop>,
+    /// A preview's: each change's properties are shown under it.
+    pub show_diff: bool,
 }
 
 impl Job {
@@ -82,6 +84,7 @@ impl Job {
             held: Mutex::new(None),
             release: None,
             stop: None,
+            show_diff: false,
         }
     }
 
@@ -243,7 +246,7 @@ impl Prepared {
             if job.stop.as_ref().is_some_and(Stop::is_stopped) {
                 return Err(job.failed(None, "not needed: the run stopped".into(), log));
             }
-            let mut reader = Reader::new(engine, job.operation);
+            let mut reader = Reader::new(engine, job.operation).with_diff(job.show_diff);
             let mut finished = run_step(job, log, step, &mut reader)
                 .await
                 .map_err(|error| job.failed(None, error, log))?;
@@ -285,7 +288,7 @@ impl Prepared {
                 if let Some(stamp) = &repair.stamp {
                     crate::fingerprint::record_init(stamp);
                 }
-                reader = Reader::new(engine, job.operation);
+                reader = Reader::new(engine, job.operation).with_diff(job.show_diff);
                 finished = run_step(job, log, step, &mut reader)
                     .await
                     .map_err(|error| job.failed(None, error, log))?;
@@ -296,10 +299,19 @@ impl Prepared {
                 }
                 *changes = reader.changes();
                 if let Some((changed, new_stack)) = reader.outputs() {
-                    *preview = Preview {
-                        changed_outputs: Some(changed),
-                        new_stack,
-                    };
+                    preview.changed_outputs = Some(changed);
+                    preview.new_stack = new_stack;
+                }
+                preview.diff = reader.diffs();
+                // What people read of the values passes the redactor, as every line does.
+                for property in preview
+                    .diff
+                    .iter_mut()
+                    .flat_map(|d| d.properties.iter_mut())
+                {
+                    for value in [&mut property.old, &mut property.new].into_iter().flatten() {
+                        *value = job.redactor.redact(value);
+                    }
                 }
                 // The engine's exit code outranks its counts: an output-only change on an older
                 // Terraform still exits 2 without naming the outputs.

@@ -102,14 +102,16 @@ async fn walk(
     // never came (its dependency failed) may have.
     let created: Vec<Arc<AtomicBool>> = (0..plan.len()).map(|_| Arc::default()).collect();
     let job = |index: usize| {
-        Job::new(
+        let mut job = Job::new(
             index,
             plan.operation,
             plan.projects[index].clone(),
             shared.clone(),
             events.clone(),
             created[index].clone(),
-        )
+        );
+        job.show_diff = plan.show_diff;
+        job
     };
     let scheduler = scheduler::run(
         &plan,

@@ -93,6 +93,8 @@ pub struct RunSettings {
     pub expect_no_changes: bool,
     /// `destroy --remove`: the stacks are removed once destroyed.
     pub remove_stacks: bool,
+    /// `preview --diff`: each change's properties are shown.
+    pub diff: bool,
 }
 
 impl RunSettings {
@@ -103,15 +105,16 @@ impl RunSettings {
         settings: &Settings,
         workspace: &WorkspaceSettings,
     ) -> Result<RunSettings> {
-        let (operation, args, expect_no_changes, remove_stacks) = match command {
-            RunCommand::Up(args) => (Operation::Up, args, false, false),
-            RunCommand::Refresh(args) => (Operation::Refresh, args, false, false),
+        let (operation, args, expect_no_changes, remove_stacks, diff) = match command {
+            RunCommand::Up(args) => (Operation::Up, args, false, false, false),
+            RunCommand::Refresh(args) => (Operation::Refresh, args, false, false, false),
             RunCommand::Preview(PreviewArgs {
                 expect_no_changes,
+                diff,
                 run,
-            }) => (Operation::Preview, run, expect_no_changes, false),
+            }) => (Operation::Preview, run, expect_no_changes, false, diff),
             RunCommand::Destroy(DestroyArgs { remove, run }) => {
-                (Operation::Destroy, run, false, remove)
+                (Operation::Destroy, run, false, remove, false)
             }
         };
         let RunArgs {
@@ -175,6 +178,7 @@ impl RunSettings {
             },
             expect_no_changes,
             remove_stacks,
+            diff,
         })
     }
 }

@@ -22,7 +22,7 @@ use crate::ledger::{self, RunStart};
 use crate::run::events::{Outcome, ProjectReport, Sink, run_status};
 use crate::run::interrupt::Interrupt;
 use crate::run::narrow::{self, Resume};
-use crate::run::plan::{self, Planner};
+use crate::run::plan::{self, Planner, RunPlan};
 use crate::run::project::{self, Context};
 use crate::run::recorder::Recorder;
 use crate::run::redact::Redactor;
@@ -314,9 +314,14 @@ fn go(
     runner.interrupt().checkpoint()?;
 
     // Plan, and confirm.
-    let plan = planner.plan(run.operation, &config, "");
+    let mut plan = planner.plan(run.operation, &config, "");
+    plan.show_diff = run.diff;
     if run.confirmation == Confirmation::Ask {
-        let preview = || planner.plan(Operation::Preview, &config, "-preview");
+        // Its details show each change's properties.
+        let preview = || RunPlan {
+            show_diff: true,
+            ..planner.plan(Operation::Preview, &config, "-preview")
+        };
         if let Decision::Declined { created } =
             confirm(settings, run, runner, stack, &plan, preview, context())?
         {
