@@ -112,6 +112,23 @@ fn a_preview_of_a_new_stack_waits_on_what_is_not_deployed_yet() {
         .map(|c| c["cwd"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(previewed.len(), roots.len(), "{previewed:?}");
+    // Nor was its stack made.
+    let stacks: BTreeSet<String> = d
+        .calls()
+        .iter()
+        .filter(|c| {
+            c["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a == "--create")
+        })
+        .map(|c| c["cwd"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        stacks, previewed,
+        "only the previewed projects' stacks are created"
+    );
     // Changes are certain.
     let output = d
         .mara()

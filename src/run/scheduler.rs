@@ -75,8 +75,12 @@ pub async fn run<S: Send + 'static>(
         .map(Reverse)
         .collect();
     // Waiting projects that can prepare ahead of their turn, and what that made.
+    // Not for a preview: a project that turns out to wait on one not deployed yet is not
+    // previewed, and preparing it would have created its stack for nothing. (A preview
+    // prepares only stacks the ledger does not know, so steady state loses nothing.)
     let mut early: BTreeSet<usize> = (0..projects.len())
         .filter(|&i| waiting[i] > 0 && projects[i].prepares_first())
+        .filter(|_| plan.operation != crate::engine::Operation::Preview)
         .collect();
     let mut preparing: BTreeSet<usize> = BTreeSet::new();
     let (stop_preparing, stop) = Stop::new();
