@@ -68,12 +68,26 @@ pub fn update(
             1 => return Ok(false),
             _ => {
                 let mut details = String::new();
+                // The projects with something to say: a change, an error, a diff.
                 for (index, report) in reports.iter().enumerate() {
+                    let said: Vec<&String> = lines
+                        .lines
+                        .get(&index)
+                        .into_iter()
+                        .flatten()
+                        .filter(|line| line.as_str() != "Preview: no changes")
+                        .collect();
+                    if said.is_empty() {
+                        continue;
+                    }
                     details.push_str(&style.cyan(&format!("── {}", report.path)));
                     details.push('\n');
-                    for line in lines.lines.get(&index).into_iter().flatten() {
+                    for line in said {
                         details.push_str(&format!("   {line}\n"));
                     }
+                }
+                if details.is_empty() {
+                    details = "No project has anything more to show.".to_string();
                 }
                 prompter.say(details.trim_end());
             }
@@ -152,6 +166,13 @@ mod tests {
             ),
         ];
         let mut lines = LineCollector::default();
+        // Nothing to say beyond the table: not repeated in the details.
+        lines.handle(&Event::Line {
+            index: 0,
+            path: "infra/vpc".into(),
+            stream: crate::run::process::Stream::Stdout,
+            text: "Preview: no changes".into(),
+        });
         lines.handle(&Event::Line {
             index: 1,
             path: "apps/web".into(),
@@ -168,10 +189,8 @@ mod tests {
         apps/api   not previewed: a dependency could not be
 
         ? Do you want to perform this update?
-        ── infra/vpc
         ── apps/web
            error: stack reference not found
-        ── apps/api
         ? Do you want to perform this update?
         ");
         let mut prompter = Scripted::new(["no"]);
