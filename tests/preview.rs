@@ -13,16 +13,7 @@ use common::Deployment;
 
 /// `mara --output json <args>`: its exit code and report.
 fn report(d: &Deployment, args: &[&str]) -> (i32, Value) {
-    let output = d
-        .mara()
-        .arg("--output")
-        .arg("json")
-        .args(args)
-        .output()
-        .unwrap();
-    let report = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&output)));
-    (output.status.code().unwrap(), report)
+    common::json_report(d.mara(), args)
 }
 
 /// Each project's direct dependencies, from the plan.

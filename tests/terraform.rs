@@ -35,36 +35,14 @@ impl Modules {
 
     /// `mara --output json <args>`: its exit code and report.
     fn run(&self, args: &[&str]) -> (i32, Value) {
-        let output = self
-            .mara()
-            .arg("--output")
-            .arg("json")
-            .args(args)
-            .output()
-            .unwrap();
-        let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-            panic!(
-                "{e}\nstdout: {}\nstderr: {}",
-                common::stdout(&output),
-                common::stderr(&output)
-            )
-        });
-        (output.status.code().unwrap(), report)
+        common::json_report(self.mara(), args)
     }
 
     /// `mara --output json <args>` with `PATH` set: its exit code and report.
     fn run_on(&self, path: &str, args: &[&str]) -> (i32, Value) {
-        let output = self
-            .mara()
-            .env("PATH", path)
-            .arg("--output")
-            .arg("json")
-            .args(args)
-            .output()
-            .unwrap();
-        let report: Value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", common::stderr(&output)));
-        (output.status.code().unwrap(), report)
+        let mut cmd = self.mara();
+        cmd.env("PATH", path);
+        common::json_report(cmd, args)
     }
 
     fn outputs(&self) -> Value {

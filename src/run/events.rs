@@ -159,10 +159,7 @@ pub fn stale_lines(reports: &[ProjectReport]) -> Vec<String> {
     if further > 0 {
         lines.push(format!(
             "and {further} {} after them, whose previews read those (marked stale)",
-            match further {
-                1 => "project",
-                _ => "projects",
-            }
+            crate::error::plural(further, "project", "projects")
         ));
     }
     lines

@@ -157,13 +157,7 @@ pub async fn run<S: Send + 'static>(
                     if reports.contains_key(&i) || !released.insert(i) {
                         continue;
                     }
-                    for &k in &unblocks[i] {
-                        unblocked += 1;
-                        waiting[k] -= 1;
-                        if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains(&k) {
-                            ready.push(Reverse(k));
-                        }
-                    }
+                    unblocked += let_go(&unblocks[i], &mut waiting, &blocked, &preparing, &mut ready);
                     continue;
                 }
                 () = interrupt.requested(), if !interrupt.is_interrupted() => continue,
@@ -211,13 +205,7 @@ pub async fn run<S: Send + 'static>(
                 }
             }
         } else if !released.contains(&i) {
-            for &k in &unblocks[i] {
-                unblocked += 1;
-                waiting[k] -= 1;
-                if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains(&k) {
-                    ready.push(Reverse(k));
-                }
-            }
+            unblocked += let_go(&unblocks[i], &mut waiting, &blocked, &preparing, &mut ready);
         }
         let report = ProjectReport::new(path, started_at.get(&i).copied(), finished);
         let _ = events.send(Event::ProjectFinished {
@@ -263,6 +251,24 @@ pub async fn run<S: Send + 'static>(
         reports.insert(i, report);
     }
     reports.into_values().collect()
+}
+
+/// A project's dependents (`dependents`) no longer wait for it: each one whose last dependency
+/// this was, not blocked and not being prepared, is ready. Returns how many edges were followed.
+fn let_go(
+    dependents: &[usize],
+    waiting: &mut [usize],
+    blocked: &BTreeMap<usize, String>,
+    preparing: &BTreeSet<usize>,
+    ready: &mut BinaryHeap<Reverse<usize>>,
+) -> usize {
+    for &k in dependents {
+        waiting[k] -= 1;
+        if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains(&k) {
+            ready.push(Reverse(k));
+        }
+    }
+    dependents.len()
 }
 
 /// The projects not deployed yet that project `i`'s preview would read: a dependency whose

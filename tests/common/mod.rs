@@ -105,6 +105,19 @@ pub fn stderr(output: &std::process::Output) -> String {
     String::from_utf8(output.stderr.clone()).expect("UTF-8 output")
 }
 
+/// `<cmd> --output json <args>`: its exit code and the JSON report on stdout.
+pub fn json_report(mut cmd: Command, args: &[&str]) -> (i32, serde_json::Value) {
+    let output = cmd.arg("--output").arg("json").args(args).output().unwrap();
+    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}\nstdout: {}\nstderr: {}",
+            stdout(&output),
+            stderr(&output)
+        )
+    });
+    (output.status.code().unwrap(), report)
+}
+
 /// Copies an example workspace, leaving out what a local run of it may have left behind: mara's
 /// state, the stack files Pulumi writes into each project (the shared configuration stays), and
 /// Terraform's working directories and local state.
