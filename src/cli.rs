@@ -303,11 +303,14 @@ pub enum ImagesCommand {
 pub enum ConfigCommand {
     /// Print one key's value (a secret as [secret] unless --show-secrets)
     Get {
-        /// `namespace:key`
+        /// `namespace:key` (with --path, `namespace:key.inner[0]`)
         key: String,
         /// Decrypt a secret value
         #[arg(long)]
         show_secrets: bool,
+        /// The key is a path into a structured value
+        #[arg(long)]
+        path: bool,
     },
     /// Set one key: in the shared configuration, or with --secret encrypted in the secrets project
     Set {
@@ -321,7 +324,7 @@ pub enum ConfigCommand {
         #[arg(long)]
         secret: bool,
         /// The key is a path into a structured value
-        #[arg(long, conflicts_with = "secret")]
+        #[arg(long)]
         path: bool,
     },
     /// Every key of the shared configuration and the secrets project (secrets as [secret])

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use crate::error::Result;
 use crate::graph::Plan;
 use crate::provider::{ConfigKind, ConfigSpec, Provider, SecretSpec, secret_env_var};
+use crate::workspace::config_path::ConfigPath;
 use crate::workspace::stack::StackName;
 use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfigFile};
 
@@ -110,7 +111,12 @@ pub fn needs<'p>(
     };
     let secrets = secrets_of(plan)
         .into_iter()
-        .filter(|s| !stored.config().is_some_and(|c| c.contains(&s.key)))
+        .filter(|s| {
+            let path = ConfigPath::parse(&s.key).unwrap_or_else(|_| ConfigPath::literal(&s.key));
+            !stored.config().is_some_and(|c| {
+                !matches!(c.find(&path), crate::workspace::config_path::Found::Missing)
+            })
+        })
         .collect();
     Needs {
         config: config_needed,
@@ -343,6 +349,109 @@ pub fn typed(kind: ConfigKind, answer: &str) -> Option<Value> {
     })
 }
 
+/// The value `config set` stores for `raw` at `path`: typed by the `[[config]]` entry that
+/// declares the path, its kind and choices checked; without one, as Pulumi's own `config set`
+/// stores it (a top-level value as a string; below it, with `--path`, `true`/`false` and whole
+/// numbers typed).
+pub fn value_to_set(
+    spec: Option<&ConfigSpec>,
+    path: &ConfigPath,
+    raw: &str,
+) -> std::result::Result<Value, String> {
+    let Some(spec) = spec else {
+        if !path.is_nested() {
+            return Ok(Value::String(raw.to_string()));
+        }
+        return Ok(match raw {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            _ => raw
+                .parse::<i64>()
+                .map(Value::from)
+                .unwrap_or_else(|_| Value::String(raw.to_string())),
+        });
+    };
+    let value = match spec.kind {
+        ConfigKind::Int => raw
+            .trim()
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|_| format!("must be a whole number, not `{raw}`"))?,
+        ConfigKind::Bool => Value::Bool(
+            parse_bool(raw).ok_or_else(|| format!("must be true or false, not `{raw}`"))?,
+        ),
+        ConfigKind::List => {
+            let items = split_list(raw);
+            if items.is_empty() {
+                return Err("must be a list: give its items separated by commas".into());
+            }
+            Value::Array(items.into_iter().map(Value::String).collect())
+        }
+        ConfigKind::String | ConfigKind::Secret => Value::String(raw.to_string()),
+    };
+    check_choice(spec, &value)?;
+    Ok(value)
+}
+
+/// Whether a value in the stack configuration fits its `[[config]]` entry, as a Pulumi program
+/// reads it: an int is a number or a string of one (`config.requireNumber` parses strings), a
+/// bool `true`/`false` or their text, a list a sequence of strings, a string any scalar.
+pub fn check_stored(spec: &ConfigSpec, value: &Value) -> std::result::Result<(), String> {
+    let text = match value {
+        Value::String(s) => Some(s.as_str()),
+        _ => None,
+    };
+    let fits = match spec.kind {
+        ConfigKind::Int => value.is_i64() || text.is_some_and(|t| t.trim().parse::<i64>().is_ok()),
+        ConfigKind::Bool => value.is_boolean() || text.and_then(parse_bool).is_some(),
+        ConfigKind::List => value
+            .as_array()
+            .is_some_and(|items| items.iter().all(Value::is_string)),
+        ConfigKind::String | ConfigKind::Secret => !value.is_object() && !value.is_array(),
+    };
+    if !fits {
+        let wanted = match spec.kind {
+            ConfigKind::Int => "a whole number",
+            ConfigKind::Bool => "true or false",
+            ConfigKind::List => "a list of strings",
+            ConfigKind::String | ConfigKind::Secret => "a single value",
+        };
+        return Err(format!("must be {wanted}, not {}", shown(value)));
+    }
+    check_choice(spec, value)
+}
+
+/// A value among the entry's `choices`, compared as text (`"3"` is the choice 3).
+fn check_choice(spec: &ConfigSpec, value: &Value) -> std::result::Result<(), String> {
+    if spec.choices.is_empty() || spec.choices.iter().any(|c| display(c) == display(value)) {
+        return Ok(());
+    }
+    let choices: Vec<String> = spec.choices.iter().map(display).collect();
+    Err(format!(
+        "must be one of {}, not {}",
+        choices.join(", "),
+        shown(value)
+    ))
+}
+
+/// A value in a message: text in backquotes, anything else as JSON.
+fn shown(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("`{s}`"),
+        other => other.to_string(),
+    }
+}
+
+/// `true`/`false` as Go's `strconv.ParseBool` reads them (what `pulumi config set --type bool`
+/// and the Go SDK's `config.GetBool` accept).
+fn parse_bool(text: &str) -> Option<bool> {
+    match text.trim() {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
 fn split_list(text: &str) -> Vec<String> {
     text.split(',')
         .map(str::trim)
@@ -371,7 +480,14 @@ pub fn first_run_document(values: &Map<String, Value>, infra_type: Option<&str>)
         );
     }
     for (key, value) in values {
-        config.insert(key.clone(), value.clone());
+        // A `[[config]]` key is a path (checked when the provider was read): a nested one
+        // writes its value where it belongs.
+        match ConfigPath::parse(key) {
+            Ok(path) if path.set(&mut config, value.clone()).is_ok() => {}
+            _ => {
+                config.insert(key.clone(), value.clone());
+            }
+        }
     }
     let mut document = Map::new();
     document.insert("config".into(), Value::Object(config));

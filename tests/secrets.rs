@@ -545,3 +545,207 @@ fn secret_outputs_a_hook_prints_are_redacted() {
     assert!(logs.contains("token=[secret]"), "{logs}");
     assert!(!logs.contains("Zq7-output-secret") && !shown.contains("Zq7-output-secret"));
 }
+
+/// Typed, nested configuration (issue 14, item 3): `config set --path` writes the value where it
+/// belongs and nothing else changes; a `[[config]]` entry types and checks it before anything is
+/// written; a nested `required_config` path holds `validate` and `up` until it is set, here as
+/// a secret with `--path --secret`, whose value then appears on no command line, in no output,
+/// file or report.
+#[test]
+fn typed_nested_configuration() {
+    let case = Case::new(false);
+    let provider = case.root().join("providers/local.toml");
+    let text = std::fs::read_to_string(&provider)
+        .unwrap()
+        .replace(
+            "path = \"infrastructure/local/registry\"\n",
+            "path = \"infrastructure/local/registry\"\nrequired_config = [\"local-registry:registry_config.required_env.DATABASE_URL\"]\n",
+        )
+        .replace(
+            "[[project]]\npath = \"infrastructure/local/cluster\"",
+            "[[config]]\nkey = \"local-cluster:limits.max_pods\"\nprompt = \"Pods per node\"\nkind = \"int\"\nchoices = [110, 250]\ndefault = 110\n\n[[project]]\npath = \"infrastructure/local/cluster\"",
+        );
+    std::fs::write(&provider, text).unwrap();
+    let shared = case.root().join("config/pulumi/Pulumi.dev.yaml");
+    let original = std::fs::read_to_string(&shared)
+        .unwrap()
+        .replace("config:\n", "# the team's notes stay\nconfig:\n")
+        .replace(
+            "local-cluster:cluster_name: mara-dev\n",
+            "local-cluster:cluster_name: mara-dev # named after the stack\n",
+        );
+    std::fs::write(&shared, &original).unwrap();
+    let mara = |args: &[&str]| case.mara().args(args).output().unwrap();
+
+    // A value that does not fit its kind or choices is refused, and nothing is written.
+    for (args, says) in [
+        (
+            vec!["config", "set", "local-cluster:node_count", "four"],
+            "must be a whole number, not `four`",
+        ),
+        (
+            vec![
+                "config",
+                "set",
+                "--path",
+                "local-cluster:limits.max_pods",
+                "120",
+            ],
+            "must be one of 110, 250, not 120",
+        ),
+        (
+            vec!["config", "set", "local-cluster:limits.max_pods", "250"],
+            "without --path it would be a key of its own",
+        ),
+        (
+            vec![
+                "config",
+                "set",
+                "--path",
+                "local-cluster:cluster_name.x",
+                "y",
+            ],
+            "`local-cluster:cluster_name` is a string, not a mapping",
+        ),
+        (
+            vec!["config", "set", "--path", "local-cluster:limits..x", "y"],
+            "not a configuration path",
+        ),
+    ] {
+        let output = mara(&args);
+        let err = common::stderr(&output);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(std::fs::read_to_string(&shared).unwrap(), original);
+    }
+    let err = common::stderr(&mara(&[
+        "config",
+        "set",
+        "local-cluster:limits.max_pods",
+        "250",
+    ]));
+    assert!(
+        err.contains("mara config set --path local-cluster:limits.max_pods"),
+        "{err}"
+    );
+
+    // Typed values, written in place: the comments and the other lines stay as they were.
+    for args in [
+        vec!["config", "set", "local-cluster:node_count", "5"],
+        vec![
+            "config",
+            "set",
+            "--path",
+            "local-cluster:limits.max_pods",
+            "250",
+        ],
+        vec![
+            "config",
+            "set",
+            "--path",
+            "local-cluster:labels.team",
+            "platform",
+        ],
+    ] {
+        let output = mara(&args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            common::stderr(&output)
+        );
+    }
+    let written = std::fs::read_to_string(&shared).unwrap();
+    assert_eq!(
+        written,
+        original.replace(
+            "local-cluster:node_count: 3\n",
+            "local-cluster:node_count: 5\n"
+        ) + "  local-cluster:limits:\n    max_pods: 250\n  local-cluster:labels:\n    team: platform\n",
+    );
+    let get = |args: &[&str]| common::stdout(&mara(&[&["config", "get"], args].concat()));
+    assert_eq!(get(&["--path", "local-cluster:limits.max_pods"]), "250\n");
+    assert_eq!(get(&["local-cluster:limits"]), "{\"max_pods\":250}\n");
+
+    // The nested required key holds validate and up, before any engine call.
+    let key = "local-registry:registry_config.required_env.DATABASE_URL";
+    let output = mara(&["validate"]);
+    assert_eq!(output.status.code(), Some(3));
+    let out = common::stdout(&output);
+    assert!(
+        out.contains(&format!(
+            "`{key}`: required by infrastructure/local/registry but not set"
+        )) && out.contains(&format!("mara config set --path {key} VALUE")),
+        "{out}"
+    );
+    let mut up = case.mara();
+    up.args(["up", "--yes"]);
+    for (name, value) in SECRETS {
+        up.env(name, value);
+    }
+    let output = up.output().unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    assert!(
+        case.calls().is_empty(),
+        "no engine call before the checks pass"
+    );
+
+    // Set as a secret at its path: encrypted in the secrets project, shown as [secret].
+    let output = case
+        .mara()
+        .args(["config", "set", "--path", "--secret", key])
+        .write_stdin("Zq7-postgres://app:pw@db/app\n")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let stored =
+        std::fs::read_to_string(case.root().join("kubernetes/secrets/Pulumi.dev.yaml")).unwrap();
+    assert!(
+        stored.contains("registry_config") && stored.contains("DATABASE_URL:\n        secure: v1:"),
+        "{stored}"
+    );
+    assert_eq!(get(&["--path", key]), "[secret]\n");
+    assert_eq!(
+        get(&["local-registry:registry_config"]),
+        "{\"required_env\":{\"DATABASE_URL\":\"[secret]\"}}\n"
+    );
+    assert_eq!(
+        get(&["--path", key, "--show-secrets"]),
+        "Zq7-postgres://app:pw@db/app\n"
+    );
+
+    // Now it holds; a value edited by hand to the wrong kind is named by its line.
+    let output = mara(&["validate"]);
+    assert!(
+        !common::stdout(&output).contains("but not set"),
+        "{}",
+        common::stdout(&output)
+    );
+    let mut up = case.mara();
+    up.args(["up", "--yes", "--report", "report.json", "--output", "json"]);
+    for (name, value) in SECRETS {
+        up.env(name, value);
+    }
+    let output = up.output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let mut places = vec![
+        common::stdout(&output),
+        common::stderr(&output),
+        case.calls_text(),
+    ];
+    for (_, content) in common::tree(case.root()) {
+        places.extend(content.map(|c| String::from_utf8_lossy(&c).into_owned()));
+    }
+    assert!(
+        places.iter().all(|p| !p.contains("Zq7-postgres")),
+        "the secret leaked"
+    );
+
+    std::fs::write(&shared, written.replace("max_pods: 250", "max_pods: lots")).unwrap();
+    let output = mara(&["validate"]);
+    assert_eq!(output.status.code(), Some(3));
+    let out = common::stdout(&output);
+    assert!(
+        out.contains("config/pulumi/Pulumi.dev.yaml:7: `local-cluster:limits.max_pods` must be a whole number, not `lots`"),
+        "{out}"
+    );
+}

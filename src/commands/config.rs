@@ -1,8 +1,8 @@
-//! `mara config get | set | list` (docs/commands.md, "config"): the shared stack configuration,
-//! and the secrets
-//! project's own, read from their files and written through Pulumi (`pulumi config set`), so that
-//! every value is stored exactly as Pulumi stores it and a secret is encrypted by Pulumi with the
-//! value on standard input.
+//! `mara config get | set | list` (docs/commands.md, "config"): the shared stack configuration
+//! and the secrets project's own, read from their files. A plain value is typed by the provider's
+//! `[[config]]` entry (or as Pulumi's `config set` types it) and written by mara in place, so
+//! nothing else in the file changes; a secret is encrypted by Pulumi (`pulumi config set
+//! --secret`, the value on standard input) into the secrets project.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Read};
@@ -12,15 +12,17 @@ use serde_json::{Value, json};
 
 use crate::cli::ConfigCommand;
 use crate::configure;
-use crate::deployment::StackFiles;
+use crate::deployment::{Deployment, StackFiles};
 use crate::engine::Step;
 use crate::engine::pulumi::Pulumi;
 use crate::error::{Error, Problem, Result};
 use crate::provider::schema::is_namespaced;
+use crate::provider::{ConfigKind, ConfigSpec, Provider};
 use crate::run::process::{last_error, run_blocking};
 use crate::settings::{OutputFormat, Settings};
 use crate::ui::prompt::{Prompter, TerminalPrompter};
 use crate::workspace::Workspace;
+use crate::workspace::config_path::{ConfigPath, Found, redacted};
 use crate::workspace::stack::StackName;
 use crate::workspace::stack_config::{ConfigValue, StackConfigFile};
 
@@ -66,22 +68,29 @@ fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand)
     let workspace = &stack_files.workspace;
     let files = files(settings, stack_files)?;
     match command {
-        ConfigCommand::Get { key, show_secrets } => {
-            check_key(&key)?;
-            let (file, value) = find(stack_files, &key)?.ok_or_else(|| {
+        ConfigCommand::Get {
+            key,
+            show_secrets,
+            path,
+        } => {
+            let target = target(&key, path)?;
+            let (file, found) = find(stack_files, &target)?.ok_or_else(|| {
+                let set = if path { "set --path" } else { "set" };
                 Error::config(
                     Problem::new(format!(
                         "`{key}` is not set in {} nor in {}",
                         workspace.display(&files.shared).display(),
                         workspace.display(&files.secrets).display()
                     ))
-                    .hint(format!("set it with `mara config set {key} VALUE`")),
+                    .hint(format!("set it with `mara config {set} {key} VALUE`")),
                 )
             })?;
-            let text = match value {
-                Some(value) => plain(&value),
+            let text = match found {
+                Some(value) if !show_secrets || redacted(&value) == value => {
+                    plain(&redacted(&value))
+                }
                 None if !show_secrets => "[secret]".to_string(),
-                None => decrypt(settings, stack_files, &files, &file, &key)?,
+                _ => decrypt(settings, stack_files, &files, &file, &target)?,
             };
             crate::ui::print(&format!("{text}\n"))
         }
@@ -91,43 +100,74 @@ fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand)
             secret,
             path,
         } => {
-            check_key(key.split(['.', '[']).next().unwrap_or(&key))?;
+            let target = target(&key, path)?;
             if secret && value.is_some() {
                 // On a command line it would be in the shell's history and in `ps` for anyone.
+                let path = if path { "--path " } else { "" };
                 return Err(Error::usage(
                     Problem::new("a secret is never given on the command line")
                         .subject(format!("`{key}`"))
                         .hint(format!(
-                            "give it on standard input (`mara config set --secret {key} < file`), or type it at the prompt"
+                            "give it on standard input (`mara config set {path}--secret {key} < file`), or type it at the prompt"
                         )),
                 ));
             }
-            let value = match value {
+            // The provider's `[[config]]` entries type the value and check it before anything is
+            // asked or written. A secret needs no provider (it is a string, kept in the secrets
+            // project): without one it goes unchecked.
+            let deployment = match stack_files.clone().into_deployment(settings) {
+                Ok(deployment) => Some(deployment),
+                Err(_) if secret => None,
+                Err(error) => return Err(error),
+            };
+            let spec = deployment
+                .as_ref()
+                .and_then(|d| declared(&d.provider, &target));
+            if let Some(deployment) = &deployment {
+                unmarked_path(deployment, &key, path)?;
+            }
+            if let Some(spec) = spec
+                && spec.kind == ConfigKind::Secret
+                && !secret
+            {
+                return Err(Error::usage(
+                    Problem::new("is a secret: it is never stored in plain text")
+                        .subject(format!("`{key}`"))
+                        .hint(format!(
+                            "`mara config set --secret {key}` (provider {} declares it kind \"secret\")",
+                            deployment.as_ref().map_or("", |d| d.provider.name.as_str())
+                        )),
+                ));
+            }
+            let raw = match value {
                 Some(value) => value,
                 None => read_value(settings, &key, secret)?,
             };
-            let pulumi = pulumi(workspace, &files);
-            let (dir, step) = if secret {
-                let dir = workspace.project_dir(&workspace.settings.secrets_project);
-                let step = pulumi.set_secret_step(&dir, &key, false);
-                (dir, step)
-            } else {
-                let dir = first_project_dir(settings, stack_files)?;
-                let step = pulumi.set_plain_step(&dir, &key, &value, path);
-                (dir, step)
-            };
-            let stdin = secret.then_some(value.as_str());
-            for (step, stdin) in [(pulumi.select_step(&dir), None), (step, stdin)] {
-                let finished = run_step(&step, &files.env, stdin)?;
-                if finished.code != Some(0) {
-                    let reason = last_error(&finished.stderr).unwrap_or("pulumi failed");
-                    let reason = crate::run::redact::Redactor::new([value.clone()]).redact(reason);
-                    return Err(Error::config(
-                        Problem::new(reason).subject(format!("`{key}`")),
+            let typed = configure::value_to_set(spec, &target, &raw).map_err(|message| {
+                // A secret's value is not shown, even in a message about it.
+                let message = match secret {
+                    true => crate::run::redact::Redactor::new([raw.clone()]).redact(&message),
+                    false => message,
+                };
+                let mut problem = Problem::new(message).subject(format!("`{key}`"));
+                if let (Some(spec), Some(d)) = (spec, &deployment) {
+                    problem = problem.hint(format!(
+                        "provider {} declares it (kind \"{}\") at {}",
+                        d.provider.name,
+                        spec.kind.as_str(),
+                        crate::error::Location {
+                            file: workspace.display(&spec.declared_at.file).into_owned(),
+                            ..spec.declared_at.clone()
+                        }
                     ));
                 }
+                Error::usage(problem)
+            })?;
+            if secret {
+                set_secret(stack_files, &files, &target, path, &raw)
+            } else {
+                set_plain(stack_files, &target, &typed, &raw)
             }
-            Ok(())
         }
         ConfigCommand::List => {
             let mut rows: Vec<(String, Option<Value>, PathBuf)> = Vec::new();
@@ -135,7 +175,7 @@ fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand)
                 if let Some(config) = file.config() {
                     for key in config.values.keys() {
                         let value = match config.get(key) {
-                            Some(ConfigValue::Plain(v)) => Some(v.clone()),
+                            Some(ConfigValue::Plain(v)) => Some(redacted(v)),
                             _ => None,
                         };
                         let shown = workspace.display(file.path()).into_owned();
@@ -199,15 +239,145 @@ fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand)
     }
 }
 
-fn check_key(key: &str) -> Result<()> {
-    if is_namespaced(key) {
-        Ok(())
+/// The key a command names: with `--path`, a path into a value (Pulumi's syntax); either way
+/// namespaced.
+fn target(key: &str, path: bool) -> Result<ConfigPath> {
+    let target = if path {
+        ConfigPath::parse(key).map_err(|message| {
+            Error::usage(
+                Problem::new(format!("not a configuration path: {message}"))
+                    .subject(format!("`{key}`"))
+                    .hint("a path is `namespace:key.inner`, `namespace:key.list[0]` or `namespace:key[\"a.b\"]`"),
+            )
+        })?
+    } else {
+        ConfigPath::literal(key)
+    };
+    if is_namespaced(&target.key) {
+        Ok(target)
     } else {
         Err(Error::usage(
-            Problem::new(format!("`{key}` has no namespace"))
+            Problem::new(format!("`{}` has no namespace", target.key))
                 .hint("keys are `namespace:key` (e.g. `aws:region`): in the shared file a bare key would mean another key to every project"),
         ))
     }
+}
+
+/// The provider's `[[config]]` entry for `target`, if it declares one.
+fn declared<'p>(provider: &'p Provider, target: &ConfigPath) -> Option<&'p ConfigSpec> {
+    provider
+        .config
+        .iter()
+        .find(|spec| ConfigPath::parse(&spec.key).is_ok_and(|p| p == *target))
+}
+
+/// A dotted key without `--path` that the provider names as a path: setting it literally would
+/// add a key no project reads.
+fn unmarked_path(deployment: &Deployment, key: &str, path: bool) -> Result<()> {
+    if path || !key.contains(['.', '[']) {
+        return Ok(());
+    }
+    let named = deployment
+        .provider
+        .config
+        .iter()
+        .map(|c| c.key.as_str())
+        .chain(
+            deployment
+                .provider
+                .projects
+                .iter()
+                .flat_map(|p| p.required_config.iter().map(String::as_str)),
+        );
+    let as_path = ConfigPath::parse(key).ok();
+    if named
+        .filter_map(|k| ConfigPath::parse(k).ok())
+        .any(|p| p.is_nested() && Some(&p) == as_path.as_ref())
+    {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "provider {} names this as a path into `{}`; without --path it would be a key of its own",
+                deployment.provider.name,
+                as_path.map(|p| p.key).unwrap_or_default()
+            ))
+            .subject(format!("`{key}`"))
+            .hint(format!("mara config set --path {key} …")),
+        ));
+    }
+    Ok(())
+}
+
+/// A plain value, written by mara into the shared configuration in place: nothing else in the
+/// file changes (docs/decisions.md, "Typed, nested configuration").
+fn set_plain(
+    stack_files: &StackFiles,
+    target: &ConfigPath,
+    value: &Value,
+    raw: &str,
+) -> Result<()> {
+    let workspace = &stack_files.workspace;
+    let stack = stack_files.required_stack()?;
+    let file = match &stack_files.config {
+        Some(config) => config.clone(),
+        None => StackConfigFile::Missing(workspace.stack_config_file(&stack.name)),
+    };
+    let path = file.path().to_path_buf();
+    let at = || match file.config() {
+        Some(config) => config.location_of_path(target),
+        None => crate::error::Location::file(&path),
+    };
+    let text = match file.with_value(target, value) {
+        Ok(Some(text)) => text,
+        Ok(None) => {
+            return Err(Error::config(
+                Problem::new("the file is not laid out so that mara can change this value and nothing else (a flow-style mapping, a comment inside the value it replaces)")
+                    .at(at())
+                    .subject(format!("`{target}`"))
+                    .hint(format!("edit it by hand: `{target}` = {raw}")),
+            ));
+        }
+        Err(message) => {
+            return Err(Error::config(
+                Problem::new(message)
+                    .at(at())
+                    .subject(format!("`{target}`")),
+            ));
+        }
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
+    }
+    let mode = std::fs::metadata(&path).map_or(0o644, |m| {
+        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
+    });
+    crate::files::write_atomic(&path, &text, mode).map_err(|e| Error::write(&path, e))
+}
+
+/// A secret, encrypted by Pulumi into the secrets project's stack configuration, the value on
+/// standard input (`pulumi config set --secret [--path]`).
+fn set_secret(
+    stack_files: &StackFiles,
+    files: &Files,
+    target: &ConfigPath,
+    path: bool,
+    value: &str,
+) -> Result<()> {
+    let workspace = &stack_files.workspace;
+    let pulumi = pulumi(workspace, files);
+    let dir = workspace.project_dir(&workspace.settings.secrets_project);
+    let key = target.to_string();
+    let step = pulumi.set_secret_step(&dir, &key, path, false);
+    for (step, stdin) in [(pulumi.select_step(&dir), None), (step, Some(value))] {
+        let finished = run_step(&step, &files.env, stdin)?;
+        if finished.code != Some(0) {
+            let reason = last_error(&finished.stderr).unwrap_or("pulumi failed");
+            let reason = crate::run::redact::Redactor::new([value.to_string()]).redact(reason);
+            return Err(Error::config(
+                Problem::new(reason).subject(format!("`{key}`")),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The shared configuration as loaded, then the secrets project's, read now.
@@ -220,16 +390,16 @@ fn both(stack_files: &StackFiles) -> Result<[StackConfigFile; 2]> {
     Ok([shared, stack_files.secrets_config(stack)?])
 }
 
-/// Where `key` is set: the file, and its value (`None` for a secret).
-fn find(stack_files: &StackFiles, key: &str) -> Result<Option<(PathBuf, Option<Value>)>> {
+/// Where `target` is set: the file, and its value (`None` for a secret).
+fn find(stack_files: &StackFiles, target: &ConfigPath) -> Result<Option<(PathBuf, Option<Value>)>> {
     for file in both(stack_files)? {
         if let Some(config) = file.config() {
-            match config.get(key) {
-                Some(ConfigValue::Plain(value)) => {
+            match config.find(target) {
+                Found::Value(value) => {
                     return Ok(Some((file.path().to_path_buf(), Some(value.clone()))));
                 }
-                Some(ConfigValue::Secret) => return Ok(Some((file.path().to_path_buf(), None))),
-                None => {}
+                Found::Secret => return Ok(Some((file.path().to_path_buf(), None))),
+                Found::Missing => {}
             }
         }
     }
@@ -249,8 +419,9 @@ fn decrypt(
     stack_files: &StackFiles,
     files: &Files,
     file: &Path,
-    key: &str,
+    target: &ConfigPath,
 ) -> Result<String> {
+    let key = &target.to_string();
     let workspace = &stack_files.workspace;
     let shared = file == files.shared;
     let dir = if shared {
@@ -258,7 +429,7 @@ fn decrypt(
     } else {
         workspace.project_dir(&workspace.settings.secrets_project)
     };
-    let step = pulumi(workspace, files).get_step(&dir, key, shared);
+    let step = pulumi(workspace, files).get_step(&dir, key, target.is_nested(), shared);
     let finished = run_step(&step, &files.env, None)?;
     if finished.code != Some(0) {
         let reason = last_error(&finished.stderr).unwrap_or("pulumi config get failed");

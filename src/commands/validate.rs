@@ -210,6 +210,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
     checks::projects(checks, workspace, plan);
     match (&files.stack, config) {
         (Some(stack), Some(config)) => {
+            let stored = files.secrets_config(stack);
             match config {
                 Ok(config) => {
                     checks::configuration(
@@ -219,6 +220,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
                         plan,
                         &stack.name,
                         &config,
+                        stored.as_ref().ok(),
                         &env,
                         settings.interactive,
                     );
@@ -226,7 +228,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
                 }
                 Err(error) => checks.fail_with("configuration", error),
             }
-            match files.secrets_config(stack) {
+            match stored {
                 Ok(stored) => checks::secrets(
                     checks,
                     workspace,

@@ -132,40 +132,13 @@ impl Pulumi {
 
     /// `config set --secret KEY` in `dir`, the value to be written to standard input (never an
     /// argument); with `shared`, into the shared configuration.
-    pub fn set_secret_step(&self, dir: &Path, key: &str, shared: bool) -> Step {
-        self.step(
-            StepKind::Prepare,
-            dir,
-            &[
-                "--non-interactive",
-                "config",
-                "set",
-                "--secret",
-                key,
-                "--stack",
-                &self.stack,
-            ],
-            shared,
-        )
-    }
-
-    /// `config set KEY VALUE` (plain) into the shared configuration, from `dir`.
-    pub fn set_plain_step(&self, dir: &Path, key: &str, value: &str, path: bool) -> Step {
-        let mut words = vec!["--non-interactive", "config", "set", "--plaintext"];
+    pub fn set_secret_step(&self, dir: &Path, key: &str, path: bool, shared: bool) -> Step {
+        let mut words = vec!["--non-interactive", "config", "set", "--secret"];
         if path {
             words.push("--path");
         }
-        let shared = self.shared_config.display().to_string();
-        words.extend([
-            key,
-            "--stack",
-            &self.stack,
-            "--config-file",
-            &shared,
-            "--",
-            value,
-        ]);
-        self.step(StepKind::Prepare, dir, &words, false)
+        words.extend([key, "--stack", &self.stack]);
+        self.step(StepKind::Prepare, dir, &words, shared)
     }
 
     /// `stack output --json` in `dir` (`mara output`), decrypted with `show_secrets`.
@@ -186,20 +159,13 @@ impl Pulumi {
 
     /// `config get KEY` in `dir` (Pulumi decrypts a secret); with `shared`, from the shared
     /// configuration.
-    pub fn get_step(&self, dir: &Path, key: &str, shared: bool) -> Step {
-        self.step(
-            StepKind::Outputs,
-            dir,
-            &[
-                "--non-interactive",
-                "config",
-                "get",
-                key,
-                "--stack",
-                &self.stack,
-            ],
-            shared,
-        )
+    pub fn get_step(&self, dir: &Path, key: &str, path: bool, shared: bool) -> Step {
+        let mut words = vec!["--non-interactive", "config", "get"];
+        if path {
+            words.push("--path");
+        }
+        words.extend([key, "--stack", &self.stack]);
+        self.step(StepKind::Outputs, dir, &words, shared)
     }
 
     /// `stack ls --json` in `dir`: the project's stacks, read-only.
@@ -752,17 +718,15 @@ mod tests {
     #[test]
     fn secrets_travel_on_stdin_and_are_read_back_by_value() {
         let p = pulumi();
-        let step = p.set_secret_step(Path::new("/w/s"), "prometheus:adminpass", false);
+        let step = p.set_secret_step(Path::new("/w/s"), "prometheus:adminpass", false, false);
         assert_eq!(
             step.display(),
             "pulumi --non-interactive config set --secret prometheus:adminpass --stack dev"
         );
-        let step = p.set_plain_step(Path::new("/w/a"), "aws:region", "-x", false);
-        assert!(
-            step.display()
-                .ends_with("--config-file /w/config/pulumi/Pulumi.dev.yaml -- -x"),
-            "{}",
-            step.display()
+        let step = p.set_secret_step(Path::new("/w/s"), "a:b.c[0]", true, false);
+        assert_eq!(
+            step.display(),
+            "pulumi --non-interactive config set --secret --path 'a:b.c[0]' --stack dev"
         );
         let json = r#"{"a:b": {"value": "v", "secret": false}, "p:pw": {"value": "hunter2", "secret": true}, "p:x": {"secret": true}}"#;
         assert_eq!(

@@ -49,6 +49,16 @@ pub enum ConfigKind {
 }
 
 impl ConfigKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigKind::String => "string",
+            ConfigKind::Int => "int",
+            ConfigKind::Bool => "bool",
+            ConfigKind::List => "list",
+            ConfigKind::Secret => "secret",
+        }
+    }
+
     /// Whether a TOML value (a default or a choice) fits this kind.
     pub fn check(self, value: &toml::Value) -> std::result::Result<(), String> {
         let ok = match self {

@@ -224,12 +224,8 @@ impl Checker<'_> {
         let declared_at = self.at(&key);
         let key = key.into_inner();
         let subject = format!("config `{key}`");
-        if !is_namespaced(&key) {
-            self.problem(
-                declared_at.clone(),
-                &subject,
-                "keys are `namespace:name`, e.g. `aws:region`",
-            );
+        if let Some(message) = key_problem(&key) {
+            self.problem(declared_at.clone(), &subject, message);
         }
         let default = default.map(|value| {
             let at = self.at(&value);
@@ -310,15 +306,12 @@ impl Checker<'_> {
         let required_config = required_config
             .into_iter()
             .map(|key| {
-                if !is_namespaced(key.get_ref()) {
+                if let Some(message) = key_problem(key.get_ref()) {
                     let at = self.at(&key);
                     self.problem(
                         at,
                         &subject,
-                        format!(
-                            "required_config `{}` is not `namespace:name`",
-                            key.get_ref()
-                        ),
+                        format!("required_config `{}`: {message}", key.get_ref()),
                     );
                 }
                 key.into_inner()
@@ -452,6 +445,23 @@ impl Checker<'_> {
 }
 
 /// `namespace:name`, both parts non-empty.
+/// What is wrong with a configuration key named in a provider: `namespace:name`, optionally a
+/// path into its value (`aip:aip_config.required_env.DATABASE_URL`, docs/formats.md).
+fn key_problem(key: &str) -> Option<String> {
+    match crate::workspace::config_path::ConfigPath::parse(key) {
+        Err(message) => Some(format!("not a configuration path: {message}")),
+        Ok(path) if !is_namespaced(&path.key) => Some(if path.is_nested() {
+            format!(
+                "the path's key `{}` is not `namespace:name` (e.g. `aip:config.env.URL`)",
+                path.key
+            )
+        } else {
+            "keys are `namespace:name`, e.g. `aws:region`".to_string()
+        }),
+        Ok(_) => None,
+    }
+}
+
 pub fn is_namespaced(key: &str) -> bool {
     matches!(key.split_once(':'), Some((ns, name)) if !ns.is_empty() && !name.is_empty())
 }

@@ -124,7 +124,7 @@ impl Stack<'_> {
         for (step, stdin) in [
             (self.pulumi.select_step(&dir), None),
             (
-                self.pulumi.set_secret_step(&dir, key, false),
+                self.pulumi.set_secret_step(&dir, key, is_path(key), false),
                 Some(value.expose()),
             ),
         ] {
@@ -148,6 +148,12 @@ impl Stack<'_> {
         }
         Ok(())
     }
+}
+
+/// A `kind = "secret"` key that is a path into a value (`aip:config.env.URL`), stored with
+/// `config set --path`.
+fn is_path(key: &str) -> bool {
+    crate::workspace::config_path::ConfigPath::parse(key).is_ok_and(|p| p.is_nested())
 }
 
 /// Writes the first run's answers (with `kubernetes:infra_type`) to the shared configuration,

@@ -3,12 +3,14 @@
 //! The root is the nearest ancestor of the starting directory that holds `mara.toml`; with none,
 //! the starting directory itself, with every setting at its default. Nothing here writes.
 
+pub mod config_path;
 pub mod envfile;
 pub mod mara_toml;
 pub mod pulumi_project;
 pub mod stack;
 pub mod stack_config;
 pub mod yaml;
+pub mod yaml_edit;
 
 use std::path::{Path, PathBuf};
 

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Location, Problem, Result};
-use crate::workspace::yaml;
+use crate::workspace::config_path::{ConfigPath, Found};
+use crate::workspace::{yaml, yaml_edit};
 
 /// The key that records which provider built the stack.
 pub const INFRA_TYPE_KEY: &str = "kubernetes:infra_type";
@@ -75,6 +76,24 @@ impl StackConfigFile {
     pub fn is_first_run(&self) -> bool {
         self.config().is_none()
     }
+
+    /// The file's text with `value` at `path` and nothing else changed (docs/decisions.md,
+    /// "Typed, nested configuration"). `Err` says why the value cannot go there (a string where a
+    /// mapping would have to be); `Ok(None)` means the file is not laid out so that a line edit is
+    /// certain, and it is left to the person.
+    pub fn with_value(
+        &self,
+        path: &ConfigPath,
+        value: &Value,
+    ) -> std::result::Result<Option<String>, String> {
+        let mut expected = self.config().map(|c| c.values.clone()).unwrap_or_default();
+        path.set(&mut expected, value.clone())?;
+        let Some(text) = yaml_edit::set(self.text(), path, value) else {
+            return Ok(None);
+        };
+        let read = StackConfig::parse(self.path(), &text).ok();
+        Ok(read.filter(|r| r.values == expected).map(|_| text))
+    }
 }
 
 /// A parsed stack configuration.
@@ -137,6 +156,19 @@ impl StackConfig {
 
     pub fn contains(&self, key: &str) -> bool {
         self.values.contains_key(key)
+    }
+
+    /// What `path` finds: a value, a secret, or nothing.
+    pub fn find(&self, path: &ConfigPath) -> Found<'_> {
+        path.find(&self.values)
+    }
+
+    /// Where `path` is set (its deepest key that the file has), for messages about its value.
+    pub fn location_of_path(&self, path: &ConfigPath) -> Location {
+        match yaml_edit::line_of(&self.text, path) {
+            Some(line) => Location::line(&self.path, line),
+            None => self.location_of(&path.key),
+        }
     }
 
     /// A plain string value (numbers and booleans as their text); `None` for secrets and objects.

@@ -18,10 +18,11 @@ pub use projects::{preflight, projects};
 pub use tools::tools;
 
 use crate::configure::{self, Needs};
-use crate::error::{Error, Problem, Result, plural};
+use crate::error::{Error, Location, Problem, Result, plural};
 use crate::graph::Plan;
 use crate::provider::{ConfigKind, Provider};
 use crate::workspace::Workspace;
+use crate::workspace::config_path::{ConfigPath, Found};
 use crate::workspace::stack::StackName;
 use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfig, StackConfigFile};
 
@@ -151,6 +152,7 @@ impl RunChecks<'_> {
             self.selected,
             self.stack,
             self.config,
+            Some(self.stored),
             self.env,
             self.interactive,
         );
@@ -219,7 +221,8 @@ impl RunChecks<'_> {
         let mut found = self.start();
         let workspace = &self.deployment.files.workspace;
         let file = workspace.display(self.config.path()).display().to_string();
-        unset(&mut found, &required(self.selected), self.config, &file);
+        let required = required(self.selected);
+        unset(&mut found, &required, self.config, Some(self.stored), &file);
         found.refuse()
     }
 
@@ -254,6 +257,7 @@ pub fn configuration(
     plan: &Plan<'_>,
     stack: &StackName,
     config: &StackConfigFile,
+    stored: Option<&StackConfigFile>,
     env: &BTreeMap<String, String>,
     interactive: bool,
 ) {
@@ -268,9 +272,10 @@ pub fn configuration(
             interactive,
         };
         first_run(checks, provider, config, &file, &asking);
-        let asked: Vec<&str> = provider.config.iter().map(|c| c.key.as_str()).collect();
+        let asked: Vec<ConfigPath> = provider.config.iter().map(|c| path_of(&c.key)).collect();
         for (key, projects) in &required {
-            if *key != INFRA_TYPE_KEY && !asked.contains(key) {
+            let path = path_of(key);
+            if *key != INFRA_TYPE_KEY && !asked.contains(&path) && !is_set(&path, [None, stored]) {
                 checks.fail(
                     "configuration",
                     format!(
@@ -284,7 +289,8 @@ pub fn configuration(
         return;
     };
     infra_type(checks, workspace, provider, values);
-    if unset(checks, &required, config, &file) == 0 {
+    let wrong = misfits(checks, workspace, provider, values);
+    if unset(checks, &required, config, stored, &file) + wrong == 0 {
         let n = values.values.len();
         checks.pass(
             "configuration",
@@ -319,28 +325,92 @@ struct Asking<'a> {
     interactive: bool,
 }
 
-/// Each required key that `config` does not set, as a failed check; how many there are.
+/// Each required key (or path into a value) that neither `config` nor the secrets project's
+/// `stored` sets, as a failed check; how many there are.
 fn unset(
     checks: &mut Checks,
     required: &BTreeMap<&str, Vec<&str>>,
     config: &StackConfigFile,
+    stored: Option<&StackConfigFile>,
     file: &str,
 ) -> usize {
     let mut missing = 0;
     for (key, projects) in required {
-        if *key != INFRA_TYPE_KEY && !config.config().is_some_and(|c| c.contains(key)) {
+        let path = path_of(key);
+        if *key != INFRA_TYPE_KEY && !is_set(&path, [Some(config), stored]) {
             missing += 1;
+            let hint = if path.is_nested() {
+                format!(
+                    "set it with `mara config set --path {key} VALUE` (with --secret, encrypted in the secrets project)"
+                )
+            } else {
+                format!("add `{key}: <value>` under `config:` in {file}")
+            };
             checks.fail(
                 "configuration",
                 format!(
                     "{file}: `{key}`: required by {} but not set",
                     projects.join(", ")
                 ),
-                Some(format!("add `{key}: <value>` under `config:` in {file}")),
+                Some(hint),
             );
         }
     }
     missing
+}
+
+/// A key named in a provider as the path it is (checked when the provider was read).
+fn path_of(key: &str) -> ConfigPath {
+    ConfigPath::parse(key).unwrap_or_else(|_| ConfigPath::literal(key))
+}
+
+/// Whether one of the files sets `path`, in plain text or as a secret.
+fn is_set(path: &ConfigPath, files: [Option<&StackConfigFile>; 2]) -> bool {
+    files.into_iter().flatten().any(|f| {
+        f.config()
+            .is_some_and(|c| !matches!(c.find(path), Found::Missing))
+    })
+}
+
+/// Each value that a `[[config]]` entry declares and that does not fit its kind or choices, as a
+/// failed check naming its line; how many there are.
+fn misfits(
+    checks: &mut Checks,
+    workspace: &Workspace,
+    provider: &Provider,
+    values: &StackConfig,
+) -> usize {
+    let mut found = 0;
+    for spec in &provider.config {
+        let path = path_of(&spec.key);
+        let Found::Value(value) = values.find(&path) else {
+            continue;
+        };
+        if let Err(message) = configure::check_stored(spec, value) {
+            found += 1;
+            let shown = |at: &Location| Location {
+                file: workspace.display(&at.file).into_owned(),
+                ..at.clone()
+            };
+            let at = shown(&values.location_of_path(&path));
+            checks.fail(
+                "configuration",
+                format!("{at}: `{}` {message}", spec.key),
+                Some(format!(
+                    "provider {} declares it (kind \"{}\"{}) at {}",
+                    provider.name,
+                    spec.kind.as_str(),
+                    if spec.choices.is_empty() {
+                        ""
+                    } else {
+                        ", with choices"
+                    },
+                    shown(&spec.declared_at)
+                )),
+            );
+        }
+    }
+    found
 }
 
 /// The keys each selected project requires, and which projects require each.

@@ -451,7 +451,12 @@ impl Ctx<'_> {
         let checkpoint = self.require_stack()?;
         let key = self.project.full_key(&self.args.positionals[0]);
         let file = ConfigFile::load(&self.config_path())?;
-        let value = file.values().get(&key).cloned().ok_or_else(|| {
+        let found = if self.args.has("path") {
+            get_path(&file.values(), &key)?
+        } else {
+            file.values().get(&key).cloned()
+        };
+        let value = found.ok_or_else(|| {
             Failure::new(
                 1,
                 format!(
@@ -460,11 +465,14 @@ impl Ctx<'_> {
                 ),
             )
         })?;
+        let passphrase = || self.passphrase(&checkpoint);
         let (text, is_secret) = match secure(&value) {
-            Some(ciphertext) => (
-                backend::decrypt(ciphertext, &self.passphrase(&checkpoint)?)?,
-                true,
-            ),
+            Some(ciphertext) => (backend::decrypt(ciphertext, &passphrase()?)?, true),
+            None if value.to_string().contains("\"secure\"") => {
+                // An object holding secrets: each decrypted (`--open` is the default).
+                let opened = open_secrets(&value, &passphrase()?)?;
+                (plain_text(&opened), true)
+            }
             None => (plain_text(&value), false),
         };
         if self.args.has("json") {
@@ -968,6 +976,27 @@ fn secure(value: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
+/// `value` with every `{secure: …}` inside it decrypted.
+fn open_secrets(value: &Value, passphrase: &str) -> Result<Value, Failure> {
+    Ok(match value {
+        v if secure(v).is_some() => {
+            Value::String(backend::decrypt(secure(v).expect("secure"), passphrase)?)
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| Ok((k.clone(), open_secrets(v, passphrase)?)))
+                .collect::<Result<_, Failure>>()?,
+        ),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| open_secrets(v, passphrase))
+                .collect::<Result<_, Failure>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
 fn plain_text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
@@ -1000,15 +1029,74 @@ fn looks_like_secret(key: &str, value: &str) -> bool {
     entropy >= 3.0
 }
 
+/// One step of a `--path` key below its top-level key.
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// `ns:a.b[0]["c.d"]` as Pulumi's `config --path` reads it: the top-level key (the namespace
+/// belongs to it) and the steps below.
+fn path_of(key: &str) -> Result<(String, Vec<Seg>), Failure> {
+    let invalid = || Failure::new(1, format!("invalid configuration key '{key}'"));
+    let mut segs = Vec::new();
+    let mut rest = key;
+    let top_end = rest.find(['.', '[']).unwrap_or(rest.len());
+    let top = rest[..top_end].to_string();
+    if top.is_empty() {
+        return Err(invalid());
+    }
+    rest = &rest[top_end..];
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix("[\"") {
+            let end = r.find("\"]").ok_or_else(invalid)?;
+            segs.push(Seg::Key(r[..end].to_string()));
+            rest = &r[end + 2..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']').ok_or_else(invalid)?;
+            segs.push(Seg::Index(r[..end].parse().map_err(|_| invalid())?));
+            rest = &r[end + 1..];
+        } else if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            if end == 0 {
+                return Err(invalid());
+            }
+            segs.push(Seg::Key(r[..end].to_string()));
+            rest = &r[end..];
+        } else {
+            return Err(invalid());
+        }
+    }
+    Ok((top, segs))
+}
+
+/// `config get --path`: the value below the top-level key, `None` when the path is not there.
+fn get_path(values: &Map<String, Value>, key: &str) -> Result<Option<Value>, Failure> {
+    let (top, segs) = path_of(key)?;
+    let mut node = match values.get(&top) {
+        Some(node) => node,
+        None => return Ok(None),
+    };
+    for seg in &segs {
+        let next = match seg {
+            Seg::Key(name) => node.as_object().and_then(|m| m.get(name)),
+            Seg::Index(i) => node.as_array().and_then(|a| a.get(*i)),
+        };
+        match next {
+            Some(next) => node = next,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(node.clone()))
+}
+
 /// `config set --path a.b[0]`: the namespace applies to the first segment only; "true"/"false"
 /// and integers below the top level become booleans and numbers.
 fn set_path(file: &mut ConfigFile, key: &str, value: Value) -> Result<(), Failure> {
-    let (namespace, rest) = key.split_once(':').unwrap_or(("", key));
-    let segments: Vec<&str> = rest.split('.').collect();
-    let top = format!("{namespace}:{}", segments[0]);
+    let (top, segs) = path_of(key)?;
     let mut root = file.values().get(&top).cloned().unwrap_or(Value::Null);
     let coerced = match &value {
-        Value::String(s) if segments.len() > 1 => match s.as_str() {
+        Value::String(s) if !segs.is_empty() => match s.as_str() {
             "true" => Value::Bool(true),
             "false" => Value::Bool(false),
             s => s.parse::<i64>().map(Value::from).unwrap_or(value.clone()),
@@ -1016,15 +1104,32 @@ fn set_path(file: &mut ConfigFile, key: &str, value: Value) -> Result<(), Failur
         _ => value,
     };
     let mut node = &mut root;
-    for segment in &segments[1..] {
-        if !node.is_object() {
-            *node = Value::Object(Map::new());
-        }
-        node = node
-            .as_object_mut()
-            .expect("an object")
-            .entry(segment.to_string())
-            .or_insert(Value::Null);
+    for seg in &segs {
+        node = match seg {
+            Seg::Key(name) => {
+                if node.is_null() {
+                    *node = Value::Object(Map::new());
+                }
+                node.as_object_mut()
+                    .ok_or_else(|| Failure::new(1, format!("{key}: not a map")))?
+                    .entry(name.clone())
+                    .or_insert(Value::Null)
+            }
+            Seg::Index(i) => {
+                if node.is_null() {
+                    *node = Value::Array(Vec::new());
+                }
+                let items = node
+                    .as_array_mut()
+                    .ok_or_else(|| Failure::new(1, format!("{key}: not an array")))?;
+                if *i == items.len() {
+                    items.push(Value::Null);
+                }
+                items
+                    .get_mut(*i)
+                    .ok_or_else(|| Failure::new(1, format!("{key}: index out of range")))?
+            }
+        };
     }
     *node = coerced;
     file.set(&top, root);
