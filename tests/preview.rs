@@ -209,6 +209,43 @@ fn an_upstream_output_change_marks_exactly_its_dependents() {
         )),
         "{text}"
     );
+
+    // On a pull request: the same in the GitHub step summary, each project's diff collapsed
+    // under its name, without --diff.
+    let summary = d.root().join("step-summary.md");
+    let output = d
+        .mara()
+        .arg("preview")
+        .env("CI", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let markdown = std::fs::read_to_string(&summary).unwrap();
+    let kubeconfig_row = markdown
+        .lines()
+        .find(|l| l.starts_with("| `infrastructure/kubeconfig` |"))
+        .unwrap_or_else(|| panic!("{markdown}"));
+    assert!(kubeconfig_row.contains("(stale)"), "{kubeconfig_row}");
+    assert!(
+        markdown.contains("**Stale previews.**")
+            && markdown.contains("- `infrastructure/kubeconfig` reads `infrastructure/local/cluster`, whose output `node_count` changes"),
+        "{markdown}"
+    );
+    let details = format!("<details><summary><code>{CLUSTER}</code>: ~1</summary>\n\n```diff\n");
+    let at = markdown
+        .find(&details)
+        .unwrap_or_else(|| panic!("{markdown}"));
+    let block = &markdown[at..at + markdown[at..].find("</details>").unwrap()];
+    assert!(
+        block.contains("\n    ~ outputs.node_count: 3 => 5\n```\n"),
+        "{block}"
+    );
+    assert_eq!(
+        markdown.matches("<details>").count(),
+        1,
+        "only the project that changes has a diff: {markdown}"
+    );
 }
 
 #[test]
@@ -232,13 +269,20 @@ fn diff_shows_the_properties_that_change_and_never_a_secret() {
         .unwrap();
     assert!(output.status.success());
 
+    let summary = d.root().join("step-summary.md");
     let output = d
         .mara()
         .args(["preview", "--diff"])
         .args(only)
+        .env("GITHUB_STEP_SUMMARY", &summary)
         .output()
         .unwrap();
     let (text, errors) = (common::stdout(&output), common::stderr(&output));
+    let markdown = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        markdown.contains("    ~ outputs.token: [secret] => [secret]\n"),
+        "{markdown}"
+    );
     assert!(output.status.success(), "{text}{errors}");
     assert!(
         text.contains("~ outputs.node_count: 3 => 5"),
@@ -264,7 +308,7 @@ fn diff_shows_the_properties_that_change_and_never_a_secret() {
     );
     // The secret, old or new, is nowhere: not in what was shown, the report or the logs.
     for secret in ["Qx9-token-3", "Qx9-token-5"] {
-        assert!(!text.contains(secret) && !errors.contains(secret));
+        assert!(!text.contains(secret) && !errors.contains(secret) && !markdown.contains(secret));
         assert!(!report.to_string().contains(secret));
         for (path, content) in common::tree(&d.root().join(".mara/logs")) {
             let content = String::from_utf8_lossy(&content.unwrap_or_default()).into_owned();

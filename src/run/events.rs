@@ -121,10 +121,15 @@ impl Stale {
 
     /// The note people read.
     pub fn note(&self) -> String {
+        self.note_naming(&str::to_string)
+    }
+
+    /// The note with each project's name as `name` writes it (in backquotes, for Markdown).
+    pub fn note_naming(&self, name: &dyn Fn(&str) -> String) -> String {
+        let reads = name(&self.reads);
         if self.outputs.is_empty() {
             return format!(
-                "reads {}, whose own preview read values that change: this preview may not show everything",
-                self.reads
+                "reads {reads}, whose own preview read values that change: this preview may not show everything"
             );
         }
         let outputs: Vec<String> = self.outputs.iter().map(|o| format!("`{o}`")).collect();
@@ -133,8 +138,7 @@ impl Stale {
             _ => "outputs {} change: this preview used their current values",
         };
         format!(
-            "reads {}, whose {}",
-            self.reads,
+            "reads {reads}, whose {}",
             said.replace("{}", &outputs.join(", "))
         )
     }
@@ -142,14 +146,14 @@ impl Stale {
 
 /// The stale previews of a run for people: one line per output a project reads that changes,
 /// then how many more projects read those stale previews in turn (marked in the table).
-pub fn stale_lines(reports: &[ProjectReport]) -> Vec<String> {
+pub fn stale_lines(reports: &[ProjectReport], name: &dyn Fn(&str) -> String) -> Vec<String> {
     let mut lines: Vec<String> = reports
         .iter()
         .flat_map(|r| {
             r.stale
                 .iter()
                 .filter(|s| s.is_direct())
-                .map(move |s| format!("{} {}", r.path, s.note()))
+                .map(move |s| format!("{} {}", name(&r.path), s.note_naming(name)))
         })
         .collect();
     let further = reports

@@ -52,7 +52,7 @@ pub fn update(
         table.push_str(&format!("{:<width$}  {changes}\n", report.path));
     }
     // Who approves sees which later projects will be evaluated again, against new values.
-    let stale = crate::run::events::stale_lines(reports);
+    let stale = crate::run::events::stale_lines(reports, &str::to_string);
     if !stale.is_empty() {
         let notes: String = stale.iter().map(|l| format!("  {l}\n")).collect();
         table.push_str(&format!(

@@ -133,7 +133,7 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
 /// The previews that read what the run would change, one line each, under a heading; nothing
 /// when there are none.
 pub fn stale_notes(summary: &RunSummary, style: Style) -> String {
-    let lines = crate::run::events::stale_lines(&summary.projects);
+    let lines = crate::run::events::stale_lines(&summary.projects, &str::to_string);
     if lines.is_empty() {
         return String::new();
     }
@@ -300,7 +300,8 @@ pub fn junit(summary: &RunSummary) -> String {
     out
 }
 
-/// A Markdown section for `$GITHUB_STEP_SUMMARY`.
+/// A Markdown section for `$GITHUB_STEP_SUMMARY` (docs/commands.md, "Preview in CI"): the table;
+/// for a preview, the stale previews and each project's diff, collapsed under its name.
 pub fn markdown(summary: &RunSummary) -> String {
     let mut out = format!(
         "### mara {} on stack `{}` ({}): {}\n\n| project | result | duration | changes |\n|---|---|---|---|\n",
@@ -311,22 +312,81 @@ pub fn markdown(summary: &RunSummary) -> String {
             .duration_ms
             .map(|ms| crate::clock::human(std::time::Duration::from_millis(ms)))
             .unwrap_or_default();
-        let mut detail = match (&p.changes, &p.reason) {
+        let detail = match (&p.changes, &p.reason) {
             (_, Some(reason)) => reason.replace('|', "\\|"),
             (Some(changes), None) => changes_summary(changes),
             (None, None) => String::new(),
         };
-        for stale in &p.stale {
-            detail.push_str(&format!("<br>stale: {}", stale.note().replace('|', "\\|")));
-        }
+        let stale = if p.stale.is_empty() { "" } else { " (stale)" };
         let _ = writeln!(
             out,
-            "| `{}` | {} | {duration} | {detail} |",
+            "| `{}` | {}{stale} | {duration} | {detail} |",
             p.path, p.status
         );
     }
     out.push('\n');
+    let stale = crate::run::events::stale_lines(&summary.projects, &|p| format!("`{p}`"));
+    if !stale.is_empty() {
+        out.push_str("**Stale previews.** These read outputs that this run changes:\n\n");
+        for line in stale {
+            let _ = writeln!(out, "- {}", markdown_text(&line));
+        }
+        out.push('\n');
+    }
+    let mut budget = DIFF_BUDGET;
+    for p in summary.projects.iter().filter(|p| !p.diff.is_empty()) {
+        let lines: Vec<String> = p.diff.iter().flat_map(|d| d.lines()).collect();
+        let changes = p.changes.as_ref().map(changes_summary).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "<details><summary><code>{}</code>: {}</summary>\n",
+            html(&p.path),
+            html(&changes)
+        );
+        let fence = "`".repeat(lines.iter().map(|l| backticks(l)).max().unwrap_or(0).max(2) + 1);
+        let _ = writeln!(out, "{fence}diff");
+        let mut shown = 0;
+        for line in &lines {
+            if budget < line.len() + 1 || shown == DIFF_LINES {
+                break;
+            }
+            budget -= line.len() + 1;
+            shown += 1;
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = writeln!(out, "{fence}");
+        if shown < lines.len() {
+            let _ = writeln!(
+                out,
+                "\n{} more {}: the whole diff is in the JSON report (`--report`).",
+                lines.len() - shown,
+                crate::error::plural(lines.len() - shown, "line", "lines")
+            );
+        }
+        out.push_str("\n</details>\n\n");
+    }
     out
+}
+
+/// Diff lines shown per project in the step summary, and in all (GitHub keeps 1 MiB per step).
+const DIFF_LINES: usize = 400;
+const DIFF_BUDGET: usize = 512 * 1024;
+
+/// The longest run of backticks in `line`: a code fence must be longer.
+fn backticks(line: &str) -> usize {
+    line.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+/// Text in a Markdown list item: what would start markup (`<`, a table's `|`) escaped; backquoted
+/// names stay code.
+fn markdown_text(text: &str) -> String {
+    text.replace('<', "&lt;").replace('|', "\\|")
+}
+
+fn html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn xml(text: &str) -> String {
