@@ -615,4 +615,11 @@ fn a_module_preview_says_which_outputs_change_and_who_reads_them() {
     let stale = &project(&report, "app")["stale"];
     assert_eq!(stale[0]["reads"], "network", "{report:#}");
     assert_eq!(stale[0]["outputs"], network["changed_outputs"]);
+    // --diff names each output that changes, under Terraform's own count.
+    let output = m.mara().args(["preview", "--diff"]).output().unwrap();
+    let text = common::stdout(&output);
+    assert!(
+        text.contains("[network] Outputs: 1 to change\n[network]     ~ network_name\n"),
+        "{text}"
+    );
 }

@@ -494,8 +494,10 @@ impl Reader {
 
     /// Shows each change's properties under it (`preview --diff`, the confirmation's details).
     pub fn with_diff(mut self, diff: bool) -> Reader {
-        if let Reader::Pulumi(reader) = &mut self {
-            reader.show_diff = diff;
+        match &mut self {
+            Reader::Pulumi(reader) => reader.show_diff = diff,
+            Reader::Terraform(reader) => reader.show_diff = diff,
+            Reader::Plain => {}
         }
         self
     }
@@ -637,11 +639,23 @@ pub fn changes_summary(changes: &Changes) -> String {
         "replace" => "±",
         _ => "",
     };
-    let parts: Vec<String> = changes
-        .iter()
+    // Pulumi's and Terraform's order (create, update, delete, replace), then the others.
+    let rank = |op: &str| {
+        ["create", "update", "delete", "replace"]
+            .iter()
+            .position(|o| *o == op)
+            .unwrap_or(4)
+    };
+    let mut ordered: Vec<(&String, &u64)> = changes.iter().collect();
+    ordered.sort_by_key(|(op, _)| rank(op));
+    let parts: Vec<String> = ordered
+        .into_iter()
         .filter(|(op, n)| op.as_str() != "same" && **n > 0)
         .map(|(op, n)| match symbol(op) {
-            "" => format!("{n} {op}"),
+            "" => format!(
+                "{n} {}",
+                crate::error::plural(*n as usize, op, &format!("{op}s"))
+            ),
             s => format!("{s}{n}"),
         })
         .collect();

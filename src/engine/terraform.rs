@@ -254,6 +254,8 @@ pub struct Reader {
     /// The first error diagnostic, for the summary's reason.
     error: Option<String>,
     last_shown: Option<String>,
+    /// `preview --diff`: each output that changes under the outputs line.
+    pub show_diff: bool,
 }
 
 impl Reader {
@@ -294,20 +296,35 @@ impl Reader {
                         self.planned.insert(name.clone(), action.to_string());
                     }
                 }
-                let changed = outputs
-                    .values()
-                    .filter(|o| {
-                        o.get("action")
-                            .and_then(Value::as_str)
-                            .is_some_and(|a| a != "noop")
-                    })
-                    .count() as u64;
-                self.outputs_changed = self.outputs_changed.max(changed);
-                return if changed > 0 {
-                    vec![format!("Outputs: {changed} to change")]
-                } else {
-                    Vec::new()
+                let count = |wanted: &str| {
+                    outputs
+                        .values()
+                        .filter(|o| o.get("action").and_then(Value::as_str) == Some(wanted))
+                        .count()
                 };
+                // As Terraform's own plan says it: "3 to add, 1 to change, 0 to destroy".
+                let said: Vec<String> = [
+                    ("create", "add"),
+                    ("update", "change"),
+                    ("delete", "remove"),
+                ]
+                .into_iter()
+                .map(|(action, word)| (count(action), word))
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, word)| format!("{n} to {word}"))
+                .collect();
+                let changed = (count("create") + count("update") + count("delete")) as u64;
+                self.outputs_changed = self.outputs_changed.max(changed);
+                if said.is_empty() {
+                    return Vec::new();
+                }
+                let mut lines = vec![format!("Outputs: {}", said.join(", "))];
+                if self.show_diff
+                    && let Some(outputs) = self.output_diff()
+                {
+                    lines.extend(outputs.lines().into_iter().skip(1));
+                }
+                return lines;
             }
             Some(kind @ ("planned_change" | "resource_drift")) => {
                 let change = &message["change"];
@@ -364,8 +381,38 @@ impl Reader {
     }
 
     /// The resources a plan changes (or found changed outside Terraform).
+    /// The outputs that change are one more entry, `outputs`, with each output as a property
+    /// (their planned values are not in the plan's messages).
     pub fn diffs(&self) -> Vec<super::ResourceDiff> {
-        self.changes.clone()
+        let mut diffs = self.changes.clone();
+        diffs.extend(self.output_diff());
+        diffs
+    }
+
+    fn output_diff(&self) -> Option<super::ResourceDiff> {
+        let properties: Vec<super::PropertyDiff> = self
+            .planned
+            .iter()
+            .filter_map(|(name, action)| {
+                let kind = match action.as_str() {
+                    "create" => "add",
+                    "update" => "update",
+                    "delete" => "delete",
+                    _ => return None,
+                };
+                Some(super::PropertyDiff {
+                    path: name.clone(),
+                    kind: kind.to_string(),
+                    old: None,
+                    new: None,
+                })
+            })
+            .collect();
+        (!properties.is_empty()).then(|| super::ResourceDiff {
+            op: "update".into(),
+            resource: "outputs".into(),
+            properties,
+        })
     }
 
     /// A plan's outputs that change, and whether it creates every one of them (a workspace
@@ -578,11 +625,17 @@ mod tests {
             reader.line(r#"{"@level":"info","@message":"Apply complete!","type":"change_summary","changes":{"add":2,"change":1,"remove":0,"operation":"apply"}}"#).is_empty(),
             "the apply's summary, the same as its plan's, is said once"
         );
-        reader.line(
-            r#"{"type":"outputs","outputs":{"a":{"action":"update"},"b":{"action":"noop"}}}"#,
+        reader.show_diff = true;
+        assert_eq!(
+            reader.line(
+                r#"{"type":"outputs","outputs":{"a":{"action":"update"},"b":{"action":"noop"},"c":{"action":"create"},"d":{"action":"create"}}}"#,
+            ),
+            ["Outputs: 2 to add, 1 to change", "    ~ a", "    + c", "    + d"]
         );
+        assert_eq!(reader.diffs().last().unwrap().resource, "outputs");
         let changes = reader.changes().unwrap();
-        assert_eq!((changes["create"], changes["output"]), (2, 1));
+        assert_eq!((changes["create"], changes["output"]), (2, 3));
+        assert_eq!(crate::engine::changes_summary(&changes), "+2 ~1 3 outputs");
         assert_eq!(reader.line("plain"), ["plain"]);
     }
 
