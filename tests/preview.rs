@@ -88,11 +88,24 @@ fn a_preview_of_a_new_stack_waits_on_what_is_not_deployed_yet() {
             .map(|w| w.as_str().unwrap().to_string())
             .collect();
         assert_eq!(waits, upstream, "{path}");
-        assert!(
-            project["reason"]
-                .as_str()
-                .unwrap()
-                .ends_with("(not deployed yet)")
+        // The reason names what the project itself reads: a root not deployed yet, or a
+        // dependency that waits.
+        let reason = project["reason"].as_str().unwrap();
+        for dependency in &needs[path] {
+            assert!(reason.contains(dependency.as_str()), "{path}: {reason}");
+        }
+        let (direct, through) = needs[path]
+            .iter()
+            .partition::<Vec<_>, _>(|n| roots.contains(n));
+        assert_eq!(
+            reason.contains("(not deployed yet)"),
+            !direct.is_empty(),
+            "{reason}"
+        );
+        assert_eq!(
+            reason.ends_with("waiting)"),
+            !through.is_empty(),
+            "{reason}"
         );
     }
     // A waiting project is not previewed at all: no engine call for it.

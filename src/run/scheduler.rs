@@ -109,10 +109,9 @@ pub async fn run<S: Send + 'static>(
             if let Some(Reverse(i)) = ready.pop() {
                 early.remove(&i);
                 // A preview that would read a project not deployed yet has nothing to read.
-                let on = waits_on(plan, i, &reports);
-                if !on.is_empty() {
+                if let Some(waits) = waits_on(plan, i, &reports) {
                     prepared.remove(&i);
-                    instant.push((i, waits(on)));
+                    instant.push((i, waits));
                     continue;
                 }
                 let path = projects[i].path.clone();
@@ -271,37 +270,54 @@ fn let_go(
     dependents.len()
 }
 
-/// The projects not deployed yet that project `i`'s preview would read: a dependency whose
-/// preview creates its stack, or that waits itself (on what it waits on). Only for a preview.
-fn waits_on(plan: &RunPlan, i: usize, reports: &BTreeMap<usize, ProjectReport>) -> Vec<String> {
+/// Why project `i`'s preview has nothing to read, when it has not: the projects not deployed yet
+/// that it would read — a dependency whose preview creates its stack, or what a waiting
+/// dependency waits on — and the reason said in the table. Only for a preview.
+fn waits_on(
+    plan: &RunPlan,
+    i: usize,
+    reports: &BTreeMap<usize, ProjectReport>,
+) -> Option<Finished> {
     if plan.operation != crate::engine::Operation::Preview {
-        return Vec::new();
+        return None;
     }
-    let mut on: Vec<String> = plan.projects[i]
+    let (mut on, mut direct, mut through) = (Vec::new(), Vec::new(), Vec::new());
+    for report in plan.projects[i]
         .waits_for
         .iter()
         .filter_map(|j| reports.get(j))
-        .flat_map(|report| match report.new_stack {
-            true => vec![report.path.clone()],
-            false => report.waits_on.clone(),
-        })
-        .collect();
+    {
+        if report.new_stack {
+            on.push(report.path.clone());
+            direct.push(report.path.as_str());
+        } else if !report.waits_on.is_empty() {
+            on.extend(report.waits_on.iter().cloned());
+            through.push(report.path.as_str());
+        }
+    }
+    if on.is_empty() {
+        return None;
+    }
     on.sort();
     on.dedup();
-    on
-}
-
-/// A preview that waits on `on`, not deployed yet.
-fn waits(on: Vec<String>) -> Finished {
-    let reason = format!("waits on {} (not deployed yet)", on.join(", "));
-    Finished {
+    // The table names what the project itself reads; the report, what is not deployed.
+    let mut said = Vec::new();
+    if !direct.is_empty() {
+        said.push(format!("{} (not deployed yet)", direct.join(", ")));
+    }
+    if !through.is_empty() {
+        let waiting = crate::error::plural(through.len(), "itself waiting", "themselves waiting");
+        said.push(format!("{} ({waiting})", through.join(", ")));
+    }
+    let reason = format!("waits on {}", said.join(" and "));
+    Some(Finished {
         outcome: Outcome::Waits { on, reason },
         exit_code: None,
         changes: None,
         log: None,
         created_stack: false,
         preview: Default::default(),
-    }
+    })
 }
 
 /// A project's task that ended without finishing: a panic (a bug in mara, said as such), or a
