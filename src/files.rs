@@ -11,6 +11,15 @@ pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     write_atomic(path, text, 0o600)
 }
 
+/// Replaces a person's file (the shared stack configuration) with `text` atomically, keeping its
+/// mode; a new file gets 0644.
+pub fn rewrite(path: &Path, text: &str) -> std::io::Result<()> {
+    let mode = std::fs::metadata(path).map_or(0o644, |m| {
+        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
+    });
+    write_atomic(path, text, mode)
+}
+
 /// Writes `text` to `path` atomically with `mode`: a temporary file beside it, synced, then
 /// renamed over it.
 pub fn write_atomic(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {

@@ -344,13 +344,7 @@ fn set_plain(
             ));
         }
     };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
-    }
-    let mode = std::fs::metadata(&path).map_or(0o644, |m| {
-        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
-    });
-    crate::files::write_atomic(&path, &text, mode).map_err(|e| Error::write(&path, e))
+    crate::files::rewrite(&path, &text).map_err(|e| Error::write(&path, e))
 }
 
 /// A secret, encrypted by Pulumi into the secrets project's stack configuration, the value on

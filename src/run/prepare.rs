@@ -181,10 +181,7 @@ pub fn record_infra_type(config: &StackConfigFile, infra_type: &str) -> Result<b
         return Ok(false);
     };
     let path = config.path();
-    let mode = std::fs::metadata(path).map_or(0o644, |m| {
-        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
-    });
-    crate::files::write_atomic(path, &text, mode).map_err(|e| Error::write(path, e))?;
+    crate::files::rewrite(path, &text).map_err(|e| Error::write(path, e))?;
     Ok(true)
 }
 
