@@ -713,7 +713,13 @@ fn typed_nested_configuration() {
         "Zq7-postgres://app:pw@db/app\n"
     );
 
-    // Now it holds; a value edited by hand to the wrong kind is named by its line.
+    // Now it holds; a hook that prints the secret, as a careless script would, shows
+    // [secret]; a value edited by hand to the wrong kind is named by its line.
+    let mut text = std::fs::read_to_string(&provider).unwrap();
+    text.push_str(&format!(
+        "\n[[project]]\npath = \"kubernetes/secrets\"\ndescription = \"Secrets\"\nafter = [\"infrastructure/kubeconfig\"]\n\n[[project.on_success]]\nkind = \"command\"\nrun = \"echo leaked: $(pulumi --non-interactive config get --path {key} --stack dev)\"\n",
+    ));
+    std::fs::write(&provider, text).unwrap();
     let output = mara(&["validate"]);
     assert!(
         !common::stdout(&output).contains("but not set"),
@@ -727,6 +733,11 @@ fn typed_nested_configuration() {
     }
     let output = up.output().unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains("leaked: [secret]"),
+        "the hook ran and its output was redacted: {}",
+        common::stderr(&output)
+    );
     let mut places = vec![
         common::stdout(&output),
         common::stderr(&output),

@@ -203,14 +203,64 @@ pub fn is_secure(value: &Value) -> bool {
 }
 
 /// The secrets of `pulumi config --json --show-secrets` output, by key.
-pub fn secret_values(config_json: &str) -> std::collections::BTreeMap<String, String> {
+/// A structured value that holds secrets is one entry (`objectValue`, marked secret): its secret
+/// leaves are those where `file` (the stack configuration it was read from) has `secure:`, each
+/// under its path (`key.inner`).
+pub fn secret_values(
+    config_json: &str,
+    file: Option<&serde_json::Map<String, Value>>,
+) -> std::collections::BTreeMap<String, String> {
     let Ok(Value::Object(map)) = serde_json::from_str::<Value>(config_json) else {
         return Default::default();
     };
-    map.into_iter()
-        .filter(|(_, entry)| entry["secret"] == Value::Bool(true))
-        .filter_map(|(key, entry)| entry["value"].as_str().map(|v| (key, v.to_string())))
-        .collect()
+    let mut secrets = std::collections::BTreeMap::new();
+    for (key, entry) in map {
+        if entry["secret"] != Value::Bool(true) {
+            continue;
+        }
+        match (entry.get("objectValue"), file.and_then(|f| f.get(&key))) {
+            (Some(opened), Some(stored)) => secret_leaves(&key, stored, opened, &mut secrets),
+            (Some(_), None) => {}
+            (None, _) => {
+                if let Some(value) = entry["value"].as_str() {
+                    secrets.insert(key, value.to_string());
+                }
+            }
+        }
+    }
+    secrets
+}
+
+/// The leaves of `opened` where `stored` is `{secure: …}`, as text, by path.
+fn secret_leaves(
+    path: &str,
+    stored: &Value,
+    opened: &Value,
+    into: &mut std::collections::BTreeMap<String, String>,
+) {
+    if is_secure(stored) {
+        let text = match opened {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        into.insert(path.to_string(), text);
+        return;
+    }
+    match (stored, opened) {
+        (Value::Object(stored), Value::Object(opened)) => {
+            for (name, inner) in stored {
+                if let Some(value) = opened.get(name) {
+                    secret_leaves(&format!("{path}.{name}"), inner, value, into);
+                }
+            }
+        }
+        (Value::Array(stored), Value::Array(opened)) => {
+            for (i, (inner, value)) in stored.iter().zip(opened).enumerate() {
+                secret_leaves(&format!("{path}[{i}]"), inner, value, into);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The stack names of `stack ls --json` output (short: `dev`, also from `organization/p/dev`);
@@ -730,8 +780,15 @@ mod tests {
         );
         let json = r#"{"a:b": {"value": "v", "secret": false}, "p:pw": {"value": "hunter2", "secret": true}, "p:x": {"secret": true}}"#;
         assert_eq!(
-            secret_values(json),
+            secret_values(json, None),
             std::collections::BTreeMap::from([("p:pw".to_string(), "hunter2".to_string())])
+        );
+        // A structured value holding a secret: its secret leaves, where the file has `secure:`.
+        let json = r#"{"a:cfg": {"value": "{\"env\":{\"URL\":\"pg://x\"},\"n\":2}", "objectValue": {"env": {"URL": "pg://x"}, "n": 2}, "secret": true}}"#;
+        let file = serde_json::json!({"a:cfg": {"env": {"URL": {"secure": "v1:x"}}, "n": 2}});
+        assert_eq!(
+            secret_values(json, file.as_object()),
+            std::collections::BTreeMap::from([("a:cfg.env.URL".to_string(), "pg://x".to_string())])
         );
     }
 

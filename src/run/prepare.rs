@@ -203,21 +203,22 @@ pub fn stored_secrets(
     let holds_secrets = |file: &StackConfigFile| file.text().contains("secure:");
     let mut reads = Vec::new();
     if holds_secrets(stored) {
-        reads.push(pulumi.read_config_step(secrets_dir, false));
+        reads.push((pulumi.read_config_step(secrets_dir, false), stored));
     }
     if holds_secrets(shared)
         && let Some(dir) = first_dir
     {
-        reads.push(pulumi.read_config_step(dir, true));
+        reads.push((pulumi.read_config_step(dir, true), shared));
     }
     let mut secrets = Secrets::new();
-    for step in &reads {
+    for (step, file) in &reads {
         if interrupt.is_interrupted() {
             break;
         }
         match run_step(step, env, None, interrupt) {
             Ok(finished) if finished.code == Some(0) => {
-                secrets.extend(pulumi::secret_values(&finished.stdout));
+                let values = file.config().map(|c| &c.values);
+                secrets.extend(pulumi::secret_values(&finished.stdout, values));
             }
             // A stack that does not exist yet stores nothing: nothing to keep out of the output.
             Ok(finished) if pulumi::is_missing_stack(finished.code, &finished.stderr) => {}

@@ -426,6 +426,16 @@ impl Ctx<'_> {
             let entry = match (secure(&value), &passphrase) {
                 (Some(c), Some(p)) => json!({"value": backend::decrypt(c, p)?, "secret": true}),
                 (Some(_), None) => json!({"secret": true}),
+                // An object: its JSON text and the object, secrets inside decrypted with
+                // --show-secrets and `[secret]` without; secret when it holds one.
+                (None, _) if value.is_object() || value.is_array() => {
+                    let holds = value.to_string().contains("\"secure\"");
+                    let shown = match &passphrase {
+                        Some(p) => open_secrets(&value, p)?,
+                        None => blind_secrets(&value),
+                    };
+                    json!({"value": shown.to_string(), "objectValue": shown, "secret": holds})
+                }
                 (None, _) => json!({"value": plain_text(&value), "secret": false}),
             };
             out.insert(key, entry);
@@ -995,6 +1005,20 @@ fn open_secrets(value: &Value, passphrase: &str) -> Result<Value, Failure> {
         ),
         other => other.clone(),
     })
+}
+
+/// `value` with every `{secure: …}` inside it shown as `[secret]`.
+fn blind_secrets(value: &Value) -> Value {
+    match value {
+        v if secure(v).is_some() => Value::String("[secret]".into()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), blind_secrets(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(blind_secrets).collect()),
+        other => other.clone(),
+    }
 }
 
 fn plain_text(value: &Value) -> String {
