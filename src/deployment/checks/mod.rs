@@ -202,7 +202,13 @@ impl RunChecks<'_> {
     }
 
     fn configuration_into_found(&self, operation: crate::engine::Operation, found: &mut Checks) {
-        if operation == crate::engine::Operation::Up && !self.config.is_first_run() {
+        // What the programs read must be there and fit for an update, and for a preview, which
+        // runs the same programs; refresh and destroy do not run them.
+        let runs_programs = matches!(
+            operation,
+            crate::engine::Operation::Up | crate::engine::Operation::Preview
+        );
+        if runs_programs && !self.config.is_first_run() {
             self.configuration_into(found);
         } else {
             let files = &self.deployment.files;
