@@ -134,14 +134,30 @@ fn a_preview_of_a_new_stack_waits_on_what_is_not_deployed_yet() {
         "only the previewed projects' stacks are created"
     );
     // Changes are certain.
+    let summary = d.root().join("step-summary.md");
     let output = d
         .mara()
         .args(["preview", "--expect-no-changes"])
+        .env("GITHUB_STEP_SUMMARY", &summary)
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(4), "{}", common::stdout(&output));
+    let markdown = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        markdown.starts_with(&format!(
+            "### mara preview on stack `dev` (local): {} projects would change, where no change was expected\n",
+            needs.len()
+        )),
+        "{markdown}"
+    );
     let table = common::stdout(&output);
     assert!(table.contains("waiting"), "{table}");
+    // The reports say what the drift check found, not only that the run went well.
+    let (code, json) = report(&d, &["preview", "--expect-no-changes"]);
+    assert_eq!(code, 4);
+    assert_eq!(json["expect_no_changes"], true);
+    // Every project: the roots create their stacks, the others wait.
+    assert_eq!(json["unexpected_changes"], needs.len());
 }
 
 #[test]

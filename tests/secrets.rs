@@ -685,7 +685,11 @@ fn typed_nested_configuration() {
     let output = up.output().unwrap();
     assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
     let output = mara(&["preview"]);
-    assert_eq!(output.status.code(), Some(3), "a preview runs the same programs");
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "a preview runs the same programs"
+    );
     assert!(
         case.calls().is_empty(),
         "no engine call before the checks pass"

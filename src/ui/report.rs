@@ -67,10 +67,30 @@ impl RunSummary {
     }
 
     pub fn to_json(&self) -> String {
+        let mut json = serde_json::to_value(self).expect("the summary serializes");
+        // A drift check says what it found: the run went well, the expectation did not.
+        if self.expect_no_changes {
+            json["expect_no_changes"] = true.into();
+            json["unexpected_changes"] = self.changed().into();
+        }
         format!(
             "{}\n",
-            serde_json::to_string_pretty(self).expect("the summary serializes")
+            serde_json::to_string_pretty(&json).expect("the summary serializes")
         )
+    }
+
+    /// The run's result in a word or two: its status, or for a drift check that found changes,
+    /// that.
+    pub fn result(&self) -> String {
+        match self.changed() {
+            n if self.expect_no_changes && n > 0 && self.status == RunStatus::Succeeded => {
+                format!(
+                    "{n} {} would change, where no change was expected",
+                    crate::error::plural(n, "project", "projects")
+                )
+            }
+            _ => self.status.to_string(),
+        }
     }
 }
 
@@ -305,7 +325,10 @@ pub fn junit(summary: &RunSummary) -> String {
 pub fn markdown(summary: &RunSummary) -> String {
     let mut out = format!(
         "### mara {} on stack `{}` ({}): {}\n\n| project | result | duration | changes |\n|---|---|---|---|\n",
-        summary.operation, summary.stack, summary.provider, summary.status
+        summary.operation,
+        summary.stack,
+        summary.provider,
+        summary.result()
     );
     for p in &summary.projects {
         let duration = p
