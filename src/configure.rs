@@ -372,11 +372,13 @@ pub fn value_to_set(
         });
     };
     let value = match spec.kind {
-        ConfigKind::Int => raw
-            .trim()
-            .parse::<i64>()
-            .map(Value::from)
-            .map_err(|_| format!("must be a whole number, not `{raw}`"))?,
+        ConfigKind::Int => raw.trim().parse::<i64>().map(Value::from).map_err(|_| {
+            let digits = raw.trim().trim_start_matches('-');
+            match !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                true => format!("`{raw}` is too large for a whole number"),
+                false => format!("must be a whole number, not `{raw}`"),
+            }
+        })?,
         ConfigKind::Bool => Value::Bool(
             parse_bool(raw).ok_or_else(|| format!("must be true or false, not `{raw}`"))?,
         ),
@@ -434,11 +436,11 @@ fn check_choice(spec: &ConfigSpec, value: &Value) -> std::result::Result<(), Str
     ))
 }
 
-/// A value in a message: text in backquotes, anything else as JSON.
+/// A value in a message, in backquotes: text as it is, anything else as JSON.
 fn shown(value: &Value) -> String {
     match value {
         Value::String(s) => format!("`{s}`"),
-        other => other.to_string(),
+        other => format!("`{other}`"),
     }
 }
 

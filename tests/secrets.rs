@@ -390,7 +390,8 @@ fn config_get_set_and_list() {
         .unwrap();
     assert_eq!(output.status.code(), Some(3));
     assert!(
-        common::stderr(&output).contains("`nope:key` is not set in config/pulumi/Pulumi.dev.yaml")
+        common::stderr(&output)
+            .contains("`nope:key` is set neither in config/pulumi/Pulumi.dev.yaml")
     );
     let output = case
         .mara()
@@ -591,7 +592,7 @@ fn typed_nested_configuration() {
                 "local-cluster:limits.max_pods",
                 "120",
             ],
-            "must be one of 110, 250, not 120",
+            "must be one of 110, 250, not `120`",
         ),
         (
             vec!["config", "set", "local-cluster:limits.max_pods", "250"],
@@ -695,7 +696,16 @@ fn typed_nested_configuration() {
         "no engine call before the checks pass"
     );
 
-    // Set as a secret at its path: encrypted in the secrets project, shown as [secret].
+    // Set as a secret at its path: encrypted in the secrets project, shown as [secret]; the
+    // same key's plain parts stay in the shared file.
+    let output = mara(&[
+        "config",
+        "set",
+        "--path",
+        "local-registry:registry_config.replicas",
+        "2",
+    ]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
     let output = case
         .mara()
         .args(["config", "set", "--path", "--secret", key])
@@ -712,11 +722,54 @@ fn typed_nested_configuration() {
     assert_eq!(get(&["--path", key]), "[secret]\n");
     assert_eq!(
         get(&["local-registry:registry_config"]),
-        "{\"required_env\":{\"DATABASE_URL\":\"[secret]\"}}\n"
+        "{\"replicas\":2,\"required_env\":{\"DATABASE_URL\":\"[secret]\"}}\n",
+        "both files' parts"
+    );
+    assert_eq!(
+        get(&["local-registry:registry_config", "--show-secrets"]),
+        "{\"replicas\":2,\"required_env\":{\"DATABASE_URL\":\"Zq7-postgres://app:pw@db/app\"}}\n"
     );
     assert_eq!(
         get(&["--path", key, "--show-secrets"]),
         "Zq7-postgres://app:pw@db/app\n"
+    );
+    let list: serde_json::Value =
+        serde_json::from_slice(&mara(&["--output", "json", "config", "list"]).stdout).unwrap();
+    assert_eq!(
+        list["local-registry:registry_config"],
+        serde_json::json!({
+            "value": {"replicas": 2, "required_env": {"DATABASE_URL": "[secret]"}},
+            "secret": true,
+            "file": "config/pulumi/Pulumi.dev.yaml",
+            "secrets_file": "kubernetes/secrets/Pulumi.dev.yaml"
+        })
+    );
+    // One path in both files is refused, either way round.
+    let output = mara(&["config", "set", "--path", key, "plain"]);
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        common::stderr(&output)
+            .contains("is set as a secret in kubernetes/secrets/Pulumi.dev.yaml"),
+        "{}",
+        common::stderr(&output)
+    );
+    let output = case
+        .mara()
+        .args([
+            "config",
+            "set",
+            "--path",
+            "--secret",
+            "local-registry:registry_config.replicas",
+        ])
+        .write_stdin("3\n")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        common::stderr(&output).contains("is set in plain text in config/pulumi/Pulumi.dev.yaml"),
+        "{}",
+        common::stderr(&output)
     );
 
     // Now it holds; a hook that prints the secret, as a careless script would, shows
@@ -764,5 +817,20 @@ fn typed_nested_configuration() {
     assert!(
         out.contains("config/pulumi/Pulumi.dev.yaml:7: `local-cluster:limits.max_pods` must be a whole number, not `lots`"),
         "{out}"
+    );
+
+    // A stack without configuration: a first value says what its first run will no longer ask.
+    let first = Case::new(true);
+    let output = first
+        .mara()
+        .args(["config", "set", "local-cluster:node_count", "4"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let err = common::stderr(&output);
+    assert!(
+        err.contains("note: config/pulumi/Pulumi.dev.yaml had no configuration")
+            && err.contains("set local-cluster:cluster_name as well"),
+        "{err}"
     );
 }

@@ -24,7 +24,7 @@ use crate::ui::prompt::{Prompter, TerminalPrompter};
 use crate::workspace::Workspace;
 use crate::workspace::config_path::{ConfigPath, Found, redacted};
 use crate::workspace::stack::StackName;
-use crate::workspace::stack_config::{ConfigValue, StackConfigFile};
+use crate::workspace::stack_config::{EditError, StackConfigFile};
 
 pub fn run(settings: &Settings, command: ConfigCommand) -> Result<()> {
     let stack_files = StackFiles::load(settings)?;
@@ -74,24 +74,54 @@ fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand)
             path,
         } => {
             let target = target(&key, path)?;
-            let (file, found) = find(stack_files, &target)?.ok_or_else(|| {
-                let set = if path { "set --path" } else { "set" };
-                Error::config(
+            let found = find(stack_files, &target)?;
+            let Some((file, value)) = found.first().cloned() else {
+                // A dotted key asked for without --path is most likely a path.
+                let hint = if !path && key.contains(['.', '[']) {
+                    format!("a path into a value is read with `mara config get --path {key}`")
+                } else {
+                    let set = if path { "set --path" } else { "set" };
+                    format!("set it with `mara config {set} {key} VALUE`")
+                };
+                return Err(Error::config(
                     Problem::new(format!(
-                        "`{key}` is not set in {} nor in {}",
+                        "`{key}` is set neither in {} nor in {}",
                         workspace.display(&files.shared).display(),
                         workspace.display(&files.secrets).display()
                     ))
-                    .hint(format!("set it with `mara config {set} {key} VALUE`")),
-                )
-            })?;
-            let text = match found {
-                Some(value) if !show_secrets || redacted(&value) == value => {
-                    plain(&redacted(&value))
-                }
-                None if !show_secrets => "[secret]".to_string(),
-                _ => decrypt(settings, stack_files, &files, &file, &target)?,
+                    .hint(hint),
+                ));
             };
+            let opened = |file: &Path, value: Option<Value>| -> Result<Value> {
+                match value {
+                    Some(value) if !show_secrets || redacted(&value) == value => {
+                        Ok(redacted(&value))
+                    }
+                    None if !show_secrets => Ok(Value::String("[secret]".into())),
+                    // A value that holds secrets comes back as JSON; a secret, as its text.
+                    Some(_) => {
+                        let text = decrypt(settings, stack_files, &files, file, &target)?;
+                        Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+                    }
+                    None => Ok(Value::String(decrypt(
+                        settings,
+                        stack_files,
+                        &files,
+                        file,
+                        &target,
+                    )?)),
+                }
+            };
+            let mut shown = opened(&file, value)?;
+            // A structured value split between the files (its secrets set with --path
+            // --secret): both parts, as one.
+            if let Some((other, value)) = found.get(1).cloned()
+                && shown.is_object()
+                && value.as_ref().is_some_and(Value::is_object)
+            {
+                merge(&mut shown, opened(&other, value)?);
+            }
+            let text = plain(&shown);
             crate::ui::print(&format!("{text}\n"))
         }
         ConfigCommand::Set {
@@ -163,39 +193,53 @@ fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand)
                 }
                 Error::usage(problem)
             })?;
+            elsewhere(stack_files, &target, secret)?;
             if secret {
                 set_secret(stack_files, &files, &target, path, &raw)
             } else {
-                set_plain(stack_files, &target, &typed, &raw)
+                let was_first_run = stack_files.config.as_ref().is_none_or(|c| c.is_first_run());
+                set_plain(stack_files, &target, &typed, &raw)?;
+                if was_first_run && let Some(deployment) = &deployment {
+                    first_run_note(stack_files, deployment, settings);
+                }
+                Ok(())
             }
         }
         ConfigCommand::List => {
-            let mut rows: Vec<(String, Option<Value>, PathBuf)> = Vec::new();
+            // (key, value as shown, whether it is or holds a secret, file)
+            let mut rows: Vec<(String, Value, bool, PathBuf)> = Vec::new();
             for file in both(stack_files)? {
                 if let Some(config) = file.config() {
-                    for key in config.values.keys() {
-                        let value = match config.get(key) {
-                            Some(ConfigValue::Plain(v)) => Some(redacted(v)),
-                            _ => None,
-                        };
-                        let shown = workspace.display(file.path()).into_owned();
-                        rows.push((key.clone(), value, shown));
+                    for (key, value) in &config.values {
+                        let shown = redacted(value);
+                        let secret = shown != *value;
+                        let path = workspace.display(file.path()).into_owned();
+                        rows.push((key.clone(), shown, secret, path));
                     }
                 }
             }
+            // By key; for a key in both files, the shared file's first (the sort is stable).
             rows.sort_by(|a, b| a.0.cmp(&b.0));
             let text = match settings.output {
                 OutputFormat::Json => {
-                    let map: serde_json::Map<String, Value> = rows
-                        .iter()
-                        .map(|(k, v, f)| {
-                            let entry = match v {
-                                Some(v) => json!({"value": v, "secret": false, "file": f}),
-                                None => json!({"value": "[secret]", "secret": true, "file": f}),
-                            };
-                            (k.clone(), entry)
-                        })
-                        .collect();
+                    let mut map = serde_json::Map::new();
+                    for (key, value, secret, file) in rows {
+                        match map.get_mut(&key) {
+                            // A structured value split between the files (a secret set with
+                            // --path --secret): one entry, its secret parts as [secret].
+                            Some(Value::Object(entry)) => {
+                                merge(entry.entry("value").or_insert(Value::Null), value);
+                                entry.insert("secret".into(), Value::Bool(true));
+                                entry.insert("secrets_file".into(), json!(file));
+                            }
+                            _ => {
+                                map.insert(
+                                    key,
+                                    json!({"value": value, "secret": secret, "file": file}),
+                                );
+                            }
+                        }
+                    }
                     format!(
                         "{}\n",
                         serde_json::to_string_pretty(&Value::Object(map)).expect("JSON")
@@ -204,13 +248,7 @@ fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand)
                 OutputFormat::Human => {
                     let table: Vec<[String; 3]> = rows
                         .iter()
-                        .map(|(k, v, f)| {
-                            [
-                                k.clone(),
-                                v.as_ref().map(plain).unwrap_or_else(|| "[secret]".into()),
-                                f.display().to_string(),
-                            ]
-                        })
+                        .map(|(k, v, _, f)| [k.clone(), cell(&plain(v)), f.display().to_string()])
                         .collect();
                     let headers = ["KEY", "VALUE", "FILE"];
                     let widths = crate::ui::column_widths(headers, &table);
@@ -256,8 +294,12 @@ fn target(key: &str, path: bool) -> Result<ConfigPath> {
     if is_namespaced(&target.key) {
         Ok(target)
     } else {
+        let message = match target.key.contains(':') {
+            true => format!("`{}` is not `namespace:key`", target.key),
+            false => format!("`{}` has no namespace", target.key),
+        };
         Err(Error::usage(
-            Problem::new(format!("`{}` has no namespace", target.key))
+            Problem::new(message)
                 .hint("keys are `namespace:key` (e.g. `aws:region`): in the shared file a bare key would mean another key to every project"),
         ))
     }
@@ -307,6 +349,73 @@ fn unmarked_path(deployment: &Deployment, key: &str, path: bool) -> Result<()> {
     Ok(())
 }
 
+/// The same path set in the other file — in plain text in the shared configuration for a
+/// secret, as a secret in the secrets project for a plain value — is refused: which one a run
+/// would use is anyone's guess.
+fn elsewhere(stack_files: &StackFiles, target: &ConfigPath, secret: bool) -> Result<()> {
+    let [shared, stored] = both(stack_files)?;
+    let other = if secret { &shared } else { &stored };
+    let Some(config) = other.config() else {
+        return Ok(());
+    };
+    if matches!(config.find(target), Found::Missing) {
+        return Ok(());
+    }
+    let (is, flag) = match secret {
+        true => ("in plain text", ""),
+        false => ("as a secret", " --secret"),
+    };
+    let file = stack_files.workspace.display(other.path()).into_owned();
+    Err(Error::config(
+        Problem::new(format!(
+            "is set {is} in {}: the same key in both files would leave it unclear which one a run uses",
+            file.display()
+        ))
+        .at(config.location_of_path(target))
+        .subject(format!("`{target}`"))
+        .hint(format!(
+            "remove it from {} first, then `mara config set{flag}` it again",
+            file.display()
+        )),
+    ))
+}
+
+/// After a first `config set` on a stack without configuration: the file now exists, so `up`
+/// will not ask the provider's questions; which keys that leaves unset.
+fn first_run_note(stack_files: &StackFiles, deployment: &Deployment, settings: &Settings) {
+    let Ok(stack) = stack_files.required_stack() else {
+        return;
+    };
+    let written = stack_files.workspace.stack_config_file(&stack.name);
+    let Ok(shared) = StackConfigFile::load(&written) else {
+        return;
+    };
+    let unset: Vec<&str> = deployment
+        .provider
+        .config
+        .iter()
+        .filter(|spec| spec.kind != ConfigKind::Secret)
+        .filter(|spec| {
+            let path =
+                ConfigPath::parse(&spec.key).unwrap_or_else(|_| ConfigPath::literal(&spec.key));
+            shared
+                .config()
+                .is_none_or(|c| matches!(c.find(&path), Found::Missing))
+        })
+        .map(|spec| spec.key.as_str())
+        .collect();
+    if unset.is_empty() {
+        return;
+    }
+    let note = format!(
+        "note: {} had no configuration: now that it has, the stack's first `mara up` will not ask provider {}'s questions; set {} as well, or they stay unset",
+        stack_files.workspace.display(shared.path()).display(),
+        deployment.provider.name,
+        unset.join(", ")
+    );
+    eprintln!("{}", settings.stderr_style.yellow(&note));
+}
+
 /// A plain value, written by mara into the shared configuration in place: nothing else in the
 /// file changes (docs/decisions.md, "Typed, nested configuration").
 fn set_plain(
@@ -326,24 +435,16 @@ fn set_plain(
         Some(config) => config.location_of_path(target),
         None => crate::error::Location::file(&path),
     };
-    let text = match file.with_value(target, value) {
-        Ok(Some(text)) => text,
-        Ok(None) => {
-            return Err(Error::config(
-                Problem::new("the file is not laid out so that mara can change this value and nothing else (a flow-style mapping, a comment inside the value it replaces)")
-                    .at(at())
-                    .subject(format!("`{target}`"))
-                    .hint(format!("edit it by hand: `{target}` = {raw}")),
-            ));
-        }
-        Err(message) => {
-            return Err(Error::config(
-                Problem::new(message)
-                    .at(at())
-                    .subject(format!("`{target}`")),
-            ));
-        }
-    };
+    let text = file.with_value(target, value).map_err(|error| {
+        let problem = match error {
+            EditError::Shape(message) => Problem::new(message),
+            EditError::Layout(reason) => Problem::new(format!(
+                "cannot change this value and nothing else: {reason}"
+            ))
+            .hint(format!("edit the file by hand: `{target}` = {raw}")),
+        };
+        Error::config(problem.at(at()).subject(format!("`{target}`")))
+    })?;
     crate::files::rewrite(&path, &text).map_err(|e| Error::write(&path, e))
 }
 
@@ -384,20 +485,43 @@ fn both(stack_files: &StackFiles) -> Result<[StackConfigFile; 2]> {
     Ok([shared, stack_files.secrets_config(stack)?])
 }
 
-/// Where `target` is set: the file, and its value (`None` for a secret).
-fn find(stack_files: &StackFiles, target: &ConfigPath) -> Result<Option<(PathBuf, Option<Value>)>> {
+/// Where `target` is set — the shared file first, then the secrets project's — and its value
+/// there (`None` for a secret).
+fn find(stack_files: &StackFiles, target: &ConfigPath) -> Result<Vec<(PathBuf, Option<Value>)>> {
+    let mut found = Vec::new();
     for file in both(stack_files)? {
         if let Some(config) = file.config() {
-            match config.find(target) {
-                Found::Value(value) => {
-                    return Ok(Some((file.path().to_path_buf(), Some(value.clone()))));
-                }
-                Found::Secret => return Ok(Some((file.path().to_path_buf(), None))),
-                Found::Missing => {}
-            }
+            let value = match config.find(target) {
+                Found::Value(value) => Some(value.clone()),
+                Found::Secret => None,
+                Found::Missing => continue,
+            };
+            found.push((file.path().to_path_buf(), value));
         }
     }
-    Ok(None)
+    Ok(found)
+}
+
+/// `into` with `value` laid over it: mappings merged key by key, anything else replaced.
+fn merge(into: &mut Value, value: Value) {
+    match (into, value) {
+        (Value::Object(into), Value::Object(value)) => {
+            for (key, inner) in value {
+                merge(into.entry(key).or_insert(Value::Null), inner);
+            }
+        }
+        (into, value) => *into = value,
+    }
+}
+
+/// A value in a table cell: on one line, and not wider than a screen.
+fn cell(text: &str) -> String {
+    const WIDTH: usize = 60;
+    let line = text.replace('\r', "\\r").replace('\n', "\\n");
+    match line.char_indices().nth(WIDTH) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line,
+    }
 }
 
 fn plain(value: &Value) -> String {

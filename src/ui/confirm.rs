@@ -57,7 +57,7 @@ pub fn update(
         let notes: String = stale.iter().map(|l| format!("  {l}\n")).collect();
         table.push_str(&format!(
             "\n{}\n{notes}",
-            style.bold("Stale previews: they read values this update changes")
+            style.bold("Stale previews: they read outputs that this update changes")
         ));
     }
     prompter.say(&table);
@@ -235,7 +235,7 @@ mod tests {
         apps/api       no changes (stale)
         infra/dns      waits on infra/zone (not deployed yet)
 
-        Stale previews: they read values this update changes
+        Stale previews: they read outputs that this update changes
           apps/web reads infra/cluster, whose outputs `kubeconfig`, `name` change: this preview used their current values
           and 1 project after them, whose previews read those (marked stale)
 

@@ -160,7 +160,7 @@ pub fn stale_notes(summary: &RunSummary, style: Style) -> String {
     let notes: String = lines.iter().map(|l| format!("  {l}\n")).collect();
     format!(
         "{}\n{notes}\n",
-        style.bold("Stale previews: they read values this run would change")
+        style.bold("Stale previews: they read outputs that an update would change")
     )
 }
 
@@ -335,22 +335,24 @@ pub fn markdown(summary: &RunSummary) -> String {
             .duration_ms
             .map(|ms| crate::clock::human(std::time::Duration::from_millis(ms)))
             .unwrap_or_default();
-        let detail = match (&p.changes, &p.reason) {
+        let mut detail = match (&p.changes, &p.reason) {
             (_, Some(reason)) => reason.replace('|', "\\|"),
             (Some(changes), None) => changes_summary(changes),
             (None, None) => String::new(),
         };
-        let stale = if p.stale.is_empty() { "" } else { " (stale)" };
+        if !p.stale.is_empty() {
+            detail.push_str(" (stale)");
+        }
         let _ = writeln!(
             out,
-            "| `{}` | {}{stale} | {duration} | {detail} |",
+            "| `{}` | {} | {duration} | {detail} |",
             p.path, p.status
         );
     }
     out.push('\n');
     let stale = crate::run::events::stale_lines(&summary.projects, &|p| format!("`{p}`"));
     if !stale.is_empty() {
-        out.push_str("**Stale previews.** These read outputs that this run changes:\n\n");
+        out.push_str("**Stale previews.** They read outputs that an update would change:\n\n");
         for line in stale {
             let _ = writeln!(out, "- {}", markdown_text(&line));
         }

@@ -78,22 +78,32 @@ impl StackConfigFile {
     }
 
     /// The file's text with `value` at `path` and nothing else changed (docs/decisions.md,
-    /// "Typed, nested configuration"). `Err` says why the value cannot go there (a string where a
-    /// mapping would have to be); `Ok(None)` means the file is not laid out so that a line edit is
-    /// certain, and it is left to the person.
+    /// "Typed, nested configuration").
     pub fn with_value(
         &self,
         path: &ConfigPath,
         value: &Value,
-    ) -> std::result::Result<Option<String>, String> {
+    ) -> std::result::Result<String, EditError> {
         let mut expected = self.config().map(|c| c.values.clone()).unwrap_or_default();
-        path.set(&mut expected, value.clone())?;
-        let Some(text) = yaml_edit::set(self.text(), path, value) else {
-            return Ok(None);
-        };
-        let read = StackConfig::parse(self.path(), &text).ok();
-        Ok(read.filter(|r| r.values == expected).map(|_| text))
+        path.set(&mut expected, value.clone())
+            .map_err(EditError::Shape)?;
+        let text = yaml_edit::set(self.text(), path, value).map_err(EditError::Layout)?;
+        match StackConfig::parse(self.path(), &text) {
+            Ok(read) if read.values == expected => Ok(text),
+            _ => Err(EditError::Layout(
+                "the file is laid out in a way that mara does not edit safely".into(),
+            )),
+        }
     }
+}
+
+/// Why a value cannot be set in a file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EditError {
+    /// A value on the way has another shape (a string where the path needs a mapping).
+    Shape(String),
+    /// The file is not laid out so that a line edit is certain; left to the person.
+    Layout(String),
 }
 
 /// A parsed stack configuration.

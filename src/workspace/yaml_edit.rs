@@ -1,173 +1,214 @@
 //! Setting one value in a stack configuration's text and changing nothing else: comments, order,
-//! quoting and indentation stay as the person wrote them (docs/decisions.md, "Typed, nested
-//! configuration"). Works on block-style YAML line by line; the caller reads the result back and
-//! keeps it only when it holds exactly the values expected, so a layout this does not understand
-//! ends in "cannot edit in place", never in a changed value.
+//! quoting, alignment, indentation and line endings stay as the person wrote them
+//! (docs/decisions.md, "Typed, nested configuration"). Works on block-style YAML line by line;
+//! the caller reads the result back and keeps it only when it holds exactly the values expected,
+//! so a layout this does not understand ends in "cannot edit in place", never in a changed value.
 
 use serde_json::Value;
 
 use super::config_path::{ConfigPath, Step};
 
-/// The text with `value` at `path` under the top-level `config:` mapping, or `None` when the
+/// The text with `value` at `path` under the top-level `config:` mapping; `Err` says why the
 /// file is not laid out so that a line edit can do it.
-pub fn set(text: &str, path: &ConfigPath, value: &Value) -> Option<String> {
-    let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_string).collect();
-    if lines.last().is_some_and(|l| !l.ends_with('\n')) {
-        lines.last_mut().expect("a last line").push('\n');
-    }
-    if lines
+pub fn set(text: &str, path: &ConfigPath, value: &Value) -> Result<String, String> {
+    let mut doc = Doc::new(text);
+    if doc
+        .lines
         .iter()
-        .any(|l| l.starts_with('\t') || l.contains("\t "))
+        .any(|l| l[..l.len() - l.trim_start().len()].contains('\t'))
     {
-        return None;
+        return Err("the file indents with tabs".into());
     }
     let mut keys = vec![path.key.clone()];
     for step in &path.steps {
         match step {
             Step::Key(name) => keys.push(name.clone()),
             // Lists are rewritten whole, below.
-            Step::Index(_) => return set_whole_key(lines, path, value),
+            Step::Index(_) => return doc.set_whole_key(path, value),
         }
     }
-    let Some(config) = lines.iter().position(|l| key_of(l, "config").is_some()) else {
-        // No `config:` at all: add it at the end.
-        if lines
-            .iter()
-            .any(|l| l.starts_with("config") || l.trim_start().starts_with('{'))
-        {
-            return None;
-        }
-        lines.push("config:\n".into());
-        let at = lines.len();
-        insert(&mut lines, at, 2, 2, &keys, value);
-        return Some(lines.concat());
-    };
-    match inline_value(&lines[config], "config").as_deref() {
-        None => {}
-        Some("{}") => lines[config] = "config:\n".into(),
-        Some(_) => return None,
-    }
-    let unit = child_indent(&lines, config, 0).unwrap_or(2);
+    let config = doc.config()?;
+    let unit = child_indent(&doc.lines, config, 0).unwrap_or(2);
     let mut parent = config;
     let mut parent_indent = 0;
     for (depth, key) in keys.iter().enumerate() {
-        let end = block_end(&lines, parent, parent_indent);
-        let indent = child_indent(&lines, parent, parent_indent)
-            .filter(|&i| i > parent_indent)
-            .unwrap_or(parent_indent + unit);
-        let found = (parent + 1..end).find(|&i| {
-            indent_of(&lines[i]) == indent && key_of(&lines[i][indent..], key).is_some()
-        });
-        let Some(at) = found else {
-            if parent != config && inline_value(&lines[parent], &keys[depth - 1]).is_some() {
+        let end = block_end(&doc.lines, parent, parent_indent);
+        let indent =
+            child_indent(&doc.lines, parent, parent_indent).unwrap_or(parent_indent + unit);
+        let Some(at) = find_key(&doc.lines, parent + 1..end, indent, key) else {
+            if parent != config && inline_value(&doc.lines[parent], &keys[depth - 1]).is_some() {
                 // `key: value` where a mapping must go.
-                return set_whole_key(lines, path, value);
+                return doc.set_whole_key(path, value);
             }
-            insert(&mut lines, end, indent, unit, &keys[depth..], value);
-            return Some(lines.concat());
+            doc.insert(end, indent, unit, &keys[depth..], value);
+            return Ok(doc.text());
         };
         let last = depth + 1 == keys.len();
-        let inline = inline_value(&lines[at][indent..], key);
-        match (last, inline) {
-            (true, Some(_)) if block_end(&lines, at, indent) == at + 1 => {
-                lines[at] = replace_inline(&lines[at], indent, key, value)?;
-                return Some(lines.concat());
+        match (last, inline_value(&doc.lines[at], key)) {
+            (true, Some(_)) if block_end(&doc.lines, at, indent) == at + 1 => {
+                let line = replace_inline(&doc.lines[at], indent, key, value, doc.eol)
+                    .ok_or_else(|| format!("the line of `{key}` is not `{key}: value`"))?;
+                doc.lines[at] = line;
+                return Ok(doc.text());
             }
             (false, None) => {
                 parent = at;
                 parent_indent = indent;
             }
-            _ => return set_whole_key(lines, path, value),
+            _ => return doc.set_whole_key(path, value),
         }
     }
-    None
+    Err("the path is empty".into())
 }
 
-/// The 1-based line of the deepest of `path`'s keys that the text has.
+/// The 1-based line of the deepest of `path`'s keys that the text has; the `config:` line when
+/// it has none of them.
 pub fn line_of(text: &str, path: &ConfigPath) -> Option<usize> {
-    let lines: Vec<String> = text.split_inclusive('\n').map(str::to_string).collect();
+    let lines = Doc::new(text).lines;
     let config = lines.iter().position(|l| key_of(l, "config").is_some())?;
     let mut keys = vec![path.key.as_str()];
     keys.extend(path.steps.iter().map_while(|step| match step {
         Step::Key(name) => Some(name.as_str()),
         Step::Index(_) => None,
     }));
-    let (mut parent, mut parent_indent, mut found) = (config, 0, None);
+    let (mut parent, mut parent_indent, mut found) = (config, 0, config + 1);
     for key in keys {
         let Some(indent) = child_indent(&lines, parent, parent_indent) else {
             break;
         };
         let end = block_end(&lines, parent, parent_indent);
-        let Some(at) = (parent + 1..end).find(|&i| {
-            indent_of(&lines[i]) == indent && key_of(&lines[i][indent..], key).is_some()
-        }) else {
+        let Some(at) = find_key(&lines, parent + 1..end, indent, key) else {
             break;
         };
-        (parent, parent_indent, found) = (at, indent, Some(at + 1));
+        (parent, parent_indent, found) = (at, indent, at + 1);
     }
-    found
+    Some(found)
 }
 
-/// The top-level key's whole block written anew, when nothing in it is a comment: what a path
-/// into a list, or a scalar becoming a mapping, needs.
-fn set_whole_key(lines: Vec<String>, path: &ConfigPath, value: &Value) -> Option<String> {
-    let text = lines.concat();
-    let mut values = super::stack_config::StackConfig::parse(std::path::Path::new(""), &text)
-        .ok()?
-        .values;
-    path.set(&mut values, value.clone()).ok()?;
-    let whole = values.get(&path.key)?;
-    let config = lines.iter().position(|l| key_of(l, "config").is_some())?;
-    let indent = child_indent(&lines, config, 0)?;
-    let end = block_end(&lines, config, 0);
-    let at = (config + 1..end).find(|&i| {
-        indent_of(&lines[i]) == indent && key_of(&lines[i][indent..], &path.key).is_some()
-    })?;
-    let key_end = block_end(&lines, at, indent);
-    if lines[at..key_end].iter().any(|l| l.contains('#')) {
-        return None;
-    }
-    let mut rendered = Vec::new();
-    render_entry(&mut rendered, indent, indent.max(2), &path.key, whole);
-    let mut out = lines[..at].to_vec();
-    out.extend(rendered);
-    out.extend_from_slice(&lines[key_end..]);
-    Some(out.concat())
+/// The text as lines, each with its line ending.
+struct Doc {
+    lines: Vec<String>,
+    /// The file's own line ending, for the lines added.
+    eol: &'static str,
 }
 
-/// `keys` (a mapping in a mapping…) ending in `value`, inserted at line `at`.
-fn insert(
-    lines: &mut Vec<String>,
-    at: usize,
-    indent: usize,
-    unit: usize,
-    keys: &[String],
-    value: &Value,
-) {
-    let mut new = Vec::new();
-    for (depth, key) in keys.iter().enumerate() {
-        let pad = " ".repeat(indent + unit * depth);
-        if depth + 1 == keys.len() {
-            render_entry(&mut new, indent + unit * depth, unit, key, value);
-        } else {
-            new.push(format!("{pad}{}:\n", render_key(key)));
+impl Doc {
+    fn new(text: &str) -> Doc {
+        let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
+        let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_string).collect();
+        if let Some(last) = lines.last_mut()
+            && !last.ends_with('\n')
+        {
+            last.push_str(eol);
+        }
+        Doc { lines, eol }
+    }
+
+    fn text(&self) -> String {
+        self.lines.concat()
+    }
+
+    /// The line of the top-level `config:` mapping, made when the file has none.
+    fn config(&mut self) -> Result<usize, String> {
+        let Some(config) = self
+            .lines
+            .iter()
+            .position(|l| key_of(l, "config").is_some())
+        else {
+            if self.lines.iter().any(|l| l.trim_start().starts_with('{')) {
+                return Err("the file is written in flow style (`{…}`)".into());
+            }
+            self.lines.push(format!("config:{}", self.eol));
+            return Ok(self.lines.len() - 1);
+        };
+        match inline_value(&self.lines[config], "config").as_deref() {
+            None => Ok(config),
+            Some("{}") => {
+                self.lines[config] = format!("config:{}", self.eol);
+                Ok(config)
+            }
+            Some(_) => Err("its `config:` is written in flow style (`{…}`)".into()),
         }
     }
-    lines.splice(at..at, new);
+
+    /// The top-level key's whole block written anew, when nothing in it is a comment: what a
+    /// path into a list, or a scalar becoming a mapping, needs.
+    fn set_whole_key(&mut self, path: &ConfigPath, value: &Value) -> Result<String, String> {
+        let unreadable = || "the file does not read as YAML".to_string();
+        let mut values =
+            super::stack_config::StackConfig::parse(std::path::Path::new(""), &self.text())
+                .map_err(|_| unreadable())?
+                .values;
+        path.set(&mut values, value.clone())?;
+        let whole = values.get(&path.key).ok_or_else(unreadable)?;
+        let config = self.config()?;
+        let unit = child_indent(&self.lines, config, 0).unwrap_or(2);
+        let end = block_end(&self.lines, config, 0);
+        let Some(at) = find_key(&self.lines, config + 1..end, unit, &path.key) else {
+            self.insert(end, unit, unit, std::slice::from_ref(&path.key), whole);
+            return Ok(self.text());
+        };
+        let key_end = block_end(&self.lines, at, unit);
+        if self.lines[at..key_end].iter().any(|l| l.contains('#')) {
+            return Err(format!(
+                "`{}` must be written anew for this, and the comments in it would be lost",
+                path.key
+            ));
+        }
+        let mut rendered = Vec::new();
+        render_entry(&mut rendered, unit, unit, &path.key, whole);
+        let rendered = rendered.into_iter().map(|l| l + self.eol);
+        self.lines.splice(at..key_end, rendered);
+        Ok(self.text())
+    }
+
+    /// `keys` (a mapping in a mapping…) ending in `value`, inserted at line `at`.
+    fn insert(&mut self, at: usize, indent: usize, unit: usize, keys: &[String], value: &Value) {
+        let mut new = Vec::new();
+        for (depth, key) in keys.iter().enumerate() {
+            let at_depth = indent + unit * depth;
+            if depth + 1 == keys.len() {
+                render_entry(&mut new, at_depth, unit, key, value);
+            } else {
+                new.push(format!("{}{}:", " ".repeat(at_depth), render_key(key)));
+            }
+        }
+        let new: Vec<String> = new.into_iter().map(|l| l + self.eol).collect();
+        self.lines.splice(at..at, new);
+    }
 }
 
-/// `key: value` at `indent`, a mapping as a block below it (each level `unit` deeper), a list
-/// in flow style.
+/// The entry of `key` among `lines[range]` at `indent`.
+fn find_key(
+    lines: &[String],
+    range: std::ops::Range<usize>,
+    indent: usize,
+    key: &str,
+) -> Option<usize> {
+    range
+        .into_iter()
+        .find(|&i| indent_of(&lines[i]) == indent && key_of(&lines[i][indent..], key).is_some())
+}
+
+/// `key: value` at `indent` (lines without their ending): a mapping as a block below it, a list
+/// of single values as a block sequence, each level `unit` deeper.
 fn render_entry(out: &mut Vec<String>, indent: usize, unit: usize, key: &str, value: &Value) {
     let pad = " ".repeat(indent);
     match value {
         Value::Object(map) if !map.is_empty() => {
-            out.push(format!("{pad}{}:\n", render_key(key)));
+            out.push(format!("{pad}{}:", render_key(key)));
             for (k, v) in map {
                 render_entry(out, indent + unit, unit, k, v);
             }
         }
-        other => out.push(format!("{pad}{}: {}\n", render_key(key), scalar(other))),
+        Value::Array(items)
+            if !items.is_empty() && items.iter().all(|i| !i.is_object() && !i.is_array()) =>
+        {
+            out.push(format!("{pad}{}:", render_key(key)));
+            let inner = " ".repeat(indent + unit);
+            out.extend(items.iter().map(|i| format!("{inner}- {}", scalar(i))));
+        }
+        other => out.push(format!("{pad}{}: {}", render_key(key), scalar(other))),
     }
 }
 
@@ -185,6 +226,20 @@ pub fn scalar(value: &Value) -> String {
     match value {
         Value::String(s) if is_plain(s) => s.clone(),
         other => serde_json::to_string(other).expect("a value serializes"),
+    }
+}
+
+/// A string in the quoting its old value had: single quotes stay single quotes, double quotes
+/// stay double quotes, a plain value stays plain where it can.
+fn scalar_like(value: &Value, old: &str) -> String {
+    match value {
+        Value::String(s) if old.starts_with('\'') && !s.chars().any(char::is_control) => {
+            format!("'{}'", s.replace('\'', "''"))
+        }
+        Value::String(s) if old.starts_with('"') => {
+            serde_json::to_string(s).expect("a string serializes")
+        }
+        other => scalar(other),
     }
 }
 
@@ -216,7 +271,7 @@ fn key_of<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     let forms = [key.to_string(), format!("\"{key}\""), format!("'{key}'")];
     forms.iter().find_map(|form| {
         let rest = line.strip_prefix(form.as_str())?.strip_prefix(':')?;
-        (rest.is_empty() || rest.starts_with([' ', '\n', '\r'])).then_some(rest)
+        (rest.is_empty() || rest.starts_with([' ', '\t', '\n', '\r'])).then_some(rest)
     })
 }
 
@@ -231,33 +286,67 @@ fn inline_value(line: &str, key: &str) -> Option<String> {
     Some(value.trim_end().to_string())
 }
 
-/// A one-line value and what follows it (a comment, with the spaces before it).
+/// A one-line value and what follows it (the blanks before a comment, and the comment).
 fn split_comment(rest: &str) -> (&str, &str) {
     let end = match rest.chars().next() {
         Some(q @ ('"' | '\'')) => {
-            let mut escaped = false;
-            rest.char_indices()
-                .skip(1)
-                .find(|&(_, c)| {
-                    let close = c == q && !escaped;
-                    escaped = q == '"' && c == '\\' && !escaped;
-                    close
-                })
-                .map_or(rest.len(), |(i, _)| i + 1)
+            // The closing quote: `\"` is escaped in double quotes, `''` in single ones.
+            let bytes = rest.as_bytes();
+            let mut i = 1;
+            loop {
+                match bytes.get(i) {
+                    None => break rest.len(),
+                    Some(b'\\') if q == '"' => i += 2,
+                    Some(b'\'') if q == '\'' && bytes.get(i + 1) == Some(&b'\'') => i += 2,
+                    Some(&b) if b == q as u8 => break i + 1,
+                    Some(_) => i += 1,
+                }
+            }
         }
-        _ => rest.find(" #").unwrap_or(rest.len()),
+        _ => [" #", "\t#"]
+            .iter()
+            .filter_map(|c| rest.find(c))
+            .min()
+            .map_or(rest.len(), |i| rest[..i].trim_end().len()),
     };
     rest.split_at(end)
 }
 
-/// The key's line with its one-line value replaced, any comment after it kept.
-fn replace_inline(line: &str, indent: usize, key: &str, value: &Value) -> Option<String> {
-    let body = &line[indent..];
-    let rest = key_of(body, key)?;
+/// The key's line with its one-line value replaced: the blanks after the colon, the column of a
+/// comment after it (where the new value leaves room), the quoting and the line ending kept.
+fn replace_inline(
+    line: &str,
+    indent: usize,
+    key: &str,
+    value: &Value,
+    eol: &str,
+) -> Option<String> {
+    let rest = key_of(&line[indent..], key)?;
     let head = &line[..line.len() - rest.len()];
-    let trimmed = rest.trim_start();
-    let (_, comment) = split_comment(trimmed.trim_end_matches(['\n', '\r']));
-    Some(format!("{head} {}{comment}\n", scalar(value)))
+    let body = rest.trim_end_matches(['\n', '\r']);
+    let ending = if rest.ends_with("\r\n") {
+        "\r\n"
+    } else if rest.ends_with('\n') {
+        "\n"
+    } else {
+        eol
+    };
+    let lead = &body[..body.len() - body.trim_start().len()];
+    let (old, after) = split_comment(body.trim_start());
+    let new = scalar_like(value, old);
+    let comment = after.trim_start();
+    if comment.is_empty() {
+        return Some(format!("{head}{lead}{new}{ending}"));
+    }
+    let gap = (old.len() + after.len() - comment.len())
+        .saturating_sub(new.len())
+        .max(1);
+    let blanks = if after.starts_with('\t') {
+        "\t".to_string()
+    } else {
+        " ".repeat(gap)
+    };
+    Some(format!("{head}{lead}{new}{blanks}{comment}{ending}"))
 }
 
 /// The indentation of the first entry below line `at` (whose own indentation is `indent`).
@@ -294,7 +383,7 @@ mod tests {
     use serde_json::json;
 
     fn set_in(text: &str, path: &str, value: Value) -> Option<String> {
-        set(text, &ConfigPath::parse(path).unwrap(), &value)
+        set(text, &ConfigPath::parse(path).unwrap(), &value).ok()
     }
 
     #[test]
@@ -307,6 +396,41 @@ mod tests {
         assert_eq!(
             set_in(text, "eks:min_size", json!(4)).unwrap(),
             "# top\nconfig:\n  aws:region: us-west-2 # near\n  eks:min_size: 4\n"
+        );
+    }
+
+    #[test]
+    fn line_endings_alignment_and_quoting_are_kept() {
+        let crlf = "config:\r\n  a:n: 3      # aligned\r\n  a:s: 'it''s'\r\n";
+        assert_eq!(
+            set_in(crlf, "a:n", json!(42)).unwrap(),
+            "config:\r\n  a:n: 42     # aligned\r\n  a:s: 'it''s'\r\n"
+        );
+        assert_eq!(
+            set_in(crlf, "a:s", json!("o'brien")).unwrap(),
+            "config:\r\n  a:n: 3      # aligned\r\n  a:s: 'o''brien'\r\n"
+        );
+        assert_eq!(
+            set_in(crlf, "a:t.u", json!("v")).unwrap(),
+            "config:\r\n  a:n: 3      # aligned\r\n  a:s: 'it''s'\r\n  a:t:\r\n    u: v\r\n"
+        );
+        assert_eq!(
+            set_in("config:\n  a:q: \"x\"\n", "a:q", json!("y")).unwrap(),
+            "config:\n  a:q: \"y\"\n"
+        );
+        assert_eq!(
+            set_in("config:\n  a:b:\t1\t# c\n", "a:b", json!(2)).unwrap(),
+            "config:\n  a:b:\t2\t# c\n",
+            "tabs between a key, its value and a comment"
+        );
+        assert_eq!(
+            set(
+                "config:\n\ta:b: 1\n",
+                &ConfigPath::parse("a:b").unwrap(),
+                &json!(2)
+            )
+            .unwrap_err(),
+            "the file indents with tabs"
         );
     }
 
@@ -339,7 +463,7 @@ mod tests {
         assert_eq!(line("a:cfg.env.URL"), Some(5));
         assert_eq!(line("a:cfg.env.NOPE"), Some(4));
         assert_eq!(line("a:other"), Some(6));
-        assert_eq!(line("a:none"), None);
+        assert_eq!(line("a:none"), Some(2), "where it would go");
     }
 
     #[test]
@@ -363,7 +487,12 @@ mod tests {
         let text = "config:\n  a:hosts:\n  - x\n  - y\n  a:other: 1 # kept\n";
         assert_eq!(
             set_in(text, "a:hosts[1]", json!("z")).unwrap(),
-            "config:\n  a:hosts: [\"x\",\"z\"]\n  a:other: 1 # kept\n"
+            "config:\n  a:hosts:\n    - x\n    - z\n  a:other: 1 # kept\n"
+        );
+        assert_eq!(
+            set_in(text, "a:new[0]", json!("first")).unwrap(),
+            "config:\n  a:hosts:\n  - x\n  - y\n  a:other: 1 # kept\n  a:new:\n    - first\n",
+            "a new list"
         );
         let commented = "config:\n  a:hosts:\n  - x # first\n";
         assert_eq!(set_in(commented, "a:hosts[0]", json!("z")), None);
