@@ -666,6 +666,23 @@ fn typed_nested_configuration() {
     let get = |args: &[&str]| common::stdout(&mara(&[&["config", "get"], args].concat()));
     assert_eq!(get(&["--path", "local-cluster:limits.max_pods"]), "250\n");
     assert_eq!(get(&["local-cluster:limits"]), "{\"max_pods\":250}\n");
+    let json: serde_json::Value = serde_json::from_slice(
+        &mara(&[
+            "--output",
+            "json",
+            "config",
+            "get",
+            "--path",
+            "local-cluster:limits.max_pods",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"key": "local-cluster:limits.max_pods", "value": 250, "secret": false,
+                           "file": "config/pulumi/Pulumi.dev.yaml"})
+    );
 
     // The nested required key holds validate and up, before any engine call.
     let key = "local-registry:registry_config.required_env.DATABASE_URL";

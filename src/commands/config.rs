@@ -121,7 +121,17 @@ fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand)
             {
                 merge(&mut shown, opened(&other, value)?);
             }
-            let text = plain(&shown);
+            let text = match settings.output {
+                OutputFormat::Json => {
+                    let secret = found
+                        .iter()
+                        .any(|(_, v)| v.as_ref().is_none_or(|v| redacted(v) != *v));
+                    let file = workspace.display(&file).into_owned();
+                    let entry = json!({"key": target.to_string(), "value": shown, "secret": secret, "file": file});
+                    serde_json::to_string_pretty(&entry).expect("JSON")
+                }
+                OutputFormat::Human => plain(&shown),
+            };
             crate::ui::print(&format!("{text}\n"))
         }
         ConfigCommand::Set {
