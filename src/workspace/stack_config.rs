@@ -88,8 +88,20 @@ impl StackConfigFile {
         path.set(&mut expected, value.clone())
             .map_err(EditError::Shape)?;
         let text = yaml_edit::set(self.text(), path, value).map_err(EditError::Layout)?;
-        match StackConfig::parse(self.path(), &text) {
-            Ok(read) if read.values == expected => Ok(text),
+        // Certain means: the whole document reads back as before but for the value, and every
+        // comment is still there.
+        let mut document = match yaml::parse_value(self.path(), self.text()) {
+            Ok(Value::Object(document)) => document,
+            _ => Map::new(),
+        };
+        document.insert("config".into(), Value::Object(expected));
+        let read = yaml::parse_value(self.path(), &text).ok();
+        let now = yaml_edit::comments(&text);
+        let kept = yaml_edit::comments(self.text())
+            .iter()
+            .all(|c| now.contains(c));
+        match read {
+            Some(Value::Object(read)) if read == document && kept => Ok(text),
             _ => Err(EditError::Layout(
                 "the file is laid out in a way that mara does not edit safely".into(),
             )),
@@ -313,6 +325,30 @@ mod tests {
         assert_eq!(flow.with_key(INFRA_TYPE_KEY, "AWS"), None);
         let has = StackConfig::parse(Path::new("p"), TEXT).unwrap();
         assert_eq!(has.with_key(INFRA_TYPE_KEY, "DO"), None);
+    }
+
+    #[test]
+    fn an_edit_that_would_change_anything_else_is_refused() {
+        let set = |text: &str, path: &str, value: Value| {
+            let file =
+                StackConfigFile::from_text(Path::new("Pulumi.dev.yaml"), text.into()).unwrap();
+            file.with_value(&ConfigPath::parse(path).unwrap(), &value)
+        };
+        // An anchor in the value replaced, and an alias outside `config:` that read it.
+        let aliased =
+            "secretsprovider: &p passphrase\nconfig:\n  a:b: &p awskms://x\nenvironment:\n  - *p\n";
+        assert!(matches!(
+            set(aliased, "a:b", "new".into()),
+            Err(EditError::Layout(_))
+        ));
+        // A value that would have to become a mapping is named as such.
+        assert!(matches!(
+            set("config:\n  a:b: text\n", "a:b.c", 1.into()),
+            Err(EditError::Shape(_))
+        ));
+        // A byte order mark stays.
+        let text = set("\u{feff}config:\n  a:b: 1\n", "a:b", 2.into()).unwrap();
+        assert_eq!(text, "\u{feff}config:\n  a:b: 2\n");
     }
 
     #[test]

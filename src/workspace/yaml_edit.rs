@@ -9,62 +9,84 @@ use serde_json::Value;
 use super::config_path::{ConfigPath, Step};
 
 /// The text with `value` at `path` under the top-level `config:` mapping; `Err` says why the
-/// file is not laid out so that a line edit can do it.
+/// file is not laid out so that a line edit can do it (or why the value cannot go there).
 pub fn set(text: &str, path: &ConfigPath, value: &Value) -> Result<String, String> {
-    let mut doc = Doc::new(text);
-    if doc
-        .lines
-        .iter()
-        .any(|l| l[..l.len() - l.trim_start().len()].contains('\t'))
-    {
-        return Err("the file indents with tabs".into());
-    }
+    let mut doc = Doc::new(text)?;
+    let mut updated = super::stack_config::StackConfig::parse(std::path::Path::new(""), text)
+        .map_err(|_| "the file does not read as YAML".to_string())?
+        .values;
+    path.set(&mut updated, value.clone())?;
+    // The keys a line edit walks: up to the first list index, below which the list is
+    // written anew.
     let mut keys = vec![path.key.clone()];
-    for step in &path.steps {
-        match step {
-            Step::Key(name) => keys.push(name.clone()),
-            // Lists are rewritten whole, below.
-            Step::Index(_) => return doc.set_whole_key(path, value),
-        }
-    }
+    keys.extend(path.steps.iter().map_while(|step| match step {
+        Step::Key(name) => Some(name.clone()),
+        Step::Index(_) => None,
+    }));
+    let through_list = keys.len() <= path.steps.len();
     let config = doc.config()?;
     let unit = child_indent(&doc.lines, config, 0).unwrap_or(2);
-    let mut parent = config;
-    let mut parent_indent = 0;
-    for (depth, key) in keys.iter().enumerate() {
+    let (mut parent, mut parent_indent) = (config, 0);
+    for depth in 0..keys.len() {
+        let key = &keys[depth];
         let end = block_end(&doc.lines, parent, parent_indent);
         let indent =
             child_indent(&doc.lines, parent, parent_indent).unwrap_or(parent_indent + unit);
+        let wanted = sub_value(&updated, &keys[..=depth]);
         let Some(at) = find_key(&doc.lines, parent + 1..end, indent, key) else {
-            if parent != config && inline_value(&doc.lines[parent], &keys[depth - 1]).is_some() {
-                // `key: value` where a mapping must go.
-                return doc.set_whole_key(path, value);
+            if depth > 0 && inline_value(&doc.lines[parent], &keys[depth - 1]).is_some() {
+                // `key: value` where a mapping must go: that entry, written anew.
+                let above = sub_value(&updated, &keys[..depth]);
+                doc.rewrite(parent, parent_indent, &keys[depth - 1], unit, above)?;
+                return Ok(doc.text());
             }
-            doc.insert(end, indent, unit, &keys[depth..], value);
+            let mut new = Vec::new();
+            render_entry(&mut new, indent, unit, &render_key(key), wanted);
+            doc.insert(end, new)?;
             return Ok(doc.text());
         };
         let last = depth + 1 == keys.len();
-        match (last, inline_value(&doc.lines[at], key)) {
-            (true, Some(_)) if block_end(&doc.lines, at, indent) == at + 1 => {
-                let line = replace_inline(&doc.lines[at], indent, key, value, doc.eol)
+        let inline = inline_value(&doc.lines[at], key);
+        match (last, inline) {
+            (true, Some(old))
+                if !through_list
+                    && is_one_line_scalar(&old)
+                    && block_end(&doc.lines, at, indent) == at + 1 =>
+            {
+                doc.lines[at] = replace_inline(&doc.lines[at], indent, key, wanted, doc.eol)
                     .ok_or_else(|| format!("the line of `{key}` is not `{key}: value`"))?;
-                doc.lines[at] = line;
                 return Ok(doc.text());
             }
-            (false, None) => {
-                parent = at;
-                parent_indent = indent;
+            (false, None) => (parent, parent_indent) = (at, indent),
+            _ => {
+                doc.rewrite(at, indent, key, unit, wanted)?;
+                return Ok(doc.text());
             }
-            _ => return doc.set_whole_key(path, value),
         }
     }
     Err("the path is empty".into())
 }
 
+/// The value at `keys` (a top-level key, then keys into it) of the updated configuration.
+fn sub_value<'a>(values: &'a serde_json::Map<String, Value>, keys: &[String]) -> &'a Value {
+    static NULL: Value = Value::Null;
+    let mut node = values.get(&keys[0]).unwrap_or(&NULL);
+    for key in &keys[1..] {
+        node = node.get(key).unwrap_or(&NULL);
+    }
+    node
+}
+
+/// A value written on its key's line that a line edit may replace: a plain or quoted scalar,
+/// not a flow collection, an anchor, an alias, a tag or a block scalar.
+fn is_one_line_scalar(old: &str) -> bool {
+    !old.starts_with(['[', '{', '&', '*', '!', '|', '>', '%', '@', '`'])
+}
+
 /// The 1-based line of the deepest of `path`'s keys that the text has; the `config:` line when
 /// it has none of them.
 pub fn line_of(text: &str, path: &ConfigPath) -> Option<usize> {
-    let lines = Doc::new(text).lines;
+    let lines = Doc::new(text).ok()?.lines;
     let config = lines.iter().position(|l| key_of(l, "config").is_some())?;
     let mut keys = vec![path.key.as_str()];
     keys.extend(path.steps.iter().map_while(|step| match step {
@@ -85,27 +107,80 @@ pub fn line_of(text: &str, path: &ConfigPath) -> Option<usize> {
     Some(found)
 }
 
+/// Every comment of a text, as written (a line's `# …` part): what an edit must keep.
+pub fn comments(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = text.lines().filter_map(comment_of).collect();
+    found.sort();
+    found
+}
+
+/// The comment on a line, if it has one outside quotes.
+fn comment_of(line: &str) -> Option<String> {
+    let mut body = line.trim();
+    if body.starts_with('#') {
+        return Some(body.to_string());
+    }
+    while let Some(rest) = body.strip_prefix("- ") {
+        body = rest.trim_start();
+    }
+    // After a key's colon, or the whole item.
+    let value = match body.find(": ") {
+        Some(at) if !body.starts_with(['"', '\'']) => body[at + 1..].trim_start(),
+        _ => body,
+    };
+    let (_, after) = split_comment(value);
+    let comment = after.trim_start();
+    comment.starts_with('#').then(|| comment.to_string())
+}
+
 /// The text as lines, each with its line ending.
 struct Doc {
     lines: Vec<String>,
     /// The file's own line ending, for the lines added.
     eol: &'static str,
+    /// A byte order mark the text starts with, kept.
+    bom: bool,
+    /// Whether the text ends with a line ending (kept as it was).
+    final_eol: bool,
 }
 
 impl Doc {
-    fn new(text: &str) -> Doc {
+    fn new(text: &str) -> Result<Doc, String> {
+        let (bom, text) = match text.strip_prefix('\u{feff}') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
         let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
+        let final_eol = text.is_empty() || text.ends_with('\n');
         let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_string).collect();
         if let Some(last) = lines.last_mut()
             && !last.ends_with('\n')
         {
             last.push_str(eol);
         }
-        Doc { lines, eol }
+        if lines
+            .iter()
+            .any(|l| l[..l.len() - l.trim_start().len()].contains('\t'))
+        {
+            return Err("the file indents with tabs".into());
+        }
+        Ok(Doc {
+            lines,
+            eol,
+            bom,
+            final_eol,
+        })
     }
 
     fn text(&self) -> String {
-        self.lines.concat()
+        let mut text = self.lines.concat();
+        if !self.final_eol {
+            text.truncate(text.trim_end_matches(['\r', '\n']).len());
+        }
+        if self.bom {
+            text.insert(0, '\u{feff}');
+        }
+        text
     }
 
     /// The line of the top-level `config:` mapping, made when the file has none.
@@ -118,63 +193,71 @@ impl Doc {
             if self.lines.iter().any(|l| l.trim_start().starts_with('{')) {
                 return Err("the file is written in flow style (`{…}`)".into());
             }
-            self.lines.push(format!("config:{}", self.eol));
+            self.insert(self.lines.len(), vec!["config:".into()])?;
             return Ok(self.lines.len() - 1);
         };
         match inline_value(&self.lines[config], "config").as_deref() {
             None => Ok(config),
             Some("{}") => {
-                self.lines[config] = format!("config:{}", self.eol);
+                // `config: {}  # …`: the mapping goes, the comment stays.
+                let rest = key_of(&self.lines[config], "config").unwrap_or_default();
+                let after = rest.trim().trim_start_matches("{}").trim_start();
+                let comment = match after.starts_with('#') {
+                    true => format!(" {after}"),
+                    false => String::new(),
+                };
+                self.lines[config] = format!("config:{comment}{}", self.eol);
                 Ok(config)
             }
-            Some(_) => Err("its `config:` is written in flow style (`{…}`)".into()),
+            Some(_) => {
+                Err("its `config:` is not a block mapping (flow style, an anchor or a tag)".into())
+            }
         }
     }
 
-    /// The top-level key's whole block written anew, when nothing in it is a comment: what a
-    /// path into a list, or a scalar becoming a mapping, needs.
-    fn set_whole_key(&mut self, path: &ConfigPath, value: &Value) -> Result<String, String> {
-        let unreadable = || "the file does not read as YAML".to_string();
-        let mut values =
-            super::stack_config::StackConfig::parse(std::path::Path::new(""), &self.text())
-                .map_err(|_| unreadable())?
-                .values;
-        path.set(&mut values, value.clone())?;
-        let whole = values.get(&path.key).ok_or_else(unreadable)?;
-        let config = self.config()?;
-        let unit = child_indent(&self.lines, config, 0).unwrap_or(2);
-        let end = block_end(&self.lines, config, 0);
-        let Some(at) = find_key(&self.lines, config + 1..end, unit, &path.key) else {
-            self.insert(end, unit, unit, std::slice::from_ref(&path.key), whole);
-            return Ok(self.text());
-        };
-        let key_end = block_end(&self.lines, at, unit);
-        if self.lines[at..key_end].iter().any(|l| l.contains('#')) {
+    /// The entry at line `at` (its key `key`, at `indent`) written anew with `value`, when
+    /// nothing in it is a comment: a list, or a scalar that becomes a mapping.
+    fn rewrite(
+        &mut self,
+        at: usize,
+        indent: usize,
+        key: &str,
+        unit: usize,
+        value: &Value,
+    ) -> Result<(), String> {
+        let end = block_end(&self.lines, at, indent);
+        if self.lines[at..end].iter().any(|l| comment_of(l).is_some()) {
             return Err(format!(
-                "`{}` must be written anew for this, and the comments in it would be lost",
-                path.key
+                "`{key}` must be written anew for this, and the comments in it would be lost"
             ));
         }
-        let mut rendered = Vec::new();
-        render_entry(&mut rendered, unit, unit, &path.key, whole);
-        let rendered = rendered.into_iter().map(|l| l + self.eol);
-        self.lines.splice(at..key_end, rendered);
-        Ok(self.text())
+        // The key as it was written (quoted or not).
+        let rest = key_of(&self.lines[at][indent..], key).ok_or("a key moved")?;
+        let written = &self.lines[at][indent..self.lines[at].len() - rest.len() - 1];
+        let mut new = Vec::new();
+        render_entry(&mut new, indent, unit, written, value);
+        let new: Vec<String> = new.into_iter().map(|l| l + self.eol).collect();
+        self.lines.splice(at..end, new);
+        Ok(())
     }
 
-    /// `keys` (a mapping in a mapping…) ending in `value`, inserted at line `at`.
-    fn insert(&mut self, at: usize, indent: usize, unit: usize, keys: &[String], value: &Value) {
-        let mut new = Vec::new();
-        for (depth, key) in keys.iter().enumerate() {
-            let at_depth = indent + unit * depth;
-            if depth + 1 == keys.len() {
-                render_entry(&mut new, at_depth, unit, key, value);
-            } else {
-                new.push(format!("{}{}:", " ".repeat(at_depth), render_key(key)));
-            }
+    /// Lines (without their ending) inserted before line `at`.
+    fn insert(&mut self, at: usize, new: Vec<String>) -> Result<(), String> {
+        // After a last line that had no line break: the break it gets must not change a block
+        // scalar's value.
+        if at == self.lines.len()
+            && !self.final_eol
+            && self.lines.iter().any(|l| {
+                let t = l.trim_start().trim_start_matches("- ");
+                t.find(": ")
+                    .is_some_and(|i| t[i + 1..].trim_start().starts_with(['|', '>']))
+            })
+        {
+            return Err("it ends without a line break after a block scalar (`|`, `>`)".into());
         }
         let new: Vec<String> = new.into_iter().map(|l| l + self.eol).collect();
         self.lines.splice(at..at, new);
+        Ok(())
     }
 }
 
@@ -190,25 +273,25 @@ fn find_key(
         .find(|&i| indent_of(&lines[i]) == indent && key_of(&lines[i][indent..], key).is_some())
 }
 
-/// `key: value` at `indent` (lines without their ending): a mapping as a block below it, a list
-/// of single values as a block sequence, each level `unit` deeper.
+/// `key: value` at `indent` (lines without their ending; `key` as it is written): a mapping as a
+/// block below it, a list of single values as a block sequence, each level `unit` deeper.
 fn render_entry(out: &mut Vec<String>, indent: usize, unit: usize, key: &str, value: &Value) {
     let pad = " ".repeat(indent);
     match value {
         Value::Object(map) if !map.is_empty() => {
-            out.push(format!("{pad}{}:", render_key(key)));
+            out.push(format!("{pad}{key}:"));
             for (k, v) in map {
-                render_entry(out, indent + unit, unit, k, v);
+                render_entry(out, indent + unit, unit, &render_key(k), v);
             }
         }
         Value::Array(items)
             if !items.is_empty() && items.iter().all(|i| !i.is_object() && !i.is_array()) =>
         {
-            out.push(format!("{pad}{}:", render_key(key)));
+            out.push(format!("{pad}{key}:"));
             let inner = " ".repeat(indent + unit);
             out.extend(items.iter().map(|i| format!("{inner}- {}", scalar(i))));
         }
-        other => out.push(format!("{pad}{}: {}", render_key(key), scalar(other))),
+        other => out.push(format!("{pad}{key}: {}", scalar(other))),
     }
 }
 
@@ -216,29 +299,60 @@ fn render_key(key: &str) -> String {
     if is_plain(key) || (key.contains(':') && key.split(':').all(is_plain)) {
         key.to_string()
     } else {
-        serde_json::to_string(key).expect("a string serializes")
+        quoted(key)
     }
 }
 
-/// A value on one line: a plain word where YAML reads it back as the same string, else JSON
-/// (which YAML reads as the same value).
+/// A value on one line: a plain word where YAML reads it back as the same string, else double
+/// quoted (strings) or JSON (which YAML reads as the same value).
 pub fn scalar(value: &Value) -> String {
     match value {
         Value::String(s) if is_plain(s) => s.clone(),
+        Value::String(s) => quoted(s),
         other => serde_json::to_string(other).expect("a value serializes"),
     }
+}
+
+/// A YAML double-quoted string: every character a reader could take otherwise escaped — the
+/// control characters, DEL, the C1 range (NEL is a line break to YAML 1.1), the line and
+/// paragraph separators, the byte order mark and the non-characters.
+fn quoted(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            ' '..='~' => out.push(c),
+            c if printable(c) => out.push(c),
+            c if (c as u32) <= 0xFFFF => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push_str(&format!("\\U{:08X}", c as u32)),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Characters every YAML reader keeps as they are inside quotes.
+fn printable(c: char) -> bool {
+    matches!(c as u32, 0xA0..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)
+        && !matches!(c as u32, 0x2028 | 0x2029 | 0xFEFF)
+        && !matches!(c as u32 & 0xFFFF, 0xFFFE | 0xFFFF)
 }
 
 /// A string in the quoting its old value had: single quotes stay single quotes, double quotes
 /// stay double quotes, a plain value stays plain where it can.
 fn scalar_like(value: &Value, old: &str) -> String {
     match value {
-        Value::String(s) if old.starts_with('\'') && !s.chars().any(char::is_control) => {
+        Value::String(s)
+            if old.starts_with('\'')
+                && s.chars().all(|c| (' '..='~').contains(&c) || printable(c)) =>
+        {
             format!("'{}'", s.replace('\'', "''"))
         }
-        Value::String(s) if old.starts_with('"') => {
-            serde_json::to_string(s).expect("a string serializes")
-        }
+        Value::String(s) if old.starts_with('"') => quoted(s),
         other => scalar(other),
     }
 }
@@ -303,6 +417,7 @@ fn split_comment(rest: &str) -> (&str, &str) {
                 }
             }
         }
+        Some('[' | '{') => flow_end(rest).unwrap_or(rest.len()),
         _ => [" #", "\t#"]
             .iter()
             .filter_map(|c| rest.find(c))
@@ -310,6 +425,38 @@ fn split_comment(rest: &str) -> (&str, &str) {
             .map_or(rest.len(), |i| rest[..i].trim_end().len()),
     };
     rest.split_at(end)
+}
+
+/// Where a one-line flow collection (`[…]`, `{…}`) ends, quotes inside it skipped.
+fn flow_end(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let (mut depth, mut i) = (0usize, 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < bytes.len() {
+                    match bytes[i] {
+                        b'\\' if q == b'"' => i += 1,
+                        b'\'' if q == b'\'' && bytes.get(i + 1) == Some(&b'\'') => i += 1,
+                        b if b == q => break,
+                        _ => {}
+                    }
+                    i += 1;
+                }
+            }
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// The key's line with its one-line value replaced: the blanks after the colon, the column of a
@@ -363,18 +510,46 @@ fn child_indent(lines: &[String], at: usize, indent: usize) -> Option<usize> {
 /// comments and blank lines that end it.
 fn block_end(lines: &[String], at: usize, indent: usize) -> usize {
     let mut end = at + 1;
+    // Inside a block scalar (`|`, `>`) every more indented line is its text, `#` or not.
+    let mut scalar = opens_block_scalar(&lines[at]).then(|| indent_of(&lines[at]));
     for (i, line) in lines.iter().enumerate().skip(at + 1) {
+        let own = indent_of(line);
+        if let Some(from) = scalar {
+            if line.trim().is_empty() {
+                continue;
+            }
+            if own > from {
+                end = i + 1;
+                continue;
+            }
+            scalar = None;
+        }
         if !is_content(line) {
             continue;
         }
-        let own = indent_of(line);
         let item = own == indent && line[own..].starts_with('-');
         if own <= indent && !item {
             break;
         }
         end = i + 1;
+        if opens_block_scalar(line) {
+            scalar = Some(own);
+        }
     }
     end
+}
+
+/// Whether the line's value is a block scalar's header (`key: |`, `- >-`).
+fn opens_block_scalar(line: &str) -> bool {
+    let mut body = line.trim();
+    while let Some(rest) = body.strip_prefix("- ") {
+        body = rest.trim_start();
+    }
+    let value = match body.find(": ") {
+        Some(at) => body[at + 1..].trim_start(),
+        None => body,
+    };
+    value.starts_with(['|', '>'])
 }
 
 #[cfg(test)]
@@ -431,6 +606,73 @@ mod tests {
             )
             .unwrap_err(),
             "the file indents with tabs"
+        );
+    }
+
+    #[test]
+    fn what_a_fuzzer_found_is_kept() {
+        // NEL, DEL and a non-character are escaped: readers would fold or refuse them.
+        assert_eq!(
+            set_in(
+                "config:\n  a:b: 1\n",
+                "a:b",
+                json!("x\u{85}y\u{7f}\u{ffff}")
+            )
+            .unwrap(),
+            "config:\n  a:b: \"x\\u0085y\\u007F\\uFFFF\"\n"
+        );
+        // A flow value with a `#` inside is written anew, its comment kept.
+        assert_eq!(
+            set_in(
+                "config:\n  a:b: ['x #y', z]\n  a:c: 1 # real\n",
+                "a:b",
+                json!("new")
+            )
+            .unwrap(),
+            "config:\n  a:b: new\n  a:c: 1 # real\n"
+        );
+        assert_eq!(
+            set_in("config:\n  a:b: ['x #y', z]  # real\n", "a:b", json!("new")),
+            None
+        );
+        // No line break is added at the end of a file that had none.
+        assert_eq!(
+            set_in("config:\n  a:b: 1", "a:b", json!(2)).unwrap(),
+            "config:\n  a:b: 2"
+        );
+        assert_eq!(
+            set_in("config:\n  a:b: 1", "a:c", json!(2)).unwrap(),
+            "config:\n  a:b: 1\n  a:c: 2"
+        );
+        // …but after a block scalar, that break would change its value.
+        assert_eq!(
+            set_in("config:\n  a:s: |\n    echo hi", "a:c", json!(2)),
+            None
+        );
+        // A block scalar's `#` lines are its text: a new key goes after them.
+        assert_eq!(
+            set_in(
+                "config:\n  a:s: |\n    echo hi\n    # done\n",
+                "a:c",
+                json!(2)
+            )
+            .unwrap(),
+            "config:\n  a:s: |\n    echo hi\n    # done\n  a:c: 2\n"
+        );
+        // The comment on `config: {}` stays.
+        assert_eq!(
+            set_in("config: {}   # filled in by mara\n", "a:b", json!("x")).unwrap(),
+            "config: # filled in by mara\n  a:b: x\n"
+        );
+        // A list is written anew, not the key around it.
+        assert_eq!(
+            set_in(
+                "config:\n  a:cfg:\n    url: 'http://x/#frag'\n    port: 0x1F\n    hosts: [a, b]\n",
+                "a:cfg.hosts[1]",
+                json!("c")
+            )
+            .unwrap(),
+            "config:\n  a:cfg:\n    url: 'http://x/#frag'\n    port: 0x1F\n    hosts:\n      - a\n      - c\n"
         );
     }
 
