@@ -58,6 +58,18 @@ pub fn set(text: &str, path: &ConfigPath, value: &Value) -> Result<String, Strin
                 return Ok(doc.text());
             }
             (false, None) => (parent, parent_indent) = (at, indent),
+            (true, None) if through_list && path.steps.len() == keys.len() => {
+                // `key[i]`, the last step, in a block list of one-line items: that item's
+                // line alone, or a new item after the last.
+                let Some(Step::Index(index)) = path.steps.last() else {
+                    unreachable!("a path through a list ends in an index here")
+                };
+                if doc.set_item(at, indent, *index, value)? {
+                    return Ok(doc.text());
+                }
+                doc.rewrite(at, indent, key, unit, wanted)?;
+                return Ok(doc.text());
+            }
             _ => {
                 doc.rewrite(at, indent, key, unit, wanted)?;
                 return Ok(doc.text());
@@ -226,9 +238,17 @@ impl Doc {
         value: &Value,
     ) -> Result<(), String> {
         let end = block_end(&self.lines, at, indent);
-        if self.lines[at..end].iter().any(|l| comment_of(l).is_some()) {
+        // Any `#` in what is replaced may be a comment (a comment's syntax has too many forms
+        // to be sure it is not), and a plain value that YAML readers read differently (`y`,
+        // `012`) would be written back as one reader's reading of it.
+        if self.lines[at..end].iter().any(|l| l.contains('#')) {
             return Err(format!(
                 "`{key}` must be written anew for this, and the comments in it would be lost"
+            ));
+        }
+        if let Some(word) = self.lines[at..end].iter().find_map(|l| ambiguous_value(l)) {
+            return Err(format!(
+                "`{key}` must be written anew for this, and it holds `{word}`, which YAML readers read differently"
             ));
         }
         // The key as it was written (quoted or not).
@@ -239,6 +259,61 @@ impl Doc {
         let new: Vec<String> = new.into_iter().map(|l| l + self.eol).collect();
         self.lines.splice(at..end, new);
         Ok(())
+    }
+
+    /// Item `index` of the block list under the entry at line `at` set to `value` on its own
+    /// line (its comment kept), or appended when it is one past the end; `Ok(false)` when the
+    /// list is not one-line items.
+    fn set_item(
+        &mut self,
+        at: usize,
+        indent: usize,
+        index: usize,
+        value: &Value,
+    ) -> Result<bool, String> {
+        let end = block_end(&self.lines, at, indent);
+        let items: Vec<usize> = (at + 1..end)
+            .filter(|&i| is_content(&self.lines[i]))
+            .collect();
+        let Some(&first) = items.first() else {
+            return Ok(false);
+        };
+        let item_indent = indent_of(&self.lines[first]);
+        let one_line = items.iter().all(|&i| {
+            let line = &self.lines[i];
+            indent_of(line) == item_indent
+                && line[item_indent..].starts_with("- ")
+                && is_one_line_scalar(line[item_indent + 2..].trim_start())
+        });
+        if !one_line {
+            return Ok(false);
+        }
+        if let Some(&line) = items.get(index) {
+            let body = &self.lines[line];
+            let head = &body[..item_indent + 2];
+            let rest = body[item_indent + 2..].trim_end_matches(['\n', '\r']);
+            let ending = &body[item_indent + 2 + rest.len()..];
+            let lead = &rest[..rest.len() - rest.trim_start().len()];
+            let (old, after) = split_comment(rest.trim_start());
+            let new = scalar_like(value, old);
+            let comment = after.trim_start();
+            let tail = match comment.is_empty() {
+                true => String::new(),
+                false => {
+                    let gap = (old.len() + after.len() - comment.len()).saturating_sub(new.len());
+                    format!("{}{comment}", " ".repeat(gap.max(1)))
+                }
+            };
+            self.lines[line] = format!("{head}{lead}{new}{tail}{ending}");
+            return Ok(true);
+        }
+        if index == items.len() {
+            let last = *items.last().expect("a first item");
+            let new = format!("{}- {}", " ".repeat(item_indent), scalar(value));
+            self.insert(last + 1, vec![new])?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Lines (without their ending) inserted before line `at`.
@@ -309,8 +384,49 @@ pub fn scalar(value: &Value) -> String {
     match value {
         Value::String(s) if is_plain(s) => s.clone(),
         Value::String(s) => quoted(s),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(scalar).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Object(map) => {
+            let entries: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{}: {}", quoted(k), scalar(v)))
+                .collect();
+            format!("{{{}}}", entries.join(", "))
+        }
         other => serde_json::to_string(other).expect("a value serializes"),
     }
+}
+
+/// A plain value on the line that YAML 1.1 and 1.2 readers read differently (`y`, `no`, `012`,
+/// `0o17`, `1_000`, `1e3`): rewriting it from one reader's reading would change it for another.
+fn ambiguous_value(line: &str) -> Option<String> {
+    let mut body = line.trim();
+    while let Some(rest) = body.strip_prefix("- ") {
+        body = rest.trim_start();
+    }
+    let value = match body.find(": ") {
+        Some(at) => body[at + 1..].trim_start(),
+        None => body,
+    };
+    let (value, _) = split_comment(value);
+    let word = value.trim();
+    let lower = word.to_ascii_lowercase();
+    let numeric = word
+        .starts_with(|c: char| c.is_ascii_digit() || c == '+' || c == '-' || c == '.')
+        && word.chars().any(|c| c.is_ascii_digit());
+    let unusual_number = numeric
+        && (word.contains('_')
+            || lower.starts_with("0o")
+            || lower.starts_with("0x")
+            || lower.starts_with("0b")
+            || (word.len() > 1 && word.starts_with('0') && !word.starts_with("0.")))
+        || (numeric && lower.contains('e') && !word.contains('.'));
+    let word_bool = matches!(lower.as_str(), "y" | "n" | "yes" | "no" | "on" | "off");
+    (unusual_number || word_bool)
+        .then(|| word.to_string())
+        .filter(|w| !w.is_empty() && !w.starts_with(['"', '\'']))
 }
 
 /// A YAML double-quoted string: every character a reader could take otherwise escaped — the
@@ -621,10 +737,18 @@ mod tests {
             .unwrap(),
             "config:\n  a:b: \"x\\u0085y\\u007F\\uFFFF\"\n"
         );
-        // A flow value with a `#` inside is written anew, its comment kept.
+        // A flow value with a `#` inside is not taken apart: the `#` may be a comment.
         assert_eq!(
             set_in(
                 "config:\n  a:b: ['x #y', z]\n  a:c: 1 # real\n",
+                "a:b",
+                json!("new")
+            ),
+            None
+        );
+        assert_eq!(
+            set_in(
+                "config:\n  a:b: [x, z]\n  a:c: 1 # real\n",
                 "a:b",
                 json!("new")
             )
@@ -673,6 +797,60 @@ mod tests {
             )
             .unwrap(),
             "config:\n  a:cfg:\n    url: 'http://x/#frag'\n    port: 0x1F\n    hosts:\n      - a\n      - c\n"
+        );
+    }
+
+    #[test]
+    fn what_a_second_fuzz_run_found_is_kept() {
+        let base = "config:\n  k:i: local\n";
+        // Comments a rewrite would lose, in the forms the first check missed: refused.
+        for (text, path) in [
+            ("'app:k': [a]  # keep\n", "app:k"),
+            ("app:k: &x 1  # keep\n", "app:k"),
+            ("app:l:  # keep\n  - a\n", "app:l"),
+            ("app:l:\n  - true # a: b\n", "app:l"),
+            ("app:r: [it's]  # keep\n", "app:r[0]"),
+        ] {
+            let text = format!("{base}  {text}");
+            assert_eq!(set_in(&text, path, json!("v")), None, "{text}");
+        }
+        // One item of a list of one-line items: its line alone, comments and siblings kept.
+        assert_eq!(
+            set_in(
+                "config:\n  app:l:\n  - y  # yes\n  - n\n  - b\n",
+                "app:l[2]",
+                json!("z")
+            )
+            .unwrap(),
+            "config:\n  app:l:\n  - y  # yes\n  - n\n  - z\n"
+        );
+        assert_eq!(
+            set_in(
+                "config:\n  app:l:\n  - a  # c\n  - b\n",
+                "app:l[2]",
+                json!("c")
+            )
+            .unwrap(),
+            "config:\n  app:l:\n  - a  # c\n  - b\n  - c\n"
+        );
+        // A rewrite that would change a value another reader reads otherwise: refused.
+        assert_eq!(
+            set_in(
+                "config:\n  app:l:\n  - {a: 1}\n  - y\n",
+                "app:l[0].a",
+                json!(2)
+            ),
+            None
+        );
+        // Inside a rewritten list, strings are escaped too.
+        assert_eq!(
+            set_in(
+                "config:\n  app:l:\n  - {a: 1}\n",
+                "app:l[0].a",
+                json!("\u{85}")
+            )
+            .unwrap(),
+            "config:\n  app:l: [{\"a\": \"\\u0085\"}]\n"
         );
     }
 
@@ -729,7 +907,7 @@ mod tests {
         let text = "config:\n  a:hosts:\n  - x\n  - y\n  a:other: 1 # kept\n";
         assert_eq!(
             set_in(text, "a:hosts[1]", json!("z")).unwrap(),
-            "config:\n  a:hosts:\n    - x\n    - z\n  a:other: 1 # kept\n"
+            "config:\n  a:hosts:\n  - x\n  - z\n  a:other: 1 # kept\n"
         );
         assert_eq!(
             set_in(text, "a:new[0]", json!("first")).unwrap(),
@@ -737,7 +915,16 @@ mod tests {
             "a new list"
         );
         let commented = "config:\n  a:hosts:\n  - x # first\n";
-        assert_eq!(set_in(commented, "a:hosts[0]", json!("z")), None);
+        assert_eq!(
+            set_in(commented, "a:hosts[0]", json!("z")).unwrap(),
+            "config:\n  a:hosts:\n  - z # first\n",
+            "one item's line, its comment kept"
+        );
+        assert_eq!(
+            set_in(commented, "a:hosts", json!("z")),
+            None,
+            "the list replaced"
+        );
         assert_eq!(
             set_in("config:\n  a:b:\n  a:c: 2\n", "a:b.c", json!(1)).unwrap(),
             "config:\n  a:b:\n    c: 1\n  a:c: 2\n"
