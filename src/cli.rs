@@ -168,6 +168,13 @@ pub enum Command {
     /// Stop the run holding the stack's lock, as Ctrl-C would
     Cancel,
 
+    /// Show the run ledger in use; `migrate` copies it to a PostgreSQL server
+    #[command(subcommand_required = false)]
+    Ledger {
+        #[command(subcommand)]
+        command: Option<LedgerCommand>,
+    },
+
     /// Clear the stack's lock when the run holding it is gone
     Unlock {
         /// Required: clearing a lock lets another run deploy the same stack
@@ -296,6 +303,17 @@ pub enum ImagesCommand {
         /// The images, as Docker names them (`name:tag`)
         #[arg(value_name = "IMAGE", required = true)]
         images: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LedgerCommand {
+    /// Copy this workspace's own ledger (`.mara/ledger.db`) into a PostgreSQL one: every run,
+    /// what is deployed, the stacks known; runs the server has already are left as they are
+    Migrate {
+        /// The server (`postgres://user@host/database`); default MARA_LEDGER_URL
+        #[arg(long, value_name = "URL")]
+        to: Option<String>,
     },
 }
 

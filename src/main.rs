@@ -48,6 +48,7 @@ fn main() {
         } => commands::ledger::logs(&settings, run, project, follow),
         Command::Cancel => commands::ledger::cancel(&settings),
         Command::Unlock { force } => commands::ledger::unlock(&settings, force),
+        Command::Ledger { command } => commands::ledger::ledger(&settings, command),
         Command::Kubectl { args } => commands::cluster::kubectl(&settings, args),
         Command::Images(ImagesCommand::Import { images }) => {
             commands::cluster::import_images(&settings, images)

@@ -30,14 +30,15 @@ fn require_stack(settings: &Settings) -> Result<(Workspace, String)> {
     Ok((files.workspace, stack))
 }
 
-fn open_existing(workspace: &Workspace) -> Result<Option<Box<dyn Ledger>>> {
-    ledger::open_existing(&ledger::path(workspace)).map_err(|e| e.relative_to(&workspace.root))
+fn open_existing(settings: &Settings, workspace: &Workspace) -> Result<Option<Box<dyn Ledger>>> {
+    ledger::open_existing(&ledger::place(workspace, &settings.env))
+        .map_err(|e| e.relative_to(&workspace.root))
 }
 
 pub fn status(settings: &Settings, watch: bool) -> Result<()> {
     let (workspace, stack) = stack(settings)?;
     loop {
-        let Some(ledger) = open_existing(&workspace)? else {
+        let Some(ledger) = open_existing(settings, &workspace)? else {
             return ui::print("No run has been recorded in this workspace yet.\n");
         };
         let stacks: Vec<String> = match &stack {
@@ -142,7 +143,7 @@ fn run_status_word(status: RunStatus, style: Style) -> String {
 pub fn history(settings: &Settings, limit: usize, all_stacks: bool) -> Result<()> {
     let (workspace, stack) = stack(settings)?;
     let stack = if all_stacks { None } else { stack };
-    let runs = match open_existing(&workspace)? {
+    let runs = match open_existing(settings, &workspace)? {
         Some(ledger) => {
             let mut runs = ledger.runs(stack.as_deref(), limit)?;
             // Each with its projects (the JSON lists them; the table does not).
@@ -217,7 +218,7 @@ pub fn logs(
     follow: bool,
 ) -> Result<()> {
     let (workspace, stack) = stack(settings)?;
-    let ledger = open_existing(&workspace)?.ok_or_else(|| {
+    let ledger = open_existing(settings, &workspace)?.ok_or_else(|| {
         Error::usage(Problem::new(
             "no run has been recorded in this workspace yet",
         ))
@@ -332,7 +333,7 @@ fn read_from(file: &Path, offset: &mut u64) -> Option<String> {
 
 pub fn cancel(settings: &Settings) -> Result<()> {
     let (workspace, stack) = require_stack(settings)?;
-    let Some(mut ledger) = open_existing(&workspace)? else {
+    let Some(mut ledger) = open_existing(settings, &workspace)? else {
         return ui::print(&format!("No run holds stack {stack}.\n"));
     };
     let Some(holder) = ledger.request_cancel(&stack)? else {
@@ -347,7 +348,7 @@ pub fn cancel(settings: &Settings) -> Result<()> {
 
 pub fn unlock(settings: &Settings, force: bool) -> Result<()> {
     let (workspace, stack) = require_stack(settings)?;
-    let ledger = open_existing(&workspace)?;
+    let ledger = open_existing(settings, &workspace)?;
     let holder = match &ledger {
         Some(ledger) => ledger.holder(&stack)?,
         None => None,
@@ -428,4 +429,95 @@ pub fn engine_locks_note(run: &RunRecord) -> String {
         text.push_str(&format!("  {}: {reason}\n", project.path));
     }
     text
+}
+
+/// `mara ledger`: which ledger this workspace uses, and where that comes from; `mara ledger
+/// migrate --to URL`: this workspace's own ledger copied into a server's.
+pub fn ledger(settings: &Settings, command: Option<crate::cli::LedgerCommand>) -> Result<()> {
+    let files = StackFiles::load(settings)?;
+    let workspace = &files.workspace;
+    let place = ledger::place(workspace, &settings.env);
+    match command {
+        None => {
+            let from = match (&place, settings.env.contains_key(ledger::URL_VARIABLE)) {
+                (ledger::Place::File(_), _) => "this workspace's own",
+                (ledger::Place::Server(_), true) => "from MARA_LEDGER_URL",
+                (ledger::Place::Server(_), false) => "from `ledger` in mara.toml",
+            };
+            let shown = match &place {
+                ledger::Place::File(file) => workspace.display(file).display().to_string(),
+                server => server.to_string(),
+            };
+            let runs = match ledger::open_existing(&place)? {
+                Some(ledger) => ledger.runs(None, usize::MAX >> 1)?.len(),
+                None => 0,
+            };
+            let text = match settings.output {
+                OutputFormat::Json => format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&json!({
+                        "kind": match place { ledger::Place::File(_) => "sqlite", ledger::Place::Server(_) => "postgres" },
+                        "ledger": shown,
+                        "from": from,
+                        "runs": runs,
+                    }))
+                    .expect("JSON")
+                ),
+                OutputFormat::Human => format!(
+                    "Ledger: {shown} ({from}), {runs} {} recorded\n",
+                    crate::error::plural(runs, "run", "runs")
+                ),
+            };
+            ui::print(&text)
+        }
+        Some(crate::cli::LedgerCommand::Migrate { to }) => {
+            let url = to
+                .or_else(|| settings.env.get(ledger::URL_VARIABLE).cloned())
+                .ok_or_else(|| {
+                    Error::usage(
+                        Problem::new("no server to migrate to")
+                            .hint("mara ledger migrate --to postgres://user@host/database (or set MARA_LEDGER_URL)"),
+                    )
+                })?;
+            let file = ledger::path(workspace);
+            let from =
+                ledger::open_existing(&ledger::Place::File(file.clone()))?.ok_or_else(|| {
+                    Error::usage(Problem::new(format!(
+                        "{} does not exist: this workspace has no history of its own to copy",
+                        workspace.display(&file).display()
+                    )))
+                })?;
+            let history = from.export()?;
+            // A run still going here would go on writing into the old ledger.
+            if let Some(running) = history
+                .runs
+                .iter()
+                .find(|r| RunRecord::clone(r).as_seen().status == RunStatus::Running)
+            {
+                return Err(Error::usage(
+                    Problem::new(format!(
+                        "run {} is still running on this workspace's own ledger",
+                        running.run_id
+                    ))
+                    .hint("wait for it to end, then migrate"),
+                ));
+            }
+            // A run whose process is gone is copied as what it is: abandoned.
+            let history = ledger::History {
+                runs: history.runs.into_iter().map(RunRecord::as_seen).collect(),
+                ..history
+            };
+            let server = ledger::Place::Server(url);
+            let mut to = ledger::open(&server)?;
+            let added = to.import(&history)?;
+            let text = format!(
+                "Copied {added} of {} {} from {} to {server} ({} already there); what is deployed and the stacks known were added where the server had none.\nUse it from now on: set MARA_LEDGER_URL, or `ledger = \"{server}\"` in mara.toml.\n",
+                history.runs.len(),
+                crate::error::plural(history.runs.len(), "run", "runs"),
+                workspace.display(&file).display(),
+                history.runs.len() - added,
+            );
+            ui::print(&text)
+        }
+    }
 }

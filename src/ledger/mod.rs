@@ -6,11 +6,11 @@
 //! one (`sqlite::SqliteLedger`, `.mara/ledger.db`) without touching anything else; `open` and
 //! `open_existing` are where a command gets one.
 
+pub mod postgres;
 pub mod sqlite;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
 
 use serde::Serialize;
 
@@ -19,22 +19,60 @@ use crate::error::Result;
 use crate::status::{ProjectStatus, RunStatus};
 use crate::workspace::Workspace;
 
+/// Where a workspace's ledger is: its own SQLite file, or a team's PostgreSQL server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    File(std::path::PathBuf),
+    Server(String),
+}
+
+impl fmt::Display for Place {
+    /// The file, or the server's URL without its password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::File(path) => write!(f, "{}", path.display()),
+            Place::Server(url) => f.write_str(&postgres::without_password(url)),
+        }
+    }
+}
+
+/// The variable that names a PostgreSQL ledger (and may hold its password, which mara.toml
+/// must not).
+pub const URL_VARIABLE: &str = "MARA_LEDGER_URL";
+
+/// The workspace's ledger: `MARA_LEDGER_URL` from the environment, else `ledger` in mara.toml,
+/// else `<state_dir>/ledger.db`.
+pub fn place(workspace: &Workspace, env: &BTreeMap<String, String>) -> Place {
+    match env.get(URL_VARIABLE).filter(|u| !u.trim().is_empty()) {
+        Some(url) => Place::Server(url.trim().to_string()),
+        None => match &workspace.settings.ledger {
+            Some(url) => Place::Server(url.clone()),
+            None => Place::File(path(workspace)),
+        },
+    }
+}
+
 /// The ledger file of a workspace: `<state_dir>/ledger.db`.
 pub fn path(workspace: &Workspace) -> std::path::PathBuf {
     workspace.state_dir().join("ledger.db")
 }
 
 /// Opens (creating) the workspace's ledger.
-pub fn open(file: &Path) -> Result<Box<dyn Ledger>> {
-    Ok(Box::new(sqlite::SqliteLedger::open(file)?))
+pub fn open(place: &Place) -> Result<Box<dyn Ledger>> {
+    Ok(match place {
+        Place::File(file) => Box::new(sqlite::SqliteLedger::open(file)?),
+        Place::Server(url) => Box::new(postgres::PostgresLedger::connect(url)?),
+    })
 }
 
-/// Opens the workspace's ledger if it exists (for commands that only read).
-pub fn open_existing(file: &Path) -> Result<Option<Box<dyn Ledger>>> {
-    Ok(
-        sqlite::SqliteLedger::open_existing(file)?
-            .map(|ledger| Box::new(ledger) as Box<dyn Ledger>),
-    )
+/// Opens the workspace's ledger if it exists (for commands that only read); a server's always
+/// does.
+pub fn open_existing(place: &Place) -> Result<Option<Box<dyn Ledger>>> {
+    match place {
+        Place::File(file) => Ok(sqlite::SqliteLedger::open_existing(file)?
+            .map(|ledger| Box::new(ledger) as Box<dyn Ledger>)),
+        Place::Server(_) => open(place).map(Some),
+    }
 }
 
 /// Who holds a stack's lock.
@@ -130,8 +168,26 @@ pub struct ProjectRecord {
     pub fingerprint: Option<String>,
 }
 
+/// Everything a ledger holds but its locks: what `mara ledger migrate` copies.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    /// Oldest first, each with its projects.
+    pub runs: Vec<RunRecord>,
+    /// (stack, project, fingerprint) of what is deployed.
+    pub deployed: Vec<(String, String, String)>,
+    /// (backend, stack, project) of the stacks known to exist.
+    pub stacks: Vec<(String, String, String)>,
+}
+
 /// A ledger is shared with the threads that write a run's records and watch for `mara cancel`.
 pub trait Ledger: Send {
+    /// Everything it holds but its locks.
+    fn export(&self) -> Result<History>;
+
+    /// Adds `history`, leaving every run it already holds (by id) as it is; how many runs were
+    /// added.
+    fn import(&mut self, history: &History) -> Result<usize>;
+
     /// Records a run as `running`; with `lock`, first takes the stack's lock, atomically.
     fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun>;
 

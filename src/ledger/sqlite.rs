@@ -11,7 +11,9 @@ use std::time::Duration;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Begun, Holder, Ledger, ProjectRecord, RunRecord, RunStart, process_exists, whoami};
+use super::{
+    Begun, History, Holder, Ledger, ProjectRecord, RunRecord, RunStart, process_exists, whoami,
+};
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::status::{ProjectStatus, RunStatus};
@@ -330,6 +332,82 @@ impl SqliteLedger {
 }
 
 impl Ledger for SqliteLedger {
+    fn export(&self) -> Result<History> {
+        let mut runs = self.runs(None, usize::MAX >> 1)?;
+        runs.reverse();
+        for run in &mut runs {
+            run.projects = self.projects(&run.run_id)?;
+        }
+        let triples = |sql: &str| -> Result<Vec<(String, String, String)>> {
+            let mut statement = self
+                .connection
+                .prepare(sql)
+                .map_err(|e| db_error(&self.path, e))?;
+            let rows = statement
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .map_err(|e| db_error(&self.path, e))?;
+            rows.collect::<rusqlite::Result<_>>()
+                .map_err(|e| db_error(&self.path, e))
+        };
+        Ok(History {
+            runs,
+            deployed: triples("SELECT stack, project, fingerprint FROM deployed ORDER BY 1, 2")?,
+            stacks: triples("SELECT backend, stack, project FROM stacks ORDER BY 1, 2, 3")?,
+        })
+    }
+
+    fn import(&mut self, history: &History) -> Result<usize> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_error(&self.path, e))?;
+        let mut added = 0;
+        for run in &history.runs {
+            let inserted = transaction
+                .execute(
+                    "INSERT OR IGNORE INTO runs (run_id, operation, provider, stack, user, host, pid, command, started, finished, status)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    params![run.run_id, run.operation, run.provider, run.stack, run.user, run.host, run.pid, run.command, run.started, run.finished, run.status],
+                )
+                .map_err(|e| db_error(&self.path, e))?;
+            if inserted == 0 {
+                continue;
+            }
+            added += 1;
+            for p in &run.projects {
+                let changes = p
+                    .changes
+                    .as_ref()
+                    .map(|c| serde_json::to_string(c).expect("counts serialize"));
+                transaction
+                    .execute(
+                        "INSERT OR IGNORE INTO projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                        params![run.run_id, p.path, p.status, p.started, p.finished, p.exit_code, changes, p.reason, p.log, p.fingerprint],
+                    )
+                    .map_err(|e| db_error(&self.path, e))?;
+            }
+        }
+        for (stack, project, fingerprint) in &history.deployed {
+            transaction
+                .execute(
+                    "INSERT OR IGNORE INTO deployed (stack, project, fingerprint) VALUES (?1, ?2, ?3)",
+                    params![stack, project, fingerprint],
+                )
+                .map_err(|e| db_error(&self.path, e))?;
+        }
+        for (backend, stack, project) in &history.stacks {
+            transaction
+                .execute(
+                    "INSERT OR IGNORE INTO stacks (backend, stack, project) VALUES (?1, ?2, ?3)",
+                    params![backend, stack, project],
+                )
+                .map_err(|e| db_error(&self.path, e))?;
+        }
+        transaction.commit().map_err(|e| db_error(&self.path, e))?;
+        Ok(added)
+    }
+
     fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun> {
         let (user, host) = (self.user.clone(), self.host.clone());
         let transaction = self

@@ -248,12 +248,17 @@ mod tests {
     fn a_run_is_recorded_project_by_project_and_releases_its_lock() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("ledger.db");
-        let (recorder, took_over) =
-            Recorder::begin(crate::ledger::open(&file).unwrap(), &start("r1")).unwrap();
+        let (recorder, took_over) = Recorder::begin(
+            crate::ledger::open(&crate::ledger::Place::File(file.clone())).unwrap(),
+            &start("r1"),
+        )
+        .unwrap();
         assert!(took_over.is_none());
         // A second run of the stack is refused while the first holds it: exit 5.
-        let Err(refused) = Recorder::begin(crate::ledger::open(&file).unwrap(), &start("r2"))
-        else {
+        let Err(refused) = Recorder::begin(
+            crate::ledger::open(&crate::ledger::Place::File(file.clone())).unwrap(),
+            &start("r2"),
+        ) else {
             panic!("the lock was not held")
         };
         assert_eq!(refused.exit_code(), crate::error::exit::LOCKED);
@@ -293,7 +298,7 @@ mod tests {
         drop(sink);
         recorder.finish(RunStatus::Failed).unwrap();
 
-        let ledger = crate::ledger::open(&file).unwrap();
+        let ledger = crate::ledger::open(&crate::ledger::Place::File(file.clone())).unwrap();
         let run = ledger.run("r1").unwrap().unwrap();
         assert_eq!(run.status, RunStatus::Failed);
         let recorded: Vec<(&str, ProjectStatus, Option<&str>)> = run
@@ -331,11 +336,14 @@ mod tests {
     fn a_cancel_request_interrupts_the_run() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("ledger.db");
-        let (mut recorder, _) =
-            Recorder::begin(crate::ledger::open(&file).unwrap(), &start("r1")).unwrap();
+        let (mut recorder, _) = Recorder::begin(
+            crate::ledger::open(&crate::ledger::Place::File(file.clone())).unwrap(),
+            &start("r1"),
+        )
+        .unwrap();
         let interrupt = Interrupt::default();
         recorder.watch_cancel(interrupt.clone());
-        crate::ledger::open(&file)
+        crate::ledger::open(&crate::ledger::Place::File(file.clone()))
             .unwrap()
             .request_cancel("dev")
             .unwrap();

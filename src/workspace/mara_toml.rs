@@ -20,6 +20,8 @@ pub struct WorkspaceSettings {
     pub provider: Option<String>,
     pub engine: EngineKind,
     pub pulumi: PulumiSettings,
+    /// A PostgreSQL server's URL (without a password) for a team's ledger.
+    pub ledger: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +45,7 @@ impl Default for WorkspaceSettings {
                 binary: "pulumi".into(),
                 secrets_provider: None,
             },
+            ledger: None,
         }
     }
 }
@@ -59,6 +62,7 @@ struct RawMaraToml {
     provider: Option<String>,
     engine: Option<EngineKind>,
     pulumi: Option<RawPulumi>,
+    ledger: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -82,6 +86,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         provider,
         engine,
         pulumi,
+        ledger,
     } = raw;
     let defaults = WorkspaceSettings::default();
     let mut problems = Vec::new();
@@ -147,6 +152,24 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
             secrets_provider,
         },
     };
+    let ledger = ledger.and_then(|url| {
+        let at = Location::at_offset(path, text, url.span().start);
+        let value = url.into_inner();
+        let problem = if !value.starts_with("postgres://") && !value.starts_with("postgresql://") {
+            Some("must be a PostgreSQL URL (`postgres://user@host/database`); without it the ledger is `.mara/ledger.db`")
+        } else if without_password(&value) != value {
+            Some("holds a password, which would be in the repository: give the URL in MARA_LEDGER_URL, or the password in PGPASSWORD")
+        } else {
+            None
+        };
+        match problem {
+            Some(message) => {
+                problems.push(Problem::new(message).at(at).subject("`ledger`"));
+                None
+            }
+            None => Some(value),
+        }
+    });
     if !problems.is_empty() {
         problems.sort_by_key(|p| p.location.as_ref().and_then(|l| l.line));
         return Err(Error::Problems(problems));
@@ -161,7 +184,26 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         provider,
         engine: engine.unwrap_or(defaults.engine),
         pulumi,
+        ledger,
     })
+}
+
+/// The URL as it may be shown: without a password.
+pub fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((credentials, host)) => {
+            let user = credentials.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}@{host}{tail}")
+        }
+        None => url.to_string(),
+    }
 }
 
 /// Paths in `mara.toml` stay inside the workspace: relative, and without `..`.
@@ -273,6 +315,46 @@ secrets_provider = "passphrase"
             settings.pulumi.secrets_provider.as_deref(),
             Some("passphrase")
         );
+    }
+
+    #[test]
+    fn a_password_is_never_shown() {
+        assert_eq!(
+            without_password("postgres://mara:s3cret@db.example:5432/ledger?sslmode=require"),
+            "postgres://mara@db.example:5432/ledger?sslmode=require"
+        );
+        assert_eq!(
+            without_password("postgresql://db.example/ledger"),
+            "postgresql://db.example/ledger"
+        );
+        assert_eq!(
+            without_password("postgres://u:p%40ss@h/d"),
+            "postgres://u@h/d"
+        );
+    }
+
+    #[test]
+    fn a_ledger_is_a_postgres_url_without_a_password() {
+        let settings = parse(
+            Path::new("mara.toml"),
+            "ledger = \"postgres://mara@db.internal/ledger\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            settings.ledger.as_deref(),
+            Some("postgres://mara@db.internal/ledger")
+        );
+        let err = parse(
+            Path::new("mara.toml"),
+            "parallel = 2\nledger = \"postgres://mara:hunter2@db/ledger\"\n",
+        )
+        .unwrap_err();
+        let problem = &err.problems()[0];
+        assert_eq!(problem.location.as_ref().unwrap().line, Some(2));
+        assert!(problem.message.contains("MARA_LEDGER_URL"), "{problem}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        let err = parse(Path::new("mara.toml"), "ledger = \"mysql://db\"\n").unwrap_err();
+        assert!(err.problems()[0].message.contains("PostgreSQL URL"));
     }
 
     #[test]

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 
+pub mod postgres;
+
 /// The repository's example workspace.
 pub fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -28,6 +30,8 @@ pub fn mara(dir: &Path) -> Command {
         "CI",
         "MARA_LOG",
         "KUBECONFIG",
+        "MARA_LEDGER_URL",
+        "PGPASSWORD",
     ] {
         cmd.env_remove(var);
     }

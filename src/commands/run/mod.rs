@@ -123,7 +123,7 @@ fn execute(
     // The stacks the ledger knows exist on this backend: those are not selected first, nor asked
     // about before a destroy or refresh.
     let backend = backend_of(&with_secrets);
-    let known_stacks = ledger::open_existing(&ledger::path(&files.workspace))
+    let known_stacks = ledger::open_existing(&ledger::place(&files.workspace, &settings.env))
         .ok()
         .flatten()
         .and_then(|l| l.known_stacks(&backend, stack.name.as_str()).ok())
@@ -359,7 +359,7 @@ fn go(
     let recorded = match &recorder {
         Some(recorder) => recorder.stacks_changed(backend, stack.name.as_str(), &exist, &gone),
         None if exist.is_empty() && gone.is_empty() => Ok(()),
-        None => ledger::open(&ledger::path(workspace))
+        None => ledger::open(&ledger::place(workspace, &settings.env))
             .and_then(|mut l| l.stacks_changed(backend, stack.name.as_str(), &exist, &gone)),
     };
     if let Err(error) = recorded {
@@ -531,8 +531,8 @@ fn record(
         command: std::env::args().collect::<Vec<_>>().join(" "),
         started: clock::rfc3339(started),
     };
-    let file = ledger::path(&deployment.files.workspace);
-    let (recorder, took_over) = Recorder::begin(ledger::open(&file)?, &start)?;
+    let place = ledger::place(&deployment.files.workspace, &settings.env);
+    let (recorder, took_over) = Recorder::begin(ledger::open(&place)?, &start)?;
     if let Some(old) = took_over {
         let note = recorder
             .run(&old.run_id)
@@ -560,7 +560,7 @@ fn decide<'g>(
     if run.mode == Mode::All {
         return Ok(Some(selected));
     }
-    let ledger = ledger::open_existing(&ledger::path(&deployment.files.workspace))?;
+    let ledger = ledger::open_existing(&ledger::place(&deployment.files.workspace, &settings.env))?;
     let ledger = ledger.as_deref();
     match run.mode {
         Mode::All => Ok(Some(selected)),

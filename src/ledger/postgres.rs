@@ -1,0 +1,686 @@
+//! The ledger on a PostgreSQL server (docs/commands.md, "A team's ledger"): the same records as
+//! the SQLite ledger, shared by every machine that points at the server (`ledger` in mara.toml,
+//! or `MARA_LEDGER_URL`). Its tables are prefixed `mara_`, so a team's database can hold them
+//! beside its own. The schema is migrated in one transaction under an advisory lock, so many
+//! runners starting at once migrate it once. TLS uses the system's root certificates.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use postgres::{Client, GenericClient, Row};
+
+use super::{
+    Begun, History, Holder, Ledger, ProjectRecord, RunRecord, RunStart, process_exists, whoami,
+};
+use crate::engine::Operation;
+use crate::error::{Error, Problem, Result};
+use crate::status::{ProjectStatus, RunStatus};
+
+/// Each entry moves the schema one version up; never edit one, add the next.
+const MIGRATIONS: &[&str] = &[
+    // 1: what the SQLite ledger's first three versions hold.
+    "CREATE TABLE mara_runs (
+        run_id TEXT PRIMARY KEY,
+        operation TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        stack TEXT NOT NULL,
+        username TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid BIGINT NOT NULL,
+        command TEXT NOT NULL,
+        started TEXT NOT NULL,
+        finished TEXT,
+        status TEXT NOT NULL,
+        cancel_requested BOOLEAN NOT NULL DEFAULT FALSE
+    );
+    CREATE INDEX mara_runs_by_stack ON mara_runs (stack, started);
+    CREATE TABLE mara_projects (
+        seq BIGSERIAL,
+        run_id TEXT NOT NULL REFERENCES mara_runs (run_id),
+        path TEXT NOT NULL,
+        status TEXT NOT NULL,
+        started TEXT,
+        finished TEXT,
+        exit_code INTEGER,
+        changes TEXT,
+        reason TEXT,
+        log TEXT,
+        fingerprint TEXT,
+        PRIMARY KEY (run_id, path)
+    );
+    CREATE TABLE mara_locks (
+        stack TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES mara_runs (run_id)
+    );
+    CREATE TABLE mara_stacks (
+        backend TEXT NOT NULL,
+        stack TEXT NOT NULL,
+        project TEXT NOT NULL,
+        PRIMARY KEY (backend, stack, project)
+    );
+    CREATE TABLE mara_deployed (
+        stack TEXT NOT NULL,
+        project TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        PRIMARY KEY (stack, project)
+    );",
+];
+
+/// The advisory lock the migrations are taken under (any number; this one spells "mara").
+const MIGRATION_LOCK: i64 = 0x6d61_7261;
+
+pub struct PostgresLedger {
+    client: RefCell<Client>,
+    /// The server as messages name it: the URL without its password.
+    shown: PathBuf,
+    user: String,
+    host: String,
+}
+
+pub use crate::workspace::mara_toml::without_password;
+
+impl PostgresLedger {
+    /// Connects to the server at `url` (TLS as its `sslmode` says: `prefer` by default, with
+    /// the system's root certificates) and migrates the schema. A password not in the URL comes
+    /// from `PGPASSWORD`.
+    pub fn connect(url: &str) -> Result<PostgresLedger> {
+        let shown = PathBuf::from(without_password(url));
+        let failed = |message: String| Error::Ledger {
+            path: shown.clone(),
+            message,
+        };
+        let mut config: postgres::Config = url
+            .parse()
+            .map_err(|e: postgres::Error| failed(format!("not a PostgreSQL URL: {e}")))?;
+        if config.get_password().is_none()
+            && let Ok(password) = std::env::var("PGPASSWORD")
+        {
+            config.password(password);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("mara");
+        }
+        config.connect_timeout(std::time::Duration::from_secs(10));
+        let mut client = config
+            .connect(tls()?)
+            .map_err(|e| failed(format!("cannot connect: {}", cause(&e))))?;
+        let version = migrate(&mut client).map_err(|e| failed(cause(&e)))?;
+        if version > MIGRATIONS.len() {
+            return Err(Error::config(
+                Problem::new(format!(
+                    "the run ledger is at schema version {version}, newer than this mara knows ({})",
+                    MIGRATIONS.len()
+                ))
+                .subject(shown.display().to_string())
+                .hint("use a newer mara"),
+            ));
+        }
+        let (user, host) = whoami();
+        Ok(PostgresLedger {
+            client: RefCell::new(client),
+            shown,
+            user,
+            host,
+        })
+    }
+
+    fn error(&self, error: postgres::Error) -> Error {
+        Error::Ledger {
+            path: self.shown.clone(),
+            message: cause(&error),
+        }
+    }
+
+    fn holder_of(
+        client: &mut impl GenericClient,
+        stack: &str,
+    ) -> std::result::Result<Option<Holder>, postgres::Error> {
+        let row = client.query_opt(
+            "SELECT r.run_id, r.username, r.host, r.pid, r.started, r.command FROM mara_locks l
+             JOIN mara_runs r ON r.run_id = l.run_id WHERE l.stack = $1",
+            &[&stack],
+        )?;
+        Ok(row.map(|row| Holder {
+            run_id: row.get(0),
+            user: row.get(1),
+            host: row.get(2),
+            pid: row.get::<_, i64>(3) as u32,
+            started: row.get(4),
+            command: row.get(5),
+        }))
+    }
+
+    const RUN_COLUMNS: &'static str = "run_id, operation, provider, stack, username, host, pid, command, started, finished, status";
+
+    fn record(row: &Row) -> RunRecord {
+        RunRecord {
+            run_id: row.get(0),
+            operation: Operation::parse(row.get(1)).unwrap_or(Operation::Up),
+            provider: row.get(2),
+            stack: row.get(3),
+            user: row.get(4),
+            host: row.get(5),
+            pid: row.get::<_, i64>(6) as u32,
+            command: row.get(7),
+            started: row.get(8),
+            finished: row.get(9),
+            status: RunStatus::parse(row.get(10)).unwrap_or(RunStatus::Failed),
+            projects: Vec::new(),
+        }
+    }
+
+    fn projects(&self, run_id: &str) -> Result<Vec<ProjectRecord>> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                "SELECT path, status, started, finished, exit_code, changes, reason, log, fingerprint
+                 FROM mara_projects WHERE run_id = $1 ORDER BY seq",
+                &[&run_id],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(rows
+            .iter()
+            .map(|row| ProjectRecord {
+                path: row.get(0),
+                status: ProjectStatus::parse(row.get(1)).unwrap_or(ProjectStatus::Failed),
+                started: row.get(2),
+                finished: row.get(3),
+                exit_code: row.get(4),
+                changes: row
+                    .get::<_, Option<String>>(5)
+                    .and_then(|c| serde_json::from_str(&c).ok()),
+                reason: row.get(6),
+                log: row.get(7),
+                fingerprint: row.get(8),
+            })
+            .collect())
+    }
+}
+
+/// The TLS connector: rustls with the system's root certificates.
+fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
+    let mut roots = rustls::RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    for certificate in found.certs {
+        // A certificate the store cannot take is skipped, as every TLS client does.
+        let _ = roots.add(certificate);
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Ledger {
+            path: PathBuf::from("TLS"),
+            message: e.to_string(),
+        })?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// The whole chain of an error, in one line: the client's own message is often only "db error".
+fn cause(error: &postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        return db.message().to_string();
+    }
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        text.push_str(&format!(": {inner}"));
+        source = inner.source();
+    }
+    text
+}
+
+/// The schema checked and migrated in one transaction under an advisory lock: runners starting
+/// at once wait for each other, and the later ones find it up to date. Returns the version found.
+fn migrate(client: &mut Client) -> std::result::Result<usize, postgres::Error> {
+    let mut transaction = client.transaction()?;
+    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    transaction
+        .batch_execute("CREATE TABLE IF NOT EXISTS mara_schema (version INTEGER NOT NULL)")?;
+    let version: Option<i32> = transaction
+        .query_opt("SELECT version FROM mara_schema", &[])?
+        .map(|row| row.get(0));
+    let found = version.unwrap_or(0).max(0) as usize;
+    if found >= MIGRATIONS.len() {
+        transaction.commit()?;
+        return Ok(found);
+    }
+    for migration in &MIGRATIONS[found..] {
+        transaction.batch_execute(migration)?;
+    }
+    let now = MIGRATIONS.len() as i32;
+    match version {
+        None => transaction.execute("INSERT INTO mara_schema (version) VALUES ($1)", &[&now])?,
+        Some(_) => transaction.execute("UPDATE mara_schema SET version = $1", &[&now])?,
+    };
+    transaction.commit()?;
+    Ok(found)
+}
+
+impl Ledger for PostgresLedger {
+    fn export(&self) -> Result<History> {
+        let mut runs = self.runs(None, usize::MAX >> 1)?;
+        runs.reverse();
+        for run in &mut runs {
+            run.projects = self.projects(&run.run_id)?;
+        }
+        let triples = |sql: &str| -> Result<Vec<(String, String, String)>> {
+            let rows = self
+                .client
+                .borrow_mut()
+                .query(sql, &[])
+                .map_err(|e| self.error(e))?;
+            Ok(rows
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect())
+        };
+        Ok(History {
+            runs,
+            deployed: triples(
+                "SELECT stack, project, fingerprint FROM mara_deployed ORDER BY 1, 2",
+            )?,
+            stacks: triples("SELECT backend, stack, project FROM mara_stacks ORDER BY 1, 2, 3")?,
+        })
+    }
+
+    fn import(&mut self, history: &History) -> Result<usize> {
+        let result = (|| -> std::result::Result<usize, postgres::Error> {
+            let mut client = self.client.borrow_mut();
+            let mut transaction = client.transaction()?;
+            let mut added = 0;
+            for run in &history.runs {
+                let inserted = transaction.execute(
+                    "INSERT INTO mara_runs (run_id, operation, provider, stack, username, host, pid, command, started, finished, status)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING",
+                    &[
+                        &run.run_id,
+                        &run.operation.as_str(),
+                        &run.provider,
+                        &run.stack,
+                        &run.user,
+                        &run.host,
+                        &i64::from(run.pid),
+                        &run.command,
+                        &run.started,
+                        &run.finished,
+                        &run.status.as_str(),
+                    ],
+                )?;
+                if inserted == 0 {
+                    continue;
+                }
+                added += 1;
+                for p in &run.projects {
+                    let changes = p
+                        .changes
+                        .as_ref()
+                        .map(|c| serde_json::to_string(c).expect("counts serialize"));
+                    transaction.execute(
+                        "INSERT INTO mara_projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
+                        &[
+                            &run.run_id,
+                            &p.path,
+                            &p.status.as_str(),
+                            &p.started,
+                            &p.finished,
+                            &p.exit_code,
+                            &changes,
+                            &p.reason,
+                            &p.log,
+                            &p.fingerprint,
+                        ],
+                    )?;
+                }
+            }
+            for (stack, project, fingerprint) in &history.deployed {
+                transaction.execute(
+                    // What the server records as deployed is newer than a copied history.
+                    "INSERT INTO mara_deployed (stack, project, fingerprint) VALUES ($1, $2, $3)
+                     ON CONFLICT DO NOTHING",
+                    &[stack, project, fingerprint],
+                )?;
+            }
+            for (backend, stack, project) in &history.stacks {
+                transaction.execute(
+                    "INSERT INTO mara_stacks (backend, stack, project) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                    &[backend, stack, project],
+                )?;
+            }
+            transaction.commit()?;
+            Ok(added)
+        })();
+        result.map_err(|e| self.error(e))
+    }
+
+    fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun> {
+        let (user, host) = (self.user.clone(), self.host.clone());
+        let result = (|| -> std::result::Result<Begun, postgres::Error> {
+            let mut client = self.client.borrow_mut();
+            let mut transaction = client.transaction()?;
+            let mut took_over = None;
+            if lock {
+                // One run at a time decides about a stack's lock: the row, or (when there is
+                // none yet) an advisory lock on the stack's name.
+                transaction.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext('mara lock ' || $1))",
+                    &[&run.stack],
+                )?;
+                if let Some(holder) = Self::holder_of(&mut transaction, &run.stack)? {
+                    if holder.host != host || process_exists(holder.pid) {
+                        return Ok(Begun::Held(holder));
+                    }
+                    transaction.execute(
+                        "UPDATE mara_runs SET status = 'abandoned', finished = $2 WHERE run_id = $1",
+                        &[&holder.run_id, &run.started],
+                    )?;
+                    transaction.execute(
+                        "UPDATE mara_projects SET status = 'abandoned' WHERE run_id = $1 AND status = 'running'",
+                        &[&holder.run_id],
+                    )?;
+                    transaction
+                        .execute("DELETE FROM mara_locks WHERE stack = $1", &[&run.stack])?;
+                    took_over = Some(holder);
+                }
+            }
+            transaction.execute(
+                "INSERT INTO mara_runs (run_id, operation, provider, stack, username, host, pid, command, started, status)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running')",
+                &[
+                    &run.run_id,
+                    &run.operation.as_str(),
+                    &run.provider,
+                    &run.stack,
+                    &user,
+                    &host,
+                    &i64::from(std::process::id()),
+                    &run.command,
+                    &run.started,
+                ],
+            )?;
+            if lock {
+                transaction.execute(
+                    "INSERT INTO mara_locks (stack, run_id) VALUES ($1, $2)",
+                    &[&run.stack, &run.run_id],
+                )?;
+            }
+            transaction.commit()?;
+            Ok(Begun::Started { took_over })
+        })();
+        result.map_err(|e| self.error(e))
+    }
+
+    fn project_started(
+        &mut self,
+        run_id: &str,
+        path: &str,
+        started: &str,
+        fingerprint: Option<&str>,
+    ) -> Result<()> {
+        self.client
+            .borrow_mut()
+            .execute(
+                "INSERT INTO mara_projects (run_id, path, status, started, fingerprint) VALUES ($1, $2, 'running', $3, $4)
+                 ON CONFLICT (run_id, path) DO UPDATE SET status = 'running', started = $3, fingerprint = $4",
+                &[&run_id, &path, &started, &fingerprint],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    fn project_finished(&mut self, run_id: &str, project: &ProjectRecord) -> Result<()> {
+        let changes = project
+            .changes
+            .as_ref()
+            .map(|c| serde_json::to_string(c).expect("counts serialize"));
+        let result = (|| -> std::result::Result<(), postgres::Error> {
+            let mut client = self.client.borrow_mut();
+            let mut transaction = client.transaction()?;
+            transaction.execute(
+                "INSERT INTO mara_projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                 ON CONFLICT (run_id, path) DO UPDATE SET status = $3,
+                   started = COALESCE($4, mara_projects.started), finished = $5, exit_code = $6,
+                   changes = $7, reason = $8, log = $9, fingerprint = COALESCE($10, mara_projects.fingerprint)",
+                &[
+                    &run_id,
+                    &project.path,
+                    &project.status.as_str(),
+                    &project.started,
+                    &project.finished,
+                    &project.exit_code,
+                    &changes,
+                    &project.reason,
+                    &project.log,
+                    &project.fingerprint,
+                ],
+            )?;
+            if matches!(
+                project.status,
+                ProjectStatus::Succeeded | ProjectStatus::Unchanged
+            ) {
+                let row = transaction.query_one(
+                    "SELECT r.operation, r.stack, p.fingerprint FROM mara_runs r
+                     JOIN mara_projects p ON p.run_id = r.run_id WHERE r.run_id = $1 AND p.path = $2",
+                    &[&run_id, &project.path],
+                )?;
+                let operation = Operation::parse(row.get(0));
+                let stack: String = row.get(1);
+                let fingerprint: Option<String> = row.get(2);
+                match (operation, fingerprint) {
+                    (Some(Operation::Up), Some(fingerprint)) => transaction.execute(
+                        "INSERT INTO mara_deployed (stack, project, fingerprint) VALUES ($1, $2, $3)
+                         ON CONFLICT (stack, project) DO UPDATE SET fingerprint = $3",
+                        &[&stack, &project.path, &fingerprint],
+                    )?,
+                    (Some(Operation::Up), None) | (Some(Operation::Destroy), _) => transaction
+                        .execute(
+                            "DELETE FROM mara_deployed WHERE stack = $1 AND project = $2",
+                            &[&stack, &project.path],
+                        )?,
+                    _ => 0,
+                };
+            }
+            transaction.commit()
+        })();
+        result.map_err(|e| self.error(e))
+    }
+
+    fn finish(&mut self, run_id: &str, status: RunStatus, finished: &str) -> Result<()> {
+        let result = (|| -> std::result::Result<(), postgres::Error> {
+            let mut client = self.client.borrow_mut();
+            let mut transaction = client.transaction()?;
+            // A run whose lock was taken over was recorded abandoned by the run that took it:
+            // that record stands.
+            transaction.execute(
+                "UPDATE mara_runs SET status = $2, finished = $3 WHERE run_id = $1 AND status = 'running'",
+                &[&run_id, &status.as_str(), &finished],
+            )?;
+            transaction.execute("DELETE FROM mara_locks WHERE run_id = $1", &[&run_id])?;
+            transaction.commit()
+        })();
+        result.map_err(|e| self.error(e))
+    }
+
+    fn forget(&mut self, run_id: &str) -> Result<()> {
+        let result = (|| -> std::result::Result<(), postgres::Error> {
+            let mut client = self.client.borrow_mut();
+            let mut transaction = client.transaction()?;
+            for sql in [
+                "DELETE FROM mara_locks WHERE run_id = $1",
+                "DELETE FROM mara_projects WHERE run_id = $1",
+                "DELETE FROM mara_runs WHERE run_id = $1",
+            ] {
+                transaction.execute(sql, &[&run_id])?;
+            }
+            transaction.commit()
+        })();
+        result.map_err(|e| self.error(e))
+    }
+
+    fn holder(&self, stack: &str) -> Result<Option<Holder>> {
+        Self::holder_of(&mut *self.client.borrow_mut(), stack).map_err(|e| self.error(e))
+    }
+
+    fn unlock(&mut self, stack: &str) -> Result<Option<Holder>> {
+        let result = (|| -> std::result::Result<Option<Holder>, postgres::Error> {
+            let mut client = self.client.borrow_mut();
+            let mut transaction = client.transaction()?;
+            transaction.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('mara lock ' || $1))",
+                &[&stack],
+            )?;
+            let holder = Self::holder_of(&mut transaction, stack)?;
+            if let Some(holder) = &holder {
+                let now = crate::clock::rfc3339(std::time::SystemTime::now());
+                transaction.execute("DELETE FROM mara_locks WHERE stack = $1", &[&stack])?;
+                transaction.execute(
+                    "UPDATE mara_runs SET status = 'abandoned', finished = COALESCE(finished, $2)
+                     WHERE run_id = $1 AND status = 'running'",
+                    &[&holder.run_id, &now],
+                )?;
+                transaction.execute(
+                    "UPDATE mara_projects SET status = 'abandoned' WHERE run_id = $1 AND status = 'running'",
+                    &[&holder.run_id],
+                )?;
+            }
+            transaction.commit()?;
+            Ok(holder)
+        })();
+        result.map_err(|e| self.error(e))
+    }
+
+    fn request_cancel(&mut self, stack: &str) -> Result<Option<Holder>> {
+        let holder = self.holder(stack)?;
+        if let Some(holder) = &holder {
+            self.client
+                .borrow_mut()
+                .execute(
+                    "UPDATE mara_runs SET cancel_requested = TRUE WHERE run_id = $1",
+                    &[&holder.run_id],
+                )
+                .map_err(|e| self.error(e))?;
+        }
+        Ok(holder)
+    }
+
+    fn cancel_requested(&self, run_id: &str) -> Result<bool> {
+        let row = self
+            .client
+            .borrow_mut()
+            .query_opt(
+                "SELECT cancel_requested FROM mara_runs WHERE run_id = $1",
+                &[&run_id],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
+    }
+
+    fn runs(&self, stack: Option<&str>, limit: usize) -> Result<Vec<RunRecord>> {
+        let sql = format!(
+            "SELECT {} FROM mara_runs WHERE $1::TEXT IS NULL OR stack = $1
+             ORDER BY started DESC, run_id DESC LIMIT $2",
+            Self::RUN_COLUMNS
+        );
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(&sql, &[&stack, &(limit.min(i64::MAX as usize) as i64)])
+            .map_err(|e| self.error(e))?;
+        Ok(rows.iter().map(Self::record).collect())
+    }
+
+    fn run(&self, run_id: &str) -> Result<Option<RunRecord>> {
+        let sql = format!(
+            "SELECT {} FROM mara_runs WHERE run_id = $1",
+            Self::RUN_COLUMNS
+        );
+        let row = self
+            .client
+            .borrow_mut()
+            .query_opt(&sql, &[&run_id])
+            .map_err(|e| self.error(e))?;
+        match row {
+            Some(row) => {
+                let mut record = Self::record(&row);
+                record.projects = self.projects(run_id)?;
+                Ok(Some(record))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn last_run(&self, stack: &str, operation: Operation) -> Result<Option<RunRecord>> {
+        let row = self
+            .client
+            .borrow_mut()
+            .query_opt(
+                "SELECT run_id FROM mara_runs WHERE stack = $1 AND operation = $2
+                 ORDER BY started DESC, run_id DESC LIMIT 1",
+                &[&stack, &operation.as_str()],
+            )
+            .map_err(|e| self.error(e))?;
+        match row {
+            Some(row) => self.run(row.get(0)),
+            None => Ok(None),
+        }
+    }
+
+    fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                "SELECT project, fingerprint FROM mara_deployed WHERE stack = $1",
+                &[&stack],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    fn known_stacks(&self, backend: &str, stack: &str) -> Result<BTreeSet<String>> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                "SELECT project FROM mara_stacks WHERE backend = $1 AND stack = $2",
+                &[&backend, &stack],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    fn stacks_changed(
+        &mut self,
+        backend: &str,
+        stack: &str,
+        exist: &[String],
+        gone: &[String],
+    ) -> Result<()> {
+        if exist.is_empty() && gone.is_empty() {
+            return Ok(());
+        }
+        let result = (|| -> std::result::Result<(), postgres::Error> {
+            let mut client = self.client.borrow_mut();
+            let mut transaction = client.transaction()?;
+            for project in exist {
+                transaction.execute(
+                    "INSERT INTO mara_stacks (backend, stack, project) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                    &[&backend, &stack, project],
+                )?;
+            }
+            for project in gone {
+                transaction.execute(
+                    "DELETE FROM mara_stacks WHERE backend = $1 AND stack = $2 AND project = $3",
+                    &[&backend, &stack, project],
+                )?;
+            }
+            transaction.commit()
+        })();
+        result.map_err(|e| self.error(e))
+    }
+}

@@ -1,0 +1,236 @@
+//! A real PostgreSQL server of a test's own: `initdb` and `pg_ctl` (Debian's `postgresql`
+//! package, which `.ci/run` installs) on a temporary directory, listening on a loopback port.
+//! As root (CI's containers), the server runs as the `postgres` user, since `initdb` refuses
+//! root. Without the binaries a test says so and passes, except under CI, where their absence
+//! is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct Server {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    pub port: u16,
+    running: bool,
+}
+
+/// The directory of `initdb` and `pg_ctl`: on PATH, else Debian's versioned directory.
+fn binaries() -> Option<PathBuf> {
+    if let Ok(initdb) = which::which("initdb") {
+        let dir = initdb.canonicalize().ok()?.parent()?.to_path_buf();
+        if dir.join("pg_ctl").is_file() {
+            return Some(dir);
+        }
+    }
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|bin| bin.join("initdb").is_file() && bin.join("pg_ctl").is_file())
+        .collect();
+    versions.sort();
+    versions.pop()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+impl Server {
+    /// A fresh server with a `mara` superuser (trust authentication), started; `None` (the test
+    /// is skipped) without PostgreSQL outside CI.
+    pub fn start() -> Option<Server> {
+        let Some(bin) = binaries() else {
+            if std::env::var_os("CI").is_some() {
+                panic!("PostgreSQL (initdb, pg_ctl) is not installed: .ci/run installs it");
+            }
+            eprintln!("skipped: PostgreSQL is not installed (.ci/run installs it)");
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        // The server's user must reach its directory.
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = Server {
+            dir,
+            bin,
+            port,
+            running: false,
+        };
+        if is_root() {
+            let status = Command::new("chown")
+                .args(["-R", "postgres"])
+                .arg(server.dir.path())
+                .status()
+                .unwrap();
+            assert!(status.success(), "chown to postgres");
+        }
+        let initdb = server.tool(
+            "initdb",
+            &[
+                "-D",
+                &server.data().display().to_string(),
+                "-U",
+                "mara",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        );
+        assert!(
+            initdb.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&initdb.stderr)
+        );
+        let mut server = server;
+        server.resume();
+        Some(server)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// A PostgreSQL program, as the server's user.
+    fn tool(&self, name: &str, args: &[&str]) -> std::process::Output {
+        let program = self.bin.join(name);
+        let mut command = if is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&program);
+            c
+        } else {
+            Command::new(&program)
+        };
+        command
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap()
+    }
+
+    /// The URL of database `name` (made on first use).
+    pub fn url(&self, name: &str) -> String {
+        let created = self.tool(
+            "psql",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "mara",
+                "-d",
+                "postgres",
+                "-c",
+                &format!("CREATE DATABASE \"{name}\""),
+            ],
+        );
+        let said = String::from_utf8_lossy(&created.stderr);
+        assert!(
+            created.status.success() || said.contains("already exists"),
+            "createdb: {said}"
+        );
+        format!(
+            "postgres://mara@127.0.0.1:{}/{name}?sslmode=disable",
+            self.port
+        )
+    }
+
+    /// Runs SQL with `psql`, returning its unaligned output.
+    pub fn sql(&self, database: &str, sql: &str) -> String {
+        let output = self.tool(
+            "psql",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "mara",
+                "-d",
+                database,
+                "-At",
+                "-c",
+                sql,
+            ],
+        );
+        assert!(
+            output.status.success(),
+            "psql: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Everything database `name` holds, as `pg_dump` writes it.
+    pub fn dump(&self, name: &str) -> String {
+        let output = self.tool(
+            "pg_dump",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "mara",
+                name,
+            ],
+        );
+        assert!(
+            output.status.success(),
+            "pg_dump: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Stops the server at once (as a crash or a lost network would look to its clients).
+    pub fn stop(&mut self) {
+        let data = self.data().display().to_string();
+        let _ = self.tool("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
+        self.running = false;
+    }
+
+    /// Starts it (again), on the same port.
+    pub fn resume(&mut self) {
+        let data = self.data().display().to_string();
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("server.log").display().to_string();
+        let started = self.tool(
+            "pg_ctl",
+            &["-D", &data, "-o", &options, "-l", &log, "-w", "start"],
+        );
+        assert!(
+            started.status.success(),
+            "pg_ctl start: {}{}",
+            String::from_utf8_lossy(&started.stderr),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        self.running = true;
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.running {
+            self.stop();
+        }
+    }
+}

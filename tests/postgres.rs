@@ -1,0 +1,210 @@
+//! A team's ledger on a real PostgreSQL server (docs/commands.md, "A team's ledger"): copies of
+//! the example workspace stand for machines that share nothing but the server, through
+//! `MARA_LEDGER_URL`.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::Deployment;
+use common::postgres::Server;
+
+/// `mara` of a copy, as a plain process (to run several at once), with the ledger's URL.
+fn mara(copy: &Deployment, url: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(assert_cmd::cargo::cargo_bin("mara"));
+    command
+        .current_dir(copy.root())
+        .env("NO_COLOR", "1")
+        .env("MARA_LEDGER_URL", url)
+        .envs(copy.environment())
+        .args(args)
+        .stdin(Stdio::null());
+    for var in [
+        "MARA_STACK",
+        "MARA_PROVIDER",
+        "PULUMI_STACK",
+        "CI",
+        "PGPASSWORD",
+    ] {
+        command.env_remove(var);
+    }
+    command
+}
+
+fn output(command: &mut Command) -> (i32, String, String) {
+    let output = command.output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn many_runners_starting_at_once_migrate_the_schema_once() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("fresh");
+    let copy = Deployment::of("mara-local");
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            mara(&copy, &url, &["history"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_eq!(
+        server.sql("fresh", "SELECT version FROM mara_schema"),
+        "1\n"
+    );
+}
+
+#[test]
+fn a_run_on_one_machine_is_seen_from_another() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("team");
+    let (here, there) = (Deployment::of("mara-local"), Deployment::of("mara-local"));
+    let (code, _, err) = output(&mut mara(&here, &url, &["up", "--yes"]));
+    assert_eq!(code, 0, "{err}");
+    // The other machine has no ledger of its own: what it knows is on the server.
+    let (code, history, err) = output(&mut mara(&there, &url, &["--output", "json", "history"]));
+    assert_eq!(code, 0, "{err}");
+    let runs: serde_json::Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(runs[0]["operation"], "up", "{runs:#}");
+    assert_eq!(runs[0]["status"], "succeeded", "{runs:#}");
+    assert!(!there.root().join(".mara/ledger.db").exists());
+    // --changed on a fresh clone: nothing changed since the last successful run anywhere.
+    let (code, out, err) = output(&mut mara(&there, &url, &["up", "--changed", "--dry-run"]));
+    assert_eq!(code, 0, "{err}");
+    let skipped = out
+        .lines()
+        .filter(|l| {
+            l.starts_with("skip ") && l.ends_with(": unchanged since its last successful up")
+        })
+        .count();
+    assert_eq!(skipped, 14, "every project is unchanged: {out}");
+}
+
+#[test]
+fn of_eight_runs_on_one_stack_exactly_one_proceeds() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("contended");
+    let copies: Vec<Deployment> = (0..8).map(|_| Deployment::of("mara-local")).collect();
+    let children: Vec<_> = copies
+        .iter()
+        .map(|copy| {
+            mara(copy, &url, &["up", "--yes"])
+                .env("PULUMI_STAND_IN_DELAY_MS", "300")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut codes = Vec::new();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        let code = output.status.code().unwrap_or(-1);
+        if code == 5 {
+            let err = String::from_utf8_lossy(&output.stderr);
+            assert!(err.contains("is locked by another run: run "), "{err}");
+        }
+        codes.push(code);
+    }
+    codes.sort();
+    assert_eq!(codes, [0, 5, 5, 5, 5, 5, 5, 5], "{codes:?}");
+    assert_eq!(
+        server.sql("contended", "SELECT count(*) FROM mara_runs"),
+        "1\n",
+        "a refused run is not recorded"
+    );
+}
+
+#[test]
+fn no_secret_is_stored_on_the_server() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("secrets");
+    let copy = Deployment::of("mara-local");
+    let (code, _, err) = output(&mut mara(&copy, &url, &["up", "--yes"]));
+    assert_eq!(code, 0, "{err}");
+    let secrets: Vec<String> =
+        std::fs::read_to_string(copy.root().join("config/pulumi/environment"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("MARA_SECRET_"))
+            .filter_map(|l| l.split_once('=').map(|(_, v)| v.to_string()))
+            .collect();
+    assert!(!secrets.is_empty());
+    let dump = server.dump("secrets");
+    assert!(dump.contains("mara_runs"), "the dump has the tables");
+    for secret in &secrets {
+        assert!(
+            !dump.contains(secret.as_str()),
+            "a secret is in the database"
+        );
+    }
+}
+
+#[test]
+fn a_workspace_history_moves_to_the_server() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("moved");
+    let here = Deployment::of("mara-local");
+    let own = |args: &[&str]| {
+        let mut command = mara(&here, &url, args);
+        command.env_remove("MARA_LEDGER_URL");
+        output(&mut command)
+    };
+    assert_eq!(own(&["up", "--yes"]).0, 0);
+    let (code, out, _) = own(&["ledger"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "Ledger: .mara/ledger.db (this workspace's own), 1 run recorded\n"
+    );
+    let (code, out, err) = own(&["ledger", "migrate", "--to", &url]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("Copied 1 of 1 run from .mara/ledger.db to postgres://mara@127.0.0.1:"),
+        "{out}"
+    );
+    let (_, out, _) = own(&["ledger", "migrate", "--to", &url]);
+    assert!(
+        out.starts_with("Copied 0 of 1 run"),
+        "again, nothing twice: {out}"
+    );
+    let (code, out, _) = output(&mut mara(&here, &url, &["ledger"]));
+    assert_eq!(code, 0);
+    assert!(
+        out.ends_with("(from MARA_LEDGER_URL), 1 run recorded\n"),
+        "{out}"
+    );
+    // Another machine knows what is deployed.
+    let there = Deployment::of("mara-local");
+    let (code, out, err) = output(&mut mara(&there, &url, &["up", "--changed", "--dry-run"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("skip ")).count(),
+        14,
+        "{out}"
+    );
+}
