@@ -208,3 +208,44 @@ fn a_workspace_history_moves_to_the_server() {
         "{out}"
     );
 }
+
+#[test]
+fn cancel_and_resume_work_from_another_machine() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("remote");
+    let (here, there) = (Deployment::of("mara-local"), Deployment::of("mara-local"));
+    // A slow run here, cancelled from there.
+    let run = mara(&here, &url, &["up", "--yes", "--parallel", "1"])
+        .env("PULUMI_STAND_IN_DELAY_MS", "400")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, out, _) = output(&mut mara(&there, &url, &["--output", "json", "status"]));
+        // Running, with a project done: the resume has something to leave out.
+        if out.contains("\"running\"") && out.contains("\"succeeded\"") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never showed: {out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let (code, out, err) = output(&mut mara(&there, &url, &["cancel"]));
+    assert_eq!(code, 0, "{out}{err}");
+    let finished = run.wait_with_output().unwrap();
+    assert_eq!(finished.status.code(), Some(130));
+    let (_, history, _) = output(&mut mara(&there, &url, &["--output", "json", "history"]));
+    let runs: serde_json::Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(runs[0]["status"], "cancelled", "{runs:#}");
+    // There, --resume picks up what the cancelled run did not complete.
+    let (code, out, err) = output(&mut mara(&there, &url, &["up", "--resume", "--dry-run"]));
+    assert_eq!(code, 0, "{err}");
+    let resumed = out.lines().filter(|l| l.starts_with("# ")).count();
+    assert!(resumed > 0 && resumed < 14, "{out}");
+}
