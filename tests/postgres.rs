@@ -249,3 +249,30 @@ fn cancel_and_resume_work_from_another_machine() {
     let resumed = out.lines().filter(|l| l.starts_with("# ")).count();
     assert!(resumed > 0 && resumed < 14, "{out}");
 }
+
+#[test]
+fn tls_is_checked_against_the_system_roots() {
+    let Some((server, authority)) = Server::start_tls() else {
+        return;
+    };
+    let url = server
+        .url("tls")
+        .replace("sslmode=disable", "sslmode=require");
+    let copy = Deployment::of("mara-local");
+    // The authority trusted (as the system's roots, through SSL_CERT_FILE): connected over TLS.
+    let (code, out, err) = output(mara(&copy, &url, &["ledger"]).env("SSL_CERT_FILE", &authority));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("(from MARA_LEDGER_URL), 0 runs recorded"),
+        "{out}"
+    );
+    // Not trusted: refused before anything, saying why.
+    let (code, _, err) = output(
+        mara(&copy, &url, &["ledger"])
+            .env("SSL_CERT_FILE", copy.root().join("none.pem"))
+            .env("SSL_CERT_DIR", copy.root().join("none")),
+    );
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("certificate"), "{err}");
+    assert!(!err.contains("sslmode=disable"));
+}

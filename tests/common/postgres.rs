@@ -12,6 +12,8 @@ pub struct Server {
     bin: PathBuf,
     pub port: u16,
     running: bool,
+    /// Serving TLS with a certificate for 127.0.0.1 signed by the test's own authority.
+    tls: bool,
 }
 
 /// The directory of `initdb` and `pg_ctl`: on PATH, else Debian's versioned directory.
@@ -40,6 +42,26 @@ impl Server {
     /// A fresh server with a `mara` superuser (trust authentication), started; `None` (the test
     /// is skipped) without PostgreSQL outside CI.
     pub fn start() -> Option<Server> {
+        Server::started(false)
+    }
+
+    /// A server that serves TLS (`ssl = on`) with a certificate for 127.0.0.1 signed by an
+    /// authority of the test's own, whose certificate is returned; `None` without PostgreSQL or
+    /// `openssl` outside CI.
+    pub fn start_tls() -> Option<(Server, PathBuf)> {
+        if which::which("openssl").is_err() {
+            if std::env::var_os("CI").is_some() {
+                panic!("openssl is not installed: .ci/run installs it");
+            }
+            eprintln!("skipped: openssl is not installed");
+            return None;
+        }
+        let server = Server::started(true)?;
+        let authority = server.dir.path().join("ca.pem");
+        Some((server, authority))
+    }
+
+    fn started(tls: bool) -> Option<Server> {
         let Some(bin) = binaries() else {
             if std::env::var_os("CI").is_some() {
                 panic!("PostgreSQL (initdb, pg_ctl) is not installed: .ci/run installs it");
@@ -64,7 +86,11 @@ impl Server {
             bin,
             port,
             running: false,
+            tls,
         };
+        if tls {
+            certificates(server.dir.path());
+        }
         if is_root() {
             let status = Command::new("chown")
                 .args(["-R", "postgres"])
@@ -203,11 +229,17 @@ impl Server {
     /// Starts it (again), on the same port.
     pub fn resume(&mut self) {
         let data = self.data().display().to_string();
-        let options = format!(
+        let mut options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
             self.port,
             self.dir.path().display()
         );
+        if self.tls {
+            let dir = self.dir.path().display();
+            options.push_str(&format!(
+                " -c ssl=on -c ssl_cert_file={dir}/server.crt -c ssl_key_file={dir}/server.key"
+            ));
+        }
         let log = self.dir.path().join("server.log").display().to_string();
         let started = self.tool(
             "pg_ctl",
@@ -225,6 +257,81 @@ impl Server {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+}
+
+/// A certificate authority (`ca.pem`) and a server certificate for 127.0.0.1 it signed
+/// (`server.crt`, `server.key`), made with `openssl` in `dir`.
+fn certificates(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        let output = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=mara test authority",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
+    std::fs::set_permissions(
+        dir.join("server.key"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
 }
 
 impl Drop for Server {
