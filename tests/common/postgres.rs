@@ -143,23 +143,18 @@ impl Server {
             .unwrap()
     }
 
+    /// A client program (`psql`, `pg_dump`) on the server, as its `mara` user, with `args`.
+    fn client(&self, program: &str, args: &[&str]) -> std::process::Output {
+        let port = self.port.to_string();
+        let mut all = vec!["-h", "127.0.0.1", "-p", &port, "-U", "mara"];
+        all.extend_from_slice(args);
+        self.tool(program, &all)
+    }
+
     /// The URL of database `name` (made on first use).
     pub fn url(&self, name: &str) -> String {
-        let created = self.tool(
-            "psql",
-            &[
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "mara",
-                "-d",
-                "postgres",
-                "-c",
-                &format!("CREATE DATABASE \"{name}\""),
-            ],
-        );
+        let create = format!("CREATE DATABASE \"{name}\"");
+        let created = self.client("psql", &["-d", "postgres", "-c", &create]);
         let said = String::from_utf8_lossy(&created.stderr);
         assert!(
             created.status.success() || said.contains("already exists"),
@@ -173,22 +168,7 @@ impl Server {
 
     /// Runs SQL with `psql`, returning its unaligned output.
     pub fn sql(&self, database: &str, sql: &str) -> String {
-        let output = self.tool(
-            "psql",
-            &[
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "mara",
-                "-d",
-                database,
-                "-At",
-                "-c",
-                sql,
-            ],
-        );
+        let output = self.client("psql", &["-d", database, "-At", "-c", sql]);
         assert!(
             output.status.success(),
             "psql: {}",
@@ -199,18 +179,7 @@ impl Server {
 
     /// Everything database `name` holds, as `pg_dump` writes it.
     pub fn dump(&self, name: &str) -> String {
-        let output = self.tool(
-            "pg_dump",
-            &[
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "mara",
-                name,
-            ],
-        );
+        let output = self.client("pg_dump", &[name]);
         assert!(
             output.status.success(),
             "pg_dump: {}",
