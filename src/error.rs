@@ -232,6 +232,12 @@ pub enum Error {
     /// Another run holds the stack's lock (exit 5).
     #[error("{0}")]
     Locked(Box<Problem>),
+    /// The run lost its stack's lease: no project started after that, the running ones
+    /// finished (exit 5).
+    #[error(
+        "{0}: no project was started after that and the running ones finished; this run may no longer own the stack"
+    )]
+    LeaseLost(String),
     /// The run was interrupted (exit 130).
     #[error("interrupted")]
     Interrupted,
@@ -300,7 +306,7 @@ impl Error {
             | Error::ProjectsFailed { .. } => exit::PROJECT_FAILED,
             Error::Drift { .. } => exit::DRIFT,
             Error::Interrupted => exit::INTERRUPTED,
-            Error::Locked(_) => exit::LOCKED,
+            Error::Locked(_) | Error::LeaseLost(_) => exit::LOCKED,
             Error::Declined(_) => exit::DECLINED,
             Error::ToolFailed { code, .. } => *code,
         }

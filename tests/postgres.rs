@@ -65,8 +65,9 @@ fn many_runners_starting_at_once_migrate_the_schema_once() {
         );
     }
     assert_eq!(
-        server.sql("fresh", "SELECT version FROM mara_schema"),
-        "1\n"
+        server.sql("fresh", "SELECT count(*), max(version) FROM mara_schema"),
+        "1|2\n",
+        "one version row, at the last version"
     );
 }
 
@@ -275,4 +276,109 @@ fn tls_is_checked_against_the_system_roots() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("certificate"), "{err}");
     assert!(!err.contains("sslmode=disable"));
+}
+
+/// Waits until `copy` sees a run of the stack running, with `projects` of its projects done.
+fn wait_for_running(copy: &Deployment, url: &str, done: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, out, _) = output(&mut mara(copy, url, &["--output", "json", "status"]));
+        if out.contains("\"running\"") && out.matches("\"succeeded\"").count() >= done {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never showed: {out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_holder_that_died_is_taken_over_once_its_lease_runs_out() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("lease");
+    let (here, there) = (Deployment::of("mara-local"), Deployment::of("mara-local"));
+    let mut run = mara(&here, &url, &["up", "--yes", "--parallel", "1"])
+        .env("PULUMI_STAND_IN_DELAY_MS", "1000")
+        .env("MARA_LEASE_SECONDS", "3")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_running(&there, &url, 0);
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let killed = std::time::Instant::now();
+    // Within its lease the dead holder still holds the stack, wherever it ran.
+    let (code, _, err) = output(
+        mara(&there, &url, &["up", "--yes", "--only", "cluster"]).env("MARA_LEASE_SECONDS", "3"),
+    );
+    if killed.elapsed() < std::time::Duration::from_secs(3) {
+        assert_eq!(code, 5, "{err}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let (code, _, err) = output(
+        mara(&there, &url, &["up", "--yes", "--only", "cluster"]).env("MARA_LEASE_SECONDS", "3"),
+    );
+    assert_eq!(code, 0, "taken over after the lease: {err}");
+    let (_, history, _) = output(&mut mara(&there, &url, &["--output", "json", "history"]));
+    let runs: serde_json::Value = serde_json::from_str(&history).unwrap();
+    let statuses: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["succeeded", "abandoned"], "{runs:#}");
+}
+
+#[test]
+fn a_run_that_loses_its_server_starts_nothing_more_and_says_so() {
+    let Some(mut server) = Server::start() else {
+        return;
+    };
+    let url = server.url("outage");
+    let (here, there) = (Deployment::of("mara-local"), Deployment::of("mara-local"));
+    let run = mara(&here, &url, &["up", "--yes", "--parallel", "1"])
+        .env("PULUMI_STAND_IN_DELAY_MS", "1500")
+        .env("MARA_LEASE_SECONDS", "2")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_running(&there, &url, 1);
+    server.stop();
+    let finished = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&finished.stderr);
+    let out = String::from_utf8_lossy(&finished.stdout);
+    assert_eq!(finished.status.code(), Some(5), "{out}{err}");
+    assert!(
+        err.contains("the stack's lease could not be renewed")
+            && err.contains("no project was started after that"),
+        "{err}"
+    );
+    // The projects not started say why.
+    assert!(
+        out.contains("not started: the stack's lease could not be renewed"),
+        "{out}"
+    );
+    let started = here
+        .calls()
+        .iter()
+        .filter(|c| c["argv"].as_array().unwrap().iter().any(|a| a == "up"))
+        .count();
+    assert!(
+        started < 14,
+        "no project started once the lease was lost: {started}"
+    );
+    // Back again, the records say what the server saw: nothing is lost, and the run that
+    // could not finish its record is not shown running.
+    server.resume();
+    let (code, status, err) = output(&mut mara(&there, &url, &["--output", "json", "status"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(!status.contains("\"status\": \"running\""), "{status}");
+    assert!(status.matches("\"succeeded\"").count() >= 1, "{status}");
 }

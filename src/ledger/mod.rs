@@ -188,6 +188,19 @@ pub trait Ledger: Send {
     /// added.
     fn import(&mut self, history: &History) -> Result<usize>;
 
+    /// How long a lock lasts unless its holder renews it: `None` for a ledger only this machine
+    /// uses, whose locks are held by live processes.
+    fn lease(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// Renews the lock `run_id` holds; `Ok(false)` when it holds none any more (taken over
+    /// after its lease ran out, or cleared by `mara unlock --force`).
+    fn renew(&mut self, run_id: &str) -> Result<bool> {
+        let _ = run_id;
+        Ok(true)
+    }
+
     /// Records a run as `running`; with `lock`, first takes the stack's lock, atomically.
     fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun>;
 

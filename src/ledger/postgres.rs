@@ -10,9 +10,7 @@ use std::path::PathBuf;
 
 use postgres::{Client, GenericClient, Row};
 
-use super::{
-    Begun, History, Holder, Ledger, ProjectRecord, RunRecord, RunStart, process_exists, whoami,
-};
+use super::{Begun, History, Holder, Ledger, ProjectRecord, RunRecord, RunStart, whoami};
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::status::{ProjectStatus, RunStatus};
@@ -65,13 +63,27 @@ const MIGRATIONS: &[&str] = &[
         fingerprint TEXT NOT NULL,
         PRIMARY KEY (stack, project)
     );",
+    // 2: a lock is a lease, renewed by its holder; an expired one is taken over from any
+    // machine.
+    "ALTER TABLE mara_locks ADD COLUMN lease_until TIMESTAMPTZ NOT NULL DEFAULT now();",
 ];
+
+/// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS`, 60 by default, at least 2.
+fn lease_length() -> std::time::Duration {
+    let seconds = std::env::var("MARA_LEASE_SECONDS")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(60)
+        .max(2);
+    std::time::Duration::from_secs(seconds)
+}
 
 /// The advisory lock the migrations are taken under (any number; this one spells "mara").
 const MIGRATION_LOCK: i64 = 0x6d61_7261;
 
 pub struct PostgresLedger {
     client: RefCell<Client>,
+    lease: std::time::Duration,
     /// The server as messages name it: the URL without its password.
     shown: PathBuf,
     user: String,
@@ -101,7 +113,12 @@ impl PostgresLedger {
         if config.get_application_name().is_none() {
             config.application_name("mara");
         }
-        config.connect_timeout(std::time::Duration::from_secs(10));
+        // A server that stops answering (a lost network) is noticed, not waited for forever.
+        config
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .keepalives_idle(std::time::Duration::from_secs(10))
+            .keepalives_interval(std::time::Duration::from_secs(2))
+            .tcp_user_timeout(std::time::Duration::from_secs(15));
         let mut client = config
             .connect(tls()?)
             .map_err(|e| failed(format!("cannot connect: {}", cause(&e))))?;
@@ -119,6 +136,7 @@ impl PostgresLedger {
         let (user, host) = whoami();
         Ok(PostgresLedger {
             client: RefCell::new(client),
+            lease: lease_length(),
             shown,
             user,
             host,
@@ -261,6 +279,22 @@ fn migrate(client: &mut Client) -> std::result::Result<usize, postgres::Error> {
 }
 
 impl Ledger for PostgresLedger {
+    fn lease(&self) -> Option<std::time::Duration> {
+        Some(self.lease)
+    }
+
+    fn renew(&mut self, run_id: &str) -> Result<bool> {
+        let renewed = self
+            .client
+            .borrow_mut()
+            .execute(
+                "UPDATE mara_locks SET lease_until = now() + make_interval(secs => $2) WHERE run_id = $1",
+                &[&run_id, &(self.lease.as_secs_f64())],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(renewed == 1)
+    }
+
     fn export(&self) -> Result<History> {
         let mut runs = self.runs(None, usize::MAX >> 1)?;
         runs.reverse();
@@ -371,7 +405,15 @@ impl Ledger for PostgresLedger {
                     &[&run.stack],
                 )?;
                 if let Some(holder) = Self::holder_of(&mut transaction, &run.stack)? {
-                    if holder.host != host || process_exists(holder.pid) {
+                    // Only an expired lease is taken over: hosts of different machines (CI
+                    // containers) may share a name, so a pid says nothing here.
+                    let expired: bool = transaction
+                        .query_one(
+                            "SELECT lease_until < now() FROM mara_locks WHERE stack = $1",
+                            &[&run.stack],
+                        )?
+                        .get(0);
+                    if !expired {
                         return Ok(Begun::Held(holder));
                     }
                     transaction.execute(
@@ -404,8 +446,9 @@ impl Ledger for PostgresLedger {
             )?;
             if lock {
                 transaction.execute(
-                    "INSERT INTO mara_locks (stack, run_id) VALUES ($1, $2)",
-                    &[&run.stack, &run.run_id],
+                    "INSERT INTO mara_locks (stack, run_id, lease_until)
+                     VALUES ($1, $2, now() + make_interval(secs => $3))",
+                    &[&run.stack, &run.run_id, &(self.lease.as_secs_f64())],
                 )?;
             }
             transaction.commit()?;

@@ -41,6 +41,8 @@ pub struct Interrupt {
     /// the process group each was started into — the run's, or its own.
     running: Arc<Mutex<BTreeMap<i32, i32>>>,
     watchdog: Option<Arc<Watchdog>>,
+    /// Why no project may start any more, while the running ones finish (a lost lease).
+    drained: Arc<Mutex<Option<String>>>,
 }
 
 impl Default for Interrupt {
@@ -50,6 +52,7 @@ impl Default for Interrupt {
             level: watch::Sender::new((InterruptLevel::None, Cause::Signal)),
             running: Arc::default(),
             watchdog: None,
+            drained: Arc::default(),
         }
     }
 }
@@ -130,6 +133,21 @@ impl Interrupt {
     /// A receiver that sees every escalation.
     pub fn subscribe(&self) -> watch::Receiver<(InterruptLevel, Cause)> {
         self.level.subscribe()
+    }
+
+    /// No project may start any more, for `reason`; the running ones finish (docs/commands.md,
+    /// "A team's ledger": a run that lost its stack's lease).
+    pub fn drain(&self, reason: String) {
+        let mut drained = self.drained.lock().expect("the drain is never poisoned");
+        drained.get_or_insert(reason);
+    }
+
+    /// Why the run is draining, if it is.
+    pub fn draining(&self) -> Option<String> {
+        self.drained
+            .lock()
+            .expect("the drain is never poisoned")
+            .clone()
     }
 
     pub fn is_interrupted(&self) -> bool {

@@ -69,21 +69,55 @@ impl Recorder {
 
     /// Watches for `mara cancel` until the run is finished: a request interrupts the run as
     /// Ctrl-C would.
+    ///
+    /// On a ledger whose locks are leases (a server's), it also renews the lease three times
+    /// per lease. A lease that is gone (taken over, cleared) or could not be renewed before it
+    /// ran out drains the run: no project starts any more, the running ones finish.
     pub fn watch_cancel(&mut self, interrupt: Interrupt) {
         let (ledger, run_id) = (self.ledger.clone(), self.run_id.clone());
         let (stop, stopped) = mpsc::channel::<()>();
         self.stop = Some(stop);
+        let lease = ledger.lock().ok().and_then(|l| l.lease());
         self.watcher = Some(std::thread::spawn(move || {
+            let mut renewed = std::time::Instant::now();
+            let mut cancelled = false;
+            let mut lost = false;
             while let Err(mpsc::RecvTimeoutError::Timeout) =
                 stopped.recv_timeout(Duration::from_millis(250))
             {
-                let requested = ledger
-                    .lock()
-                    .map(|l| l.cancel_requested(&run_id).unwrap_or(false))
-                    .unwrap_or(false);
-                if requested {
-                    interrupt.cancel(Cause::CancelRequest);
-                    return;
+                if !cancelled {
+                    let requested = ledger
+                        .lock()
+                        .map(|l| l.cancel_requested(&run_id).unwrap_or(false))
+                        .unwrap_or(false);
+                    if requested {
+                        interrupt.cancel(Cause::CancelRequest);
+                        cancelled = true;
+                    }
+                }
+                let Some(lease) = lease.filter(|_| !lost) else {
+                    continue;
+                };
+                if renewed.elapsed() < lease / 3 {
+                    continue;
+                }
+                let outcome = ledger.lock().map(|mut l| l.renew(&run_id));
+                match outcome {
+                    Ok(Ok(true)) => renewed = std::time::Instant::now(),
+                    Ok(Ok(false)) => {
+                        lost = true;
+                        interrupt.drain(
+                            "the stack's lock was taken from this run (its lease ran out, or `mara unlock --force`)".into(),
+                        );
+                    }
+                    Ok(Err(error)) if renewed.elapsed() >= lease => {
+                        lost = true;
+                        interrupt.drain(format!(
+                            "the stack's lease could not be renewed for {} s ({error})",
+                            lease.as_secs()
+                        ));
+                    }
+                    _ => {}
                 }
             }
         }));

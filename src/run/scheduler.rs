@@ -104,6 +104,7 @@ pub async fn run<S: Send + 'static>(
 
     loop {
         let stopping = interrupt.is_interrupted()
+            || interrupt.draining().is_some()
             || (policy == FailurePolicy::StopAll && first_failure.is_some());
         while !stopping && running.len() < parallel.max(1) {
             if let Some(Reverse(i)) = ready.pop() {
@@ -229,6 +230,8 @@ pub async fn run<S: Send + 'static>(
             format!("depends on {failed}, which did not succeed")
         } else if interrupt.is_interrupted() {
             "not started: the run was interrupted".to_string()
+        } else if let Some(reason) = interrupt.draining() {
+            format!("not started: {reason}")
         } else if let Some(failed) = &first_failure {
             format!("not started: the run stopped after {failed} failed")
         } else {

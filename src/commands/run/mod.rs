@@ -210,6 +210,11 @@ fn execute(
         (runner, recorder.as_mut()),
         &mut ran,
     );
+    // A run that lost its lease says so, whatever its projects did.
+    let result = match runner.interrupt().draining() {
+        Some(reason) if !matches!(result, Err(Error::Interrupted)) => Err(Error::LeaseLost(reason)),
+        _ => result,
+    };
     if let Some(recorder) = recorder {
         // The history lists what ran or changed something: a run refused, not confirmed or
         // interrupted before it stored anything or ran any project is forgotten.
