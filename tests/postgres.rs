@@ -66,7 +66,7 @@ fn many_runners_starting_at_once_migrate_the_schema_once() {
     }
     assert_eq!(
         server.sql("fresh", "SELECT count(*), max(version) FROM mara_schema"),
-        "1|2\n",
+        "1|3\n",
         "one version row, at the last version"
     );
 }
@@ -381,4 +381,50 @@ fn a_run_that_loses_its_server_starts_nothing_more_and_says_so() {
     assert_eq!(code, 0, "{err}");
     assert!(!status.contains("\"status\": \"running\""), "{status}");
     assert!(status.matches("\"succeeded\"").count() >= 1, "{status}");
+}
+
+#[test]
+fn logs_and_follow_work_from_another_machine() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("logs");
+    let (here, there) = (Deployment::of("mara-local"), Deployment::of("mara-local"));
+    let run = mara(&here, &url, &["up", "--yes", "--parallel", "1"])
+        .env("PULUMI_STAND_IN_DELAY_MS", "300")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_running(&there, &url, 0);
+    // Followed from there: every project's lines as they come, until the run ends.
+    let (code, followed, err) = output(&mut mara(&there, &url, &["logs", "--follow"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(run.wait_with_output().unwrap().status.success());
+    for project in [
+        "infrastructure/local/cluster",
+        "kubernetes/applications/sirius",
+    ] {
+        assert!(
+            followed.contains(&format!("[{project}] ")),
+            "{project} followed: {followed}"
+        );
+    }
+    // Read afterwards from there, where no log file exists: the same lines.
+    assert!(!there.root().join(".mara/logs").exists());
+    let (code, one, err) = output(&mut mara(&there, &url, &["logs", "sirius"]));
+    assert_eq!(code, 0, "{err}");
+    let here_file = std::fs::read_dir(here.root().join(".mara/logs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("kubernetes/applications/sirius.log");
+    let file = std::fs::read_to_string(here_file).unwrap();
+    let first = one.lines().next().unwrap();
+    assert!(
+        file.contains(first),
+        "the file holds the stored lines: {one}\n---\n{file}"
+    );
 }

@@ -243,6 +243,16 @@ pub fn logs(
             ledger.run(&last.run_id)?.unwrap_or(last)
         }
     };
+    // A server keeps the lines itself: any machine reads them.
+    if ledger.stores_logs() {
+        return server_logs(
+            settings,
+            ledger.as_ref(),
+            &record,
+            project.as_deref(),
+            follow,
+        );
+    }
     let dir = workspace.state_dir().join("logs").join(&record.run_id);
     let files: Vec<(String, PathBuf)> = match &project {
         Some(name) => {
@@ -312,6 +322,84 @@ pub fn logs(
                 let prefixed: String = text.lines().map(|l| format!("[{path}] {l}\n")).collect();
                 ui::print(&prefixed)?;
             }
+        }
+        if !running {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `logs` from a ledger that keeps the lines (a server's): the same output as from the files,
+/// wherever the run ran.
+fn server_logs(
+    settings: &Settings,
+    ledger: &dyn Ledger,
+    record: &RunRecord,
+    project: Option<&str>,
+    follow: bool,
+) -> Result<()> {
+    let project = match project {
+        Some(name) => Some(
+            record
+                .projects
+                .iter()
+                .map(|p| p.path.clone())
+                .find(|p| p == name || p.ends_with(&format!("/{name}")))
+                .ok_or_else(|| {
+                    Error::usage(
+                        Problem::new(format!(
+                            "`{name}` is neither a run nor a project of run {}",
+                            record.run_id
+                        ))
+                        .hint("`mara history` lists the runs; `mara logs RUN PROJECT` names both"),
+                    )
+                })?,
+        ),
+        None => None,
+    };
+    if !follow {
+        let lines = ledger.logs(&record.run_id, project.as_deref(), 0)?;
+        let mut out = String::new();
+        let paths: Vec<&str> = match &project {
+            Some(path) => vec![path.as_str()],
+            None => record.projects.iter().map(|p| p.path.as_str()).collect(),
+        };
+        for path in &paths {
+            if paths.len() > 1 {
+                out.push_str(&format!(
+                    "{}\n",
+                    settings.stdout_style.cyan(&format!("── {path}"))
+                ));
+            }
+            let mut any = false;
+            for (_, _, line) in lines.iter().filter(|(_, p, _)| p == path) {
+                out.push_str(line);
+                out.push('\n');
+                any = true;
+            }
+            if !any {
+                out.push_str("(no log)\n");
+            }
+        }
+        return ui::print(&out);
+    }
+    let mut after = 0;
+    loop {
+        let running = ledger
+            .run(&record.run_id)?
+            .map(RunRecord::as_seen)
+            .is_some_and(|r| r.status == RunStatus::Running);
+        let lines = ledger.logs(&record.run_id, project.as_deref(), after)?;
+        if let Some((last, _, _)) = lines.last() {
+            after = *last;
+        }
+        let text: String = lines
+            .iter()
+            .map(|(_, path, line)| format!("[{path}] {line}\n"))
+            .collect();
+        if !text.is_empty() {
+            ui::print(&text)?;
         }
         if !running {
             return Ok(());

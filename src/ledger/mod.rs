@@ -201,6 +201,30 @@ pub trait Ledger: Send {
         Ok(true)
     }
 
+    /// Whether it keeps the runs' log lines itself (a server's, for `logs` from any machine);
+    /// otherwise they are only in the log files of the machine that ran.
+    fn stores_logs(&self) -> bool {
+        false
+    }
+
+    /// Appends log lines (`(project, line)`, already redacted) of run `run_id`, in order.
+    fn append_logs(&mut self, run_id: &str, lines: &[(String, String)]) -> Result<()> {
+        let _ = (run_id, lines);
+        Ok(())
+    }
+
+    /// Run `run_id`'s log lines after position `after` (0: from the start), of one project or
+    /// all, in order: `(position, project, line)`.
+    fn logs(
+        &self,
+        run_id: &str,
+        project: Option<&str>,
+        after: i64,
+    ) -> Result<Vec<(i64, String, String)>> {
+        let _ = (run_id, project, after);
+        Ok(Vec::new())
+    }
+
     /// Records a run as `running`; with `lock`, first takes the stack's lock, atomically.
     fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun>;
 

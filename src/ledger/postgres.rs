@@ -66,6 +66,14 @@ const MIGRATIONS: &[&str] = &[
     // 2: a lock is a lease, renewed by its holder; an expired one is taken over from any
     // machine.
     "ALTER TABLE mara_locks ADD COLUMN lease_until TIMESTAMPTZ NOT NULL DEFAULT now();",
+    // 3: the runs' log lines (redacted), for `logs` and `logs --follow` from any machine.
+    "CREATE TABLE mara_log_lines (
+        seq BIGSERIAL PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        line TEXT NOT NULL
+    );
+    CREATE INDEX mara_log_lines_by_run ON mara_log_lines (run_id, seq);",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS`, 60 by default, at least 2.
@@ -293,6 +301,48 @@ impl Ledger for PostgresLedger {
             )
             .map_err(|e| self.error(e))?;
         Ok(renewed == 1)
+    }
+
+    fn stores_logs(&self) -> bool {
+        true
+    }
+
+    fn append_logs(&mut self, run_id: &str, lines: &[(String, String)]) -> Result<()> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let (paths, texts): (Vec<&str>, Vec<&str>) =
+            lines.iter().map(|(p, l)| (p.as_str(), l.as_str())).unzip();
+        self.client
+            .borrow_mut()
+            .execute(
+                "INSERT INTO mara_log_lines (run_id, path, line)
+                 SELECT $1, p, l FROM unnest($2::TEXT[], $3::TEXT[]) WITH ORDINALITY AS t(p, l, n) ORDER BY n",
+                &[&run_id, &paths, &texts],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    fn logs(
+        &self,
+        run_id: &str,
+        project: Option<&str>,
+        after: i64,
+    ) -> Result<Vec<(i64, String, String)>> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                "SELECT seq, path, line FROM mara_log_lines
+                 WHERE run_id = $1 AND ($2::TEXT IS NULL OR path = $2) AND seq > $3 ORDER BY seq",
+                &[&run_id, &project, &after],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
     }
 
     fn export(&self) -> Result<History> {
@@ -555,6 +605,7 @@ impl Ledger for PostgresLedger {
             let mut transaction = client.transaction()?;
             for sql in [
                 "DELETE FROM mara_locks WHERE run_id = $1",
+                "DELETE FROM mara_log_lines WHERE run_id = $1",
                 "DELETE FROM mara_projects WHERE run_id = $1",
                 "DELETE FROM mara_runs WHERE run_id = $1",
             ] {

@@ -133,15 +133,47 @@ impl Recorder {
             .filter_map(|(i, p)| p.fingerprint.clone().map(|f| (i, f)))
             .collect();
         let (ledger, run_id, root) = (self.ledger.clone(), self.run_id.clone(), root.to_path_buf());
+        let logs = ledger.lock().is_ok_and(|l| l.stores_logs());
         let (to_writer, events) = mpsc::channel::<Event>();
         let writer = std::thread::spawn(move || {
-            for event in events {
-                write(&ledger, &run_id, &event, &root, &fingerprints);
+            // Log lines go in batches: what came in the last fifth of a second, or 200 lines,
+            // and always before a project's start or end is written.
+            let mut lines: Vec<(String, String)> = Vec::new();
+            let flush = |lines: &mut Vec<(String, String)>| {
+                if lines.is_empty() {
+                    return;
+                }
+                if let Ok(mut ledger) = ledger.lock()
+                    && let Err(error) = ledger.append_logs(&run_id, lines)
+                {
+                    tracing::warn!("{error}: log lines not stored");
+                }
+                lines.clear();
+            };
+            loop {
+                match events.recv_timeout(Duration::from_millis(200)) {
+                    Ok(Event::Line { path, text, .. }) => {
+                        lines.push((path, text));
+                        if lines.len() >= 200 {
+                            flush(&mut lines);
+                        }
+                    }
+                    Ok(event) => {
+                        flush(&mut lines);
+                        write(&ledger, &run_id, &event, &root, &fingerprints);
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => flush(&mut lines),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        flush(&mut lines);
+                        return;
+                    }
+                }
             }
         });
         LedgerSink {
             to_writer: Some(to_writer),
             writer: Some(writer),
+            logs,
         }
     }
 
@@ -191,15 +223,18 @@ impl Recorder {
 pub struct LedgerSink {
     to_writer: Option<mpsc::Sender<Event>>,
     writer: Option<JoinHandle<()>>,
+    /// Whether the ledger keeps log lines: then they go to it too.
+    logs: bool,
 }
 
 impl Sink for LedgerSink {
     fn handle(&mut self, event: &Event) {
-        if matches!(
-            event,
-            Event::ProjectStarted { .. } | Event::ProjectFinished { .. }
-        ) && let Some(to_writer) = &self.to_writer
-        {
+        let kept = match event {
+            Event::ProjectStarted { .. } | Event::ProjectFinished { .. } => true,
+            Event::Line { .. } => self.logs,
+            _ => false,
+        };
+        if kept && let Some(to_writer) = &self.to_writer {
             let _ = to_writer.send(event.clone());
         }
     }
