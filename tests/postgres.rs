@@ -320,6 +320,12 @@ fn a_holder_that_died_is_taken_over_once_its_lease_runs_out() {
         assert_eq!(code, 5, "{err}");
     }
     std::thread::sleep(std::time::Duration::from_millis(3500));
+    // Any machine sees that its lease lapsed: abandoned, not running.
+    let (_, status, _) = output(&mut mara(&there, &url, &["--output", "json", "status"]));
+    assert!(
+        status.contains("\"abandoned\"") && !status.contains("\"running\""),
+        "{status}"
+    );
     let (code, _, err) = output(
         mara(&there, &url, &["up", "--yes", "--only", "cluster"]).env("MARA_LEASE_SECONDS", "3"),
     );

@@ -177,9 +177,15 @@ impl PostgresLedger {
         }))
     }
 
-    const RUN_COLUMNS: &'static str = "run_id, operation, provider, stack, username, host, pid, command, started, finished, status";
+    /// The run's columns, and whether it is recorded running but holds no live lease: its
+    /// process stopped renewing without recording its end (killed, its machine gone), which any
+    /// machine can tell.
+    const RUN_COLUMNS: &'static str = "run_id, operation, provider, stack, username, host, pid, command, started, finished, status,
+        (status = 'running' AND NOT EXISTS (SELECT 1 FROM mara_locks l
+            WHERE l.run_id = mara_runs.run_id AND l.lease_until >= now())) AS lapsed";
 
     fn record(row: &Row) -> RunRecord {
+        let lapsed: bool = row.get(11);
         RunRecord {
             run_id: row.get(0),
             operation: Operation::parse(row.get(1)).unwrap_or(Operation::Up),
@@ -191,7 +197,10 @@ impl PostgresLedger {
             command: row.get(7),
             started: row.get(8),
             finished: row.get(9),
-            status: RunStatus::parse(row.get(10)).unwrap_or(RunStatus::Failed),
+            status: match lapsed {
+                true => RunStatus::Abandoned,
+                false => RunStatus::parse(row.get(10)).unwrap_or(RunStatus::Failed),
+            },
             projects: Vec::new(),
         }
     }
@@ -702,6 +711,13 @@ impl Ledger for PostgresLedger {
             Some(row) => {
                 let mut record = Self::record(&row);
                 record.projects = self.projects(run_id)?;
+                if record.status == RunStatus::Abandoned {
+                    for project in &mut record.projects {
+                        if project.status == ProjectStatus::Running {
+                            project.status = ProjectStatus::Abandoned;
+                        }
+                    }
+                }
                 Ok(Some(record))
             }
             None => Ok(None),
