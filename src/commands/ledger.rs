@@ -256,20 +256,7 @@ pub fn logs(
     let dir = workspace.state_dir().join("logs").join(&record.run_id);
     let files: Vec<(String, PathBuf)> = match &project {
         Some(name) => {
-            let path = record
-                .projects
-                .iter()
-                .map(|p| p.path.clone())
-                .find(|p| p == name || p.ends_with(&format!("/{name}")))
-                .ok_or_else(|| {
-                    Error::usage(
-                        Problem::new(format!(
-                            "`{name}` is neither a run nor a project of run {}",
-                            record.run_id
-                        ))
-                        .hint("`mara history` lists the runs; `mara logs RUN PROJECT` names both"),
-                    )
-                })?;
+            let path = project_of(&record, name)?;
             vec![(path.clone(), dir.join(format!("{path}.log")))]
         }
         None => record
@@ -330,6 +317,24 @@ pub fn logs(
     }
 }
 
+/// The project of `record` that `name` names: its path, or the end of it.
+fn project_of(record: &RunRecord, name: &str) -> Result<String> {
+    record
+        .projects
+        .iter()
+        .map(|p| p.path.clone())
+        .find(|p| p == name || p.ends_with(&format!("/{name}")))
+        .ok_or_else(|| {
+            Error::usage(
+                Problem::new(format!(
+                    "`{name}` is neither a run nor a project of run {}",
+                    record.run_id
+                ))
+                .hint("`mara history` lists the runs; `mara logs RUN PROJECT` names both"),
+            )
+        })
+}
+
 /// `logs` from a ledger that keeps the lines (a server's): the same output as from the files,
 /// wherever the run ran.
 fn server_logs(
@@ -339,25 +344,7 @@ fn server_logs(
     project: Option<&str>,
     follow: bool,
 ) -> Result<()> {
-    let project = match project {
-        Some(name) => Some(
-            record
-                .projects
-                .iter()
-                .map(|p| p.path.clone())
-                .find(|p| p == name || p.ends_with(&format!("/{name}")))
-                .ok_or_else(|| {
-                    Error::usage(
-                        Problem::new(format!(
-                            "`{name}` is neither a run nor a project of run {}",
-                            record.run_id
-                        ))
-                        .hint("`mara history` lists the runs; `mara logs RUN PROJECT` names both"),
-                    )
-                })?,
-        ),
-        None => None,
-    };
+    let project = project.map(|name| project_of(record, name)).transpose()?;
     if !follow {
         let lines = ledger.logs(&record.run_id, project.as_deref(), 0)?;
         let mut out = String::new();

@@ -294,17 +294,8 @@ impl Doc {
             let rest = body[item_indent + 2..].trim_end_matches(['\n', '\r']);
             let ending = &body[item_indent + 2 + rest.len()..];
             let lead = &rest[..rest.len() - rest.trim_start().len()];
-            let (old, after) = split_comment(rest.trim_start());
-            let new = scalar_like(value, old);
-            let comment = after.trim_start();
-            let tail = match comment.is_empty() {
-                true => String::new(),
-                false => {
-                    let gap = (old.len() + after.len() - comment.len()).saturating_sub(new.len());
-                    format!("{}{comment}", " ".repeat(gap.max(1)))
-                }
-            };
-            self.lines[line] = format!("{head}{lead}{new}{tail}{ending}");
+            let new = in_place(value, rest.trim_start());
+            self.lines[line] = format!("{head}{lead}{new}{ending}");
             return Ok(true);
         }
         if index == items.len() {
@@ -322,11 +313,7 @@ impl Doc {
         // scalar's value.
         if at == self.lines.len()
             && !self.final_eol
-            && self.lines.iter().any(|l| {
-                let t = l.trim_start().trim_start_matches("- ");
-                t.find(": ")
-                    .is_some_and(|i| t[i + 1..].trim_start().starts_with(['|', '>']))
-            })
+            && self.lines.iter().any(|l| opens_block_scalar(l))
         {
             return Err("it ends without a line break after a block scalar (`|`, `>`)".into());
         }
@@ -402,15 +389,7 @@ pub fn scalar(value: &Value) -> String {
 /// A plain value on the line that YAML 1.1 and 1.2 readers read differently (`y`, `no`, `012`,
 /// `0o17`, `1_000`, `1e3`): rewriting it from one reader's reading would change it for another.
 fn ambiguous_value(line: &str) -> Option<String> {
-    let mut body = line.trim();
-    while let Some(rest) = body.strip_prefix("- ") {
-        body = rest.trim_start();
-    }
-    let value = match body.find(": ") {
-        Some(at) => body[at + 1..].trim_start(),
-        None => body,
-    };
-    let (value, _) = split_comment(value);
+    let (value, _) = split_comment(value_part(line));
     let word = value.trim();
     let lower = word.to_ascii_lowercase();
     let numeric = word
@@ -595,21 +574,30 @@ fn replace_inline(
         eol
     };
     let lead = &body[..body.len() - body.trim_start().len()];
-    let (old, after) = split_comment(body.trim_start());
+    Some(format!(
+        "{head}{lead}{}{ending}",
+        in_place(value, body.trim_start())
+    ))
+}
+
+/// A one-line value (`old`, and any comment after it) replaced by `value`, in the old value's
+/// quoting, the comment kept at its column where the new value leaves room (or after the tab
+/// that was before it).
+fn in_place(value: &Value, text: &str) -> String {
+    let (old, after) = split_comment(text);
     let new = scalar_like(value, old);
     let comment = after.trim_start();
     if comment.is_empty() {
-        return Some(format!("{head}{lead}{new}{ending}"));
+        return new;
     }
-    let gap = (old.len() + after.len() - comment.len())
-        .saturating_sub(new.len())
-        .max(1);
-    let blanks = if after.starts_with('\t') {
-        "\t".to_string()
-    } else {
-        " ".repeat(gap)
+    let blanks = match after.starts_with('\t') {
+        true => "\t".to_string(),
+        false => {
+            let gap = (old.len() + after.len() - comment.len()).saturating_sub(new.len());
+            " ".repeat(gap.max(1))
+        }
     };
-    Some(format!("{head}{lead}{new}{blanks}{comment}{ending}"))
+    format!("{new}{blanks}{comment}")
 }
 
 /// The indentation of the first entry below line `at` (whose own indentation is `indent`).
@@ -657,15 +645,19 @@ fn block_end(lines: &[String], at: usize, indent: usize) -> usize {
 
 /// Whether the line's value is a block scalar's header (`key: |`, `- >-`).
 fn opens_block_scalar(line: &str) -> bool {
+    value_part(line).starts_with(['|', '>'])
+}
+
+/// What a line holds as a value: after its list dashes and its key's `: `, or all of it.
+fn value_part(line: &str) -> &str {
     let mut body = line.trim();
     while let Some(rest) = body.strip_prefix("- ") {
         body = rest.trim_start();
     }
-    let value = match body.find(": ") {
+    match body.find(": ") {
         Some(at) => body[at + 1..].trim_start(),
         None => body,
-    };
-    value.starts_with(['|', '>'])
+    }
 }
 
 #[cfg(test)]
