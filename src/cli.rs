@@ -169,7 +169,10 @@ pub enum Command {
     Cancel,
 
     /// Show the run ledger in use; `migrate` copies it to a PostgreSQL server
-    #[command(subcommand_required = false)]
+    #[command(
+        subcommand_required = false,
+        after_help = "The ledger is this workspace's own (.mara/ledger.db) unless MARA_LEDGER_URL (postgres://user:password@host/database) or `ledger` in mara.toml (a URL without its password, which then comes from PGPASSWORD) names a PostgreSQL server. MARA_LEASE_SECONDS sets a server lock's lease (60)."
+    )]
     Ledger {
         #[command(subcommand)]
         command: Option<LedgerCommand>,

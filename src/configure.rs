@@ -498,9 +498,10 @@ pub fn first_run_document(values: &Map<String, Value>, infra_type: Option<&str>)
 
 pub use crate::workspace::envfile::SECRET_PREFIX;
 
-/// `MARA_SECRET_*` never reaches an engine or a hook: it is only for mara.
+/// `MARA_SECRET_*` and `MARA_LEDGER_URL` (which may hold the ledger's password) never reach an
+/// engine or a hook: they are only for mara.
 pub fn strip_secret_variables(env: &mut BTreeMap<String, String>) {
-    env.retain(|key, _| !key.starts_with(SECRET_PREFIX));
+    env.retain(|key, _| !key.starts_with(SECRET_PREFIX) && key != "MARA_LEDGER_URL");
 }
 
 #[cfg(test)]

@@ -188,9 +188,12 @@ fn a_workspace_history_moves_to_the_server() {
         out.starts_with("Copied 1 of 1 run from .mara/ledger.db to postgres://mara@127.0.0.1:"),
         "{out}"
     );
-    let (_, out, _) = own(&["ledger", "migrate", "--to", &url]);
+    assert!(out.contains("Use it from now on"), "{out}");
+    // Again, to the server the workspace is pointed at: nothing twice.
+    let (code, out, err) = output(&mut mara(&here, &url, &["ledger", "migrate"]));
+    assert_eq!(code, 0, "{err}");
     assert!(
-        out.starts_with("Copied 0 of 1 run"),
+        out.starts_with("Copied 0 of 1 run") && out.contains("This workspace uses it already."),
         "again, nothing twice: {out}"
     );
     let (code, out, _) = output(&mut mara(&here, &url, &["ledger"]));
@@ -199,8 +202,14 @@ fn a_workspace_history_moves_to_the_server() {
         out.ends_with("(from MARA_LEDGER_URL), 1 run recorded\n"),
         "{out}"
     );
-    // Another machine knows what is deployed.
+    // Another machine knows what is deployed, and reads the copied run's logs.
     let there = Deployment::of("mara-local");
+    let (code, logs, err) = output(&mut mara(&there, &url, &["logs", "sirius"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !logs.contains("(no log)") && !logs.trim().is_empty(),
+        "{logs}"
+    );
     let (code, out, err) = output(&mut mara(&there, &url, &["up", "--changed", "--dry-run"]));
     assert_eq!(code, 0, "{err}");
     assert_eq!(
@@ -274,8 +283,14 @@ fn tls_is_checked_against_the_system_roots() {
             .env("SSL_CERT_DIR", copy.root().join("none")),
     );
     assert_eq!(code, 3, "{err}");
-    assert!(err.contains("certificate"), "{err}");
-    assert!(!err.contains("sslmode=disable"));
+    assert!(
+        err.contains("certificate") && err.contains("point SSL_CERT_FILE at the CA certificate"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("sslmode=disable"),
+        "TLS is not talked out of: {err}"
+    );
 }
 
 /// Waits until `copy` sees a run of the stack running, with `projects` of its projects done.
@@ -341,6 +356,18 @@ fn a_holder_that_died_is_taken_over_once_its_lease_runs_out() {
     assert_eq!(statuses, ["succeeded", "abandoned"], "{runs:#}");
 }
 
+/// An `up` of `copy`, one project at a time, each taking `delay_ms`, under a lease of
+/// `lease` seconds: a run to act on while it goes.
+fn started_slowly(copy: &Deployment, url: &str, delay_ms: u64, lease: u64) -> std::process::Child {
+    mara(copy, url, &["up", "--yes", "--parallel", "1"])
+        .env("PULUMI_STAND_IN_DELAY_MS", delay_ms.to_string())
+        .env("MARA_LEASE_SECONDS", lease.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn a_run_that_loses_its_server_starts_nothing_more_and_says_so() {
     let Some(mut server) = Server::start() else {
@@ -348,13 +375,7 @@ fn a_run_that_loses_its_server_starts_nothing_more_and_says_so() {
     };
     let url = server.url("outage");
     let (here, there) = (Deployment::of("mara-local"), Deployment::of("mara-local"));
-    let run = mara(&here, &url, &["up", "--yes", "--parallel", "1"])
-        .env("PULUMI_STAND_IN_DELAY_MS", "1500")
-        .env("MARA_LEASE_SECONDS", "2")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = started_slowly(&here, &url, 1500, 2);
     wait_for_running(&there, &url, 1);
     server.stop();
     let finished = run.wait_with_output().unwrap();
@@ -403,6 +424,11 @@ fn logs_and_follow_work_from_another_machine() {
         .spawn()
         .unwrap();
     wait_for_running(&there, &url, 0);
+    // Its lease says it is alive: no pid says otherwise, even one of this host's that is gone
+    // (machines may share a host name).
+    server.sql("logs", "UPDATE mara_runs SET pid = 999999");
+    let (_, status, _) = output(&mut mara(&there, &url, &["--output", "json", "status"]));
+    assert!(status.contains("\"status\": \"running\""), "{status}");
     // Followed from there: every project's lines as they come, until the run ends.
     let (code, followed, err) = output(&mut mara(&there, &url, &["logs", "--follow"]));
     assert_eq!(code, 0, "{err}");
@@ -433,4 +459,182 @@ fn logs_and_follow_work_from_another_machine() {
         file.contains(first),
         "the file holds the stored lines: {one}\n---\n{file}"
     );
+    // For programs: the same lines, in JSON.
+    let (code, json, err) = output(&mut mara(
+        &there,
+        &url,
+        &["--output", "json", "logs", "sirius"],
+    ));
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        json["projects"][0]["path"],
+        "kubernetes/applications/sirius"
+    );
+    assert_eq!(json["projects"][0]["lines"][0], first, "{json:#}");
+}
+
+/// A workspace whose one project prints its environment, as a careless hook would.
+fn printing_environment() -> common::Workspace {
+    common::Workspace::new(&[
+        ("mara.toml", "provider = \"cmd\"\nengine = \"command\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        ("config/pulumi/Pulumi.dev.yaml", "config: {}\n"),
+        (
+            "providers/cmd.toml",
+            "description = \"One command\"\n\n[[project]]\npath = \"envdump\"\nup = \"env; echo {} > \\\"$MARA_OUTPUTS\\\"\"\ndestroy = \"true\"\n",
+        ),
+    ])
+}
+
+/// Everything a run left in the workspace and on the server, as text.
+fn everything(ws: &common::Workspace, server: &Server, database: &str, out: &str) -> String {
+    let mut all = format!("{out}\n{}", server.dump(database));
+    for (_, content) in common::tree(ws.path()) {
+        if let Some(bytes) = content {
+            all.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+    all
+}
+
+#[test]
+fn the_ledgers_password_reaches_no_engine_output_file_or_table() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    // The test server trusts its users: a password given is accepted, and ignored.
+    let url = server
+        .url("password")
+        .replace("postgres://mara@", "postgres://mara:Ledger-pw-7Zq81@");
+    let ws = printing_environment();
+    let output = ws
+        .mara()
+        .env("MARA_LEDGER_URL", &url)
+        .args(["up", "--yes"])
+        .output()
+        .unwrap();
+    let out = common::stdout(&output) + &common::stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("PULUMI_STACK=dev"),
+        "the environment printed: {out}"
+    );
+    let all = everything(&ws, &server, "password", &out);
+    assert!(!all.contains("Ledger-pw-7Zq81"), "the password leaked");
+    assert!(
+        !all.contains("MARA_LEDGER_URL="),
+        "the URL reached the engine"
+    );
+
+    // The password in PGPASSWORD, the URL in mara.toml: PGPASSWORD is the ledger's, and no
+    // engine gets it either.
+    let bare = server.url("password");
+    ws.write(
+        "mara.toml",
+        &format!("provider = \"cmd\"\nengine = \"command\"\nledger = \"{bare}\"\n"),
+    );
+    let output = ws
+        .mara()
+        .env("PGPASSWORD", "Pg-pw-3Xk55")
+        .args(["up", "--yes"])
+        .output()
+        .unwrap();
+    let out = common::stdout(&output) + &common::stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    let all = everything(&ws, &server, "password", &out);
+    assert!(
+        !all.contains("Pg-pw-3Xk55") && !all.contains("PGPASSWORD="),
+        "{out}"
+    );
+
+    // Shown without the password whatever form it takes, and refused in mara.toml in any.
+    for given in [
+        url.clone(),
+        format!("{bare}&password=Ledger-pw-7Zq81"),
+        bare.replace("postgres://mara@", "postgres://mara:Ledger/pw+7Zq81==@"),
+    ] {
+        let output = ws
+            .mara()
+            .env("MARA_LEDGER_URL", &given)
+            .args(["ledger", "--output", "json"])
+            .output()
+            .unwrap();
+        let out = common::stdout(&output) + &common::stderr(&output);
+        assert!(!out.contains("7Zq81"), "{given}: {out}");
+        ws.write(
+            "mara.toml",
+            &format!("provider = \"cmd\"\nengine = \"command\"\nledger = \"{given}\"\n"),
+        );
+        let output = ws.mara().arg("ledger").output().unwrap();
+        let err = common::stderr(&output);
+        assert_eq!(output.status.code(), Some(3), "{given}: {err}");
+        assert!(
+            err.contains("holds a password") && !err.contains("7Zq81"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn what_the_ledger_is_told_is_checked_before_anything_runs() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let copy = Deployment::of("mara-local");
+    let url = server.url("checked");
+    for (url, lease, expected) in [
+        ("", None, "MARA_LEDGER_URL is set, but empty"),
+        ("mysql://h/d", None, "it must start with `postgres://`"),
+        ("host=h dbname=d", None, "it must start with `postgres://`"),
+        (url.as_str(), Some("abc"), "MARA_LEASE_SECONDS is `abc`"),
+        (url.as_str(), Some("99999"), "from 2 to 3600"),
+    ] {
+        let mut command = mara(&copy, url, &["up", "--yes"]);
+        if let Some(lease) = lease {
+            command.env("MARA_LEASE_SECONDS", lease);
+        }
+        let (code, _, err) = output(&mut command);
+        assert_eq!(code, 3, "{url} {lease:?}: {err}");
+        assert!(err.contains(expected), "{url} {lease:?}: {err}");
+        assert!(copy.calls().is_empty(), "nothing ran: {err}");
+    }
+    // A server that is not there: what to check.
+    let (code, _, err) = output(&mut mara(
+        &copy,
+        "postgres://mara@127.0.0.1:1/nowhere?sslmode=disable",
+        &["up", "--yes"],
+    ));
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("cannot connect") && err.contains("that the server is running"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_short_outage_of_the_server_costs_the_run_nothing() {
+    let Some(mut server) = Server::start() else {
+        return;
+    };
+    let url = server.url("restart");
+    let (here, there) = (Deployment::of("mara-local"), Deployment::of("mara-local"));
+    let run = started_slowly(&here, &url, 700, 8);
+    wait_for_running(&there, &url, 1);
+    server.stop();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    server.resume();
+    let finished = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&finished.stderr);
+    assert_eq!(finished.status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains("incomplete") && !err.contains("not recorded"),
+        "{err}"
+    );
+    // Every project and the run's end are recorded, as seen from another machine.
+    let (_, status, _) = output(&mut mara(&there, &url, &["--output", "json", "status"]));
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let run = &status.as_array().unwrap()[0];
+    assert_eq!(run["status"], "succeeded", "{run:#}");
+    assert_eq!(run["projects"].as_array().unwrap().len(), 14, "{run:#}");
 }

@@ -31,7 +31,7 @@ fn require_stack(settings: &Settings) -> Result<(Workspace, String)> {
 }
 
 fn open_existing(settings: &Settings, workspace: &Workspace) -> Result<Option<Box<dyn Ledger>>> {
-    ledger::open_existing(&ledger::place(workspace, &settings.env))
+    ledger::open_existing(&ledger::place(workspace, &settings.env)?)
         .map_err(|e| e.relative_to(&workspace.root))
 }
 
@@ -266,26 +266,20 @@ pub fn logs(
             .collect(),
     };
     if !follow {
-        let mut out = String::new();
+        let mut logs = Vec::new();
         for (path, file) in &files {
-            if files.len() > 1 {
-                out.push_str(&format!(
-                    "{}\n",
-                    settings.stdout_style.cyan(&format!("── {path}"))
-                ));
-            }
             match std::fs::read_to_string(file) {
-                Ok(text) => out.push_str(&text),
+                Ok(text) => logs.push((path.clone(), Some(text))),
                 Err(_) if files.len() == 1 => {
                     return Err(Error::usage(Problem::new(format!(
                         "run {} has no log for `{path}`",
                         record.run_id
                     ))));
                 }
-                Err(_) => out.push_str("(no log)\n"),
+                Err(_) => logs.push((path.clone(), None)),
             }
         }
-        return ui::print(&out);
+        return ui::print(&render_logs(settings, &record.run_id, &logs));
     }
     // Follow: print what each log gains until the run is no longer running, taking in the
     // projects that start meanwhile.
@@ -306,8 +300,8 @@ pub fn logs(
         for (path, file) in &files {
             let offset = offsets.entry(path.clone()).or_default();
             if let Some(text) = read_from(file, offset) {
-                let prefixed: String = text.lines().map(|l| format!("[{path}] {l}\n")).collect();
-                ui::print(&prefixed)?;
+                let lines: Vec<(&str, &str)> = text.lines().map(|l| (path.as_str(), l)).collect();
+                ui::print(&followed(settings, &lines))?;
             }
         }
         if !running {
@@ -347,29 +341,22 @@ fn server_logs(
     let project = project.map(|name| project_of(record, name)).transpose()?;
     if !follow {
         let lines = ledger.logs(&record.run_id, project.as_deref(), 0)?;
-        let mut out = String::new();
         let paths: Vec<&str> = match &project {
             Some(path) => vec![path.as_str()],
             None => record.projects.iter().map(|p| p.path.as_str()).collect(),
         };
-        for path in &paths {
-            if paths.len() > 1 {
-                out.push_str(&format!(
-                    "{}\n",
-                    settings.stdout_style.cyan(&format!("── {path}"))
-                ));
-            }
-            let mut any = false;
-            for (_, _, line) in lines.iter().filter(|(_, p, _)| p == path) {
-                out.push_str(line);
-                out.push('\n');
-                any = true;
-            }
-            if !any {
-                out.push_str("(no log)\n");
-            }
-        }
-        return ui::print(&out);
+        let logs: Vec<(String, Option<String>)> = paths
+            .iter()
+            .map(|path| {
+                let text: String = lines
+                    .iter()
+                    .filter(|(_, p, _)| p == path)
+                    .map(|(_, _, line)| format!("{line}\n"))
+                    .collect();
+                (path.to_string(), (!text.is_empty()).then_some(text))
+            })
+            .collect();
+        return ui::print(&render_logs(settings, &record.run_id, &logs));
     }
     let mut after = 0;
     loop {
@@ -381,18 +368,54 @@ fn server_logs(
         if let Some((last, _, _)) = lines.last() {
             after = *last;
         }
-        let text: String = lines
+        let lines: Vec<(&str, &str)> = lines
             .iter()
-            .map(|(_, path, line)| format!("[{path}] {line}\n"))
+            .map(|(_, path, line)| (path.as_str(), line.as_str()))
             .collect();
-        if !text.is_empty() {
-            ui::print(&text)?;
-        }
+        ui::print(&followed(settings, &lines))?;
         if !running {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// A run's logs, each project's (`None`: it has none): under a heading per project when there
+/// are several; with `--output json` one object, `{"run_id", "projects": [{"path", "lines"}]}`.
+fn render_logs(settings: &Settings, run_id: &str, logs: &[(String, Option<String>)]) -> String {
+    if settings.output == OutputFormat::Json {
+        let projects: Vec<serde_json::Value> = logs
+            .iter()
+            .map(|(path, text)| {
+                json!({"path": path, "lines": text.as_ref().map(|t| t.lines().collect::<Vec<_>>())})
+            })
+            .collect();
+        let value = json!({"run_id": run_id, "projects": projects});
+        return format!("{}\n", serde_json::to_string_pretty(&value).expect("JSON"));
+    }
+    let mut out = String::new();
+    for (path, text) in logs {
+        if logs.len() > 1 {
+            out.push_str(&format!(
+                "{}\n",
+                settings.stdout_style.cyan(&format!("── {path}"))
+            ));
+        }
+        out.push_str(text.as_deref().unwrap_or("(no log)\n"));
+    }
+    out
+}
+
+/// Lines that `logs --follow` prints as they come: each prefixed with its project; with
+/// `--output json` one object a line, `{"project", "line"}`.
+fn followed(settings: &Settings, lines: &[(&str, &str)]) -> String {
+    lines
+        .iter()
+        .map(|(path, line)| match settings.output {
+            OutputFormat::Json => format!("{}\n", json!({"project": path, "line": line})),
+            OutputFormat::Human => format!("[{path}] {line}\n"),
+        })
+        .collect()
 }
 
 /// What `file` holds past `offset` (whole lines only), moving `offset` on.
@@ -511,13 +534,13 @@ pub fn engine_locks_note(run: &RunRecord) -> String {
 pub fn ledger(settings: &Settings, command: Option<crate::cli::LedgerCommand>) -> Result<()> {
     let files = StackFiles::load(settings)?;
     let workspace = &files.workspace;
-    let place = ledger::place(workspace, &settings.env);
     match command {
         None => {
-            let from = match (&place, settings.env.contains_key(ledger::URL_VARIABLE)) {
-                (ledger::Place::File(_), _) => "this workspace's own",
-                (ledger::Place::Server(_), true) => "from MARA_LEDGER_URL",
-                (ledger::Place::Server(_), false) => "from `ledger` in mara.toml",
+            let place = ledger::place(workspace, &settings.env)?;
+            let (from, said) = match (&place, settings.env.contains_key(ledger::URL_VARIABLE)) {
+                (ledger::Place::File(_), _) => ("workspace", "this workspace's own"),
+                (ledger::Place::Server(_), true) => ("MARA_LEDGER_URL", "from MARA_LEDGER_URL"),
+                (ledger::Place::Server(_), false) => ("mara.toml", "from `ledger` in mara.toml"),
             };
             let shown = match &place {
                 ledger::Place::File(file) => workspace.display(file).display().to_string(),
@@ -539,60 +562,115 @@ pub fn ledger(settings: &Settings, command: Option<crate::cli::LedgerCommand>) -
                     .expect("JSON")
                 ),
                 OutputFormat::Human => format!(
-                    "Ledger: {shown} ({from}), {runs} {} recorded\n",
+                    "Ledger: {shown} ({said}), {runs} {} recorded\n",
                     crate::error::plural(runs, "run", "runs")
                 ),
             };
             ui::print(&text)
         }
-        Some(crate::cli::LedgerCommand::Migrate { to }) => {
-            let url = to
-                .or_else(|| settings.env.get(ledger::URL_VARIABLE).cloned())
-                .ok_or_else(|| {
-                    Error::usage(
-                        Problem::new("no server to migrate to")
-                            .hint("mara ledger migrate --to postgres://user@host/database (or set MARA_LEDGER_URL)"),
-                    )
-                })?;
-            let file = ledger::path(workspace);
-            let from =
-                ledger::open_existing(&ledger::Place::File(file.clone()))?.ok_or_else(|| {
-                    Error::usage(Problem::new(format!(
-                        "{} does not exist: this workspace has no history of its own to copy",
-                        workspace.display(&file).display()
-                    )))
-                })?;
-            let history = from.export()?;
-            // A run still going here would go on writing into the old ledger.
-            if let Some(running) = history
-                .runs
-                .iter()
-                .find(|r| RunRecord::clone(r).as_seen().status == RunStatus::Running)
-            {
+        Some(crate::cli::LedgerCommand::Migrate { to }) => migrate(settings, workspace, to),
+    }
+}
+
+/// `mara ledger migrate [--to URL]`: this workspace's own ledger, with its runs' logs, copied
+/// into a server's (by default the one the workspace is pointed at).
+fn migrate(settings: &Settings, workspace: &Workspace, to: Option<String>) -> Result<()> {
+    let in_use = ledger::place(workspace, &settings.env)?;
+    let server = match (to, &in_use) {
+        (Some(url), _) => match crate::workspace::ledger_url::parse(&url) {
+            Ok(_) => ledger::Place::Server(url.trim().to_string()),
+            Err(reason) => {
                 return Err(Error::usage(
-                    Problem::new(format!(
-                        "run {} is still running on this workspace's own ledger",
-                        running.run_id
-                    ))
-                    .hint("wait for it to end, then migrate"),
+                    Problem::new(format!("--to: {reason}"))
+                        .hint("mara ledger migrate --to postgres://user@host/database"),
                 ));
             }
-            // A run whose process is gone is copied as what it is: abandoned.
-            let history = ledger::History {
-                runs: history.runs.into_iter().map(RunRecord::as_seen).collect(),
-                ..history
+        },
+        (None, ledger::Place::Server(_)) => in_use.clone(),
+        (None, ledger::Place::File(_)) => {
+            return Err(Error::usage(
+                Problem::new("no server to migrate to")
+                    .hint("mara ledger migrate --to postgres://user@host/database, or point the workspace at it first (MARA_LEDGER_URL, or `ledger` in mara.toml)"),
+            ));
+        }
+    };
+    let file = ledger::path(workspace);
+    let from = ledger::open_existing(&ledger::Place::File(file.clone()))?.ok_or_else(|| {
+        Error::usage(Problem::new(format!(
+            "{} does not exist: this workspace has no history of its own to copy",
+            workspace.display(&file).display()
+        )))
+    })?;
+    let history = from.export()?;
+    // A run still going here would go on writing into the old ledger.
+    if let Some(running) = history
+        .runs
+        .iter()
+        .find(|r| RunRecord::clone(r).as_seen().status == RunStatus::Running)
+    {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "run {} is still running on this workspace's own ledger",
+                running.run_id
+            ))
+            .hint("wait for it to end, then migrate"),
+        ));
+    }
+    // A run whose process is gone is copied as what it is: abandoned.
+    let history = ledger::History {
+        runs: history.runs.into_iter().map(RunRecord::as_seen).collect(),
+        ..history
+    };
+    let mut to = ledger::open(&server)?;
+    let added = to.import(&history)?;
+    // The logs of the runs copied, read from this workspace's log files (already redacted).
+    let mut lines_copied = 0;
+    for run in history.runs.iter().filter(|r| added.contains(&r.run_id)) {
+        for project in &run.projects {
+            let Some(log) = &project.log else { continue };
+            let Ok(text) = std::fs::read_to_string(workspace.root.join(log)) else {
+                continue;
             };
-            let server = ledger::Place::Server(url);
-            let mut to = ledger::open(&server)?;
-            let added = to.import(&history)?;
-            let text = format!(
-                "Copied {added} of {} {} from {} to {server} ({} already there); what is deployed and the stacks known were added where the server had none.\nUse it from now on: set MARA_LEDGER_URL, or `ledger = \"{server}\"` in mara.toml.\n",
-                history.runs.len(),
-                crate::error::plural(history.runs.len(), "run", "runs"),
-                workspace.display(&file).display(),
-                history.runs.len() - added,
-            );
-            ui::print(&text)
+            let lines: Vec<(String, String)> = text
+                .lines()
+                .map(|l| (project.path.clone(), l.to_string()))
+                .collect();
+            for batch in lines.chunks(1000) {
+                to.append_logs(&run.run_id, batch)?;
+            }
+            lines_copied += lines.len();
         }
     }
+    let total = history.runs.len();
+    let shown_file = workspace.display(&file).display().to_string();
+    let text = match settings.output {
+        OutputFormat::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(&json!({
+                "from": shown_file,
+                "to": server.to_string(),
+                "runs": total,
+                "copied": added,
+                "already_there": total - added.len(),
+                "log_lines": lines_copied,
+            }))
+            .expect("JSON")
+        ),
+        OutputFormat::Human => {
+            let next = match in_use == server {
+                true => "This workspace uses it already.".to_string(),
+                false => format!(
+                    "Use it from now on: set MARA_LEDGER_URL, or `ledger = \"{server}\"` in mara.toml."
+                ),
+            };
+            format!(
+                "Copied {} of {total} {} from {shown_file} to {server} ({} already there), with {lines_copied} log {}; what is deployed and the stacks known were added where the server had none.\n{next}\n",
+                added.len(),
+                crate::error::plural(total, "run", "runs"),
+                total - added.len(),
+                crate::error::plural(lines_copied, "line", "lines"),
+            )
+        }
+    };
+    ui::print(&text)
 }

@@ -60,7 +60,7 @@ fn changed(settings: &Settings, selection: &Selection) -> Result<()> {
     let selected = Plan::select(&deployment.graph, selection)?;
     let fingerprints = narrow::fingerprints(&selected, files, stack);
     let ledger =
-        crate::ledger::open_existing(&crate::ledger::place(&files.workspace, &settings.env))?;
+        crate::ledger::open_existing(&crate::ledger::place(&files.workspace, &settings.env)?)?;
     let changes = narrow::changes(&selected, &fingerprints, ledger.as_deref(), stack)?;
     ui::print(&ui::report::changes(&changes, settings.stdout_style))
 }

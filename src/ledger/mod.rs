@@ -15,7 +15,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::engine::{Changes, Operation};
-use crate::error::Result;
+use crate::error::{Error, Problem, Result};
 use crate::status::{ProjectStatus, RunStatus};
 use crate::workspace::Workspace;
 
@@ -31,24 +31,68 @@ impl fmt::Display for Place {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Place::File(path) => write!(f, "{}", path.display()),
-            Place::Server(url) => f.write_str(&postgres::without_password(url)),
+            Place::Server(url) => f.write_str(&crate::workspace::ledger_url::shown(url)),
         }
     }
 }
+
+impl Place {
+    /// The server's password, when it has one: in its URL, or else `PGPASSWORD`. Every run
+    /// redacts it.
+    pub fn password(&self, env: &BTreeMap<String, String>) -> Option<String> {
+        let Place::Server(url) = self else {
+            return None;
+        };
+        let config = crate::workspace::ledger_url::parse(url).ok()?;
+        match config.get_password() {
+            Some(password) => Some(String::from_utf8_lossy(password).into_owned()),
+            None => env
+                .get(PASSWORD_VARIABLE)
+                .filter(|p| !p.is_empty())
+                .cloned(),
+        }
+    }
+
+    /// Takes what reaches the ledger out of an engine's or hook's environment: `PGPASSWORD`
+    /// when it is the server's password (a program of the user's that needs one of its own
+    /// gets it when the ledger's password is in `MARA_LEDGER_URL`); `MARA_LEDGER_URL` is taken
+    /// out by `configure::strip_secret_variables`.
+    pub fn keep_from_engines(&self, env: &mut BTreeMap<String, String>) {
+        if let Place::Server(url) = self
+            && !crate::workspace::ledger_url::has_password(url)
+        {
+            env.remove(PASSWORD_VARIABLE);
+        }
+    }
+}
+
+/// The variable a PostgreSQL ledger's password comes from when its URL has none (libpq's).
+pub const PASSWORD_VARIABLE: &str = "PGPASSWORD";
 
 /// The variable that names a PostgreSQL ledger (and may hold its password, which mara.toml
 /// must not).
 pub const URL_VARIABLE: &str = "MARA_LEDGER_URL";
 
 /// The workspace's ledger: `MARA_LEDGER_URL` from the environment, else `ledger` in mara.toml,
-/// else `<state_dir>/ledger.db`.
-pub fn place(workspace: &Workspace, env: &BTreeMap<String, String>) -> Place {
-    match env.get(URL_VARIABLE).filter(|u| !u.trim().is_empty()) {
-        Some(url) => Place::Server(url.trim().to_string()),
-        None => match &workspace.settings.ledger {
+/// else `<state_dir>/ledger.db`. A `MARA_LEDGER_URL` that is set is used or refused, never
+/// passed over: an empty one (a CI secret that is missing) would otherwise lose the team's lock.
+pub fn place(workspace: &Workspace, env: &BTreeMap<String, String>) -> Result<Place> {
+    match env.get(URL_VARIABLE).map(|u| u.trim()) {
+        Some("") => Err(Error::config(
+            Problem::new(format!("{URL_VARIABLE} is set, but empty"))
+                .hint("give it the ledger server's URL (postgres://user@host/database), or unset it to use this workspace's own ledger"),
+        )),
+        Some(url) => match crate::workspace::ledger_url::parse(url) {
+            Ok(_) => Ok(Place::Server(url.to_string())),
+            Err(reason) => Err(Error::config(
+                Problem::new(format!("{URL_VARIABLE}: {reason}"))
+                    .hint("give it the ledger server's URL, or unset it to use this workspace's own ledger"),
+            )),
+        },
+        None => Ok(match &workspace.settings.ledger {
             Some(url) => Place::Server(url.clone()),
             None => Place::File(path(workspace)),
-        },
+        }),
     }
 }
 
@@ -59,10 +103,14 @@ pub fn path(workspace: &Workspace) -> std::path::PathBuf {
 
 /// Opens (creating) the workspace's ledger.
 pub fn open(place: &Place) -> Result<Box<dyn Ledger>> {
-    Ok(match place {
+    let opening = std::time::Instant::now();
+    let ledger: Box<dyn Ledger> = match place {
         Place::File(file) => Box::new(sqlite::SqliteLedger::open(file)?),
         Place::Server(url) => Box::new(postgres::PostgresLedger::connect(url)?),
-    })
+    };
+    // What the benchmarks read (docs/benchmarks.md, `MARA_LOG=mara::ledger=debug`).
+    tracing::debug!(target: "mara::ledger", micros = opening.elapsed().as_micros() as u64, "ledger opened");
+    Ok(ledger)
 }
 
 /// Opens the workspace's ledger if it exists (for commands that only read); a server's always
@@ -75,6 +123,54 @@ pub fn open_existing(place: &Place) -> Result<Option<Box<dyn Ledger>>> {
     }
 }
 
+/// A run's ledger, opened when it is first needed and then kept: one connection to a server per
+/// run, whatever the run asks it (what `--changed` compares, the stacks that exist, the record).
+pub struct Opener {
+    place: Place,
+    opened: Option<Box<dyn Ledger>>,
+    /// Whether `opened` may be written: a file opened only to read may be read-only.
+    writable: bool,
+}
+
+impl Opener {
+    pub fn new(place: Place) -> Opener {
+        Opener {
+            place,
+            opened: None,
+            writable: false,
+        }
+    }
+
+    pub fn place(&self) -> &Place {
+        &self.place
+    }
+
+    /// The ledger to read, if there is one yet (a file is made by the first run it records).
+    pub fn existing(&mut self) -> Result<Option<&dyn Ledger>> {
+        if self.opened.is_none() {
+            self.opened = open_existing(&self.place)?;
+            self.writable = matches!(self.place, Place::Server(_));
+        }
+        Ok(self.opened.as_deref())
+    }
+
+    /// The ledger to write, made if need be.
+    pub fn writable(&mut self) -> Result<&mut Box<dyn Ledger>> {
+        if !self.writable || self.opened.is_none() {
+            self.opened = Some(open(&self.place)?);
+            self.writable = true;
+        }
+        Ok(self.opened.as_mut().expect("opened just above"))
+    }
+
+    /// The ledger to write, handed over (to the run's recorder).
+    pub fn take_writable(&mut self) -> Result<Box<dyn Ledger>> {
+        self.writable()?;
+        self.writable = false;
+        Ok(self.opened.take().expect("opened by writable"))
+    }
+}
+
 /// Who holds a stack's lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Holder {
@@ -84,6 +180,10 @@ pub struct Holder {
     pub pid: u32,
     pub started: String,
     pub command: String,
+    /// On a server, the seconds left of the holder's lease (0: it ran out, and the lock is
+    /// taken over by the next run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_left: Option<u64>,
 }
 
 impl fmt::Display for Holder {
@@ -132,15 +232,22 @@ pub struct RunRecord {
     pub finished: Option<String>,
     pub status: RunStatus,
     pub projects: Vec<ProjectRecord>,
+    /// Read from a server, whose leases say whether a run is alive: its status is already as
+    /// seen, and no pid of this machine's says otherwise (two machines may share a host name).
+    #[serde(skip)]
+    pub leased: bool,
 }
 
 impl RunRecord {
     /// The run as it is: one recorded `running` whose process on this host is gone ended
     /// without saying so (killed, or its last write failed on a full disk) and is shown
     /// `abandoned`, with its running projects, until the next run takes its lock over and
-    /// records it so. A run of another host is shown as recorded.
+    /// records it so. A run of another host is shown as recorded, and so is a server's.
     pub fn as_seen(mut self) -> RunRecord {
-        if self.status != RunStatus::Running || self.host != whoami().1 || process_exists(self.pid)
+        if self.leased
+            || self.status != RunStatus::Running
+            || self.host != whoami().1
+            || process_exists(self.pid)
         {
             return self;
         }
@@ -184,9 +291,8 @@ pub trait Ledger: Send {
     /// Everything it holds but its locks.
     fn export(&self) -> Result<History>;
 
-    /// Adds `history`, leaving every run it already holds (by id) as it is; how many runs were
-    /// added.
-    fn import(&mut self, history: &History) -> Result<usize>;
+    /// Adds `history`, leaving every run it already holds (by id) as it is; the runs added.
+    fn import(&mut self, history: &History) -> Result<Vec<String>>;
 
     /// How long a lock lasts unless its holder renews it: `None` for a ledger only this machine
     /// uses, whose locks are held by live processes.

@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use postgres::{Client, GenericClient, Row};
+use postgres::{Client, GenericClient, Row, Statement};
 
 use super::{Begun, History, Holder, Ledger, ProjectRecord, RunRecord, RunStart, whoami};
 use crate::engine::Operation;
@@ -76,14 +76,21 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX mara_log_lines_by_run ON mara_log_lines (run_id, seq);",
 ];
 
-/// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS`, 60 by default, at least 2.
-fn lease_length() -> std::time::Duration {
-    let seconds = std::env::var("MARA_LEASE_SECONDS")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .unwrap_or(60)
-        .max(2);
-    std::time::Duration::from_secs(seconds)
+/// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS`, 60 by default, from 2 to 3,600
+/// (an hour: a killed run's lock is taken over after it).
+fn lease_length() -> Result<std::time::Duration> {
+    let Ok(given) = std::env::var("MARA_LEASE_SECONDS") else {
+        return Ok(std::time::Duration::from_secs(60));
+    };
+    match given.trim().parse::<u64>() {
+        Ok(seconds @ 2..=3600) => Ok(std::time::Duration::from_secs(seconds)),
+        _ => Err(Error::config(
+            Problem::new(format!(
+                "MARA_LEASE_SECONDS is `{given}`: a lease is a whole number of seconds from 2 to 3600"
+            ))
+            .hint("unset it for the default, 60 seconds"),
+        )),
+    }
 }
 
 /// The advisory lock the migrations are taken under (any number; this one spells "mara").
@@ -91,6 +98,11 @@ const MIGRATION_LOCK: i64 = 0x6d61_7261;
 
 pub struct PostgresLedger {
     client: RefCell<Client>,
+    /// The statements of the hot path (a project's start and end, its log lines, the lease and
+    /// the cancel poll), prepared once per connection: each then costs one round trip, not two.
+    statements: RefCell<std::collections::HashMap<&'static str, Statement>>,
+    /// How to connect again when the connection is lost (password included).
+    config: postgres::Config,
     lease: std::time::Duration,
     /// The server as messages name it: the URL without its password.
     shown: PathBuf,
@@ -98,21 +110,17 @@ pub struct PostgresLedger {
     host: String,
 }
 
-pub use crate::workspace::mara_toml::without_password;
-
 impl PostgresLedger {
     /// Connects to the server at `url` (TLS as its `sslmode` says: `prefer` by default, with
-    /// the system's root certificates) and migrates the schema. A password not in the URL comes
-    /// from `PGPASSWORD`.
+    /// the system's root certificates, and none over a Unix socket) and migrates the schema. A
+    /// password not in the URL comes from `PGPASSWORD`.
     pub fn connect(url: &str) -> Result<PostgresLedger> {
-        let shown = PathBuf::from(without_password(url));
-        let failed = |message: String| Error::Ledger {
-            path: shown.clone(),
-            message,
+        let shown = PathBuf::from(crate::workspace::ledger_url::shown(url));
+        let failed = |problem: Problem| {
+            Error::config(problem.subject(format!("the run ledger {}", shown.display())))
         };
-        let mut config: postgres::Config = url
-            .parse()
-            .map_err(|e: postgres::Error| failed(format!("not a PostgreSQL URL: {e}")))?;
+        let mut config =
+            crate::workspace::ledger_url::parse(url).map_err(|e| failed(Problem::new(e)))?;
         if config.get_password().is_none()
             && let Ok(password) = std::env::var("PGPASSWORD")
         {
@@ -127,10 +135,9 @@ impl PostgresLedger {
             .keepalives_idle(std::time::Duration::from_secs(10))
             .keepalives_interval(std::time::Duration::from_secs(2))
             .tcp_user_timeout(std::time::Duration::from_secs(15));
-        let mut client = config
-            .connect(tls()?)
-            .map_err(|e| failed(format!("cannot connect: {}", cause(&e))))?;
-        let version = migrate(&mut client).map_err(|e| failed(cause(&e)))?;
+        let lease = lease_length()?;
+        let mut client = dial(&config).map_err(|e| failed(connect_problem(&e, &config)))?;
+        let version = migrate(&mut client).map_err(|e| failed(schema_problem(&e)))?;
         if version > MIGRATIONS.len() {
             return Err(Error::config(
                 Problem::new(format!(
@@ -144,7 +151,9 @@ impl PostgresLedger {
         let (user, host) = whoami();
         Ok(PostgresLedger {
             client: RefCell::new(client),
-            lease: lease_length(),
+            statements: RefCell::default(),
+            config,
+            lease,
             shown,
             user,
             host,
@@ -158,12 +167,83 @@ impl PostgresLedger {
         }
     }
 
+    /// Runs `work` on the connection. A connection that was lost (a server restarted, a network
+    /// that came back) is made again once, and `work` runs again on it: what it did on the lost
+    /// connection was rolled back with it (unless its commit was under way, which every write
+    /// here tolerates being made twice).
+    fn with<T>(
+        &self,
+        mut work: impl FnMut(&mut Client) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
+        let mut client = self.client.borrow_mut();
+        match work(&mut client) {
+            Err(error) if lost(&error, &client) => {
+                tracing::info!(
+                    "the ledger's connection was lost ({}): connecting again",
+                    cause(&error)
+                );
+                self.statements.borrow_mut().clear();
+                *client = dial(&self.config).map_err(|again| Error::Ledger {
+                    path: self.shown.clone(),
+                    message: format!("{}; connecting again: {}", cause(&error), cause(&again)),
+                })?;
+                work(&mut client).map_err(|e| self.error(e))
+            }
+            result => result.map_err(|e| self.error(e)),
+        }
+    }
+
+    /// `sql` as prepared on this connection (`statements`).
+    fn prepared(
+        &self,
+        client: &mut impl GenericClient,
+        sql: &'static str,
+    ) -> std::result::Result<Statement, postgres::Error> {
+        if let Some(statement) = self.statements.borrow().get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = client.prepare(sql)?;
+        self.statements.borrow_mut().insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    fn cached_execute(
+        &self,
+        client: &mut impl GenericClient,
+        sql: &'static str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> std::result::Result<u64, postgres::Error> {
+        let statement = self.prepared(client, sql)?;
+        client.execute(&statement, params)
+    }
+
+    fn cached_query_opt(
+        &self,
+        client: &mut impl GenericClient,
+        sql: &'static str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> std::result::Result<Option<Row>, postgres::Error> {
+        let statement = self.prepared(client, sql)?;
+        client.query_opt(&statement, params)
+    }
+
+    fn cached_query_one(
+        &self,
+        client: &mut impl GenericClient,
+        sql: &'static str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> std::result::Result<Row, postgres::Error> {
+        let statement = self.prepared(client, sql)?;
+        client.query_one(&statement, params)
+    }
+
     fn holder_of(
         client: &mut impl GenericClient,
         stack: &str,
     ) -> std::result::Result<Option<Holder>, postgres::Error> {
         let row = client.query_opt(
-            "SELECT r.run_id, r.username, r.host, r.pid, r.started, r.command FROM mara_locks l
+            "SELECT r.run_id, r.username, r.host, r.pid, r.started, r.command,
+                    GREATEST(0, CEIL(EXTRACT(EPOCH FROM l.lease_until - now())))::BIGINT FROM mara_locks l
              JOIN mara_runs r ON r.run_id = l.run_id WHERE l.stack = $1",
             &[&stack],
         )?;
@@ -174,6 +254,7 @@ impl PostgresLedger {
             pid: row.get::<_, i64>(3) as u32,
             started: row.get(4),
             command: row.get(5),
+            lease_left: Some(row.get::<_, i64>(6).max(0) as u64),
         }))
     }
 
@@ -202,19 +283,16 @@ impl PostgresLedger {
                 false => RunStatus::parse(row.get(10)).unwrap_or(RunStatus::Failed),
             },
             projects: Vec::new(),
+            leased: true,
         }
     }
 
     fn projects(&self, run_id: &str) -> Result<Vec<ProjectRecord>> {
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(
+        let rows = self.with(|c| c.query(
                 "SELECT path, status, started, finished, exit_code, changes, reason, log, fingerprint
                  FROM mara_projects WHERE run_id = $1 ORDER BY seq",
                 &[&run_id],
-            )
-            .map_err(|e| self.error(e))?;
+            ))?;
         Ok(rows
             .iter()
             .map(|row| ProjectRecord {
@@ -234,8 +312,75 @@ impl PostgresLedger {
     }
 }
 
+/// Connects: TLS as `sslmode` says, none over Unix sockets (where there is nothing to protect,
+/// and no name to verify a certificate against).
+fn dial(config: &postgres::Config) -> std::result::Result<Client, postgres::Error> {
+    match crate::workspace::ledger_url::only_sockets(config) {
+        true => config.connect(postgres::NoTls),
+        false => config.connect(tls()),
+    }
+}
+
+/// Whether an error is the connection's loss rather than the statement's: the connection
+/// closed, an I/O failure, or the server's own "connection exception" and "operator
+/// intervention" (a shutdown) classes.
+fn lost(error: &postgres::Error, client: &Client) -> bool {
+    match error.as_db_error() {
+        None => true,
+        Some(db) => {
+            client.is_closed()
+                || db.code().code().starts_with("08")
+                || db.code().code().starts_with("57")
+        }
+    }
+}
+
+/// A failed connection, with what to do about it.
+fn connect_problem(error: &postgres::Error, config: &postgres::Config) -> Problem {
+    let reason = cause(error);
+    let said = reason.to_lowercase();
+    let hint = if said.contains("password missing") {
+        "give the password in PGPASSWORD (or in MARA_LEDGER_URL, never in mara.toml)".to_string()
+    } else if said.contains("password authentication failed")
+        || said.contains("no pg_hba.conf entry")
+    {
+        format!(
+            "check the user ({}) and its password (PGPASSWORD or MARA_LEDGER_URL), and that the server lets it in",
+            config.get_user().unwrap_or("none given")
+        )
+    } else if said.contains("certificate") || said.contains("unknownissuer") {
+        "the server's certificate is not signed by an authority this machine trusts: point SSL_CERT_FILE at the CA certificate that signed it (mara always verifies the server's certificate)".to_string()
+    } else if said.contains("does not support tls") {
+        "the server takes no TLS: drop `sslmode=require`, or enable TLS on the server".to_string()
+    } else if said.contains("lookup address") || said.contains("name or service not known") {
+        "check the host name in the URL".to_string()
+    } else if said.contains("does not exist") {
+        "check the database and user names in the URL (the database must exist: `createdb`)"
+            .to_string()
+    } else if said.contains("connection refused")
+        || said.contains("timed out")
+        || said.contains("timeout")
+    {
+        "check the host and port, and that the server is running and reachable from here"
+            .to_string()
+    } else {
+        "check the URL (MARA_LEDGER_URL, or `ledger` in mara.toml) and the server".to_string()
+    };
+    Problem::new(format!("cannot connect: {reason}")).hint(hint)
+}
+
+/// A schema that could not be read or migrated, with what to do about it.
+fn schema_problem(error: &postgres::Error) -> Problem {
+    let reason = cause(error);
+    let problem = Problem::new(format!("cannot prepare the ledger's tables: {reason}"));
+    match reason.contains("permission denied") {
+        true => problem.hint("the first use of a database, and a newer mara's first run, create tables: run it once as a user that may (CREATE on the schema); later runs need only SELECT, INSERT, UPDATE and DELETE on the tables and USAGE on their sequences"),
+        false => problem,
+    }
+}
+
 /// The TLS connector: rustls with the system's root certificates.
-fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
+fn tls() -> tokio_postgres_rustls::MakeRustlsConnect {
     let mut roots = rustls::RootCertStore::empty();
     let found = rustls_native_certs::load_native_certs();
     for certificate in found.certs {
@@ -245,13 +390,10 @@ fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Ledger {
-            path: PathBuf::from("TLS"),
-            message: e.to_string(),
-        })?
+        .expect("ring supports TLS 1.2 and 1.3")
         .with_root_certificates(roots)
         .with_no_client_auth();
-    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+    tokio_postgres_rustls::MakeRustlsConnect::new(config)
 }
 
 /// The whole chain of an error, in one line: the client's own message is often only "db error".
@@ -271,6 +413,15 @@ fn cause(error: &postgres::Error) -> String {
 /// The schema checked and migrated in one transaction under an advisory lock: runners starting
 /// at once wait for each other, and the later ones find it up to date. Returns the version found.
 fn migrate(client: &mut Client) -> std::result::Result<usize, postgres::Error> {
+    // Mostly the schema is current: one read says so, without the lock (a missing table or an
+    // older version takes the locked way, which says again what it finds).
+    let current = client.query_opt("SELECT version FROM mara_schema", &[]);
+    if let Ok(Some(row)) = current {
+        let found = row.get::<_, i32>(0).max(0) as usize;
+        if found >= MIGRATIONS.len() {
+            return Ok(found);
+        }
+    }
     let mut transaction = client.transaction()?;
     transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
     transaction
@@ -301,14 +452,9 @@ impl Ledger for PostgresLedger {
     }
 
     fn renew(&mut self, run_id: &str) -> Result<bool> {
-        let renewed = self
-            .client
-            .borrow_mut()
-            .execute(
-                "UPDATE mara_locks SET lease_until = now() + make_interval(secs => $2) WHERE run_id = $1",
+        let renewed = self.with(|c| self.cached_execute(&mut *c, "UPDATE mara_locks SET lease_until = now() + make_interval(secs => $2) WHERE run_id = $1",
                 &[&run_id, &(self.lease.as_secs_f64())],
-            )
-            .map_err(|e| self.error(e))?;
+            ))?;
         Ok(renewed == 1)
     }
 
@@ -322,14 +468,10 @@ impl Ledger for PostgresLedger {
         }
         let (paths, texts): (Vec<&str>, Vec<&str>) =
             lines.iter().map(|(p, l)| (p.as_str(), l.as_str())).unzip();
-        self.client
-            .borrow_mut()
-            .execute(
-                "INSERT INTO mara_log_lines (run_id, path, line)
+        self.with(|c| self.cached_execute(&mut *c, "INSERT INTO mara_log_lines (run_id, path, line)
                  SELECT $1, p, l FROM unnest($2::TEXT[], $3::TEXT[]) WITH ORDINALITY AS t(p, l, n) ORDER BY n",
                 &[&run_id, &paths, &texts],
-            )
-            .map_err(|e| self.error(e))?;
+            ))?;
         Ok(())
     }
 
@@ -339,15 +481,13 @@ impl Ledger for PostgresLedger {
         project: Option<&str>,
         after: i64,
     ) -> Result<Vec<(i64, String, String)>> {
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(
+        let rows = self.with(|c| {
+            c.query(
                 "SELECT seq, path, line FROM mara_log_lines
                  WHERE run_id = $1 AND ($2::TEXT IS NULL OR path = $2) AND seq > $3 ORDER BY seq",
                 &[&run_id, &project, &after],
             )
-            .map_err(|e| self.error(e))?;
+        })?;
         Ok(rows
             .iter()
             .map(|r| (r.get(0), r.get(1), r.get(2)))
@@ -361,11 +501,7 @@ impl Ledger for PostgresLedger {
             run.projects = self.projects(&run.run_id)?;
         }
         let triples = |sql: &str| -> Result<Vec<(String, String, String)>> {
-            let rows = self
-                .client
-                .borrow_mut()
-                .query(sql, &[])
-                .map_err(|e| self.error(e))?;
+            let rows = self.with(|c| c.query(sql, &[]))?;
             Ok(rows
                 .iter()
                 .map(|r| (r.get(0), r.get(1), r.get(2)))
@@ -380,11 +516,10 @@ impl Ledger for PostgresLedger {
         })
     }
 
-    fn import(&mut self, history: &History) -> Result<usize> {
-        let result = (|| -> std::result::Result<usize, postgres::Error> {
-            let mut client = self.client.borrow_mut();
+    fn import(&mut self, history: &History) -> Result<Vec<String>> {
+        self.with(|client| -> std::result::Result<Vec<String>, postgres::Error> {
             let mut transaction = client.transaction()?;
-            let mut added = 0;
+            let mut added = Vec::new();
             for run in &history.runs {
                 let inserted = transaction.execute(
                     "INSERT INTO mara_runs (run_id, operation, provider, stack, username, host, pid, command, started, finished, status)
@@ -406,7 +541,7 @@ impl Ledger for PostgresLedger {
                 if inserted == 0 {
                     continue;
                 }
-                added += 1;
+                added.push(run.run_id.clone());
                 for p in &run.projects {
                     let changes = p
                         .changes
@@ -446,14 +581,12 @@ impl Ledger for PostgresLedger {
             }
             transaction.commit()?;
             Ok(added)
-        })();
-        result.map_err(|e| self.error(e))
+        })
     }
 
     fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun> {
         let (user, host) = (self.user.clone(), self.host.clone());
-        let result = (|| -> std::result::Result<Begun, postgres::Error> {
-            let mut client = self.client.borrow_mut();
+        self.with(|client| -> std::result::Result<Begun, postgres::Error> {
             let mut transaction = client.transaction()?;
             let mut took_over = None;
             if lock {
@@ -464,15 +597,14 @@ impl Ledger for PostgresLedger {
                     &[&run.stack],
                 )?;
                 if let Some(holder) = Self::holder_of(&mut transaction, &run.stack)? {
+                    // This run's own, when its commit was made and the connection lost before
+                    // it heard so (`with` runs this again).
+                    if holder.run_id == run.run_id {
+                        return Ok(Begun::Started { took_over: None });
+                    }
                     // Only an expired lease is taken over: hosts of different machines (CI
                     // containers) may share a name, so a pid says nothing here.
-                    let expired: bool = transaction
-                        .query_one(
-                            "SELECT lease_until < now() FROM mara_locks WHERE stack = $1",
-                            &[&run.stack],
-                        )?
-                        .get(0);
-                    if !expired {
+                    if holder.lease_left != Some(0) {
                         return Ok(Begun::Held(holder));
                     }
                     transaction.execute(
@@ -512,8 +644,7 @@ impl Ledger for PostgresLedger {
             }
             transaction.commit()?;
             Ok(Begun::Started { took_over })
-        })();
-        result.map_err(|e| self.error(e))
+        })
     }
 
     fn project_started(
@@ -523,14 +654,10 @@ impl Ledger for PostgresLedger {
         started: &str,
         fingerprint: Option<&str>,
     ) -> Result<()> {
-        self.client
-            .borrow_mut()
-            .execute(
-                "INSERT INTO mara_projects (run_id, path, status, started, fingerprint) VALUES ($1, $2, 'running', $3, $4)
+        self.with(|c| self.cached_execute(&mut *c, "INSERT INTO mara_projects (run_id, path, status, started, fingerprint) VALUES ($1, $2, 'running', $3, $4)
                  ON CONFLICT (run_id, path) DO UPDATE SET status = 'running', started = $3, fingerprint = $4",
                 &[&run_id, &path, &started, &fingerprint],
-            )
-            .map_err(|e| self.error(e))?;
+            ))?;
         Ok(())
     }
 
@@ -539,11 +666,9 @@ impl Ledger for PostgresLedger {
             .changes
             .as_ref()
             .map(|c| serde_json::to_string(c).expect("counts serialize"));
-        let result = (|| -> std::result::Result<(), postgres::Error> {
-            let mut client = self.client.borrow_mut();
+        self.with(|client| -> std::result::Result<(), postgres::Error> {
             let mut transaction = client.transaction()?;
-            transaction.execute(
-                "INSERT INTO mara_projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
+            self.cached_execute(&mut transaction, "INSERT INTO mara_projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                  ON CONFLICT (run_id, path) DO UPDATE SET status = $3,
                    started = COALESCE($4, mara_projects.started), finished = $5, exit_code = $6,
@@ -565,8 +690,7 @@ impl Ledger for PostgresLedger {
                 project.status,
                 ProjectStatus::Succeeded | ProjectStatus::Unchanged
             ) {
-                let row = transaction.query_one(
-                    "SELECT r.operation, r.stack, p.fingerprint FROM mara_runs r
+                let row = self.cached_query_one(&mut transaction, "SELECT r.operation, r.stack, p.fingerprint FROM mara_runs r
                      JOIN mara_projects p ON p.run_id = r.run_id WHERE r.run_id = $1 AND p.path = $2",
                     &[&run_id, &project.path],
                 )?;
@@ -574,8 +698,7 @@ impl Ledger for PostgresLedger {
                 let stack: String = row.get(1);
                 let fingerprint: Option<String> = row.get(2);
                 match (operation, fingerprint) {
-                    (Some(Operation::Up), Some(fingerprint)) => transaction.execute(
-                        "INSERT INTO mara_deployed (stack, project, fingerprint) VALUES ($1, $2, $3)
+                    (Some(Operation::Up), Some(fingerprint)) => self.cached_execute(&mut transaction, "INSERT INTO mara_deployed (stack, project, fingerprint) VALUES ($1, $2, $3)
                          ON CONFLICT (stack, project) DO UPDATE SET fingerprint = $3",
                         &[&stack, &project.path, &fingerprint],
                     )?,
@@ -588,13 +711,11 @@ impl Ledger for PostgresLedger {
                 };
             }
             transaction.commit()
-        })();
-        result.map_err(|e| self.error(e))
+        })
     }
 
     fn finish(&mut self, run_id: &str, status: RunStatus, finished: &str) -> Result<()> {
-        let result = (|| -> std::result::Result<(), postgres::Error> {
-            let mut client = self.client.borrow_mut();
+        self.with(|client| -> std::result::Result<(), postgres::Error> {
             let mut transaction = client.transaction()?;
             // A run whose lock was taken over was recorded abandoned by the run that took it:
             // that record stands.
@@ -604,13 +725,11 @@ impl Ledger for PostgresLedger {
             )?;
             transaction.execute("DELETE FROM mara_locks WHERE run_id = $1", &[&run_id])?;
             transaction.commit()
-        })();
-        result.map_err(|e| self.error(e))
+        })
     }
 
     fn forget(&mut self, run_id: &str) -> Result<()> {
-        let result = (|| -> std::result::Result<(), postgres::Error> {
-            let mut client = self.client.borrow_mut();
+        self.with(|client| -> std::result::Result<(), postgres::Error> {
             let mut transaction = client.transaction()?;
             for sql in [
                 "DELETE FROM mara_locks WHERE run_id = $1",
@@ -621,17 +740,15 @@ impl Ledger for PostgresLedger {
                 transaction.execute(sql, &[&run_id])?;
             }
             transaction.commit()
-        })();
-        result.map_err(|e| self.error(e))
+        })
     }
 
     fn holder(&self, stack: &str) -> Result<Option<Holder>> {
-        Self::holder_of(&mut *self.client.borrow_mut(), stack).map_err(|e| self.error(e))
+        self.with(|c| Self::holder_of(c, stack))
     }
 
     fn unlock(&mut self, stack: &str) -> Result<Option<Holder>> {
-        let result = (|| -> std::result::Result<Option<Holder>, postgres::Error> {
-            let mut client = self.client.borrow_mut();
+        self.with(|client| -> std::result::Result<Option<Holder>, postgres::Error> {
             let mut transaction = client.transaction()?;
             transaction.execute(
                 "SELECT pg_advisory_xact_lock(hashtext('mara lock ' || $1))",
@@ -653,33 +770,30 @@ impl Ledger for PostgresLedger {
             }
             transaction.commit()?;
             Ok(holder)
-        })();
-        result.map_err(|e| self.error(e))
+        })
     }
 
     fn request_cancel(&mut self, stack: &str) -> Result<Option<Holder>> {
         let holder = self.holder(stack)?;
         if let Some(holder) = &holder {
-            self.client
-                .borrow_mut()
-                .execute(
+            self.with(|c| {
+                c.execute(
                     "UPDATE mara_runs SET cancel_requested = TRUE WHERE run_id = $1",
                     &[&holder.run_id],
                 )
-                .map_err(|e| self.error(e))?;
+            })?;
         }
         Ok(holder)
     }
 
     fn cancel_requested(&self, run_id: &str) -> Result<bool> {
-        let row = self
-            .client
-            .borrow_mut()
-            .query_opt(
+        let row = self.with(|c| {
+            self.cached_query_opt(
+                &mut *c,
                 "SELECT cancel_requested FROM mara_runs WHERE run_id = $1",
                 &[&run_id],
             )
-            .map_err(|e| self.error(e))?;
+        })?;
         Ok(row.is_some_and(|r| r.get::<_, bool>(0)))
     }
 
@@ -689,11 +803,8 @@ impl Ledger for PostgresLedger {
              ORDER BY started DESC, run_id DESC LIMIT $2",
             Self::RUN_COLUMNS
         );
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(&sql, &[&stack, &(limit.min(i64::MAX as usize) as i64)])
-            .map_err(|e| self.error(e))?;
+        let rows =
+            self.with(|c| c.query(&sql, &[&stack, &(limit.min(i64::MAX as usize) as i64)]))?;
         Ok(rows.iter().map(Self::record).collect())
     }
 
@@ -702,11 +813,7 @@ impl Ledger for PostgresLedger {
             "SELECT {} FROM mara_runs WHERE run_id = $1",
             Self::RUN_COLUMNS
         );
-        let row = self
-            .client
-            .borrow_mut()
-            .query_opt(&sql, &[&run_id])
-            .map_err(|e| self.error(e))?;
+        let row = self.with(|c| c.query_opt(&sql, &[&run_id]))?;
         match row {
             Some(row) => {
                 let mut record = Self::record(&row);
@@ -725,15 +832,13 @@ impl Ledger for PostgresLedger {
     }
 
     fn last_run(&self, stack: &str, operation: Operation) -> Result<Option<RunRecord>> {
-        let row = self
-            .client
-            .borrow_mut()
-            .query_opt(
+        let row = self.with(|c| {
+            c.query_opt(
                 "SELECT run_id FROM mara_runs WHERE stack = $1 AND operation = $2
                  ORDER BY started DESC, run_id DESC LIMIT 1",
                 &[&stack, &operation.as_str()],
             )
-            .map_err(|e| self.error(e))?;
+        })?;
         match row {
             Some(row) => self.run(row.get(0)),
             None => Ok(None),
@@ -741,26 +846,22 @@ impl Ledger for PostgresLedger {
     }
 
     fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>> {
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(
+        let rows = self.with(|c| {
+            c.query(
                 "SELECT project, fingerprint FROM mara_deployed WHERE stack = $1",
                 &[&stack],
             )
-            .map_err(|e| self.error(e))?;
+        })?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     fn known_stacks(&self, backend: &str, stack: &str) -> Result<BTreeSet<String>> {
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(
+        let rows = self.with(|c| {
+            c.query(
                 "SELECT project FROM mara_stacks WHERE backend = $1 AND stack = $2",
                 &[&backend, &stack],
             )
-            .map_err(|e| self.error(e))?;
+        })?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
@@ -774,8 +875,7 @@ impl Ledger for PostgresLedger {
         if exist.is_empty() && gone.is_empty() {
             return Ok(());
         }
-        let result = (|| -> std::result::Result<(), postgres::Error> {
-            let mut client = self.client.borrow_mut();
+        self.with(|client| -> std::result::Result<(), postgres::Error> {
             let mut transaction = client.transaction()?;
             for project in exist {
                 transaction.execute(
@@ -790,7 +890,6 @@ impl Ledger for PostgresLedger {
                 )?;
             }
             transaction.commit()
-        })();
-        result.map_err(|e| self.error(e))
+        })
     }
 }

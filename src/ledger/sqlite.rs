@@ -279,6 +279,7 @@ impl SqliteLedger {
                         pid: row.get(3)?,
                         started: row.get(4)?,
                         command: row.get(5)?,
+                        lease_left: None,
                     })
                 },
             )
@@ -299,6 +300,7 @@ impl SqliteLedger {
             finished: row.get(9)?,
             status: row.get(10)?,
             projects: Vec::new(),
+            leased: false,
         })
     }
 
@@ -356,12 +358,12 @@ impl Ledger for SqliteLedger {
         })
     }
 
-    fn import(&mut self, history: &History) -> Result<usize> {
+    fn import(&mut self, history: &History) -> Result<Vec<String>> {
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| db_error(&self.path, e))?;
-        let mut added = 0;
+        let mut added = Vec::new();
         for run in &history.runs {
             let inserted = transaction
                 .execute(
@@ -373,7 +375,7 @@ impl Ledger for SqliteLedger {
             if inserted == 0 {
                 continue;
             }
-            added += 1;
+            added.push(run.run_id.clone());
             for p in &run.projects {
                 let changes = p
                     .changes

@@ -22,6 +22,9 @@ use crate::status::RunStatus;
 
 type Shared = Arc<Mutex<Box<dyn Ledger>>>;
 
+/// A write to the ledger, as `persist` runs it.
+type Op<'a> = dyn FnMut(&mut dyn Ledger) -> Result<()> + 'a;
+
 /// A run being recorded, holding its stack's lock.
 pub struct Recorder {
     ledger: Shared,
@@ -39,13 +42,25 @@ impl Recorder {
         mut ledger: Box<dyn Ledger>,
         start: &RunStart,
     ) -> Result<(Recorder, Option<Holder>)> {
-        match ledger.begin(start, true)? {
+        let deciding = std::time::Instant::now();
+        let begun = ledger.begin(start, true)?;
+        // What the benchmarks read (docs/benchmarks.md, `MARA_LOG=mara::ledger=debug`).
+        tracing::debug!(
+            target: "mara::ledger",
+            micros = deciding.elapsed().as_micros() as u64,
+            taken = matches!(begun, Begun::Started { .. }),
+            "lock decided"
+        );
+        match begun {
             Begun::Held(holder) => Err(Error::Locked(Box::new(
                 Problem::new(format!(
                     "stack `{}` is locked by another run: {holder}",
                     start.stack
                 ))
-                .hint("wait for it, stop it with `mara cancel`, or clear a lock whose run is gone with `mara unlock --force`"),
+                .hint(match holder.lease_left {
+                    None => "wait for it, stop it with `mara cancel`, or clear a lock whose run is gone with `mara unlock --force`".to_string(),
+                    Some(left) => format!("wait for it, or stop it with `mara cancel`; if its process is gone (killed, its machine lost), the next run takes the lock over when its lease runs out, in {left} s"),
+                }),
             ))),
             Begun::Started { took_over } => Ok((
                 Recorder {
@@ -133,38 +148,52 @@ impl Recorder {
             .filter_map(|(i, p)| p.fingerprint.clone().map(|f| (i, f)))
             .collect();
         let (ledger, run_id, root) = (self.ledger.clone(), self.run_id.clone(), root.to_path_buf());
-        let logs = ledger.lock().is_ok_and(|l| l.stores_logs());
+        let (logs, lease) = match ledger.lock() {
+            Ok(l) => (l.stores_logs(), l.lease()),
+            Err(_) => (false, None),
+        };
         let (to_writer, events) = mpsc::channel::<Event>();
         let writer = std::thread::spawn(move || {
+            // A ledger that cannot be written is said once, not at every line and event.
+            let mut failures = 0;
+            let mut persist = |op: &mut Op<'_>| {
+                // Once a write failed for a whole lease, the server is gone for this run (which
+                // drains): the later ones are tried once each.
+                let retried = if failures == 0 { lease } else { None };
+                if let Err(error) = persist(&ledger, retried, op) {
+                    failures += 1;
+                    if failures == 1 {
+                        tracing::warn!(
+                            "{error}: the run's record is incomplete (later failures are not repeated)"
+                        );
+                    }
+                }
+            };
             // Log lines go in batches: what came in the last fifth of a second, or 200 lines,
             // and always before a project's start or end is written.
             let mut lines: Vec<(String, String)> = Vec::new();
-            let flush = |lines: &mut Vec<(String, String)>| {
-                if lines.is_empty() {
-                    return;
+            let flush = |lines: &mut Vec<(String, String)>,
+                         persist: &mut dyn FnMut(&mut Op<'_>)| {
+                if !lines.is_empty() {
+                    persist(&mut |l| l.append_logs(&run_id, lines));
+                    lines.clear();
                 }
-                if let Ok(mut ledger) = ledger.lock()
-                    && let Err(error) = ledger.append_logs(&run_id, lines)
-                {
-                    tracing::warn!("{error}: log lines not stored");
-                }
-                lines.clear();
             };
             loop {
                 match events.recv_timeout(Duration::from_millis(200)) {
                     Ok(Event::Line { path, text, .. }) => {
                         lines.push((path, text));
                         if lines.len() >= 200 {
-                            flush(&mut lines);
+                            flush(&mut lines, &mut persist);
                         }
                     }
                     Ok(event) => {
-                        flush(&mut lines);
-                        write(&ledger, &run_id, &event, &root, &fingerprints);
+                        flush(&mut lines, &mut persist);
+                        persist(&mut |l| write(l, &run_id, &event, &root, &fingerprints));
                     }
-                    Err(mpsc::RecvTimeoutError::Timeout) => flush(&mut lines),
+                    Err(mpsc::RecvTimeoutError::Timeout) => flush(&mut lines, &mut persist),
                     Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        flush(&mut lines);
+                        flush(&mut lines, &mut persist);
                         return;
                     }
                 }
@@ -181,10 +210,10 @@ impl Recorder {
     pub fn finish(mut self, status: RunStatus) -> Result<()> {
         self.stop_watching();
         let finished = clock::rfc3339(SystemTime::now());
-        self.ledger
-            .lock()
-            .expect("the ledger is never poisoned")
-            .finish(&self.run_id, status, &finished)
+        let lease = self.ledger.lock().ok().and_then(|l| l.lease());
+        persist(&self.ledger, lease, &mut |l| {
+            l.finish(&self.run_id, status, &finished)
+        })
     }
 
     /// Records which projects now have `stack` on `backend`, and which were found without it.
@@ -205,10 +234,8 @@ impl Recorder {
     /// releases the stack's lock.
     pub fn forget(mut self) -> Result<()> {
         self.stop_watching();
-        self.ledger
-            .lock()
-            .expect("the ledger is never poisoned")
-            .forget(&self.run_id)
+        let lease = self.ledger.lock().ok().and_then(|l| l.lease());
+        persist(&self.ledger, lease, &mut |l| l.forget(&self.run_id))
     }
 
     fn stop_watching(&mut self) {
@@ -250,17 +277,33 @@ impl Drop for LedgerSink {
 }
 
 /// What the ledger keeps of an event.
+/// Runs `op` on the ledger. On a server (whose locks are leases) a failure is tried again every
+/// half second for as long as a lease lasts: a server restarting, or a network coming back,
+/// costs the record nothing (the lease itself is renewed meanwhile, or the run drains).
+fn persist(ledger: &Shared, lease: Option<Duration>, op: &mut Op<'_>) -> Result<()> {
+    let deadline = lease.map(|l| std::time::Instant::now() + l);
+    loop {
+        let result = match ledger.lock() {
+            Ok(mut ledger) => op(ledger.as_mut()),
+            Err(_) => return Ok(()),
+        };
+        match (result, deadline) {
+            (Err(_), Some(deadline)) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            (result, _) => return result,
+        }
+    }
+}
+
 fn write(
-    ledger: &Shared,
+    ledger: &mut dyn Ledger,
     run_id: &str,
     event: &Event,
     root: &Path,
     fingerprints: &BTreeMap<usize, String>,
-) {
-    let Ok(mut ledger) = ledger.lock() else {
-        return;
-    };
-    let result = match event {
+) -> Result<()> {
+    match event {
         Event::ProjectStarted { index, path } => ledger.project_started(
             run_id,
             path,
@@ -288,9 +331,6 @@ fn write(
             },
         ),
         _ => Ok(()),
-    };
-    if let Err(error) = result {
-        tracing::warn!("{error}");
     }
 }
 

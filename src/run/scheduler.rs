@@ -226,7 +226,13 @@ pub async fn run<S: Send + 'static>(
         if reports.contains_key(&i) {
             continue;
         }
-        let reason = if let Some(failed) = blocked.get(&i) {
+        // A dependency stopped by the interruption did not fail: the interruption is the reason.
+        let stopped = |path: &String| {
+            reports
+                .values()
+                .any(|r| r.path == *path && r.status == crate::status::ProjectStatus::Cancelled)
+        };
+        let reason = if let Some(failed) = blocked.get(&i).filter(|f| !stopped(f)) {
             format!("depends on {failed}, which did not succeed")
         } else if interrupt.is_interrupted() {
             "not started: the run was interrupted".to_string()

@@ -155,12 +155,10 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
     let ledger = ledger.and_then(|url| {
         let at = Location::at_offset(path, text, url.span().start);
         let value = url.into_inner();
-        let problem = if !value.starts_with("postgres://") && !value.starts_with("postgresql://") {
-            Some("must be a PostgreSQL URL (`postgres://user@host/database`); without it the ledger is `.mara/ledger.db`")
-        } else if without_password(&value) != value {
-            Some("holds a password, which would be in the repository: give the URL in MARA_LEDGER_URL, or the password in PGPASSWORD")
-        } else {
-            None
+        let problem = match super::ledger_url::parse(&value) {
+            Err(reason) => Some(format!("{reason}; without it the ledger is `.mara/ledger.db`")),
+            Ok(config) if config.get_password().is_some() => Some("holds a password, which would be in the repository: give the URL in MARA_LEDGER_URL, or the password in PGPASSWORD".to_string()),
+            Ok(_) => None,
         };
         match problem {
             Some(message) => {
@@ -186,24 +184,6 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         pulumi,
         ledger,
     })
-}
-
-/// The URL as it may be shown: without a password.
-pub fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(at) => rest.split_at(at),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((credentials, host)) => {
-            let user = credentials.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}@{host}{tail}")
-        }
-        None => url.to_string(),
-    }
 }
 
 /// Paths in `mara.toml` stay inside the workspace: relative, and without `..`.
@@ -232,7 +212,20 @@ pub fn toml_problem(path: &Path, text: &str, error: &toml::de::Error) -> Problem
         None => Location::file(path),
     };
     let message = error.message().trim_end().replace('\n', "; ");
-    Problem::new(message).at(location)
+    let problem = Problem::new(message).at(location);
+    // A value of the wrong kind: the key it is the value of, from its line.
+    let key = error.span().and_then(|span| {
+        let start = text[..span.start.min(text.len())]
+            .rfind('\n')
+            .map_or(0, |at| at + 1);
+        let (key, _) = text[start..span.start.min(text.len())].split_once('=')?;
+        let key = key.trim();
+        (!key.is_empty() && !key.starts_with('#')).then(|| format!("`{key}`"))
+    });
+    match key {
+        Some(key) => problem.subject(key),
+        None => problem,
+    }
 }
 
 /// A directory of the workspace that is a symlink (or lies under one) leading out of it: mara
@@ -314,22 +307,6 @@ secrets_provider = "passphrase"
         assert_eq!(
             settings.pulumi.secrets_provider.as_deref(),
             Some("passphrase")
-        );
-    }
-
-    #[test]
-    fn a_password_is_never_shown() {
-        assert_eq!(
-            without_password("postgres://mara:s3cret@db.example:5432/ledger?sslmode=require"),
-            "postgres://mara@db.example:5432/ledger?sslmode=require"
-        );
-        assert_eq!(
-            without_password("postgresql://db.example/ledger"),
-            "postgresql://db.example/ledger"
-        );
-        assert_eq!(
-            without_password("postgres://u:p%40ss@h/d"),
-            "postgres://u@h/d"
         );
     }
 

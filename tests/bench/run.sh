@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # mara's benchmarks (docs/benchmarks.md): every figure there comes from this one command.
-# Needs hyperfine (Debian: apt-get install hyperfine), python3, GNU time (/usr/bin/time) and rustc.
+# Needs hyperfine (Debian: apt-get install hyperfine), python3, GNU time (/usr/bin/time) and rustc;
+# the ledger part also PostgreSQL's server (Debian: apt-get install postgresql).
 # Not part of `cargo test`: timings are measured here, never asserted in tests.
 #
 #   bash tests/bench/run.sh            # everything (about five minutes on 2 cores)
-#   bash tests/bench/run.sh plan cost  # some parts: plan, cost, parallel, changed, startup, calls
+#   bash tests/bench/run.sh plan cost  # some parts: plan, cost, parallel, changed, startup, calls, ledger
 #   MARA_BEFORE=/path/to/older/mara bash tests/bench/run.sh calls   # the calls part, before/after
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-parts=${*:-plan cost parallel changed startup calls}
+parts=${*:-plan cost parallel changed startup calls ledger}
 cargo build --release --workspace -q
 MARA="$PWD/target/release/mara"
-GENERATE="python3 $PWD/tests/bench/generate.py"
+GENERATE_PY="$PWD/tests/bench/generate.py"
+GENERATE="python3 $GENERATE_PY"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+cleanup=()
+trap 'for c in "${cleanup[@]}"; do eval "$c"; done; rm -rf "$work"' EXIT
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(rustc --version)"
 
 # The workspaces: the aws graph, then 100, 1,000 and 10,000 layered projects (seed 7).
@@ -285,5 +288,100 @@ if [[ " $parts " == *" calls "* ]]; then
         done
       done
     done
+  done
+fi
+
+# --- 7. The ledger: PostgreSQL against SQLite ------------------------------------------------
+# A PostgreSQL server of the script's own (initdb and pg_ctl on a directory under $work, on a
+# loopback port, as the `postgres` user when run as root: the server refuses root), one database
+# per workspace.
+if [[ " $parts " == *" ledger "* ]]; then
+  pg=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+  [ -x "$pg/initdb" ] || { echo "the ledger part needs PostgreSQL's server (apt-get install postgresql)" >&2; exit 1; }
+  as=()
+  if [ "$(id -u)" = 0 ]; then chmod 755 "$work"; mkdir -p "$work/pg"; chown postgres "$work/pg"; as=(runuser -u postgres --); fi
+  mkdir -p "$work/pg"
+  port=55433
+  "${as[@]}" "$pg/initdb" -D "$work/pg/data" -A trust -U postgres > /dev/null
+  "${as[@]}" "$pg/pg_ctl" -D "$work/pg/data" -w -l "$work/pg/log" \
+    -o "-p $port -k $work/pg -c listen_addresses=127.0.0.1 -c max_connections=100" start > /dev/null
+  cleanup+=("${as[*]} $pg/pg_ctl -D $work/pg/data -m immediate stop > /dev/null")
+  psql() { "$pg/psql" -h 127.0.0.1 -p "$port" -U postgres -X -q -A -t "$@"; }
+  url() { echo "postgres://postgres@127.0.0.1:$port/$1"; }
+
+  echo
+  echo "## The ledger's cost per project: mara up --parallel 1 on SQLite and on PostgreSQL (loopback)"
+  echo "| projects | mara, SQLite (ms) | mara, PostgreSQL (ms) | PostgreSQL's extra per project (ms) | statements per project |"
+  echo "|---|---|---|---|---|"
+  for size in aws 1000; do
+    read -r n _ _ < <(shape "$work/$size")
+    db="ledger_$size"
+    psql -c "CREATE DATABASE $db" > /dev/null
+    runs=$([ "$size" = aws ] && echo 30 || echo 5)
+    hyperfine -N --warmup 2 --runs "$runs" --export-json "$work/lite.json" \
+      "$MARA -C $work/$size up --yes --parallel 1 --color never -q" > /dev/null
+    export MARA_LEDGER_URL=$(url "$db")
+    hyperfine -N --warmup 2 --runs "$runs" --export-json "$work/pg.json" \
+      "$MARA -C $work/$size up --yes --parallel 1 --color never -q" > /dev/null
+    # The statements the server ran for one more run, from its own log.
+    psql -c "ALTER SYSTEM SET log_statement = 'all'" -c "SELECT pg_reload_conf()" > /dev/null
+    lines=$(wc -l < "$work/pg/log")
+    "$MARA" -C "$work/$size" up --yes --parallel 1 --color never -q > /dev/null
+    statements=$(tail -n +"$((lines + 1))" "$work/pg/log" | grep -c 'LOG:  \(statement\|execute\)' || true)
+    psql -c "ALTER SYSTEM RESET log_statement" -c "SELECT pg_reload_conf()" > /dev/null
+    unset MARA_LEDGER_URL
+    lite=$(mean_ms "$work/lite.json"); post=$(mean_ms "$work/pg.json")
+    echo "| $n | $lite ± $(stddev_ms "$work/lite.json") | $post ± $(stddev_ms "$work/pg.json") | $(python3 -c "print(f'{($post - $lite) / $n:.2f} | {$statements / $n:.1f}')") |"
+  done
+
+  # Eight runs of one stack started at once, from eight copies of a one-project workspace (eight
+  # machines) on the server, and from one workspace (one machine) on SQLite: how long each waits
+  # for its ledger and for the lock's decision (mara's own debug lines), and how long a refused
+  # run takes, start to exit. The winner's `up` takes a second, so every other run meets a lock.
+  echo
+  echo "## Lock acquisition with 8 contenders (20 rounds each)"
+  echo "| ledger | opening the ledger, median / p95 (ms) | lock decided, median / p95 / max (ms) | refused run, start to exit, median / max (ms) | rounds with exactly one winner |"
+  echo "|---|---|---|---|---|"
+  python3 "$GENERATE_PY" 1 "$work/one" > /dev/null
+  psql -c "CREATE DATABASE contention" > /dev/null
+  for i in 1 2 3 4 5 6 7 8; do rm -rf "$work/one-$i" && cp -r "$work/one" "$work/one-$i"; done
+  for ledger in postgres sqlite; do
+    python3 - "$MARA" "$work" "$ledger" "$(url contention)" <<'PY'
+import os, re, statistics, subprocess, sys, threading, time
+mara, work, ledger, url = sys.argv[1:5]
+opened, decided, refused, good = [], [], [], 0
+
+def run(i, out):
+    env = dict(os.environ, MARA_LOG="mara::ledger=debug", NOWORK_SLEEP="1")
+    if ledger == "postgres":
+        env["MARA_LEDGER_URL"] = url
+    ws = f"{work}/one-{i}" if ledger == "postgres" else f"{work}/one"
+    started = time.monotonic()
+    p = subprocess.run([mara, "-C", ws, "up", "--yes", "--color", "never"], env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    out[i] = (p.returncode, p.stderr, (time.monotonic() - started) * 1000)
+
+for _ in range(20):
+    out = {}
+    threads = [threading.Thread(target=run, args=(i, out)) for i in range(1, 9)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = 0
+    for code, err, ms in out.values():
+        opened += [int(m) / 1000 for m in re.findall(r"ledger opened micros=(\d+)", err)]
+        for micros, taken in re.findall(r"lock decided micros=(\d+) taken=(true|false)", err):
+            decided.append(int(micros) / 1000)
+            winners += taken == "true"
+        if code == 5:
+            refused.append(ms)
+    good += winners == 1
+q = lambda xs, f: sorted(xs)[min(len(xs) - 1, int(f * len(xs)))]
+print(f"| {'PostgreSQL, 8 copies' if ledger == 'postgres' else 'SQLite, one workspace'} "
+      f"| {statistics.median(opened):.2f} / {q(opened, 0.95):.2f} "
+      f"| {statistics.median(decided):.2f} / {q(decided, 0.95):.2f} / {max(decided):.2f} "
+      f"| {statistics.median(refused):.1f} / {max(refused):.1f} | {good} of 20 |")
+PY
   done
 fi

@@ -84,7 +84,18 @@ fn execute(
         }
         _ => BTreeMap::new(),
     };
-    let Some(selected) = decide(settings, run, deployment, selected, stack, &fingerprints)? else {
+    // One ledger for the whole run: one connection to a server.
+    let mut ledger = ledger::Opener::new(ledger::place(&files.workspace, &settings.env)?);
+    let Some(selected) = decide(
+        settings,
+        run,
+        &mut ledger,
+        deployment,
+        selected,
+        stack,
+        &fingerprints,
+    )?
+    else {
         return Ok(());
     };
 
@@ -123,7 +134,8 @@ fn execute(
     // The stacks the ledger knows exist on this backend: those are not selected first, nor asked
     // about before a destroy or refresh.
     let backend = backend_of(&with_secrets);
-    let known_stacks = ledger::open_existing(&ledger::place(&files.workspace, &settings.env))
+    let known_stacks = ledger
+        .existing()
         .ok()
         .flatten()
         .and_then(|l| l.known_stacks(&backend, stack.name.as_str()).ok())
@@ -134,6 +146,7 @@ fn execute(
         Operation::Destroy | Operation::Refresh if !run.dry_run => {
             let mut env = with_secrets.clone();
             configure::strip_secret_variables(&mut env);
+            ledger.place().keep_from_engines(&mut env);
             let color = settings.stdout_style.enabled;
             let pulumi = plan::pulumi(deployment, stack, &config, color);
             let found = stacks::find(
@@ -183,7 +196,7 @@ fn execute(
     let mut recorder = match run.operation.mutates() {
         true => Some(record(
             settings,
-            deployment,
+            (deployment, &mut ledger),
             run.operation,
             stack,
             &run_id,
@@ -200,6 +213,7 @@ fn execute(
         with_secrets: &with_secrets,
         backend: &backend,
         started,
+        ledger,
     };
     let mut ran = false;
     let result = go(
@@ -246,6 +260,8 @@ struct Prepared<'a> {
     /// The backend the ledger keys the known stacks by (`backend_of`).
     backend: &'a str,
     started: SystemTime,
+    /// The run's ledger, for what a run without a record (a preview) records.
+    ledger: ledger::Opener,
 }
 
 /// Prepare, plan, confirm, execute, report. `ran` says whether anything ran: a secret stored or
@@ -254,7 +270,7 @@ fn go(
     settings: &Settings,
     run: &RunSettings,
     planner: &Planner<'_>,
-    prepared: Prepared<'_>,
+    mut prepared: Prepared<'_>,
     (runner, recorder): (&Runner, Option<&mut Recorder>),
     ran: &mut bool,
 ) -> Result<()> {
@@ -264,6 +280,7 @@ fn go(
     // MARA_SECRET_* is for mara alone: no engine or hook process gets it.
     let mut env = prepared.with_secrets.clone();
     configure::strip_secret_variables(&mut env);
+    prepared.ledger.place().keep_from_engines(&mut env);
 
     // Prepare the stack: the first run's answers and the secrets not stored yet, then what
     // Pulumi stores already, for the redactor.
@@ -304,11 +321,12 @@ fn go(
     );
     read_back.append(&mut secrets);
     let secrets = read_back;
+    let ledger_password = prepared.ledger.place().password(&settings.env);
     // A first run's tokens reach the engines as the variables their questions name.
     prepare::token_variables(&planner.deployment.provider, &secrets, &mut env);
     let context = || Context {
         env: env.clone(),
-        redactor: Redactor::new(secrets.values().cloned()),
+        redactor: Redactor::new(secrets.values().cloned().chain(ledger_password.clone())),
         kubeconfig: kubeconfig::Files {
             stack: workspace.kubeconfig_file(&stack.name),
             root: workspace.root.clone(),
@@ -364,8 +382,8 @@ fn go(
     let recorded = match &recorder {
         Some(recorder) => recorder.stacks_changed(backend, stack.name.as_str(), &exist, &gone),
         None if exist.is_empty() && gone.is_empty() => Ok(()),
-        None => ledger::open(&ledger::place(workspace, &settings.env))
-            .and_then(|mut l| l.stacks_changed(backend, stack.name.as_str(), &exist, &gone)),
+        None => (prepared.ledger.writable())
+            .and_then(|l| l.stacks_changed(backend, stack.name.as_str(), &exist, &gone)),
     };
     if let Err(error) = recorded {
         tracing::warn!("{error}: the stacks that exist are not recorded");
@@ -378,7 +396,11 @@ fn go(
         operation: run.operation,
         provider: planner.deployment.provider.name.clone(),
         stack: stack.name.to_string(),
-        status: run_status(&reports, runner.interrupt().is_interrupted()),
+        // A run that lost its lease stopped short of what it was asked: it failed.
+        status: match runner.interrupt().draining() {
+            Some(_) => RunStatus::Failed,
+            None => run_status(&reports, runner.interrupt().is_interrupted()),
+        },
         started: clock::rfc3339(prepared.started),
         finished: clock::rfc3339(SystemTime::now()),
         duration: clock_start.elapsed(),
@@ -522,7 +544,7 @@ fn no_such_stack(stack: &ResolvedStack, existing: &std::collections::BTreeSet<St
 /// Records the run in the ledger and takes the stack's lock (exit 5 when another run holds it).
 fn record(
     settings: &Settings,
-    deployment: &Deployment,
+    (deployment, ledger): (&Deployment, &mut ledger::Opener),
     operation: Operation,
     stack: &ResolvedStack,
     run_id: &str,
@@ -536,8 +558,7 @@ fn record(
         command: std::env::args().collect::<Vec<_>>().join(" "),
         started: clock::rfc3339(started),
     };
-    let place = ledger::place(&deployment.files.workspace, &settings.env);
-    let (recorder, took_over) = Recorder::begin(ledger::open(&place)?, &start)?;
+    let (recorder, took_over) = Recorder::begin(ledger.take_writable()?, &start)?;
     if let Some(old) = took_over {
         let note = recorder
             .run(&old.run_id)
@@ -546,7 +567,11 @@ fn record(
             .map(|r| crate::commands::ledger::engine_locks_note(&r))
             .unwrap_or_default();
         let warning = format!(
-            "warning: took over the lock of {old}, whose process is gone; that run is recorded abandoned\n{note}"
+            "warning: took over the lock of {old}, whose {}; that run is recorded abandoned\n{note}",
+            match old.lease_left {
+                Some(_) => "lease ran out",
+                None => "process is gone",
+            }
         );
         eprintln!("{}", settings.stderr_style.yellow(warning.trim_end()));
     }
@@ -557,6 +582,7 @@ fn record(
 fn decide<'g>(
     settings: &Settings,
     run: &RunSettings,
+    ledger: &mut ledger::Opener,
     deployment: &'g Deployment,
     selected: Plan<'g>,
     stack: &ResolvedStack,
@@ -565,8 +591,7 @@ fn decide<'g>(
     if run.mode == Mode::All {
         return Ok(Some(selected));
     }
-    let ledger = ledger::open_existing(&ledger::place(&deployment.files.workspace, &settings.env))?;
-    let ledger = ledger.as_deref();
+    let ledger = ledger.existing()?;
     match run.mode {
         Mode::All => Ok(Some(selected)),
         Mode::Resume => match narrow::resume(&deployment.graph, ledger, stack, run.operation)? {

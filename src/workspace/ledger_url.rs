@@ -1,0 +1,190 @@
+//! A ledger server's URL (docs/formats.md, `ledger`; docs/commands.md, "A team's ledger"): read,
+//! and shown without its password whatever form the password was given in.
+
+/// The connection settings of a ledger URL. Only a `postgres://` or `postgresql://` URL is
+/// taken (not libpq's `key=value` form). libpq's `sslmode=verify-ca` and `verify-full` are read
+/// as `require`: mara always verifies a server's certificate (docs/decisions.md).
+pub fn parse(url: &str) -> Result<postgres::Config, String> {
+    let url = url.trim();
+    if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+        return Err(
+            "not a PostgreSQL URL: it must start with `postgres://` (`postgres://user@host:5432/database`)"
+                .into(),
+        );
+    }
+    let url = match url.split_once('?') {
+        Some((base, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some(("sslmode", "verify-ca" | "verify-full")) => "sslmode=require".into(),
+                    _ => pair.to_string(),
+                })
+                .collect();
+            format!("{base}?{}", query.join("&"))
+        }
+        None => url.to_string(),
+    };
+    url.parse::<postgres::Config>().map_err(|e| {
+        let mut text = format!("not a PostgreSQL URL: {e}");
+        if url.contains("sslmode=") {
+            text.push_str(
+                " (`sslmode` is one of disable, prefer, require, verify-ca, verify-full)",
+            );
+        }
+        text
+    })
+}
+
+/// The URL as it may be shown: rebuilt from what it says (user, hosts, ports, database, TLS
+/// mode), so that no password shows, whether it was in the user part, a query parameter or a
+/// part the parser reads differently from a person. A URL that cannot be read shows as its
+/// scheme alone.
+pub fn shown(url: &str) -> String {
+    let Ok(config) = parse(url) else {
+        let scheme = url.trim().split("://").next().filter(|s| {
+            !s.is_empty() && s.len() < 20 && s.chars().all(|c| c.is_ascii_alphanumeric())
+        });
+        return match scheme {
+            Some(scheme) if url.contains("://") => format!("{scheme}://… (unreadable)"),
+            _ => "(an unreadable URL)".into(),
+        };
+    };
+    let mut out = String::from("postgres://");
+    if let Some(user) = config.get_user() {
+        out.push_str(user);
+        out.push('@');
+    }
+    let ports = config.get_ports();
+    let mut sockets = Vec::new();
+    let mut hosts = Vec::new();
+    for (i, host) in config.get_hosts().iter().enumerate() {
+        let port = ports.get(i).or(ports.first());
+        match host {
+            postgres::config::Host::Tcp(name) => {
+                let name = match name.contains(':') {
+                    true => format!("[{name}]"),
+                    false => name.clone(),
+                };
+                hosts.push(match port {
+                    Some(port) => format!("{name}:{port}"),
+                    None => name,
+                });
+            }
+            #[cfg(unix)]
+            postgres::config::Host::Unix(path) => sockets.push(path.display().to_string()),
+        }
+    }
+    out.push_str(&hosts.join(","));
+    out.push('/');
+    out.push_str(config.get_dbname().unwrap_or_default());
+    let mut query = Vec::new();
+    for socket in sockets {
+        query.push(format!("host={socket}"));
+    }
+    // A port for sockets alone goes in the query.
+    if hosts.is_empty()
+        && !query.is_empty()
+        && let Some(port) = ports.first()
+    {
+        query.push(format!("port={port}"));
+    }
+    match config.get_ssl_mode() {
+        postgres::config::SslMode::Disable => query.push("sslmode=disable".into()),
+        postgres::config::SslMode::Require => query.push("sslmode=require".into()),
+        _ => {}
+    }
+    if !query.is_empty() {
+        out.push('?');
+        out.push_str(&query.join("&"));
+    }
+    out
+}
+
+/// Whether the URL holds a password, in any form.
+pub fn has_password(url: &str) -> bool {
+    parse(url).is_ok_and(|c| c.get_password().is_some())
+}
+
+/// Whether every host of the URL is a Unix socket (where mara uses no TLS, as libpq does not).
+pub fn only_sockets(config: &postgres::Config) -> bool {
+    let hosts = config.get_hosts();
+    !hosts.is_empty()
+        && hosts
+            .iter()
+            .all(|h| !matches!(h, postgres::config::Host::Tcp(_)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_password_shows_in_any_form() {
+        for (url, expected) in [
+            (
+                "postgres://mara:s3cret@db.example:5432/ledger?sslmode=require",
+                "postgres://mara@db.example:5432/ledger?sslmode=require",
+            ),
+            (
+                "postgres://slash:ab/cd+ef==@127.0.0.1:55432/mara2",
+                "postgres://slash@127.0.0.1:55432/mara2",
+            ),
+            (
+                "postgres://db.example/mara?user=mara&password=S3cretPassw0rd",
+                "postgres://mara@db.example:5432/mara",
+            ),
+            ("postgresql://u:p%40ss@h/d", "postgres://u@h:5432/d"),
+            (
+                "postgres://m@/mara?host=/tmp/pg&port=5433",
+                "postgres://m@/mara?host=/tmp/pg&port=5433",
+            ),
+            (
+                "postgres://m@a:1,b:2/x?sslmode=verify-full",
+                "postgres://m@a:1,b:2/x?sslmode=require",
+            ),
+        ] {
+            assert_eq!(shown(url), expected, "{url}");
+        }
+        for url in [
+            "host=h user=mara password=S3cret dbname=mara",
+            "postgres://u:S3cret@h:notaport/d",
+            "S3cret",
+        ] {
+            assert!(!shown(url).contains("S3cret"), "{url}: {}", shown(url));
+        }
+    }
+
+    #[test]
+    fn passwords_are_found_wherever_they_are() {
+        assert!(has_password("postgres://a:b@h/d"));
+        assert!(has_password(
+            "postgres://slash:ab/cd+ef==@127.0.0.1:55432/m"
+        ));
+        assert!(has_password("postgres://h/d?password=x"));
+        assert!(!has_password("postgres://a@h/d"));
+    }
+
+    #[test]
+    fn only_urls_are_taken() {
+        assert!(
+            parse("host=h dbname=d")
+                .unwrap_err()
+                .contains("postgres://")
+        );
+        assert!(parse("mysql://h/d").is_err());
+        assert!(
+            parse("postgres://h/d?sslmode=bogus")
+                .unwrap_err()
+                .contains("verify-full")
+        );
+        assert_eq!(
+            parse("postgres://h/d?sslmode=verify-ca")
+                .unwrap()
+                .get_ssl_mode(),
+            postgres::config::SslMode::Require
+        );
+        assert!(only_sockets(&parse("postgres://u@/d?host=/tmp").unwrap()));
+        assert!(!only_sockets(&parse("postgres://u@h/d").unwrap()));
+    }
+}
