@@ -599,16 +599,68 @@ fn what_the_ledger_is_told_is_checked_before_anything_runs() {
         assert!(err.contains(expected), "{url} {lease:?}: {err}");
         assert!(copy.calls().is_empty(), "nothing ran: {err}");
     }
-    // A server that is not there: what to check.
-    let (code, _, err) = output(&mut mara(
-        &copy,
-        "postgres://mara@127.0.0.1:1/nowhere?sslmode=disable",
-        &["up", "--yes"],
-    ));
-    assert_eq!(code, 3, "{err}");
+    // A server that is not there, for every operation: what to check, before any engine call.
+    for operation in [
+        &["up", "--yes"][..],
+        &["preview"],
+        &["destroy", "--yes"],
+        &["refresh", "--yes"],
+    ] {
+        let (code, _, err) = output(&mut mara(
+            &copy,
+            "postgres://mara@127.0.0.1:1/nowhere?sslmode=disable",
+            operation,
+        ));
+        assert_eq!(code, 3, "{operation:?}: {err}");
+        assert!(
+            err.contains("cannot connect") && err.contains("that the server is running"),
+            "{err}"
+        );
+        assert!(copy.calls().is_empty(), "{operation:?}: nothing ran");
+    }
+}
+
+#[test]
+fn a_run_whose_lock_is_cleared_elsewhere_stops_starting_projects() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("cleared");
+    let (here, there) = (Deployment::of("mara-local"), Deployment::of("mara-local"));
+    let run = started_slowly(&here, &url, 1000, 60);
+    wait_for_running(&there, &url, 1);
+    // On a server --force clears the lock whatever the pid (machines may share a host name).
+    let (code, out, err) = output(&mut mara(&there, &url, &["unlock", "--force"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("Cleared the lock of run "), "{out}");
+    let cleared = here.calls().len();
+    let finished = run.wait_with_output().unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&finished.stdout),
+        String::from_utf8_lossy(&finished.stderr),
+    );
+    assert_eq!(finished.status.code(), Some(5), "{out}{err}");
     assert!(
-        err.contains("cannot connect") && err.contains("that the server is running"),
+        err.contains("the stack's lock was taken from this run"),
         "{err}"
+    );
+    assert!(
+        out.contains("✗ up on stack dev failed"),
+        "no success: {out}"
+    );
+    // Noticed within a poll, not at the next renewal: at most the project running then ended.
+    let ups = |calls: &[serde_json::Value]| {
+        calls
+            .iter()
+            .filter(|c| c["argv"].as_array().unwrap().iter().any(|a| a == "up"))
+            .count()
+    };
+    let all = here.calls();
+    assert!(
+        ups(&all) <= ups(&all[..cleared]) + 1,
+        "{} ups before, {} after",
+        ups(&all[..cleared]),
+        ups(&all)
     );
 }
 

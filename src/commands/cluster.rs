@@ -26,6 +26,7 @@ fn target(settings: &Settings) -> Result<Target> {
     let files = StackFiles::load(settings)?;
     let stack = files.required_stack()?.clone();
     let mut env = files.environment(settings);
+    crate::ledger::keep_from_engines(&files.workspace, &mut env);
     configure::strip_secret_variables(&mut env);
     Ok(Target {
         workspace: files.workspace.clone(),

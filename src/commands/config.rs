@@ -44,6 +44,7 @@ fn files(settings: &Settings, stack_files: &StackFiles) -> Result<Files> {
     let workspace = &stack_files.workspace;
     let stack = stack_files.required_stack()?;
     let mut env = stack_files.environment(settings);
+    crate::ledger::keep_from_engines(workspace, &mut env);
     configure::strip_secret_variables(&mut env);
     Ok(Files {
         shared: workspace.stack_config_file(&stack.name),

@@ -224,6 +224,7 @@ pub fn logs(
         ))
     })?;
     // `mara logs PROJECT`: one word that is no run's id names a project of the last run.
+    let run_given = project.is_some();
     let (run, project) = match (run, project) {
         (Some(word), None) if ledger.run(&word)?.is_none() => (None, Some(word)),
         other => other,
@@ -249,14 +250,14 @@ pub fn logs(
             settings,
             ledger.as_ref(),
             &record,
-            project.as_deref(),
+            (project.as_deref(), run_given),
             follow,
         );
     }
     let dir = workspace.state_dir().join("logs").join(&record.run_id);
     let files: Vec<(String, PathBuf)> = match &project {
         Some(name) => {
-            let path = project_of(&record, name)?;
+            let path = project_of(&record, name, run_given)?;
             vec![(path.clone(), dir.join(format!("{path}.log")))]
         }
         None => record
@@ -312,20 +313,24 @@ pub fn logs(
 }
 
 /// The project of `record` that `name` names: its path, or the end of it.
-fn project_of(record: &RunRecord, name: &str) -> Result<String> {
+/// `run_given`: the run was named, so `name` can only be a project.
+fn project_of(record: &RunRecord, name: &str, run_given: bool) -> Result<String> {
     record
         .projects
         .iter()
         .map(|p| p.path.clone())
         .find(|p| p == name || p.ends_with(&format!("/{name}")))
         .ok_or_else(|| {
-            Error::usage(
-                Problem::new(format!(
+            let paths: Vec<&str> = record.projects.iter().map(|p| p.path.as_str()).collect();
+            Error::usage(match run_given {
+                true => Problem::new(format!("run {} has no project `{name}`", record.run_id))
+                    .hint(format!("its projects: {}", paths.join(", "))),
+                false => Problem::new(format!(
                     "`{name}` is neither a run nor a project of run {}",
                     record.run_id
                 ))
                 .hint("`mara history` lists the runs; `mara logs RUN PROJECT` names both"),
-            )
+            })
         })
 }
 
@@ -335,10 +340,12 @@ fn server_logs(
     settings: &Settings,
     ledger: &dyn Ledger,
     record: &RunRecord,
-    project: Option<&str>,
+    (project, run_given): (Option<&str>, bool),
     follow: bool,
 ) -> Result<()> {
-    let project = project.map(|name| project_of(record, name)).transpose()?;
+    let project = project
+        .map(|name| project_of(record, name, run_given))
+        .transpose()?;
     if !follow {
         let lines = ledger.logs(&record.run_id, project.as_deref(), 0)?;
         let paths: Vec<&str> = match &project {
@@ -468,8 +475,10 @@ pub fn unlock(settings: &Settings, force: bool) -> Result<()> {
                 .hint("clearing a lock lets another run deploy the same stack at once: pass --force if the run holding it is gone (see `mara status`)"),
         ));
     }
+    // On a server a pid says nothing (machines may share a host name): --force clears the lock,
+    // and its run, if alive, notices within a quarter of a second and stops starting projects.
     let (_, host) = whoami();
-    if holder.host == host && process_exists(holder.pid) {
+    if holder.lease_left.is_none() && holder.host == host && process_exists(holder.pid) {
         return Err(Error::Locked(Box::new(
             Problem::new(format!(
                 "stack `{stack}` is locked by {holder}, which is alive on this host"

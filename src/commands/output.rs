@@ -30,6 +30,7 @@ pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
         let stack = files.required_stack()?;
         let graph = &deployment.graph;
         let mut env = files.environment(settings);
+        crate::ledger::keep_from_engines(workspace, &mut env);
         configure::strip_secret_variables(&mut env);
         let pulumi = Pulumi {
             binary: workspace.settings.pulumi.binary.clone(),

@@ -36,21 +36,45 @@ impl fmt::Display for Place {
     }
 }
 
+/// Takes the ledger's password out of an engine's environment (`Place::keep_from_engines`), for
+/// the commands that run engines outside a run (`output`, `config`, `kubectl`).
+pub fn keep_from_engines(workspace: &Workspace, env: &mut BTreeMap<String, String>) {
+    if let Ok(place) = place(workspace, env) {
+        place.keep_from_engines(env);
+    }
+}
+
 impl Place {
-    /// The server's password, when it has one: in its URL, or else `PGPASSWORD`. Every run
-    /// redacts it.
-    pub fn password(&self, env: &BTreeMap<String, String>) -> Option<String> {
+    /// The server's password, when it has one (in its URL, or else `PGPASSWORD`), as it is and
+    /// percent-encoded as a URL holds it. Every run redacts them.
+    pub fn password(&self, env: &BTreeMap<String, String>) -> Vec<String> {
         let Place::Server(url) = self else {
-            return None;
+            return Vec::new();
         };
-        let config = crate::workspace::ledger_url::parse(url).ok()?;
-        match config.get_password() {
-            Some(password) => Some(String::from_utf8_lossy(password).into_owned()),
-            None => env
-                .get(PASSWORD_VARIABLE)
-                .filter(|p| !p.is_empty())
-                .cloned(),
+        let Ok(config) = crate::workspace::ledger_url::parse(url) else {
+            return Vec::new();
+        };
+        let password = match config.get_password() {
+            Some(password) => String::from_utf8_lossy(password).into_owned(),
+            None => match env.get(PASSWORD_VARIABLE).filter(|p| !p.is_empty()) {
+                Some(password) => password.clone(),
+                None => return Vec::new(),
+            },
+        };
+        let encoded: String = password
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let mut forms = vec![password];
+        if encoded != forms[0] {
+            forms.push(encoded);
         }
+        forms
     }
 
     /// Takes what reaches the ledger out of an engine's or hook's environment: `PGPASSWORD`
@@ -83,14 +107,20 @@ pub fn place(workspace: &Workspace, env: &BTreeMap<String, String>) -> Result<Pl
                 .hint("give it the ledger server's URL (postgres://user@host/database), or unset it to use this workspace's own ledger"),
         )),
         Some(url) => match crate::workspace::ledger_url::parse(url) {
-            Ok(_) => Ok(Place::Server(url.to_string())),
+            Ok(_) => {
+                postgres::lease_length(env.get("MARA_LEASE_SECONDS").map(String::as_str))?;
+                Ok(Place::Server(url.to_string()))
+            }
             Err(reason) => Err(Error::config(
                 Problem::new(format!("{URL_VARIABLE}: {reason}"))
                     .hint("give it the ledger server's URL, or unset it to use this workspace's own ledger"),
             )),
         },
         None => Ok(match &workspace.settings.ledger {
-            Some(url) => Place::Server(url.clone()),
+            Some(url) => {
+                postgres::lease_length(env.get("MARA_LEASE_SECONDS").map(String::as_str))?;
+                Place::Server(url.clone())
+            }
             None => Place::File(path(workspace)),
         }),
     }
@@ -363,6 +393,12 @@ pub trait Ledger: Send {
     fn request_cancel(&mut self, stack: &str) -> Result<Option<Holder>>;
 
     fn cancel_requested(&self, run_id: &str) -> Result<bool>;
+
+    /// Whether run `run_id` still holds its stack's lock: on a server another machine may have
+    /// cleared it (`unlock --force`) or taken it over.
+    fn holds_lock(&self, _run_id: &str) -> Result<bool> {
+        Ok(true)
+    }
 
     /// Runs, newest first (without their projects), of one stack or all.
     fn runs(&self, stack: Option<&str>, limit: usize) -> Result<Vec<RunRecord>>;

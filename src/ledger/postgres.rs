@@ -76,10 +76,10 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX mara_log_lines_by_run ON mara_log_lines (run_id, seq);",
 ];
 
-/// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS`, 60 by default, from 2 to 3,600
-/// (an hour: a killed run's lock is taken over after it).
-fn lease_length() -> Result<std::time::Duration> {
-    let Ok(given) = std::env::var("MARA_LEASE_SECONDS") else {
+/// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2
+/// to 3,600 (an hour: a killed run's lock is taken over after it).
+pub fn lease_length(given: Option<&str>) -> Result<std::time::Duration> {
+    let Some(given) = given else {
         return Ok(std::time::Duration::from_secs(60));
     };
     match given.trim().parse::<u64>() {
@@ -135,7 +135,7 @@ impl PostgresLedger {
             .keepalives_idle(std::time::Duration::from_secs(10))
             .keepalives_interval(std::time::Duration::from_secs(2))
             .tcp_user_timeout(std::time::Duration::from_secs(15));
-        let lease = lease_length()?;
+        let lease = lease_length(std::env::var("MARA_LEASE_SECONDS").ok().as_deref())?;
         let mut client = dial(&config).map_err(|e| failed(connect_problem(&e, &config)))?;
         let version = migrate(&mut client).map_err(|e| failed(schema_problem(&e)))?;
         if version > MIGRATIONS.len() {
@@ -316,7 +316,12 @@ impl PostgresLedger {
 /// and no name to verify a certificate against).
 fn dial(config: &postgres::Config) -> std::result::Result<Client, postgres::Error> {
     match crate::workspace::ledger_url::only_sockets(config) {
-        true => config.connect(postgres::NoTls),
+        true => {
+            // libpq ignores `sslmode` on a socket; so does mara.
+            let mut config = config.clone();
+            config.ssl_mode(postgres::config::SslMode::Disable);
+            config.connect(postgres::NoTls)
+        }
         false => config.connect(tls()),
     }
 }
@@ -346,12 +351,16 @@ fn connect_problem(error: &postgres::Error, config: &postgres::Config) -> Proble
     {
         format!(
             "check the user ({}) and its password (PGPASSWORD or MARA_LEDGER_URL), and that the server lets it in",
-            config.get_user().unwrap_or("none given")
+            match config.get_user() {
+                Some(user) => user.to_string(),
+                None => format!("`{}`, this machine's, as the URL names none", whoami().0),
+            }
         )
     } else if said.contains("certificate") || said.contains("unknownissuer") {
         "the server's certificate is not signed by an authority this machine trusts: point SSL_CERT_FILE at the CA certificate that signed it (mara always verifies the server's certificate)".to_string()
     } else if said.contains("does not support tls") {
-        "the server takes no TLS: drop `sslmode=require`, or enable TLS on the server".to_string()
+        "the server takes no TLS: drop `sslmode` from the URL, or enable TLS on the server"
+            .to_string()
     } else if said.contains("lookup address") || said.contains("name or service not known") {
         "check the host name in the URL".to_string()
     } else if said.contains("does not exist") {
@@ -374,7 +383,7 @@ fn schema_problem(error: &postgres::Error) -> Problem {
     let reason = cause(error);
     let problem = Problem::new(format!("cannot prepare the ledger's tables: {reason}"));
     match reason.contains("permission denied") {
-        true => problem.hint("the first use of a database, and a newer mara's first run, create tables: run it once as a user that may (CREATE on the schema); later runs need only SELECT, INSERT, UPDATE and DELETE on the tables and USAGE on their sequences"),
+        true => problem.hint("mara's user needs SELECT, INSERT, UPDATE and DELETE on the mara_ tables and USAGE on their sequences; the first use of a database (and a newer mara's first run) also CREATE on the schema"),
         false => problem,
     }
 }
@@ -416,11 +425,23 @@ fn migrate(client: &mut Client) -> std::result::Result<usize, postgres::Error> {
     // Mostly the schema is current: one read says so, without the lock (a missing table or an
     // older version takes the locked way, which says again what it finds).
     let current = client.query_opt("SELECT version FROM mara_schema", &[]);
-    if let Ok(Some(row)) = current {
-        let found = row.get::<_, i32>(0).max(0) as usize;
-        if found >= MIGRATIONS.len() {
-            return Ok(found);
+    match current {
+        Ok(Some(row)) => {
+            let found = row.get::<_, i32>(0).max(0) as usize;
+            if found >= MIGRATIONS.len() {
+                return Ok(found);
+            }
         }
+        // The tables are there, but this user may not read them: that is the error to report,
+        // not the schema's (which it would need only to create them).
+        Err(error)
+            if error
+                .as_db_error()
+                .is_some_and(|d| d.code().code() == "42501") =>
+        {
+            return Err(error);
+        }
+        _ => {}
     }
     let mut transaction = client.transaction()?;
     transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
@@ -784,6 +805,17 @@ impl Ledger for PostgresLedger {
             })?;
         }
         Ok(holder)
+    }
+
+    fn holds_lock(&self, run_id: &str) -> Result<bool> {
+        let row = self.with(|c| {
+            self.cached_query_opt(
+                &mut *c,
+                "SELECT 1 FROM mara_locks WHERE run_id = $1",
+                &[&run_id],
+            )
+        })?;
+        Ok(row.is_some())
     }
 
     fn cancel_requested(&self, run_id: &str) -> Result<bool> {

@@ -22,6 +22,10 @@ use crate::status::RunStatus;
 
 type Shared = Arc<Mutex<Box<dyn Ledger>>>;
 
+/// Why a run drains when its lock is gone.
+const LOCK_TAKEN: &str =
+    "the stack's lock was taken from this run (its lease ran out, or `mara unlock --force`)";
+
 /// A write to the ledger, as `persist` runs it.
 type Op<'a> = dyn FnMut(&mut dyn Ledger) -> Result<()> + 'a;
 
@@ -113,6 +117,16 @@ impl Recorder {
                 let Some(lease) = lease.filter(|_| !lost) else {
                     continue;
                 };
+                // A lock cleared or taken over elsewhere is noticed at once, not at the next
+                // renewal: no project starts beside another run's.
+                if ledger
+                    .lock()
+                    .is_ok_and(|l| matches!(l.holds_lock(&run_id), Ok(false)))
+                {
+                    lost = true;
+                    interrupt.drain(LOCK_TAKEN.into());
+                    continue;
+                }
                 if renewed.elapsed() < lease / 3 {
                     continue;
                 }
@@ -121,9 +135,7 @@ impl Recorder {
                     Ok(Ok(true)) => renewed = std::time::Instant::now(),
                     Ok(Ok(false)) => {
                         lost = true;
-                        interrupt.drain(
-                            "the stack's lock was taken from this run (its lease ran out, or `mara unlock --force`)".into(),
-                        );
+                        interrupt.drain(LOCK_TAKEN.into());
                     }
                     Ok(Err(error)) if renewed.elapsed() >= lease => {
                         lost = true;
@@ -203,6 +215,19 @@ impl Recorder {
             to_writer: Some(to_writer),
             writer: Some(writer),
             logs,
+        }
+    }
+
+    /// Checks once more that the run still holds its lock (after its projects, before its
+    /// verdict): a lock taken between two polls must not end in a success.
+    pub fn confirm_lock(&self, interrupt: &Interrupt) {
+        let held = self
+            .ledger
+            .lock()
+            .map(|l| l.holds_lock(&self.run_id))
+            .unwrap_or(Ok(true));
+        if matches!(held, Ok(false)) && interrupt.draining().is_none() {
+            interrupt.drain(LOCK_TAKEN.into());
         }
     }
 

@@ -1,6 +1,28 @@
 //! A ledger server's URL (docs/formats.md, `ledger`; docs/commands.md, "A team's ledger"): read,
 //! and shown without its password whatever form the password was given in.
 
+/// The URL parameters the client reads.
+const KNOWN: &[&str] = &[
+    "user",
+    "password",
+    "dbname",
+    "host",
+    "hostaddr",
+    "port",
+    "sslmode",
+    "application_name",
+    "options",
+    "connect_timeout",
+    "tcp_user_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_retries",
+    "target_session_attrs",
+    "channel_binding",
+    "load_balance_hosts",
+];
+
 /// The connection settings of a ledger URL. Only a `postgres://` or `postgresql://` URL is
 /// taken (not libpq's `key=value` form). libpq's `sslmode=verify-ca` and `verify-full` are read
 /// as `require`: mara always verifies a server's certificate (docs/decisions.md).
@@ -11,6 +33,23 @@ pub fn parse(url: &str) -> Result<postgres::Config, String> {
             "not a PostgreSQL URL: it must start with `postgres://` (`postgres://user@host:5432/database`)"
                 .into(),
         );
+    }
+    if let Some((_, query)) = url.split_once('?') {
+        for key in query.split('&').filter_map(|p| p.split('=').next()) {
+            if !KNOWN.contains(&key) {
+                let instead = match key {
+                    "sslrootcert" => ": point SSL_CERT_FILE at the CA certificate instead",
+                    "sslcert" | "sslkey" | "sslpassword" => {
+                        ": client certificates are not supported"
+                    }
+                    _ => "",
+                };
+                return Err(format!(
+                    "the URL's parameter `{key}` is not one mara takes{instead} (it takes {})",
+                    KNOWN.join(", ")
+                ));
+            }
+        }
     }
     let url = match url.split_once('?') {
         Some((base, query)) => {
@@ -89,10 +128,15 @@ pub fn shown(url: &str) -> String {
     {
         query.push(format!("port={port}"));
     }
-    match config.get_ssl_mode() {
-        postgres::config::SslMode::Disable => query.push("sslmode=disable".into()),
-        postgres::config::SslMode::Require => query.push("sslmode=require".into()),
-        _ => {}
+    // The mode as given (`verify-full` is read as `require`, but shown as written).
+    if let Some(mode) = url
+        .split_once('?')
+        .into_iter()
+        .flat_map(|(_, q)| q.split('&'))
+        .find_map(|p| p.strip_prefix("sslmode="))
+        .filter(|m| *m != "prefer")
+    {
+        query.push(format!("sslmode={mode}"));
     }
     if !query.is_empty() {
         out.push('?');
@@ -141,7 +185,7 @@ mod tests {
             ),
             (
                 "postgres://m@a:1,b:2/x?sslmode=verify-full",
-                "postgres://m@a:1,b:2/x?sslmode=require",
+                "postgres://m@a:1,b:2/x?sslmode=verify-full",
             ),
         ] {
             assert_eq!(shown(url), expected, "{url}");
@@ -183,6 +227,11 @@ mod tests {
                 .unwrap()
                 .get_ssl_mode(),
             postgres::config::SslMode::Require
+        );
+        assert!(
+            parse("postgres://h/d?sslrootcert=/ca.pem")
+                .unwrap_err()
+                .contains("SSL_CERT_FILE")
         );
         assert!(only_sockets(&parse("postgres://u@/d?host=/tmp").unwrap()));
         assert!(!only_sockets(&parse("postgres://u@h/d").unwrap()));

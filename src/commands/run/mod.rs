@@ -86,6 +86,11 @@ fn execute(
     };
     // One ledger for the whole run: one connection to a server.
     let mut ledger = ledger::Opener::new(ledger::place(&files.workspace, &settings.env)?);
+    // A server is reached before anything runs: one that cannot be (down, a wrong password, a
+    // bad lease) fails the run here, exit 3, not after engine calls.
+    if !run.dry_run && matches!(ledger.place(), ledger::Place::Server(_)) {
+        ledger.existing()?;
+    }
     let Some(selected) = decide(
         settings,
         run,
@@ -375,6 +380,9 @@ fn go(
     *ran = true;
     let reports = runner.execute(&plan, context(), schedule, &mut sinks);
     drop(ledger);
+    if let Some(recorder) = &recorder {
+        recorder.confirm_lock(runner.interrupt());
+    }
     // Which stacks exist now, for the next run's plan; a preview (which takes no lock, and may
     // have created stacks) records it too.
     let (exist, gone) = stacks_seen(&plan, &reports);
