@@ -178,6 +178,10 @@ pub enum Command {
         command: Option<LedgerCommand>,
     },
 
+    /// Fan a deployment out over CI runners: one job per project
+    #[command(subcommand)]
+    Ci(CiCommand),
+
     /// Clear the stack's lock when the run holding it is gone
     Unlock {
         /// Required: clearing a lock lets another run deploy the same stack
@@ -260,6 +264,10 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "resume")]
     pub changed: bool,
 
+    /// Record the projects under run ID, opened by `mara ci open` (a job of a fanned-out run)
+    #[arg(long, value_name = "ID", conflicts_with_all = ["resume", "changed", "dry_run"])]
+    pub run: Option<String>,
+
     #[command(flatten)]
     pub selection: SelectionArgs,
 }
@@ -306,6 +314,74 @@ pub enum ImagesCommand {
         /// The images, as Docker names them (`name:tag`)
         #[arg(value_name = "IMAGE", required = true)]
         images: Vec<String>,
+    },
+}
+
+/// The operations a fanned-out run can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum CiOperation {
+    #[default]
+    Up,
+    Preview,
+    Refresh,
+    Destroy,
+}
+
+/// The CI systems `mara ci generate` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CiSystem {
+    /// A GitHub Actions workflow
+    Github,
+    /// A GitLab CI pipeline
+    Gitlab,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CiCommand {
+    /// Write a GitHub Actions workflow or a GitLab CI pipeline: a job that opens the run, one job
+    /// per project (needs: the graph's edges), a job that closes it
+    Generate {
+        #[arg(value_enum)]
+        system: CiSystem,
+        /// The operation the pipeline runs
+        #[arg(long, value_enum, default_value_t)]
+        operation: CiOperation,
+        /// Where to write it [default: .github/workflows/mara-STACK-OPERATION.yml, or
+        /// mara-STACK-OPERATION.gitlab-ci.yml]
+        #[arg(long, value_name = "FILE")]
+        file: Option<PathBuf>,
+        /// Write nothing; exit 4 when the file differs from what would be written
+        #[arg(long)]
+        check: bool,
+        #[command(flatten)]
+        selection: SelectionArgs,
+    },
+    /// Open a fanned-out run: check everything `up` checks, record the run, take the stack's lock
+    Open {
+        /// The run's id (the pipeline's, so that every job names the same run)
+        #[arg(long, value_name = "ID")]
+        run: String,
+        #[arg(long, value_enum, default_value_t)]
+        operation: CiOperation,
+        /// How long the lock lasts between jobs without one renewing it, in seconds
+        #[arg(long, value_name = "SECONDS", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(60..=86400))]
+        lease: u64,
+        #[command(flatten)]
+        selection: SelectionArgs,
+    },
+    /// Close a fanned-out run: record the projects that did not run and why, the run's status,
+    /// release the stack's lock, write the summary
+    Close {
+        #[arg(long, value_name = "ID")]
+        run: String,
+        /// Write the JSON summary to FILE
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
+        /// Write a JUnit XML report to FILE (one test case per project)
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        #[command(flatten)]
+        selection: SelectionArgs,
     },
 }
 

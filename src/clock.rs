@@ -50,6 +50,31 @@ fn civil(secs: i64) -> (String, String) {
     )
 }
 
+/// The time an `rfc3339` string says (only that form: `YYYY-MM-DDTHH:MM:SS[.mmm]Z`), by Howard
+/// Hinnant's days-from-civil.
+pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    let text = text.strip_suffix('Z')?;
+    let (date, time) = text.split_once('T')?;
+    let mut date = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
+    let (year, month, day) = (date.next()??, date.next()??, date.next()??);
+    let (time, millis) = match time.split_once('.') {
+        Some((t, m)) => (t, m.parse::<u64>().ok()?),
+        None => (time, 0),
+    };
+    let mut time = time.splitn(3, ':').map(|p| p.parse::<i64>().ok());
+    let (hour, minute, second) = (time.next()??, time.next()??, time.next()??);
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second;
+    let secs = u64::try_from(secs).ok()?;
+    Some(UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(millis))
+}
+
 /// `1.2s`, `2m05s`: a duration for people.
 pub fn human(duration: Duration) -> String {
     let secs = duration.as_secs_f64();
@@ -91,5 +116,20 @@ mod tests {
     fn durations_for_people() {
         assert_eq!(human(Duration::from_millis(1234)), "1.2s");
         assert_eq!(human(Duration::from_secs(125)), "2m05s");
+    }
+
+    #[test]
+    fn a_time_reads_back_as_written() {
+        for secs in [0u64, 951_782_400, 1_795_000_123, 4_102_444_800] {
+            let time = UNIX_EPOCH + Duration::from_millis(secs * 1000 + 457);
+            assert_eq!(
+                parse_rfc3339(&rfc3339(time)),
+                Some(time),
+                "{}",
+                rfc3339(time)
+            );
+        }
+        assert_eq!(parse_rfc3339("2026-11-21T17:08:56"), None);
+        assert_eq!(parse_rfc3339("yesterday"), None);
     }
 }

@@ -226,6 +226,12 @@ pub enum Error {
     /// One or more projects failed (exit 1); the summary has already been printed.
     #[error("{failed} {} failed", plural(*failed, "project", "projects"))]
     ProjectsFailed { failed: usize },
+    /// A fanned-out run closed with projects that did not run, none of them failed (exit 1).
+    #[error("{count} {} did not run", plural(*count, "project", "projects"))]
+    NotRun { count: usize },
+    /// `ci generate --check`: the file is not what would be written now (exit 4).
+    #[error("{0}")]
+    OutOfDate(Box<Problem>),
     /// `preview --expect-no-changes` found changes (exit 4).
     #[error("the preview found changes in {changed} {}", plural(*changed, "project", "projects"))]
     Drift { changed: usize },
@@ -303,8 +309,9 @@ impl Error {
             Error::Output(_)
             | Error::Terminal(_)
             | Error::Runtime(_)
-            | Error::ProjectsFailed { .. } => exit::PROJECT_FAILED,
-            Error::Drift { .. } => exit::DRIFT,
+            | Error::ProjectsFailed { .. }
+            | Error::NotRun { .. } => exit::PROJECT_FAILED,
+            Error::Drift { .. } | Error::OutOfDate(_) => exit::DRIFT,
             Error::Interrupted => exit::INTERRUPTED,
             Error::Locked(_) | Error::LeaseLost(_) => exit::LOCKED,
             Error::Declined(_) => exit::DECLINED,
@@ -355,9 +362,10 @@ impl Error {
     /// The individual problems, for reporting each on its own line.
     pub fn problems(&self) -> &[Problem] {
         match self {
-            Error::Usage(problem) | Error::Locked(problem) | Error::Declined(problem) => {
-                std::slice::from_ref(&**problem)
-            }
+            Error::Usage(problem)
+            | Error::Locked(problem)
+            | Error::Declined(problem)
+            | Error::OutOfDate(problem) => std::slice::from_ref(&**problem),
             Error::Problems(problems) | Error::UsageProblems(problems) => problems,
             _ => &[],
         }

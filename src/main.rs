@@ -47,6 +47,7 @@ fn main() {
             follow,
         } => commands::ledger::logs(&settings, run, project, follow),
         Command::Cancel => commands::ledger::cancel(&settings),
+        Command::Ci(command) => commands::ci::run(&settings, command),
         Command::Unlock { force } => commands::ledger::unlock(&settings, force),
         Command::Ledger { command } => commands::ledger::ledger(&settings, command),
         Command::Kubectl { args } => commands::cluster::kubectl(&settings, args),

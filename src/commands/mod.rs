@@ -1,6 +1,8 @@
 //! The commands: each loads what it needs through `deployment` and the layers below, then prints.
 //! Only this module, `main` and `ui` know about terminals.
 
+pub mod ci;
+mod ci_generate;
 pub mod cluster;
 pub mod config;
 pub mod ledger;

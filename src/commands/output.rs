@@ -46,27 +46,8 @@ pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
         };
         let mut all = Map::new();
         for &i in &chosen {
-            let project = graph.project(i);
-            let dir = workspace.project_dir(&project.path);
-            let outputs = match project.engine_or(workspace.settings.engine) {
-                engine @ (EngineKind::Terraform | EngineKind::Tofu) => {
-                    let terraform = terraform::Terraform {
-                        binary: engine.as_str().to_string(),
-                        stack: stack.name.to_string(),
-                        color: false,
-                    };
-                    terraform_outputs(&terraform, &dir, &env, show_secrets)?
-                }
-                EngineKind::Command => {
-                    let file = workspace.command_outputs_file(stack.name.as_str(), &project.path);
-                    std::fs::read_to_string(file)
-                        .ok()
-                        .and_then(|t| serde_json::from_str(&t).ok())
-                        .unwrap_or(Value::Null)
-                }
-                EngineKind::Pulumi => pulumi_outputs(&pulumi, &dir, show_secrets, &env)?,
-            };
-            all.insert(project.path.clone(), outputs);
+            let outputs = outputs_of(&deployment, (&pulumi, stack), i, &env, show_secrets)?;
+            all.insert(graph.project(i).path.clone(), outputs);
         }
         let value = match (&project, chosen.as_slice()) {
             (Some(_), [i]) => all.remove(&graph.project(*i).path).unwrap_or(Value::Null),
@@ -78,6 +59,37 @@ pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
         ))
     })();
     result.map_err(|e| e.relative_to(&workspace.root))
+}
+
+/// The stack outputs of project `i` (`null` when it has none yet), as its engine gives them.
+pub(crate) fn outputs_of(
+    deployment: &Deployment,
+    (pulumi, stack): (&Pulumi, &crate::workspace::stack::ResolvedStack),
+    i: usize,
+    env: &BTreeMap<String, String>,
+    show_secrets: bool,
+) -> Result<Value> {
+    let workspace = &deployment.files.workspace;
+    let project = deployment.graph.project(i);
+    let dir = workspace.project_dir(&project.path);
+    Ok(match project.engine_or(workspace.settings.engine) {
+        engine @ (EngineKind::Terraform | EngineKind::Tofu) => {
+            let terraform = terraform::Terraform {
+                binary: engine.as_str().to_string(),
+                stack: stack.name.to_string(),
+                color: false,
+            };
+            terraform_outputs(&terraform, &dir, env, show_secrets)?
+        }
+        EngineKind::Command => {
+            let file = workspace.command_outputs_file(stack.name.as_str(), &project.path);
+            std::fs::read_to_string(file)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or(Value::Null)
+        }
+        EngineKind::Pulumi => pulumi_outputs(pulumi, &dir, show_secrets, env)?,
+    })
 }
 
 /// A Terraform module's outputs in the stack's workspace (`{}` once destroyed; `null` before its

@@ -394,6 +394,23 @@ pub trait Ledger: Send {
 
     fn cancel_requested(&self, run_id: &str) -> Result<bool>;
 
+    /// Sets the lease of the locks this ledger takes from now on (a run fanned out over CI jobs
+    /// is opened with a long one); a ledger without leases ignores it.
+    fn set_lease(&mut self, _lease: std::time::Duration) {}
+
+    /// Joins run `run_id` (opened elsewhere by `mara ci open`) to record projects under it:
+    /// refused when there is no such run, when it is of another stack or operation, closed, or
+    /// no longer holding its lock; `Interrupted` when it was cancelled. Only a shared ledger
+    /// can have a run opened elsewhere.
+    fn join(&mut self, run_id: &str, _stack: &str, _operation: Operation) -> Result<()> {
+        Err(Error::config(
+            Problem::new(format!(
+                "cannot join run `{run_id}`: this workspace's own ledger is not shared"
+            ))
+            .hint("a run fanned out over CI jobs needs a team's ledger: set MARA_LEDGER_URL"),
+        ))
+    }
+
     /// Whether run `run_id` still holds its stack's lock: on a server another machine may have
     /// cleared it (`unlock --force`) or taken it over.
     fn holds_lock(&self, _run_id: &str) -> Result<bool> {

@@ -74,6 +74,9 @@ const MIGRATIONS: &[&str] = &[
         line TEXT NOT NULL
     );
     CREATE INDEX mara_log_lines_by_run ON mara_log_lines (run_id, seq);",
+    // 4: a lock keeps its own lease length, so that a run fanned out over CI jobs (opened with
+    // a long lease) keeps it whichever job renews it.
+    "ALTER TABLE mara_locks ADD COLUMN lease_seconds DOUBLE PRECISION NOT NULL DEFAULT 60;",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2
@@ -473,9 +476,13 @@ impl Ledger for PostgresLedger {
     }
 
     fn renew(&mut self, run_id: &str) -> Result<bool> {
-        let renewed = self.with(|c| self.cached_execute(&mut *c, "UPDATE mara_locks SET lease_until = now() + make_interval(secs => $2) WHERE run_id = $1",
-                &[&run_id, &(self.lease.as_secs_f64())],
-            ))?;
+        let renewed = self.with(|c| {
+            self.cached_execute(
+                &mut *c,
+                "UPDATE mara_locks SET lease_until = now() + make_interval(secs => lease_seconds) WHERE run_id = $1",
+                &[&run_id],
+            )
+        })?;
         Ok(renewed == 1)
     }
 
@@ -658,8 +665,8 @@ impl Ledger for PostgresLedger {
             )?;
             if lock {
                 transaction.execute(
-                    "INSERT INTO mara_locks (stack, run_id, lease_until)
-                     VALUES ($1, $2, now() + make_interval(secs => $3))",
+                    "INSERT INTO mara_locks (stack, run_id, lease_until, lease_seconds)
+                     VALUES ($1, $2, now() + make_interval(secs => $3), $3)",
                     &[&run.stack, &run.run_id, &(self.lease.as_secs_f64())],
                 )?;
             }
@@ -805,6 +812,61 @@ impl Ledger for PostgresLedger {
             })?;
         }
         Ok(holder)
+    }
+
+    fn set_lease(&mut self, lease: std::time::Duration) {
+        self.lease = lease;
+    }
+
+    fn join(&mut self, run_id: &str, stack: &str, operation: Operation) -> Result<()> {
+        let row = self.with(|c| {
+            c.query_opt(
+                "SELECT r.stack, r.operation, r.status, r.cancel_requested,
+                        EXISTS (SELECT 1 FROM mara_locks l WHERE l.run_id = r.run_id AND l.lease_until >= now())
+                 FROM mara_runs r WHERE r.run_id = $1",
+                &[&run_id],
+            )
+        })?;
+        let refused = |message: String, hint: &str| {
+            Err(Error::usage(Problem::new(message).hint(hint.to_string())))
+        };
+        let Some(row) = row else {
+            return refused(
+                format!("there is no run `{run_id}` to join"),
+                "a fanned-out run is opened first, by `mara ci open --run ID`",
+            );
+        };
+        let (their_stack, their_operation, status, cancel, leased): (
+            String,
+            String,
+            String,
+            bool,
+            bool,
+        ) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+        if their_stack != stack || their_operation != operation.as_str() {
+            return refused(
+                format!(
+                    "run `{run_id}` is a {their_operation} of stack {their_stack}, not a {operation} of stack {stack}"
+                ),
+                "join a run with the operation and stack it was opened with",
+            );
+        }
+        if cancel {
+            return Err(Error::Interrupted);
+        }
+        if status != "running" || (operation.mutates() && !leased) {
+            return refused(
+                format!(
+                    "run `{run_id}` is {status}: it takes no more projects",
+                    status = match status.as_str() {
+                        "running" => "no longer holding its stack's lock",
+                        other => other,
+                    }
+                ),
+                "open a new run (`mara ci open`)",
+            );
+        }
+        Ok(())
     }
 
     fn holds_lock(&self, run_id: &str) -> Result<bool> {

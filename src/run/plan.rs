@@ -36,6 +36,9 @@ pub struct PlannedProject {
     pub fingerprint: Option<String>,
     /// Why it is not touched at all: its stack does not exist (`destroy`, `refresh`).
     pub absent: Option<String>,
+    /// Why it is skipped before it starts: a project it follows did not succeed in the run it
+    /// joined (`--run`), on another runner.
+    pub blocked: Option<String>,
     /// The `MARA_*` variables of its hooks.
     pub context: Context,
 }
@@ -45,6 +48,7 @@ impl PlannedProject {
     /// creating its stack, initializing its module), which can run ahead of its turn.
     pub fn prepares_first(&self) -> bool {
         self.absent.is_none()
+            && self.blocked.is_none()
             && self
                 .steps
                 .first()
@@ -76,6 +80,8 @@ pub struct Planner<'a> {
     pub remove_stacks: bool,
     /// The projects (graph index) known not to have the stack, with why.
     pub absent: &'a BTreeMap<usize, String>,
+    /// The projects (graph index) skipped before they start, with why.
+    pub blocked: &'a BTreeMap<usize, String>,
     /// The projects (path) the ledger knows to have the stack on this backend.
     pub known_stacks: &'a std::collections::BTreeSet<String>,
 }
@@ -138,6 +144,7 @@ impl Planner<'_> {
             is_dir: &|dir| dir.is_dir(),
             initialized: &crate::fingerprint::init_is_current,
             absent: self.absent,
+            blocked: self.blocked,
             known_stacks: self.known_stacks,
         })
     }
@@ -162,6 +169,8 @@ pub struct Inputs<'a> {
     pub initialized: &'a dyn Fn(&InitStamp) -> bool,
     /// The projects (graph index) known not to have the stack, with why.
     pub absent: &'a BTreeMap<usize, String>,
+    /// The projects (graph index) skipped before they start, with why (`PlannedProject::blocked`).
+    pub blocked: &'a BTreeMap<usize, String>,
     /// The projects (path) the ledger knows to have the stack on this backend.
     pub known_stacks: &'a std::collections::BTreeSet<String>,
 }
@@ -180,6 +189,7 @@ impl RunPlan {
             is_dir,
             initialized,
             absent,
+            blocked,
             known_stacks,
         } = inputs;
         let operation = *operation;
@@ -261,6 +271,7 @@ impl RunPlan {
                     waits_for,
                     fingerprint: fingerprints.get(&i).cloned(),
                     absent: absent.get(&i).cloned(),
+                    blocked: blocked.get(&i).cloned(),
                     dir: if has_dir {
                         dir.clone()
                     } else {
@@ -359,6 +370,7 @@ pub mod fixtures {
             is_dir: &|_| true,
             initialized: &|_| false,
             absent: &BTreeMap::new(),
+            blocked: &BTreeMap::new(),
             known_stacks: &Default::default(),
         })
     }

@@ -409,7 +409,7 @@ pub async fn prepare(mut job: Job, stop: Stop) -> Prepared {
     *job.held.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
     job.stop = Some(stop);
     let mut prepared = Prepared::new(job);
-    if prepared.job.project.absent.is_none() {
+    if prepared.job.project.absent.is_none() && prepared.job.project.blocked.is_none() {
         prepared.open_log();
         if let Err(finished) = prepared.advance(true).await {
             prepared.ended = Some(finished);
@@ -428,6 +428,18 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         .take();
     for (stream, text) in held.into_iter().flatten() {
         prepared.job.send(stream, text);
+    }
+    if let Some(reason) = &prepared.job.project.blocked {
+        return Finished {
+            outcome: Outcome::Skipped {
+                reason: reason.clone(),
+            },
+            exit_code: None,
+            changes: None,
+            log: None,
+            created_stack: false,
+            preview: Default::default(),
+        };
     }
     if let Some(reason) = &prepared.job.project.absent {
         return Finished {

@@ -22,6 +22,9 @@ use crate::status::RunStatus;
 
 type Shared = Arc<Mutex<Box<dyn Ledger>>>;
 
+/// What an opened run's projects wait for (`Recorder::plan`).
+pub const WAITS_FOR_ITS_JOB: &str = "waits for its job";
+
 /// Why a run drains when its lock is gone.
 const LOCK_TAKEN: &str =
     "the stack's lock was taken from this run (its lease ran out, or `mara unlock --force`)";
@@ -37,6 +40,12 @@ pub struct Recorder {
     /// look (a run's end would otherwise wait up to a quarter of a second for it).
     stop: Option<mpsc::Sender<()>>,
     watcher: Option<JoinHandle<()>>,
+    /// Joined to a run opened elsewhere (`mara ci open`): its projects are recorded here, and the
+    /// run is closed elsewhere (`mara ci close`).
+    joined: bool,
+    /// Whether the run holds its stack's lock (a preview holds none): then it renews the lease
+    /// and watches that it still holds it.
+    locks: bool,
 }
 
 impl Recorder {
@@ -45,9 +54,10 @@ impl Recorder {
     pub fn begin(
         mut ledger: Box<dyn Ledger>,
         start: &RunStart,
+        locks: bool,
     ) -> Result<(Recorder, Option<Holder>)> {
         let deciding = std::time::Instant::now();
-        let begun = ledger.begin(start, true)?;
+        let begun = ledger.begin(start, locks)?;
         // What the benchmarks read (docs/benchmarks.md, `MARA_LOG=mara::ledger=debug`).
         tracing::debug!(
             target: "mara::ledger",
@@ -72,10 +82,58 @@ impl Recorder {
                     run_id: start.run_id.clone(),
                     stop: None,
                     watcher: None,
+                    joined: false,
+                    locks,
                 },
                 took_over,
             )),
         }
+    }
+
+    /// Joins run `run_id`, opened elsewhere (`mara ci open`), to record this machine's projects
+    /// under it (`Ledger::join` says when it cannot be).
+    pub fn join(
+        mut ledger: Box<dyn Ledger>,
+        run_id: &str,
+        stack: &str,
+        operation: crate::engine::Operation,
+    ) -> Result<Recorder> {
+        ledger.join(run_id, stack, operation)?;
+        if operation.mutates() {
+            // Renewed at once: the job may start long after the last one renewed it.
+            ledger.renew(run_id)?;
+        }
+        Ok(Recorder {
+            ledger: Arc::new(Mutex::new(ledger)),
+            run_id: run_id.to_string(),
+            stop: None,
+            watcher: None,
+            joined: true,
+            locks: operation.mutates(),
+        })
+    }
+
+    /// Records the projects of a run opened for its jobs (`mara ci open`) as waiting for them:
+    /// `status` shows the whole run, and a job knows which of its dependencies are to come.
+    pub fn plan(&self, paths: &[String]) -> Result<()> {
+        let mut ledger = self.ledger.lock().expect("the ledger is never poisoned");
+        for path in paths {
+            ledger.project_finished(
+                &self.run_id,
+                &ProjectRecord {
+                    path: path.clone(),
+                    status: crate::status::ProjectStatus::Waiting,
+                    started: None,
+                    finished: None,
+                    exit_code: None,
+                    changes: None,
+                    reason: Some(WAITS_FOR_ITS_JOB.into()),
+                    log: None,
+                    fingerprint: None,
+                },
+            )?;
+        }
+        Ok(())
     }
 
     /// A recorded run, with its projects (the one whose lock `begin` took over, say).
@@ -96,7 +154,11 @@ impl Recorder {
         let (ledger, run_id) = (self.ledger.clone(), self.run_id.clone());
         let (stop, stopped) = mpsc::channel::<()>();
         self.stop = Some(stop);
-        let lease = ledger.lock().ok().and_then(|l| l.lease());
+        let lease = ledger
+            .lock()
+            .ok()
+            .and_then(|l| l.lease())
+            .filter(|_| self.locks);
         self.watcher = Some(std::thread::spawn(move || {
             let mut renewed = std::time::Instant::now();
             let mut cancelled = false;
@@ -221,6 +283,9 @@ impl Recorder {
     /// Checks once more that the run still holds its lock (after its projects, before its
     /// verdict): a lock taken between two polls must not end in a success.
     pub fn confirm_lock(&self, interrupt: &Interrupt) {
+        if !self.locks {
+            return;
+        }
         let held = self
             .ledger
             .lock()
@@ -234,6 +299,9 @@ impl Recorder {
     /// Records how the run ended and releases the stack's lock.
     pub fn finish(mut self, status: RunStatus) -> Result<()> {
         self.stop_watching();
+        if self.joined {
+            return Ok(());
+        }
         let finished = clock::rfc3339(SystemTime::now());
         let lease = self.ledger.lock().ok().and_then(|l| l.lease());
         persist(&self.ledger, lease, &mut |l| {
@@ -259,6 +327,9 @@ impl Recorder {
     /// releases the stack's lock.
     pub fn forget(mut self) -> Result<()> {
         self.stop_watching();
+        if self.joined {
+            return Ok(());
+        }
         let lease = self.ledger.lock().ok().and_then(|l| l.lease());
         persist(&self.ledger, lease, &mut |l| l.forget(&self.run_id))
     }
@@ -385,6 +456,7 @@ mod tests {
         let (recorder, took_over) = Recorder::begin(
             crate::ledger::open(&crate::ledger::Place::File(file.clone())).unwrap(),
             &start("r1"),
+            true,
         )
         .unwrap();
         assert!(took_over.is_none());
@@ -392,6 +464,7 @@ mod tests {
         let Err(refused) = Recorder::begin(
             crate::ledger::open(&crate::ledger::Place::File(file.clone())).unwrap(),
             &start("r2"),
+            true,
         ) else {
             panic!("the lock was not held")
         };
@@ -473,6 +546,7 @@ mod tests {
         let (mut recorder, _) = Recorder::begin(
             crate::ledger::open(&crate::ledger::Place::File(file.clone())).unwrap(),
             &start("r1"),
+            true,
         )
         .unwrap();
         let interrupt = Interrupt::default();

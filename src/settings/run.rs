@@ -95,6 +95,18 @@ pub struct RunSettings {
     pub remove_stacks: bool,
     /// `preview --diff`: each change's properties are shown.
     pub diff: bool,
+    /// `--run ID`: the run (opened by `mara ci open`) these projects are recorded under.
+    pub join: Option<String>,
+    /// `mara ci open`: check everything, record the run under this id with its lock (held for
+    /// `lease` between the jobs), and run nothing.
+    pub open: Option<OpenRun>,
+}
+
+/// A fanned-out run to open (`mara ci open`).
+#[derive(Debug, Clone)]
+pub struct OpenRun {
+    pub run_id: String,
+    pub lease: std::time::Duration,
 }
 
 impl RunSettings {
@@ -127,6 +139,7 @@ impl RunSettings {
             junit,
             resume,
             changed,
+            run,
             selection,
         } = args;
         let mode = match (resume, changed) {
@@ -179,6 +192,8 @@ impl RunSettings {
             expect_no_changes,
             remove_stacks,
             diff,
+            join: run,
+            open: None,
         })
     }
 }

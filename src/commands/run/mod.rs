@@ -30,7 +30,7 @@ use crate::run::runner::{Runner, Schedule};
 use crate::run::watchdog;
 use crate::run::{kubeconfig, prepare, stacks};
 use crate::settings::Settings;
-use crate::settings::run::{Confirmation, Mode, RunSettings};
+use crate::settings::run::{Confirmation, Mode, OpenRun, RunSettings};
 
 use crate::status::RunStatus;
 use crate::ui::prompt::TerminalPrompter;
@@ -41,12 +41,32 @@ use confirmation::{Decision, Stored, confirm, declined};
 use summary::{outcome, summarize, terminal};
 
 pub fn run(settings: &Settings, command: RunCommand) -> Result<()> {
+    run_as(settings, command, None)
+}
+
+/// `mara ci open`: everything `run` checks, then the run recorded under `open`'s id, holding its
+/// stack for its jobs, and nothing run.
+pub fn open(settings: &Settings, command: RunCommand, open: OpenRun) -> Result<()> {
+    run_as(settings, command, Some(open))
+}
+
+/// The summary of a run recorded by its jobs (`mara ci close`), as a run of its own prints it.
+pub fn summarize_run(
+    settings: &Settings,
+    run: &RunSettings,
+    summary: &crate::ui::report::RunSummary,
+) -> Result<()> {
+    summarize(settings, run, summary)
+}
+
+fn run_as(settings: &Settings, command: RunCommand, open: Option<OpenRun>) -> Result<()> {
     // Signals are the run's from its first step: a Ctrl-C or SIGTERM at any point below ends it
     // at the next step, with what it started stopped, and exit 130.
     let runner = Runner::new(Interrupt::watched(watchdog::grace(&settings.env)))?;
     let workspace = deployment::discover(settings)?;
     let root = workspace.root.clone();
-    let run = RunSettings::resolve(command, settings, &workspace.settings)?;
+    let mut run = RunSettings::resolve(command, settings, &workspace.settings)?;
+    run.open = open;
     let deployment = StackFiles::load_in(settings, workspace)?.into_deployment(settings)?;
     execute(settings, &run, &deployment, &runner).map_err(|e| e.relative_to(&root))
 }
@@ -176,8 +196,19 @@ fn execute(
         }
         _ => BTreeMap::new(),
     };
+    // A job of a fanned-out run does not run a project whose dependency (for destroy: whose
+    // dependent) failed in that run on another runner: it is skipped, saying why.
+    let blocked = match &run.join {
+        Some(id) => match ledger.existing()?.map(|l| l.run(id)).transpose()?.flatten() {
+            Some(record) => blocked_in(deployment, &selected, run.operation, &record),
+            None => BTreeMap::new(),
+        },
+        None => BTreeMap::new(),
+    };
     let started = SystemTime::now();
-    let run_id = clock::run_id(started);
+    let run_id = (run.join.clone())
+        .or_else(|| run.open.as_ref().map(|o| o.run_id.clone()))
+        .unwrap_or_else(|| clock::run_id(started));
     let planner = Planner {
         deployment,
         selected: &selected,
@@ -187,6 +218,7 @@ fn execute(
         color: settings.stdout_style.enabled,
         remove_stacks: run.remove_stacks,
         absent: &absent,
+        blocked: &blocked,
         known_stacks: &known_stacks,
     };
     if run.dry_run {
@@ -198,17 +230,44 @@ fn execute(
     // Record the run and take the stack's lock (a preview takes none); whatever happens next,
     // the record says how it ended, and `mara cancel` reaches it.
     runner.interrupt().checkpoint()?;
-    let mut recorder = match run.operation.mutates() {
-        true => Some(record(
+    let mut recorder = match (&run.join, run.operation.mutates()) {
+        (Some(id), _) => Some(Recorder::join(
+            ledger.take_writable()?,
+            id,
+            stack.name.as_str(),
+            run.operation,
+        )?),
+        (None, locks) if locks || run.open.is_some() => Some(record(
             settings,
             (deployment, &mut ledger),
-            run.operation,
+            (run.operation, locks, run.open.as_ref().map(|o| o.lease)),
             stack,
             &run_id,
             started,
         )?),
-        false => None,
+        (None, _) => None,
     };
+    // `mara ci open`: the run is recorded and holds its stack, its projects waiting for their
+    // jobs, which do the rest.
+    if run.open.is_some() {
+        let order: Vec<usize> = match run.operation {
+            Operation::Destroy => selected.reverse_order().collect(),
+            _ => selected.order().to_vec(),
+        };
+        let paths: Vec<String> = order
+            .into_iter()
+            .map(|i| deployment.graph.project(i).path.clone())
+            .collect();
+        if let Some(recorder) = &recorder {
+            recorder.plan(&paths)?;
+        }
+        return crate::ui::print(&format!(
+            "Opened run {run_id}: {} {} of stack {}, to be joined with `--run {run_id}` and closed by `mara ci close --run {run_id}`.\n",
+            selected.len(),
+            crate::error::plural(selected.len(), "project", "projects"),
+            stack.name
+        ));
+    }
     if let Some(recorder) = &mut recorder {
         recorder.watch_cancel(runner.interrupt().clone());
     }
@@ -338,6 +397,13 @@ fn go(
             stack_name: stack.name.to_string(),
         },
     };
+    // A job of a fanned-out run starts on a runner where no hook of its dependencies ran: their
+    // kubeconfigs are written again from their stack outputs, as the hooks wrote them.
+    if run.join.is_some() {
+        let lines = rebuild_kubeconfigs(planner, &pulumi, &env, &context().kubeconfig)?;
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        crate::ui::print(&text)?;
+    }
 
     runner.interrupt().checkpoint()?;
 
@@ -528,6 +594,97 @@ fn record_infra_type(settings: &Settings, planner: &Planner<'_>, config: &StackC
     }
 }
 
+/// Writes the kubeconfig of every project the selected ones follow (however far back, and not
+/// selected itself) whose hook writes one, from that project's stack outputs; the lines to show.
+fn rebuild_kubeconfigs(
+    planner: &Planner<'_>,
+    pulumi: &crate::engine::pulumi::Pulumi,
+    env: &BTreeMap<String, String>,
+    files: &kubeconfig::Files,
+) -> Result<Vec<String>> {
+    let graph = &planner.deployment.graph;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo: Vec<usize> = planner.selected.order().to_vec();
+    while let Some(i) = todo.pop() {
+        for (d, _) in graph.predecessors(i) {
+            if seen.insert(d) {
+                todo.push(d);
+            }
+        }
+    }
+    let mut lines = Vec::new();
+    for d in seen.into_iter().filter(|&d| !planner.selected.contains(d)) {
+        let project = graph.project(d);
+        for hook in &project.on_success {
+            let crate::provider::Hook::Kubeconfig { output, .. } = hook else {
+                continue;
+            };
+            let outputs = crate::commands::output::outputs_of(
+                planner.deployment,
+                (pulumi, planner.stack),
+                d,
+                env,
+                true,
+            )?;
+            // Only the stack's file: a runner has no user's kubeconfig to merge into.
+            let written = kubeconfig::write(files, env, &outputs, output, false).map_err(|e| {
+                Error::config(Problem::new(e).subject(format!(
+                    "the kubeconfig of {}, written again for this job",
+                    project.path
+                )))
+            })?;
+            lines.extend(
+                written
+                    .into_iter()
+                    .map(|l| format!("[{}] {l} (from its stack outputs)", project.path)),
+            );
+        }
+    }
+    Ok(lines)
+}
+
+/// The selected projects that a joined run's record rules out: those that run after a project
+/// that did not succeed in it (for destroy, before: a project is destroyed after its
+/// dependents), with the reason.
+fn blocked_in(
+    deployment: &Deployment,
+    selected: &Plan<'_>,
+    operation: Operation,
+    record: &crate::ledger::RunRecord,
+) -> BTreeMap<usize, String> {
+    let graph = &deployment.graph;
+    let mut blocked = BTreeMap::new();
+    for &i in selected.order() {
+        let first = match operation {
+            Operation::Destroy => graph.successors(i),
+            _ => graph.predecessors(i),
+        };
+        for (d, _) in first {
+            let path = &graph.project(d).path;
+            use crate::status::ProjectStatus;
+            let reason = match record.projects.iter().find(|p| p.path == *path) {
+                Some(p) if p.status == ProjectStatus::Waiting => {
+                    format!(
+                        "depends on {path}, which has not run in run {} yet",
+                        record.run_id
+                    )
+                }
+                Some(p)
+                    if !matches!(
+                        p.status,
+                        ProjectStatus::Succeeded | ProjectStatus::Unchanged
+                    ) =>
+                {
+                    format!("depends on {path}, which did not succeed")
+                }
+                _ => continue,
+            };
+            blocked.entry(i).or_insert(reason);
+        }
+    }
+    blocked
+}
+
 /// A `destroy` or `refresh` of a stack no selected project has (a typo, a stack never deployed).
 fn no_such_stack(stack: &ResolvedStack, existing: &std::collections::BTreeSet<String>) -> Error {
     let existing = match existing.len() {
@@ -553,7 +710,7 @@ fn no_such_stack(stack: &ResolvedStack, existing: &std::collections::BTreeSet<St
 fn record(
     settings: &Settings,
     (deployment, ledger): (&Deployment, &mut ledger::Opener),
-    operation: Operation,
+    (operation, locks, lease): (Operation, bool, Option<std::time::Duration>),
     stack: &ResolvedStack,
     run_id: &str,
     started: SystemTime,
@@ -566,7 +723,11 @@ fn record(
         command: std::env::args().collect::<Vec<_>>().join(" "),
         started: clock::rfc3339(started),
     };
-    let (recorder, took_over) = Recorder::begin(ledger.take_writable()?, &start)?;
+    let mut opened = ledger.take_writable()?;
+    if let Some(lease) = lease {
+        opened.set_lease(lease);
+    }
+    let (recorder, took_over) = Recorder::begin(opened, &start, locks)?;
     if let Some(old) = took_over {
         let note = recorder
             .run(&old.run_id)

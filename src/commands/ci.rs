@@ -1,0 +1,314 @@
+//! `mara ci`: a deployment fanned out over CI runners (docs/commands.md, "ci"). `open` checks
+//! everything and records the run with its stack's lock; each project's job joins it
+//! (`mara up --only P --run ID`); `close` records what did not run and why, the run's status,
+//! releases the lock and writes the summary; `generate` writes the pipeline that does all this.
+
+use std::time::SystemTime;
+
+use crate::cli::{
+    CiCommand, CiOperation, DestroyArgs, LogOrderArg, PreviewArgs, RunArgs, RunCommand,
+    SelectionArgs,
+};
+use crate::deployment::Deployment;
+use crate::engine::Operation;
+use crate::error::{Error, Problem, Result};
+use crate::graph::Plan;
+use crate::ledger::{self, ProjectRecord, RunRecord};
+use crate::run::events::{Outcome, ProjectReport};
+use crate::settings::Settings;
+use crate::settings::run::{OpenRun, RunSettings};
+use crate::status::{ProjectStatus, RunStatus};
+use crate::ui::report::RunSummary;
+
+pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
+    match command {
+        CiCommand::Open {
+            run,
+            operation,
+            lease,
+            selection,
+        } => crate::commands::run::open(
+            settings,
+            run_command(operation, selection, None, None),
+            OpenRun {
+                run_id: run,
+                lease: std::time::Duration::from_secs(lease),
+            },
+        ),
+        CiCommand::Close {
+            run,
+            report,
+            junit,
+            selection,
+        } => close(settings, &run, selection, (report, junit)),
+        CiCommand::Generate {
+            system,
+            operation,
+            file,
+            check,
+            selection,
+        } => super::ci_generate::generate(settings, system, operation, file, check, selection),
+    }
+}
+
+/// The run command of `operation` that a job runs, unattended (`--yes`).
+pub fn run_command(
+    operation: CiOperation,
+    selection: SelectionArgs,
+    report: Option<std::path::PathBuf>,
+    junit: Option<std::path::PathBuf>,
+) -> RunCommand {
+    let args = RunArgs {
+        parallel: None,
+        keep_going: false,
+        yes: true,
+        dry_run: false,
+        log_order: LogOrderArg::default(),
+        report,
+        junit,
+        resume: false,
+        changed: false,
+        run: None,
+        selection,
+    };
+    match operation {
+        CiOperation::Up => RunCommand::Up(args),
+        CiOperation::Refresh => RunCommand::Refresh(args),
+        CiOperation::Preview => RunCommand::Preview(PreviewArgs {
+            expect_no_changes: false,
+            diff: false,
+            run: args,
+        }),
+        CiOperation::Destroy => RunCommand::Destroy(DestroyArgs {
+            remove: false,
+            run: args,
+        }),
+    }
+}
+
+/// `mara ci close --run ID`: the run's end, whatever its jobs did (it runs even when they
+/// failed or were cancelled).
+fn close(
+    settings: &Settings,
+    run_id: &str,
+    selection: SelectionArgs,
+    (report, junit): (Option<std::path::PathBuf>, Option<std::path::PathBuf>),
+) -> Result<()> {
+    let deployment = Deployment::load(settings)?;
+    let files = &deployment.files;
+    let stack = files.required_stack()?;
+    let place = ledger::place(&files.workspace, &settings.env)?;
+    if matches!(place, ledger::Place::File(_)) {
+        return Err(Error::config(
+            Problem::new(format!(
+                "cannot close run `{run_id}`: this workspace's own ledger is not shared"
+            ))
+            .hint("a run fanned out over CI jobs needs a team's ledger: set MARA_LEDGER_URL"),
+        ));
+    }
+    let mut ledger = ledger::open(&place)?;
+    let record = ledger.run(run_id)?.ok_or_else(|| {
+        Error::usage(Problem::new(format!("there is no run `{run_id}` to close")))
+    })?;
+    let operation = record.operation;
+    let command = run_command(ci_operation(operation), selection, report, junit);
+    let run = RunSettings::resolve(command, settings, &files.workspace.settings)?;
+    let selected = Plan::select(&deployment.graph, &run.selection)?;
+    if record.stack != stack.name.as_str() {
+        return Err(Error::usage(Problem::new(format!(
+            "run `{run_id}` is of stack {}, not {}",
+            record.stack, stack.name
+        ))));
+    }
+
+    // What no job recorded, with why; then the run's status, and its lock released.
+    let finished = crate::clock::rfc3339(SystemTime::now());
+    let closed = record.status != RunStatus::Running;
+    if !closed {
+        let cancelled = ledger.cancel_requested(run_id)?;
+        for (path, reason) in unrecorded(&deployment, &selected, &record, cancelled) {
+            ledger.project_finished(
+                run_id,
+                &ProjectRecord {
+                    path,
+                    status: ProjectStatus::Skipped,
+                    started: None,
+                    finished: Some(finished.clone()),
+                    exit_code: None,
+                    changes: None,
+                    reason: Some(reason),
+                    log: None,
+                    fingerprint: None,
+                },
+            )?;
+        }
+        let record = ledger.run(run_id)?.expect("the run was read above");
+        let all_done = record.projects.iter().all(|p| {
+            matches!(
+                p.status,
+                ProjectStatus::Succeeded | ProjectStatus::Unchanged
+            )
+        });
+        let status = match (cancelled, all_done) {
+            (true, _) => RunStatus::Cancelled,
+            (false, true) => RunStatus::Succeeded,
+            (false, false) => RunStatus::Failed,
+        };
+        ledger.finish(run_id, status, &finished)?;
+    }
+    let record = ledger.run(run_id)?.expect("the run was read above");
+    if closed {
+        eprintln!("Run {run_id} was closed already ({}).", record.status);
+    }
+    let summary = summary_of(&record, &selected);
+    crate::commands::run::summarize_run(settings, &run, &summary)?;
+    match record.status {
+        RunStatus::Succeeded => Ok(()),
+        RunStatus::Cancelled => Err(Error::Interrupted),
+        _ => {
+            let count = |status| {
+                summary
+                    .projects
+                    .iter()
+                    .filter(|p| p.status == status)
+                    .count()
+            };
+            match count(ProjectStatus::Failed) {
+                0 => Err(Error::NotRun {
+                    count: count(ProjectStatus::Skipped) + count(ProjectStatus::Cancelled),
+                }),
+                failed => Err(Error::ProjectsFailed { failed }),
+            }
+        }
+    }
+}
+
+fn ci_operation(operation: Operation) -> CiOperation {
+    match operation {
+        Operation::Up => CiOperation::Up,
+        Operation::Preview => CiOperation::Preview,
+        Operation::Refresh => CiOperation::Refresh,
+        Operation::Destroy => CiOperation::Destroy,
+    }
+}
+
+/// The selected projects no job recorded, in the run's order, with why: a dependency (for
+/// destroy, a dependent) that did not succeed, the run cancelled, or no job at all.
+fn unrecorded(
+    deployment: &Deployment,
+    selected: &Plan<'_>,
+    record: &RunRecord,
+    cancelled: bool,
+) -> Vec<(String, String)> {
+    let graph = &deployment.graph;
+    let order: Vec<usize> = match record.operation {
+        Operation::Destroy => selected.reverse_order().collect(),
+        _ => selected.order().to_vec(),
+    };
+    let succeeded = |path: &str| {
+        record.projects.iter().any(|p| {
+            p.path == path
+                && matches!(
+                    p.status,
+                    ProjectStatus::Succeeded | ProjectStatus::Unchanged
+                )
+        })
+    };
+    let mut missing: Vec<(String, String)> = Vec::new();
+    for i in order {
+        let path = &graph.project(i).path;
+        if record
+            .projects
+            .iter()
+            .any(|p| p.path == *path && p.status != ProjectStatus::Waiting)
+        {
+            continue;
+        }
+        let first = match record.operation {
+            Operation::Destroy => graph.successors(i),
+            _ => graph.predecessors(i),
+        };
+        let blocker = first
+            .iter()
+            .map(|(d, _)| graph.project(*d).path.clone())
+            .find(|d| selected.contains(graph.find(d).unwrap_or(usize::MAX)) && !succeeded(d));
+        let reason = match (blocker, cancelled) {
+            (Some(d), _) => format!("depends on {d}, which did not succeed"),
+            (None, true) => "not started: the run was cancelled".to_string(),
+            (None, false) => "not run: no job recorded it".to_string(),
+        };
+        missing.push((path.clone(), reason));
+    }
+    missing
+}
+
+/// The run as its summary shows it, the projects in the run's order.
+fn summary_of(record: &RunRecord, selected: &Plan<'_>) -> RunSummary {
+    let graph = selected.graph;
+    let position = |path: &str| {
+        graph
+            .find(path)
+            .map(|i| graph.position(i))
+            .unwrap_or(usize::MAX)
+    };
+    let mut projects: Vec<&ProjectRecord> = record.projects.iter().collect();
+    projects.sort_by_key(|p| position(&p.path));
+    if record.operation == Operation::Destroy {
+        projects.reverse();
+    }
+    let at = |s: &Option<String>| s.as_deref().and_then(crate::clock::parse_rfc3339);
+    let reports = projects
+        .into_iter()
+        .map(|p| {
+            let reason = p.reason.clone().unwrap_or_default();
+            let outcome = match p.status {
+                ProjectStatus::Succeeded => Outcome::Succeeded,
+                ProjectStatus::Unchanged => Outcome::Unchanged,
+                ProjectStatus::Skipped => Outcome::Skipped { reason },
+                ProjectStatus::Cancelled => Outcome::Cancelled { killed: None },
+                _ => Outcome::Failed {
+                    code: p.exit_code,
+                    reason,
+                },
+            };
+            ProjectReport {
+                path: p.path.clone(),
+                status: p.status,
+                started: p.started.clone(),
+                finished: p.finished.clone(),
+                duration_ms: at(&p.started)
+                    .zip(at(&p.finished))
+                    .map(|(s, e)| e.duration_since(s).unwrap_or_default().as_millis() as u64),
+                exit_code: p.exit_code,
+                changes: p.changes.clone(),
+                reason: p.reason.clone(),
+                changed_outputs: None,
+                stale: Vec::new(),
+                waits_on: Vec::new(),
+                diff: Vec::new(),
+                new_stack: false,
+                outcome,
+                log: None,
+                created_stack: false,
+            }
+        })
+        .collect();
+    let started = at(&Some(record.started.clone()));
+    let finished = at(&record.finished);
+    RunSummary {
+        run_id: record.run_id.clone(),
+        operation: record.operation,
+        provider: record.provider.clone(),
+        stack: record.stack.clone(),
+        status: record.status,
+        started: record.started.clone(),
+        finished: record.finished.clone().unwrap_or_default(),
+        projects: reports,
+        duration: started
+            .zip(finished)
+            .map(|(s, e)| e.duration_since(s).unwrap_or_default())
+            .unwrap_or_default(),
+        logs: None,
+        expect_no_changes: false,
+    }
+}

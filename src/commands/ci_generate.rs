@@ -1,0 +1,395 @@
+//! `mara ci generate github|gitlab`: the pipeline of a fanned-out run (docs/commands.md, "ci").
+//! A job opens the run, one job per project runs it within the run (its `needs:` the graph's
+//! edges, reversed for destroy), and a job that always runs closes it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use crate::cli::{CiOperation, CiSystem, SelectionArgs};
+use crate::deployment::Deployment;
+use crate::error::{Error, Problem, Result};
+use crate::graph::{Plan, Selection};
+use crate::settings::Settings;
+
+/// What the pipeline runs, and where every project job comes in.
+struct Pipeline {
+    system: CiSystem,
+    operation: CiOperation,
+    provider: String,
+    stack: String,
+    /// The selection's own flags, given to `ci open` and `ci close` (`--skip X`, …).
+    selection: String,
+    /// The projects in the run's order, each with its job's id and the ids it needs.
+    jobs: Vec<Job>,
+    /// The `MARA_SECRET_*` (and engine) variables the jobs take from the CI's secret store.
+    secrets: BTreeSet<String>,
+}
+
+struct Job {
+    id: String,
+    path: String,
+    needs: Vec<String>,
+}
+
+pub fn generate(
+    settings: &Settings,
+    system: CiSystem,
+    operation: CiOperation,
+    file: Option<PathBuf>,
+    check: bool,
+    selection: SelectionArgs,
+) -> Result<()> {
+    let deployment = Deployment::load(settings)?;
+    let files = &deployment.files;
+    let workspace = &files.workspace;
+    let stack = files.required_stack()?;
+    let flags = selection_flags(&selection);
+    let selection = Selection::from(selection);
+    let plan = Plan::select(&deployment.graph, &selection)?;
+    let pipeline = pipeline(
+        &deployment,
+        &plan,
+        (system, operation),
+        stack.name.as_str(),
+        flags,
+    );
+    let text = match system {
+        CiSystem::Github => github(&pipeline),
+        CiSystem::Gitlab => gitlab(&pipeline),
+    };
+    let file = file.unwrap_or_else(|| default_file(system, operation, stack.name.as_str()));
+    let path = match file.is_absolute() {
+        true => file.clone(),
+        false => std::env::current_dir()
+            .map(|d| d.join(&file))
+            .unwrap_or(file.clone()),
+    };
+    let shown = workspace.display(&path).display().to_string();
+    if check {
+        let current = std::fs::read_to_string(&path).ok();
+        return match current.as_deref() == Some(text.as_str()) {
+            true => crate::ui::print(&format!("{shown} is up to date.\n")),
+            false => Err(Error::OutOfDate(Box::new(
+                Problem::new(match current {
+                    Some(_) => format!("{shown} no longer matches the provider and its graph"),
+                    None => format!("{shown} does not exist"),
+                })
+                .hint(format!(
+                    "write it again: mara ci generate {}",
+                    command_args(&pipeline, Some(&file))
+                )),
+            ))),
+        };
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
+    }
+    crate::files::write_atomic(&path, &text, 0o644).map_err(|e| Error::write(&path, e))?;
+    crate::ui::print(&format!(
+        "Wrote {shown}: {} {} of stack {} as {} jobs.\n",
+        pipeline.jobs.len(),
+        crate::error::plural(pipeline.jobs.len(), "project", "projects"),
+        pipeline.stack,
+        pipeline.jobs.len() + 2,
+    ))
+}
+
+/// `.github/workflows/mara-dev-up.yml`, `mara-dev-up.gitlab-ci.yml` (for a parent pipeline to
+/// include, or to be the project's `.gitlab-ci.yml`).
+fn default_file(system: CiSystem, operation: CiOperation, stack: &str) -> PathBuf {
+    let operation = operation_word(operation);
+    match system {
+        CiSystem::Github => {
+            PathBuf::from(format!(".github/workflows/mara-{stack}-{operation}.yml"))
+        }
+        CiSystem::Gitlab => PathBuf::from(format!("mara-{stack}-{operation}.gitlab-ci.yml")),
+    }
+}
+
+fn operation_word(operation: CiOperation) -> &'static str {
+    match operation {
+        CiOperation::Up => "up",
+        CiOperation::Preview => "preview",
+        CiOperation::Refresh => "refresh",
+        CiOperation::Destroy => "destroy",
+    }
+}
+
+fn system_word(system: CiSystem) -> &'static str {
+    match system {
+        CiSystem::Github => "github",
+        CiSystem::Gitlab => "gitlab",
+    }
+}
+
+/// The selection as flags, for the open and close commands and the file's header.
+fn selection_flags(selection: &SelectionArgs) -> String {
+    let mut flags = Vec::new();
+    for only in &selection.only {
+        flags.push(format!("--only {only}"));
+    }
+    for skip in &selection.skip {
+        flags.push(format!("--skip {skip}"));
+    }
+    if let Some(from) = &selection.from {
+        flags.push(format!("--from {from}"));
+    }
+    if selection.with_dependencies {
+        flags.push("--with-dependencies".into());
+    }
+    if selection.with_dependents {
+        flags.push("--with-dependents".into());
+    }
+    flags.join(" ")
+}
+
+/// The arguments of `mara ci generate` that write this pipeline again.
+fn command_args(pipeline: &Pipeline, file: Option<&PathBuf>) -> String {
+    let mut args = vec![
+        system_word(pipeline.system).to_string(),
+        format!("--operation {}", operation_word(pipeline.operation)),
+        format!("--provider {}", pipeline.provider),
+        format!("--stack {}", pipeline.stack),
+    ];
+    if !pipeline.selection.is_empty() {
+        args.push(pipeline.selection.clone());
+    }
+    if let Some(file) = file {
+        args.push(format!("--file {}", file.display()));
+    }
+    args.join(" ")
+}
+
+fn pipeline(
+    deployment: &Deployment,
+    plan: &Plan<'_>,
+    (system, operation): (CiSystem, CiOperation),
+    stack: &str,
+    selection: String,
+) -> Pipeline {
+    let graph = &deployment.graph;
+    let destroy = operation == CiOperation::Destroy;
+    let order: Vec<usize> = match destroy {
+        true => plan.reverse_order().collect(),
+        false => plan.order().to_vec(),
+    };
+    // Job ids: the path, in the characters both systems take, unique.
+    let mut ids: BTreeMap<usize, String> = BTreeMap::new();
+    let mut taken = BTreeSet::from(["mara-open".to_string(), "mara-close".to_string()]);
+    for &i in &order {
+        let base: String = graph
+            .project(i)
+            .path
+            .chars()
+            .map(|c| match c {
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '-' => c.to_ascii_lowercase(),
+                _ => '-',
+            })
+            .collect();
+        let mut id = base.clone();
+        let mut n = 2;
+        while !taken.insert(id.clone()) {
+            id = format!("{base}-{n}");
+            n += 1;
+        }
+        ids.insert(i, id);
+    }
+    let jobs = order
+        .iter()
+        .map(|&i| {
+            let first = match destroy {
+                true => graph.successors(i),
+                false => graph.predecessors(i),
+            };
+            let mut needs: Vec<String> = first
+                .into_iter()
+                .filter_map(|(d, _)| ids.get(&d).cloned())
+                .collect();
+            needs.sort();
+            needs.dedup();
+            if needs.is_empty() {
+                needs.push("mara-open".into());
+            }
+            Job {
+                id: ids[&i].clone(),
+                path: graph.project(i).path.clone(),
+                needs,
+            }
+        })
+        .collect();
+    let mut secrets: BTreeSet<String> = order
+        .iter()
+        .flat_map(|&i| graph.project(i).secrets.iter().map(|s| s.env_var()))
+        .collect();
+    let settings = &deployment.files.workspace.settings;
+    if settings
+        .pulumi
+        .secrets_provider
+        .as_deref()
+        .unwrap_or("passphrase")
+        == "passphrase"
+    {
+        secrets.insert("PULUMI_CONFIG_PASSPHRASE".into());
+    }
+    Pipeline {
+        system,
+        operation,
+        provider: deployment.provider.name.clone(),
+        stack: stack.to_string(),
+        selection,
+        jobs,
+        secrets,
+    }
+}
+
+fn header(pipeline: &Pipeline) -> String {
+    format!(
+        "# Written by `mara ci generate {}`: one job per project of provider {}, stack {}.\n\
+         # Do not edit it: write it again when the provider changes (`mara ci generate … --check`\n\
+         # fails while it is out of date). The ledger's URL and the secrets come from the CI's\n\
+         # secret store; mara, and the engines, must be on the runners' PATH.\n",
+        command_args(pipeline, None),
+        pipeline.provider,
+        pipeline.stack,
+    )
+}
+
+/// The `mara` command lines of the three kinds of job.
+fn open_command(pipeline: &Pipeline) -> String {
+    with_selection(
+        format!(
+            "mara ci open --run \"$MARA_RUN\" --operation {}",
+            operation_word(pipeline.operation)
+        ),
+        pipeline,
+    )
+}
+
+fn project_command(pipeline: &Pipeline, path: &str) -> String {
+    format!(
+        "mara {} --only {path} --run \"$MARA_RUN\" --yes",
+        operation_word(pipeline.operation)
+    )
+}
+
+fn close_command(pipeline: &Pipeline, extra: &str) -> String {
+    with_selection(
+        format!("mara ci close --run \"$MARA_RUN\"{extra}"),
+        pipeline,
+    )
+}
+
+fn with_selection(command: String, pipeline: &Pipeline) -> String {
+    match pipeline.selection.is_empty() {
+        true => command,
+        false => format!("{command} {}", pipeline.selection),
+    }
+}
+
+/// A YAML double-quoted string.
+fn quoted(text: &str) -> String {
+    serde_json::to_string(text).expect("a string serializes")
+}
+
+fn github(pipeline: &Pipeline) -> String {
+    let mut out = header(pipeline);
+    let operation = operation_word(pipeline.operation);
+    out.push_str(&format!(
+        "name: mara {operation} {}\n\non:\n  workflow_dispatch: {{}}\n\n",
+        pipeline.stack
+    ));
+    out.push_str(&format!(
+        "# One fanned-out run of the stack at a time; mara's lease guards it across workflows too.\nconcurrency:\n  group: mara-{}\n  cancel-in-progress: false\n\n",
+        pipeline.stack
+    ));
+    out.push_str("env:\n");
+    out.push_str(&format!(
+        "  MARA_PROVIDER: {}\n",
+        quoted(&pipeline.provider)
+    ));
+    out.push_str(&format!("  MARA_STACK: {}\n", quoted(&pipeline.stack)));
+    out.push_str("  MARA_RUN: gh-${{ github.run_id }}-${{ github.run_attempt }}\n");
+    out.push_str("  MARA_LEDGER_URL: ${{ secrets.MARA_LEDGER_URL }}\n");
+    for secret in &pipeline.secrets {
+        out.push_str(&format!("  {secret}: ${{{{ secrets.{secret} }}}}\n"));
+    }
+    out.push_str("\njobs:\n");
+    let job =
+        |out: &mut String, id: &str, name: &str, needs: &[String], always: bool, run: &str| {
+            out.push_str(&format!("  {id}:\n    name: {}\n", quoted(name)));
+            if !needs.is_empty() {
+                out.push_str(&format!("    needs: [{}]\n", needs.join(", ")));
+            }
+            if always {
+                out.push_str("    if: ${{ always() }}\n");
+            }
+            out.push_str(
+                "    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n",
+            );
+            out.push_str(&format!("      - run: {run}\n"));
+        };
+    job(
+        &mut out,
+        "mara-open",
+        "open the run",
+        &[],
+        false,
+        &open_command(pipeline),
+    );
+    for j in &pipeline.jobs {
+        out.push('\n');
+        job(
+            &mut out,
+            &j.id,
+            &j.path,
+            &j.needs,
+            false,
+            &project_command(pipeline, &j.path),
+        );
+    }
+    out.push('\n');
+    let mut all: Vec<String> = vec!["mara-open".into()];
+    all.extend(pipeline.jobs.iter().map(|j| j.id.clone()));
+    job(
+        &mut out,
+        "mara-close",
+        "close the run",
+        &all,
+        true,
+        &close_command(pipeline, ""),
+    );
+    out
+}
+
+fn gitlab(pipeline: &Pipeline) -> String {
+    let mut out = header(pipeline);
+    out.push_str("\nstages: [mara-open, mara-projects, mara-close]\n\n");
+    out.push_str("variables:\n");
+    out.push_str(&format!(
+        "  MARA_PROVIDER: {}\n",
+        quoted(&pipeline.provider)
+    ));
+    out.push_str(&format!("  MARA_STACK: {}\n", quoted(&pipeline.stack)));
+    out.push_str("  MARA_RUN: gl-$CI_PIPELINE_ID\n");
+    out.push_str("# MARA_LEDGER_URL and the secrets (");
+    let names: Vec<&str> = pipeline.secrets.iter().map(String::as_str).collect();
+    out.push_str(&names.join(", "));
+    out.push_str(") are the project's CI/CD variables, masked.\n\n");
+    out.push_str(&format!(
+        "mara-open:\n  stage: mara-open\n  script:\n    - {}\n",
+        quoted(&open_command(pipeline))
+    ));
+    for j in &pipeline.jobs {
+        out.push_str(&format!(
+            "\n{}:\n  stage: mara-projects\n  needs: [{}]\n  script:\n    - {}\n",
+            j.id,
+            j.needs.join(", "),
+            quoted(&project_command(pipeline, &j.path))
+        ));
+    }
+    out.push_str(&format!(
+        "\nmara-close:\n  stage: mara-close\n  when: always\n  script:\n    - {}\n  artifacts:\n    when: always\n    paths: [mara-report.json]\n    reports:\n      junit: mara-junit.xml\n",
+        quoted(&close_command(pipeline, " --report mara-report.json --junit mara-junit.xml"))
+    ));
+    out
+}
