@@ -66,7 +66,7 @@ pub fn generate(
     };
     let shown = workspace.display(&path).display().to_string();
     if check {
-        let current = std::fs::read_to_string(&path).ok();
+        let current = crate::workspace::read_input(&path).ok();
         return match current.as_deref() == Some(text.as_str()) {
             true => crate::ui::print(&format!("{shown} is up to date.\n")),
             false => Err(Error::OutOfDate(Box::new(
@@ -379,9 +379,12 @@ fn gitlab(pipeline: &Pipeline) -> String {
         "mara-open:\n  stage: mara-open\n  script:\n    - {}\n",
         quoted(&open_command(pipeline))
     ));
+    // Every project job runs, even after a failure: mara skips a project whose dependency did not
+    // succeed, recording why, and ends at once in a cancelled run; so each job ends, and the
+    // close job after them records the run as it went.
     for j in &pipeline.jobs {
         out.push_str(&format!(
-            "\n{}:\n  stage: mara-projects\n  needs: [{}]\n  script:\n    - {}\n",
+            "\n{}:\n  stage: mara-projects\n  needs: [{}]\n  when: always\n  script:\n    - {}\n",
             j.id,
             j.needs.join(", "),
             quoted(&project_command(pipeline, &j.path))

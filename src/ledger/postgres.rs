@@ -851,7 +851,7 @@ impl Ledger for PostgresLedger {
                 "join a run with the operation and stack it was opened with",
             );
         }
-        if cancel {
+        if cancel && status == "running" {
             return Err(Error::Interrupted);
         }
         if status != "running" || (operation.mutates() && !leased) {

@@ -106,6 +106,33 @@ fn execute(
     };
     // One ledger for the whole run: one connection to a server.
     let mut ledger = ledger::Opener::new(ledger::place(&files.workspace, &settings.env)?);
+    // A run fanned out over CI jobs lives in a ledger every runner reaches.
+    if (run.open.is_some() || run.join.is_some())
+        && matches!(ledger.place(), ledger::Place::File(_))
+    {
+        return Err(Error::config(
+            Problem::new("a run fanned out over CI jobs needs a team's ledger, which every runner reaches; this workspace's own is not shared")
+                .hint("set MARA_LEDGER_URL (docs/commands.md, \"A team's ledger\")"),
+        ));
+    }
+    // `ci open` again (a retried job): the run is open already, or was closed.
+    if let Some(open) = &run.open
+        && let Some(found) = ledger
+            .existing()?
+            .map(|l| l.run(&open.run_id))
+            .transpose()?
+            .flatten()
+    {
+        return match found.status {
+            crate::status::RunStatus::Running => {
+                crate::ui::print(&format!("Run {} is open already.\n", open.run_id))
+            }
+            status => Err(Error::usage(Problem::new(format!(
+                "run `{}` is {status} already: it cannot be opened again",
+                open.run_id
+            )))),
+        };
+    }
     // A server is reached before anything runs: one that cannot be (down, a wrong password, a
     // bad lease) fails the run here, exit 3, not after engine calls.
     if !run.dry_run && matches!(ledger.place(), ledger::Place::Server(_)) {
@@ -231,12 +258,19 @@ fn execute(
     // the record says how it ended, and `mara cancel` reaches it.
     runner.interrupt().checkpoint()?;
     let mut recorder = match (&run.join, run.operation.mutates()) {
-        (Some(id), _) => Some(Recorder::join(
-            ledger.take_writable()?,
-            id,
-            stack.name.as_str(),
-            run.operation,
-        )?),
+        (Some(id), _) => Some(
+            Recorder::join(
+                ledger.take_writable()?,
+                id,
+                stack.name.as_str(),
+                run.operation,
+            )
+            .inspect_err(|e| {
+                if matches!(e, Error::Interrupted) {
+                    eprintln!("Run {id} was cancelled: this job runs nothing.");
+                }
+            })?,
+        ),
         (None, locks) if locks || run.open.is_some() => Some(record(
             settings,
             (deployment, &mut ledger),
@@ -604,7 +638,10 @@ fn rebuild_kubeconfigs(
 ) -> Result<Vec<String>> {
     let graph = &planner.deployment.graph;
     let mut seen = std::collections::BTreeSet::new();
-    let mut todo: Vec<usize> = planner.selected.order().to_vec();
+    // A blocked project does not run: what it reads is not needed.
+    let mut todo: Vec<usize> = (planner.selected.order().iter().copied())
+        .filter(|i| !planner.blocked.contains_key(i))
+        .collect();
     while let Some(i) = todo.pop() {
         for (d, _) in graph.predecessors(i) {
             if seen.insert(d) {

