@@ -230,8 +230,9 @@ fn unrecorded(
         };
         let blocker = first
             .iter()
+            .filter(|(d, _)| selected.contains(*d))
             .map(|(d, _)| graph.project(*d).path.clone())
-            .find(|d| selected.contains(graph.find(d).unwrap_or(usize::MAX)) && !succeeded(d));
+            .find(|d| !succeeded(d));
         let reason = match (blocker, cancelled) {
             (Some(d), _) => format!("depends on {d}, which did not succeed"),
             (None, true) => "not started: the run was cancelled".to_string(),

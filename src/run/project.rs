@@ -429,23 +429,20 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
     for (stream, text) in held.into_iter().flatten() {
         prepared.job.send(stream, text);
     }
-    if let Some(reason) = &prepared.job.project.blocked {
+    // Not run at all: skipped (a joined run's dependency did not succeed), or without its stack.
+    let project = &prepared.job.project;
+    let untouched = match (&project.blocked, &project.absent) {
+        (Some(reason), _) => Some(Outcome::Skipped {
+            reason: reason.clone(),
+        }),
+        (None, Some(reason)) => Some(Outcome::Absent {
+            reason: reason.clone(),
+        }),
+        (None, None) => None,
+    };
+    if let Some(outcome) = untouched {
         return Finished {
-            outcome: Outcome::Skipped {
-                reason: reason.clone(),
-            },
-            exit_code: None,
-            changes: None,
-            log: None,
-            created_stack: false,
-            preview: Default::default(),
-        };
-    }
-    if let Some(reason) = &prepared.job.project.absent {
-        return Finished {
-            outcome: Outcome::Absent {
-                reason: reason.clone(),
-            },
+            outcome,
             exit_code: None,
             changes: None,
             log: None,
