@@ -346,13 +346,17 @@ pub enum CiCommand {
         /// The operation the pipeline runs
         #[arg(long, value_enum, default_value_t)]
         operation: CiOperation,
-        /// Where to write it [default: .github/workflows/mara-STACK-OPERATION.yml, or
-        /// mara-STACK-OPERATION.gitlab-ci.yml]
+        /// Where to write it [default, in the repository's root:
+        /// .github/workflows/mara-STACK-OPERATION.yml, or mara-STACK-OPERATION.gitlab-ci.yml]
         #[arg(long, value_name = "FILE")]
         file: Option<PathBuf>,
         /// Write nothing; exit 4 when the file differs from what would be written
         #[arg(long)]
         check: bool,
+        /// A command every job runs first, to put mara and the engines on the runner (written
+        /// into the file)
+        #[arg(long, value_name = "COMMAND")]
+        setup: Option<String>,
         #[command(flatten)]
         selection: SelectionArgs,
     },
@@ -361,6 +365,7 @@ pub enum CiCommand {
         /// The run's id (the pipeline's, so that every job names the same run)
         #[arg(long, value_name = "ID")]
         run: String,
+        /// The operation the run does
         #[arg(long, value_enum, default_value_t)]
         operation: CiOperation,
         /// How long the lock lasts between jobs without one renewing it, in seconds
@@ -372,6 +377,7 @@ pub enum CiCommand {
     /// Close a fanned-out run: record the projects that did not run and why, the run's status,
     /// release the stack's lock, write the summary
     Close {
+        /// The run's id, as `ci open` was given it
         #[arg(long, value_name = "ID")]
         run: String,
         /// Write the JSON summary to FILE
@@ -380,8 +386,6 @@ pub enum CiCommand {
         /// Write a JUnit XML report to FILE (one test case per project)
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
-        #[command(flatten)]
-        selection: SelectionArgs,
     },
 }
 

@@ -69,15 +69,20 @@ fn edges(copy: &Deployment) -> BTreeMap<String, BTreeSet<String>> {
         .collect()
 }
 
-/// A copy of the example as a repository of its own (gitlab-ci-local runs a commit's files),
-/// with Pulumi's state outside it, where every job's copy finds it, and the pipeline written.
-fn repository(copy: &Deployment, state: &Path) {
+/// Pulumi's state moved out of the copy, to `state`: where every runner finds it.
+fn shared_state(copy: &Deployment, state: &Path) {
     let env_file = copy.root().join("config/pulumi/environment");
     let text = std::fs::read_to_string(&env_file).unwrap().replace(
         "PULUMI_BACKEND_URL=file://.mara/pulumi-state",
         &format!("PULUMI_BACKEND_URL=file://{}", state.display()),
     );
     std::fs::write(&env_file, text).unwrap();
+}
+
+/// A copy of the example as a repository of its own (gitlab-ci-local runs a commit's files),
+/// with Pulumi's state outside it, where every job's copy finds it, and the pipeline written.
+fn repository(copy: &Deployment, state: &Path) {
+    shared_state(copy, state);
     let (code, out, err) = mara(
         copy,
         None,
@@ -437,6 +442,21 @@ fn a_job_joins_only_an_open_run_and_stops_when_it_is_cancelled() {
             &["up", "--yes", "--only", project, "--run", run],
         )
     };
+    // Run ids are checked; a state backend inside the workspace is each runner's own.
+    for id in ["", "../../tmp/x", "a b"] {
+        let (code, _, err) = mara(&copy, Some(&url), &["ci", "open", "--run", id]);
+        assert_eq!(code, 2, "{id:?}: {err}");
+        assert!(err.contains("is not a run id"), "{err}");
+    }
+    let (code, _, err) = mara(&copy, Some(&url), &["ci", "open", "--run", "gl-1"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("inside the workspace") && err.contains("shared backend"),
+        "{err}"
+    );
+    let state = tempfile::tempdir().unwrap();
+    shared_state(&copy, state.path());
+
     // Nothing to join; and the workspace's own ledger cannot hold a fanned-out run.
     let (code, _, err) = join("cluster", "gl-1");
     assert_eq!(code, 2, "{err}");
@@ -492,7 +512,7 @@ fn a_job_joins_only_an_open_run_and_stops_when_it_is_cancelled() {
     let (code, _, err) = join("registry", "gl-1");
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("run `gl-1` is cancelled: it takes no more projects"),
+        err.contains("run `gl-1` is closed (cancelled): it takes no more projects"),
         "{err}"
     );
     let (code, _, err) = mara(&copy, Some(&url), &["ci", "open", "--run", "gl-1"]);
@@ -502,4 +522,88 @@ fn a_job_joins_only_an_open_run_and_stops_when_it_is_cancelled() {
         mara(&copy, Some(&url), &["up", "--yes", "--only", "registry"]).0,
         0
     );
+}
+
+#[test]
+fn a_run_holds_what_it_was_opened_with_until_its_jobs_end() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("holding");
+    let copy = Deployment::of("mara-local");
+    let state = tempfile::tempdir().unwrap();
+    shared_state(&copy, state.path());
+    let run = |args: &[&str]| mara(&copy, Some(&url), args);
+    assert_eq!(
+        run(&["ci", "open", "--run", "r1", "--only", "cluster"]).0,
+        0
+    );
+    // A project the run was not opened with is not its job's to deploy.
+    let (code, _, err) = run(&["up", "--yes", "--only", "registry", "--run", "r1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("infrastructure/local/registry is not in run r1"),
+        "{err}"
+    );
+    // Not closed while a job deploys: its lock would go to another run mid-way.
+    let mut job = Command::new(assert_cmd::cargo::cargo_bin("mara"))
+        .current_dir(copy.root())
+        .envs(copy.environment())
+        .env("NO_COLOR", "1")
+        .env("MARA_LEDGER_URL", &url)
+        .env("PULUMI_STAND_IN_DELAY_MS", "2000")
+        .args(["up", "--yes", "--only", "cluster", "--run", "r1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (_, status, _) = run(&["--output", "json", "status"]);
+        let status: Value = serde_json::from_str(&status).unwrap();
+        if status[0]["projects"][0]["status"] == "running" {
+            let (code, _, err) = run(&["ci", "close", "--run", "r1"]);
+            assert_eq!(code, 5, "{err}");
+            assert!(
+                err.contains("infrastructure/local/cluster is still running in run r1"),
+                "{err}"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{status}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(job.wait().unwrap().success());
+    // Closed with the projects it was opened with, whatever close is given.
+    let (code, out, err) = run(&["ci", "close", "--run", "r1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("✓ up on stack dev: 1 succeeded"), "{out}");
+
+    // A fanned-out preview holds no lock, and closes as it went.
+    assert_eq!(
+        run(&[
+            "ci",
+            "open",
+            "--run",
+            "p1",
+            "--operation",
+            "preview",
+            "--only",
+            "cluster"
+        ])
+        .0,
+        0
+    );
+    let (_, status, _) = run(&["--output", "json", "status"]);
+    assert!(
+        status.contains("\"run_id\": \"p1\"") && !status.contains("abandoned"),
+        "{status}"
+    );
+    assert_eq!(run(&["preview", "--only", "cluster", "--run", "p1"]).0, 0);
+    let (code, out, err) = run(&["ci", "close", "--run", "p1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, history, _) = run(&["--output", "json", "history"]);
+    let runs: Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(runs[0]["status"], "succeeded", "{runs:#}");
 }

@@ -12,7 +12,6 @@ use crate::cli::{
 use crate::deployment::Deployment;
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
-use crate::graph::Plan;
 use crate::ledger::{self, ProjectRecord, RunRecord};
 use crate::run::events::{Outcome, ProjectReport};
 use crate::settings::Settings;
@@ -27,27 +26,32 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
             operation,
             lease,
             selection,
-        } => crate::commands::run::open(
-            settings,
-            run_command(operation, selection, None, None),
-            OpenRun {
-                run_id: run,
-                lease: std::time::Duration::from_secs(lease),
-            },
-        ),
-        CiCommand::Close {
-            run,
-            report,
-            junit,
-            selection,
-        } => close(settings, &run, selection, (report, junit)),
+        } => {
+            crate::settings::run::check_run_id(&run)?;
+            crate::commands::run::open(
+                settings,
+                run_command(operation, selection, None, None),
+                OpenRun {
+                    run_id: run,
+                    lease: std::time::Duration::from_secs(lease),
+                },
+            )
+        }
+        CiCommand::Close { run, report, junit } => close(settings, &run, (report, junit)),
         CiCommand::Generate {
             system,
             operation,
             file,
             check,
+            setup,
             selection,
-        } => super::ci_generate::generate(settings, system, operation, file, check, selection),
+        } => super::ci_generate::generate(
+            settings,
+            (system, operation),
+            (file, check),
+            setup,
+            selection,
+        ),
     }
 }
 
@@ -91,7 +95,6 @@ pub fn run_command(
 fn close(
     settings: &Settings,
     run_id: &str,
-    selection: SelectionArgs,
     (report, junit): (Option<std::path::PathBuf>, Option<std::path::PathBuf>),
 ) -> Result<()> {
     let deployment = Deployment::load(settings)?;
@@ -111,9 +114,13 @@ fn close(
         Error::usage(Problem::new(format!("there is no run `{run_id}` to close")))
     })?;
     let operation = record.operation;
-    let command = run_command(ci_operation(operation), selection, report, junit);
+    let command = run_command(
+        ci_operation(operation),
+        SelectionArgs::default(),
+        report,
+        junit,
+    );
     let run = RunSettings::resolve(command, settings, &files.workspace.settings)?;
-    let selected = Plan::select(&deployment.graph, &run.selection)?;
     if record.stack != stack.name.as_str() {
         return Err(Error::usage(Problem::new(format!(
             "run `{run_id}` is of stack {}, not {}",
@@ -123,10 +130,27 @@ fn close(
 
     // What no job recorded, with why; then the run's status, and its lock released.
     let finished = crate::clock::rfc3339(SystemTime::now());
-    let closed = record.status != RunStatus::Running;
+    // Closed: its end recorded. A run whose lease lapsed is shown abandoned, but is not closed.
+    let closed = record.finished.is_some();
     if !closed {
+        // A job still deploying keeps the run open: releasing its lock now would let another
+        // run deploy the stack beside it.
+        if let Some(running) = record
+            .projects
+            .iter()
+            .find(|p| p.status == ProjectStatus::Running)
+            .filter(|_| record.status == RunStatus::Running)
+        {
+            return Err(Error::Locked(Box::new(
+                Problem::new(format!(
+                    "{} is still running in run {run_id}: the run cannot be closed yet",
+                    running.path
+                ))
+                .hint("close it once its job has ended, or stop the run with `mara cancel`"),
+            )));
+        }
         let cancelled = ledger.cancel_requested(run_id)?;
-        for (path, reason) in unrecorded(&deployment, &selected, &record, cancelled) {
+        for (path, reason) in unrecorded(&deployment, &record, cancelled) {
             ledger.project_finished(
                 run_id,
                 &ProjectRecord {
@@ -160,7 +184,7 @@ fn close(
     if closed {
         eprintln!("Run {run_id} was closed already ({}).", record.status);
     }
-    let summary = summary_of(&record, &selected);
+    let summary = summary_of(&record, &deployment.graph);
     crate::commands::run::summarize_run(settings, &run, &summary)?;
     match record.status {
         RunStatus::Succeeded => Ok(()),
@@ -192,60 +216,56 @@ fn ci_operation(operation: Operation) -> CiOperation {
     }
 }
 
-/// The selected projects no job recorded, in the run's order, with why: a dependency (for
-/// destroy, a dependent) that did not succeed, the run cancelled, or no job at all.
+/// The run's projects no job recorded (still waiting), in the run's order, with why: the run
+/// cancelled, a dependency (for destroy, a dependent) of the run that did not succeed, or no job
+/// at all.
 fn unrecorded(
     deployment: &Deployment,
-    selected: &Plan<'_>,
     record: &RunRecord,
     cancelled: bool,
 ) -> Vec<(String, String)> {
     let graph = &deployment.graph;
-    let order: Vec<usize> = match record.operation {
-        Operation::Destroy => selected.reverse_order().collect(),
-        _ => selected.order().to_vec(),
-    };
-    let succeeded = |path: &str| {
-        record.projects.iter().any(|p| {
-            p.path == path
-                && matches!(
-                    p.status,
-                    ProjectStatus::Succeeded | ProjectStatus::Unchanged
-                )
-        })
-    };
-    let mut missing: Vec<(String, String)> = Vec::new();
-    for i in order {
-        let path = &graph.project(i).path;
-        if record
+    let status_of = |path: &str| {
+        record
             .projects
             .iter()
-            .any(|p| p.path == *path && p.status != ProjectStatus::Waiting)
-        {
+            .find(|p| p.path == path)
+            .map(|p| p.status)
+    };
+    let mut missing: Vec<(String, String)> = Vec::new();
+    for project in record
+        .projects
+        .iter()
+        .filter(|p| p.status == ProjectStatus::Waiting)
+    {
+        let Ok(i) = graph.find(&project.path) else {
+            missing.push((project.path.clone(), "not run: no job recorded it".into()));
             continue;
-        }
+        };
         let first = match record.operation {
             Operation::Destroy => graph.successors(i),
             _ => graph.predecessors(i),
         };
         let blocker = first
             .iter()
-            .filter(|(d, _)| selected.contains(*d))
             .map(|(d, _)| graph.project(*d).path.clone())
-            .find(|d| !succeeded(d));
-        let reason = match (blocker, cancelled) {
-            (Some(d), _) => format!("depends on {d}, which did not succeed"),
-            (None, true) => "not started: the run was cancelled".to_string(),
-            (None, false) => "not run: no job recorded it".to_string(),
+            .find(|d| {
+                status_of(d).is_some_and(|s| {
+                    !matches!(s, ProjectStatus::Succeeded | ProjectStatus::Unchanged)
+                })
+            });
+        let reason = match (cancelled, blocker) {
+            (true, _) => "not started: the run was cancelled".to_string(),
+            (false, Some(d)) => format!("depends on {d}, which did not succeed"),
+            (false, None) => "not run: no job recorded it".to_string(),
         };
-        missing.push((path.clone(), reason));
+        missing.push((project.path.clone(), reason));
     }
     missing
 }
 
 /// The run as its summary shows it, the projects in the run's order.
-fn summary_of(record: &RunRecord, selected: &Plan<'_>) -> RunSummary {
-    let graph = selected.graph;
+fn summary_of(record: &RunRecord, graph: &crate::graph::ExecutionGraph) -> RunSummary {
     let position = |path: &str| {
         graph
             .find(path)

@@ -11,6 +11,22 @@ use crate::error::{Error, Problem, Result};
 use crate::graph::{Plan, Selection};
 use crate::settings::Settings;
 
+/// What a GitLab pipeline's top level means by itself, and GitLab's Pages job.
+const RESERVED: &[&str] = &[
+    "default",
+    "include",
+    "stages",
+    "variables",
+    "workflow",
+    "image",
+    "services",
+    "cache",
+    "before_script",
+    "after_script",
+    "types",
+    "pages",
+];
+
 /// What the pipeline runs, and where every project job comes in.
 struct Pipeline {
     system: CiSystem,
@@ -23,6 +39,12 @@ struct Pipeline {
     jobs: Vec<Job>,
     /// The `MARA_SECRET_*` (and engine) variables the jobs take from the CI's secret store.
     secrets: BTreeSet<String>,
+    /// The workspace's directory in the repository (`-C` for every job), empty at its root.
+    workspace_dir: String,
+    /// `--setup`: what every job runs first.
+    setup: Option<String>,
+    /// `--file`, as given.
+    file: Option<PathBuf>,
 }
 
 struct Job {
@@ -33,10 +55,9 @@ struct Job {
 
 pub fn generate(
     settings: &Settings,
-    system: CiSystem,
-    operation: CiOperation,
-    file: Option<PathBuf>,
-    check: bool,
+    (system, operation): (CiSystem, CiOperation),
+    (file, check): (Option<PathBuf>, bool),
+    setup: Option<String>,
     selection: SelectionArgs,
 ) -> Result<()> {
     let deployment = Deployment::load(settings)?;
@@ -46,23 +67,33 @@ pub fn generate(
     let flags = selection_flags(&selection);
     let selection = Selection::from(selection);
     let plan = Plan::select(&deployment.graph, &selection)?;
-    let pipeline = pipeline(
+    // The jobs start at the repository's root: the workspace may be a directory of it.
+    let repository = repository_root(&workspace.root);
+    let workspace_dir = (workspace.root.strip_prefix(&repository))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let mut pipeline = pipeline(
         &deployment,
         &plan,
         (system, operation),
         stack.name.as_str(),
         flags,
     );
+    pipeline.workspace_dir = workspace_dir;
+    pipeline.setup = setup;
+    pipeline.file = file.clone();
     let text = match system {
         CiSystem::Github => github(&pipeline),
         CiSystem::Gitlab => gitlab(&pipeline),
     };
-    let file = file.unwrap_or_else(|| default_file(system, operation, stack.name.as_str()));
-    let path = match file.is_absolute() {
-        true => file.clone(),
-        false => std::env::current_dir()
-            .map(|d| d.join(&file))
-            .unwrap_or(file.clone()),
+    // A file named on the command line is where the command runs (`-C` included); the default
+    // one is in the repository's root, where the CI system looks.
+    let path = match file {
+        Some(file) if file.is_absolute() => file,
+        Some(file) => std::path::absolute(&settings.start_dir)
+            .map_err(|e| Error::read(&settings.start_dir, e))?
+            .join(file),
+        None => repository.join(default_file(system, operation, stack.name.as_str())),
     };
     let shown = workspace.display(&path).display().to_string();
     if check {
@@ -76,7 +107,7 @@ pub fn generate(
                 })
                 .hint(format!(
                     "write it again: mara ci generate {}",
-                    command_args(&pipeline, Some(&file))
+                    command_args(&pipeline)
                 )),
             ))),
         };
@@ -92,6 +123,14 @@ pub fn generate(
         pipeline.stack,
         pipeline.jobs.len() + 2,
     ))
+}
+
+/// The repository `dir` is in (the nearest directory above it with `.git`), else `dir`.
+fn repository_root(dir: &std::path::Path) -> PathBuf {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(dir)
+        .to_path_buf()
 }
 
 /// `.github/workflows/mara-dev-up.yml`, `mara-dev-up.gitlab-ci.yml` (for a parent pipeline to
@@ -144,7 +183,7 @@ fn selection_flags(selection: &SelectionArgs) -> String {
 }
 
 /// The arguments of `mara ci generate` that write this pipeline again.
-fn command_args(pipeline: &Pipeline, file: Option<&PathBuf>) -> String {
+fn command_args(pipeline: &Pipeline) -> String {
     let mut args = vec![
         system_word(pipeline.system).to_string(),
         format!("--operation {}", operation_word(pipeline.operation)),
@@ -154,10 +193,18 @@ fn command_args(pipeline: &Pipeline, file: Option<&PathBuf>) -> String {
     if !pipeline.selection.is_empty() {
         args.push(pipeline.selection.clone());
     }
-    if let Some(file) = file {
+    if let Some(setup) = &pipeline.setup {
+        args.push(format!("--setup {}", shell_quoted(setup)));
+    }
+    if let Some(file) = &pipeline.file {
         args.push(format!("--file {}", file.display()));
     }
     args.join(" ")
+}
+
+/// `text` as one shell word.
+fn shell_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 fn pipeline(
@@ -186,6 +233,14 @@ fn pipeline(
                 _ => '-',
             })
             .collect();
+        // GitHub's job ids start with a letter or `_`; GitLab's top-level keywords and its
+        // `pages` job are not project jobs.
+        let base = match base.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && !RESERVED.contains(&base.as_str())
+        {
+            true => base,
+            false => format!("project-{base}"),
+        };
         let mut id = base.clone();
         let mut n = 2;
         while !taken.insert(id.clone()) {
@@ -222,12 +277,16 @@ fn pipeline(
         .flat_map(|&i| graph.project(i).secrets.iter().map(|s| s.env_var()))
         .collect();
     let settings = &deployment.files.workspace.settings;
-    if settings
-        .pulumi
-        .secrets_provider
-        .as_deref()
-        .unwrap_or("passphrase")
-        == "passphrase"
+    let pulumi = order
+        .iter()
+        .any(|&i| graph.project(i).engine_or(settings.engine) == crate::engine::EngineKind::Pulumi);
+    if pulumi
+        && settings
+            .pulumi
+            .secrets_provider
+            .as_deref()
+            .unwrap_or("passphrase")
+            == "passphrase"
     {
         secrets.insert("PULUMI_CONFIG_PASSPHRASE".into());
     }
@@ -239,6 +298,9 @@ fn pipeline(
         selection,
         jobs,
         secrets,
+        workspace_dir: String::new(),
+        setup: None,
+        file: None,
     }
 }
 
@@ -248,17 +310,26 @@ fn header(pipeline: &Pipeline) -> String {
          # Do not edit it: write it again when the provider changes (`mara ci generate … --check`\n\
          # fails while it is out of date). The ledger's URL and the secrets come from the CI's\n\
          # secret store; mara, and the engines, must be on the runners' PATH.\n",
-        command_args(pipeline, None),
+        command_args(pipeline),
         pipeline.provider,
         pipeline.stack,
     )
+}
+
+/// `mara`, in the workspace's directory of the repository.
+fn mara(pipeline: &Pipeline) -> String {
+    match pipeline.workspace_dir.is_empty() {
+        true => "mara".into(),
+        false => format!("mara -C {}", shell_quoted(&pipeline.workspace_dir)),
+    }
 }
 
 /// The `mara` command lines of the three kinds of job.
 fn open_command(pipeline: &Pipeline) -> String {
     with_selection(
         format!(
-            "mara ci open --run \"$MARA_RUN\" --operation {}",
+            "{} ci open --run \"$MARA_RUN\" --operation {}",
+            mara(pipeline),
             operation_word(pipeline.operation)
         ),
         pipeline,
@@ -267,16 +338,14 @@ fn open_command(pipeline: &Pipeline) -> String {
 
 fn project_command(pipeline: &Pipeline, path: &str) -> String {
     format!(
-        "mara {} --only {path} --run \"$MARA_RUN\" --yes",
+        "{} {} --only {path} --run \"$MARA_RUN\" --yes",
+        mara(pipeline),
         operation_word(pipeline.operation)
     )
 }
 
 fn close_command(pipeline: &Pipeline, extra: &str) -> String {
-    with_selection(
-        format!("mara ci close --run \"$MARA_RUN\"{extra}"),
-        pipeline,
-    )
+    format!("{} ci close --run \"$MARA_RUN\"{extra}", mara(pipeline))
 }
 
 fn with_selection(command: String, pipeline: &Pipeline) -> String {
@@ -295,7 +364,7 @@ fn github(pipeline: &Pipeline) -> String {
     let mut out = header(pipeline);
     let operation = operation_word(pipeline.operation);
     out.push_str(&format!(
-        "name: mara {operation} {}\n\non:\n  workflow_dispatch: {{}}\n\n",
+        "name: mara {operation} {}\n\non:\n  workflow_dispatch: {{}}\n\npermissions:\n  contents: read\n\n",
         pipeline.stack
     ));
     out.push_str(&format!(
@@ -308,10 +377,15 @@ fn github(pipeline: &Pipeline) -> String {
         quoted(&pipeline.provider)
     ));
     out.push_str(&format!("  MARA_STACK: {}\n", quoted(&pipeline.stack)));
+    // A workflow run's id is unique across GitHub.
     out.push_str("  MARA_RUN: gh-${{ github.run_id }}-${{ github.run_attempt }}\n");
-    out.push_str("  MARA_LEDGER_URL: ${{ secrets.MARA_LEDGER_URL }}\n");
+    // The secrets reach mara's own step only: not the checkout, not the setup.
+    let mut secrets =
+        String::from("        env:\n          MARA_LEDGER_URL: ${{ secrets.MARA_LEDGER_URL }}\n");
     for secret in &pipeline.secrets {
-        out.push_str(&format!("  {secret}: ${{{{ secrets.{secret} }}}}\n"));
+        secrets.push_str(&format!(
+            "          {secret}: ${{{{ secrets.{secret} }}}}\n"
+        ));
     }
     out.push_str("\njobs:\n");
     let job =
@@ -326,7 +400,10 @@ fn github(pipeline: &Pipeline) -> String {
             out.push_str(
                 "    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n",
             );
-            out.push_str(&format!("      - run: {run}\n"));
+            if let Some(setup) = &pipeline.setup {
+                out.push_str(&format!("      - run: {}\n", quoted(setup)));
+            }
+            out.push_str(&format!("      - run: {}\n{secrets}", quoted(run)));
         };
     job(
         &mut out,
@@ -370,13 +447,20 @@ fn gitlab(pipeline: &Pipeline) -> String {
         quoted(&pipeline.provider)
     ));
     out.push_str(&format!("  MARA_STACK: {}\n", quoted(&pipeline.stack)));
-    out.push_str("  MARA_RUN: gl-$CI_PIPELINE_ID\n");
-    out.push_str("# MARA_LEDGER_URL and the secrets (");
+    out.push_str("  MARA_RUN: gl-$CI_PROJECT_ID-$CI_PIPELINE_ID\n");
     let names: Vec<&str> = pipeline.secrets.iter().map(String::as_str).collect();
-    out.push_str(&names.join(", "));
-    out.push_str(") are the project's CI/CD variables, masked.\n\n");
     out.push_str(&format!(
-        "mara-open:\n  stage: mara-open\n  script:\n    - {}\n",
+        "# MARA_LEDGER_URL{} are the project's CI/CD variables (protected; masked where GitLab\n# can mask them).\n",
+        names.iter().map(|n| format!(", {n}")).collect::<String>()
+    ));
+    if let Some(setup) = &pipeline.setup {
+        out.push_str(&format!(
+            "\ndefault:\n  before_script:\n    - {}\n",
+            quoted(setup)
+        ));
+    }
+    out.push_str(&format!(
+        "\nmara-open:\n  stage: mara-open\n  script:\n    - {}\n",
         quoted(&open_command(pipeline))
     ));
     // Every project job runs, even after a failure: mara skips a project whose dependency did not

@@ -265,7 +265,7 @@ impl PostgresLedger {
     /// process stopped renewing without recording its end (killed, its machine gone), which any
     /// machine can tell.
     const RUN_COLUMNS: &'static str = "run_id, operation, provider, stack, username, host, pid, command, started, finished, status,
-        (status = 'running' AND NOT EXISTS (SELECT 1 FROM mara_locks l
+        (status = 'running' AND operation <> 'preview' AND NOT EXISTS (SELECT 1 FROM mara_locks l
             WHERE l.run_id = mara_runs.run_id AND l.lease_until >= now())) AS lapsed";
 
     fn record(row: &Row) -> RunRecord {
@@ -406,6 +406,14 @@ fn tls() -> tokio_postgres_rustls::MakeRustlsConnect {
         .with_root_certificates(roots)
         .with_no_client_auth();
     tokio_postgres_rustls::MakeRustlsConnect::new(config)
+}
+
+/// `an up`, `a preview`.
+fn article(operation: &str) -> String {
+    match operation.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        true => format!("an {operation}"),
+        false => format!("a {operation}"),
+    }
 }
 
 /// The whole chain of an error, in one line: the client's own message is often only "db error".
@@ -683,7 +691,7 @@ impl Ledger for PostgresLedger {
         fingerprint: Option<&str>,
     ) -> Result<()> {
         self.with(|c| self.cached_execute(&mut *c, "INSERT INTO mara_projects (run_id, path, status, started, fingerprint) VALUES ($1, $2, 'running', $3, $4)
-                 ON CONFLICT (run_id, path) DO UPDATE SET status = 'running', started = $3, fingerprint = $4",
+                 ON CONFLICT (run_id, path) DO UPDATE SET status = 'running', started = $3, fingerprint = $4, reason = NULL",
                 &[&run_id, &path, &started, &fingerprint],
             ))?;
         Ok(())
@@ -846,7 +854,9 @@ impl Ledger for PostgresLedger {
         if their_stack != stack || their_operation != operation.as_str() {
             return refused(
                 format!(
-                    "run `{run_id}` is a {their_operation} of stack {their_stack}, not a {operation} of stack {stack}"
+                    "run `{run_id}` is {} of stack {their_stack}, not {} of stack {stack}",
+                    article(&their_operation),
+                    article(operation.as_str())
                 ),
                 "join a run with the operation and stack it was opened with",
             );
@@ -856,13 +866,16 @@ impl Ledger for PostgresLedger {
         }
         if status != "running" || (operation.mutates() && !leased) {
             return refused(
-                format!(
-                    "run `{run_id}` is {status}: it takes no more projects",
-                    status = match status.as_str() {
-                        "running" => "no longer holding its stack's lock",
-                        other => other,
+                match status.as_str() {
+                    "running" => {
+                        format!(
+                            "run `{run_id}` no longer holds its stack's lock: it takes no more projects"
+                        )
                     }
-                ),
+                    other => {
+                        format!("run `{run_id}` is closed ({other}): it takes no more projects")
+                    }
+                },
                 "open a new run (`mara ci open`)",
             );
         }

@@ -136,6 +136,35 @@ impl Recorder {
         Ok(())
     }
 
+    pub fn is_joined(&self) -> bool {
+        self.joined
+    }
+
+    /// A joined run's projects that could not run (the job failed before them), recorded failed
+    /// with `reason`.
+    pub fn not_run(mut self, paths: &[String], reason: &str) -> Result<()> {
+        self.stop_watching();
+        let finished = clock::rfc3339(SystemTime::now());
+        let mut ledger = self.ledger.lock().expect("the ledger is never poisoned");
+        for path in paths {
+            ledger.project_finished(
+                &self.run_id,
+                &ProjectRecord {
+                    path: path.clone(),
+                    status: crate::status::ProjectStatus::Failed,
+                    started: None,
+                    finished: Some(finished.clone()),
+                    exit_code: None,
+                    changes: None,
+                    reason: Some(reason.to_string()),
+                    log: None,
+                    fingerprint: None,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
     /// A recorded run, with its projects (the one whose lock `begin` took over, say).
     pub fn run(&self, run_id: &str) -> Result<Option<crate::ledger::RunRecord>> {
         self.ledger

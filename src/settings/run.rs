@@ -102,6 +102,24 @@ pub struct RunSettings {
     pub open: Option<OpenRun>,
 }
 
+/// A run's id given on the command line (`--run`, `ci open --run`): letters, digits, `.`, `_`
+/// and `-`, starting with a letter or digit, at most 100 (it names the run's log directory, and
+/// is often a CI variable, empty when not set).
+pub fn check_run_id(id: &str) -> Result<()> {
+    let valid = (1..=100).contains(&id.len())
+        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    match valid {
+        true => Ok(()),
+        false => Err(Error::usage(
+            Problem::new(format!("`{id}` is not a run id"))
+                .hint("a run id is letters, digits, `.`, `_` and `-`, starting with a letter or digit (an empty one is usually a CI variable that is not set)"),
+        )),
+    }
+}
+
 /// A fanned-out run to open (`mara ci open`).
 #[derive(Debug, Clone)]
 pub struct OpenRun {
@@ -142,6 +160,9 @@ impl RunSettings {
             run,
             selection,
         } = args;
+        if let Some(id) = &run {
+            check_run_id(id)?;
+        }
         let mode = match (resume, changed) {
             (_, true) if operation == Operation::Destroy => {
                 return Err(Error::usage(Problem::new(

@@ -115,6 +115,20 @@ fn execute(
                 .hint("set MARA_LEDGER_URL (docs/commands.md, \"A team's ledger\")"),
         ));
     }
+    // The jobs of a fanned-out run, each on a runner of its own, share the engines' state: a
+    // file backend inside the workspace would be each runner's own copy.
+    if run.open.is_some()
+        && let Some(url) = with_secrets.get("PULUMI_BACKEND_URL")
+        && let Some(path) = url.strip_prefix("file://")
+        && (!path.starts_with('/') || std::path::Path::new(path).starts_with(&files.workspace.root))
+    {
+        return Err(Error::config(
+            Problem::new(format!(
+                "PULUMI_BACKEND_URL is {url}, inside the workspace: each CI runner would have a copy of its own, and no job would see what the others deployed"
+            ))
+            .hint("a fanned-out run needs a shared backend: Pulumi Cloud, a bucket (s3://, gs://, azblob://), or a file:// path every runner mounts"),
+        ));
+    }
     // `ci open` again (a retried job): the run is open already, or was closed.
     if let Some(open) = &run.open
         && let Some(found) = ledger
@@ -227,7 +241,27 @@ fn execute(
     // dependent) failed in that run on another runner: it is skipped, saying why.
     let blocked = match &run.join {
         Some(id) => match ledger.existing()?.map(|l| l.run(id)).transpose()?.flatten() {
-            Some(record) => blocked_in(deployment, &selected, run.operation, &record),
+            Some(record) => {
+                // Only the projects the run was opened with.
+                let outside: Vec<&str> = (selected.order().iter())
+                    .map(|&i| deployment.graph.project(i).path.as_str())
+                    .filter(|path| !record.projects.iter().any(|p| p.path == *path))
+                    .collect();
+                if !outside.is_empty() {
+                    return Err(Error::usage(
+                        Problem::new(format!(
+                            "{} {} not in run {id}",
+                            outside.join(", "),
+                            match outside.len() {
+                                1 => "is",
+                                _ => "are",
+                            }
+                        ))
+                        .hint("a job runs a project of the run it joins: `mara status` lists them"),
+                    ));
+                }
+                blocked_in(deployment, &selected, run.operation, &record)
+            }
             None => BTreeMap::new(),
         },
         None => BTreeMap::new(),
@@ -335,6 +369,18 @@ fn execute(
             // Not confirmed after secrets were stored: stopped by a person, as an interruption.
             (Err(Error::Interrupted | Error::Declined(_)), true) => {
                 recorder.finish(RunStatus::Cancelled)
+            }
+            // A job of a fanned-out run that failed before its projects ran: they are recorded
+            // failed, with why, not left waiting for a job that came.
+            (Err(error), false) if recorder.is_joined() && !matches!(error, Error::Interrupted) => {
+                let paths: Vec<String> = (selected.order().iter())
+                    .map(|&i| deployment.graph.project(i).path.clone())
+                    .collect();
+                let reason = match error.problems() {
+                    [first, ..] => first.to_string(),
+                    [] => error.to_string(),
+                };
+                recorder.not_run(&paths, &reason)
             }
             (Err(_), false) => recorder.forget(),
             (Err(_), true) => recorder.finish(RunStatus::Failed),
@@ -696,7 +742,8 @@ fn blocked_in(
             Operation::Destroy => graph.successors(i),
             _ => graph.predecessors(i),
         };
-        for (d, _) in first {
+        // A dependency in this job's own selection runs here first, in order.
+        for (d, _) in first.into_iter().filter(|(d, _)| !selected.contains(*d)) {
             let path = &graph.project(d).path;
             use crate::status::ProjectStatus;
             let reason = match record.projects.iter().find(|p| p.path == *path) {
