@@ -490,6 +490,10 @@ fn a_job_joins_only_an_open_run_and_stops_when_it_is_cancelled() {
     // Another run cannot take the stack meanwhile.
     let (code, _, err) = mara(&copy, Some(&url), &["up", "--yes"]);
     assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("its pipeline's close job ends it (`mara ci close --run gl-1`)"),
+        "{err}"
+    );
 
     // Cancelled: the remaining jobs end at once, and the run is closed cancelled.
     let (code, _, err) = mara(&copy, Some(&url), &["cancel"]);

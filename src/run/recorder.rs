@@ -72,6 +72,11 @@ impl Recorder {
                     start.stack
                 ))
                 .hint(match holder.lease_left {
+                    // A run fanned out over CI jobs: its opener is long gone; its close ends it.
+                    Some(_) if holder.command.contains(" ci open ") => format!(
+                        "it is a run fanned out over CI jobs: its pipeline's close job ends it (`mara ci close --run {}`), or stop it with `mara cancel`",
+                        holder.run_id
+                    ),
                     None => "wait for it, stop it with `mara cancel`, or clear a lock whose run is gone with `mara unlock --force`".to_string(),
                     Some(left) => format!("wait for it, or stop it with `mara cancel`; if its process is gone (killed, its machine lost), the next run takes the lock over when its lease runs out, in {left} s"),
                 }),
