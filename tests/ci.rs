@@ -451,7 +451,8 @@ fn a_job_joins_only_an_open_run_and_stops_when_it_is_cancelled() {
     let (code, _, err) = mara(&copy, Some(&url), &["ci", "open", "--run", "gl-1"]);
     assert_eq!(code, 3, "{err}");
     assert!(
-        err.contains("inside the workspace") && err.contains("shared backend"),
+        err.contains("each CI runner would have a copy of its own")
+            && err.contains("shared backend"),
         "{err}"
     );
     let state = tempfile::tempdir().unwrap();

@@ -150,6 +150,26 @@ fn close(
             )));
         }
         let cancelled = ledger.cancel_requested(run_id)?;
+        // A project whose job stopped without recording its end (killed, its runner lost) is
+        // abandoned: its engine may hold its stack's own lock.
+        for project in record
+            .projects
+            .iter()
+            .filter(|p| matches!(p.status, ProjectStatus::Running | ProjectStatus::Abandoned))
+        {
+            ledger.project_finished(
+                run_id,
+                &ProjectRecord {
+                    status: ProjectStatus::Abandoned,
+                    finished: Some(finished.clone()),
+                    reason: Some(
+                        "abandoned: its job stopped without recording its end; if its engine holds the stack's lock, clear it (`mara unlock` says how)"
+                            .into(),
+                    ),
+                    ..project.clone()
+                },
+            )?;
+        }
         for (path, reason) in unrecorded(&deployment, &record, cancelled) {
             ledger.project_finished(
                 run_id,
@@ -199,7 +219,10 @@ fn close(
             };
             match count(ProjectStatus::Failed) {
                 0 => Err(Error::NotRun {
-                    count: count(ProjectStatus::Skipped) + count(ProjectStatus::Cancelled),
+                    count: count(ProjectStatus::Skipped)
+                        + count(ProjectStatus::Cancelled)
+                        + count(ProjectStatus::Abandoned)
+                        + count(ProjectStatus::Waiting),
                 }),
                 failed => Err(Error::ProjectsFailed { failed }),
             }
@@ -287,6 +310,7 @@ fn summary_of(record: &RunRecord, graph: &crate::graph::ExecutionGraph) -> RunSu
                 ProjectStatus::Unchanged => Outcome::Unchanged,
                 ProjectStatus::Skipped => Outcome::Skipped { reason },
                 ProjectStatus::Cancelled => Outcome::Cancelled { killed: None },
+                ProjectStatus::Abandoned => Outcome::Skipped { reason },
                 _ => Outcome::Failed {
                     code: p.exit_code,
                     reason,

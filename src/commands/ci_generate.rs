@@ -86,16 +86,18 @@ pub fn generate(
         CiSystem::Github => github(&pipeline),
         CiSystem::Gitlab => gitlab(&pipeline),
     };
-    // A file named on the command line is where the command runs (`-C` included); the default
-    // one is in the repository's root, where the CI system looks.
+    // A file named on the command line is where mara runs, as `--report` is (`-C` names the
+    // workspace, not the file); the default one is in the repository's root, where CI looks.
+    let here = std::env::current_dir().map_err(|e| Error::read(std::path::Path::new("."), e))?;
     let path = match file {
-        Some(file) if file.is_absolute() => file,
-        Some(file) => std::path::absolute(&settings.start_dir)
-            .map_err(|e| Error::read(&settings.start_dir, e))?
-            .join(file),
+        Some(file) => here.join(file),
         None => repository.join(default_file(system, operation, stack.name.as_str())),
     };
-    let shown = workspace.display(&path).display().to_string();
+    let shown = path
+        .strip_prefix(&here)
+        .unwrap_or(&path)
+        .display()
+        .to_string();
     if check {
         let current = crate::workspace::read_input(&path).ok();
         return match current.as_deref() == Some(text.as_str()) {
@@ -105,10 +107,7 @@ pub fn generate(
                     Some(_) => format!("{shown} no longer matches the provider and its graph"),
                     None => format!("{shown} does not exist"),
                 })
-                .hint(format!(
-                    "write it again: mara ci generate {}",
-                    command_args(&pipeline)
-                )),
+                .hint(format!("write it again: {}", regenerate(&pipeline))),
             ))),
         };
     }
@@ -200,6 +199,11 @@ fn command_args(pipeline: &Pipeline) -> String {
         args.push(format!("--file {}", file.display()));
     }
     args.join(" ")
+}
+
+/// The command that writes the pipeline again, from the repository's root.
+fn regenerate(pipeline: &Pipeline) -> String {
+    format!("{} ci generate {}", mara(pipeline), command_args(pipeline))
 }
 
 /// `text` as one shell word.
@@ -306,11 +310,12 @@ fn pipeline(
 
 fn header(pipeline: &Pipeline) -> String {
     format!(
-        "# Written by `mara ci generate {}`: one job per project of provider {}, stack {}.\n\
+        "# Written by `{}` (from the repository's root):\n\
+         # one job per project of provider {}, stack {}.\n\
          # Do not edit it: write it again when the provider changes (`mara ci generate … --check`\n\
          # fails while it is out of date). The ledger's URL and the secrets come from the CI's\n\
          # secret store; mara, and the engines, must be on the runners' PATH.\n",
-        command_args(pipeline),
+        regenerate(pipeline),
         pipeline.provider,
         pipeline.stack,
     )

@@ -116,18 +116,40 @@ fn execute(
         ));
     }
     // The jobs of a fanned-out run, each on a runner of its own, share the engines' state: a
-    // file backend inside the workspace would be each runner's own copy.
+    // file backend that is relative, or inside the workspace, would be each runner's own copy.
     if run.open.is_some()
         && let Some(url) = with_secrets.get("PULUMI_BACKEND_URL")
         && let Some(path) = url.strip_prefix("file://")
-        && (!path.starts_with('/') || std::path::Path::new(path).starts_with(&files.workspace.root))
     {
-        return Err(Error::config(
-            Problem::new(format!(
-                "PULUMI_BACKEND_URL is {url}, inside the workspace: each CI runner would have a copy of its own, and no job would see what the others deployed"
-            ))
-            .hint("a fanned-out run needs a shared backend: Pulumi Cloud, a bucket (s3://, gs://, azblob://), or a file:// path every runner mounts"),
-        ));
+        let path = std::path::Path::new(path);
+        // `..` taken out as the path says, not as links lead.
+        let normal = path
+            .components()
+            .fold(std::path::PathBuf::new(), |mut p, c| {
+                match c {
+                    std::path::Component::ParentDir => {
+                        p.pop();
+                    }
+                    other => p.push(other),
+                }
+                p
+            });
+        let whose = match (
+            path.is_absolute(),
+            normal.starts_with(&files.workspace.root),
+        ) {
+            (false, _) => Some("a relative path, resolved on each runner"),
+            (true, true) => Some("inside the workspace"),
+            (true, false) => None,
+        };
+        if let Some(whose) = whose {
+            return Err(Error::config(
+                Problem::new(format!(
+                    "PULUMI_BACKEND_URL is {url}, {whose}: each CI runner would have a copy of its own, and no job would see what the others deployed"
+                ))
+                .hint("a fanned-out run needs a shared backend: Pulumi Cloud, a bucket (s3://, gs://, azblob://), or a file:// path every runner mounts"),
+            ));
+        }
     }
     // `ci open` again (a retried job): the run is open already, or was closed.
     if let Some(open) = &run.open
