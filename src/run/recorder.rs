@@ -121,24 +121,12 @@ impl Recorder {
     /// Records the projects of a run opened for its jobs (`mara ci open`) as waiting for them:
     /// `status` shows the whole run, and a job knows which of its dependencies are to come.
     pub fn plan(&self, paths: &[String]) -> Result<()> {
-        let mut ledger = self.ledger.lock().expect("the ledger is never poisoned");
-        for path in paths {
-            ledger.project_finished(
-                &self.run_id,
-                &ProjectRecord {
-                    path: path.clone(),
-                    status: crate::status::ProjectStatus::Waiting,
-                    started: None,
-                    finished: None,
-                    exit_code: None,
-                    changes: None,
-                    reason: Some(WAITS_FOR_ITS_JOB.into()),
-                    log: None,
-                    fingerprint: None,
-                },
-            )?;
-        }
-        Ok(())
+        self.mark(
+            paths,
+            crate::status::ProjectStatus::Waiting,
+            None,
+            WAITS_FOR_ITS_JOB,
+        )
     }
 
     pub fn is_joined(&self) -> bool {
@@ -150,15 +138,31 @@ impl Recorder {
     pub fn not_run(mut self, paths: &[String], reason: &str) -> Result<()> {
         self.stop_watching();
         let finished = clock::rfc3339(SystemTime::now());
+        self.mark(
+            paths,
+            crate::status::ProjectStatus::Failed,
+            Some(finished),
+            reason,
+        )
+    }
+
+    /// Records `paths` with `status` and `reason`, none of them started.
+    fn mark(
+        &self,
+        paths: &[String],
+        status: crate::status::ProjectStatus,
+        finished: Option<String>,
+        reason: &str,
+    ) -> Result<()> {
         let mut ledger = self.ledger.lock().expect("the ledger is never poisoned");
         for path in paths {
             ledger.project_finished(
                 &self.run_id,
                 &ProjectRecord {
                     path: path.clone(),
-                    status: crate::status::ProjectStatus::Failed,
+                    status,
                     started: None,
-                    finished: Some(finished.clone()),
+                    finished: finished.clone(),
                     exit_code: None,
                     changes: None,
                     reason: Some(reason.to_string()),
