@@ -204,6 +204,13 @@ pub enum Command {
         args: Vec<String>,
     },
 
+    /// The stack's local k3d cluster: start, stop, delete, status
+    #[command(
+        subcommand,
+        after_help = "The cluster of stack `dev` is the k3d cluster `mara-dev`. See docs/developer-loop.md."
+    )]
+    Cluster(ClusterCommand),
+
     /// Container images for the stack's local (k3d) cluster
     #[command(subcommand)]
     Images(ImagesCommand),
@@ -309,12 +316,30 @@ pub struct OutputArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum ImagesCommand {
-    /// Load images from the local Docker into the stack's k3d cluster (`k3d image import`)
+    /// Load images from the local Docker into the stack's k3d cluster, and remember them
     Import {
         /// The images, as Docker names them (`name:tag`)
         #[arg(value_name = "IMAGE", required = true)]
         images: Vec<String>,
     },
+    /// Import again every image imported before whose local image changed since
+    Update,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Start the cluster: create it when it does not exist, start it when it is stopped
+    Start,
+    /// Stop the cluster; it keeps everything deployed on it for the next start
+    Stop,
+    /// Destroy everything deployed on the cluster, then the cluster (as `mara destroy` does)
+    Delete {
+        /// Do not ask for confirmation
+        #[arg(short, long)]
+        yes: bool,
+    },
+    /// Whether the cluster runs, its nodes, and the kubeconfig mara uses to reach it
+    Status,
 }
 
 /// The operations a fanned-out run can do.

@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod commands;
 pub mod configure;
 pub mod deployment;

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use clap::{CommandFactory, Parser};
 
-use mara::cli::{Cli, Command, ImagesCommand, RunCommand};
+use mara::cli::{Cli, ClusterCommand, Command, ImagesCommand, RunCommand};
 use mara::error::{Error, exit};
 use mara::settings::Settings;
 use mara::{commands, ui};
@@ -51,9 +51,16 @@ fn main() {
         Command::Unlock { force } => commands::ledger::unlock(&settings, force),
         Command::Ledger { command } => commands::ledger::ledger(&settings, command),
         Command::Kubectl { args } => commands::cluster::kubectl(&settings, args),
+        Command::Cluster(command) => match command {
+            ClusterCommand::Start => commands::cluster::start(&settings),
+            ClusterCommand::Stop => commands::cluster::stop(&settings),
+            ClusterCommand::Delete { yes } => commands::cluster::delete(&settings, yes),
+            ClusterCommand::Status => commands::cluster::status(&settings),
+        },
         Command::Images(ImagesCommand::Import { images }) => {
             commands::cluster::import_images(&settings, images)
         }
+        Command::Images(ImagesCommand::Update) => commands::cluster::update_images(&settings),
         Command::ListProviders(args) => commands::list_providers::run(&settings, args),
         Command::ShowExecution(args) => commands::show_execution::run(&settings, args),
         Command::Validate(args) => commands::validate::run(&settings, args.selection.into()),

@@ -1,5 +1,7 @@
-//! The k3d provider through a stand-in k3d that records its calls (tests/stand-ins/k3d), the
-//! Pulumi stand-in for the Kubernetes stage, and the real kubectl for `mara kubectl`.
+//! The k3d provider and the local cluster's commands through a stand-in k3d that records its
+//! calls and keeps its clusters' state (tests/stand-ins/k3d), a stand-in Docker that knows the
+//! local images' ids (tests/stand-ins/docker), the Pulumi stand-in for the Kubernetes stage, and
+//! the real kubectl for `mara kubectl`.
 
 mod common;
 
@@ -33,11 +35,15 @@ impl Local {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
         let bin = common::stand_in_bin();
-        std::os::unix::fs::symlink(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stand-ins/k3d"),
-            bin.path().join("k3d"),
-        )
-        .unwrap();
+        for tool in ["k3d", "docker"] {
+            std::os::unix::fs::symlink(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/stand-ins")
+                    .join(tool),
+                bin.path().join(tool),
+            )
+            .unwrap();
+        }
         let write = |path: &str, text: &str| {
             let path = root.join(path);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -102,8 +108,36 @@ MARA_SECRET_SIRIUS_DEMO_LOGIN_PWD=demo-test
         cmd.env("PATH", common::path_with(self.bin.path()))
             .env("HOME", self.root().join("home"))
             .env("K3D_STAND_IN_LOG", self.root().join("k3d.log"))
-            .env("K3D_STAND_IN_STATE", self.root().join("k3d-clusters"));
+            .env("K3D_STAND_IN_STATE", self.root().join("k3d-clusters"))
+            .env("DOCKER_STAND_IN_IMAGES", self.root().join("docker-images"))
+            .env("DOCKER_STAND_IN_LOG", self.root().join("docker.log"));
         cmd
+    }
+
+    /// The local Docker's images, as `IMAGE ID` lines.
+    fn docker_has(&self, images: &str) {
+        std::fs::write(self.root().join("docker-images"), images).unwrap();
+    }
+
+    /// The cluster's state as the stand-in keeps it: `running`, `stopped`, or `None` (missing).
+    fn cluster_state(&self) -> Option<String> {
+        std::fs::read_to_string(self.root().join("k3d-clusters/mara-dev/state"))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+
+    /// The images the stand-in's cluster received, in order.
+    fn cluster_images(&self) -> Vec<String> {
+        std::fs::read_to_string(self.root().join("k3d-clusters/mara-dev/images"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The k3d calls made since the first `from`.
+    fn k3d_calls_from(&self, from: usize) -> Vec<String> {
+        self.k3d_calls().get(from..).unwrap_or_default().to_vec()
     }
 
     /// Every call the stand-in k3d received, one line of arguments each.
@@ -138,7 +172,7 @@ fn the_k3d_cluster_comes_first_and_its_kubeconfig_reaches_the_kubernetes_stage()
     assert_eq!(
         local.k3d_calls(),
         [
-            "cluster list mara-dev",
+            "cluster list mara-dev --no-headers",
             "cluster create mara-dev --wait --kubeconfig-update-default=false --kubeconfig-switch-context=false",
             "kubeconfig get mara-dev",
         ]
@@ -169,7 +203,10 @@ fn the_k3d_cluster_comes_first_and_its_kubeconfig_reaches_the_kubernetes_stage()
     assert!(output.status.success(), "{}", common::stdout(&output));
     assert_eq!(
         local.k3d_calls()[3..],
-        ["cluster list mara-dev", "kubeconfig get mara-dev"]
+        [
+            "cluster list mara-dev --no-headers",
+            "kubeconfig get mara-dev"
+        ]
     );
 
     let output = local.mara().args(["destroy", "--yes"]).output().unwrap();
@@ -197,39 +234,146 @@ fn the_k3d_cluster_comes_first_and_its_kubeconfig_reaches_the_kubernetes_stage()
 }
 
 #[test]
-fn images_are_imported_into_the_stack_s_cluster() {
+fn the_cluster_is_started_stopped_and_deleted_by_command_each_idempotent() {
     let local = Local::new();
-    let import = || {
-        local
-            .mara()
-            .args(["images", "import", "nginx:1.27", "sirius/frontend:dev"])
-            .output()
-            .unwrap()
-    };
-    // No cluster yet: k3d's own failure is passed on, its message and exit code, nothing added.
-    let output = import();
-    assert_eq!(output.status.code(), Some(1));
-    assert_eq!(
-        common::stderr(&output),
-        "FATA[0000] failed to get cluster mara-dev\n"
+    let run = |args: &[&str]| local.mara().args(args).output().unwrap();
+
+    let output = run(&["cluster", "status"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    insta::assert_snapshot!(common::stdout(&output), @r"
+    Cluster mara-dev of stack dev: not created
+    Kubeconfig: none yet (`mara cluster start` creates the cluster and writes .mara/kube/dev.yaml)
+    ");
+
+    // Missing: created by the cluster project's `up`, recorded as a run, its kubeconfig written.
+    let output = run(&["cluster", "start"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let out = common::stdout(&output);
+    assert!(
+        out.starts_with("Cluster mara-dev of stack dev does not exist: creating it (mara up --only infrastructure/k3d).\n"),
+        "{out}"
+    );
+    assert!(out.contains("[infrastructure/k3d] succeeded"), "{out}");
+    assert_eq!(local.cluster_state().as_deref(), Some("running"));
+    assert!(local.root().join(".mara/kube/dev.yaml").is_file());
+    let history = run(&["history"]);
+    assert!(
+        common::stdout(&history).contains("up"),
+        "{}",
+        common::stdout(&history)
     );
 
-    local.make_cluster();
-    let output = import();
+    // Running: nothing to do, and said so; k3d is only asked.
+    let calls = local.k3d_calls().len();
+    let output = run(&["cluster", "start"]);
     assert!(output.status.success(), "{}", common::stderr(&output));
-    assert!(common::stdout(&output).contains("Successfully imported 2 image(s)"));
     assert_eq!(
-        local.k3d_calls().last().unwrap(),
-        "image import nginx:1.27 sirius/frontend:dev -c mara-dev"
+        common::stdout(&output),
+        "Cluster mara-dev of stack dev is already running.\n"
+    );
+    assert_eq!(local.k3d_calls_from(calls), ["cluster list -o json"]);
+
+    let output = run(&["cluster", "stop"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(
+        common::stdout(&output),
+        "Cluster mara-dev of stack dev stopped.\n"
+    );
+    assert_eq!(local.cluster_state().as_deref(), Some("stopped"));
+    let output = run(&["cluster", "stop"]);
+    assert_eq!(
+        common::stdout(&output),
+        "Cluster mara-dev of stack dev is already stopped.\n"
+    );
+
+    let output = run(&["cluster", "status"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    insta::assert_snapshot!(common::stdout(&output).replace(&local.root().display().to_string(), "<root>"), @r"
+    Cluster mara-dev of stack dev: stopped
+      NODE                   ROLE          STATE
+      k3d-mara-dev-server-0  server        exited
+      k3d-mara-dev-serverlb  loadbalancer  exited
+    Kubeconfig: .mara/kube/dev.yaml (its current context)
+    Merged into: <root>/home/.kube/config (context mara-dev)
+    ");
+    let json = run(&["cluster", "status", "--output", "json"]);
+    let status: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(status["state"], "stopped");
+    assert_eq!(status["nodes"][0]["role"], "server");
+    assert_eq!(status["kubeconfig"]["exists"], true);
+
+    // `up` starts a stopped cluster rather than failing on it or making it again.
+    let calls = local.k3d_calls().len();
+    let output = run(&["up", "--yes", "--only", "infrastructure/k3d"]);
+    assert!(output.status.success(), "{}", common::stdout(&output));
+    assert_eq!(
+        local.k3d_calls_from(calls),
+        [
+            "cluster list mara-dev --no-headers",
+            "cluster start mara-dev --wait",
+            "kubeconfig get mara-dev"
+        ]
+    );
+    assert_eq!(local.cluster_state().as_deref(), Some("running"));
+
+    // A stopped cluster is started by `cluster start`.
+    run(&["cluster", "stop"]);
+    let calls = local.k3d_calls().len();
+    let output = run(&["cluster", "start"]);
+    assert_eq!(
+        common::stdout(&output),
+        "Cluster mara-dev of stack dev started.\n"
+    );
+    assert_eq!(
+        local.k3d_calls_from(calls),
+        ["cluster list -o json", "cluster start mara-dev --wait"]
+    );
+
+    // Delete asks as destroy does: without a terminal and without --yes, nothing is touched.
+    let calls = local.k3d_calls().len();
+    let output = run(&["cluster", "delete"]);
+    assert_eq!(output.status.code(), Some(2));
+    insta::assert_snapshot!(common::stderr(&output), @r"
+    error: `mara destroy` changes infrastructure and there is no terminal to confirm on
+      hint: pass --yes to go ahead without confirmation
+    ");
+    assert_eq!(local.k3d_calls().len(), calls);
+    assert_eq!(local.cluster_state().as_deref(), Some("running"));
+
+    // With --yes, on a stopped cluster: started, then what runs on it destroyed, then the
+    // cluster; the user's kubeconfig gets back the context it had.
+    run(&["cluster", "stop"]);
+    let output = run(&["cluster", "delete", "--yes"]);
+    assert!(output.status.success(), "{}", common::stdout(&output));
+    let out = common::stdout(&output);
+    assert!(
+        out.starts_with("Cluster mara-dev of stack dev is stopped: starting it, to destroy what is deployed on it.\n"),
+        "{out}"
+    );
+    assert_eq!(local.cluster_state(), None);
+    assert!(!local.root().join(".mara/kube/dev.yaml").exists());
+    let user = std::fs::read_to_string(local.user_kubeconfig()).unwrap();
+    assert!(user.contains("current-context: work"), "{user}");
+    assert!(!user.contains("mara-dev"), "{user}");
+    let output = run(&["cluster", "delete", "--yes"]);
+    assert_eq!(
+        common::stdout(&output),
+        "Cluster mara-dev of stack dev does not exist: nothing to delete.\n"
     );
 }
 
 #[test]
-fn images_import_needs_a_k3d_stack() {
+fn the_cluster_commands_need_a_k3d_stack_and_k3d_answering() {
     let ws = common::Workspace::new(&[
         ("mara.toml", "provider = \"kubeconfig\"\n"),
         ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
     ]);
+    let output = ws.mara().args(["cluster", "start"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    insta::assert_snapshot!(common::stderr(&output), @r"
+    error: `mara cluster start` works on the local k3d cluster of a stack, and stack `dev` uses provider kubeconfig
+      hint: run it with --provider k3d, or on a stack whose provider is k3d
+    ");
     let output = ws
         .mara()
         .args(["images", "import", "nginx"])
@@ -237,8 +381,115 @@ fn images_import_needs_a_k3d_stack() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     insta::assert_snapshot!(common::stderr(&output), @r"
-    error: `mara images import` loads images into a local k3d cluster, and stack `dev` uses provider kubeconfig
+    error: `mara images import` works on the local k3d cluster of a stack, and stack `dev` uses provider kubeconfig
       hint: push the images to the cluster's registry instead
+    ");
+
+    // k3d failing (Docker not running) is not taken for a missing cluster.
+    let local = Local::new();
+    let output = local
+        .mara()
+        .env("K3D_STAND_IN_DOCKER_DOWN", "1")
+        .args(["cluster", "start"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let stderr = common::stderr(&output);
+    insta::assert_snapshot!(stderr, @"error: `k3d cluster list -o json` failed (exit code 1): FATA[0000] runtime failed to list nodes: docker failed to get containers: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?");
+    assert!(local.cluster_state().is_none());
+}
+
+#[test]
+fn images_are_imported_recorded_and_updated_when_their_local_image_changes() {
+    let local = Local::new();
+    let run = |args: &[&str]| local.mara().args(args).output().unwrap();
+    local.docker_has(
+        "nginx:1.27 sha256:aaaaaaaaaaaa1111\nsirius/frontend:dev sha256:bbbbbbbbbbbb2222\n",
+    );
+
+    // No cluster yet: said, with what makes one; nothing imported.
+    let output = run(&["images", "import", "nginx:1.27"]);
+    assert_eq!(output.status.code(), Some(3));
+    insta::assert_snapshot!(common::stderr(&output), @r"
+    error: cluster mara-dev of stack `dev` does not exist
+      hint: `mara cluster start` creates it
+    ");
+
+    local.make_cluster();
+    // An image the local Docker lacks stops the import before k3d is called.
+    let calls = local.k3d_calls().len();
+    let output = run(&["images", "import", "nginx:1.27", "missing:latest"]);
+    assert_eq!(output.status.code(), Some(3));
+    insta::assert_snapshot!(common::stderr(&output), @r"
+    error: image `missing:latest` is not in the local Docker
+      hint: build it, or `docker pull missing:latest`, then import it
+    ");
+    assert_eq!(local.k3d_calls_from(calls), ["cluster list -o json"]);
+
+    let output = run(&["images", "import", "nginx:1.27", "sirius/frontend:dev"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    insta::assert_snapshot!(common::stdout(&output), @r"
+    Imported nginx:1.27 (sha256:aaaaaaaaaaaa)
+    Imported sirius/frontend:dev (sha256:bbbbbbbbbbbb)
+    `mara images update` imports them again when their local image changes.
+    ");
+    assert!(common::stderr(&output).contains("Successfully imported 2 image(s)"));
+    assert_eq!(
+        local.k3d_calls().last().unwrap(),
+        "image import nginx:1.27 sirius/frontend:dev --cluster mara-dev"
+    );
+
+    // Nothing changed: nothing imported, and said which are current.
+    let calls = local.k3d_calls().len();
+    let output = run(&["images", "update"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(
+        common::stdout(&output),
+        "Current: nginx:1.27\nCurrent: sirius/frontend:dev\n"
+    );
+    assert_eq!(local.k3d_calls_from(calls), ["cluster list -o json"]);
+
+    // A rebuilt image is imported again, alone; one gone from Docker is left as it is.
+    local.docker_has("sirius/frontend:dev sha256:cccccccccccc3333\n");
+    let output = run(&["images", "update"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    insta::assert_snapshot!(common::stdout(&output), @r"
+    Imported sirius/frontend:dev (sha256:cccccccccccc): its local image changed
+    Not in the local Docker any more: nginx:1.27 (the cluster keeps the one it has)
+    ");
+    assert_eq!(
+        local.cluster_images(),
+        ["nginx:1.27", "sirius/frontend:dev", "sirius/frontend:dev"]
+    );
+    let output = run(&["images", "update", "--output", "json"]);
+    let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(said["current"], serde_json::json!(["sirius/frontend:dev"]));
+    assert_eq!(said["missing"], serde_json::json!(["nginx:1.27"]));
+
+    // A cluster made again holds none of them: every image still in Docker goes in again.
+    local.docker_has(
+        "nginx:1.27 sha256:aaaaaaaaaaaa1111\nsirius/frontend:dev sha256:cccccccccccc3333\n",
+    );
+    std::fs::remove_dir_all(local.root().join("k3d-clusters/mara-dev")).unwrap();
+    local.make_cluster();
+    let output = run(&["images", "update"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    insta::assert_snapshot!(common::stdout(&output), @r"
+    Imported nginx:1.27 (sha256:aaaaaaaaaaaa): the cluster was made again since
+    Imported sirius/frontend:dev (sha256:cccccccccccc): the cluster was made again since
+    ");
+    assert_eq!(
+        local.cluster_images(),
+        ["nginx:1.27", "sirius/frontend:dev"]
+    );
+
+    // A stopped cluster takes no images.
+    run(&["cluster", "stop"]);
+    let output = run(&["images", "update"]);
+    assert_eq!(output.status.code(), Some(3));
+    insta::assert_snapshot!(common::stderr(&output), @r"
+    error: cluster mara-dev of stack `dev` is stopped
+      hint: `mara cluster start` starts it
     ");
 }
 

@@ -1,19 +1,31 @@
-//! The commands that reach the stack's cluster directly: `mara kubectl` (kubectl with the stack's
-//! kubeconfig) and `mara images import` (images into the stack's k3d cluster).
+//! The commands that reach the stack's cluster directly (docs/developer-loop.md): `mara kubectl`
+//! (kubectl with the stack's kubeconfig), `mara cluster start|stop|delete|status` (the k3d
+//! provider's local cluster) and `mara images import|update` (images into it).
 //!
-//! Both hand the terminal to the tool and exit with its code; mara adds nothing to what it says.
+//! `mara kubectl` hands the terminal to kubectl and exits with its code; mara adds nothing to what
+//! it says. The cluster and image commands ask k3d for the cluster's state first (`crate::cluster`)
+//! and run only what that state needs.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde_json::json;
+
+use crate::cli::{DestroyArgs, LogOrderArg, RunArgs, RunCommand, SelectionArgs};
+use crate::cluster::{self, Cluster, State};
 use crate::configure;
 use crate::deployment::StackFiles;
-use crate::error::{Error, Problem, Result};
-use crate::settings::Settings;
+use crate::error::{Error, Problem, Result, plural};
+use crate::ledger::{self, ImageRecord};
+use crate::settings::{OutputFormat, Settings};
+use crate::ui;
 use crate::workspace::Workspace;
 use crate::workspace::stack::ResolvedStack;
 
-/// What both commands need: the stack's files, the stack, and the environment of its tools.
+/// The k3d provider's project that makes the cluster (providers/k3d.toml).
+const CLUSTER_PROJECT: &str = "infrastructure/k3d";
+
+/// What the commands need: the stack's files, the stack, and the environment of its tools.
 struct Target {
     files: StackFiles,
     workspace: Workspace,
@@ -52,32 +64,24 @@ pub fn kubectl(settings: &Settings, args: Vec<String>) -> Result<()> {
     hand_over("kubectl", &full, &env, &settings.start_dir)
 }
 
-/// The stack's kubeconfig: the one mara wrote (`.mara/kube/<stack>.yaml`, with its own current
-/// context), else the cluster the stack's configuration names (`kubernetes:kubeconfig` and
-/// `kubernetes:context`, as the kubeconfig provider takes an existing cluster).
+/// The stack's kubeconfig, as the kubectl engine also takes it (`stack_kubeconfig_choice`), with
+/// an error when it does not exist.
 fn stack_kubeconfig(target: &Target) -> Result<(PathBuf, Option<String>)> {
     let written = target.workspace.kubeconfig_file(&target.stack.name);
-    if written.is_file() {
-        return Ok((written, None));
+    let choice = crate::workspace::kubeconfig::choose(
+        &target.workspace,
+        &target.stack.name,
+        target.config.as_ref().and_then(|c| c.config()),
+        &target.env,
+    );
+    if choice.file.is_file() {
+        return Ok((choice.file, choice.context));
     }
-    let configured = target
-        .config
-        .as_ref()
-        .and_then(|c| c.config())
-        .and_then(|c| {
-            let file = c.get_text("kubernetes:kubeconfig")?;
-            let file = target.workspace.root.join(expand_home(&file, &target.env));
-            Some((file, c.get_text("kubernetes:context")))
-        });
-    // k3d's configuration names the file mara writes: not written yet is the message then.
-    if let Some((file, context)) = configured.filter(|(file, _)| *file != written) {
-        if file.is_file() {
-            return Ok((file, context));
-        }
+    if choice.file != written {
         return Err(Error::config(Problem::new(format!(
             "the kubeconfig of stack `{}` does not exist: {} (kubernetes:kubeconfig)",
             target.stack.name,
-            file.display()
+            choice.file.display()
         ))));
     }
     Err(Error::config(
@@ -92,34 +96,568 @@ fn stack_kubeconfig(target: &Target) -> Result<(PathBuf, Option<String>)> {
     ))
 }
 
-/// `~/…` against the environment's HOME (a relative path is then taken from the workspace root).
-fn expand_home(path: &str, env: &BTreeMap<String, String>) -> PathBuf {
-    match (path.strip_prefix("~/"), env.get("HOME")) {
-        (Some(rest), Some(home)) => Path::new(home).join(rest),
-        _ => PathBuf::from(path),
-    }
+/// A stack of the k3d provider (or one that extends it), with its cluster's name.
+struct Local {
+    target: Target,
+    provider: String,
+    /// Whether the provider has the project that makes the cluster.
+    has_cluster_project: bool,
+    name: String,
 }
 
-/// `mara images import IMAGE…`: `k3d image import IMAGE… -c mara-<stack>`, for stacks whose
-/// provider is k3d (or extends it).
-pub fn import_images(settings: &Settings, images: Vec<String>) -> Result<()> {
+fn local(settings: &Settings, command: &str) -> Result<Local> {
     let target = target(settings)?;
-    let provider = target.files.clone().into_deployment(settings)?.provider;
+    let deployment = target.files.clone().into_deployment(settings)?;
+    let provider = deployment.provider;
     let is_k3d = provider.name == "k3d" || provider.extends.iter().any(|p| p == "k3d");
     if !is_k3d {
         return Err(Error::usage(
             Problem::new(format!(
-                "`mara images import` loads images into a local k3d cluster, and stack `{}` uses provider {}",
+                "`mara {command}` works on the local k3d cluster of a stack, and stack `{}` uses provider {}",
                 target.stack.name, provider.name
             ))
-            .hint("push the images to the cluster's registry instead"),
+            .hint(match command.starts_with("images") {
+                true => "push the images to the cluster's registry instead",
+                false => "run it with --provider k3d, or on a stack whose provider is k3d",
+            }),
         ));
     }
-    let cluster = format!("mara-{}", target.stack.name);
-    let mut args = vec!["image".to_string(), "import".to_string()];
-    args.extend(images);
-    args.extend(["-c".to_string(), cluster]);
-    hand_over("k3d", &args, &target.env, &settings.start_dir)
+    let has_cluster_project = deployment.graph.find(CLUSTER_PROJECT).is_ok();
+    Ok(Local {
+        name: cluster::name(target.stack.name.as_str()),
+        provider: provider.name.clone(),
+        has_cluster_project,
+        target,
+    })
+}
+
+impl Local {
+    /// The cluster as k3d lists it; `None` when it does not exist.
+    fn cluster(&self) -> Result<Option<Cluster>> {
+        let output = capture("k3d", &cluster::list_args(), &self.target.env)?;
+        if output.code != Some(0) {
+            return Err(tool_error("k3d", &cluster::list_args(), &output));
+        }
+        cluster::find(&output.stdout, &self.name).map_err(|e| Error::config(Problem::new(e)))
+    }
+
+    /// The cluster, which must be running: images go into a running cluster only.
+    fn running_cluster(&self) -> Result<Cluster> {
+        let stack = &self.target.stack.name;
+        match self.cluster()? {
+            Some(cluster) if cluster.state() == State::Running => Ok(cluster),
+            Some(cluster) => Err(Error::config(
+                Problem::new(format!(
+                    "cluster {} of stack `{stack}` is {}",
+                    self.name,
+                    cluster.state().as_str()
+                ))
+                .hint("`mara cluster start` starts it"),
+            )),
+            None => Err(Error::config(
+                Problem::new(format!(
+                    "cluster {} of stack `{stack}` does not exist",
+                    self.name
+                ))
+                .hint("`mara cluster start` creates it"),
+            )),
+        }
+    }
+
+    fn say(&self, settings: &Settings, human: String, value: serde_json::Value) -> Result<()> {
+        match settings.output {
+            OutputFormat::Human => ui::print(&format!("{human}\n")),
+            OutputFormat::Json => ui::print(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&value).expect("JSON serializes")
+            )),
+        }
+    }
+}
+
+/// `mara cluster start`: creates the cluster when it does not exist (the cluster project's `up`,
+/// recorded as any run is, its kubeconfig written and merged), starts it when it is stopped, and
+/// says so when it runs.
+pub fn start(settings: &Settings) -> Result<()> {
+    let local = local(settings, "cluster start")?;
+    let stack = local.target.stack.name.to_string();
+    match local.cluster()?.map(|c| c.state()) {
+        Some(State::Running) => local.say(
+            settings,
+            format!(
+                "Cluster {} of stack {stack} is already running.",
+                local.name
+            ),
+            json!({"cluster": local.name, "stack": stack, "state": "running", "done": "nothing"}),
+        ),
+        Some(State::Stopped | State::Partly) => {
+            pass_through("k3d", &cluster::start_args(&local.name), &local.target.env)?;
+            local.say(
+                settings,
+                format!("Cluster {} of stack {stack} started.", local.name),
+                json!({"cluster": local.name, "stack": stack, "state": "running", "done": "started"}),
+            )
+        }
+        Some(State::Missing) | None => {
+            if !local.has_cluster_project {
+                return Err(Error::config(Problem::new(format!(
+                    "cluster {} does not exist, and provider {} has no project {CLUSTER_PROJECT} to create it",
+                    local.name, local.provider
+                ))));
+            }
+            if settings.output == OutputFormat::Human {
+                ui::print(&format!(
+                    "Cluster {} of stack {stack} does not exist: creating it (mara up --only {CLUSTER_PROJECT}).\n",
+                    local.name
+                ))?;
+            }
+            crate::commands::run::run(
+                settings,
+                RunCommand::Up(run_args(true, vec![CLUSTER_PROJECT.to_string()])),
+            )
+        }
+    }
+}
+
+/// `mara cluster stop`: stops a running cluster (its containers, and all deployed on it, stay).
+/// Refused while a run holds the stack: the run would lose its cluster mid-operation.
+pub fn stop(settings: &Settings) -> Result<()> {
+    let local = local(settings, "cluster stop")?;
+    let stack = local.target.stack.name.to_string();
+    let state = local.cluster()?.map(|c| c.state());
+    let done = match state {
+        None | Some(State::Missing) => format!(
+            "Cluster {} of stack {stack} does not exist: nothing to stop.",
+            local.name
+        ),
+        Some(State::Stopped) => format!(
+            "Cluster {} of stack {stack} is already stopped.",
+            local.name
+        ),
+        Some(State::Running | State::Partly) => {
+            refuse_while_running(settings, &local, "stopping")?;
+            pass_through("k3d", &cluster::stop_args(&local.name), &local.target.env)?;
+            format!("Cluster {} of stack {stack} stopped.", local.name)
+        }
+    };
+    let state = match state {
+        None | Some(State::Missing) => "not created",
+        Some(_) => "stopped",
+    };
+    local.say(
+        settings,
+        done,
+        json!({"cluster": local.name, "stack": stack, "state": state}),
+    )
+}
+
+/// `mara cluster delete`: everything deployed on the cluster is destroyed, then the cluster, as
+/// `mara destroy` does it (and asks as it does); a stopped cluster is started first, so that what
+/// runs on it can be destroyed rather than left in its projects' state (docs/decisions.md).
+pub fn delete(settings: &Settings, yes: bool) -> Result<()> {
+    let local = local(settings, "cluster delete")?;
+    let stack = local.target.stack.name.to_string();
+    if !yes && !settings.interactive {
+        return Err(crate::settings::run::Confirmation::refusal(
+            crate::engine::Operation::Destroy,
+        ));
+    }
+    match local.cluster()?.map(|c| c.state()) {
+        None | Some(State::Missing) => local.say(
+            settings,
+            format!(
+                "Cluster {} of stack {stack} does not exist: nothing to delete.",
+                local.name
+            ),
+            json!({"cluster": local.name, "stack": stack, "state": "not created"}),
+        ),
+        Some(state) => {
+            if state != State::Running {
+                refuse_while_running(settings, &local, "starting")?;
+                if settings.output == OutputFormat::Human {
+                    ui::print(&format!(
+                        "Cluster {} of stack {stack} is {}: starting it, to destroy what is deployed on it.\n",
+                        local.name,
+                        state.as_str()
+                    ))?;
+                }
+                pass_through("k3d", &cluster::start_args(&local.name), &local.target.env)?;
+            }
+            crate::commands::run::run(
+                settings,
+                RunCommand::Destroy(DestroyArgs {
+                    remove: false,
+                    run: run_args(yes, Vec::new()),
+                }),
+            )
+        }
+    }
+}
+
+/// `mara cluster status`: the cluster's state and nodes, and the kubeconfig mara uses for it.
+pub fn status(settings: &Settings) -> Result<()> {
+    let local = local(settings, "cluster status")?;
+    let stack = local.target.stack.name.to_string();
+    let cluster = local.cluster()?;
+    let state = cluster.as_ref().map_or(State::Missing, Cluster::state);
+    let nodes = cluster
+        .as_ref()
+        .map(|c| c.nodes.clone())
+        .unwrap_or_default();
+    let choice = crate::workspace::kubeconfig::choose(
+        &local.target.workspace,
+        &local.target.stack.name,
+        local.target.config.as_ref().and_then(|c| c.config()),
+        &local.target.env,
+    );
+    let exists = choice.file.is_file();
+    let written = local
+        .target
+        .workspace
+        .kubeconfig_file(&local.target.stack.name);
+    let merged = crate::run::kubeconfig::merged_for(&written);
+    if settings.output == OutputFormat::Json {
+        return local.say(
+            settings,
+            String::new(),
+            json!({
+                "cluster": local.name,
+                "stack": stack,
+                "state": state.as_str(),
+                "nodes": nodes,
+                "kubeconfig": {
+                    "file": choice.file,
+                    "context": choice.context,
+                    "exists": exists,
+                },
+                "merged": merged.as_ref().map(|m| json!({"file": m.target, "context": m.context})),
+            }),
+        );
+    }
+    let mut text = format!(
+        "Cluster {} of stack {stack}: {}\n",
+        local.name,
+        state.as_str()
+    );
+    if !nodes.is_empty() {
+        let rows: Vec<[String; 3]> = nodes
+            .iter()
+            .map(|n| {
+                let status = match (n.running, n.status.is_empty()) {
+                    (true, _) => "running".to_string(),
+                    (false, true) => "stopped".to_string(),
+                    (false, false) => n.status.clone(),
+                };
+                [n.name.clone(), n.role.clone(), status]
+            })
+            .collect();
+        let headers = ["NODE", "ROLE", "STATE"];
+        let widths = ui::column_widths(headers, &rows);
+        let line = |cells: [&str; 3]| {
+            let padded: Vec<String> = cells
+                .iter()
+                .zip(widths)
+                .map(|(cell, width)| ui::pad(cell, width))
+                .collect();
+            format!("  {}\n", padded.join("  ").trim_end())
+        };
+        text.push_str(&line(headers));
+        for row in &rows {
+            text.push_str(&line([&row[0], &row[1], &row[2]]));
+        }
+    }
+    let shown = local.target.workspace.display(&choice.file);
+    let context = match &choice.context {
+        Some(context) => format!("context {context}"),
+        None => "its current context".to_string(),
+    };
+    match exists {
+        true => text.push_str(&format!("Kubeconfig: {} ({context})\n", shown.display())),
+        false if state == State::Missing => text.push_str(&format!(
+            "Kubeconfig: none yet (`mara cluster start` creates the cluster and writes {})\n",
+            shown.display()
+        )),
+        false => text.push_str(&format!(
+            "Kubeconfig: {} does not exist (`mara up --only {CLUSTER_PROJECT}` writes it)\n",
+            shown.display()
+        )),
+    }
+    if let Some(merged) = merged {
+        text.push_str(&format!(
+            "Merged into: {} (context {})\n",
+            merged.target.display(),
+            merged.context.as_deref().unwrap_or("none")
+        ));
+    }
+    ui::print(&text)
+}
+
+/// Refuses while a run holds the stack: stopping (or starting) its cluster would pull it from
+/// under that run.
+fn refuse_while_running(settings: &Settings, local: &Local, doing: &str) -> Result<()> {
+    let workspace = &local.target.workspace;
+    let place = ledger::place(workspace, &settings.env)?;
+    let Some(ledger) = ledger::open_existing(&place).map_err(|e| e.relative_to(&workspace.root))?
+    else {
+        return Ok(());
+    };
+    let stack = local.target.stack.name.to_string();
+    let alive = |holder: &ledger::Holder| match holder.lease_left {
+        Some(left) => left > 0,
+        None => holder.host != ledger::whoami().1 || ledger::process_exists(holder.pid),
+    };
+    if let Some(holder) = ledger.holder(&stack)?
+        && alive(&holder)
+    {
+        return Err(Error::Locked(Box::new(
+            Problem::new(format!(
+                "stack `{stack}` is locked by {holder}: {doing} its cluster would pull it from under that run"
+            ))
+            .hint("wait for the run to end, or stop it with `mara cancel`"),
+        )));
+    }
+    Ok(())
+}
+
+/// The options of a run the cluster commands start: the defaults, `--yes` as given, and only
+/// `only` when it names projects.
+fn run_args(yes: bool, only: Vec<String>) -> RunArgs {
+    RunArgs {
+        parallel: None,
+        keep_going: false,
+        yes,
+        dry_run: false,
+        log_order: LogOrderArg::Stream,
+        report: None,
+        junit: None,
+        resume: false,
+        changed: false,
+        run: None,
+        selection: SelectionArgs {
+            only,
+            skip: Vec::new(),
+            from: None,
+            with_dependencies: false,
+            with_dependents: false,
+        },
+    }
+}
+
+/// `mara images import IMAGE…`: the images go from the local Docker into the stack's running
+/// cluster (`k3d image import`), and are recorded in the ledger with their local image id, for
+/// `mara images update`.
+pub fn import_images(settings: &Settings, images: Vec<String>) -> Result<()> {
+    let local = local(settings, "images import")?;
+    let cluster = local.running_cluster()?;
+    let mut images = images;
+    images.dedup();
+    let ids = images
+        .iter()
+        .map(|image| local_image_id(&local, image)?.ok_or_else(|| not_local(image)))
+        .collect::<Result<Vec<String>>>()?;
+    let mut ledger = ledger::open(&ledger::place(&local.target.workspace, &settings.env)?)
+        .map_err(|e| e.relative_to(&local.target.workspace.root))?;
+    pass_through(
+        "k3d",
+        &cluster::import_args(&local.name, &images),
+        &local.target.env,
+    )?;
+    let records = records(&local, &cluster, &images, &ids);
+    ledger.record_images(&records)?;
+    let lines: Vec<String> = records
+        .iter()
+        .map(|r| format!("Imported {} ({})", r.image, short_id(&r.image_id)))
+        .collect();
+    local.say(
+        settings,
+        format!(
+            "{}\n`mara images update` imports {} again when {} local image changes.",
+            lines.join("\n"),
+            plural(records.len(), "it", "them"),
+            plural(records.len(), "its", "their"),
+        ),
+        json!({"cluster": local.name, "imported": records}),
+    )
+}
+
+/// `mara images update`: every image imported into the stack's cluster before is imported again
+/// when its local image changed since (or the cluster was made again); the others are current.
+pub fn update_images(settings: &Settings) -> Result<()> {
+    let local = local(settings, "images update")?;
+    let cluster = local.running_cluster()?;
+    let place = ledger::place(&local.target.workspace, &settings.env)?;
+    let within = |e: Error| e.relative_to(&local.target.workspace.root);
+    let recorded = match ledger::open_existing(&place).map_err(within)? {
+        Some(ledger) => ledger.images(local.target.stack.name.as_str())?,
+        None => Vec::new(),
+    };
+    if recorded.is_empty() {
+        return local.say(
+            settings,
+            format!(
+                "No image has been imported into cluster {} yet: `mara images import IMAGE…` imports one.",
+                local.name
+            ),
+            json!({"cluster": local.name, "current": [], "imported": [], "missing": []}),
+        );
+    }
+    let created = cluster.created.clone().unwrap_or_default();
+    let (mut current, mut stale, mut missing) = (Vec::new(), Vec::new(), Vec::new());
+    for record in recorded {
+        match local_image_id(&local, &record.image)? {
+            None => missing.push(record.image),
+            Some(id) if record.cluster != created => {
+                stale.push((record.image, id, "the cluster was made again since"))
+            }
+            Some(id) if id != record.image_id => {
+                stale.push((record.image, id, "its local image changed"))
+            }
+            Some(_) => current.push(record.image),
+        }
+    }
+    let mut lines = Vec::new();
+    if !stale.is_empty() {
+        let images: Vec<String> = stale.iter().map(|(image, ..)| image.clone()).collect();
+        let ids: Vec<String> = stale.iter().map(|(_, id, _)| id.clone()).collect();
+        let mut ledger = ledger::open(&place).map_err(within)?;
+        pass_through(
+            "k3d",
+            &cluster::import_args(&local.name, &images),
+            &local.target.env,
+        )?;
+        ledger.record_images(&records(&local, &cluster, &images, &ids))?;
+        for (image, id, why) in &stale {
+            lines.push(format!("Imported {image} ({}): {why}", short_id(id)));
+        }
+    }
+    for image in &current {
+        lines.push(format!("Current: {image}"));
+    }
+    for image in &missing {
+        lines.push(format!(
+            "Not in the local Docker any more: {image} (the cluster keeps the one it has)"
+        ));
+    }
+    let imported: Vec<&String> = stale.iter().map(|(image, ..)| image).collect();
+    local.say(
+        settings,
+        lines.join("\n"),
+        json!({"cluster": local.name, "current": current, "imported": imported, "missing": missing}),
+    )
+}
+
+fn records(
+    local: &Local,
+    cluster: &Cluster,
+    images: &[String],
+    ids: &[String],
+) -> Vec<ImageRecord> {
+    let now = crate::clock::rfc3339(std::time::SystemTime::now());
+    images
+        .iter()
+        .zip(ids)
+        .map(|(image, id)| ImageRecord {
+            stack: local.target.stack.name.to_string(),
+            image: image.clone(),
+            image_id: id.clone(),
+            cluster: cluster.created.clone().unwrap_or_default(),
+            imported: now.clone(),
+        })
+        .collect()
+}
+
+/// `sha256:0123456789ab…` → `sha256:0123456789ab`, as Docker shows an id.
+fn short_id(id: &str) -> &str {
+    let end = id.find(':').map_or(0, |i| i + 1) + 12;
+    id.get(..end).unwrap_or(id)
+}
+
+/// The local Docker's id of `image`; `None` when Docker does not have it.
+fn local_image_id(local: &Local, image: &str) -> Result<Option<String>> {
+    let args = cluster::image_id_args(image);
+    let output = capture("docker", &args, &local.target.env)?;
+    match output.code {
+        Some(0) => Ok(output.stdout.lines().next().map(|l| l.trim().to_string())),
+        _ if output.stderr.contains("No such image") => Ok(None),
+        _ => Err(tool_error("docker", &args, &output)),
+    }
+}
+
+fn not_local(image: &str) -> Error {
+    Error::config(
+        Problem::new(format!("image `{image}` is not in the local Docker")).hint(format!(
+            "build it, or `docker pull {image}`, then import it"
+        )),
+    )
+}
+
+/// What a tool printed and how it ended.
+struct Captured {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `program` to its end, reading what it prints.
+fn capture(program: &str, args: &[String], env: &BTreeMap<String, String>) -> Result<Captured> {
+    let output = command(program, args, env)?
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|source| Error::Spawn {
+            program: program.to_string(),
+            source,
+        })?;
+    Ok(Captured {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    })
+}
+
+/// A tool's failure, with the last thing it said.
+fn tool_error(program: &str, args: &[String], output: &Captured) -> Error {
+    let said = output
+        .stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .unwrap_or("it printed nothing on stderr");
+    let code = output.code.map_or("ended by a signal".to_string(), |c| {
+        format!("exit code {c}")
+    });
+    Error::config(Problem::new(format!(
+        "`{program} {}` failed ({code}): {said}",
+        args.join(" ")
+    )))
+}
+
+/// Runs `program` with what it prints going to mara's stderr (mara's own output stays apart),
+/// and fails as it does.
+fn pass_through(program: &str, args: &[String], env: &BTreeMap<String, String>) -> Result<()> {
+    tracing::info!("running {program} {}", args.join(" "));
+    let status = command(program, args, env)?
+        .stdin(std::process::Stdio::null())
+        .stdout(std::io::stderr())
+        .status()
+        .map_err(|source| Error::Spawn {
+            program: program.to_string(),
+            source,
+        })?;
+    exited(program, status)
+}
+
+fn command(
+    program: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+) -> Result<std::process::Command> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let path = crate::run::process::resolve_program(program, env, &cwd)
+        .map_err(|error| Error::config(Problem::new(error.to_string())))?;
+    let mut command = std::process::Command::new(path);
+    command.args(args).env_clear().envs(env);
+    Ok(command)
 }
 
 /// Runs `program` with the terminal, in `cwd`, and exits as it does.
@@ -142,13 +680,17 @@ fn hand_over(
             program: program.to_string(),
             source,
         })?;
+    exited(program, status)
+}
+
+/// A tool's exit as mara's: its code, or 128 + the signal that ended it (the shell's convention).
+fn exited(program: &str, status: std::process::ExitStatus) -> Result<()> {
     match status.code() {
         Some(0) => Ok(()),
         Some(code) => Err(Error::ToolFailed {
             program: program.to_string(),
             code,
         }),
-        // Ended by a signal: the shell's convention, 128 + its number.
         None => Err(Error::ToolFailed {
             program: program.to_string(),
             code: 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0),

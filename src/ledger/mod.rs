@@ -314,6 +314,23 @@ pub struct History {
     pub deployed: Vec<(String, String, String)>,
     /// (backend, stack, project) of the stacks known to exist.
     pub stacks: Vec<(String, String, String)>,
+    /// The images imported into the stacks' local clusters.
+    pub images: Vec<ImageRecord>,
+}
+
+/// An image imported into a stack's local cluster (`mara images import`), as it was then: what
+/// `mara images update` compares the local image with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageRecord {
+    pub stack: String,
+    /// As Docker names it (`name:tag`).
+    pub image: String,
+    /// The local image's id when it was imported (`sha256:…`).
+    pub image_id: String,
+    /// The cluster it went into, by when that was created: a cluster made again since holds
+    /// none of it.
+    pub cluster: String,
+    pub imported: String,
 }
 
 /// A ledger is shared with the threads that write a run's records and watch for `mara cancel`.
@@ -428,6 +445,12 @@ pub trait Ledger: Send {
 
     /// Each project's fingerprint at its last successful `up` on `stack`.
     fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>>;
+
+    /// The images imported into `stack`'s local cluster, by name.
+    fn images(&self, stack: &str) -> Result<Vec<ImageRecord>>;
+
+    /// Records images as imported, each replacing what was recorded of it for its stack.
+    fn record_images(&mut self, images: &[ImageRecord]) -> Result<()>;
 
     /// The projects known to have `stack` on `backend` (an engine run on it succeeded, and no
     /// run found it gone since).

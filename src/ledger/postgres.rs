@@ -10,7 +10,9 @@ use std::path::PathBuf;
 
 use postgres::{Client, GenericClient, Row, Statement};
 
-use super::{Begun, History, Holder, Ledger, ProjectRecord, RunRecord, RunStart, whoami};
+use super::{
+    Begun, History, Holder, ImageRecord, Ledger, ProjectRecord, RunRecord, RunStart, whoami,
+};
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::status::{ProjectStatus, RunStatus};
@@ -77,6 +79,15 @@ const MIGRATIONS: &[&str] = &[
     // 4: a lock keeps its own lease length, so that a run fanned out over CI jobs (opened with
     // a long lease) keeps it whichever job renews it.
     "ALTER TABLE mara_locks ADD COLUMN lease_seconds DOUBLE PRECISION NOT NULL DEFAULT 60;",
+    // 5: the images imported into each stack's local cluster, for `mara images update`.
+    "CREATE TABLE mara_images (
+        stack TEXT NOT NULL,
+        image TEXT NOT NULL,
+        image_id TEXT NOT NULL,
+        cluster TEXT NOT NULL,
+        imported TEXT NOT NULL,
+        PRIMARY KEY (stack, image)
+    );",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2
@@ -549,6 +560,7 @@ impl Ledger for PostgresLedger {
                 "SELECT stack, project, fingerprint FROM mara_deployed ORDER BY 1, 2",
             )?,
             stacks: triples("SELECT backend, stack, project FROM mara_stacks ORDER BY 1, 2, 3")?,
+            images: self.images_where(None)?,
         })
     }
 
@@ -613,6 +625,13 @@ impl Ledger for PostgresLedger {
                 transaction.execute(
                     "INSERT INTO mara_stacks (backend, stack, project) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
                     &[backend, stack, project],
+                )?;
+            }
+            for i in &history.images {
+                transaction.execute(
+                    "INSERT INTO mara_images (stack, image, image_id, cluster, imported)
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                    &[&i.stack, &i.image, &i.image_id, &i.cluster, &i.imported],
                 )?;
             }
             transaction.commit()?;
@@ -998,5 +1017,48 @@ impl Ledger for PostgresLedger {
             }
             transaction.commit()
         })
+    }
+
+    fn images(&self, stack: &str) -> Result<Vec<ImageRecord>> {
+        self.images_where(Some(stack))
+    }
+
+    fn record_images(&mut self, images: &[ImageRecord]) -> Result<()> {
+        self.with(|client| -> std::result::Result<(), postgres::Error> {
+            let mut transaction = client.transaction()?;
+            for i in images {
+                transaction.execute(
+                    "INSERT INTO mara_images (stack, image, image_id, cluster, imported)
+                     VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (stack, image) DO UPDATE SET image_id = EXCLUDED.image_id,
+                       cluster = EXCLUDED.cluster, imported = EXCLUDED.imported",
+                    &[&i.stack, &i.image, &i.image_id, &i.cluster, &i.imported],
+                )?;
+            }
+            transaction.commit()
+        })
+    }
+}
+
+impl PostgresLedger {
+    /// The images recorded for `stack` (every stack's with `None`), by stack and name.
+    fn images_where(&self, stack: Option<&str>) -> Result<Vec<ImageRecord>> {
+        let rows = self.with(|c| {
+            c.query(
+                "SELECT stack, image, image_id, cluster, imported FROM mara_images
+                 WHERE $1::TEXT IS NULL OR stack = $1 ORDER BY stack, image",
+                &[&stack],
+            )
+        })?;
+        Ok(rows
+            .iter()
+            .map(|r| ImageRecord {
+                stack: r.get(0),
+                image: r.get(1),
+                image_id: r.get(2),
+                cluster: r.get(3),
+                imported: r.get(4),
+            })
+            .collect())
     }
 }

@@ -12,7 +12,8 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    Begun, History, Holder, Ledger, ProjectRecord, RunRecord, RunStart, process_exists, whoami,
+    Begun, History, Holder, ImageRecord, Ledger, ProjectRecord, RunRecord, RunStart,
+    process_exists, whoami,
 };
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
@@ -78,6 +79,15 @@ const MIGRATIONS: &[&str] = &[
         WHERE s.stack = r.stack AND q.path = p.path AND s.operation IN ('up', 'destroy')
           AND q.status IN ('succeeded', 'unchanged') AND q.finished > p.finished
       );",
+    // 4: the images imported into each stack's local cluster, for `mara images update`.
+    "CREATE TABLE images (
+        stack TEXT NOT NULL,
+        image TEXT NOT NULL,
+        image_id TEXT NOT NULL,
+        cluster TEXT NOT NULL,
+        imported TEXT NOT NULL,
+        PRIMARY KEY (stack, image)
+    );",
 ];
 
 pub struct SqliteLedger {
@@ -355,6 +365,7 @@ impl Ledger for SqliteLedger {
             runs,
             deployed: triples("SELECT stack, project, fingerprint FROM deployed ORDER BY 1, 2")?,
             stacks: triples("SELECT backend, stack, project FROM stacks ORDER BY 1, 2, 3")?,
+            images: self.images_where(None)?,
         })
     }
 
@@ -403,6 +414,14 @@ impl Ledger for SqliteLedger {
                 .execute(
                     "INSERT OR IGNORE INTO stacks (backend, stack, project) VALUES (?1, ?2, ?3)",
                     params![backend, stack, project],
+                )
+                .map_err(|e| db_error(&self.path, e))?;
+        }
+        for i in &history.images {
+            transaction
+                .execute(
+                    "INSERT OR IGNORE INTO images (stack, image, image_id, cluster, imported) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![i.stack, i.image, i.image_id, i.cluster, i.imported],
                 )
                 .map_err(|e| db_error(&self.path, e))?;
         }
@@ -737,6 +756,52 @@ impl Ledger for SqliteLedger {
         let rows = statement
             .query_map([stack], |r| {
                 Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(|e| db_error(&self.path, e))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(|e| db_error(&self.path, e))
+    }
+
+    fn images(&self, stack: &str) -> Result<Vec<ImageRecord>> {
+        self.images_where(Some(stack))
+    }
+
+    fn record_images(&mut self, images: &[ImageRecord]) -> Result<()> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_error(&self.path, e))?;
+        for i in images {
+            transaction
+                .execute(
+                    "INSERT OR REPLACE INTO images (stack, image, image_id, cluster, imported) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![i.stack, i.image, i.image_id, i.cluster, i.imported],
+                )
+                .map_err(|e| db_error(&self.path, e))?;
+        }
+        transaction.commit().map_err(|e| db_error(&self.path, e))
+    }
+}
+
+impl SqliteLedger {
+    /// The images recorded for `stack` (every stack's with `None`), by stack and name.
+    fn images_where(&self, stack: Option<&str>) -> Result<Vec<ImageRecord>> {
+        let mut statement = self
+            .connection
+            .prepare_cached(
+                "SELECT stack, image, image_id, cluster, imported FROM images
+                 WHERE ?1 IS NULL OR stack = ?1 ORDER BY stack, image",
+            )
+            .map_err(|e| db_error(&self.path, e))?;
+        let rows = statement
+            .query_map([stack], |r| {
+                Ok(ImageRecord {
+                    stack: r.get(0)?,
+                    image: r.get(1)?,
+                    image_id: r.get(2)?,
+                    cluster: r.get(3)?,
+                    imported: r.get(4)?,
+                })
             })
             .map_err(|e| db_error(&self.path, e))?;
         rows.collect::<rusqlite::Result<_>>()

@@ -499,6 +499,14 @@ impl Drop for Lock {
     }
 }
 
+/// What mara merged into a user's kubeconfig for the stack whose own kubeconfig is `stack_file`
+/// (`mara cluster status` shows it); `None` when nothing is merged, or the record is unreadable.
+pub fn merged_for(stack_file: &Path) -> Option<Merged> {
+    read_record_at(&stack_file.with_extension("merged.json"))
+        .ok()
+        .flatten()
+}
+
 fn read_record(files: &Files) -> Result<Option<Merged>, String> {
     read_record_at(&files.record())
 }

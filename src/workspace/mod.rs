@@ -5,6 +5,7 @@
 
 pub mod config_path;
 pub mod envfile;
+pub mod kubeconfig;
 pub mod ledger_url;
 pub mod mara_toml;
 pub mod pulumi_project;
