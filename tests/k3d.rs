@@ -580,3 +580,55 @@ fn mara_kubectl_reaches_an_existing_cluster_through_the_configured_context() {
     assert!(output.status.success(), "{}", common::stderr(&output));
     assert_eq!(common::stdout(&output), "staging");
 }
+
+#[test]
+fn imported_images_move_to_a_team_ledger_and_are_updated_there() {
+    let Some(server) = common::postgres::Server::start() else {
+        return;
+    };
+    let url = server.url("images");
+    let local = Local::new();
+    local.docker_has("nginx:1.27 sha256:aaaaaaaaaaaa1111\nsirius/frontend:dev sha256:bbbbbbbbbbbb2222\n");
+    local.make_cluster();
+    let output = local
+        .mara()
+        .args(["images", "import", "nginx:1.27", "sirius/frontend:dev"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let output = local
+        .mara()
+        .args(["ledger", "migrate", "--to", &url])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(
+        server.sql("images", "SELECT image, image_id FROM mara_images ORDER BY image"),
+        "nginx:1.27|sha256:aaaaaaaaaaaa1111\nsirius/frontend:dev|sha256:bbbbbbbbbbbb2222\n"
+    );
+
+    local.docker_has("nginx:1.27 sha256:aaaaaaaaaaaa1111\nsirius/frontend:dev sha256:dddddddddddd4444\n");
+    let on_server = || {
+        let mut command = local.mara();
+        command.env("MARA_LEDGER_URL", &url);
+        command
+    };
+    let output = on_server().args(["images", "update"]).output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(
+        common::stdout(&output),
+        "Imported sirius/frontend:dev (sha256:dddddddddddd): its local image changed\nCurrent: nginx:1.27\n"
+    );
+    assert_eq!(
+        server.sql(
+            "images",
+            "SELECT image_id FROM mara_images WHERE image = 'sirius/frontend:dev'"
+        ),
+        "sha256:dddddddddddd4444\n"
+    );
+    let output = on_server().args(["images", "update"]).output().unwrap();
+    assert_eq!(
+        common::stdout(&output),
+        "Current: nginx:1.27\nCurrent: sirius/frontend:dev\n"
+    );
+}
