@@ -588,7 +588,9 @@ fn imported_images_move_to_a_team_ledger_and_are_updated_there() {
     };
     let url = server.url("images");
     let local = Local::new();
-    local.docker_has("nginx:1.27 sha256:aaaaaaaaaaaa1111\nsirius/frontend:dev sha256:bbbbbbbbbbbb2222\n");
+    local.docker_has(
+        "nginx:1.27 sha256:aaaaaaaaaaaa1111\nsirius/frontend:dev sha256:bbbbbbbbbbbb2222\n",
+    );
     local.make_cluster();
     let output = local
         .mara()
@@ -603,11 +605,16 @@ fn imported_images_move_to_a_team_ledger_and_are_updated_there() {
         .unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));
     assert_eq!(
-        server.sql("images", "SELECT image, image_id FROM mara_images ORDER BY image"),
+        server.sql(
+            "images",
+            "SELECT image, image_id FROM mara_images ORDER BY image"
+        ),
         "nginx:1.27|sha256:aaaaaaaaaaaa1111\nsirius/frontend:dev|sha256:bbbbbbbbbbbb2222\n"
     );
 
-    local.docker_has("nginx:1.27 sha256:aaaaaaaaaaaa1111\nsirius/frontend:dev sha256:dddddddddddd4444\n");
+    local.docker_has(
+        "nginx:1.27 sha256:aaaaaaaaaaaa1111\nsirius/frontend:dev sha256:dddddddddddd4444\n",
+    );
     let on_server = || {
         let mut command = local.mara();
         command.env("MARA_LEDGER_URL", &url);

@@ -89,6 +89,8 @@ pub(crate) fn outputs_of(
                 .unwrap_or(Value::Null)
         }
         EngineKind::Pulumi => pulumi_outputs(pulumi, &dir, show_secrets, env)?,
+        // Manifests have no outputs.
+        EngineKind::Kubectl => Value::Object(Default::default()),
     })
 }
 

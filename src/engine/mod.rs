@@ -5,6 +5,7 @@
 //! This module knows nothing of providers or workspaces: it is given plain values (`Target`).
 
 pub mod command;
+pub mod kubectl;
 pub mod pulumi;
 pub mod terraform;
 
@@ -22,6 +23,7 @@ pub enum EngineKind {
     Terraform,
     Tofu,
     Command,
+    Kubectl,
 }
 
 impl EngineKind {
@@ -31,6 +33,7 @@ impl EngineKind {
             EngineKind::Terraform => "terraform",
             EngineKind::Tofu => "tofu",
             EngineKind::Command => "command",
+            EngineKind::Kubectl => "kubectl",
         }
     }
 }
@@ -94,6 +97,8 @@ pub struct Engines {
     pub config: serde_json::Map<String, serde_json::Value>,
     /// `destroy --remove`: Pulumi stacks are removed once destroyed.
     pub remove_stacks: bool,
+    /// How the kubectl engine reaches the stack's cluster.
+    pub kubectl: kubectl::Kubectl,
 }
 
 /// One project, as its engine needs to know it.
@@ -124,6 +129,8 @@ pub struct Target<'a> {
     pub dir: &'a Path,
     /// Whether `dir` exists.
     pub has_dir: bool,
+    /// What `dir` holds for the kubectl engine: a kustomization, or manifest files.
+    pub manifests: kubectl::Source,
     /// Where a command project without a directory of its own runs: the workspace root.
     pub root: &'a Path,
     /// Where a command project leaves its outputs (`$MARA_OUTPUTS`).
@@ -205,6 +212,7 @@ impl Engines {
                 };
                 self.terraform(engine).steps(&module, operation)
             }
+            EngineKind::Kubectl => self.kubectl.steps(target.dir, target.manifests, operation),
             EngineKind::Command => {
                 let cwd = if target.has_dir {
                     target.dir
@@ -442,6 +450,7 @@ impl ResourceDiff {
 pub enum Reader {
     Pulumi(pulumi::OutputReader),
     Terraform(terraform::Reader),
+    Kubectl(kubectl::Reader),
     /// A command step's output, shown as it is; it reports no counts.
     Plain,
 }
@@ -453,6 +462,7 @@ impl Reader {
             EngineKind::Terraform | EngineKind::Tofu => {
                 Reader::Terraform(terraform::Reader::default())
             }
+            EngineKind::Kubectl => Reader::Kubectl(kubectl::Reader::new(operation)),
             EngineKind::Command => Reader::Plain,
         }
     }
@@ -461,6 +471,7 @@ impl Reader {
         match self {
             Reader::Pulumi(reader) => reader.line(line),
             Reader::Terraform(reader) => reader.line(line),
+            Reader::Kubectl(reader) => reader.line(line),
             Reader::Plain => vec![line.to_string()],
         }
     }
@@ -469,7 +480,7 @@ impl Reader {
         match self {
             Reader::Pulumi(reader) => reader.finish(),
             Reader::Terraform(reader) => reader.finish(),
-            Reader::Plain => Vec::new(),
+            Reader::Kubectl(_) | Reader::Plain => Vec::new(),
         }
     }
 
@@ -479,7 +490,7 @@ impl Reader {
         match self {
             Reader::Terraform(reader) => reader.error(),
             Reader::Pulumi(reader) => reader.error.as_deref(),
-            Reader::Plain => None,
+            Reader::Kubectl(_) | Reader::Plain => None,
         }
     }
 
@@ -488,6 +499,7 @@ impl Reader {
         match self {
             Reader::Pulumi(reader) => reader.diffs.clone(),
             Reader::Terraform(reader) => reader.diffs(),
+            Reader::Kubectl(reader) => reader.diffs(),
             Reader::Plain => Vec::new(),
         }
     }
@@ -497,7 +509,7 @@ impl Reader {
         match &mut self {
             Reader::Pulumi(reader) => reader.show_diff = diff,
             Reader::Terraform(reader) => reader.show_diff = diff,
-            Reader::Plain => {}
+            Reader::Kubectl(_) | Reader::Plain => {}
         }
         self
     }
@@ -508,7 +520,7 @@ impl Reader {
         match self {
             Reader::Pulumi(reader) => reader.outputs.clone(),
             Reader::Terraform(reader) => reader.outputs(),
-            Reader::Plain => None,
+            Reader::Kubectl(_) | Reader::Plain => None,
         }
     }
 
@@ -516,6 +528,7 @@ impl Reader {
         match self {
             Reader::Pulumi(reader) => reader.changes.take(),
             Reader::Terraform(reader) => reader.changes(),
+            Reader::Kubectl(reader) => reader.changes(),
             Reader::Plain => None,
         }
     }
@@ -551,7 +564,7 @@ pub fn secret_outputs(engine: EngineKind, outputs: &str, marks: Option<&str>) ->
                 }
             }
         }
-        EngineKind::Command => {}
+        EngineKind::Command | EngineKind::Kubectl => {}
     }
     secrets
 }
@@ -601,7 +614,7 @@ pub fn is_missing_stack(engine: EngineKind, stack: &str, code: Option<i32>, stde
     match engine {
         EngineKind::Pulumi => pulumi::is_missing_stack(code, stderr),
         EngineKind::Terraform | EngineKind::Tofu => terraform::is_missing_workspace(stderr, stack),
-        EngineKind::Command => false,
+        EngineKind::Command | EngineKind::Kubectl => false,
     }
 }
 
@@ -613,7 +626,7 @@ pub fn clearing_the_lock(engine: EngineKind, stack: &str) -> Option<String> {
             "{} force-unlock LOCK_ID (the id is in the error of the next run)",
             engine.as_str()
         )),
-        EngineKind::Command => None,
+        EngineKind::Command | EngineKind::Kubectl => None,
     }
 }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::deployment::Deployment;
 use crate::engine::command::Context;
+use crate::engine::kubectl::{self, Kubectl};
 use crate::engine::pulumi::Pulumi;
 use crate::engine::terraform::InitStamp;
 use crate::engine::{EngineKind, Engines, Operation, Step, Target};
@@ -84,6 +85,8 @@ pub struct Planner<'a> {
     pub blocked: &'a BTreeMap<usize, String>,
     /// The projects (path) the ledger knows to have the stack on this backend.
     pub known_stacks: &'a std::collections::BTreeSet<String>,
+    /// The stack's kubeconfig, for the kubectl engine.
+    pub kubeconfig: &'a crate::workspace::kubeconfig::Choice,
 }
 
 /// The Pulumi CLI of a run on `stack`, with the shared configuration `config`.
@@ -131,6 +134,10 @@ impl Planner<'_> {
                 .map(|c| c.values.clone())
                 .unwrap_or_default(),
             remove_stacks: self.remove_stacks,
+            kubectl: Kubectl {
+                kubeconfig: self.kubeconfig.file.clone(),
+                context: self.kubeconfig.context.clone(),
+            },
         };
         RunPlan::build(&Inputs {
             operation,
@@ -142,6 +149,7 @@ impl Planner<'_> {
             fingerprints: self.fingerprints,
             kubeconfig: &workspace.kubeconfig_file(&self.stack.name),
             is_dir: &|dir| dir.is_dir(),
+            has_kustomization: &|dir| kubectl::kustomization(dir).is_some(),
             initialized: &crate::fingerprint::init_is_current,
             absent: self.absent,
             blocked: self.blocked,
@@ -165,6 +173,8 @@ pub struct Inputs<'a> {
     pub kubeconfig: &'a Path,
     /// Whether a directory exists (the plan itself never looks).
     pub is_dir: &'a dyn Fn(&Path) -> bool,
+    /// Whether a directory holds a kustomization (for the kubectl engine).
+    pub has_kustomization: &'a dyn Fn(&Path) -> bool,
     /// Whether a Terraform module's init stamp is current (the plan itself never reads it).
     pub initialized: &'a dyn Fn(&InitStamp) -> bool,
     /// The projects (graph index) known not to have the stack, with why.
@@ -187,6 +197,7 @@ impl RunPlan {
             fingerprints,
             kubeconfig,
             is_dir,
+            has_kustomization,
             initialized,
             absent,
             blocked,
@@ -239,6 +250,12 @@ impl RunPlan {
                     },
                     dir: &dir,
                     has_dir,
+                    manifests: match project.engine_or(engines.default) == EngineKind::Kubectl
+                        && has_kustomization(&dir)
+                    {
+                        true => kubectl::Source::Kustomization,
+                        false => kubectl::Source::Files,
+                    },
                     root: &workspace.root,
                     outputs: &outputs,
                     context: &context,
@@ -337,6 +354,10 @@ pub mod fixtures {
             },
             config: Default::default(),
             remove_stacks: false,
+            kubectl: Kubectl {
+                kubeconfig: "/w/.mara/kube/dev.yaml".into(),
+                context: None,
+            },
         }
     }
 
@@ -368,6 +389,7 @@ pub mod fixtures {
             fingerprints: &fingerprints,
             kubeconfig: Path::new("/w/.mara/kube/dev.yaml"),
             is_dir: &|_| true,
+            has_kustomization: &|_| false,
             initialized: &|_| false,
             absent: &BTreeMap::new(),
             blocked: &BTreeMap::new(),

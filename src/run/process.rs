@@ -132,10 +132,22 @@ pub fn last_error(stderr: &str) -> Option<&str> {
         .lines()
         .rev()
         .find_map(|l| {
-            // Pulumi's `error: …`, or Terraform's boxed `│ Error: …`.
+            // Pulumi's and kubectl's `error: …`, or Terraform's boxed `│ Error: …`; kubectl's
+            // `Error from server (Conflict): …`, `The connection to the server … was refused`
+            // and `unable to recognize …` are whole.
             let l = l.trim_start_matches(['│', ' ']);
             l.strip_prefix("error:")
                 .or_else(|| l.strip_prefix("Error:"))
+                .or_else(|| {
+                    [
+                        "Error from server",
+                        "The connection to the server",
+                        "unable to recognize",
+                    ]
+                    .iter()
+                    .any(|start| l.starts_with(start))
+                    .then_some(l)
+                })
         })
         .map(str::trim)
 }

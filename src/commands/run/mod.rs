@@ -303,6 +303,12 @@ fn execute(
         absent: &absent,
         blocked: &blocked,
         known_stacks: &known_stacks,
+        kubeconfig: &crate::workspace::kubeconfig::choose(
+            &files.workspace,
+            &stack.name,
+            config.config(),
+            &settings.env,
+        ),
     };
     if run.dry_run {
         let plan = planner.plan(run.operation, &config, "");

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use super::Checks;
-use crate::engine::EngineKind;
+use crate::engine::{EngineKind, kubectl};
 use crate::error::plural;
 use crate::graph::Plan;
 use crate::workspace::Workspace;
@@ -134,6 +134,29 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
                     );
                 }
             }
+            EngineKind::Kubectl => match kubectl::kustomization(&dir) {
+                Some(file) => checks.pass(
+                    "project",
+                    format!(
+                        "{path}: Kubernetes manifests, built by kustomize from {}",
+                        workspace.display(&file).display()
+                    ),
+                ),
+                None => match kubectl::manifest_files(&dir) {
+                    0 => checks.fail(
+                        "project",
+                        no_manifests(path, &workspace.display(&dir).display().to_string()),
+                        None,
+                    ),
+                    files => checks.pass(
+                        "project",
+                        format!(
+                            "{path}: Kubernetes manifests ({files} {})",
+                            plural(files, "file", "files")
+                        ),
+                    ),
+                },
+            },
             EngineKind::Command => unreachable!("handled above"),
         }
     }
@@ -190,14 +213,21 @@ pub fn preflight(
         }
         let has_entry = match engine {
             EngineKind::Pulumi => PulumiProject::find(&dir).is_some(),
+            EngineKind::Kubectl => {
+                kubectl::kustomization(&dir).is_some() || kubectl::manifest_files(&dir) > 0
+            }
             _ => terraform_files(&dir) > 0,
         };
         if !has_entry {
             let what = match engine {
-                EngineKind::Pulumi => "Pulumi.yaml",
-                _ => ".tf files",
+                EngineKind::Pulumi => "no Pulumi.yaml in".to_string(),
+                EngineKind::Kubectl => {
+                    checks.fail("project", no_manifests(path, &shown), None);
+                    continue;
+                }
+                _ => "no .tf files in".to_string(),
             };
-            checks.fail("project", format!("{path}: no {what} in {shown}"), None);
+            checks.fail("project", format!("{path}: {what} {shown}"), None);
         }
     }
     let secrets_project = &workspace.settings.secrets_project;
@@ -212,6 +242,13 @@ pub fn preflight(
             Some("the selected projects' secrets are stored there: create it, or set `secrets_project` in mara.toml".into()),
         );
     }
+}
+
+/// A kubectl project's directory with nothing for kubectl in it.
+fn no_manifests(path: &str, shown: &str) -> String {
+    format!(
+        "{path}: no Kubernetes manifests (.yaml, .yml, .json) and no kustomization.yaml in {shown}"
+    )
 }
 
 /// A project without its directory. The same hint on every missing directory would bury the

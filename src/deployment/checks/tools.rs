@@ -65,6 +65,7 @@ pub fn tools(
             EngineKind::Pulumi => workspace.settings.pulumi.binary.clone(),
             EngineKind::Terraform => "terraform".into(),
             EngineKind::Tofu => "tofu".into(),
+            EngineKind::Kubectl => "kubectl".into(),
             EngineKind::Command => continue,
         };
         need(

@@ -1,0 +1,307 @@
+//! The kubectl engine (docs/commands.md, "The kubectl engine"): a project of Kubernetes
+//! manifests, applied with the stack's kubeconfig. Its directory holds the manifests (`.yaml`,
+//! `.yml`, `.json`, in subdirectories too), or a `kustomization.yaml`, which is then built with
+//! kubectl's own kustomize (and may name a third party's released manifests by URL).
+//!
+//! - up: `kubectl apply --server-side --field-manager=mara`: the server merges, and records mara
+//!   as the owner of the fields it set; a field another manager owns is a conflict, reported,
+//!   never forced.
+//! - preview: `kubectl diff --server-side --field-manager=mara` (exit 1: differences).
+//! - refresh: `kubectl get --ignore-not-found`: what of it exists, as it is now.
+//! - destroy: `kubectl delete --ignore-not-found --wait`.
+//!
+//! Every command names the kubeconfig and context (`--kubeconfig`, `--context`), never the
+//! user's current context.
+
+use std::path::{Path, PathBuf};
+
+use super::{Changes, Operation, ResourceDiff, Step, StepKind};
+
+/// The field manager mara applies as: what `kubectl get --show-managed-fields` names.
+pub const FIELD_MANAGER: &str = "mara";
+
+/// The files kubectl builds with kustomize when a directory has one.
+pub const KUSTOMIZATIONS: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
+/// How kubectl reaches the stack's cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kubectl {
+    /// The kubeconfig file (`workspace::kubeconfig::choose`).
+    pub kubeconfig: PathBuf,
+    /// The context in it; `None`: its current context.
+    pub context: Option<String>,
+}
+
+/// What a project's directory holds for kubectl.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// A kustomization (`--kustomize DIR`).
+    Kustomization,
+    /// Manifest files (`--filename DIR --recursive`).
+    Files,
+}
+
+/// The kustomization file of `dir`, if it has one.
+pub fn kustomization(dir: &Path) -> Option<PathBuf> {
+    KUSTOMIZATIONS
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|file| file.is_file())
+}
+
+/// The manifest files kubectl reads in `dir` and its subdirectories (`--recursive`).
+pub fn manifest_files(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                manifest_files(&path)
+            } else {
+                let manifest = path
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
+                usize::from(manifest)
+            }
+        })
+        .sum()
+}
+
+impl Kubectl {
+    /// The steps of `operation` on the manifests in `dir`.
+    pub fn steps(&self, dir: &Path, source: Source, operation: Operation) -> Vec<Step> {
+        let (verb, flags): (&str, &[&str]) = match operation {
+            Operation::Up => ("apply", &["--server-side", "--field-manager=mara"]),
+            Operation::Preview => ("diff", &["--server-side", "--field-manager=mara"]),
+            Operation::Refresh => ("get", &["--ignore-not-found"]),
+            Operation::Destroy => ("delete", &["--ignore-not-found", "--wait"]),
+        };
+        let mut args = vec![verb.to_string()];
+        args.extend(flags.iter().map(|f| f.to_string()));
+        match source {
+            Source::Kustomization => args.push(format!("--kustomize={}", dir.display())),
+            Source::Files => {
+                args.push(format!("--filename={}", dir.display()));
+                args.push("--recursive".into());
+            }
+        }
+        args.push(format!("--kubeconfig={}", self.kubeconfig.display()));
+        if let Some(context) = &self.context {
+            args.push(format!("--context={context}"));
+        }
+        let mut step = Step::new(StepKind::Operation, "kubectl", args, dir);
+        if operation == Operation::Preview {
+            // `kubectl diff` exits 1 when it found differences, above 1 when it failed.
+            step.ok_codes = vec![0, 1];
+            step.changes_code = Some(1);
+        }
+        vec![step]
+    }
+}
+
+/// Reads kubectl's output: its lines as they are, and what changes.
+#[derive(Debug)]
+pub struct Reader {
+    operation: Operation,
+    /// Each object of a diff: its `diff -u -N` header's name, and what its first hunk says.
+    objects: Vec<(String, Option<&'static str>)>,
+    /// Objects deleted.
+    deleted: u64,
+}
+
+impl Reader {
+    pub fn new(operation: Operation) -> Reader {
+        Reader {
+            operation,
+            objects: Vec::new(),
+            deleted: 0,
+        }
+    }
+
+    pub fn line(&mut self, line: &str) -> Vec<String> {
+        match self.operation {
+            Operation::Preview => {
+                // `diff -u -N /tmp/LIVE-1/apps.v1.Deployment.demo.web /tmp/MERGED-1/…`
+                if let Some(rest) = line.strip_prefix("diff -u -N ") {
+                    let name = rest
+                        .split_whitespace()
+                        .next()
+                        .and_then(|live| live.rsplit('/').next())
+                        .unwrap_or_default();
+                    self.objects.push((name.to_string(), None));
+                } else if let Some(hunk) = line.strip_prefix("@@ ")
+                    && let Some((_, op)) = self.objects.last_mut().filter(|(_, op)| op.is_none())
+                {
+                    *op = Some(if hunk.starts_with("-0,0 ") {
+                        "create"
+                    } else if hunk.contains(" +0,0 @@") {
+                        "delete"
+                    } else {
+                        "update"
+                    });
+                }
+            }
+            Operation::Destroy => {
+                if line.trim_end().ends_with(" deleted") {
+                    self.deleted += 1;
+                }
+            }
+            Operation::Up | Operation::Refresh => {}
+        }
+        vec![line.to_string()]
+    }
+
+    /// What changes: a diff's objects by what happens to them; the objects deleted. An apply
+    /// says what it applied, not what changed: it reports no counts.
+    pub fn changes(&mut self) -> Option<Changes> {
+        match self.operation {
+            Operation::Preview => {
+                let mut changes = Changes::new();
+                for (_, op) in &self.objects {
+                    *changes
+                        .entry(op.unwrap_or("update").to_string())
+                        .or_default() += 1;
+                }
+                Some(changes)
+            }
+            Operation::Destroy => Some(Changes::from([("delete".to_string(), self.deleted)])),
+            Operation::Up | Operation::Refresh => None,
+        }
+    }
+
+    /// A diff's objects, as `Kind namespace/name`.
+    pub fn diffs(&self) -> Vec<ResourceDiff> {
+        self.objects
+            .iter()
+            .map(|(name, op)| ResourceDiff {
+                op: op.unwrap_or("update").to_string(),
+                resource: object_name(name),
+                properties: Vec::new(),
+            })
+            .collect()
+    }
+}
+
+/// kubectl diff's file name of an object, `[group.]version.Kind.namespace.name` (the name may
+/// hold dots, the others do not; a group is lower case, a kind starts upper case), as `Kind
+/// namespace/name`, or `Kind name` for an object of no namespace.
+fn object_name(file: &str) -> String {
+    let parts: Vec<&str> = file.split('.').collect();
+    let Some(kind) = parts
+        .iter()
+        .position(|p| p.starts_with(|c: char| c.is_ascii_uppercase()))
+    else {
+        return file.to_string();
+    };
+    let namespace = parts.get(kind + 1).copied().unwrap_or_default();
+    let name = parts
+        .get(kind + 2..)
+        .map(|p| p.join("."))
+        .unwrap_or_default();
+    match namespace {
+        "" => format!("{} {name}", parts[kind]),
+        namespace => format!("{} {namespace}/{name}", parts[kind]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubectl() -> Kubectl {
+        Kubectl {
+            kubeconfig: "/w/.mara/kube/dev.yaml".into(),
+            context: Some("k3d-mara-dev".into()),
+        }
+    }
+
+    #[test]
+    fn each_operation_names_the_kubeconfig_the_context_and_mara_as_field_manager() {
+        let dir = Path::new("/w/bootstrap/cert-manager");
+        let shown = |operation, source| {
+            kubectl()
+                .steps(dir, source, operation)
+                .iter()
+                .map(Step::display)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            shown(Operation::Up, Source::Files),
+            [
+                "kubectl apply --server-side --field-manager=mara --filename=/w/bootstrap/cert-manager --recursive --kubeconfig=/w/.mara/kube/dev.yaml --context=k3d-mara-dev"
+            ]
+        );
+        assert_eq!(
+            shown(Operation::Preview, Source::Kustomization),
+            [
+                "kubectl diff --server-side --field-manager=mara --kustomize=/w/bootstrap/cert-manager --kubeconfig=/w/.mara/kube/dev.yaml --context=k3d-mara-dev"
+            ]
+        );
+        assert_eq!(
+            shown(Operation::Destroy, Source::Files),
+            [
+                "kubectl delete --ignore-not-found --wait --filename=/w/bootstrap/cert-manager --recursive --kubeconfig=/w/.mara/kube/dev.yaml --context=k3d-mara-dev"
+            ]
+        );
+        let preview = &kubectl().steps(dir, Source::Files, Operation::Preview)[0];
+        assert!(preview.succeeded(Some(1)) && !preview.succeeded(Some(2)));
+        assert_eq!(preview.changes_code, Some(1));
+    }
+
+    #[test]
+    fn a_diff_counts_its_objects_by_what_happens_to_them() {
+        let mut reader = Reader::new(Operation::Preview);
+        let diff = "\
+diff -u -N /tmp/LIVE-1/v1.Namespace..demo /tmp/MERGED-1/v1.Namespace..demo
+--- /tmp/LIVE-1/v1.Namespace..demo\t2026-11-23 10:00:00
++++ /tmp/MERGED-1/v1.Namespace..demo\t2026-11-23 10:00:00
+@@ -0,0 +1,6 @@
++apiVersion: v1
+diff -u -N /tmp/LIVE-1/apps.v1.Deployment.demo.web /tmp/MERGED-1/apps.v1.Deployment.demo.web
+@@ -6,7 +6,7 @@
+-  replicas: 1
++  replicas: 2
+@@ -20,1 +20,1 @@
+diff -u -N /tmp/LIVE-1/apiextensions.k8s.io.v1.CustomResourceDefinition..certificates.cert-manager.io /tmp/MERGED-1/x
+@@ -0,0 +1,9 @@";
+        for line in diff.lines() {
+            assert_eq!(reader.line(line), [line]);
+        }
+        assert_eq!(
+            reader.changes(),
+            Some(Changes::from([("create".into(), 2), ("update".into(), 1)]))
+        );
+        let resources: Vec<String> = reader.diffs().into_iter().map(|d| d.resource).collect();
+        assert_eq!(
+            resources,
+            [
+                "Namespace demo",
+                "Deployment demo/web",
+                "CustomResourceDefinition certificates.cert-manager.io"
+            ]
+        );
+        assert_eq!(
+            Reader::new(Operation::Preview).changes(),
+            Some(Changes::new())
+        );
+    }
+
+    #[test]
+    fn deletions_are_counted() {
+        let mut reader = Reader::new(Operation::Destroy);
+        for line in [
+            "namespace \"demo\" deleted",
+            "deployment.apps \"web\" deleted",
+        ] {
+            reader.line(line);
+        }
+        assert_eq!(
+            reader.changes(),
+            Some(Changes::from([("delete".into(), 2)]))
+        );
+    }
+}
