@@ -639,3 +639,60 @@ fn imported_images_move_to_a_team_ledger_and_are_updated_there() {
         "Current: nginx:1.27\nCurrent: sirius/frontend:dev\n"
     );
 }
+
+/// The block of `docs/providers.md` that starts with `first_line`.
+fn documented(first_line: &str) -> String {
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/providers.md"))
+            .unwrap();
+    let start = docs.find(first_line).expect(first_line);
+    let end = start + docs[start..].find("```").unwrap();
+    docs[start..end].to_string()
+}
+
+#[test]
+fn the_documented_bootstrapping_of_a_third_party_component_runs_where_it_says() {
+    let local = Local::new();
+    let provider = documented("# providers/dev.toml\n");
+    std::fs::create_dir_all(local.root().join("providers")).unwrap();
+    std::fs::write(local.root().join("providers/dev.toml"), provider).unwrap();
+    std::fs::write(local.root().join("mara.toml"), "provider = \"dev\"\n").unwrap();
+    let kustomization = documented("# bootstrap/sealed-secrets/kustomization.yaml\n");
+    let dir = local.root().join("bootstrap/sealed-secrets");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("kustomization.yaml"), kustomization).unwrap();
+
+    let output = local
+        .mara()
+        .args(["show-execution", "--format", "list"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let order: Vec<String> = common::stdout(&output)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let at = |path: &str| order.iter().position(|p| p == path).expect(path);
+    assert!(at("infrastructure/kubeconfig") < at("bootstrap/sealed-secrets"));
+    assert!(at("bootstrap/sealed-secrets") < at("kubernetes/secrets"));
+
+    // Applied by kubectl, server-side, on the stack's cluster.
+    local.make_cluster();
+    let output = local
+        .mara()
+        .args([
+            "up",
+            "--yes",
+            "--only",
+            "bootstrap/sealed-secrets",
+            "--dry-run",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let root = local.root().display().to_string();
+    assert_eq!(
+        common::stdout(&output).replace(&root, "<root>"),
+        "# bootstrap/sealed-secrets (in bootstrap/sealed-secrets)\nkubectl apply --server-side --field-manager=mara --kustomize=<root>/bootstrap/sealed-secrets --kubeconfig=<root>/.mara/kube/dev.yaml\n"
+    );
+}

@@ -349,7 +349,11 @@ pub fn merge(
             .and_then(Value::as_str)
             .filter(|c| !c.is_empty())
             .map(str::to_string);
-        if earlier.is_none() && current.as_deref() != Some(context.as_str()) {
+        // The context to give back: the one current before mara's first merge, or the user's
+        // own choice since (a switch between two `up`s); another stack's context of mara's is
+        // passed over then, so that the stacks' previous contexts never form a circle.
+        let users_own = current.as_deref().is_some_and(|c| !c.starts_with("mara-"));
+        if current.as_deref() != Some(context.as_str()) && (earlier.is_none() || users_own) {
             record.previous_context = current;
         }
         merged.insert("current-context".into(), Value::String(context.clone()));
@@ -732,6 +736,28 @@ mod tests {
         assert_eq!(back["current-context"], "mara-dev");
         let (back, _) = unmerge(back, &dev);
         assert_eq!(back, users_own(), "exactly the user's file");
+    }
+
+    #[test]
+    fn the_context_the_user_chose_last_is_the_one_given_back() {
+        let (merged, dev) = merge(Some(users_own()), &eks("https://dev"), "dev", None).unwrap();
+        let mut switched = merged;
+        switched["contexts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "staging", "context": {"cluster": "kubernetes", "user": "kubernetes-admin"}}));
+        switched["current-context"] = json!("staging");
+        // A second up of dev, after the user chose `staging`.
+        let (again, dev) = merge(Some(switched), &eks("https://dev"), "dev", Some(&dev)).unwrap();
+        assert_eq!(dev.previous_context.as_deref(), Some("staging"));
+        // prod's up while dev's context is current, then dev's up again: dev keeps `staging`,
+        // and no circle forms between the two.
+        let (both, prod) = merge(Some(again), &eks("https://prod"), "prod", None).unwrap();
+        assert_eq!(prod.previous_context.as_deref(), Some("mara-dev"));
+        let (both, dev) = merge(Some(both), &eks("https://dev"), "dev", Some(&dev)).unwrap();
+        assert_eq!(dev.previous_context.as_deref(), Some("staging"));
+        let (back, _) = unmerge(both, &dev);
+        assert_eq!(back["current-context"], "staging");
     }
 
     #[test]
