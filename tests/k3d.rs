@@ -676,23 +676,54 @@ fn the_documented_bootstrapping_of_a_third_party_component_runs_where_it_says() 
     assert!(at("infrastructure/kubeconfig") < at("bootstrap/sealed-secrets"));
     assert!(at("bootstrap/sealed-secrets") < at("kubernetes/secrets"));
 
-    // Applied by kubectl, server-side, on the stack's cluster.
-    local.make_cluster();
+    // Without the cluster's kubeconfig, and without the cluster project to write it first: the
+    // run stops before anything runs. With it selected, the order provides it.
     let output = local
         .mara()
+        .args(["up", "--yes", "--only", "bootstrap/sealed-secrets"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    insta::assert_snapshot!(common::stderr(&output), @r"
+    error: bootstrap/sealed-secrets: the kubectl engine reaches the cluster through the stack's kubeconfig, .mara/kube/dev.yaml, which does not exist
+      hint: the cluster project's kubeconfig hook writes it on `up`: deploy that project first, or select it too (`--with-dependencies`)
+    ");
+    assert!(local.k3d_calls().is_empty());
+    // With the cluster project selected too, the order provides it: k3d's cluster, its
+    // kubeconfig, then kubectl (a stand-in here) on it.
+    let kubectl = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stand-ins/kubectl"),
+        kubectl.path().join("kubectl"),
+    )
+    .unwrap();
+    let output = local
+        .mara()
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                kubectl.path().display(),
+                common::path_with(local.bin.path())
+            ),
+        )
+        .env("KUBECTL_STAND_IN_LOG", local.root().join("kubectl.log"))
+        .env("KUBECTL_STAND_IN_STATE", local.root().join("objects"))
         .args([
             "up",
             "--yes",
             "--only",
             "bootstrap/sealed-secrets",
-            "--dry-run",
+            "--with-dependencies",
         ])
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(output.status.success(), "{}", common::stdout(&output));
     let root = local.root().display().to_string();
+    let calls = std::fs::read_to_string(local.root().join("kubectl.log")).unwrap();
     assert_eq!(
-        common::stdout(&output).replace(&root, "<root>"),
-        "# bootstrap/sealed-secrets (in bootstrap/sealed-secrets)\nkubectl apply --server-side --field-manager=mara --kustomize=<root>/bootstrap/sealed-secrets --kubeconfig=<root>/.mara/kube/dev.yaml\n"
+        calls.replace(&root, "<root>"),
+        "apply --server-side --field-manager=mara --kustomize=<root>/bootstrap/sealed-secrets --kubeconfig=<root>/.mara/kube/dev.yaml\n"
     );
+    assert!(local.has_cluster());
 }

@@ -9,7 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use serde_json::Value;
+
+use common::project;
 
 /// A cluster nobody serves: port 1 on the loopback is closed.
 const CLOSED_CLUSTER: &str = "apiVersion: v1
@@ -169,15 +170,6 @@ engine = \"kubectl\"
     }
 }
 
-fn project<'a>(report: &'a Value, path: &str) -> &'a Value {
-    report["projects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["path"] == path)
-        .unwrap_or_else(|| panic!("{path} is not in {report:#}"))
-}
-
 #[test]
 fn every_command_of_the_engine_passes_the_real_kubectl_s_flag_parsing() {
     if which::which("kubectl").is_err() {
@@ -335,5 +327,26 @@ fn a_kubectl_project_without_manifests_is_stopped_before_anything_runs() {
     let output = ws.mara_stand_in().args(["up", "--yes"]).output().unwrap();
     assert_eq!(output.status.code(), Some(3));
     insta::assert_snapshot!(common::stderr(&output), @"error: bootstrap/namespaces: no Kubernetes manifests (.yaml, .yml, .json) and no kustomization.yaml in bootstrap/namespaces");
+    assert!(ws.calls().is_empty());
+}
+
+#[test]
+fn a_kubeconfig_that_is_not_there_stops_the_run_before_anything_runs() {
+    let ws = Manifests::new(true);
+    std::fs::remove_file(ws.root().join("cluster.yaml")).unwrap();
+    for operation in ["up", "refresh", "destroy"] {
+        let output = ws
+            .mara_stand_in()
+            .args([operation, "--yes"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(3), "{operation}");
+        insta::allow_duplicates! {
+            insta::assert_snapshot!(common::stderr(&output), @r"
+            error: bootstrap/namespaces: the kubectl engine reaches the cluster through the kubeconfig the configuration names (kubernetes:kubeconfig), cluster.yaml, which does not exist
+              hint: point kubernetes:kubeconfig at the cluster's kubeconfig file
+            ");
+        }
+    }
     assert!(ws.calls().is_empty());
 }

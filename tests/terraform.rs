@@ -9,6 +9,8 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 
+use common::project;
+
 /// A copy of `examples/terraform-local`, with its own HOME.
 struct Modules {
     dir: tempfile::TempDir,
@@ -57,16 +59,6 @@ impl Modules {
         assert!(text.contains(from), "{text}");
         std::fs::write(file, text.replace(from, to)).unwrap();
     }
-}
-
-/// The report's entry for `path`.
-fn project<'a>(report: &'a Value, path: &str) -> &'a Value {
-    report["projects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["path"] == path)
-        .unwrap_or_else(|| panic!("{path} is not in {report:#}"))
 }
 
 /// The projects' paths in the order they started (RFC 3339 times with milliseconds sort as text).

@@ -449,8 +449,11 @@ fn run_args(yes: bool, only: Vec<String>) -> RunArgs {
 pub fn import_images(settings: &Settings, images: Vec<String>) -> Result<()> {
     let local = local(settings, "images import")?;
     let cluster = local.running_cluster()?;
-    let mut images = images;
-    images.dedup();
+    let mut seen = std::collections::BTreeSet::new();
+    let images: Vec<String> = images
+        .into_iter()
+        .filter(|image| seen.insert(image.clone()))
+        .collect();
     let ids = images
         .iter()
         .map(|image| local_image_id(&local, image)?.ok_or_else(|| not_local(image)))
@@ -600,7 +603,7 @@ struct Captured {
 
 /// Runs `program` to its end, reading what it prints.
 fn capture(program: &str, args: &[String], env: &BTreeMap<String, String>) -> Result<Captured> {
-    let output = command(program, args, env)?
+    let output = command(program, args, env, &here())?
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|source| Error::Spawn {
@@ -635,28 +638,30 @@ fn tool_error(program: &str, args: &[String], output: &Captured) -> Error {
 /// Runs `program` with what it prints going to mara's stderr (mara's own output stays apart),
 /// and fails as it does.
 fn pass_through(program: &str, args: &[String], env: &BTreeMap<String, String>) -> Result<()> {
-    tracing::info!("running {program} {}", args.join(" "));
-    let status = command(program, args, env)?
+    let mut command = command(program, args, env, &here())?;
+    command
         .stdin(std::process::Stdio::null())
-        .stdout(std::io::stderr())
-        .status()
-        .map_err(|source| Error::Spawn {
-            program: program.to_string(),
-            source,
-        })?;
-    exited(program, status)
+        .stdout(std::io::stderr());
+    finish(program, args, command)
 }
 
+/// mara's own working directory.
+fn here() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
+}
+
+/// `program` with `args`, in `cwd`, found on the environment's `PATH` (from `cwd`), with that
+/// environment only.
 fn command(
     program: &str,
     args: &[String],
     env: &BTreeMap<String, String>,
+    cwd: &Path,
 ) -> Result<std::process::Command> {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let path = crate::run::process::resolve_program(program, env, &cwd)
+    let path = crate::run::process::resolve_program(program, env, cwd)
         .map_err(|error| Error::config(Problem::new(error.to_string())))?;
     let mut command = std::process::Command::new(path);
-    command.args(args).env_clear().envs(env);
+    command.args(args).current_dir(cwd).env_clear().envs(env);
     Ok(command)
 }
 
@@ -667,19 +672,16 @@ fn hand_over(
     env: &BTreeMap<String, String>,
     cwd: &Path,
 ) -> Result<()> {
-    let path = crate::run::process::resolve_program(program, env, cwd)
-        .map_err(|error| Error::config(Problem::new(error.to_string())))?;
+    finish(program, args, command(program, args, env, cwd)?)
+}
+
+/// Runs `command` to its end, and fails as it does.
+fn finish(program: &str, args: &[String], mut command: std::process::Command) -> Result<()> {
     tracing::info!("running {program} {}", args.join(" "));
-    let status = std::process::Command::new(path)
-        .args(args)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env)
-        .status()
-        .map_err(|source| Error::Spawn {
-            program: program.to_string(),
-            source,
-        })?;
+    let status = command.status().map_err(|source| Error::Spawn {
+        program: program.to_string(),
+        source,
+    })?;
     exited(program, status)
 }
 

@@ -97,6 +97,7 @@ impl Stack<'_> {
                 stored: self.stored,
                 env,
                 interactive,
+                joined: false,
             };
             recheck.answered()?;
             written

@@ -413,3 +413,13 @@ pub fn wait_for_process(root: &Path, text: &str, mara: &mut std::process::Child)
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// A JSON report's entry for the project at `path`.
+pub fn project<'a>(report: &'a serde_json::Value, path: &str) -> &'a serde_json::Value {
+    report["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == path)
+        .unwrap_or_else(|| panic!("{path} is not in {report:#}"))
+}

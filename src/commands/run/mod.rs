@@ -199,6 +199,7 @@ fn execute(
         stored: &stored,
         env: &with_secrets,
         interactive: settings.interactive,
+        joined: run.join.is_some(),
     };
     let asks = run.operation == Operation::Up && !run.dry_run;
     let found = match run.dry_run {

@@ -134,6 +134,9 @@ pub struct RunChecks<'a> {
     /// The environment, `MARA_SECRET_*` included.
     pub env: &'a BTreeMap<String, String>,
     pub interactive: bool,
+    /// A job of a fanned-out run (`--run`): the kubeconfigs its dependencies' hooks wrote
+    /// elsewhere are written again for it once the checks pass.
+    pub joined: bool,
 }
 
 impl RunChecks<'_> {
@@ -196,6 +199,17 @@ impl RunChecks<'_> {
             );
         }
         preflight(&mut found, workspace, self.selected, stores_secrets);
+        if operation != crate::engine::Operation::Preview && !self.joined {
+            projects::kubeconfig_for_kubectl(
+                &mut found,
+                workspace,
+                self.selected,
+                self.stack,
+                self.config,
+                self.env,
+                operation,
+            );
+        }
         receivable(&mut found, workspace, self.selected, self.config);
         tools(&mut found, workspace, self.selected, self.env);
         found.refuse()

@@ -244,6 +244,62 @@ pub fn preflight(
     }
 }
 
+/// Before a run that applies, reads or deletes manifests: the kubeconfig the kubectl engine will
+/// name exists, or (`up`) a selected project's hook writes it first. A preview is left to its
+/// projects: one whose cluster is not deployed yet waits rather than fails.
+pub fn kubeconfig_for_kubectl(
+    checks: &mut Checks,
+    workspace: &Workspace,
+    plan: &Plan<'_>,
+    stack: &crate::workspace::stack::StackName,
+    config: &crate::workspace::stack_config::StackConfigFile,
+    env: &BTreeMap<String, String>,
+    operation: crate::engine::Operation,
+) {
+    let default_engine = workspace.settings.engine;
+    let projects: Vec<&crate::provider::Project> = plan
+        .order()
+        .iter()
+        .map(|&i| plan.graph.project(i))
+        .collect();
+    let Some(first) = projects
+        .iter()
+        .find(|p| p.engine_or(default_engine) == EngineKind::Kubectl)
+    else {
+        return;
+    };
+    let choice = crate::workspace::kubeconfig::choose(workspace, stack, config.config(), env);
+    let written_first = operation == crate::engine::Operation::Up
+        && choice.file == workspace.kubeconfig_file(stack)
+        && projects.iter().any(|p| {
+            p.on_success
+                .iter()
+                .any(|h| matches!(h, crate::provider::Hook::Kubeconfig { .. }))
+        });
+    if choice.file.is_file() || written_first {
+        return;
+    }
+    let shown = workspace.display(&choice.file).display().to_string();
+    let (whose, hint) = match choice.file == workspace.kubeconfig_file(stack) {
+        true => (
+            "the stack's kubeconfig".to_string(),
+            "the cluster project's kubeconfig hook writes it on `up`: deploy that project first, or select it too (`--with-dependencies`)".to_string(),
+        ),
+        false => (
+            "the kubeconfig the configuration names (kubernetes:kubeconfig)".to_string(),
+            "point kubernetes:kubeconfig at the cluster's kubeconfig file".to_string(),
+        ),
+    };
+    checks.fail(
+        "project",
+        format!(
+            "{}: the kubectl engine reaches the cluster through {whose}, {shown}, which does not exist",
+            first.path
+        ),
+        Some(hint),
+    );
+}
+
 /// A kubectl project's directory with nothing for kubectl in it.
 fn no_manifests(path: &str, shown: &str) -> String {
     format!(
