@@ -324,6 +324,14 @@ pub enum ImagesCommand {
     },
     /// Import again every image imported before whose local image changed since
     Update,
+    /// The images imported into the stack's cluster, as recorded
+    List,
+    /// Stop keeping images up to date (the cluster keeps what it has)
+    Forget {
+        /// The images, as they were imported
+        #[arg(value_name = "IMAGE", required = true)]
+        images: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

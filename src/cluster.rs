@@ -11,6 +11,33 @@ pub fn name(stack: &str) -> String {
     format!("mara-{stack}")
 }
 
+/// The longest cluster name k3d v5 takes (its node names are built from it).
+pub const NAME_MAX: usize = 32;
+
+/// Why k3d would refuse `name` as a cluster's name: it must be a host name (RFC 1123: labels of
+/// letters, digits and `-`, not starting or ending with `-`, joined by `.`) of at most 32
+/// characters.
+pub fn name_problem(name: &str) -> Option<String> {
+    if name.len() > NAME_MAX {
+        return Some(format!(
+            "k3d takes cluster names of at most {NAME_MAX} characters, and `{name}` has {}",
+            name.len()
+        ));
+    }
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    match name.split('.').all(label_ok) {
+        true => None,
+        false => Some(format!(
+            "k3d takes a host name as a cluster's name (letters, digits and `-`, in labels joined by `.`), and `{name}` is not one"
+        )),
+    }
+}
+
 /// Where a cluster is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -177,6 +204,22 @@ mod tests {
         assert_eq!(find("[]", "mara-dev").unwrap(), None);
         let stopped = find(&LIST.replace("true", "false"), "mara-dev").unwrap();
         assert_eq!(stopped.unwrap().state(), State::Stopped);
+    }
+
+    #[test]
+    fn a_name_k3d_refuses_is_told_before_k3d_is_asked() {
+        assert_eq!(name_problem(&name("dev")), None);
+        assert_eq!(name_problem(&name("team.dev-2")), None);
+        for stack in [
+            "my_stack",
+            "dev-",
+            "a..b",
+            "x.",
+            "twenty-eight-characters-long",
+        ] {
+            assert!(name_problem(&name(stack)).is_some(), "{stack}");
+        }
+        assert_eq!(name_problem(&name("twenty-seven-characters-ok")), None);
     }
 
     #[test]

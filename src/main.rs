@@ -61,6 +61,10 @@ fn main() {
             commands::cluster::import_images(&settings, images)
         }
         Command::Images(ImagesCommand::Update) => commands::cluster::update_images(&settings),
+        Command::Images(ImagesCommand::List) => commands::cluster::list_images(&settings),
+        Command::Images(ImagesCommand::Forget { images }) => {
+            commands::cluster::forget_images(&settings, images)
+        }
         Command::ListProviders(args) => commands::list_providers::run(&settings, args),
         Command::ShowExecution(args) => commands::show_execution::run(&settings, args),
         Command::Validate(args) => commands::validate::run(&settings, args.selection.into()),

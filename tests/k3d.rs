@@ -172,7 +172,7 @@ fn the_k3d_cluster_comes_first_and_its_kubeconfig_reaches_the_kubernetes_stage()
     assert_eq!(
         local.k3d_calls(),
         [
-            "cluster list mara-dev --no-headers",
+            "cluster list mara-dev -o json",
             "cluster create mara-dev --wait --kubeconfig-update-default=false --kubeconfig-switch-context=false",
             "kubeconfig get mara-dev",
         ]
@@ -203,10 +203,7 @@ fn the_k3d_cluster_comes_first_and_its_kubeconfig_reaches_the_kubernetes_stage()
     assert!(output.status.success(), "{}", common::stdout(&output));
     assert_eq!(
         local.k3d_calls()[3..],
-        [
-            "cluster list mara-dev --no-headers",
-            "kubeconfig get mara-dev"
-        ]
+        ["cluster list mara-dev -o json", "kubeconfig get mara-dev"]
     );
 
     let output = local.mara().args(["destroy", "--yes"]).output().unwrap();
@@ -309,7 +306,7 @@ fn the_cluster_is_started_stopped_and_deleted_by_command_each_idempotent() {
     assert_eq!(
         local.k3d_calls_from(calls),
         [
-            "cluster list mara-dev --no-headers",
+            "cluster list mara-dev -o json",
             "cluster start mara-dev --wait",
             "kubeconfig get mara-dev"
         ]
@@ -329,15 +326,54 @@ fn the_cluster_is_started_stopped_and_deleted_by_command_each_idempotent() {
         ["cluster list -o json", "cluster start mara-dev --wait"]
     );
 
+    // A cluster whose load balancer stopped is partly running: `up` and `start` start it.
+    std::fs::write(local.root().join("k3d-clusters/mara-dev/state"), "partly\n").unwrap();
+    let status = run(&["cluster", "status"]);
+    assert!(common::stdout(&status).starts_with("Cluster mara-dev of stack dev: partly running\n"));
+    let calls = local.k3d_calls().len();
+    let output = run(&["up", "--yes", "--only", "infrastructure/k3d"]);
+    assert!(output.status.success(), "{}", common::stdout(&output));
+    assert_eq!(
+        local.k3d_calls_from(calls)[..2],
+        [
+            "cluster list mara-dev -o json",
+            "cluster start mara-dev --wait"
+        ]
+    );
+    assert_eq!(local.cluster_state().as_deref(), Some("running"));
+
+    // mara's context became current once, when the cluster was made; the user's own choice
+    // since stands through another `up`.
+    let user = local.user_kubeconfig();
+    let text = std::fs::read_to_string(&user).unwrap();
+    assert!(text.contains("current-context: mara-dev"), "{text}");
+    std::fs::write(
+        &user,
+        text.replace("current-context: mara-dev", "current-context: work"),
+    )
+    .unwrap();
+    let output = run(&["up", "--yes", "--only", "infrastructure/k3d"]);
+    assert!(output.status.success(), "{}", common::stdout(&output));
+    let text = std::fs::read_to_string(&user).unwrap();
+    assert!(
+        text.contains("current-context: work") && text.contains("name: mara-dev"),
+        "{text}"
+    );
+    std::fs::write(
+        &user,
+        text.replace("current-context: work", "current-context: mara-dev"),
+    )
+    .unwrap();
+
     // Delete asks as destroy does: without a terminal and without --yes, nothing is touched.
     let calls = local.k3d_calls().len();
     let output = run(&["cluster", "delete"]);
     assert_eq!(output.status.code(), Some(2));
     insta::assert_snapshot!(common::stderr(&output), @r"
-    error: `mara destroy` changes infrastructure and there is no terminal to confirm on
+    error: `mara cluster delete` destroys everything on cluster mara-dev, then the cluster, and there is no terminal to confirm on
       hint: pass --yes to go ahead without confirmation
     ");
-    assert_eq!(local.k3d_calls().len(), calls);
+    assert_eq!(local.k3d_calls_from(calls), ["cluster list -o json"]);
     assert_eq!(local.cluster_state().as_deref(), Some("running"));
 
     // With --yes, on a stopped cluster: started, then what runs on it destroyed, then the
@@ -360,6 +396,61 @@ fn the_cluster_is_started_stopped_and_deleted_by_command_each_idempotent() {
         common::stdout(&output),
         "Cluster mara-dev of stack dev does not exist: nothing to delete.\n"
     );
+    let output = run(&["cluster", "stop", "--output", "json"]);
+    let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(said["done"], "nothing");
+}
+
+#[test]
+fn a_cluster_gone_outside_mara_is_cleaned_up_after_and_the_way_back_is_said() {
+    let local = Local::new();
+    let run = |args: &[&str]| local.mara().args(args).output().unwrap();
+    let output = run(&["up", "--yes"]);
+    assert!(output.status.success(), "{}", common::stdout(&output));
+    // A Docker reset: the cluster is gone, the records and the user's kubeconfig are not.
+    std::fs::remove_dir_all(local.root().join("k3d-clusters/mara-dev")).unwrap();
+
+    let output = run(&["cluster", "delete"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let root = local.root().display().to_string();
+    insta::assert_snapshot!(common::stdout(&output).replace(&root, "<root>"), @r"
+    Cluster mara-dev of stack dev does not exist: nothing to delete.
+    Removed the stack's entries from <root>/home/.kube/config
+    Removed .mara/kube/dev.yaml
+    9 projects are recorded as deployed on it (infrastructure/kubeconfig, kubernetes/applications/sirius, kubernetes/certmgr, kubernetes/logagent, kubernetes/logstore, kubernetes/nginx/ingress-controller-repo-only, kubernetes/observability, kubernetes/prometheus, kubernetes/secrets): their state still describes objects that went with it. To deploy them again: `mara cluster start`, then `mara refresh --yes` (it drops what is gone from their state), then `mara up`.
+    ");
+    let user = std::fs::read_to_string(local.user_kubeconfig()).unwrap();
+    assert!(
+        user.contains("current-context: work") && !user.contains("mara-dev"),
+        "{user}"
+    );
+
+    let output = run(&["cluster", "start"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(
+        common::stdout(&output).ends_with("9 projects were deployed on the cluster before it went (infrastructure/kubeconfig, kubernetes/applications/sirius, kubernetes/certmgr, kubernetes/logagent, kubernetes/logstore, kubernetes/nginx/ingress-controller-repo-only, kubernetes/observability, kubernetes/prometheus, kubernetes/secrets): their state still describes objects that went with it. To deploy them again: `mara cluster start`, then `mara refresh --yes` (it drops what is gone from their state), then `mara up`.\n"),
+        "{}",
+        common::stdout(&output)
+    );
+}
+
+#[test]
+fn a_stack_name_k3d_would_refuse_is_told_before_k3d_is_asked() {
+    let local = Local::new();
+    for args in [
+        &["-s", "my_stack", "cluster", "start"][..],
+        &["-s", "my_stack", "images", "update"],
+    ] {
+        let output = local.mara().args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(3));
+        insta::allow_duplicates! {
+            insta::assert_snapshot!(common::stderr(&output), @r"
+            error: stack `my_stack` cannot have a local cluster: k3d takes a host name as a cluster's name (letters, digits and `-`, in labels joined by `.`), and `mara-my_stack` is not one
+              hint: the cluster is `mara-<stack>`: use a stack name of letters, digits and `-`, at most 27 characters
+            ");
+        }
+    }
+    assert!(local.k3d_calls().is_empty());
 }
 
 #[test]
@@ -371,7 +462,7 @@ fn the_cluster_commands_need_a_k3d_stack_and_k3d_answering() {
     let output = ws.mara().args(["cluster", "start"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     insta::assert_snapshot!(common::stderr(&output), @r"
-    error: `mara cluster start` works on the local k3d cluster of a stack, and stack `dev` uses provider kubeconfig
+    error: `mara cluster start` works on the local k3d cluster of a stack, and the provider of stack `dev` here is kubeconfig, not k3d
       hint: run it with --provider k3d, or on a stack whose provider is k3d
     ");
     let output = ws
@@ -381,8 +472,8 @@ fn the_cluster_commands_need_a_k3d_stack_and_k3d_answering() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     insta::assert_snapshot!(common::stderr(&output), @r"
-    error: `mara images import` works on the local k3d cluster of a stack, and stack `dev` uses provider kubeconfig
-      hint: push the images to the cluster's registry instead
+    error: `mara images import` works on the local k3d cluster of a stack, and the provider of stack `dev` here is kubeconfig, not k3d
+      hint: for a cluster that is not k3d, push the images to a registry it pulls from
     ");
 
     // k3d failing (Docker not running) is not taken for a missing cluster.
@@ -482,6 +573,40 @@ fn images_are_imported_recorded_and_updated_when_their_local_image_changes() {
         local.cluster_images(),
         ["nginx:1.27", "sirius/frontend:dev"]
     );
+
+    // Recorded, listed, and forgotten on request.
+    let output = run(&["images", "list"]);
+    let listed = common::stdout(&output);
+    assert!(
+        listed.starts_with("IMAGE                ID                   IMPORTED\n"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("\nnginx:1.27           sha256:aaaaaaaaaaaa  "),
+        "{listed}"
+    );
+    let output = run(&["images", "forget", "nginx:1.27", "redis:7"]);
+    assert_eq!(output.status.code(), Some(3));
+    insta::assert_snapshot!(common::stderr(&output), @r"
+    error: image `redis:7` is not recorded for cluster mara-dev
+      hint: recorded: nginx:1.27, sirius/frontend:dev
+    ");
+    // An image gone from Docker, on a cluster made again, is in neither: said so.
+    local.docker_has("sirius/frontend:dev sha256:cccccccccccc3333\n");
+    std::fs::remove_dir_all(local.root().join("k3d-clusters/mara-dev")).unwrap();
+    local.make_cluster();
+    let output = run(&["images", "update"]);
+    insta::assert_snapshot!(common::stdout(&output), @r"
+    Imported sirius/frontend:dev (sha256:cccccccccccc): the cluster was made again since
+    Not in the local Docker any more: nginx:1.27, nor in the cluster, made again since (`mara images forget nginx:1.27` stops asking)
+    ");
+    let output = run(&["images", "forget", "nginx:1.27"]);
+    assert_eq!(
+        common::stdout(&output),
+        "Forgot 1 image: `mara images update` no longer imports it.\n"
+    );
+    let output = run(&["images", "update"]);
+    assert_eq!(common::stdout(&output), "Current: sirius/frontend:dev\n");
 
     // A stopped cluster takes no images.
     run(&["cluster", "stop"]);
@@ -726,4 +851,40 @@ fn the_documented_bootstrapping_of_a_third_party_component_runs_where_it_says() 
         "apply --server-side --field-manager=mara --kustomize=<root>/bootstrap/sealed-secrets --kubeconfig=<root>/.mara/kube/dev.yaml\n"
     );
     assert!(local.has_cluster());
+}
+
+#[test]
+fn a_stopped_cluster_is_started_for_its_delete_only_once_confirmed() {
+    let local = Local::new();
+    local.make_cluster();
+    let stop = local.mara().args(["cluster", "stop"]).output().unwrap();
+    assert!(stop.status.success(), "{}", common::stderr(&stop));
+    let root = local.root().to_path_buf();
+    let log = root.join("k3d.log").display().to_string();
+    let state = root.join("k3d-clusters").display().to_string();
+    let env = [
+        ("K3D_STAND_IN_LOG", log.as_str()),
+        ("K3D_STAND_IN_STATE", state.as_str()),
+    ];
+    let calls = local.k3d_calls().len();
+    let mut terminal =
+        common::Terminal::start_with(&root, local.bin.path(), "cluster delete", &env);
+    terminal.wait_for("Type the stack name (dev) to confirm");
+    terminal.type_keys("prod\r");
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, 6, "{screen}");
+    assert!(
+        screen.contains("not confirmed: cluster mara-dev was left as it was (stopped)"),
+        "{screen}"
+    );
+    assert_eq!(local.k3d_calls_from(calls), ["cluster list -o json"]);
+    assert_eq!(local.cluster_state().as_deref(), Some("stopped"));
+
+    let mut terminal =
+        common::Terminal::start_with(&root, local.bin.path(), "cluster delete", &env);
+    terminal.wait_for("Type the stack name (dev) to confirm");
+    terminal.type_keys("dev\r");
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(local.cluster_state(), None, "{screen}");
 }

@@ -331,21 +331,24 @@ fn a_kubectl_project_without_manifests_is_stopped_before_anything_runs() {
 }
 
 #[test]
-fn a_kubeconfig_that_is_not_there_stops_the_run_before_anything_runs() {
+fn a_kubeconfig_that_is_not_there_stops_an_up_and_leaves_the_manifests_untouched_otherwise() {
     let ws = Manifests::new(true);
     std::fs::remove_file(ws.root().join("cluster.yaml")).unwrap();
-    for operation in ["up", "refresh", "destroy"] {
-        let output = ws
-            .mara_stand_in()
-            .args([operation, "--yes"])
-            .output()
-            .unwrap();
-        assert_eq!(output.status.code(), Some(3), "{operation}");
-        insta::allow_duplicates! {
-            insta::assert_snapshot!(common::stderr(&output), @r"
-            error: bootstrap/namespaces: the kubectl engine reaches the cluster through the kubeconfig the configuration names (kubernetes:kubeconfig), cluster.yaml, which does not exist
-              hint: point kubernetes:kubeconfig at the cluster's kubeconfig file
-            ");
+    let output = ws.mara_stand_in().args(["up", "--yes"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    insta::assert_snapshot!(common::stderr(&output), @r"
+    error: bootstrap/namespaces: the kubectl engine reaches the cluster through the kubeconfig the configuration names (kubernetes:kubeconfig), cluster.yaml, which does not exist
+      hint: point kubernetes:kubeconfig at the cluster's kubeconfig file
+    ");
+    // Destroy and refresh (a cluster gone already): nothing to reach, nothing touched, no error.
+    for operation in ["destroy", "refresh"] {
+        let (code, report) = common::json_report(ws.mara_stand_in(), &[operation, "--yes"]);
+        assert_eq!(code, 0, "{operation}: {report:#}");
+        for path in ["bootstrap/namespaces", "bootstrap/app"] {
+            assert_eq!(
+                project(&report, path)["reason"],
+                "the kubeconfig of its cluster, cluster.yaml, does not exist: not touched"
+            );
         }
     }
     assert!(ws.calls().is_empty());

@@ -103,6 +103,8 @@ struct Local {
     /// Whether the provider has the project that makes the cluster.
     has_cluster_project: bool,
     name: String,
+    /// Every project of the provider, in the order `destroy` takes them.
+    destroy_order: Vec<String>,
 }
 
 fn local(settings: &Settings, command: &str) -> Result<Local> {
@@ -113,18 +115,36 @@ fn local(settings: &Settings, command: &str) -> Result<Local> {
     if !is_k3d {
         return Err(Error::usage(
             Problem::new(format!(
-                "`mara {command}` works on the local k3d cluster of a stack, and stack `{}` uses provider {}",
+                "`mara {command}` works on the local k3d cluster of a stack, and the provider of stack `{}` here is {}, not k3d",
                 target.stack.name, provider.name
             ))
             .hint(match command.starts_with("images") {
-                true => "push the images to the cluster's registry instead",
+                true => "for a cluster that is not k3d, push the images to a registry it pulls from",
                 false => "run it with --provider k3d, or on a stack whose provider is k3d",
             }),
         ));
     }
+    let name = cluster::name(target.stack.name.as_str());
+    if let Some(problem) = cluster::name_problem(&name) {
+        return Err(Error::config(
+            Problem::new(format!(
+                "stack `{}` cannot have a local cluster: {problem}",
+                target.stack.name
+            ))
+            .hint("the cluster is `mara-<stack>`: use a stack name of letters, digits and `-`, at most 27 characters"),
+        ));
+    }
     let has_cluster_project = deployment.graph.find(CLUSTER_PROJECT).is_ok();
+    let graph = &deployment.graph;
+    let destroy_order = graph
+        .order()
+        .iter()
+        .rev()
+        .map(|&i| graph.project(i).path.clone())
+        .collect();
     Ok(Local {
-        name: cluster::name(target.stack.name.as_str()),
+        name,
+        destroy_order,
         provider: provider.name.clone(),
         has_cluster_project,
         target,
@@ -211,12 +231,49 @@ pub fn start(settings: &Settings) -> Result<()> {
                     local.name
                 ))?;
             }
+            let stale = deployed_on_cluster(settings, &local)?;
             crate::commands::run::run(
                 settings,
                 RunCommand::Up(run_args(true, vec![CLUSTER_PROJECT.to_string()])),
-            )
+            )?;
+            if !stale.is_empty() && settings.output == OutputFormat::Human {
+                ui::print(&format!(
+                    "{}\n",
+                    went_with_the_cluster(&stale, "were deployed on the cluster before it went")
+                ))?;
+            }
+            Ok(())
         }
     }
+}
+
+/// The projects recorded as deployed on the stack, but the cluster's own: what a cluster that
+/// went outside mara took with it.
+fn deployed_on_cluster(settings: &Settings, local: &Local) -> Result<Vec<String>> {
+    let workspace = &local.target.workspace;
+    let place = ledger::place(workspace, &settings.env)?;
+    let Some(ledger) = ledger::open_existing(&place).map_err(|e| e.relative_to(&workspace.root))?
+    else {
+        return Ok(Vec::new());
+    };
+    Ok(ledger
+        .last_fingerprints(local.target.stack.name.as_str())?
+        .into_keys()
+        .filter(|project| project != CLUSTER_PROJECT)
+        .collect())
+}
+
+/// What is left of projects deployed on a cluster that is gone, and how to recover.
+fn went_with_the_cluster(projects: &[String], what: &str) -> String {
+    let n = projects.len();
+    format!(
+        "{n} {} {what} ({}): {} state still describes objects that went with it. To deploy {} again: `mara cluster start`, then `mara refresh --yes` (it drops what is gone from {} state), then `mara up`.",
+        plural(n, "project", "projects"),
+        projects.join(", "),
+        plural(n, "its", "their"),
+        plural(n, "it", "them"),
+        plural(n, "its", "their"),
+    )
 }
 
 /// `mara cluster stop`: stops a running cluster (its containers, and all deployed on it, stay).
@@ -240,14 +297,15 @@ pub fn stop(settings: &Settings) -> Result<()> {
             format!("Cluster {} of stack {stack} stopped.", local.name)
         }
     };
-    let state = match state {
-        None | Some(State::Missing) => "not created",
-        Some(_) => "stopped",
+    let (state, did) = match state {
+        None | Some(State::Missing) => ("not created", "nothing"),
+        Some(State::Stopped) => ("stopped", "nothing"),
+        Some(_) => ("stopped", "stopped"),
     };
     local.say(
         settings,
         done,
-        json!({"cluster": local.name, "stack": stack, "state": state}),
+        json!({"cluster": local.name, "stack": stack, "state": state, "done": did}),
     )
 }
 
@@ -257,41 +315,94 @@ pub fn stop(settings: &Settings) -> Result<()> {
 pub fn delete(settings: &Settings, yes: bool) -> Result<()> {
     let local = local(settings, "cluster delete")?;
     let stack = local.target.stack.name.to_string();
+    let state = local.cluster()?.map(|c| c.state());
+    let Some(state) = state.filter(|s| *s != State::Missing) else {
+        return gone(settings, &local);
+    };
     if !yes && !settings.interactive {
-        return Err(crate::settings::run::Confirmation::refusal(
-            crate::engine::Operation::Destroy,
+        return Err(Error::usage(
+            Problem::new(format!(
+                "`mara cluster delete` destroys everything on cluster {}, then the cluster, and there is no terminal to confirm on",
+                local.name
+            ))
+            .hint("pass --yes to go ahead without confirmation"),
         ));
     }
-    match local.cluster()?.map(|c| c.state()) {
-        None | Some(State::Missing) => local.say(
-            settings,
-            format!(
-                "Cluster {} of stack {stack} does not exist: nothing to delete.",
-                local.name
-            ),
-            json!({"cluster": local.name, "stack": stack, "state": "not created"}),
-        ),
-        Some(state) => {
-            if state != State::Running {
-                refuse_while_running(settings, &local, "starting")?;
-                if settings.output == OutputFormat::Human {
-                    ui::print(&format!(
-                        "Cluster {} of stack {stack} is {}: starting it, to destroy what is deployed on it.\n",
-                        local.name,
-                        state.as_str()
-                    ))?;
-                }
-                pass_through("k3d", &cluster::start_args(&local.name), &local.target.env)?;
+    let mut yes = yes;
+    if state != State::Running {
+        refuse_while_running(settings, &local, "starting")?;
+        // Asked before the cluster is started for the destroy: a "no" leaves it as it was.
+        if !yes {
+            let projects: Vec<&str> = local.destroy_order.iter().map(String::as_str).collect();
+            let confirmed = ui::confirm::destroy(
+                &mut ui::prompt::TerminalPrompter,
+                &stack,
+                &projects,
+                settings.stderr_style,
+            )?;
+            if !confirmed {
+                return Err(Error::Declined(Box::new(Problem::new(format!(
+                    "not confirmed: cluster {} was left as it was ({})",
+                    local.name,
+                    state.as_str()
+                )))));
             }
-            crate::commands::run::run(
-                settings,
-                RunCommand::Destroy(DestroyArgs {
-                    remove: false,
-                    run: run_args(yes, Vec::new()),
-                }),
-            )
+            yes = true;
         }
+        if settings.output == OutputFormat::Human {
+            ui::print(&format!(
+                "Cluster {} of stack {stack} is {}: starting it, to destroy what is deployed on it.\n",
+                local.name,
+                state.as_str()
+            ))?;
+        }
+        pass_through("k3d", &cluster::start_args(&local.name), &local.target.env)?;
     }
+    crate::commands::run::run(
+        settings,
+        RunCommand::Destroy(DestroyArgs {
+            remove: false,
+            run: run_args(yes, Vec::new()),
+        }),
+    )
+}
+
+/// `cluster delete` of a cluster that is not there (deleted outside mara, a Docker reset): the
+/// stack's kubeconfig is taken out of the user's (its context points nowhere), and what is left
+/// of the projects deployed on it is said, with how to recover.
+fn gone(settings: &Settings, local: &Local) -> Result<()> {
+    let stack = local.target.stack.name.to_string();
+    let files = crate::run::kubeconfig::Files {
+        stack: local
+            .target
+            .workspace
+            .kubeconfig_file(&local.target.stack.name),
+        root: local.target.workspace.root.clone(),
+        stack_name: stack.clone(),
+    };
+    let removed = crate::run::kubeconfig::remove(&files)
+        .map_err(|e| Error::config(Problem::new(e).subject("the stack's kubeconfig")))?;
+    let stale = deployed_on_cluster(settings, local)?;
+    let mut text = format!(
+        "Cluster {} of stack {stack} does not exist: nothing to delete.",
+        local.name
+    );
+    for line in &removed {
+        text.push_str(&format!("\n{}", line[..1].to_uppercase() + &line[1..]));
+    }
+    if !stale.is_empty() {
+        text.push('\n');
+        text.push_str(&went_with_the_cluster(
+            &stale,
+            "are recorded as deployed on it",
+        ));
+    }
+    local.say(
+        settings,
+        text,
+        json!({"cluster": local.name, "stack": stack, "state": "not created", "done": "nothing",
+               "kubeconfig_removed": !removed.is_empty(), "deployed": stale}),
+    )
 }
 
 /// `mara cluster status`: the cluster's state and nodes, and the kubeconfig mara uses for it.
@@ -392,8 +503,8 @@ pub fn status(settings: &Settings) -> Result<()> {
     ui::print(&text)
 }
 
-/// Refuses while a run holds the stack: stopping (or starting) its cluster would pull it from
-/// under that run.
+/// Refuses while a run of this machine holds the stack: stopping its cluster would pull it from
+/// under that run. (A run of another machine, on a team's ledger, deploys to its own cluster.)
 fn refuse_while_running(settings: &Settings, local: &Local, doing: &str) -> Result<()> {
     let workspace = &local.target.workspace;
     let place = ledger::place(workspace, &settings.env)?;
@@ -402,12 +513,8 @@ fn refuse_while_running(settings: &Settings, local: &Local, doing: &str) -> Resu
         return Ok(());
     };
     let stack = local.target.stack.name.to_string();
-    let alive = |holder: &ledger::Holder| match holder.lease_left {
-        Some(left) => left > 0,
-        None => holder.host != ledger::whoami().1 || ledger::process_exists(holder.pid),
-    };
     if let Some(holder) = ledger.holder(&stack)?
-        && alive(&holder)
+        && holder.alive_on_this_host()
     {
         return Err(Error::Locked(Box::new(
             Problem::new(format!(
@@ -490,10 +597,7 @@ pub fn update_images(settings: &Settings) -> Result<()> {
     let cluster = local.running_cluster()?;
     let place = ledger::place(&local.target.workspace, &settings.env)?;
     let within = |e: Error| e.relative_to(&local.target.workspace.root);
-    let recorded = match ledger::open_existing(&place).map_err(within)? {
-        Some(ledger) => ledger.images(local.target.stack.name.as_str())?,
-        None => Vec::new(),
-    };
+    let recorded = recorded_images(settings, &local)?;
     if recorded.is_empty() {
         return local.say(
             settings,
@@ -508,7 +612,7 @@ pub fn update_images(settings: &Settings) -> Result<()> {
     let (mut current, mut stale, mut missing) = (Vec::new(), Vec::new(), Vec::new());
     for record in recorded {
         match local_image_id(&local, &record.image)? {
-            None => missing.push(record.image),
+            None => missing.push((record.image, record.cluster == created)),
             Some(id) if record.cluster != created => {
                 stale.push((record.image, id, "the cluster was made again since"))
             }
@@ -519,6 +623,7 @@ pub fn update_images(settings: &Settings) -> Result<()> {
         }
     }
     let mut lines = Vec::new();
+    let mut imported = Vec::new();
     if !stale.is_empty() {
         let images: Vec<String> = stale.iter().map(|(image, ..)| image.clone()).collect();
         let ids: Vec<String> = stale.iter().map(|(_, id, _)| id.clone()).collect();
@@ -528,7 +633,8 @@ pub fn update_images(settings: &Settings) -> Result<()> {
             &cluster::import_args(&local.name, &images),
             &local.target.env,
         )?;
-        ledger.record_images(&records(&local, &cluster, &images, &ids))?;
+        imported = records(&local, &cluster, &images, &ids);
+        ledger.record_images(&imported)?;
         for (image, id, why) in &stale {
             lines.push(format!("Imported {image} ({}): {why}", short_id(id)));
         }
@@ -536,17 +642,110 @@ pub fn update_images(settings: &Settings) -> Result<()> {
     for image in &current {
         lines.push(format!("Current: {image}"));
     }
-    for image in &missing {
-        lines.push(format!(
-            "Not in the local Docker any more: {image} (the cluster keeps the one it has)"
-        ));
+    for (image, same_cluster) in &missing {
+        lines.push(match same_cluster {
+            true => format!(
+                "Not in the local Docker any more: {image} (the cluster keeps the one it has)"
+            ),
+            false => format!(
+                "Not in the local Docker any more: {image}, nor in the cluster, made again since (`mara images forget {image}` stops asking)"
+            ),
+        });
     }
-    let imported: Vec<&String> = stale.iter().map(|(image, ..)| image).collect();
+    let missing: Vec<&String> = missing.iter().map(|(image, _)| image).collect();
     local.say(
         settings,
         lines.join("\n"),
         json!({"cluster": local.name, "current": current, "imported": imported, "missing": missing}),
     )
+}
+
+/// `mara images list`: the images recorded for the stack's cluster, with the id each had when
+/// imported. Reads the ledger only.
+pub fn list_images(settings: &Settings) -> Result<()> {
+    let local = local(settings, "images list")?;
+    let recorded = recorded_images(settings, &local)?;
+    if settings.output == OutputFormat::Json {
+        return local.say(
+            settings,
+            String::new(),
+            json!({"cluster": local.name, "images": recorded}),
+        );
+    }
+    if recorded.is_empty() {
+        return ui::print(&format!(
+            "No image has been imported into cluster {} yet.\n",
+            local.name
+        ));
+    }
+    let rows: Vec<[String; 3]> = recorded
+        .iter()
+        .map(|r| {
+            [
+                r.image.clone(),
+                short_id(&r.image_id).to_string(),
+                r.imported.clone(),
+            ]
+        })
+        .collect();
+    let headers = ["IMAGE", "ID", "IMPORTED"];
+    let widths = ui::column_widths(headers, &rows);
+    let line = |cells: [&str; 3]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| ui::pad(cell, width))
+            .collect();
+        format!("{}\n", padded.join("  ").trim_end())
+    };
+    let mut text = line(headers);
+    for row in &rows {
+        text.push_str(&line([&row[0], &row[1], &row[2]]));
+    }
+    ui::print(&text)
+}
+
+/// `mara images forget IMAGE…`: `images update` no longer follows them; the cluster keeps what it
+/// has. An image not recorded is an error (exit 3), and nothing is forgotten then.
+pub fn forget_images(settings: &Settings, images: Vec<String>) -> Result<()> {
+    let local = local(settings, "images forget")?;
+    let recorded: Vec<String> = recorded_images(settings, &local)?
+        .into_iter()
+        .map(|r| r.image)
+        .collect();
+    if let Some(unknown) = images.iter().find(|i| !recorded.contains(i)) {
+        return Err(Error::config(
+            Problem::new(format!(
+                "image `{unknown}` is not recorded for cluster {}",
+                local.name
+            ))
+            .maybe_hint(
+                (!recorded.is_empty()).then(|| format!("recorded: {}", recorded.join(", "))),
+            ),
+        ));
+    }
+    let place = ledger::place(&local.target.workspace, &settings.env)?;
+    let mut ledger =
+        ledger::open(&place).map_err(|e| e.relative_to(&local.target.workspace.root))?;
+    let forgotten = ledger.forget_images(local.target.stack.name.as_str(), &images)?;
+    local.say(
+        settings,
+        format!(
+            "Forgot {forgotten} {}: `mara images update` no longer imports {}.",
+            plural(forgotten, "image", "images"),
+            plural(forgotten, "it", "them")
+        ),
+        json!({"cluster": local.name, "forgotten": images}),
+    )
+}
+
+/// The images recorded for the stack (none without a ledger yet).
+fn recorded_images(settings: &Settings, local: &Local) -> Result<Vec<ImageRecord>> {
+    let place = ledger::place(&local.target.workspace, &settings.env)?;
+    match ledger::open_existing(&place).map_err(|e| e.relative_to(&local.target.workspace.root))? {
+        Some(ledger) => ledger.images(local.target.stack.name.as_str()),
+        None => Ok(Vec::new()),
+    }
 }
 
 fn records(
@@ -560,6 +759,7 @@ fn records(
         .iter()
         .zip(ids)
         .map(|(image, id)| ImageRecord {
+            host: ledger::whoami().1,
             stack: local.target.stack.name.to_string(),
             image: image.clone(),
             image_id: id.clone(),

@@ -20,6 +20,9 @@ use super::{Changes, Operation, ResourceDiff, Step, StepKind};
 /// The field manager mara applies as: what `kubectl get --show-managed-fields` names.
 pub const FIELD_MANAGER: &str = "mara";
 
+/// The variable naming `kubectl diff`'s diff program.
+pub const EXTERNAL_DIFF: &str = "KUBECTL_EXTERNAL_DIFF";
+
 /// The files kubectl builds with kustomize when a directory has one.
 pub const KUSTOMIZATIONS: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
@@ -58,7 +61,8 @@ pub fn manifest_files(dir: &Path) -> usize {
         .flatten()
         .map(|entry| {
             let path = entry.path();
-            if path.is_dir() {
+            // As kubectl's walk: a link to a directory is not followed, a link to a file is read.
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 manifest_files(&path)
             } else {
                 let manifest = path
@@ -95,9 +99,13 @@ impl Kubectl {
         }
         let mut step = Step::new(StepKind::Operation, "kubectl", args, dir);
         if operation == Operation::Preview {
-            // `kubectl diff` exits 1 when it found differences, above 1 when it failed.
+            // `kubectl diff` exits 1 when it found differences, above 1 when it failed. Its diff
+            // program is the one it defaults to whatever the user set: the reader reads its
+            // headers.
             step.ok_codes = vec![0, 1];
             step.changes_code = Some(1);
+            step.env
+                .insert(EXTERNAL_DIFF.to_string(), "diff -u -N".to_string());
         }
         vec![step]
     }
@@ -146,7 +154,7 @@ impl Reader {
                 }
             }
             Operation::Destroy => {
-                if line.trim_end().ends_with(" deleted") {
+                if is_deletion(line) {
                     self.deleted += 1;
                 }
             }
@@ -184,6 +192,20 @@ impl Reader {
             })
             .collect()
     }
+}
+
+/// `deployment.apps "web" deleted`, and since kubectl 1.34 `… deleted from demo namespace`;
+/// `force deleted` with `--force`.
+fn is_deletion(line: &str) -> bool {
+    let Some((object, rest)) = line.trim_end().rsplit_once('"') else {
+        return false;
+    };
+    let rest = rest.strip_prefix(" force").unwrap_or(rest);
+    object.contains(" \"")
+        && (rest == " deleted"
+            || rest
+                .strip_prefix(" deleted from ")
+                .is_some_and(|ns| ns.ends_with(" namespace")))
 }
 
 /// kubectl diff's file name of an object, `[group.]version.Kind.namespace.name` (the name may
@@ -291,17 +313,21 @@ diff -u -N /tmp/LIVE-1/apiextensions.k8s.io.v1.CustomResourceDefinition..certifi
     }
 
     #[test]
-    fn deletions_are_counted() {
+    fn deletions_are_counted_as_each_kubectl_version_says_them() {
         let mut reader = Reader::new(Operation::Destroy);
         for line in [
             "namespace \"demo\" deleted",
             "deployment.apps \"web\" deleted",
+            "deployment.apps \"api\" deleted from demo namespace",
+            "pod \"x\" force deleted",
+            "warning: deleting cluster-scoped resources, not scoped to the provided namespace",
+            "configmap \"was deleted\" not found",
         ] {
             reader.line(line);
         }
         assert_eq!(
             reader.changes(),
-            Some(Changes::from([("delete".into(), 2)]))
+            Some(Changes::from([("delete".into(), 4)]))
         );
     }
 }

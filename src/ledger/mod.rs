@@ -216,6 +216,14 @@ pub struct Holder {
     pub lease_left: Option<u64>,
 }
 
+impl Holder {
+    /// Whether it is a live run of this machine (its lease not run out, its process alive): the
+    /// only kind that can be using this machine's local cluster.
+    pub fn alive_on_this_host(&self) -> bool {
+        self.host == whoami().1 && self.lease_left != Some(0) && process_exists(self.pid)
+    }
+}
+
 impl fmt::Display for Holder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -322,6 +330,8 @@ pub struct History {
 /// `mara images update` compares the local image with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ImageRecord {
+    /// The machine whose cluster it went into: every developer has a `dev` cluster of their own.
+    pub host: String,
     pub stack: String,
     /// As Docker names it (`name:tag`).
     pub image: String,
@@ -329,6 +339,7 @@ pub struct ImageRecord {
     pub image_id: String,
     /// The cluster it went into, by when that was created: a cluster made again since holds
     /// none of it.
+    #[serde(rename = "cluster_created")]
     pub cluster: String,
     pub imported: String,
 }
@@ -446,11 +457,14 @@ pub trait Ledger: Send {
     /// Each project's fingerprint at its last successful `up` on `stack`.
     fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>>;
 
-    /// The images imported into `stack`'s local cluster, by name.
+    /// The images imported into `stack`'s local cluster on this machine, by name.
     fn images(&self, stack: &str) -> Result<Vec<ImageRecord>>;
 
     /// Records images as imported, each replacing what was recorded of it for its stack.
     fn record_images(&mut self, images: &[ImageRecord]) -> Result<()>;
+
+    /// Forgets images of `stack`'s cluster on this machine; the number forgotten.
+    fn forget_images(&mut self, stack: &str, images: &[String]) -> Result<usize>;
 
     /// The projects known to have `stack` on `backend` (an engine run on it succeeded, and no
     /// run found it gone since).

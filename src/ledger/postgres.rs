@@ -79,14 +79,16 @@ const MIGRATIONS: &[&str] = &[
     // 4: a lock keeps its own lease length, so that a run fanned out over CI jobs (opened with
     // a long lease) keeps it whichever job renews it.
     "ALTER TABLE mara_locks ADD COLUMN lease_seconds DOUBLE PRECISION NOT NULL DEFAULT 60;",
-    // 5: the images imported into each stack's local cluster, for `mara images update`.
+    // 5: the images imported into each stack's local cluster (a machine's own), for `mara images
+    // update`.
     "CREATE TABLE mara_images (
+        host TEXT NOT NULL,
         stack TEXT NOT NULL,
         image TEXT NOT NULL,
         image_id TEXT NOT NULL,
         cluster TEXT NOT NULL,
         imported TEXT NOT NULL,
-        PRIMARY KEY (stack, image)
+        PRIMARY KEY (host, stack, image)
     );",
 ];
 
@@ -560,7 +562,7 @@ impl Ledger for PostgresLedger {
                 "SELECT stack, project, fingerprint FROM mara_deployed ORDER BY 1, 2",
             )?,
             stacks: triples("SELECT backend, stack, project FROM mara_stacks ORDER BY 1, 2, 3")?,
-            images: self.images_where(None)?,
+            images: self.images_where(None, None)?,
         })
     }
 
@@ -629,9 +631,9 @@ impl Ledger for PostgresLedger {
             }
             for i in &history.images {
                 transaction.execute(
-                    "INSERT INTO mara_images (stack, image, image_id, cluster, imported)
-                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                    &[&i.stack, &i.image, &i.image_id, &i.cluster, &i.imported],
+                    "INSERT INTO mara_images (host, stack, image, image_id, cluster, imported)
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+                    &[&i.host, &i.stack, &i.image, &i.image_id, &i.cluster, &i.imported],
                 )?;
             }
             transaction.commit()?;
@@ -1020,7 +1022,7 @@ impl Ledger for PostgresLedger {
     }
 
     fn images(&self, stack: &str) -> Result<Vec<ImageRecord>> {
-        self.images_where(Some(stack))
+        self.images_where(Some(&self.host), Some(stack))
     }
 
     fn record_images(&mut self, images: &[ImageRecord]) -> Result<()> {
@@ -1028,36 +1030,62 @@ impl Ledger for PostgresLedger {
             let mut transaction = client.transaction()?;
             for i in images {
                 transaction.execute(
-                    "INSERT INTO mara_images (stack, image, image_id, cluster, imported)
-                     VALUES ($1, $2, $3, $4, $5)
-                     ON CONFLICT (stack, image) DO UPDATE SET image_id = EXCLUDED.image_id,
+                    "INSERT INTO mara_images (host, stack, image, image_id, cluster, imported)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (host, stack, image) DO UPDATE SET image_id = EXCLUDED.image_id,
                        cluster = EXCLUDED.cluster, imported = EXCLUDED.imported",
-                    &[&i.stack, &i.image, &i.image_id, &i.cluster, &i.imported],
+                    &[
+                        &i.host,
+                        &i.stack,
+                        &i.image,
+                        &i.image_id,
+                        &i.cluster,
+                        &i.imported,
+                    ],
                 )?;
             }
             transaction.commit()
         })
     }
+
+    fn forget_images(&mut self, stack: &str, images: &[String]) -> Result<usize> {
+        let host = self.host.clone();
+        self.with(|client| -> std::result::Result<usize, postgres::Error> {
+            let mut transaction = client.transaction()?;
+            let mut forgotten = 0;
+            for image in images {
+                forgotten += transaction.execute(
+                    "DELETE FROM mara_images WHERE host = $1 AND stack = $2 AND image = $3",
+                    &[&host, &stack, image],
+                )?;
+            }
+            transaction.commit()?;
+            Ok(forgotten as usize)
+        })
+    }
 }
 
 impl PostgresLedger {
-    /// The images recorded for `stack` (every stack's with `None`), by stack and name.
-    fn images_where(&self, stack: Option<&str>) -> Result<Vec<ImageRecord>> {
+    /// The images recorded for `host` and `stack` (every one's with `None`), by host, stack and
+    /// name.
+    fn images_where(&self, host: Option<&str>, stack: Option<&str>) -> Result<Vec<ImageRecord>> {
         let rows = self.with(|c| {
             c.query(
-                "SELECT stack, image, image_id, cluster, imported FROM mara_images
-                 WHERE $1::TEXT IS NULL OR stack = $1 ORDER BY stack, image",
-                &[&stack],
+                "SELECT host, stack, image, image_id, cluster, imported FROM mara_images
+                 WHERE ($1::TEXT IS NULL OR host = $1) AND ($2::TEXT IS NULL OR stack = $2)
+                 ORDER BY host, stack, image",
+                &[&host, &stack],
             )
         })?;
         Ok(rows
             .iter()
             .map(|r| ImageRecord {
-                stack: r.get(0),
-                image: r.get(1),
-                image_id: r.get(2),
-                cluster: r.get(3),
-                imported: r.get(4),
+                host: r.get(0),
+                stack: r.get(1),
+                image: r.get(2),
+                image_id: r.get(3),
+                cluster: r.get(4),
+                imported: r.get(5),
             })
             .collect())
     }

@@ -79,14 +79,16 @@ const MIGRATIONS: &[&str] = &[
         WHERE s.stack = r.stack AND q.path = p.path AND s.operation IN ('up', 'destroy')
           AND q.status IN ('succeeded', 'unchanged') AND q.finished > p.finished
       );",
-    // 4: the images imported into each stack's local cluster, for `mara images update`.
+    // 4: the images imported into each stack's local cluster (a machine's own), for `mara images
+    // update`.
     "CREATE TABLE images (
+        host TEXT NOT NULL,
         stack TEXT NOT NULL,
         image TEXT NOT NULL,
         image_id TEXT NOT NULL,
         cluster TEXT NOT NULL,
         imported TEXT NOT NULL,
-        PRIMARY KEY (stack, image)
+        PRIMARY KEY (host, stack, image)
     );",
 ];
 
@@ -365,7 +367,7 @@ impl Ledger for SqliteLedger {
             runs,
             deployed: triples("SELECT stack, project, fingerprint FROM deployed ORDER BY 1, 2")?,
             stacks: triples("SELECT backend, stack, project FROM stacks ORDER BY 1, 2, 3")?,
-            images: self.images_where(None)?,
+            images: self.images_where(None, None)?,
         })
     }
 
@@ -420,8 +422,8 @@ impl Ledger for SqliteLedger {
         for i in &history.images {
             transaction
                 .execute(
-                    "INSERT OR IGNORE INTO images (stack, image, image_id, cluster, imported) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![i.stack, i.image, i.image_id, i.cluster, i.imported],
+                    "INSERT OR IGNORE INTO images (host, stack, image, image_id, cluster, imported) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![i.host, i.stack, i.image, i.image_id, i.cluster, i.imported],
                 )
                 .map_err(|e| db_error(&self.path, e))?;
         }
@@ -763,7 +765,7 @@ impl Ledger for SqliteLedger {
     }
 
     fn images(&self, stack: &str) -> Result<Vec<ImageRecord>> {
-        self.images_where(Some(stack))
+        self.images_where(Some(&self.host), Some(stack))
     }
 
     fn record_images(&mut self, images: &[ImageRecord]) -> Result<()> {
@@ -774,33 +776,54 @@ impl Ledger for SqliteLedger {
         for i in images {
             transaction
                 .execute(
-                    "INSERT OR REPLACE INTO images (stack, image, image_id, cluster, imported) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![i.stack, i.image, i.image_id, i.cluster, i.imported],
+                    "INSERT OR REPLACE INTO images (host, stack, image, image_id, cluster, imported) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![i.host, i.stack, i.image, i.image_id, i.cluster, i.imported],
                 )
                 .map_err(|e| db_error(&self.path, e))?;
         }
         transaction.commit().map_err(|e| db_error(&self.path, e))
     }
+
+    fn forget_images(&mut self, stack: &str, images: &[String]) -> Result<usize> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_error(&self.path, e))?;
+        let mut forgotten = 0;
+        for image in images {
+            forgotten += transaction
+                .execute(
+                    "DELETE FROM images WHERE host = ?1 AND stack = ?2 AND image = ?3",
+                    params![self.host, stack, image],
+                )
+                .map_err(|e| db_error(&self.path, e))?;
+        }
+        transaction.commit().map_err(|e| db_error(&self.path, e))?;
+        Ok(forgotten)
+    }
 }
 
 impl SqliteLedger {
-    /// The images recorded for `stack` (every stack's with `None`), by stack and name.
-    fn images_where(&self, stack: Option<&str>) -> Result<Vec<ImageRecord>> {
+    /// The images recorded for `host` and `stack` (every one's with `None`), by host, stack and
+    /// name.
+    fn images_where(&self, host: Option<&str>, stack: Option<&str>) -> Result<Vec<ImageRecord>> {
         let mut statement = self
             .connection
             .prepare_cached(
-                "SELECT stack, image, image_id, cluster, imported FROM images
-                 WHERE ?1 IS NULL OR stack = ?1 ORDER BY stack, image",
+                "SELECT host, stack, image, image_id, cluster, imported FROM images
+                 WHERE (?1 IS NULL OR host = ?1) AND (?2 IS NULL OR stack = ?2)
+                 ORDER BY host, stack, image",
             )
             .map_err(|e| db_error(&self.path, e))?;
         let rows = statement
-            .query_map([stack], |r| {
+            .query_map(params![host, stack], |r| {
                 Ok(ImageRecord {
-                    stack: r.get(0)?,
-                    image: r.get(1)?,
-                    image_id: r.get(2)?,
-                    cluster: r.get(3)?,
-                    imported: r.get(4)?,
+                    host: r.get(0)?,
+                    stack: r.get(1)?,
+                    image: r.get(2)?,
+                    image_id: r.get(3)?,
+                    cluster: r.get(4)?,
+                    imported: r.get(5)?,
                 })
             })
             .map_err(|e| db_error(&self.path, e))?;

@@ -375,7 +375,10 @@ impl Checker<'_> {
                         self.problem(
                             declared_at.clone(),
                             &subject,
-                            format!("engine \"command\" needs an `{name}` command"),
+                            format!(
+                                "engine \"command\" needs {} `{name}` command",
+                                if name == "up" { "an" } else { "a" }
+                            ),
                         );
                     }
                 }

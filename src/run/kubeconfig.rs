@@ -349,14 +349,15 @@ pub fn merge(
             .and_then(Value::as_str)
             .filter(|c| !c.is_empty())
             .map(str::to_string);
-        // The context to give back: the one current before mara's first merge, or the user's
-        // own choice since (a switch between two `up`s); another stack's context of mara's is
-        // passed over then, so that the stacks' previous contexts never form a circle.
-        let users_own = current.as_deref().is_some_and(|c| !c.starts_with("mara-"));
-        if current.as_deref() != Some(context.as_str()) && (earlier.is_none() || users_own) {
-            record.previous_context = current;
+        // mara's context becomes current on the stack's first merge only (as k3d's and the
+        // clouds' own tools do); a later `up` leaves the user's choice alone, and the context
+        // to give back stays the one current before that first merge.
+        if earlier.is_none() {
+            if current.as_deref() != Some(context.as_str()) {
+                record.previous_context = current;
+            }
+            merged.insert("current-context".into(), Value::String(context.clone()));
         }
-        merged.insert("current-context".into(), Value::String(context.clone()));
         record.context = Some(context);
     }
     Ok((Value::Object(merged), record))
@@ -739,24 +740,24 @@ mod tests {
     }
 
     #[test]
-    fn the_context_the_user_chose_last_is_the_one_given_back() {
+    fn mara_s_context_becomes_current_once_and_the_user_s_choice_then_stands() {
         let (merged, dev) = merge(Some(users_own()), &eks("https://dev"), "dev", None).unwrap();
+        assert_eq!(merged["current-context"], "mara-dev");
         let mut switched = merged;
         switched["contexts"]
             .as_array_mut()
             .unwrap()
             .push(json!({"name": "staging", "context": {"cluster": "kubernetes", "user": "kubernetes-admin"}}));
         switched["current-context"] = json!("staging");
-        // A second up of dev, after the user chose `staging`.
-        let (again, dev) = merge(Some(switched), &eks("https://dev"), "dev", Some(&dev)).unwrap();
-        assert_eq!(dev.previous_context.as_deref(), Some("staging"));
-        // prod's up while dev's context is current, then dev's up again: dev keeps `staging`,
-        // and no circle forms between the two.
-        let (both, prod) = merge(Some(again), &eks("https://prod"), "prod", None).unwrap();
-        assert_eq!(prod.previous_context.as_deref(), Some("mara-dev"));
-        let (both, dev) = merge(Some(both), &eks("https://dev"), "dev", Some(&dev)).unwrap();
-        assert_eq!(dev.previous_context.as_deref(), Some("staging"));
-        let (back, _) = unmerge(both, &dev);
+        // A second up of dev, after the user chose `staging`: their choice stands.
+        let (again, dev) = merge(Some(switched), &eks("https://dev2"), "dev", Some(&dev)).unwrap();
+        assert_eq!(again["current-context"], "staging");
+        assert_eq!(again["clusters"][1]["cluster"]["server"], "https://dev2");
+        assert_eq!(
+            dev.previous_context.as_deref(),
+            Some("kubernetes-admin@kubernetes")
+        );
+        let (back, _) = unmerge(again, &dev);
         assert_eq!(back["current-context"], "staging");
     }
 

@@ -252,11 +252,38 @@ fn execute(
                 return Err(no_such_stack(stack, &found.stacks));
             }
             let reason = project::absent(stack.name.as_str());
-            found
+            let mut absent: BTreeMap<usize, String> = found
                 .absent
                 .into_iter()
                 .map(|i| (i, reason.clone()))
-                .collect()
+                .collect();
+            // Manifests whose cluster cannot be reached through any kubeconfig (destroyed
+            // already, or never made) are not touched either.
+            let kubeconfig = crate::workspace::kubeconfig::choose(
+                &files.workspace,
+                &stack.name,
+                config.config(),
+                &settings.env,
+            );
+            if !kubeconfig.file.is_file() {
+                let shown = files
+                    .workspace
+                    .display(&kubeconfig.file)
+                    .display()
+                    .to_string();
+                for &i in selected.order() {
+                    let engine = deployment
+                        .graph
+                        .project(i)
+                        .engine_or(files.workspace.settings.engine);
+                    if engine == crate::engine::EngineKind::Kubectl {
+                        absent.entry(i).or_insert_with(|| {
+                            format!("the kubeconfig of its cluster, {shown}, does not exist: not touched")
+                        });
+                    }
+                }
+            }
+            absent
         }
         _ => BTreeMap::new(),
     };
@@ -619,7 +646,11 @@ fn go(
         }
         eprintln!("{}", settings.stderr_style.yellow(&text));
     }
-    let absent = |p: &ProjectReport| matches!(p.outcome, Outcome::Absent { .. });
+    // No project has the stack: its name is likely wrong. (Manifests whose cluster is gone are
+    // untouched for another reason, and a run of nothing else but them did what it could.)
+    let no_stack = project::absent(stack.name.as_str());
+    let absent =
+        |p: &ProjectReport| matches!(&p.outcome, Outcome::Absent { reason } if *reason == no_stack);
     if !summary.projects.is_empty() && summary.projects.iter().all(absent) {
         *ran = false;
         return Err(no_such_stack(stack, &Default::default()));

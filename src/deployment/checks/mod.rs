@@ -199,7 +199,8 @@ impl RunChecks<'_> {
             );
         }
         preflight(&mut found, workspace, self.selected, stores_secrets);
-        if operation != crate::engine::Operation::Preview && !self.joined {
+        // Destroy and refresh leave such projects untouched (`absent`); a preview waits.
+        if operation == crate::engine::Operation::Up && !self.joined {
             projects::kubeconfig_for_kubectl(
                 &mut found,
                 workspace,
@@ -207,7 +208,6 @@ impl RunChecks<'_> {
                 self.stack,
                 self.config,
                 self.env,
-                operation,
             );
         }
         receivable(&mut found, workspace, self.selected, self.config);

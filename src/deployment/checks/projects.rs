@@ -244,9 +244,8 @@ pub fn preflight(
     }
 }
 
-/// Before a run that applies, reads or deletes manifests: the kubeconfig the kubectl engine will
-/// name exists, or (`up`) a selected project's hook writes it first. A preview is left to its
-/// projects: one whose cluster is not deployed yet waits rather than fails.
+/// Before an `up` of manifests: the kubeconfig the kubectl engine will name exists, or a project
+/// the kubectl project follows (however far back) writes it with its hook first.
 pub fn kubeconfig_for_kubectl(
     checks: &mut Checks,
     workspace: &Workspace,
@@ -254,33 +253,48 @@ pub fn kubeconfig_for_kubectl(
     stack: &crate::workspace::stack::StackName,
     config: &crate::workspace::stack_config::StackConfigFile,
     env: &BTreeMap<String, String>,
-    operation: crate::engine::Operation,
 ) {
     let default_engine = workspace.settings.engine;
-    let projects: Vec<&crate::provider::Project> = plan
-        .order()
-        .iter()
-        .map(|&i| plan.graph.project(i))
+    let graph = plan.graph;
+    let kubectl: Vec<usize> = (plan.order().iter().copied())
+        .filter(|&i| graph.project(i).engine_or(default_engine) == EngineKind::Kubectl)
         .collect();
-    let Some(first) = projects
-        .iter()
-        .find(|p| p.engine_or(default_engine) == EngineKind::Kubectl)
+    if kubectl.is_empty() {
+        return;
+    }
+    let choice = crate::workspace::kubeconfig::choose(workspace, stack, config.config(), env);
+    if choice.file.is_file() {
+        return;
+    }
+    let writes = |i: usize| {
+        plan.contains(i)
+            && (graph.project(i).on_success.iter())
+                .any(|h| matches!(h, crate::provider::Hook::Kubeconfig { .. }))
+    };
+    let written_before = |i: usize| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo = vec![i];
+        while let Some(j) = todo.pop() {
+            for (d, _) in graph.predecessors(j) {
+                if seen.insert(d) {
+                    if writes(d) {
+                        return true;
+                    }
+                    todo.push(d);
+                }
+            }
+        }
+        false
+    };
+    let stacks_own = choice.file == workspace.kubeconfig_file(stack);
+    let Some(first) = kubectl
+        .into_iter()
+        .find(|&i| !(stacks_own && written_before(i)))
     else {
         return;
     };
-    let choice = crate::workspace::kubeconfig::choose(workspace, stack, config.config(), env);
-    let written_first = operation == crate::engine::Operation::Up
-        && choice.file == workspace.kubeconfig_file(stack)
-        && projects.iter().any(|p| {
-            p.on_success
-                .iter()
-                .any(|h| matches!(h, crate::provider::Hook::Kubeconfig { .. }))
-        });
-    if choice.file.is_file() || written_first {
-        return;
-    }
     let shown = workspace.display(&choice.file).display().to_string();
-    let (whose, hint) = match choice.file == workspace.kubeconfig_file(stack) {
+    let (whose, hint) = match stacks_own {
         true => (
             "the stack's kubeconfig".to_string(),
             "the cluster project's kubeconfig hook writes it on `up`: deploy that project first, or select it too (`--with-dependencies`)".to_string(),
@@ -294,7 +308,7 @@ pub fn kubeconfig_for_kubectl(
         "project",
         format!(
             "{}: the kubectl engine reaches the cluster through {whose}, {shown}, which does not exist",
-            first.path
+            graph.project(first).path
         ),
         Some(hint),
     );
