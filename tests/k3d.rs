@@ -428,7 +428,7 @@ fn a_cluster_gone_outside_mara_is_cleaned_up_after_and_the_way_back_is_said() {
     let output = run(&["cluster", "start"]);
     assert!(output.status.success(), "{}", common::stderr(&output));
     assert!(
-        common::stdout(&output).ends_with("9 projects were deployed on the cluster before it went (infrastructure/kubeconfig, kubernetes/applications/sirius, kubernetes/certmgr, kubernetes/logagent, kubernetes/logstore, kubernetes/nginx/ingress-controller-repo-only, kubernetes/observability, kubernetes/prometheus, kubernetes/secrets): their state still describes objects that went with it. To deploy them again: `mara cluster start`, then `mara refresh --yes` (it drops what is gone from their state), then `mara up`.\n"),
+        common::stdout(&output).ends_with("9 projects were deployed on the cluster before it went (infrastructure/kubeconfig, kubernetes/applications/sirius, kubernetes/certmgr, kubernetes/logagent, kubernetes/logstore, kubernetes/nginx/ingress-controller-repo-only, kubernetes/observability, kubernetes/prometheus, kubernetes/secrets): their state still describes objects that went with it. To deploy them again: `mara refresh --yes` (it drops what is gone from their state), then `mara up`.\n"),
         "{}",
         common::stdout(&output)
     );

@@ -239,7 +239,11 @@ pub fn start(settings: &Settings) -> Result<()> {
             if !stale.is_empty() && settings.output == OutputFormat::Human {
                 ui::print(&format!(
                     "{}\n",
-                    went_with_the_cluster(&stale, "were deployed on the cluster before it went")
+                    went_with_the_cluster(
+                        &stale,
+                        "were deployed on the cluster before it went",
+                        true
+                    )
                 ))?;
             }
             Ok(())
@@ -263,11 +267,16 @@ fn deployed_on_cluster(settings: &Settings, local: &Local) -> Result<Vec<String>
         .collect())
 }
 
-/// What is left of projects deployed on a cluster that is gone, and how to recover.
-fn went_with_the_cluster(projects: &[String], what: &str) -> String {
+/// What is left of projects deployed on a cluster that is gone, and how to recover (`made`: the
+/// cluster was just made again).
+fn went_with_the_cluster(projects: &[String], what: &str, made: bool) -> String {
     let n = projects.len();
+    let start = match made {
+        true => "",
+        false => "`mara cluster start`, then ",
+    };
     format!(
-        "{n} {} {what} ({}): {} state still describes objects that went with it. To deploy {} again: `mara cluster start`, then `mara refresh --yes` (it drops what is gone from {} state), then `mara up`.",
+        "{n} {} {what} ({}): {} state still describes objects that went with it. To deploy {} again: {start}`mara refresh --yes` (it drops what is gone from {} state), then `mara up`.",
         plural(n, "project", "projects"),
         projects.join(", "),
         plural(n, "its", "their"),
@@ -388,13 +397,20 @@ fn gone(settings: &Settings, local: &Local) -> Result<()> {
         local.name
     );
     for line in &removed {
-        text.push_str(&format!("\n{}", line[..1].to_uppercase() + &line[1..]));
+        let mut chars = line.chars();
+        let first: String = chars
+            .next()
+            .into_iter()
+            .flat_map(char::to_uppercase)
+            .collect();
+        text.push_str(&format!("\n{first}{}", chars.as_str()));
     }
     if !stale.is_empty() {
         text.push('\n');
         text.push_str(&went_with_the_cluster(
             &stale,
             "are recorded as deployed on it",
+            false,
         ));
     }
     local.say(
