@@ -270,6 +270,17 @@ fn the_cluster_is_started_stopped_and_deleted_by_command_each_idempotent() {
     );
     assert_eq!(local.k3d_calls_from(calls), ["cluster list -o json"]);
 
+    // Running without its kubeconfig (a hook that failed, a file removed): written again.
+    std::fs::remove_file(local.root().join(".mara/kube/dev.yaml")).unwrap();
+    let output = run(&["cluster", "start"]);
+    assert!(output.status.success(), "{}", common::stdout(&output));
+    assert!(
+        common::stdout(&output).starts_with("Cluster mara-dev of stack dev is running, but its kubeconfig is not written: writing it (mara up --only infrastructure/k3d).\n"),
+        "{}",
+        common::stdout(&output)
+    );
+    assert!(local.root().join(".mara/kube/dev.yaml").is_file());
+
     let output = run(&["cluster", "stop"]);
     assert!(output.status.success(), "{}", common::stderr(&output));
     assert_eq!(
@@ -729,6 +740,11 @@ fn imported_images_move_to_a_team_ledger_and_are_updated_there() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(
+        common::stdout(&output).contains("the stacks known and 2 imported images were added"),
+        "{}",
+        common::stdout(&output)
+    );
     assert_eq!(
         server.sql(
             "images",

@@ -321,6 +321,21 @@ fn manifests_are_applied_previewed_and_deleted_as_the_other_engines_projects_are
 }
 
 #[test]
+fn a_kustomization_below_manifest_files_is_stopped_before_anything_runs() {
+    let ws = Manifests::new(true);
+    let sub = ws.root().join("bootstrap/namespaces/extra");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join("kustomization.yaml"), "resources: []\n").unwrap();
+    let output = ws.mara_stand_in().args(["up", "--yes"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    insta::assert_snapshot!(common::stderr(&output), @r"
+    error: bootstrap/namespaces: bootstrap/namespaces/extra/kustomization.yaml would be applied as a manifest: kubectl reads every .yaml below bootstrap/namespaces when the project has no kustomization of its own
+      hint: make that directory a project of its own, or put a kustomization.yaml at the project's top that names what to apply
+    ");
+    assert!(ws.calls().is_empty());
+}
+
+#[test]
 fn a_kubectl_project_without_manifests_is_stopped_before_anything_runs() {
     let ws = Manifests::new(true);
     std::fs::remove_file(ws.root().join("bootstrap/namespaces/demo.yaml")).unwrap();

@@ -201,7 +201,25 @@ impl Local {
 pub fn start(settings: &Settings) -> Result<()> {
     let local = local(settings, "cluster start")?;
     let stack = local.target.stack.name.to_string();
+    let written = local
+        .target
+        .workspace
+        .kubeconfig_file(&local.target.stack.name);
     match local.cluster()?.map(|c| c.state()) {
+        // Running, but its kubeconfig never written (the cluster project's last `up` failed at
+        // its hook, or the file was removed): the project's `up` writes it, or says why not.
+        Some(State::Running) if !written.is_file() && local.has_cluster_project => {
+            if settings.output == OutputFormat::Human {
+                ui::print(&format!(
+                    "Cluster {} of stack {stack} is running, but its kubeconfig is not written: writing it (mara up --only {CLUSTER_PROJECT}).\n",
+                    local.name
+                ))?;
+            }
+            crate::commands::run::run(
+                settings,
+                RunCommand::Up(run_args(true, vec![CLUSTER_PROJECT.to_string()])),
+            )
+        }
         Some(State::Running) => local.say(
             settings,
             format!(

@@ -662,6 +662,7 @@ fn migrate(settings: &Settings, workspace: &Workspace, to: Option<String>) -> Re
                 "copied": added,
                 "already_there": total - added.len(),
                 "log_lines": lines_copied,
+                "images": history.images.len(),
             }))
             .expect("JSON")
         ),
@@ -673,11 +674,18 @@ fn migrate(settings: &Settings, workspace: &Workspace, to: Option<String>) -> Re
                 ),
             };
             format!(
-                "Copied {} of {total} {} from {shown_file} to {server} ({} already there), with {lines_copied} log {}; what is deployed and the stacks known were added where the server had none.\n{next}\n",
+                "Copied {} of {total} {} from {shown_file} to {server} ({} already there), with {lines_copied} log {}; {} were added where the server had none.\n{next}\n",
                 added.len(),
                 crate::error::plural(total, "run", "runs"),
                 total - added.len(),
                 crate::error::plural(lines_copied, "line", "lines"),
+                match history.images.len() {
+                    0 => "what is deployed and the stacks known".to_string(),
+                    n => format!(
+                        "what is deployed, the stacks known and {n} imported {}",
+                        crate::error::plural(n, "image", "images")
+                    ),
+                },
             )
         }
     };

@@ -52,6 +52,21 @@ pub fn kustomization(dir: &Path) -> Option<PathBuf> {
         .find(|file| file.is_file())
 }
 
+/// A kustomization below `dir` (not in it): `--filename DIR --recursive` would read it as a
+/// manifest, which it is not.
+pub fn nested_kustomization(dir: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    let mut subdirs: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    subdirs.sort();
+    subdirs
+        .iter()
+        .find_map(|sub| kustomization(sub).or_else(|| nested_kustomization(sub)))
+}
+
 /// The manifest files kubectl reads in `dir` and its subdirectories (`--recursive`).
 pub fn manifest_files(dir: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {

@@ -142,6 +142,11 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
                         workspace.display(&file).display()
                     ),
                 ),
+                None if kubectl::nested_kustomization(&dir).is_some() => checks.fail(
+                    "project",
+                    nested_kustomization(path, workspace, &dir),
+                    Some(KUSTOMIZATION_HINT.into()),
+                ),
                 None => match kubectl::manifest_files(&dir) {
                     0 => checks.fail(
                         "project",
@@ -209,6 +214,17 @@ pub fn preflight(
         }
         if !dir.is_dir() {
             no_directory(checks, workspace, path, &dir, &mut missing_dirs);
+            continue;
+        }
+        if engine == EngineKind::Kubectl
+            && kubectl::kustomization(&dir).is_none()
+            && kubectl::nested_kustomization(&dir).is_some()
+        {
+            checks.fail(
+                "project",
+                nested_kustomization(path, workspace, &dir),
+                Some(KUSTOMIZATION_HINT.into()),
+            );
             continue;
         }
         let has_entry = match engine {
@@ -313,6 +329,18 @@ pub fn kubeconfig_for_kubectl(
         Some(hint),
     );
 }
+
+/// A kubectl project of manifest files with a kustomization below them.
+fn nested_kustomization(path: &str, workspace: &Workspace, dir: &Path) -> String {
+    let file = kubectl::nested_kustomization(dir).unwrap_or_default();
+    format!(
+        "{path}: {} would be applied as a manifest: kubectl reads every .yaml below {} when the project has no kustomization of its own",
+        workspace.display(&file).display(),
+        workspace.display(dir).display()
+    )
+}
+
+const KUSTOMIZATION_HINT: &str = "make that directory a project of its own, or put a kustomization.yaml at the project's top that names what to apply";
 
 /// A kubectl project's directory with nothing for kubectl in it.
 fn no_manifests(path: &str, shown: &str) -> String {
