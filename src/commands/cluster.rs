@@ -496,20 +496,7 @@ pub fn status(settings: &Settings) -> Result<()> {
                 [n.name.clone(), n.role.clone(), status]
             })
             .collect();
-        let headers = ["NODE", "ROLE", "STATE"];
-        let widths = ui::column_widths(headers, &rows);
-        let line = |cells: [&str; 3]| {
-            let padded: Vec<String> = cells
-                .iter()
-                .zip(widths)
-                .map(|(cell, width)| ui::pad(cell, width))
-                .collect();
-            format!("  {}\n", padded.join("  ").trim_end())
-        };
-        text.push_str(&line(headers));
-        for row in &rows {
-            text.push_str(&line([&row[0], &row[1], &row[2]]));
-        }
+        text.push_str(&ui::table("  ", ["NODE", "ROLE", "STATE"], &rows));
     }
     let shown = local.target.workspace.display(&choice.file);
     let context = match &choice.context {
@@ -722,21 +709,7 @@ pub fn list_images(settings: &Settings) -> Result<()> {
             ]
         })
         .collect();
-    let headers = ["IMAGE", "ID", "IMPORTED"];
-    let widths = ui::column_widths(headers, &rows);
-    let line = |cells: [&str; 3]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(widths)
-            .map(|(cell, width)| ui::pad(cell, width))
-            .collect();
-        format!("{}\n", padded.join("  ").trim_end())
-    };
-    let mut text = line(headers);
-    for row in &rows {
-        text.push_str(&line([&row[0], &row[1], &row[2]]));
-    }
-    ui::print(&text)
+    ui::print(&ui::table("", ["IMAGE", "ID", "IMPORTED"], &rows))
 }
 
 /// `mara images forget IMAGE…`: `images update` no longer follows them; the cluster keeps what it

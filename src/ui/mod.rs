@@ -27,6 +27,25 @@ pub fn column_widths<const N: usize>(headers: [&str; N], rows: &[[String; N]]) -
     widths
 }
 
+/// A plain table: the headers, then each row, columns two spaces apart, every line after
+/// `indent` and without trailing spaces.
+pub fn table<const N: usize>(indent: &str, headers: [&str; N], rows: &[[String; N]]) -> String {
+    let widths = column_widths(headers, rows);
+    let line = |cells: [&str; N]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| pad(cell, width))
+            .collect();
+        format!("{indent}{}\n", padded.join("  ").trim_end())
+    };
+    let mut text = line(headers);
+    for row in rows {
+        text.push_str(&line(std::array::from_fn(|c| row[c].as_str())));
+    }
+    text
+}
+
 /// `text` padded with spaces to `width` characters.
 pub fn pad(text: &str, width: usize) -> String {
     format!(
