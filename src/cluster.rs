@@ -11,6 +11,12 @@ pub fn name(stack: &str) -> String {
     format!("mara-{stack}")
 }
 
+/// The k3d provider's project that makes the cluster (providers/k3d.toml).
+pub const CLUSTER_PROJECT: &str = "infrastructure/k3d";
+
+/// What to do about a stack whose cluster's name k3d refuses.
+pub const NAME_HINT: &str = "the cluster is `mara-<stack>`: use a stack name of letters, digits and `-`, at most 27 characters";
+
 /// The longest cluster name k3d v5 takes (its node names are built from it).
 pub const NAME_MAX: usize = 32;
 
@@ -144,6 +150,16 @@ pub fn find(list: &str, name: &str) -> Result<Option<Cluster>, String> {
     }))
 }
 
+/// An image as Docker names it in full: `nginx` is `nginx:latest` (a digest, `@sha256:…`, is kept
+/// as it is), so that one image is never recorded, or imported, twice.
+pub fn image_ref(image: &str) -> String {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match image.contains('@') || last.contains(':') {
+        true => image.to_string(),
+        false => format!("{image}:latest"),
+    }
+}
+
 /// `k3d cluster list -o json`: every cluster, so that a missing one is told from k3d failing.
 pub fn list_args() -> Vec<String> {
     words(&["cluster", "list", "-o", "json"])
@@ -204,6 +220,15 @@ mod tests {
         assert_eq!(find("[]", "mara-dev").unwrap(), None);
         let stopped = find(&LIST.replace("true", "false"), "mara-dev").unwrap();
         assert_eq!(stopped.unwrap().state(), State::Stopped);
+    }
+
+    #[test]
+    fn an_image_is_named_in_full() {
+        assert_eq!(image_ref("nginx"), "nginx:latest");
+        assert_eq!(image_ref("nginx:1.27"), "nginx:1.27");
+        assert_eq!(image_ref("localhost:5000/app"), "localhost:5000/app:latest");
+        assert_eq!(image_ref("ghcr.io/a/b:dev"), "ghcr.io/a/b:dev");
+        assert_eq!(image_ref("app@sha256:abc"), "app@sha256:abc");
     }
 
     #[test]

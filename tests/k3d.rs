@@ -420,6 +420,18 @@ fn a_cluster_gone_outside_mara_is_cleaned_up_after_and_the_way_back_is_said() {
     assert!(output.status.success(), "{}", common::stdout(&output));
     // A Docker reset: the cluster is gone, the records and the user's kubeconfig are not.
     std::fs::remove_dir_all(local.root().join("k3d-clusters/mara-dev")).unwrap();
+    // The way back names the stack it was asked about.
+    let output = run(&["-s", "dev", "cluster", "status"]);
+    let out = common::stdout(&output);
+    assert!(
+        out.starts_with("Cluster mara-dev of stack dev: not created\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("9 projects are recorded as deployed on it")
+            && out.contains("`mara -s dev cluster start`, then `PULUMI_K8S_DELETE_UNREACHABLE=true mara -s dev refresh --yes`"),
+        "{out}"
+    );
 
     let output = run(&["cluster", "delete"]);
     assert!(output.status.success(), "{}", common::stderr(&output));
@@ -428,7 +440,7 @@ fn a_cluster_gone_outside_mara_is_cleaned_up_after_and_the_way_back_is_said() {
     Cluster mara-dev of stack dev does not exist: nothing to delete.
     Removed the stack's entries from <root>/home/.kube/config
     Removed .mara/kube/dev.yaml
-    9 projects are recorded as deployed on it (infrastructure/kubeconfig, kubernetes/applications/sirius, kubernetes/certmgr, kubernetes/logagent, kubernetes/logstore, kubernetes/nginx/ingress-controller-repo-only, kubernetes/observability, kubernetes/prometheus, kubernetes/secrets): their state still describes objects that went with it. To deploy them again: `mara cluster start`, then `mara refresh --yes` (it drops what is gone from their state), then `mara up`.
+    9 projects are recorded as deployed on it (infrastructure/kubeconfig, kubernetes/applications/sirius, kubernetes/certmgr, kubernetes/logagent, kubernetes/logstore, kubernetes/nginx/ingress-controller-repo-only, kubernetes/observability, kubernetes/prometheus, kubernetes/secrets): their state still describes objects that went with it. To deploy them again: `mara cluster start`, then `PULUMI_K8S_DELETE_UNREACHABLE=true mara refresh --yes` (Pulumi's Kubernetes provider then drops from their state what it cannot reach), then `mara up`.
     ");
     let user = std::fs::read_to_string(local.user_kubeconfig()).unwrap();
     assert!(
@@ -439,7 +451,7 @@ fn a_cluster_gone_outside_mara_is_cleaned_up_after_and_the_way_back_is_said() {
     let output = run(&["cluster", "start"]);
     assert!(output.status.success(), "{}", common::stderr(&output));
     assert!(
-        common::stdout(&output).ends_with("9 projects were deployed on the cluster before it went (infrastructure/kubeconfig, kubernetes/applications/sirius, kubernetes/certmgr, kubernetes/logagent, kubernetes/logstore, kubernetes/nginx/ingress-controller-repo-only, kubernetes/observability, kubernetes/prometheus, kubernetes/secrets): their state still describes objects that went with it. To deploy them again: `mara refresh --yes` (it drops what is gone from their state), then `mara up`.\n"),
+        common::stdout(&output).ends_with("9 projects were deployed on the cluster before it went (infrastructure/kubeconfig, kubernetes/applications/sirius, kubernetes/certmgr, kubernetes/logagent, kubernetes/logstore, kubernetes/nginx/ingress-controller-repo-only, kubernetes/observability, kubernetes/prometheus, kubernetes/secrets): their state still describes objects that went with it. To deploy them again: `PULUMI_K8S_DELETE_UNREACHABLE=true mara refresh --yes` (Pulumi's Kubernetes provider then drops from their state what it cannot reach), then `mara up`.\n"),
         "{}",
         common::stdout(&output)
     );
@@ -460,6 +472,18 @@ fn a_stack_name_k3d_would_refuse_is_told_before_k3d_is_asked() {
               hint: the cluster is `mara-<stack>`: use a stack name of letters, digits and `-`, at most 27 characters
             ");
         }
+    }
+    for args in [
+        &["-s", "my_stack", "validate"][..],
+        &["-s", "my_stack", "up", "--yes"],
+    ] {
+        let output = local.mara().args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(3), "{args:?}");
+        let said = common::stdout(&output) + &common::stderr(&output);
+        assert!(
+            said.contains("stack `my_stack` cannot have a local cluster: k3d takes a host name"),
+            "{said}"
+        );
     }
     assert!(local.k3d_calls().is_empty());
 }
@@ -527,6 +551,21 @@ fn images_are_imported_recorded_and_updated_when_their_local_image_changes() {
       hint: build it, or `docker pull missing:latest`, then import it
     ");
     assert_eq!(local.k3d_calls_from(calls), ["cluster list -o json"]);
+
+    // `redis` is `redis:latest`: named twice, imported once.
+    local.docker_has("nginx:1.27 sha256:aaaaaaaaaaaa1111\nsirius/frontend:dev sha256:bbbbbbbbbbbb2222\nredis:latest sha256:eeeeeeeeeeee5555\n");
+    let output = run(&["images", "import", "redis", "redis:latest"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(
+        local.k3d_calls().last().unwrap(),
+        "image import redis:latest --cluster mara-dev"
+    );
+    let output = run(&["images", "forget", "redis"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    local.docker_has(
+        "nginx:1.27 sha256:aaaaaaaaaaaa1111\nsirius/frontend:dev sha256:bbbbbbbbbbbb2222\n",
+    );
+    std::fs::write(local.root().join("k3d-clusters/mara-dev/images"), "").unwrap();
 
     let output = run(&["images", "import", "nginx:1.27", "sirius/frontend:dev"]);
     assert!(output.status.success(), "{}", common::stderr(&output));

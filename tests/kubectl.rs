@@ -355,6 +355,15 @@ fn a_kubeconfig_that_is_not_there_stops_an_up_and_leaves_the_manifests_untouched
     error: bootstrap/namespaces: the kubectl engine reaches the cluster through the kubeconfig the configuration names (kubernetes:kubeconfig), cluster.yaml, which does not exist
       hint: point kubernetes:kubeconfig at the cluster's kubeconfig file
     ");
+    // A preview waits for the cluster: its changes are not known, and --expect-no-changes fails.
+    let (code, report) =
+        common::json_report(ws.mara_stand_in(), &["preview", "--expect-no-changes"]);
+    assert_eq!(code, 4, "{report:#}");
+    assert_eq!(project(&report, "bootstrap/app")["status"], "waiting");
+    assert_eq!(
+        project(&report, "bootstrap/app")["reason"],
+        "the kubeconfig of its cluster, cluster.yaml, does not exist: waits for its cluster (not previewed)"
+    );
     // Destroy and refresh (a cluster gone already): nothing to reach, nothing touched, no error.
     for operation in ["destroy", "refresh"] {
         let (code, report) = common::json_report(ws.mara_stand_in(), &[operation, "--yes"]);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::cli::{DestroyArgs, LogOrderArg, RunArgs, RunCommand, SelectionArgs};
-use crate::cluster::{self, Cluster, State};
+use crate::cluster::{self, CLUSTER_PROJECT, Cluster, State};
 use crate::configure;
 use crate::deployment::StackFiles;
 use crate::error::{Error, Problem, Result, plural};
@@ -22,11 +22,10 @@ use crate::ui;
 use crate::workspace::Workspace;
 use crate::workspace::stack::ResolvedStack;
 
-/// The k3d provider's project that makes the cluster (providers/k3d.toml).
-const CLUSTER_PROJECT: &str = "infrastructure/k3d";
-
 /// What the commands need: the stack's files, the stack, and the environment of its tools.
 struct Target {
+    /// How this invocation is typed again (`Settings::again`), for the commands hints name.
+    invocation: Settings,
     files: StackFiles,
     workspace: Workspace,
     stack: ResolvedStack,
@@ -41,6 +40,7 @@ fn target(settings: &Settings) -> Result<Target> {
     crate::ledger::keep_from_engines(&files.workspace, &mut env);
     configure::strip_secret_variables(&mut env);
     Ok(Target {
+        invocation: settings.clone(),
         workspace: files.workspace.clone(),
         config: files.config.clone(),
         files,
@@ -90,10 +90,17 @@ fn stack_kubeconfig(target: &Target) -> Result<(PathBuf, Option<String>)> {
             target.stack.name
         ))
         .hint(format!(
-            "`mara up` writes {} when the stack's cluster is up",
+            "`{}` writes {} when the stack's cluster is up",
+            target.again("up"),
             target.workspace.display(&written).display()
         )),
     ))
+}
+
+impl Target {
+    fn again(&self, args: &str) -> String {
+        self.invocation.again(args)
+    }
 }
 
 /// A stack of the k3d provider (or one that extends it), with its cluster's name.
@@ -131,7 +138,7 @@ fn local(settings: &Settings, command: &str) -> Result<Local> {
                 "stack `{}` cannot have a local cluster: {problem}",
                 target.stack.name
             ))
-            .hint("the cluster is `mara-<stack>`: use a stack name of letters, digits and `-`, at most 27 characters"),
+            .hint(cluster::NAME_HINT),
         ));
     }
     let has_cluster_project = deployment.graph.find(CLUSTER_PROJECT).is_ok();
@@ -172,14 +179,20 @@ impl Local {
                     self.name,
                     cluster.state().as_str()
                 ))
-                .hint("`mara cluster start` starts it"),
+                .hint(format!(
+                    "`{}` starts it",
+                    self.target.again("cluster start")
+                )),
             )),
             None => Err(Error::config(
                 Problem::new(format!(
                     "cluster {} of stack `{stack}` does not exist",
                     self.name
                 ))
-                .hint("`mara cluster start` creates it"),
+                .hint(format!(
+                    "`{}` creates it",
+                    self.target.again("cluster start")
+                )),
             )),
         }
     }
@@ -211,8 +224,9 @@ pub fn start(settings: &Settings) -> Result<()> {
         Some(State::Running) if !written.is_file() && local.has_cluster_project => {
             if settings.output == OutputFormat::Human {
                 ui::print(&format!(
-                    "Cluster {} of stack {stack} is running, but its kubeconfig is not written: writing it (mara up --only {CLUSTER_PROJECT}).\n",
-                    local.name
+                    "Cluster {} of stack {stack} is running, but its kubeconfig is not written: writing it ({}).\n",
+                    local.name,
+                    local.target.again(&format!("up --only {CLUSTER_PROJECT}"))
                 ))?;
             }
             crate::commands::run::run(
@@ -245,8 +259,9 @@ pub fn start(settings: &Settings) -> Result<()> {
             }
             if settings.output == OutputFormat::Human {
                 ui::print(&format!(
-                    "Cluster {} of stack {stack} does not exist: creating it (mara up --only {CLUSTER_PROJECT}).\n",
-                    local.name
+                    "Cluster {} of stack {stack} does not exist: creating it ({}).\n",
+                    local.name,
+                    local.target.again(&format!("up --only {CLUSTER_PROJECT}"))
                 ))?;
             }
             let stale = deployed_on_cluster(settings, &local)?;
@@ -258,6 +273,7 @@ pub fn start(settings: &Settings) -> Result<()> {
                 ui::print(&format!(
                     "{}\n",
                     went_with_the_cluster(
+                        &local,
                         &stale,
                         "were deployed on the cluster before it went",
                         true
@@ -287,19 +303,22 @@ fn deployed_on_cluster(settings: &Settings, local: &Local) -> Result<Vec<String>
 
 /// What is left of projects deployed on a cluster that is gone, and how to recover (`made`: the
 /// cluster was just made again).
-fn went_with_the_cluster(projects: &[String], what: &str, made: bool) -> String {
+fn went_with_the_cluster(local: &Local, projects: &[String], what: &str, made: bool) -> String {
     let n = projects.len();
+    let again = |args: &str| local.target.again(args);
     let start = match made {
-        true => "",
-        false => "`mara cluster start`, then ",
+        true => String::new(),
+        false => format!("`{}`, then ", again("cluster start")),
     };
     format!(
-        "{n} {} {what} ({}): {} state still describes objects that went with it. To deploy {} again: {start}`mara refresh --yes` (it drops what is gone from {} state), then `mara up`.",
+        "{n} {} {what} ({}): {} state still describes objects that went with it. To deploy {} again: {start}`PULUMI_K8S_DELETE_UNREACHABLE=true {}` (Pulumi's Kubernetes provider then drops from {} state what it cannot reach), then `{}`.",
         plural(n, "project", "projects"),
         projects.join(", "),
         plural(n, "its", "their"),
         plural(n, "it", "them"),
+        again("refresh --yes"),
         plural(n, "its", "their"),
+        again("up"),
     )
 }
 
@@ -426,6 +445,7 @@ fn gone(settings: &Settings, local: &Local) -> Result<()> {
     if !stale.is_empty() {
         text.push('\n');
         text.push_str(&went_with_the_cluster(
+            local,
             &stale,
             "are recorded as deployed on it",
             false,
@@ -506,12 +526,14 @@ pub fn status(settings: &Settings) -> Result<()> {
     match exists {
         true => text.push_str(&format!("Kubeconfig: {} ({context})\n", shown.display())),
         false if state == State::Missing => text.push_str(&format!(
-            "Kubeconfig: none yet (`mara cluster start` creates the cluster and writes {})\n",
+            "Kubeconfig: none yet (`{}` creates the cluster and writes {})\n",
+            local.target.again("cluster start"),
             shown.display()
         )),
         false => text.push_str(&format!(
-            "Kubeconfig: {} does not exist (`mara up --only {CLUSTER_PROJECT}` writes it)\n",
-            shown.display()
+            "Kubeconfig: {} does not exist (`{}` writes it)\n",
+            shown.display(),
+            local.target.again(&format!("up --only {CLUSTER_PROJECT}"))
         )),
     }
     if let Some(merged) = merged {
@@ -520,6 +542,18 @@ pub fn status(settings: &Settings) -> Result<()> {
             merged.target.display(),
             merged.context.as_deref().unwrap_or("none")
         ));
+    }
+    if state == State::Missing {
+        let stale = deployed_on_cluster(settings, &local)?;
+        if !stale.is_empty() {
+            text.push_str(&went_with_the_cluster(
+                &local,
+                &stale,
+                "are recorded as deployed on it",
+                false,
+            ));
+            text.push('\n');
+        }
     }
     ui::print(&text)
 }
@@ -579,7 +613,8 @@ pub fn import_images(settings: &Settings, images: Vec<String>) -> Result<()> {
     let cluster = local.running_cluster()?;
     let mut seen = std::collections::BTreeSet::new();
     let images: Vec<String> = images
-        .into_iter()
+        .iter()
+        .map(|image| cluster::image_ref(image))
         .filter(|image| seen.insert(image.clone()))
         .collect();
     let ids = images
@@ -602,8 +637,9 @@ pub fn import_images(settings: &Settings, images: Vec<String>) -> Result<()> {
     local.say(
         settings,
         format!(
-            "{}\n`mara images update` imports {} again when {} local image changes.",
+            "{}\n`{}` imports {} again when {} local image changes.",
             lines.join("\n"),
+            local.target.again("images update"),
             plural(records.len(), "it", "them"),
             plural(records.len(), "its", "their"),
         ),
@@ -623,8 +659,9 @@ pub fn update_images(settings: &Settings) -> Result<()> {
         return local.say(
             settings,
             format!(
-                "No image has been imported into cluster {} yet: `mara images import IMAGE…` imports one.",
-                local.name
+                "No image has been imported into cluster {} yet: `{}` imports one.",
+                local.name,
+                local.target.again("images import IMAGE…")
             ),
             json!({"cluster": local.name, "current": [], "imported": [], "missing": []}),
         );
@@ -669,7 +706,8 @@ pub fn update_images(settings: &Settings) -> Result<()> {
                 "Not in the local Docker any more: {image} (the cluster keeps the one it has)"
             ),
             false => format!(
-                "Not in the local Docker any more: {image}, nor in the cluster, made again since (`mara images forget {image}` stops asking)"
+                "Not in the local Docker any more: {image}, nor in the cluster, made again since (`{}` stops asking)",
+                local.target.again(&format!("images forget {image}"))
             ),
         });
     }
@@ -716,6 +754,7 @@ pub fn list_images(settings: &Settings) -> Result<()> {
 /// has. An image not recorded is an error (exit 3), and nothing is forgotten then.
 pub fn forget_images(settings: &Settings, images: Vec<String>) -> Result<()> {
     let local = local(settings, "images forget")?;
+    let images: Vec<String> = images.iter().map(|i| cluster::image_ref(i)).collect();
     let recorded: Vec<String> = recorded_images(settings, &local)?
         .into_iter()
         .map(|r| r.image)
@@ -738,8 +777,9 @@ pub fn forget_images(settings: &Settings, images: Vec<String>) -> Result<()> {
     local.say(
         settings,
         format!(
-            "Forgot {forgotten} {}: `mara images update` no longer imports {}.",
+            "Forgot {forgotten} {}: `{}` no longer imports {}.",
             plural(forgotten, "image", "images"),
+            local.target.again("images update"),
             plural(forgotten, "it", "them")
         ),
         json!({"cluster": local.name, "forgotten": images}),

@@ -208,6 +208,9 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
         return report;
     };
     checks::projects(checks, workspace, plan);
+    if let Some(stack) = &files.stack {
+        checks::local_cluster(checks, provider, plan, &stack.name);
+    }
     match (&files.stack, config) {
         (Some(stack), Some(config)) => {
             let stored = files.secrets_config(stack);

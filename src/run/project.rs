@@ -435,6 +435,14 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         (Some(reason), _) => Some(Outcome::Skipped {
             reason: reason.clone(),
         }),
+        // A preview that cannot reach what it would change (manifests whose cluster is not up)
+        // waits: its changes are not known, and `--expect-no-changes` must not pass on them.
+        (None, Some(reason)) if prepared.job.operation == Operation::Preview => {
+            Some(Outcome::Waits {
+                on: Vec::new(),
+                reason: reason.clone(),
+            })
+        }
         (None, Some(reason)) => Some(Outcome::Absent {
             reason: reason.clone(),
         }),

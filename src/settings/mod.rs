@@ -57,6 +57,27 @@ pub struct Terminals {
 }
 
 impl Settings {
+    /// `mara ARGS` as the user would type it again: with the `-C`, `--stack` and `--provider`
+    /// given to this invocation, so that a hint's command acts on the same stack.
+    pub fn again(&self, args: &str) -> String {
+        let quote = crate::engine::shell_quote;
+        let mut words = vec!["mara".to_string()];
+        if self.start_dir != std::path::Path::new(".") {
+            words.push(format!(
+                "-C {}",
+                quote(&self.start_dir.display().to_string())
+            ));
+        }
+        if let Some(stack) = &self.stack {
+            words.push(format!("-s {}", quote(stack)));
+        }
+        if let Some((provider, ProviderSource::Flag)) = &self.provider {
+            words.push(format!("-p {}", quote(provider)));
+        }
+        words.push(args.to_string());
+        words.join(" ")
+    }
+
     pub fn resolve(
         global: GlobalArgs,
         env: BTreeMap<String, String>,

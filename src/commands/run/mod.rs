@@ -231,6 +231,36 @@ fn execute(
         .unwrap_or_default();
     // `destroy` and `refresh` never create a stack: the projects without it are not touched, and
     // when none has it, nothing runs.
+    // Manifests whose cluster cannot be reached through any kubeconfig (destroyed already, or
+    // never made) are not touched either.
+    let unreachable_manifests = |absent: &mut BTreeMap<usize, String>, operation: Operation| {
+        let kubeconfig = crate::workspace::kubeconfig::choose(
+            &files.workspace,
+            &stack.name,
+            config.config(),
+            &settings.env,
+        );
+        if kubeconfig.file.is_file() {
+            return;
+        }
+        let shown = files
+            .workspace
+            .display(&kubeconfig.file)
+            .display()
+            .to_string();
+        let not = match operation {
+            Operation::Preview => "waits for its cluster (not previewed)",
+            _ => "not touched",
+        };
+        for &i in selected.order() {
+            let engine = (deployment.graph.project(i)).engine_or(files.workspace.settings.engine);
+            if engine == crate::engine::EngineKind::Kubectl {
+                absent.entry(i).or_insert_with(|| {
+                    format!("the kubeconfig of its cluster, {shown}, does not exist: {not}")
+                });
+            }
+        }
+    };
     let absent = match run.operation {
         Operation::Destroy | Operation::Refresh if !run.dry_run => {
             let mut env = with_secrets.clone();
@@ -257,32 +287,13 @@ fn execute(
                 .into_iter()
                 .map(|i| (i, reason.clone()))
                 .collect();
-            // Manifests whose cluster cannot be reached through any kubeconfig (destroyed
-            // already, or never made) are not touched either.
-            let kubeconfig = crate::workspace::kubeconfig::choose(
-                &files.workspace,
-                &stack.name,
-                config.config(),
-                &settings.env,
-            );
-            if !kubeconfig.file.is_file() {
-                let shown = files
-                    .workspace
-                    .display(&kubeconfig.file)
-                    .display()
-                    .to_string();
-                for &i in selected.order() {
-                    let engine = deployment
-                        .graph
-                        .project(i)
-                        .engine_or(files.workspace.settings.engine);
-                    if engine == crate::engine::EngineKind::Kubectl {
-                        absent.entry(i).or_insert_with(|| {
-                            format!("the kubeconfig of its cluster, {shown}, does not exist: not touched")
-                        });
-                    }
-                }
-            }
+            unreachable_manifests(&mut absent, run.operation);
+            absent
+        }
+        // A preview of manifests whose cluster is not up has nothing to compare with.
+        Operation::Preview if !run.dry_run => {
+            let mut absent = BTreeMap::new();
+            unreachable_manifests(&mut absent, run.operation);
             absent
         }
         _ => BTreeMap::new(),

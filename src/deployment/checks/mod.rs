@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-pub use projects::{preflight, projects};
+pub use projects::{local_cluster, preflight, projects};
 pub use tools::tools;
 
 use crate::configure::{self, Needs};
@@ -199,6 +199,7 @@ impl RunChecks<'_> {
             );
         }
         preflight(&mut found, workspace, self.selected, stores_secrets);
+        local_cluster(&mut found, provider, self.selected, self.stack);
         // Destroy and refresh leave such projects untouched (`absent`); a preview waits.
         if operation == crate::engine::Operation::Up && !self.joined {
             projects::kubeconfig_for_kubectl(

@@ -330,6 +330,31 @@ pub fn kubeconfig_for_kubectl(
     );
 }
 
+/// A stack of the k3d provider (or one extending it) whose cluster project runs: the cluster's
+/// name, `mara-<stack>`, must be one k3d takes.
+pub fn local_cluster(
+    checks: &mut Checks,
+    provider: &crate::provider::Provider,
+    plan: &Plan<'_>,
+    stack: &crate::workspace::stack::StackName,
+) {
+    let is_k3d = provider.name == "k3d" || provider.extends.iter().any(|p| p == "k3d");
+    let makes_it = plan
+        .graph
+        .find(crate::cluster::CLUSTER_PROJECT)
+        .is_ok_and(|i| plan.contains(i));
+    if !is_k3d || !makes_it {
+        return;
+    }
+    if let Some(problem) = crate::cluster::name_problem(&crate::cluster::name(stack.as_str())) {
+        checks.fail(
+            "stack",
+            format!("stack `{stack}` cannot have a local cluster: {problem}"),
+            Some(crate::cluster::NAME_HINT.into()),
+        );
+    }
+}
+
 /// A kubectl project of manifest files with a kustomization below them.
 fn nested_kustomization(path: &str, workspace: &Workspace, dir: &Path) -> String {
     let file = kubectl::nested_kustomization(dir).unwrap_or_default();
