@@ -612,3 +612,39 @@ fn a_run_holds_what_it_was_opened_with_until_its_jobs_end() {
     let runs: Value = serde_json::from_str(&history).unwrap();
     assert_eq!(runs[0]["status"], "succeeded", "{runs:#}");
 }
+
+#[test]
+fn a_github_workflow_github_would_not_run_is_refused() {
+    let mut provider = String::from("description = \"Many\"\ninfra_type = \"many\"\n");
+    for i in 0..255 {
+        provider.push_str(&format!(
+            "\n[[project]]\npath = \"p{i:03}\"\nup = \"true\"\ndestroy = \"true\"\n"
+        ));
+    }
+    let ws = common::Workspace::new(&[
+        ("mara.toml", "provider = \"many\"\n"),
+        ("providers/many.toml", &provider),
+        (
+            "config/pulumi/environment",
+            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=s3://bucket\n",
+        ),
+    ]);
+    let output = ws
+        .mara()
+        .args(["ci", "generate", "github", "--file", "deploy.yml"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    insta::assert_snapshot!(common::stderr(&output), @r"
+    error: a GitHub workflow runs at most 256 jobs, and this one would have 257 (255 projects, and the jobs that open and close the run)
+      hint: split the deployment: one workflow per selection (--only, --skip, --from), or use GitLab
+    ");
+    assert!(!ws.path().join("deploy.yml").exists());
+    // GitLab has no such limit.
+    let output = ws
+        .mara()
+        .args(["ci", "generate", "gitlab", "--file", "deploy.yml"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+}

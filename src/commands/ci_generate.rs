@@ -28,6 +28,12 @@ const RESERVED: &[&str] = &[
 ];
 
 /// What the pipeline runs, and where every project job comes in.
+/// The most jobs GitHub Actions runs in one workflow run.
+const GITHUB_MAX_JOBS: usize = 256;
+
+/// The largest workflow file GitHub Actions starts a run of.
+const GITHUB_MAX_FILE: usize = 500 * 1024;
+
 struct Pipeline {
     system: CiSystem,
     operation: CiOperation,
@@ -79,6 +85,17 @@ pub fn generate(
         stack.name.as_str(),
         flags,
     );
+    // GitHub runs at most 256 jobs per workflow run: the projects, and the open and close jobs.
+    if system == CiSystem::Github && pipeline.jobs.len() + 2 > GITHUB_MAX_JOBS {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "a GitHub workflow runs at most {GITHUB_MAX_JOBS} jobs, and this one would have {} ({} projects, and the jobs that open and close the run)",
+                pipeline.jobs.len() + 2,
+                pipeline.jobs.len()
+            ))
+            .hint("split the deployment: one workflow per selection (--only, --skip, --from), or use GitLab"),
+        ));
+    }
     pipeline.workspace_dir = workspace_dir;
     pipeline.setup = setup;
     pipeline.file = file.clone();
@@ -86,6 +103,15 @@ pub fn generate(
         CiSystem::Github => github(&pipeline),
         CiSystem::Gitlab => gitlab(&pipeline),
     };
+    if system == CiSystem::Github && text.len() > GITHUB_MAX_FILE {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "GitHub starts no run of a workflow file over 500 KB, and this one would be {} KB",
+                text.len().div_ceil(1024)
+            ))
+            .hint("split the deployment: one workflow per selection (--only, --skip, --from)"),
+        ));
+    }
     // A file named on the command line is where mara runs, as `--report` is (`-C` names the
     // workspace, not the file); the default one is in the repository's root, where CI looks.
     let here = std::env::current_dir().map_err(|e| Error::read(std::path::Path::new("."), e))?;
