@@ -648,3 +648,38 @@ fn a_github_workflow_github_would_not_run_is_refused() {
         .unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));
 }
+
+#[test]
+fn terraform_s_local_state_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    common::copy_example(&common::example("terraform-local"), dir.path());
+    let open = || {
+        common::mara(dir.path())
+            .env("HOME", dir.path().join("home"))
+            // Never reached: the state is checked first.
+            .env("MARA_LEDGER_URL", "postgres://mara@127.0.0.1:1/nowhere")
+            .args(["ci", "open", "--run", "r1"])
+            .output()
+            .unwrap()
+    };
+    let output = open();
+    assert_eq!(output.status.code(), Some(3));
+    insta::assert_snapshot!(common::stderr(&output), @r#"
+    error: network, app keep Terraform's state locally (no backend, or `backend "local"`): each CI runner would have a copy of its own, and no job would see what the others deployed
+      hint: a fanned-out run needs shared state: a `backend` block (s3, gcs, azurerm, http, …) or a `cloud` block in each module
+    "#);
+    // A module with a backend of its own passes this check (and goes on to the server).
+    for module in ["network", "app"] {
+        std::fs::write(
+            dir.path().join(module).join("backend.tf"),
+            "terraform {\n  backend \"s3\" {}\n}\n",
+        )
+        .unwrap();
+    }
+    let output = open();
+    assert!(
+        !common::stderr(&output).contains("Terraform's state locally"),
+        "{}",
+        common::stderr(&output)
+    );
+}

@@ -151,6 +151,35 @@ fn execute(
             ));
         }
     }
+    // Terraform modules likewise: local state (no backend, or `backend "local"`) is a file on
+    // each runner.
+    if run.open.is_some() {
+        let workspace = &files.workspace;
+        let local: Vec<&str> = (selected.order().iter())
+            .map(|&i| deployment.graph.project(i))
+            .filter(|p| {
+                matches!(
+                    p.engine_or(workspace.settings.engine),
+                    crate::engine::EngineKind::Terraform | crate::engine::EngineKind::Tofu
+                )
+            })
+            .filter(|p| {
+                let backend = crate::engine::terraform::backend(&workspace.project_dir(&p.path));
+                backend.is_none_or(|b| b == "local")
+            })
+            .map(|p| p.path.as_str())
+            .collect();
+        if !local.is_empty() {
+            return Err(Error::config(
+                Problem::new(format!(
+                    "{} keep{} Terraform's state locally (no backend, or `backend \"local\"`): each CI runner would have a copy of its own, and no job would see what the others deployed",
+                    local.join(", "),
+                    if local.len() == 1 { "s" } else { "" }
+                ))
+                .hint("a fanned-out run needs shared state: a `backend` block (s3, gcs, azurerm, http, …) or a `cloud` block in each module"),
+            ));
+        }
+    }
     // `ci open` again (a retried job): the run is open already, or was closed.
     if let Some(open) = &run.open
         && let Some(found) = ledger
