@@ -389,4 +389,12 @@ fn the_help_is_stable() {
         .output()
         .unwrap();
     insta::assert_snapshot!("help_show_execution", stdout(&output));
+    for (command, name) in [
+        (["cluster", "--help"], "help_cluster"),
+        (["images", "--help"], "help_images"),
+    ] {
+        let output = ws.mara().args(command).output().unwrap();
+        assert!(output.status.success());
+        insta::assert_snapshot!(name, stdout(&output));
+    }
 }
