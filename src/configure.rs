@@ -101,6 +101,7 @@ impl Needs<'_> {
 pub fn needs<'p>(
     provider: &'p Provider,
     plan: &Plan<'p>,
+    secrets_project: &str,
     config: &StackConfigFile,
     stored: &StackConfigFile,
 ) -> Needs<'p> {
@@ -109,7 +110,7 @@ pub fn needs<'p>(
     } else {
         Vec::new()
     };
-    let secrets = secrets_of(plan)
+    let secrets = secrets_of(plan, secrets_project)
         .into_iter()
         .filter(|s| {
             let path = ConfigPath::parse(&s.key).unwrap_or_else(|_| ConfigPath::literal(&s.key));
@@ -124,11 +125,20 @@ pub fn needs<'p>(
     }
 }
 
-/// Every secret the selected projects declare, once each, in execution order.
-pub fn secrets_of<'p>(plan: &Plan<'p>) -> Vec<&'p SecretSpec> {
+/// Every secret the selected projects declare, once each, in execution order — and, when the
+/// selection holds the secrets project, every secret of the whole graph: that project's program
+/// reads them all from its own configuration, so it is deployed with them stored (a run on one
+/// machine stores them once; a CI job, on a runner of its own, stores them there).
+pub fn secrets_of<'p>(plan: &Plan<'p>, secrets_project: &str) -> Vec<&'p SecretSpec> {
+    let graph = plan.graph;
+    let whole = graph.find(secrets_project).is_ok_and(|i| plan.contains(i));
+    let order: Vec<usize> = match whole {
+        true => graph.order().to_vec(),
+        false => plan.order().to_vec(),
+    };
     let mut secrets: Vec<&SecretSpec> = Vec::new();
-    for &i in plan.order() {
-        for secret in &plan.graph.project(i).secrets {
+    for &i in &order {
+        for secret in &graph.project(i).secrets {
             if !secrets.iter().any(|s| s.key == secret.key) {
                 secrets.push(secret);
             }

@@ -851,3 +851,63 @@ fn typed_nested_configuration() {
         "{err}"
     );
 }
+
+#[test]
+fn the_secrets_project_alone_is_deployed_with_every_secret_stored() {
+    // What it follows needs no secret: deployed alone, it asks for none.
+    let case = Case::new(false);
+    let output = case
+        .mara()
+        .args([
+            "up",
+            "--yes",
+            "--only",
+            "infrastructure/kubeconfig",
+            "--with-dependencies",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    // The secrets project reads every project's secrets from its own configuration: deployed
+    // alone (as a CI job of a fanned-out run is, on a runner of its own), it needs them all.
+    let calls = case.calls().len();
+    let output = case
+        .mara()
+        .args(["up", "--yes", "--only", "kubernetes/secrets"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let err = common::stderr(&output);
+    for (key, _) in SECRETS {
+        assert!(err.contains(key), "{key} missing from:\n{err}");
+    }
+    assert_eq!(case.calls().len(), calls, "no engine call before the error");
+
+    let mut cmd = case.mara();
+    cmd.args(["up", "--yes", "--only", "kubernetes/secrets"]);
+    for (key, value) in SECRETS {
+        cmd.env(key, value);
+    }
+    let output = cmd.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        common::stdout(&output),
+        common::stderr(&output)
+    );
+    assert_eq!(
+        case.pulumi(
+            "kubernetes/secrets",
+            &[
+                "--non-interactive",
+                "config",
+                "get",
+                "sirius:ledger_pwd",
+                "--stack",
+                "dev"
+            ]
+        )
+        .trim(),
+        SECRETS[2].1
+    );
+}

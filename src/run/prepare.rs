@@ -63,7 +63,14 @@ impl Stack<'_> {
     ) -> Result<(StackConfigFile, Secrets)> {
         let files = &self.deployment.files;
         let provider = &self.deployment.provider;
-        let needs = configure::needs(provider, self.selected, self.config, self.stored);
+        let secrets_project = &files.workspace.settings.secrets_project;
+        let needs = configure::needs(
+            provider,
+            self.selected,
+            secrets_project,
+            self.config,
+            self.stored,
+        );
         let interactive = prompter.is_some();
         let answers = match prompter {
             _ if needs.is_empty() => Answers::default(),

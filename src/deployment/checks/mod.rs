@@ -183,7 +183,9 @@ impl RunChecks<'_> {
                 .iter()
                 .any(|c| c.kind == ConfigKind::Secret && !configure::supplied_by_env(c, self.env));
         let stores_secrets = operation == crate::engine::Operation::Up
-            && (asks_tokens || !configure::secrets_of(self.selected).is_empty());
+            && (asks_tokens
+                || !configure::secrets_of(self.selected, &workspace.settings.secrets_project)
+                    .is_empty());
         let secrets_project = &workspace.settings.secrets_project;
         if operation == crate::engine::Operation::Up
             && asks_tokens
@@ -624,12 +626,12 @@ pub fn secrets(
     env: &BTreeMap<String, String>,
     interactive: bool,
 ) {
-    let wanted = configure::secrets_of(plan).len();
+    let secrets_project = &workspace.settings.secrets_project;
+    let wanted = configure::secrets_of(plan, secrets_project).len();
     if wanted == 0 {
         checks.pass("secrets", "none needed by the selected projects");
         return;
     }
-    let secrets_project = &workspace.settings.secrets_project;
     if !provider.projects.iter().any(|p| &p.path == secrets_project) {
         checks.fail(
             "secrets",
@@ -640,7 +642,7 @@ pub fn secrets(
     }
     let Needs {
         secrets: missing, ..
-    } = configure::needs(provider, plan, stored, stored);
+    } = configure::needs(provider, plan, secrets_project, stored, stored);
     let shown = workspace
         .display(&workspace.secrets_config_file(stack))
         .display()
