@@ -143,29 +143,17 @@ pub struct InitStamp {
 
 /// Whether a failed step says the module's working directory needs `init` (a module or a
 /// provider not installed, a backend changed); Terraform and OpenTofu both say to run it.
-/// Where a root module in `dir` keeps its state, as its `.tf` files declare it: `None` when they
-/// name no backend (Terraform's local state, `terraform.tfstate.d/` in the directory), else the
-/// backend's type (`s3`, `local`, …; `cloud` for a `cloud` block). Comments are not parsed: a
-/// commented-out backend reads as one.
-pub fn backend(dir: &Path) -> Option<String> {
-    let entries = std::fs::read_dir(dir).ok()?;
-    let mut files: Vec<std::path::PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "tf"))
-        .collect();
-    files.sort();
-    files.iter().find_map(|file| {
-        let text = std::fs::read_to_string(file).ok()?;
-        text.lines().find_map(|line| {
-            let line = line.trim_start();
-            if let Some(rest) = line.strip_prefix("backend") {
-                let kind = rest.trim_start().strip_prefix('"')?.split('"').next()?;
-                return Some(kind.to_string());
-            }
-            let rest = line.strip_prefix("cloud")?.trim_start();
-            rest.starts_with('{').then(|| "cloud".to_string())
-        })
+/// The backend a root module's `.tf` file declares: its type (`s3`, `local`, …; `cloud` for a
+/// `cloud` block), or `None`. Comments are not parsed: a commented-out backend reads as one.
+pub fn backend_in(text: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let line = line.trim_start();
+        if let Some(rest) = line.strip_prefix("backend") {
+            let kind = rest.trim_start().strip_prefix('"')?.split('"').next()?;
+            return Some(kind.to_string());
+        }
+        let rest = line.strip_prefix("cloud")?.trim_start();
+        rest.starts_with('{').then(|| "cloud".to_string())
     })
 }
 
@@ -478,28 +466,13 @@ mod tests {
 
     #[test]
     fn a_module_s_backend_is_read_from_its_files() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("main.tf"), "resource \"null\" \"x\" {}\n").unwrap();
-        assert_eq!(backend(dir.path()), None);
-        std::fs::write(
-            dir.path().join("backend.tf"),
-            "terraform {\n  backend \"s3\" {\n    bucket = \"b\"\n  }\n}\n",
-        )
-        .unwrap();
-        assert_eq!(backend(dir.path()).as_deref(), Some("s3"));
-        std::fs::write(
-            dir.path().join("backend.tf"),
-            "terraform {\n  cloud {\n  }\n}\n",
-        )
-        .unwrap();
-        assert_eq!(backend(dir.path()).as_deref(), Some("cloud"));
-        std::fs::write(
-            dir.path().join("backend.tf"),
-            "terraform {\n  backend \"local\" {}\n}\n",
-        )
-        .unwrap();
-        assert_eq!(backend(dir.path()).as_deref(), Some("local"));
-        assert_eq!(backend(&dir.path().join("missing")), None);
+        assert_eq!(backend_in("resource \"null\" \"x\" {}\n"), None);
+        let s3 = "terraform {\n  backend \"s3\" {\n    bucket = \"b\"\n  }\n}\n";
+        assert_eq!(backend_in(s3).as_deref(), Some("s3"));
+        let cloud = "terraform {\n  cloud {\n  }\n}\n";
+        assert_eq!(backend_in(cloud).as_deref(), Some("cloud"));
+        let local = "terraform {\n  backend \"local\" {}\n}\n";
+        assert_eq!(backend_in(local).as_deref(), Some("local"));
     }
 
     #[test]

@@ -164,7 +164,8 @@ fn execute(
                 )
             })
             .filter(|p| {
-                let backend = crate::engine::terraform::backend(&workspace.project_dir(&p.path));
+                let dir = workspace.project_dir(&p.path);
+                let backend = crate::deployment::checks::terraform_backend(&dir);
                 backend.is_none_or(|b| b == "local")
             })
             .map(|p| p.path.as_str())

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-pub use projects::{local_cluster, preflight, projects};
+pub use projects::{local_cluster, preflight, projects, terraform_backend};
 pub use tools::tools;
 
 use crate::configure::{self, Needs};

@@ -399,6 +399,22 @@ fn no_directory(
 }
 
 /// How many Terraform files (`.tf`, `.tf.json`) `dir` holds.
+/// Where the root module in `dir` keeps its state, as its `.tf` files declare it: `None` when
+/// they name no backend (Terraform's local state), else the backend's type.
+pub fn terraform_backend(dir: &Path) -> Option<String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tf"))
+        .collect();
+    files.sort();
+    files.iter().find_map(|file| {
+        let text = crate::workspace::read_input(file).ok()?;
+        crate::engine::terraform::backend_in(&text)
+    })
+}
+
 fn terraform_files(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .map(|entries| {
