@@ -55,6 +55,16 @@ impl Case {
         String::from_utf8(output.stdout).unwrap()
     }
 
+    /// A secret as the secrets project stores it for stack `dev`.
+    fn stored(&self, key: &str) -> String {
+        self.pulumi(
+            "kubernetes/secrets",
+            &["--non-interactive", "config", "get", key, "--stack", "dev"],
+        )
+        .trim()
+        .to_string()
+    }
+
     /// The stand-in's log as it is written.
     fn calls_text(&self) -> String {
         std::fs::read_to_string(self.log()).unwrap_or_default()
@@ -222,21 +232,7 @@ fn without_a_terminal_one_error_lists_everything_missing_and_nothing_runs() {
     }
     let output = cmd.output().unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));
-    assert_eq!(
-        case.pulumi(
-            "kubernetes/secrets",
-            &[
-                "--non-interactive",
-                "config",
-                "get",
-                "prometheus:adminpass",
-                "--stack",
-                "dev"
-            ]
-        )
-        .trim(),
-        SECRETS[0].1
-    );
+    assert_eq!(case.stored("prometheus:adminpass"), SECRETS[0].1);
 }
 
 #[test]
@@ -895,19 +891,5 @@ fn the_secrets_project_alone_is_deployed_with_every_secret_stored() {
         common::stdout(&output),
         common::stderr(&output)
     );
-    assert_eq!(
-        case.pulumi(
-            "kubernetes/secrets",
-            &[
-                "--non-interactive",
-                "config",
-                "get",
-                "sirius:ledger_pwd",
-                "--stack",
-                "dev"
-            ]
-        )
-        .trim(),
-        SECRETS[2].1
-    );
+    assert_eq!(case.stored("sirius:ledger_pwd"), SECRETS[2].1);
 }

@@ -159,6 +159,20 @@ fn local(settings: &Settings, command: &str) -> Result<Local> {
 }
 
 impl Local {
+    /// The workspace's ledger, opened once however the command first needs it (to read, then
+    /// to write: one connection to a server).
+    fn ledger(&self, settings: &Settings) -> Result<ledger::Opener> {
+        Ok(ledger::Opener::new(ledger::place(
+            &self.target.workspace,
+            &settings.env,
+        )?))
+    }
+
+    /// A ledger's error, its paths shown from the workspace root.
+    fn within(&self, error: Error) -> Error {
+        error.relative_to(&self.target.workspace.root)
+    }
+
     /// The cluster as k3d lists it; `None` when it does not exist.
     fn cluster(&self) -> Result<Option<Cluster>> {
         let output = capture("k3d", &cluster::list_args(), &self.target.env)?;
@@ -221,19 +235,11 @@ pub fn start(settings: &Settings) -> Result<()> {
     match local.cluster()?.map(|c| c.state()) {
         // Running, but its kubeconfig never written (the cluster project's last `up` failed at
         // its hook, or the file was removed): the project's `up` writes it, or says why not.
-        Some(State::Running) if !written.is_file() && local.has_cluster_project => {
-            if settings.output == OutputFormat::Human {
-                ui::print(&format!(
-                    "Cluster {} of stack {stack} is running, but its kubeconfig is not written: writing it ({}).\n",
-                    local.name,
-                    local.target.again(&format!("up --only {CLUSTER_PROJECT}"))
-                ))?;
-            }
-            crate::commands::run::run(
-                settings,
-                RunCommand::Up(run_args(true, vec![CLUSTER_PROJECT.to_string()])),
-            )
-        }
+        Some(State::Running) if !written.is_file() && local.has_cluster_project => up_cluster(
+            settings,
+            &local,
+            "is running, but its kubeconfig is not written: writing it",
+        ),
         Some(State::Running) => local.say(
             settings,
             format!(
@@ -257,18 +263,8 @@ pub fn start(settings: &Settings) -> Result<()> {
                     local.name, local.provider
                 ))));
             }
-            if settings.output == OutputFormat::Human {
-                ui::print(&format!(
-                    "Cluster {} of stack {stack} does not exist: creating it ({}).\n",
-                    local.name,
-                    local.target.again(&format!("up --only {CLUSTER_PROJECT}"))
-                ))?;
-            }
             let stale = deployed_on_cluster(settings, &local)?;
-            crate::commands::run::run(
-                settings,
-                RunCommand::Up(run_args(true, vec![CLUSTER_PROJECT.to_string()])),
-            )?;
+            up_cluster(settings, &local, "does not exist: creating it")?;
             if !stale.is_empty() && settings.output == OutputFormat::Human {
                 ui::print(&format!(
                     "{}\n",
@@ -285,13 +281,29 @@ pub fn start(settings: &Settings) -> Result<()> {
     }
 }
 
+/// The cluster project's `up`, as a run of its own (recorded, its kubeconfig written and
+/// merged), after saying why (`doing`).
+fn up_cluster(settings: &Settings, local: &Local, doing: &str) -> Result<()> {
+    let up = format!("up --only {CLUSTER_PROJECT}");
+    if settings.output == OutputFormat::Human {
+        ui::print(&format!(
+            "Cluster {} of stack {} {doing} ({}).\n",
+            local.name,
+            local.target.stack.name,
+            local.target.again(&up)
+        ))?;
+    }
+    crate::commands::run::run(
+        settings,
+        RunCommand::Up(run_args(true, vec![CLUSTER_PROJECT.to_string()])),
+    )
+}
+
 /// The projects recorded as deployed on the stack, but the cluster's own: what a cluster that
 /// went outside mara took with it.
 fn deployed_on_cluster(settings: &Settings, local: &Local) -> Result<Vec<String>> {
-    let workspace = &local.target.workspace;
-    let place = ledger::place(workspace, &settings.env)?;
-    let Some(ledger) = ledger::open_existing(&place).map_err(|e| e.relative_to(&workspace.root))?
-    else {
+    let mut opener = local.ledger(settings)?;
+    let Some(ledger) = opener.existing().map_err(|e| local.within(e))? else {
         return Ok(Vec::new());
     };
     Ok(ledger
@@ -561,10 +573,8 @@ pub fn status(settings: &Settings) -> Result<()> {
 /// Refuses while a run of this machine holds the stack: stopping its cluster would pull it from
 /// under that run. (A run of another machine, on a team's ledger, deploys to its own cluster.)
 fn refuse_while_running(settings: &Settings, local: &Local, doing: &str) -> Result<()> {
-    let workspace = &local.target.workspace;
-    let place = ledger::place(workspace, &settings.env)?;
-    let Some(ledger) = ledger::open_existing(&place).map_err(|e| e.relative_to(&workspace.root))?
-    else {
+    let mut opener = local.ledger(settings)?;
+    let Some(ledger) = opener.existing().map_err(|e| local.within(e))? else {
         return Ok(());
     };
     let stack = local.target.stack.name.to_string();
@@ -621,8 +631,8 @@ pub fn import_images(settings: &Settings, images: Vec<String>) -> Result<()> {
         .iter()
         .map(|image| local_image_id(&local, image)?.ok_or_else(|| not_local(image)))
         .collect::<Result<Vec<String>>>()?;
-    let mut ledger = ledger::open(&ledger::place(&local.target.workspace, &settings.env)?)
-        .map_err(|e| e.relative_to(&local.target.workspace.root))?;
+    let mut opener = local.ledger(settings)?;
+    let ledger = opener.writable().map_err(|e| local.within(e))?;
     pass_through(
         "k3d",
         &cluster::import_args(&local.name, &images),
@@ -652,9 +662,8 @@ pub fn import_images(settings: &Settings, images: Vec<String>) -> Result<()> {
 pub fn update_images(settings: &Settings) -> Result<()> {
     let local = local(settings, "images update")?;
     let cluster = local.running_cluster()?;
-    let place = ledger::place(&local.target.workspace, &settings.env)?;
-    let within = |e: Error| e.relative_to(&local.target.workspace.root);
-    let recorded = recorded_images(settings, &local)?;
+    let mut opener = local.ledger(settings)?;
+    let recorded = recorded_images(&mut opener, &local)?;
     if recorded.is_empty() {
         return local.say(
             settings,
@@ -685,7 +694,7 @@ pub fn update_images(settings: &Settings) -> Result<()> {
     if !stale.is_empty() {
         let images: Vec<String> = stale.iter().map(|(image, ..)| image.clone()).collect();
         let ids: Vec<String> = stale.iter().map(|(_, id, _)| id.clone()).collect();
-        let mut ledger = ledger::open(&place).map_err(within)?;
+        let ledger = opener.writable().map_err(|e| local.within(e))?;
         pass_through(
             "k3d",
             &cluster::import_args(&local.name, &images),
@@ -723,7 +732,7 @@ pub fn update_images(settings: &Settings) -> Result<()> {
 /// imported. Reads the ledger only.
 pub fn list_images(settings: &Settings) -> Result<()> {
     let local = local(settings, "images list")?;
-    let recorded = recorded_images(settings, &local)?;
+    let recorded = recorded_images(&mut local.ledger(settings)?, &local)?;
     if settings.output == OutputFormat::Json {
         return local.say(
             settings,
@@ -755,7 +764,8 @@ pub fn list_images(settings: &Settings) -> Result<()> {
 pub fn forget_images(settings: &Settings, images: Vec<String>) -> Result<()> {
     let local = local(settings, "images forget")?;
     let images: Vec<String> = images.iter().map(|i| cluster::image_ref(i)).collect();
-    let recorded: Vec<String> = recorded_images(settings, &local)?
+    let mut opener = local.ledger(settings)?;
+    let recorded: Vec<String> = recorded_images(&mut opener, &local)?
         .into_iter()
         .map(|r| r.image)
         .collect();
@@ -770,9 +780,7 @@ pub fn forget_images(settings: &Settings, images: Vec<String>) -> Result<()> {
             ),
         ));
     }
-    let place = ledger::place(&local.target.workspace, &settings.env)?;
-    let mut ledger =
-        ledger::open(&place).map_err(|e| e.relative_to(&local.target.workspace.root))?;
+    let ledger = opener.writable().map_err(|e| local.within(e))?;
     let forgotten = ledger.forget_images(local.target.stack.name.as_str(), &images)?;
     local.say(
         settings,
@@ -787,9 +795,8 @@ pub fn forget_images(settings: &Settings, images: Vec<String>) -> Result<()> {
 }
 
 /// The images recorded for the stack (none without a ledger yet).
-fn recorded_images(settings: &Settings, local: &Local) -> Result<Vec<ImageRecord>> {
-    let place = ledger::place(&local.target.workspace, &settings.env)?;
-    match ledger::open_existing(&place).map_err(|e| e.relative_to(&local.target.workspace.root))? {
+fn recorded_images(opener: &mut ledger::Opener, local: &Local) -> Result<Vec<ImageRecord>> {
+    match opener.existing().map_err(|e| local.within(e))? {
         Some(ledger) => ledger.images(local.target.stack.name.as_str()),
         None => Ok(Vec::new()),
     }

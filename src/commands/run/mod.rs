@@ -259,17 +259,16 @@ fn execute(
         .flatten()
         .and_then(|l| l.known_stacks(&backend, stack.name.as_str()).ok())
         .unwrap_or_default();
-    // `destroy` and `refresh` never create a stack: the projects without it are not touched, and
-    // when none has it, nothing runs.
+    // The kubeconfig the kubectl engine names, decided once for the checks below and the plan.
+    let kubeconfig = crate::workspace::kubeconfig::choose(
+        &files.workspace,
+        &stack.name,
+        config.config(),
+        &settings.env,
+    );
     // Manifests whose cluster cannot be reached through any kubeconfig (destroyed already, or
-    // never made) are not touched either.
-    let unreachable_manifests = |absent: &mut BTreeMap<usize, String>, operation: Operation| {
-        let kubeconfig = crate::workspace::kubeconfig::choose(
-            &files.workspace,
-            &stack.name,
-            config.config(),
-            &settings.env,
-        );
+    // never made) are not touched.
+    let unreachable_manifests = |absent: &mut BTreeMap<usize, String>| {
         if kubeconfig.file.is_file() {
             return;
         }
@@ -278,7 +277,7 @@ fn execute(
             .display(&kubeconfig.file)
             .display()
             .to_string();
-        let not = match operation {
+        let not = match run.operation {
             Operation::Preview => "waits for its cluster (not previewed)",
             _ => "not touched",
         };
@@ -291,6 +290,8 @@ fn execute(
             }
         }
     };
+    // `destroy` and `refresh` never create a stack: the projects without it are not touched, and
+    // when none has it, nothing runs.
     let absent = match run.operation {
         Operation::Destroy | Operation::Refresh if !run.dry_run => {
             let mut env = with_secrets.clone();
@@ -317,13 +318,13 @@ fn execute(
                 .into_iter()
                 .map(|i| (i, reason.clone()))
                 .collect();
-            unreachable_manifests(&mut absent, run.operation);
+            unreachable_manifests(&mut absent);
             absent
         }
         // A preview of manifests whose cluster is not up has nothing to compare with.
         Operation::Preview if !run.dry_run => {
             let mut absent = BTreeMap::new();
-            unreachable_manifests(&mut absent, run.operation);
+            unreachable_manifests(&mut absent);
             absent
         }
         _ => BTreeMap::new(),
@@ -372,12 +373,7 @@ fn execute(
         absent: &absent,
         blocked: &blocked,
         known_stacks: &known_stacks,
-        kubeconfig: &crate::workspace::kubeconfig::choose(
-            &files.workspace,
-            &stack.name,
-            config.config(),
-            &settings.env,
-        ),
+        kubeconfig: &kubeconfig,
     };
     if run.dry_run {
         let plan = planner.plan(run.operation, &config, "");
