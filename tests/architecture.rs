@@ -78,12 +78,29 @@ fn joined_uses(code: &str) -> String {
 fn paths_after(rest: &str) -> Vec<Vec<String>> {
     let ident = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_');
     let Some(inner) = rest.strip_prefix('{') else {
-        let path: Vec<String> = rest
-            .split("::")
-            .map(|s| s.trim_end_matches(|c: char| !(c.is_alphanumeric() || c == '_')))
-            .take_while(|s| ident(s))
-            .map(str::to_string)
-            .collect();
+        // `a::b::c`, or `a::b::{…}`: the segments, then each path of the group after them.
+        let mut path: Vec<String> = Vec::new();
+        let mut tail = rest;
+        loop {
+            let end = tail
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            if !ident(&tail[..end]) {
+                break;
+            }
+            path.push(tail[..end].to_string());
+            tail = &tail[end..];
+            match tail.strip_prefix("::") {
+                Some(group) if group.starts_with('{') => {
+                    return paths_after(group)
+                        .into_iter()
+                        .map(|rest| path.iter().cloned().chain(rest).collect())
+                        .collect();
+                }
+                Some(next) => tail = next,
+                None => break,
+            }
+        }
         return vec![path];
     };
     // The items of the group, split at the commas outside inner braces.
@@ -127,6 +144,23 @@ fn paths_after(rest: &str) -> Vec<Vec<String>> {
             }
         })
         .collect()
+}
+
+#[test]
+fn grouped_imports_are_read_to_their_leaves() {
+    let leaves = |rest: &str| -> Vec<String> {
+        paths_after(rest).into_iter().map(|p| p.join("::")).collect()
+    };
+    assert_eq!(
+        leaves("workspace::{yaml, yaml_edit};"),
+        ["workspace::yaml", "workspace::yaml_edit"]
+    );
+    assert_eq!(
+        leaves("{run::{plan, stacks}, ledger};"),
+        ["run::plan", "run::stacks", "ledger"]
+    );
+    assert_eq!(leaves("error::Result;"), ["error::Result"]);
+    assert_eq!(leaves("a::b::{self, c::{d}};"), ["a::b::c::d"]);
 }
 
 /// The modules `module` refers to: `crate::a::b…` and `super::…` (grouped imports included),
