@@ -87,7 +87,7 @@ impl StackConfigFile {
         let mut expected = self.config().map(|c| c.values.clone()).unwrap_or_default();
         path.set(&mut expected, value.clone())
             .map_err(EditError::Shape)?;
-        let text = yaml_edit::set(self.text(), path, value).map_err(EditError::Layout)?;
+        let text = yaml_edit::set(self.text(), path, &expected).map_err(EditError::Layout)?;
         // Certain means: the whole document reads back as before but for the value, and every
         // comment is still there.
         let mut document = match yaml::parse_value(self.path(), self.text()) {

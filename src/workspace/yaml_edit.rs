@@ -8,14 +8,15 @@ use serde_json::Value;
 
 use super::config_path::{ConfigPath, Step};
 
-/// The text with `value` at `path` under the top-level `config:` mapping; `Err` says why the
-/// file is not laid out so that a line edit can do it (or why the value cannot go there).
-pub fn set(text: &str, path: &ConfigPath, value: &Value) -> Result<String, String> {
+/// The text with the value at `path` under the top-level `config:` mapping, as `updated` (the
+/// file's `config:` values with it set) holds it; `Err` says why the file is not laid out so
+/// that a line edit can do it. The caller parses the file: this module only edits its lines.
+pub fn set(
+    text: &str,
+    path: &ConfigPath,
+    updated: &serde_json::Map<String, Value>,
+) -> Result<String, String> {
     let mut doc = Doc::new(text)?;
-    let mut updated = super::stack_config::StackConfig::parse(std::path::Path::new(""), text)
-        .map_err(|_| "the file does not read as YAML".to_string())?
-        .values;
-    path.set(&mut updated, value.clone())?;
     // The keys a line edit walks: up to the first list index, below which the list is
     // written anew.
     let mut keys = vec![path.key.clone()];
@@ -32,11 +33,11 @@ pub fn set(text: &str, path: &ConfigPath, value: &Value) -> Result<String, Strin
         let end = block_end(&doc.lines, parent, parent_indent);
         let indent =
             child_indent(&doc.lines, parent, parent_indent).unwrap_or(parent_indent + unit);
-        let wanted = sub_value(&updated, &keys[..=depth]);
+        let wanted = sub_value(updated, &keys[..=depth]);
         let Some(at) = find_key(&doc.lines, parent + 1..end, indent, key) else {
             if depth > 0 && inline_value(&doc.lines[parent], &keys[depth - 1]).is_some() {
                 // `key: value` where a mapping must go: that entry, written anew.
-                let above = sub_value(&updated, &keys[..depth]);
+                let above = sub_value(updated, &keys[..depth]);
                 doc.rewrite(parent, parent_indent, &keys[depth - 1], unit, above)?;
                 return Ok(doc.text());
             }
@@ -64,6 +65,7 @@ pub fn set(text: &str, path: &ConfigPath, value: &Value) -> Result<String, Strin
                 let Some(Step::Index(index)) = path.steps.last() else {
                     unreachable!("a path through a list ends in an index here")
                 };
+                let value = wanted.get(*index).unwrap_or(&Value::Null);
                 if doc.set_item(at, indent, *index, value)? {
                     return Ok(doc.text());
                 }
@@ -666,7 +668,15 @@ mod tests {
     use serde_json::json;
 
     fn set_in(text: &str, path: &str, value: Value) -> Option<String> {
-        set(text, &ConfigPath::parse(path).unwrap(), &value).ok()
+        let path = ConfigPath::parse(path).unwrap();
+        let mut updated = crate::workspace::stack_config::StackConfig::parse(
+            std::path::Path::new(""),
+            text,
+        )
+        .ok()?
+        .values;
+        path.set(&mut updated, value).ok()?;
+        set(text, &path, &updated).ok()
     }
 
     #[test]
@@ -710,7 +720,7 @@ mod tests {
             set(
                 "config:\n\ta:b: 1\n",
                 &ConfigPath::parse("a:b").unwrap(),
-                &json!(2)
+                json!({"a:b": 2}).as_object().unwrap()
             )
             .unwrap_err(),
             "the file indents with tabs"
