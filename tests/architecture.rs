@@ -149,7 +149,10 @@ fn paths_after(rest: &str) -> Vec<Vec<String>> {
 #[test]
 fn grouped_imports_are_read_to_their_leaves() {
     let leaves = |rest: &str| -> Vec<String> {
-        paths_after(rest).into_iter().map(|p| p.join("::")).collect()
+        paths_after(rest)
+            .into_iter()
+            .map(|p| p.join("::"))
+            .collect()
     };
     assert_eq!(
         leaves("workspace::{yaml, yaml_edit};"),
@@ -363,7 +366,7 @@ fn input_files_are_read_through_the_one_counted_path() {
             "engine::command",
             "run::kubeconfig",
             "commands::ledger",
-            "commands::output",
+            "run::outputs",
             "run::watchdog",
         ],
     );

@@ -5,13 +5,13 @@
 
 use std::time::SystemTime;
 
-use crate::cli::{
-    CiCommand, CiOperation, DestroyArgs, LogOrderArg, PreviewArgs, RunArgs, RunCommand,
-    SelectionArgs,
-};
-use crate::deployment::Deployment;
+use super::run;
+use crate::cli::{CiCommand, CiOperation};
+use crate::deployment::checks::fanout;
+use crate::deployment::{self, Deployment};
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
+use crate::graph::Selection;
 use crate::ledger::{self, ProjectRecord, RunRecord};
 use crate::run::events::{Outcome, ProjectReport};
 use crate::settings::Settings;
@@ -22,20 +22,27 @@ use crate::ui::report::RunSummary;
 pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
     match command {
         CiCommand::Open {
-            run,
+            run: run_id,
             operation,
             lease,
             selection,
         } => {
-            crate::settings::run::check_run_id(&run)?;
-            crate::commands::run::open(
+            crate::settings::run::check_run_id(&run_id)?;
+            // Everything `run` checks, then the run recorded under this id, holding its stack for
+            // its jobs, and nothing run.
+            let workspace = deployment::discover(settings)?;
+            let mut open = RunSettings::started(
+                operation_of(operation),
+                selection.into(),
+                true,
                 settings,
-                run_command(operation, selection, None, None),
-                OpenRun {
-                    run_id: run,
-                    lease: std::time::Duration::from_secs(lease),
-                },
-            )
+                &workspace.settings,
+            );
+            open.open = Some(OpenRun {
+                run_id,
+                lease: std::time::Duration::from_secs(lease),
+            });
+            run::start(settings, workspace, &open)
         }
         CiCommand::Close { run, report, junit } => close(settings, &run, (report, junit)),
         CiCommand::Generate {
@@ -55,38 +62,12 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
     }
 }
 
-/// The run command of `operation` that a job runs, unattended (`--yes`).
-pub fn run_command(
-    operation: CiOperation,
-    selection: SelectionArgs,
-    report: Option<std::path::PathBuf>,
-    junit: Option<std::path::PathBuf>,
-) -> RunCommand {
-    let args = RunArgs {
-        parallel: None,
-        keep_going: false,
-        yes: true,
-        dry_run: false,
-        log_order: LogOrderArg::default(),
-        report,
-        junit,
-        resume: false,
-        changed: false,
-        run: None,
-        selection,
-    };
+fn operation_of(operation: CiOperation) -> Operation {
     match operation {
-        CiOperation::Up => RunCommand::Up(args),
-        CiOperation::Refresh => RunCommand::Refresh(args),
-        CiOperation::Preview => RunCommand::Preview(PreviewArgs {
-            expect_no_changes: false,
-            diff: false,
-            run: args,
-        }),
-        CiOperation::Destroy => RunCommand::Destroy(DestroyArgs {
-            remove: false,
-            run: args,
-        }),
+        CiOperation::Up => Operation::Up,
+        CiOperation::Preview => Operation::Preview,
+        CiOperation::Refresh => Operation::Refresh,
+        CiOperation::Destroy => Operation::Destroy,
     }
 }
 
@@ -101,26 +82,22 @@ fn close(
     let files = &deployment.files;
     let stack = files.required_stack()?;
     let place = ledger::place(&files.workspace, &settings.env)?;
-    if matches!(place, ledger::Place::File(_)) {
-        return Err(Error::config(
-            Problem::new(format!(
-                "cannot close run `{run_id}`: this workspace's own ledger is not shared"
-            ))
-            .hint("a run fanned out over CI jobs needs a team's ledger: set MARA_LEDGER_URL"),
-        ));
-    }
+    fanout::team_ledger(&place, Some(&format!("cannot close run `{run_id}`")))?;
     let mut ledger = ledger::open(&place)?;
     let record = ledger.run(run_id)?.ok_or_else(|| {
         Error::usage(Problem::new(format!("there is no run `{run_id}` to close")))
     })?;
-    let operation = record.operation;
-    let command = run_command(
-        ci_operation(operation),
-        SelectionArgs::default(),
-        report,
-        junit,
+    // Its summary, as the run's own would show it.
+    let workspace_settings = &files.workspace.settings;
+    let mut shown = RunSettings::started(
+        record.operation,
+        Selection::default(),
+        true,
+        settings,
+        workspace_settings,
     );
-    let run = RunSettings::resolve(command, settings, &files.workspace.settings)?;
+    shown.reports.json = report;
+    shown.reports.junit = junit;
     if record.stack != stack.name.as_str() {
         return Err(Error::usage(Problem::new(format!(
             "run `{run_id}` is of stack {}, not {}",
@@ -205,7 +182,7 @@ fn close(
         eprintln!("Run {run_id} was closed already ({}).", record.status);
     }
     let summary = summary_of(&record, &deployment.graph);
-    crate::commands::run::summarize_run(settings, &run, &summary)?;
+    run::summarize(settings, &shown, &summary)?;
     match record.status {
         RunStatus::Succeeded => Ok(()),
         RunStatus::Cancelled => Err(Error::Interrupted),
@@ -227,15 +204,6 @@ fn close(
                 failed => Err(Error::ProjectsFailed { failed }),
             }
         }
-    }
-}
-
-fn ci_operation(operation: Operation) -> CiOperation {
-    match operation {
-        Operation::Up => CiOperation::Up,
-        Operation::Preview => CiOperation::Preview,
-        Operation::Refresh => CiOperation::Refresh,
-        Operation::Destroy => CiOperation::Destroy,
     }
 }
 

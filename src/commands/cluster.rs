@@ -11,12 +11,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::cli::{DestroyArgs, LogOrderArg, RunArgs, RunCommand, SelectionArgs};
+use super::run;
 use crate::cluster::{self, CLUSTER_PROJECT, Cluster, State};
 use crate::configure;
 use crate::deployment::StackFiles;
+use crate::engine::Operation;
 use crate::error::{Error, Problem, Result, plural};
+use crate::graph::Selection;
 use crate::ledger::{self, ImageRecord};
+use crate::settings::run::RunSettings;
 use crate::settings::{OutputFormat, Settings};
 use crate::ui;
 use crate::workspace::Workspace;
@@ -293,10 +296,25 @@ fn up_cluster(settings: &Settings, local: &Local, doing: &str) -> Result<()> {
             local.target.again(&up)
         ))?;
     }
-    crate::commands::run::run(
-        settings,
-        RunCommand::Up(run_args(true, vec![CLUSTER_PROJECT.to_string()])),
-    )
+    let only = Selection {
+        only: vec![CLUSTER_PROJECT.to_string()],
+        ..Selection::default()
+    };
+    started(settings, local, Operation::Up, only, true)
+}
+
+/// A run of the stack the cluster commands start, as `mara up` or `destroy` with `--yes` as given
+/// would (`RunSettings::started`).
+fn started(
+    settings: &Settings,
+    local: &Local,
+    operation: Operation,
+    selection: Selection,
+    yes: bool,
+) -> Result<()> {
+    let workspace = local.target.workspace.clone();
+    let run = RunSettings::started(operation, selection, yes, settings, &workspace.settings);
+    run::start(settings, workspace, &run)
 }
 
 /// The projects recorded as deployed on the stack, but the cluster's own: what a cluster that
@@ -416,12 +434,12 @@ pub fn delete(settings: &Settings, yes: bool) -> Result<()> {
         }
         pass_through("k3d", &cluster::start_args(&local.name), &local.target.env)?;
     }
-    crate::commands::run::run(
+    started(
         settings,
-        RunCommand::Destroy(DestroyArgs {
-            remove: false,
-            run: run_args(yes, Vec::new()),
-        }),
+        &local,
+        Operation::Destroy,
+        Selection::default(),
+        yes,
     )
 }
 
@@ -589,30 +607,6 @@ fn refuse_while_running(settings: &Settings, local: &Local, doing: &str) -> Resu
         )));
     }
     Ok(())
-}
-
-/// The options of a run the cluster commands start: the defaults, `--yes` as given, and only
-/// `only` when it names projects.
-fn run_args(yes: bool, only: Vec<String>) -> RunArgs {
-    RunArgs {
-        parallel: None,
-        keep_going: false,
-        yes,
-        dry_run: false,
-        log_order: LogOrderArg::Stream,
-        report: None,
-        junit: None,
-        resume: false,
-        changed: false,
-        run: None,
-        selection: SelectionArgs {
-            only,
-            skip: Vec::new(),
-            from: None,
-            with_dependencies: false,
-            with_dependents: false,
-        },
-    }
 }
 
 /// `mara images import IMAGE…`: the images go from the local Docker into the stack's running

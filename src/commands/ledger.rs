@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::deployment::StackFiles;
 use crate::error::{Error, Problem, Result};
-use crate::ledger::{self, Ledger, ProjectRecord, RunRecord, process_exists, whoami};
+use crate::ledger::{self, Ledger, RunRecord, process_exists, whoami};
 use crate::settings::{OutputFormat, Settings};
 use crate::status::{ProjectStatus, RunStatus};
 use crate::ui::{self, Style};
@@ -465,7 +465,7 @@ pub fn unlock(settings: &Settings, force: bool) -> Result<()> {
             && let Some(last) = ledger.runs(Some(&stack), 1)?.into_iter().next()
             && let Some(last) = ledger.run(&last.run_id)?
         {
-            text.push_str(&engine_locks_note(&last));
+            text.push_str(&ui::ledger::engine_locks_note(&last));
         }
         return ui::print(&text);
     };
@@ -493,49 +493,13 @@ pub fn unlock(settings: &Settings, force: bool) -> Result<()> {
         Some(holder) => {
             let note = ledger
                 .run(&holder.run_id)?
-                .map(|r| engine_locks_note(&r))
+                .map(|r| ui::ledger::engine_locks_note(&r))
                 .unwrap_or_default();
             format!("Cleared the lock of {holder}; that run is recorded abandoned.\n{note}")
         }
         None => format!("Stack {stack} is not locked.\n"),
     };
     ui::print(&text)
-}
-
-/// What to say of the engines' own locks after `run` (as seen) ended without being able
-/// to stop its engines cleanly: the projects it killed, and the ones still running when it
-/// was abandoned — an engine killed with it may hold its stack's own lock. Empty when none.
-pub fn engine_locks_note(run: &RunRecord) -> String {
-    let run = run.clone().as_seen();
-    let left: Vec<&ProjectRecord> = run
-        .projects
-        .iter()
-        .filter(|p| {
-            p.status == ProjectStatus::Abandoned
-                || (run.status == RunStatus::Abandoned && p.status == ProjectStatus::Running)
-                || p.reason.as_deref().is_some_and(|r| r.starts_with("killed"))
-        })
-        .collect();
-    if left.is_empty() {
-        return String::new();
-    }
-    let mut text = format!(
-        "Run {} left {} {} whose engine may have been killed and may still hold the stack's own lock:\n",
-        run.run_id,
-        left.len(),
-        crate::error::plural(left.len(), "project", "projects")
-    );
-    for project in left {
-        let reason = match project.reason.as_deref() {
-            Some(reason) if reason.starts_with("killed") => reason.to_string(),
-            _ => format!(
-                "running when its run was abandoned; if `mara up` finds it locked, clear it with `pulumi cancel --yes --stack {}` in its directory (Terraform: `force-unlock`)",
-                run.stack
-            ),
-        };
-        text.push_str(&format!("  {}: {reason}\n", project.path));
-    }
-    text
 }
 
 /// `mara ledger`: which ledger this workspace uses, and where that comes from; `mara ledger

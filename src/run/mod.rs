@@ -2,10 +2,12 @@
 //! engine processes, the hooks, interruption), and the events it tells its sinks.
 
 pub mod events;
+pub mod fanout;
 pub mod hooks;
 pub mod interrupt;
 pub mod kubeconfig;
 pub mod narrow;
+pub mod outputs;
 pub mod plan;
 pub mod prepare;
 pub mod process;

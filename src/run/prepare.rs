@@ -193,6 +193,19 @@ pub fn record_infra_type(config: &StackConfigFile, infra_type: &str) -> Result<b
     Ok(true)
 }
 
+/// The environment every engine and hook process of a run gets, made once per run: the run's
+/// (`with_secrets`, which mara alone reads) less `MARA_SECRET_*`, `MARA_LEDGER_URL` and the
+/// ledger's password.
+pub fn engine_env(
+    with_secrets: &BTreeMap<String, String>,
+    ledger: &crate::ledger::Place,
+) -> BTreeMap<String, String> {
+    let mut env = with_secrets.clone();
+    configure::strip_secret_variables(&mut env);
+    ledger.keep_from_engines(&mut env);
+    env
+}
+
 /// The secrets a run knows, by key: stored, read back or just answered.
 pub type Secrets = BTreeMap<String, String>;
 
@@ -259,5 +272,31 @@ pub fn token_variables(
         if let Some(value) = secrets.get(&spec.key) {
             env.insert(variable.clone(), value.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::Place;
+
+    #[test]
+    fn the_engines_get_nothing_that_is_mara_s_alone() {
+        let with_secrets = BTreeMap::from(
+            [
+                ("PATH", "/bin"),
+                ("MARA_SECRET_PROMETHEUS_ADMINPASS", "hunter2"),
+                ("MARA_LEDGER_URL", "postgres://mara@db/mara"),
+                ("PGPASSWORD", "ledger"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let server = Place::Server("postgres://mara@db/mara".into());
+        let env = engine_env(&with_secrets, &server);
+        assert_eq!(env.keys().collect::<Vec<_>>(), ["PATH"]);
+        // A workspace's own ledger has no password: a program of the user's may need theirs.
+        let file = Place::File("/w/.mara/ledger.db".into());
+        let env = engine_env(&with_secrets, &file);
+        assert_eq!(env.keys().collect::<Vec<_>>(), ["PATH", "PGPASSWORD"]);
     }
 }

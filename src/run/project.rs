@@ -24,6 +24,7 @@ use crate::engine::{
 };
 
 /// What the command gives every project of a run.
+#[derive(Debug, Clone)]
 pub struct Context {
     /// The environment of every process (without `MARA_SECRET_*`).
     pub env: BTreeMap<String, String>,

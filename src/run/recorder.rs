@@ -17,10 +17,16 @@ use super::interrupt::{Cause, Interrupt};
 use super::plan::RunPlan;
 use crate::clock;
 use crate::error::{Error, Problem, Result};
-use crate::ledger::{Begun, Holder, Ledger, ProjectRecord, RunStart};
+use crate::ledger::{Begun, Holder, Ledger, ProjectRecord, RunRecord, RunStart};
 use crate::status::RunStatus;
 
 type Shared = Arc<Mutex<Box<dyn Ledger>>>;
+
+/// A lock `Recorder::start` took over: its holder, and its run as recorded now (abandoned).
+pub struct TakenOver {
+    pub holder: Holder,
+    pub run: Option<RunRecord>,
+}
 
 /// What an opened run's projects wait for (`Recorder::plan`).
 pub const WAITS_FOR_ITS_JOB: &str = "waits for its job";
@@ -49,13 +55,18 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Records the run and takes the stack's lock: exit 5 when another live run holds it. A lock
-    /// whose process is gone is taken over: its holder is returned, and its run is `abandoned`.
-    pub fn begin(
+    /// Records the run and takes the stack's lock (with `lease`, on a ledger whose locks are
+    /// leases): exit 5 when another live run holds it. A lock whose process is gone (or whose
+    /// lease ran out) is taken over: its run is recorded `abandoned`, and returned as it is now.
+    pub fn start(
         mut ledger: Box<dyn Ledger>,
         start: &RunStart,
         locks: bool,
-    ) -> Result<(Recorder, Option<Holder>)> {
+        lease: Option<Duration>,
+    ) -> Result<(Recorder, Option<TakenOver>)> {
+        if let Some(lease) = lease {
+            ledger.set_lease(lease);
+        }
         let deciding = std::time::Instant::now();
         let begun = ledger.begin(start, locks)?;
         // What the benchmarks read (docs/benchmarks.md, `MARA_LOG=mara::ledger=debug`).
@@ -81,17 +92,21 @@ impl Recorder {
                     Some(left) => format!("wait for it, or stop it with `mara cancel`; if its process is gone (killed, its machine lost), the next run takes the lock over when its lease runs out, in {left} s"),
                 }),
             ))),
-            Begun::Started { took_over } => Ok((
-                Recorder {
+            Begun::Started { took_over } => {
+                let recorder = Recorder {
                     ledger: Arc::new(Mutex::new(ledger)),
                     run_id: start.run_id.clone(),
                     stop: None,
                     watcher: None,
                     joined: false,
                     locks,
-                },
-                took_over,
-            )),
+                };
+                let taken = took_over.map(|holder| TakenOver {
+                    run: recorder.run(&holder.run_id).ok().flatten(),
+                    holder,
+                });
+                Ok((recorder, taken))
+            }
         }
     }
 
@@ -129,13 +144,9 @@ impl Recorder {
         )
     }
 
-    pub fn is_joined(&self) -> bool {
-        self.joined
-    }
-
     /// A joined run's projects that could not run (the job failed before them), recorded failed
     /// with `reason`.
-    pub fn not_run(mut self, paths: &[String], reason: &str) -> Result<()> {
+    fn not_run(mut self, paths: &[String], reason: &str) -> Result<()> {
         self.stop_watching();
         let finished = clock::rfc3339(SystemTime::now());
         self.mark(
@@ -175,7 +186,7 @@ impl Recorder {
     }
 
     /// A recorded run, with its projects (the one whose lock `begin` took over, say).
-    pub fn run(&self, run_id: &str) -> Result<Option<crate::ledger::RunRecord>> {
+    pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>> {
         self.ledger
             .lock()
             .expect("the ledger is never poisoned")
@@ -334,8 +345,32 @@ impl Recorder {
         }
     }
 
+    /// Closes the record by how the run went (`result`) and whether anything ran (`ran`: a
+    /// secret stored, a project run): the history lists what ran or changed something, so a run
+    /// refused, not confirmed or interrupted before it did is forgotten; one not confirmed after
+    /// secrets were stored was stopped by a person, as an interruption. A job of a fanned-out
+    /// run that failed before its projects (`paths`) ran records them failed, with why, rather
+    /// than leave them waiting for a job that came.
+    pub fn close(self, result: &Result<()>, ran: bool, paths: &[String]) -> Result<()> {
+        match (result, ran) {
+            (Ok(()), _) => self.finish(RunStatus::Succeeded),
+            (Err(Error::Interrupted | Error::Declined(_)), true) => {
+                self.finish(RunStatus::Cancelled)
+            }
+            (Err(error), false) if self.joined && !matches!(error, Error::Interrupted) => {
+                let reason = match error.problems() {
+                    [first, ..] => first.to_string(),
+                    [] => error.to_string(),
+                };
+                self.not_run(paths, &reason)
+            }
+            (Err(_), false) => self.forget(),
+            (Err(_), true) => self.finish(RunStatus::Failed),
+        }
+    }
+
     /// Records how the run ended and releases the stack's lock.
-    pub fn finish(mut self, status: RunStatus) -> Result<()> {
+    fn finish(mut self, status: RunStatus) -> Result<()> {
         self.stop_watching();
         if self.joined {
             return Ok(());
@@ -363,7 +398,7 @@ impl Recorder {
 
     /// Forgets a run that never ran (refused before its projects, or not confirmed) and
     /// releases the stack's lock.
-    pub fn forget(mut self) -> Result<()> {
+    fn forget(mut self) -> Result<()> {
         self.stop_watching();
         if self.joined {
             return Ok(());
@@ -491,18 +526,20 @@ mod tests {
     fn a_run_is_recorded_project_by_project_and_releases_its_lock() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("ledger.db");
-        let (recorder, took_over) = Recorder::begin(
+        let (recorder, took_over) = Recorder::start(
             crate::ledger::open(&crate::ledger::Place::File(file.clone())).unwrap(),
             &start("r1"),
             true,
+            None,
         )
         .unwrap();
         assert!(took_over.is_none());
         // A second run of the stack is refused while the first holds it: exit 5.
-        let Err(refused) = Recorder::begin(
+        let Err(refused) = Recorder::start(
             crate::ledger::open(&crate::ledger::Place::File(file.clone())).unwrap(),
             &start("r2"),
             true,
+            None,
         ) else {
             panic!("the lock was not held")
         };
@@ -581,10 +618,11 @@ mod tests {
     fn a_cancel_request_interrupts_the_run() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("ledger.db");
-        let (mut recorder, _) = Recorder::begin(
+        let (mut recorder, _) = Recorder::start(
             crate::ledger::open(&crate::ledger::Place::File(file.clone())).unwrap(),
             &start("r1"),
             true,
+            None,
         )
         .unwrap();
         let interrupt = Interrupt::default();
@@ -600,5 +638,87 @@ mod tests {
         assert!(interrupt.is_interrupted());
         assert_eq!(interrupt.cause(), Cause::CancelRequest);
         recorder.finish(RunStatus::Cancelled).unwrap();
+    }
+
+    #[test]
+    fn a_run_is_closed_by_how_it_went_and_whether_anything_ran() {
+        let dir = tempfile::tempdir().unwrap();
+        let place = crate::ledger::Place::File(dir.path().join("ledger.db"));
+        let refused = || Error::config(Problem::new("bad input"));
+        let cases: [(&str, Result<()>, bool, Option<RunStatus>); 6] = [
+            ("r1", Ok(()), true, Some(RunStatus::Succeeded)),
+            (
+                "r2",
+                Err(Error::Interrupted),
+                true,
+                Some(RunStatus::Cancelled),
+            ),
+            (
+                "r3",
+                Err(Error::Declined(Box::new(Problem::new("no")))),
+                true,
+                Some(RunStatus::Cancelled),
+            ),
+            ("r4", Err(refused()), true, Some(RunStatus::Failed)),
+            // Nothing ran: the history does not list it.
+            ("r5", Err(Error::Interrupted), false, None),
+            ("r6", Err(refused()), false, None),
+        ];
+        for (id, result, ran, expected) in cases {
+            let ledger = crate::ledger::open(&place).unwrap();
+            let (recorder, _) = Recorder::start(ledger, &start(id), true, None).unwrap();
+            recorder.close(&result, ran, &[]).unwrap();
+            let ledger = crate::ledger::open(&place).unwrap();
+            let status = ledger.run(id).unwrap().map(|r| r.status);
+            assert_eq!(status, expected, "{id}");
+            assert!(
+                ledger.holder("dev").unwrap().is_none(),
+                "{id}: the lock is released"
+            );
+        }
+    }
+
+    #[test]
+    fn a_job_that_fails_before_its_projects_records_them_failed_with_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let place = crate::ledger::Place::File(dir.path().join("ledger.db"));
+        let mut ledger = crate::ledger::open(&place).unwrap();
+        ledger.begin(&start("r1"), true).unwrap();
+        let paths = ["infrastructure/aws/vpc".to_string()];
+        let joined = |ledger| Recorder {
+            ledger: Arc::new(Mutex::new(ledger)),
+            run_id: "r1".into(),
+            stop: None,
+            watcher: None,
+            joined: true,
+            locks: true,
+        };
+        let refused = Error::config(Problem::new("the kubeconfig cannot be written"));
+        joined(ledger).close(&Err(refused), false, &paths).unwrap();
+        let ledger = crate::ledger::open(&place).unwrap();
+        let run = ledger.run("r1").unwrap().unwrap();
+        assert_eq!(
+            run.status,
+            RunStatus::Running,
+            "the run is closed by `ci close`"
+        );
+        assert_eq!(run.projects[0].status, ProjectStatus::Failed);
+        assert_eq!(
+            run.projects[0].reason.as_deref(),
+            Some("the kubeconfig cannot be written")
+        );
+        // Interrupted (the run was cancelled): nothing to say of the projects; `ci close` does.
+        joined(ledger)
+            .close(&Err(Error::Interrupted), false, &paths)
+            .unwrap();
+        assert!(ledger_holds(&place, "r1"), "the lock stays the run's");
+    }
+
+    fn ledger_holds(place: &crate::ledger::Place, run_id: &str) -> bool {
+        let ledger = crate::ledger::open(place).unwrap();
+        ledger
+            .holder("dev")
+            .unwrap()
+            .is_some_and(|h| h.run_id == run_id)
     }
 }

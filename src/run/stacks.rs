@@ -1,17 +1,27 @@
-//! Which selected projects have the stack, before a `destroy` or `refresh` (docs/commands.md, "up,
-//! preview, refresh, destroy"): neither ever creates a stack, and a project whose stack does not
-//! exist is not touched. Each Pulumi project's CLI is asked, read-only (`stack ls --json`), at
-//! most `width` at once, unless the ledger knows it has the stack; a project that cannot be asked
-//! counts as having it (the run then finds out, and says so).
+//! The stacks a run finds and leaves (docs/commands.md, "up, preview, refresh, destroy"): which
+//! selected projects have the stack before a `destroy` or `refresh` — neither ever creates a
+//! stack, and a project whose stack does not exist is not touched — and which have it once a run
+//! ends, for the ledger's record of the stacks that exist (`backend_of` keys it).
+//!
+//! Each Pulumi project's CLI is asked, read-only (`stack ls --json`), at most `width` at once,
+//! unless the ledger knows it has the stack; a project that cannot be asked counts as having it
+//! (the run then finds out, and says so).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
-use crate::engine::EngineKind;
 use crate::engine::pulumi::{self, Pulumi};
+use crate::engine::{EngineKind, Operation, StepKind};
+use crate::error::{Error, Problem, Result};
 use crate::graph::Plan;
+use crate::run::events::{Outcome, ProjectReport};
 use crate::run::interrupt::Interrupt;
+use crate::run::plan::RunPlan;
 use crate::run::process::run_step;
+use crate::run::project::absent;
+use crate::status::ProjectStatus;
 use crate::workspace::Workspace;
+use crate::workspace::stack::ResolvedStack;
 
 /// What the projects' engines said.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -69,4 +79,346 @@ pub fn find(
         found.stacks.extend(names);
     }
     found
+}
+
+/// The selected projects a run leaves untouched, with why: for `destroy` and `refresh`, those
+/// `found` without the stack (an error when the engines say no selected project has it); for
+/// these and `preview`, the manifests whose cluster no kubeconfig reaches (`kubeconfig`, the one
+/// the kubectl engine names, does not exist: the cluster was destroyed, or never made).
+pub fn untouched(
+    operation: Operation,
+    selected: &Plan<'_>,
+    workspace: &Workspace,
+    stack: &ResolvedStack,
+    found: Option<Found>,
+    kubeconfig: &Path,
+) -> Result<BTreeMap<usize, String>> {
+    let mut untouched = BTreeMap::new();
+    if let Some(found) = found {
+        if found.all_asked && found.absent.len() == selected.len() {
+            return Err(no_such_stack(stack, &found.stacks));
+        }
+        let reason = absent(stack.name.as_str());
+        untouched.extend(found.absent.into_iter().map(|i| (i, reason.clone())));
+    }
+    let not = match operation {
+        Operation::Preview => "waits for its cluster (not previewed)",
+        Operation::Up => return Ok(untouched),
+        Operation::Destroy | Operation::Refresh => "not touched",
+    };
+    if kubeconfig.is_file() {
+        return Ok(untouched);
+    }
+    let shown = workspace.display(kubeconfig).display().to_string();
+    for &i in selected.order() {
+        let engine = selected
+            .graph
+            .project(i)
+            .engine_or(workspace.settings.engine);
+        if engine == EngineKind::Kubectl {
+            untouched.entry(i).or_insert_with(|| {
+                format!("the kubeconfig of its cluster, {shown}, does not exist: {not}")
+            });
+        }
+    }
+    Ok(untouched)
+}
+
+/// Whether a run found no project with the stack: every report is of a project without it (its
+/// name is likely wrong). Manifests whose cluster is gone are untouched for another reason, and a
+/// run of nothing else but them did what it could.
+pub fn none_has_it(reports: &[ProjectReport], stack: &str) -> bool {
+    let reason = absent(stack);
+    !reports.is_empty()
+        && reports
+            .iter()
+            .all(|p| matches!(&p.outcome, Outcome::Absent { reason: r } if *r == reason))
+}
+
+/// The projects the ledger knows to have `stack` on `backend`: those are not selected first, nor
+/// asked about before a destroy or refresh. A ledger that cannot say knows none.
+pub fn known(
+    ledger: Result<Option<&dyn crate::ledger::Ledger>>,
+    backend: &str,
+    stack: &ResolvedStack,
+) -> BTreeSet<String> {
+    (ledger.ok().flatten())
+        .and_then(|l| l.known_stacks(backend, stack.name.as_str()).ok())
+        .unwrap_or_default()
+}
+
+/// A `destroy` or `refresh` of a stack no selected project has (a typo, a stack never deployed),
+/// naming the stacks that exist.
+pub fn no_such_stack(stack: &ResolvedStack, existing: &BTreeSet<String>) -> Error {
+    let existing = match existing.len() {
+        0 => "no stack exists yet".to_string(),
+        _ => format!(
+            "the stacks that exist: {}",
+            existing.iter().cloned().collect::<Vec<_>>().join(", ")
+        ),
+    };
+    Error::config(
+        Problem::new(format!(
+            "stack `{}` does not exist in any selected project ({existing}): nothing to do",
+            stack.name
+        ))
+        .hint(format!(
+            "the stack came from {}: check its name",
+            stack.source
+        )),
+    )
+}
+
+/// The backend the run's Pulumi projects use, as the ledger keys the stacks it knows: the
+/// environment's `PULUMI_BACKEND_URL` (made absolute), or the CLI's login when unset.
+pub fn backend_of(env: &BTreeMap<String, String>) -> String {
+    env.get("PULUMI_BACKEND_URL")
+        .filter(|url| !url.is_empty())
+        .cloned()
+        .unwrap_or_else(|| "(login)".to_string())
+}
+
+/// What a finished run saw of the stack: the projects (paths) that have it now, and those found
+/// without it (or whose stack it removed).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    pub exist: Vec<String>,
+    pub gone: Vec<String>,
+}
+
+/// Which Pulumi projects (and Terraform modules, the stack's workspace) of the run now have the
+/// stack, and which were found without it: the ledger's record of the stacks that exist.
+pub fn seen(plan: &RunPlan, reports: &[ProjectReport]) -> Seen {
+    let mut seen = Seen::default();
+    for (project, report) in plan.projects.iter().zip(reports) {
+        match project.engine {
+            EngineKind::Pulumi => {}
+            // Not after a plan: not every backend makes a workspace for one.
+            EngineKind::Terraform | EngineKind::Tofu if plan.operation != Operation::Preview => {}
+            _ => continue,
+        }
+        let removed = plan.operation == Operation::Destroy
+            && project.steps.iter().any(|s| s.kind == StepKind::Cleanup);
+        match (&report.outcome, report.status) {
+            (Outcome::Absent { .. }, _) => seen.gone.push(project.path.clone()),
+            (_, ProjectStatus::Succeeded | ProjectStatus::Unchanged) if removed => {
+                seen.gone.push(project.path.clone())
+            }
+            (_, ProjectStatus::Succeeded | ProjectStatus::Unchanged) => {
+                seen.exist.push(project.path.clone())
+            }
+            _ => {}
+        }
+    }
+    seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{ExecutionGraph, Selection};
+    use crate::provider::Registry;
+    use crate::workspace::stack::{StackName, StackSource};
+
+    /// The aws graph, with `kubernetes/logstore` made a directory of manifests.
+    fn graph() -> ExecutionGraph {
+        let mut projects = Registry::builtin().resolve("aws").unwrap().projects;
+        for project in &mut projects {
+            if project.path == "kubernetes/logstore" {
+                project.engine = Some(EngineKind::Kubectl);
+            }
+        }
+        ExecutionGraph::from_projects(projects).unwrap()
+    }
+
+    fn stack() -> ResolvedStack {
+        ResolvedStack {
+            name: StackName::parse("dev").unwrap(),
+            source: StackSource::Flag,
+        }
+    }
+
+    fn workspace() -> Workspace {
+        crate::run::plan::fixtures::workspace()
+    }
+
+    fn paths(graph: &ExecutionGraph, untouched: &BTreeMap<usize, String>) -> Vec<String> {
+        (untouched.iter())
+            .map(|(&i, why)| format!("{}: {why}", graph.project(i).path))
+            .collect()
+    }
+
+    #[test]
+    fn a_destroy_leaves_the_projects_without_the_stack_and_refuses_when_none_has_it() {
+        let graph = graph();
+        let only = |paths: &[&str]| Selection {
+            only: paths.iter().map(|s| s.to_string()).collect(),
+            ..Selection::default()
+        };
+        let selected = Plan::select(
+            &graph,
+            &only(&["infrastructure/aws/vpc", "infrastructure/aws/eks"]),
+        )
+        .unwrap();
+        let vpc = graph.find("infrastructure/aws/vpc").unwrap();
+        let eks = graph.find("infrastructure/aws/eks").unwrap();
+        let found = |absent: &[usize], all_asked| Found {
+            absent: absent.iter().copied().collect(),
+            stacks: BTreeSet::from(["prod".to_string()]),
+            all_asked,
+        };
+        let kubeconfig = Path::new("/nonexistent/dev.yaml");
+        let untouched = untouched(
+            Operation::Destroy,
+            &selected,
+            &workspace(),
+            &stack(),
+            Some(found(&[vpc], true)),
+            kubeconfig,
+        )
+        .unwrap();
+        assert_eq!(
+            paths(&graph, &untouched),
+            [
+                "infrastructure/aws/vpc: stack `dev` does not exist here (never deployed, or removed): not touched"
+            ]
+        );
+        // None has it: the stack's name is likely wrong, and the message names those that exist.
+        let refused = super::untouched(
+            Operation::Destroy,
+            &selected,
+            &workspace(),
+            &stack(),
+            Some(found(&[vpc, eks], true)),
+            kubeconfig,
+        )
+        .unwrap_err();
+        assert_eq!(refused.exit_code(), crate::error::exit::CONFIG);
+        assert!(
+            refused
+                .to_string()
+                .contains("(the stacks that exist: prod): nothing to do"),
+            "{refused}"
+        );
+        // Unless a project could not be asked: then the run finds out.
+        let untouched = super::untouched(
+            Operation::Destroy,
+            &selected,
+            &workspace(),
+            &stack(),
+            Some(found(&[vpc, eks], false)),
+            kubeconfig,
+        )
+        .unwrap();
+        assert_eq!(untouched.len(), 2);
+    }
+
+    #[test]
+    fn manifests_whose_cluster_no_kubeconfig_reaches_are_left_or_wait() {
+        let graph = graph();
+        let selected = Plan::everything(&graph);
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("dev.yaml");
+        let reasons = |operation| {
+            paths(
+                &graph,
+                &untouched(operation, &selected, &workspace(), &stack(), None, &missing).unwrap(),
+            )
+        };
+        let shown = missing.display();
+        assert_eq!(
+            reasons(Operation::Preview),
+            [format!(
+                "kubernetes/logstore: the kubeconfig of its cluster, {shown}, does not exist: waits for its cluster (not previewed)"
+            )]
+        );
+        assert_eq!(
+            reasons(Operation::Refresh),
+            [format!(
+                "kubernetes/logstore: the kubeconfig of its cluster, {shown}, does not exist: not touched"
+            )]
+        );
+        assert!(
+            reasons(Operation::Up).is_empty(),
+            "up writes it, or was refused before"
+        );
+        std::fs::write(&missing, "apiVersion: v1\n").unwrap();
+        assert!(reasons(Operation::Destroy).is_empty());
+    }
+
+    #[test]
+    fn the_backend_is_the_url_or_the_login() {
+        let env = |url: &str| BTreeMap::from([("PULUMI_BACKEND_URL".to_string(), url.to_string())]);
+        assert_eq!(
+            backend_of(&env("file:///w/.mara/state")),
+            "file:///w/.mara/state"
+        );
+        assert_eq!(backend_of(&env("")), "(login)");
+        assert_eq!(backend_of(&BTreeMap::new()), "(login)");
+    }
+
+    #[test]
+    fn a_finished_run_says_which_projects_have_the_stack() {
+        use crate::run::events::Finished;
+        use crate::run::plan::fixtures;
+        let report = |path: &str, outcome: Outcome| {
+            let finished = Finished {
+                outcome,
+                exit_code: Some(0),
+                changes: None,
+                log: None,
+                created_stack: false,
+                preview: Default::default(),
+            };
+            ProjectReport::new(path.to_string(), None, finished)
+        };
+        let only = [
+            "infrastructure/aws/vpc",
+            "infrastructure/aws/eks",
+            "infrastructure/aws/ecr",
+        ];
+        let failed = Outcome::Failed {
+            code: Some(1),
+            reason: "boom".into(),
+        };
+        let gone = Outcome::Absent {
+            reason: absent("dev"),
+        };
+        for (operation, expected) in [
+            (
+                Operation::Up,
+                Seen {
+                    exist: vec!["infrastructure/aws/vpc".into()],
+                    gone: vec!["infrastructure/aws/ecr".into()],
+                },
+            ),
+            // A destroy without --remove leaves the empty stack.
+            (
+                Operation::Destroy,
+                Seen {
+                    exist: vec!["infrastructure/aws/vpc".into()],
+                    gone: vec!["infrastructure/aws/ecr".into()],
+                },
+            ),
+        ] {
+            let plan = fixtures::plan(operation, &only);
+            let reports: Vec<ProjectReport> = plan
+                .projects
+                .iter()
+                .map(|p| match p.path.as_str() {
+                    "infrastructure/aws/vpc" => report(&p.path, Outcome::Succeeded),
+                    "infrastructure/aws/eks" => report(&p.path, failed.clone()),
+                    _ => report(&p.path, gone.clone()),
+                })
+                .collect();
+            assert_eq!(seen(&plan, &reports), expected, "{operation}");
+            assert!(!none_has_it(&reports, "dev"));
+            let all_gone: Vec<ProjectReport> = plan
+                .projects
+                .iter()
+                .map(|p| report(&p.path, gone.clone()))
+                .collect();
+            assert!(none_has_it(&all_gone, "dev"));
+        }
+    }
 }

@@ -157,10 +157,10 @@ impl RunSettings {
             junit,
             resume,
             changed,
-            run,
+            run: run_id,
             selection,
         } = args;
-        if let Some(id) = &run {
+        if let Some(id) = &run_id {
             check_run_id(id)?;
         }
         let mode = match (resume, changed) {
@@ -178,8 +178,47 @@ impl RunSettings {
             (false, true) => Mode::Changed,
             (false, false) => Mode::All,
         };
+        let mut run = RunSettings::started(
+            operation,
+            selection.into(),
+            yes || dry_run,
+            settings,
+            workspace,
+        );
+        run.mode = mode;
+        if let Some(parallel) = parallel {
+            run.parallel = usize::from(parallel);
+        }
+        if keep_going {
+            run.failure = FailurePolicy::SkipDependents;
+        }
+        run.dry_run = dry_run;
+        run.log_order = match log_order {
+            LogOrderArg::Stream => LogOrder::Stream,
+            LogOrderArg::Grouped => LogOrder::Grouped,
+        };
+        run.reports.json = report;
+        run.reports.junit = junit;
+        run.expect_no_changes = expect_no_changes;
+        run.remove_stacks = remove_stacks;
+        run.diff = diff;
+        run.join = run_id;
+        Ok(run)
+    }
+
+    /// A run of `operation` on `selection` with every other option at its default, confirmed
+    /// when `yes` (else asked on a terminal, refused without one): what the commands that start
+    /// a run of their own use (the cluster's `up` and `destroy`, `ci open`, `ci close`'s
+    /// summary).
+    pub fn started(
+        operation: Operation,
+        selection: Selection,
+        yes: bool,
+        settings: &Settings,
+        workspace: &WorkspaceSettings,
+    ) -> RunSettings {
         let people_confirm = matches!(operation, Operation::Up | Operation::Destroy);
-        let confirmation = match (people_confirm && !yes && !dry_run, settings.interactive) {
+        let confirmation = match (people_confirm && !yes, settings.interactive) {
             (false, _) => Confirmation::NotAsked,
             (true, true) => Confirmation::Ask,
             (true, false) => Confirmation::Refused,
@@ -189,33 +228,25 @@ impl RunSettings {
             .get("GITHUB_STEP_SUMMARY")
             .filter(|p| !p.is_empty())
             .map(PathBuf::from);
-        Ok(RunSettings {
+        RunSettings {
             operation,
-            selection: selection.into(),
-            mode,
-            parallel: parallel.map_or(workspace.parallel, usize::from),
-            failure: if keep_going {
-                FailurePolicy::SkipDependents
-            } else {
-                FailurePolicy::StopAll
-            },
+            selection,
+            mode: Mode::All,
+            parallel: workspace.parallel,
+            failure: FailurePolicy::StopAll,
             confirmation,
-            dry_run,
-            log_order: match log_order {
-                LogOrderArg::Stream => LogOrder::Stream,
-                LogOrderArg::Grouped => LogOrder::Grouped,
-            },
+            dry_run: false,
+            log_order: LogOrder::default(),
             reports: Reports {
-                json: report,
-                junit,
                 github_summary,
+                ..Reports::default()
             },
-            expect_no_changes,
-            remove_stacks,
-            diff,
-            join: run,
+            expect_no_changes: false,
+            remove_stacks: false,
+            diff: false,
+            join: None,
             open: None,
-        })
+        }
     }
 }
 

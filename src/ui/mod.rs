@@ -4,6 +4,7 @@
 //! data or text.
 
 pub mod confirm;
+pub mod ledger;
 pub mod prompt;
 pub mod report;
 pub mod reporter;

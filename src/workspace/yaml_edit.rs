@@ -669,12 +669,10 @@ mod tests {
 
     fn set_in(text: &str, path: &str, value: Value) -> Option<String> {
         let path = ConfigPath::parse(path).unwrap();
-        let mut updated = crate::workspace::stack_config::StackConfig::parse(
-            std::path::Path::new(""),
-            text,
-        )
-        .ok()?
-        .values;
+        let mut updated =
+            crate::workspace::stack_config::StackConfig::parse(std::path::Path::new(""), text)
+                .ok()?
+                .values;
         path.set(&mut updated, value).ok()?;
         set(text, &path, &updated).ok()
     }

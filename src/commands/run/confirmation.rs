@@ -1,22 +1,65 @@
 //! The confirmation before `up` and `destroy`, and what a "no" leaves behind (docs/commands.md,
 //! "Confirmation"; exit 6).
 
+use super::{Invocation, Ready};
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result, plural};
 use crate::run::events::Sink;
-use crate::run::plan::RunPlan;
+use crate::run::plan::{Planner, RunPlan};
 use crate::run::project::Context;
 use crate::run::runner::{Runner, Schedule};
 use crate::run::scheduler::FailurePolicy;
 use crate::settings::Settings;
-use crate::settings::run::RunSettings;
+use crate::settings::run::{Confirmation, RunSettings};
 use crate::ui::confirm::{self, LineCollector};
 use crate::ui::prompt::TerminalPrompter;
 use crate::ui::reporter::{self, LogOrder, Reporter};
 use crate::workspace::stack::ResolvedStack;
 
+impl Invocation<'_> {
+    /// On a terminal (`Confirmation::Ask`), the person confirms `plan` (`confirm`); a "no" is
+    /// `declined`, saying what `up` had already stored (`ready.stored`).
+    pub(super) fn confirm(
+        &self,
+        planner: &Planner<'_>,
+        plan: &RunPlan,
+        ready: &Ready,
+    ) -> Result<()> {
+        let run = self.run;
+        if run.confirmation != Confirmation::Ask {
+            return Ok(());
+        }
+        // Its details show each change's properties.
+        let preview = || RunPlan {
+            show_diff: true,
+            ..planner.plan(Operation::Preview, &ready.config, "-preview")
+        };
+        let (stack, context) = (planner.stack, ready.context.clone());
+        let decision = confirm(
+            self.settings,
+            run,
+            self.runner,
+            stack,
+            plan,
+            preview,
+            context,
+        )?;
+        match decision {
+            Decision::Go => Ok(()),
+            Decision::Declined { created } => {
+                let stored = Stored {
+                    created,
+                    ..ready.stored.clone()
+                };
+                let workspace = &planner.deployment.files.workspace;
+                Err(declined(run.operation, stack, &stored, workspace))
+            }
+        }
+    }
+}
+
 /// What the person at the terminal answered.
-pub(super) enum Decision {
+enum Decision {
     Go,
     /// Not confirmed; the projects whose stack the preview created.
     Declined {
@@ -26,7 +69,7 @@ pub(super) enum Decision {
 
 /// On a terminal: `up` previews every project, shows the combined changes and asks; `destroy`
 /// asks for the stack's name.
-pub(super) fn confirm(
+fn confirm(
     settings: &Settings,
     run: &RunSettings,
     runner: &Runner,
@@ -84,6 +127,7 @@ pub(super) fn confirm(
 }
 
 /// What an `up` had stored before its confirmation was declined.
+#[derive(Clone)]
 pub(super) struct Stored {
     /// The shared configuration a first run wrote.
     pub first_run: Option<String>,
@@ -94,7 +138,7 @@ pub(super) struct Stored {
 }
 
 /// "Not confirmed", and exactly what was already stored (exit 6).
-pub(super) fn declined(
+fn declined(
     operation: Operation,
     stack: &ResolvedStack,
     stored: &Stored,

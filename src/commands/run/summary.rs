@@ -2,12 +2,49 @@
 //! reports, then the exit its outcome means (docs/commands.md, "The summary").
 
 use crate::engine::Operation;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, plural};
+use std::time::{Duration, SystemTime};
+
+use crate::clock;
+use crate::run::events::{Outcome, ProjectReport, run_status};
+use crate::run::interrupt::Interrupt;
+use crate::run::plan::Planner;
 use crate::settings::run::RunSettings;
 use crate::settings::{OutputFormat, Settings};
 use crate::status::{ProjectStatus, RunStatus};
 use crate::ui::report::{self, RunSummary};
 use crate::ui::reporter::{self, Reporter};
+
+/// The run's summary, from its projects' reports: `started` when it was recorded, `took` how
+/// long its projects took.
+pub(super) fn of(
+    run: &RunSettings,
+    planner: &Planner<'_>,
+    reports: Vec<ProjectReport>,
+    started: SystemTime,
+    took: Duration,
+    interrupt: &Interrupt,
+) -> RunSummary {
+    let workspace = &planner.deployment.files.workspace;
+    let logs = planner.logs("");
+    RunSummary {
+        run_id: planner.run_id.to_string(),
+        operation: run.operation,
+        provider: planner.deployment.provider.name.clone(),
+        stack: planner.stack.name.to_string(),
+        // A run that lost its lease stopped short of what it was asked: it failed.
+        status: match interrupt.draining() {
+            Some(_) => RunStatus::Failed,
+            None => run_status(&reports, interrupt.is_interrupted()),
+        },
+        started: clock::rfc3339(started),
+        finished: clock::rfc3339(SystemTime::now()),
+        duration: took,
+        logs: logs.is_dir().then(|| workspace.display(&logs).into_owned()),
+        projects: reports,
+        expect_no_changes: run.expect_no_changes,
+    }
+}
 
 /// What the person at the terminal (or the CI log) sees while the run goes on.
 pub(super) fn terminal(settings: &Settings, run: &RunSettings) -> Reporter {
@@ -29,11 +66,7 @@ pub(super) fn terminal(settings: &Settings, run: &RunSettings) -> Reporter {
 
 /// The summary: the table (with `--output json`, the JSON on stdout and the table on stderr),
 /// then every report asked for.
-pub(super) fn summarize(
-    settings: &Settings,
-    run: &RunSettings,
-    summary: &RunSummary,
-) -> Result<()> {
+pub fn summarize(settings: &Settings, run: &RunSettings, summary: &RunSummary) -> Result<()> {
     match settings.output {
         OutputFormat::Json => {
             eprint!("{}", report::table(summary, settings.stderr_style));
@@ -89,4 +122,28 @@ pub(super) fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A warning for the projects killed by a second interruption: their engines could not clean up,
+/// and may still hold their stacks' own locks.
+pub(super) fn warn_killed(settings: &Settings, summary: &RunSummary) {
+    let killed: Vec<_> = (summary.projects.iter())
+        .filter(|p| matches!(p.outcome, Outcome::Cancelled { killed: Some(_) }))
+        .collect();
+    if killed.is_empty() {
+        return;
+    }
+    let mut text = format!(
+        "warning: {} {} killed: the engine may still hold its stack's own lock (`mara unlock` says so again)",
+        killed.len(),
+        plural(killed.len(), "project was", "projects were")
+    );
+    for project in killed {
+        text.push_str(&format!(
+            "\n  {}: {}",
+            project.path,
+            project.reason.as_deref().unwrap_or_default()
+        ));
+    }
+    eprintln!("{}", settings.stderr_style.yellow(&text));
 }

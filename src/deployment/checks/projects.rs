@@ -398,7 +398,6 @@ fn no_directory(
     );
 }
 
-/// How many Terraform files (`.tf`, `.tf.json`) `dir` holds.
 /// Where the root module in `dir` keeps its state, as its `.tf` files declare it: `None` when
 /// they name no backend (Terraform's local state), else the backend's type.
 pub fn terraform_backend(dir: &Path) -> Option<String> {
@@ -415,6 +414,7 @@ pub fn terraform_backend(dir: &Path) -> Option<String> {
     })
 }
 
+/// How many Terraform files (`.tf`, `.tf.json`) `dir` holds.
 fn terraform_files(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .map(|entries| {

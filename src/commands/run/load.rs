@@ -1,0 +1,168 @@
+//! Loading and checking a run (docs/ARCHITECTURE.md, "How a run goes", steps 2 to 4): what it
+//! reads of its deployment, the ledger it keeps, what it checks before anything is asked,
+//! written or run, and which selected projects it leaves untouched.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Invocation, Loaded};
+use crate::deployment::Deployment;
+use crate::deployment::checks::{RunChecks, fanout};
+use crate::engine::Operation;
+use crate::error::{Error, Result};
+use crate::graph::Plan;
+use crate::ledger::{self, Opener};
+use crate::run;
+use crate::run::stacks::{self, Found};
+use crate::settings::run::{Confirmation, Mode};
+use crate::workspace::kubeconfig::Choice;
+use crate::workspace::stack_config::StackConfigFile;
+
+impl Invocation<'_> {
+    /// The stack, its configuration, the selection, the environment, the stored secrets and (for
+    /// `--changed` and a real `up`) the selected projects' fingerprints.
+    pub(super) fn loaded<'d>(&self, deployment: &'d Deployment) -> Result<Loaded<'d>> {
+        let run = self.run;
+        let files = &deployment.files;
+        let stack = files.required_stack()?;
+        let config = files.config.clone().unwrap_or_else(|| {
+            StackConfigFile::Missing(files.workspace.stack_config_file(&stack.name))
+        });
+        let selected = Plan::select(&deployment.graph, &run.selection)?;
+        let stored = match files.secrets_config(stack) {
+            Ok(stored) => stored,
+            // Only `up` stores secrets there; any other run only reads back what Pulumi stores.
+            Err(error) if run.operation != Operation::Up => {
+                tracing::warn!("{error}: the secrets it stores are not read back");
+                StackConfigFile::Missing(files.workspace.secrets_config_file(&stack.name))
+            }
+            Err(error) => return Err(error),
+        };
+        // A dry run of all the projects needs no fingerprint.
+        let fingerprinted =
+            run.mode == Mode::Changed || (run.operation == Operation::Up && !run.dry_run);
+        let fingerprints = match fingerprinted {
+            true => run::narrow::fingerprints(&selected, files, stack),
+            false => BTreeMap::new(),
+        };
+        Ok(Loaded {
+            stack,
+            config,
+            selected,
+            with_secrets: files.environment(self.settings),
+            stored,
+            fingerprints,
+        })
+    }
+
+    /// Everything that can be checked of what runs, before anything is asked, written or run:
+    /// the configuration, the projects' files and the tools (exit 3; a dry run runs nothing, and
+    /// checks only the configuration), that a confirmation can be given (exit 2), what `up`
+    /// needs to ask for (exit 3).
+    pub(super) fn check(&self, deployment: &Deployment, loaded: &Loaded<'_>) -> Result<()> {
+        let run = self.run;
+        let checks = RunChecks {
+            deployment,
+            selected: &loaded.selected,
+            stack: &loaded.stack.name,
+            config: &loaded.config,
+            stored: &loaded.stored,
+            env: &loaded.with_secrets,
+            interactive: self.settings.interactive,
+            joined: run.join.is_some(),
+        };
+        let asks = run.operation == Operation::Up && !run.dry_run;
+        let found = match run.dry_run {
+            true => checks.configuration(run.operation),
+            false => checks.preflight(run.operation),
+        };
+        if let Err(Error::Problems(mut problems)) = found {
+            // Said at once with what `up` would need asked, so that one run shows every problem.
+            if let (true, Err(Error::Problems(more))) = (asks, checks.needs()) {
+                problems.extend(more);
+            }
+            return Err(Error::Problems(problems));
+        }
+        if run.confirmation == Confirmation::Refused {
+            return Err(Confirmation::refusal(run.operation));
+        }
+        match asks {
+            true => checks.needs(),
+            false => Ok(()),
+        }
+    }
+
+    /// The selected projects the run leaves untouched, with why (`stacks::untouched`): for
+    /// `destroy` and `refresh`, which never create a stack, the engines are asked first which
+    /// projects have it.
+    pub(super) fn untouched(
+        &self,
+        deployment: &Deployment,
+        loaded: &Loaded<'_>,
+        env: &BTreeMap<String, String>,
+        known: &BTreeSet<String>,
+        kubeconfig: &Choice,
+    ) -> Result<BTreeMap<usize, String>> {
+        let run = self.run;
+        if run.dry_run {
+            return Ok(BTreeMap::new());
+        }
+        let workspace = &deployment.files.workspace;
+        let found: Option<Found> = match run.operation {
+            Operation::Destroy | Operation::Refresh => {
+                let color = self.settings.stdout_style.enabled;
+                let pulumi = run::plan::pulumi(deployment, loaded.stack, &loaded.config, color);
+                let interrupt = self.runner.interrupt();
+                let selected = &loaded.selected;
+                let found = stacks::find(
+                    selected,
+                    workspace,
+                    &pulumi,
+                    env,
+                    run.parallel,
+                    interrupt,
+                    known,
+                );
+                interrupt.checkpoint()?;
+                Some(found)
+            }
+            _ => None,
+        };
+        stacks::untouched(
+            run.operation,
+            &loaded.selected,
+            workspace,
+            loaded.stack,
+            found,
+            &kubeconfig.file,
+        )
+    }
+
+    /// The run's one ledger (one connection to a server), once what a fanned-out run needs of it
+    /// and of where state is kept was checked, and a server reached; `None` when `ci open` finds
+    /// its run open already (a retried job), which it says.
+    pub(super) fn ledger(
+        &self,
+        deployment: &Deployment,
+        loaded: &Loaded<'_>,
+    ) -> Result<Option<Opener>> {
+        let run = self.run;
+        let place = ledger::place(&deployment.files.workspace, &self.settings.env)?;
+        let mut ledger = Opener::new(place);
+        if let Some(open) = &run.open {
+            let selected = &loaded.selected;
+            fanout::open(ledger.place(), &loaded.with_secrets, deployment, selected)?;
+            if run::fanout::open_already(ledger.existing()?, &open.run_id)? {
+                crate::ui::print(&format!("Run {} is open already.\n", open.run_id))?;
+                return Ok(None);
+            }
+        } else if run.join.is_some() {
+            fanout::team_ledger(ledger.place(), None)?;
+        }
+        // A server is reached before anything runs: one that cannot be (down, a wrong password,
+        // a bad lease) fails the run here, exit 3, not after engine calls.
+        if !run.dry_run && matches!(ledger.place(), ledger::Place::Server(_)) {
+            ledger.existing()?;
+        }
+        Ok(Some(ledger))
+    }
+}

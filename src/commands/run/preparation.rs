@@ -1,0 +1,88 @@
+//! Preparing the stack for a run (docs/ARCHITECTURE.md, "How a run goes", step 6): the first
+//! run's answers and the secrets, asked on the terminal, and what the run's processes are given.
+
+use super::confirmation::Stored;
+use super::{Invocation, Prepared, Ready};
+use crate::configure::Prompter;
+use crate::engine::Operation;
+use crate::error::Result;
+use crate::run::plan::Planner;
+use crate::run::project::Context;
+use crate::run::redact::Redactor;
+use crate::run::{fanout, kubeconfig, prepare};
+use crate::ui::prompt::TerminalPrompter;
+
+impl Invocation<'_> {
+    /// The stack prepared for the run: for `up`, the first run's answers and the secrets not
+    /// stored yet (asked on a terminal, else from `MARA_SECRET_*`), stored; for every run, what
+    /// Pulumi stores read back for the redactor; for a job of a fanned-out run, the kubeconfigs
+    /// of the projects it follows written again.
+    pub(super) fn prepare(
+        &self,
+        planner: &Planner<'_>,
+        prepared: &Prepared<'_>,
+        ran: &mut bool,
+    ) -> Result<Ready> {
+        let (run, settings, loaded) = (self.run, self.settings, prepared.loaded);
+        let workspace = &planner.deployment.files.workspace;
+        let pulumi = planner.pulumi(&loaded.config);
+        let preparing = prepare::Stack {
+            deployment: planner.deployment,
+            selected: planner.selected,
+            stack: planner.stack,
+            config: &loaded.config,
+            stored: &loaded.stored,
+            pulumi: &pulumi,
+            interrupt: self.runner.interrupt(),
+        };
+        let (config, mut secrets) = match run.operation {
+            Operation::Up => {
+                let mut terminal = TerminalPrompter;
+                let prompter = (settings.interactive).then_some(&mut terminal as &mut dyn Prompter);
+                preparing.prepare(&loaded.with_secrets, prompter, ran)?
+            }
+            _ => (loaded.config.clone(), Default::default()),
+        };
+        let stored = Stored {
+            first_run: (run.operation == Operation::Up && loaded.config.is_first_run())
+                .then(|| workspace.display(config.path()).display().to_string()),
+            secrets: secrets.len(),
+            created: Vec::new(),
+        };
+        let mut env = prepared.env.clone();
+        let mut known = prepare::stored_secrets(
+            &pulumi,
+            self.runner.interrupt(),
+            &env,
+            &preparing.secrets_dir(),
+            &loaded.stored,
+            &config,
+            preparing.first_dir().as_deref(),
+        );
+        known.append(&mut secrets);
+        // A first run's tokens reach the engines as the variables their questions name.
+        prepare::token_variables(&planner.deployment.provider, &known, &mut env);
+        let ledger_password = prepared.ledger.place().password(&settings.env);
+        let context = Context {
+            env,
+            redactor: Redactor::new(known.values().cloned().chain(ledger_password)),
+            kubeconfig: kubeconfig::Files {
+                stack: workspace.kubeconfig_file(&planner.stack.name),
+                root: workspace.root.clone(),
+                stack_name: planner.stack.name.to_string(),
+            },
+        };
+        // A job of a fanned-out run starts on a runner where no hook of its dependencies ran.
+        if run.join.is_some() {
+            let lines =
+                fanout::rebuild_kubeconfigs(planner, &pulumi, &context.env, &context.kubeconfig)?;
+            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            crate::ui::print(&text)?;
+        }
+        Ok(Ready {
+            config,
+            context,
+            stored,
+        })
+    }
+}

@@ -1,0 +1,154 @@
+//! What a run records, and what a person is told of it (docs/commands.md, "status, history,
+//! logs"): the run's record and the stack's lock (a lock taken over is said), the projects of a
+//! run opened for CI jobs, the stacks that exist once it ran, how it ended; and, after a stack's
+//! first `up`, the provider that built it, in its configuration.
+
+use std::time::SystemTime;
+
+use super::{Invocation, Prepared};
+use crate::clock;
+use crate::error::{Error, Result, plural};
+use crate::ledger::{Opener, RunStart};
+use crate::run::events::ProjectReport;
+use crate::run::plan::{Planner, RunPlan};
+use crate::run::recorder::{Recorder, TakenOver};
+use crate::run::{fanout, prepare, stacks};
+use crate::settings::Settings;
+use crate::ui::ledger::engine_locks_note;
+use crate::workspace::stack::ResolvedStack;
+use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfigFile};
+
+impl Invocation<'_> {
+    /// The run's record: a job joins its run; `up`, `refresh`, `destroy` and `ci open` record
+    /// the run and take the stack's lock (exit 5 when another run holds it); a preview records
+    /// nothing here.
+    pub(super) fn record(
+        &self,
+        ledger: &mut Opener,
+        planner: &Planner<'_>,
+        started: SystemTime,
+    ) -> Result<Option<Recorder>> {
+        let run = self.run;
+        let stack = planner.stack.name.as_str();
+        if let Some(id) = &run.join {
+            let joined = Recorder::join(ledger.take_writable()?, id, stack, run.operation);
+            if let Err(Error::Interrupted) = joined {
+                eprintln!("Run {id} was cancelled: this job runs nothing.");
+            }
+            return joined.map(Some);
+        }
+        let locks = run.operation.mutates();
+        if !locks && run.open.is_none() {
+            return Ok(None);
+        }
+        let start = RunStart {
+            run_id: planner.run_id.to_string(),
+            operation: run.operation,
+            provider: planner.deployment.provider.name.clone(),
+            stack: stack.to_string(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            started: clock::rfc3339(started),
+        };
+        let lease = run.open.as_ref().map(|o| o.lease);
+        let (recorder, taken) = Recorder::start(ledger.take_writable()?, &start, locks, lease)?;
+        if let Some(TakenOver { holder, run }) = taken {
+            let note = run.map(|r| engine_locks_note(&r)).unwrap_or_default();
+            let whose = match holder.lease_left {
+                Some(_) => "lease ran out",
+                None => "process is gone",
+            };
+            let warning = format!(
+                "warning: took over the lock of {holder}, whose {whose}; that run is recorded abandoned\n{note}"
+            );
+            eprintln!("{}", self.settings.stderr_style.yellow(warning.trim_end()));
+        }
+        Ok(Some(recorder))
+    }
+
+    /// `mara ci open`: the run is recorded and holds its stack, its projects waiting for their
+    /// jobs, which do the rest.
+    pub(super) fn opened(&self, recorder: Option<&Recorder>, planner: &Planner<'_>) -> Result<()> {
+        let paths = fanout::waiting(planner.selected, self.run.operation);
+        if let Some(recorder) = recorder {
+            recorder.plan(&paths)?;
+        }
+        let (id, n) = (planner.run_id, paths.len());
+        crate::ui::print(&format!(
+            "Opened run {id}: {n} {} of stack {}, to be joined with `--run {id}` and closed by `mara ci close --run {id}`.\n",
+            plural(n, "project", "projects"),
+            planner.stack.name
+        ))
+    }
+
+    /// The record closed by how the run went (`Recorder::close`). What happened to the
+    /// deployment decides the exit; a ledger that could not say so is reported beside it
+    /// (`status` shows such a run abandoned once mara has exited).
+    pub(super) fn close(
+        &self,
+        recorder: Option<Recorder>,
+        result: &Result<()>,
+        ran: bool,
+        planner: &Planner<'_>,
+    ) {
+        let Some(recorder) = recorder else {
+            return;
+        };
+        let paths: Vec<String> = (planner.selected.order().iter())
+            .map(|&i| planner.deployment.graph.project(i).path.clone())
+            .collect();
+        if let Err(error) = recorder.close(result, ran, &paths) {
+            let text = format!("warning: the run's end was not recorded: {error}");
+            eprintln!("{}", self.settings.stderr_style.yellow(&text));
+        }
+    }
+}
+
+/// Records which projects now have the stack, and which were found without it, for the next
+/// run's plan; a preview (which takes no lock, and may have created stacks) records it too.
+pub(super) fn stacks_seen(
+    recorder: Option<&Recorder>,
+    prepared: &mut Prepared<'_>,
+    stack: &ResolvedStack,
+    plan: &RunPlan,
+    reports: &[ProjectReport],
+) {
+    let seen = stacks::seen(plan, reports);
+    let (backend, stack) = (prepared.backend.as_str(), stack.name.as_str());
+    let recorded = match recorder {
+        Some(recorder) => recorder.stacks_changed(backend, stack, &seen.exist, &seen.gone),
+        None if seen.exist.is_empty() && seen.gone.is_empty() => Ok(()),
+        None => (prepared.ledger.writable())
+            .and_then(|l| l.stacks_changed(backend, stack, &seen.exist, &seen.gone)),
+    };
+    if let Err(error) = recorded {
+        tracing::warn!("{error}: the stacks that exist are not recorded");
+    }
+}
+
+/// The first successful `up` of a stack whose configuration does not say which provider built
+/// it records that (`kubernetes:infra_type`), so that later runs find the provider.
+pub(super) fn infra_type(settings: &Settings, planner: &Planner<'_>, config: &StackConfigFile) {
+    let Some(infra_type) = &planner.deployment.provider.infra_type else {
+        return;
+    };
+    let Some(values) = config.config() else {
+        return;
+    };
+    if values.contains(INFRA_TYPE_KEY) {
+        return;
+    }
+    let workspace = &planner.deployment.files.workspace;
+    let file = workspace.display(config.path()).display().to_string();
+    let style = settings.stderr_style;
+    match prepare::record_infra_type(config, infra_type) {
+        Ok(true) if settings.verbosity >= 0 => {
+            eprintln!("kubernetes:infra_type `{infra_type}` recorded in {file}")
+        }
+        Ok(true) => {}
+        Ok(false) => eprintln!(
+            "{}",
+            style.yellow(&format!("warning: {file} does not say which provider built the stack: add `kubernetes:infra_type: {infra_type}` under `config:`"))
+        ),
+        Err(error) => eprintln!("{}", style.yellow(&format!("warning: {error}"))),
+    }
+}
