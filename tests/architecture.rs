@@ -296,6 +296,37 @@ fn the_modules_form_no_import_circle() {
     }
 }
 
+#[test]
+fn a_command_reaches_another_only_as_a_run() {
+    // What commands share lives in the layers below them; a command that needs a run (the
+    // cluster's up and destroy, `ci open` and `ci close`'s summary) starts it through the run's
+    // own entry, `commands::run`, with plain settings.
+    let sources = sources();
+    let modules: BTreeSet<String> = sources.keys().cloned().collect();
+    let mut found = Vec::new();
+    for (module, (path, code)) in &sources {
+        let Some(own) = module.strip_prefix("commands::") else {
+            continue;
+        };
+        for (number, line) in code_lines(code) {
+            if line.contains("crate::commands") {
+                found.push(format!("{}:{number}: {}", path.display(), line.trim()));
+            }
+        }
+        let own = own.split("::").next().unwrap();
+        for target in references(module, code, &modules) {
+            let Some(other) = target.strip_prefix("commands::") else {
+                continue;
+            };
+            let other = other.split("::").next().unwrap();
+            if other != own && other != "run" {
+                found.push(format!("{module} uses {target}"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}
+
 /// Lines that use something only `allowed` modules may use.
 fn used_outside(needles: &[&str], allowed: &[&str]) -> Vec<String> {
     let mut found = Vec::new();

@@ -2,7 +2,6 @@
 //! Only this module, `main` and `ui` know about terminals.
 
 pub mod ci;
-mod ci_generate;
 pub mod cluster;
 pub mod config;
 pub mod ledger;

@@ -3,6 +3,8 @@
 //! (`mara up --only P --run ID`); `close` records what did not run and why, the run's status,
 //! releases the lock and writes the summary; `generate` writes the pipeline that does all this.
 
+mod generate;
+
 use std::time::SystemTime;
 
 use super::run;
@@ -52,7 +54,7 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
             check,
             setup,
             selection,
-        } => super::ci_generate::generate(
+        } => generate::generate(
             settings,
             (system, operation),
             (file, check),
