@@ -2,12 +2,15 @@
 //! what is running now, and the inputs of each project's last successful deployment.
 //!
 //! The runner never talks to it: `run::recorder` follows a run's events as one of its sinks. The
-//! ledger sits behind `Ledger`, so that a shared database for teams can replace the local SQLite
-//! one (`sqlite::SqliteLedger`, `.mara/ledger.db`) without touching anything else; `open` and
-//! `open_existing` are where a command gets one.
+//! ledger is the contract `Ledger`, kept once in `records.rs` for both of its stores: this
+//! machine's SQLite file (`sqlite.rs`, `.mara/ledger.db`) and a team's PostgreSQL server
+//! (`postgres.rs`), each only a dialect; `open` and `open_existing` are where a command gets one,
+//! and `tests/ledger_contract.rs` holds both to the same behaviour.
 
 pub mod postgres;
+pub mod records;
 pub mod sqlite;
+pub mod store;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -135,8 +138,8 @@ pub fn path(workspace: &Workspace) -> std::path::PathBuf {
 pub fn open(place: &Place) -> Result<Box<dyn Ledger>> {
     let opening = std::time::Instant::now();
     let ledger: Box<dyn Ledger> = match place {
-        Place::File(file) => Box::new(sqlite::SqliteLedger::open(file)?),
-        Place::Server(url) => Box::new(postgres::PostgresLedger::connect(url)?),
+        Place::File(file) => Box::new(sqlite::Sqlite::open(file)?),
+        Place::Server(url) => Box::new(postgres::Postgres::connect(url)?),
     };
     // What the benchmarks read (docs/benchmarks.md, `MARA_LOG=mara::ledger=debug`).
     tracing::debug!(target: "mara::ledger", micros = opening.elapsed().as_micros() as u64, "ledger opened");
@@ -147,8 +150,10 @@ pub fn open(place: &Place) -> Result<Box<dyn Ledger>> {
 /// does.
 pub fn open_existing(place: &Place) -> Result<Option<Box<dyn Ledger>>> {
     match place {
-        Place::File(file) => Ok(sqlite::SqliteLedger::open_existing(file)?
-            .map(|ledger| Box::new(ledger) as Box<dyn Ledger>)),
+        Place::File(file) => {
+            Ok(sqlite::Sqlite::open_existing(file)?
+                .map(|ledger| Box::new(ledger) as Box<dyn Ledger>))
+        }
         Place::Server(_) => open(place).map(Some),
     }
 }
@@ -217,6 +222,18 @@ pub struct Holder {
 }
 
 impl Holder {
+    /// Whether the run holding the lock may still be running, so that the lock is not taken
+    /// over: on a server, while its lease has not run out (hosts of different machines, CI
+    /// containers, may share a name, so a pid says nothing there); on a machine's own ledger,
+    /// while its process exists — or when it is of another host than `this_host`, which cannot
+    /// tell.
+    pub fn is_live(&self, this_host: &str) -> bool {
+        match self.lease_left {
+            Some(left) => left > 0,
+            None => self.host != this_host || process_exists(self.pid),
+        }
+    }
+
     /// Whether it is a live run of this machine (its lease not run out, its process alive): the
     /// only kind that can be using this machine's local cluster.
     pub fn alive_on_this_host(&self) -> bool {
@@ -354,28 +371,18 @@ pub trait Ledger: Send {
 
     /// How long a lock lasts unless its holder renews it: `None` for a ledger only this machine
     /// uses, whose locks are held by live processes.
-    fn lease(&self) -> Option<std::time::Duration> {
-        None
-    }
+    fn lease(&self) -> Option<std::time::Duration>;
 
     /// Renews the lock `run_id` holds; `Ok(false)` when it holds none any more (taken over
     /// after its lease ran out, or cleared by `mara unlock --force`).
-    fn renew(&mut self, run_id: &str) -> Result<bool> {
-        let _ = run_id;
-        Ok(true)
-    }
+    fn renew(&mut self, run_id: &str) -> Result<bool>;
 
     /// Whether it keeps the runs' log lines itself (a server's, for `logs` from any machine);
     /// otherwise they are only in the log files of the machine that ran.
-    fn stores_logs(&self) -> bool {
-        false
-    }
+    fn stores_logs(&self) -> bool;
 
     /// Appends log lines (`(project, line)`, already redacted) of run `run_id`, in order.
-    fn append_logs(&mut self, run_id: &str, lines: &[(String, String)]) -> Result<()> {
-        let _ = (run_id, lines);
-        Ok(())
-    }
+    fn append_logs(&mut self, run_id: &str, lines: &[(String, String)]) -> Result<()>;
 
     /// Run `run_id`'s log lines after position `after` (0: from the start), of one project or
     /// all, in order: `(position, project, line)`.
@@ -384,10 +391,7 @@ pub trait Ledger: Send {
         run_id: &str,
         project: Option<&str>,
         after: i64,
-    ) -> Result<Vec<(i64, String, String)>> {
-        let _ = (run_id, project, after);
-        Ok(Vec::new())
-    }
+    ) -> Result<Vec<(i64, String, String)>>;
 
     /// Records a run as `running`; with `lock`, first takes the stack's lock, atomically.
     fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun>;
@@ -424,26 +428,16 @@ pub trait Ledger: Send {
 
     /// Sets the lease of the locks this ledger takes from now on (a run fanned out over CI jobs
     /// is opened with a long one); a ledger without leases ignores it.
-    fn set_lease(&mut self, _lease: std::time::Duration) {}
+    fn set_lease(&mut self, lease: std::time::Duration);
 
     /// Joins run `run_id` (opened elsewhere by `mara ci open`) to record projects under it:
     /// refused when there is no such run, when it is of another stack or operation, closed, or
-    /// no longer holding its lock; `Interrupted` when it was cancelled. Only a shared ledger
-    /// can have a run opened elsewhere.
-    fn join(&mut self, run_id: &str, _stack: &str, _operation: Operation) -> Result<()> {
-        Err(Error::config(
-            Problem::new(format!(
-                "cannot join run `{run_id}`: this workspace's own ledger is not shared"
-            ))
-            .hint("a run fanned out over CI jobs needs a team's ledger: set MARA_LEDGER_URL"),
-        ))
-    }
+    /// no longer holding its lock; `Interrupted` when it was cancelled.
+    fn join(&mut self, run_id: &str, stack: &str, operation: Operation) -> Result<()>;
 
     /// Whether run `run_id` still holds its stack's lock: on a server another machine may have
     /// cleared it (`unlock --force`) or taken it over.
-    fn holds_lock(&self, _run_id: &str) -> Result<bool> {
-        Ok(true)
-    }
+    fn holds_lock(&self, run_id: &str) -> Result<bool>;
 
     /// Runs, newest first (without their projects), of one stack or all.
     fn runs(&self, stack: Option<&str>, limit: usize) -> Result<Vec<RunRecord>>;

@@ -1,23 +1,21 @@
-//! The ledger in an embedded SQLite database, `<state_dir>/ledger.db`.
+//! The ledger in an embedded SQLite database, `<state_dir>/ledger.db`: the dialect of
+//! `records::Store` for one machine, whose records are in `records.rs`.
 //!
 //! WAL mode, so that `status` and `history` read while a run writes; a busy timeout, so that two
-//! processes wait for each other instead of failing; the lock taken in an immediate transaction,
-//! so that two runs can never both hold a stack. The schema is migrated by `PRAGMA user_version`.
+//! processes wait for each other instead of failing; every write in an immediate transaction, so
+//! that two runs can never both hold a stack. The schema is migrated by `PRAGMA user_version`.
+//! A lock is held by a live process of this machine: there are no leases, and no log lines
+//! (they are in the run's log files).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
+use rusqlite::{Connection, TransactionBehavior};
 
-use super::{
-    Begun, History, Holder, ImageRecord, Ledger, ProjectRecord, RunRecord, RunStart,
-    process_exists, whoami,
-};
-use crate::engine::Operation;
+use super::records::Records;
+use super::store::{Row, Store, Tx, Value, Words};
 use crate::error::{Error, Problem, Result};
-use crate::status::{ProjectStatus, RunStatus};
 
 /// Each entry moves the schema one version up; never edit one, add the next.
 const MIGRATIONS: &[&str] = &[
@@ -92,16 +90,15 @@ const MIGRATIONS: &[&str] = &[
     );",
 ];
 
-pub struct SqliteLedger {
+/// The workspace's own ledger.
+pub type SqliteLedger = Records<Sqlite>;
+
+/// A SQLite ledger file, opened.
+pub struct Sqlite {
     connection: Connection,
     path: PathBuf,
-    user: String,
-    host: String,
 }
 
-/// WAL mode, then the schema checked and migrated in one immediate transaction: two processes
-/// opening a new ledger at once must not both migrate it; the second waits, then finds it up to
-/// date. Returns the version found, which is left alone when newer than this mara knows.
 fn set_up(connection: &mut Connection) -> rusqlite::Result<usize> {
     connection.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
@@ -149,31 +146,115 @@ fn db_error(path: &Path, error: rusqlite::Error) -> Error {
     }
 }
 
-/// The statuses and operations are stored as their text.
-macro_rules! text_column {
-    ($type:ty) => {
-        impl ToSql for $type {
-            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-                Ok(ToSqlOutput::from(self.as_str()))
+impl ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        use rusqlite::types::Value as Sql;
+        Ok(ToSqlOutput::Owned(match self {
+            Value::Null => Sql::Null,
+            Value::Int(n) => Sql::Integer(*n),
+            Value::Real(r) => Sql::Real(*r),
+            Value::Text(t) => Sql::Text(t.clone()),
+            Value::Bool(b) => Sql::Integer(i64::from(*b)),
+            Value::Texts(_) => {
+                return Err(rusqlite::Error::ToSqlConversionFailure(
+                    "a list is not a SQLite value".into(),
+                ));
             }
-        }
-
-        impl FromSql for $type {
-            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-                let text = value.as_str()?;
-                <$type>::parse(text).ok_or_else(|| {
-                    FromSqlError::Other(format!("`{text}` is not a known value").into())
-                })
-            }
-        }
-    };
+        }))
+    }
 }
 
-text_column!(ProjectStatus);
-text_column!(RunStatus);
-text_column!(Operation);
+/// A row as the records read it.
+fn row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    let columns = row.as_ref().column_count();
+    (0..columns)
+        .map(|i| {
+            Ok(match row.get_ref(i)? {
+                ValueRef::Null => Value::Null,
+                ValueRef::Integer(n) => Value::Int(n),
+                ValueRef::Real(r) => Value::Real(r),
+                ValueRef::Text(t) | ValueRef::Blob(t) => {
+                    Value::Text(String::from_utf8_lossy(t).into_owned())
+                }
+            })
+        })
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map(Row)
+}
 
-impl SqliteLedger {
+fn query(connection: &Connection, sql: &str, params: &[Value]) -> rusqlite::Result<Vec<Row>> {
+    let mut statement = connection.prepare_cached(&Sqlite::WORDS.render(sql))?;
+    let rows = statement.query_map(rusqlite::params_from_iter(params), row)?;
+    rows.collect()
+}
+
+fn execute(connection: &Connection, sql: &str, params: &[Value]) -> rusqlite::Result<u64> {
+    let mut statement = connection.prepare_cached(&Sqlite::WORDS.render(sql))?;
+    statement
+        .execute(rusqlite::params_from_iter(params))
+        .map(|n| n as u64)
+}
+
+/// A transaction's statements.
+struct SqliteTx<'a> {
+    transaction: &'a rusqlite::Transaction<'a>,
+    path: &'a Path,
+}
+
+impl Tx for SqliteTx<'_> {
+    fn execute(&mut self, sql: &'static str, params: &[Value]) -> Result<u64> {
+        execute(self.transaction, sql, params).map_err(|e| db_error(self.path, e))
+    }
+
+    fn query(&mut self, sql: &'static str, params: &[Value]) -> Result<Vec<Row>> {
+        query(self.transaction, sql, params).map_err(|e| db_error(self.path, e))
+    }
+}
+
+impl Store for Sqlite {
+    const WORDS: Words = Words {
+        prefix: "",
+        user: "user",
+        order: "rowid",
+        lease_left: "NULL",
+        live: "1",
+        lapsed: "0",
+        question_marks: true,
+    };
+
+    fn shown(&self) -> &Path {
+        &self.path
+    }
+
+    fn query(&self, sql: &'static str, params: &[Value]) -> Result<Vec<Row>> {
+        query(&self.connection, sql, params).map_err(|e| db_error(&self.path, e))
+    }
+
+    fn execute(&mut self, sql: &'static str, params: &[Value]) -> Result<u64> {
+        execute(&self.connection, sql, params).map_err(|e| db_error(&self.path, e))
+    }
+
+    /// Immediate: the transaction takes the file's write lock first, so that deciding about a
+    /// stack's lock and taking it are one step that no other process comes between.
+    fn transaction(
+        &mut self,
+        _stack: Option<&str>,
+        work: &mut dyn FnMut(&mut dyn Tx) -> Result<()>,
+    ) -> Result<()> {
+        let path = &self.path;
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_error(path, e))?;
+        work(&mut SqliteTx {
+            transaction: &transaction,
+            path,
+        })?;
+        transaction.commit().map_err(|e| db_error(path, e))
+    }
+}
+
+impl Sqlite {
     /// Opens (creating, and migrating) the ledger at `path`.
     pub fn open(path: &Path) -> Result<SqliteLedger> {
         if let Some(dir) = path.parent() {
@@ -214,13 +295,10 @@ impl SqliteLedger {
                 .hint("use a newer mara"),
             ));
         }
-        let (user, host) = whoami();
-        Ok(SqliteLedger {
+        Ok(Records::new(Sqlite {
             connection,
             path: path.to_path_buf(),
-            user,
-            host,
-        })
+        }))
     }
 
     /// Opens the ledger only if it exists (for commands that only read). A ledger this user
@@ -235,13 +313,13 @@ impl SqliteLedger {
         wal.push("-wal");
         let logged = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0);
         if !writable(path) {
-            return SqliteLedger::open_read_only(path, !logged).map(Some);
+            return Sqlite::open_read_only(path, !logged).map(Some);
         }
-        match SqliteLedger::open(path) {
+        match Sqlite::open(path) {
             Ok(ledger) => Ok(Some(ledger)),
             // Only a disk that takes no more: any other error (a newer schema) stands.
             Err(Error::Ledger { message, .. }) if !logged && message.contains("disk") => {
-                SqliteLedger::open_read_only(path, true).map(Some)
+                Sqlite::open_read_only(path, true).map(Some)
             }
             Err(error) => Err(error),
         }
@@ -269,572 +347,20 @@ impl SqliteLedger {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
         )
         .map_err(|e| db_error(path, e))?;
-        let (user, host) = whoami();
-        Ok(SqliteLedger {
+        Ok(Records::new(Sqlite {
             connection,
             path: path.to_path_buf(),
-            user,
-            host,
-        })
-    }
-
-    fn holder_of(connection: &Connection, stack: &str) -> rusqlite::Result<Option<Holder>> {
-        connection
-            .query_row(
-                "SELECT r.run_id, r.user, r.host, r.pid, r.started, r.command FROM locks l JOIN runs r ON r.run_id = l.run_id WHERE l.stack = ?1",
-                [stack],
-                |row| {
-                    Ok(Holder {
-                        run_id: row.get(0)?,
-                        user: row.get(1)?,
-                        host: row.get(2)?,
-                        pid: row.get(3)?,
-                        started: row.get(4)?,
-                        command: row.get(5)?,
-                        lease_left: None,
-                    })
-                },
-            )
-            .optional()
-    }
-
-    fn record(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
-        Ok(RunRecord {
-            run_id: row.get(0)?,
-            operation: row.get(1)?,
-            provider: row.get(2)?,
-            stack: row.get(3)?,
-            user: row.get(4)?,
-            host: row.get(5)?,
-            pid: row.get(6)?,
-            command: row.get(7)?,
-            started: row.get(8)?,
-            finished: row.get(9)?,
-            status: row.get(10)?,
-            projects: Vec::new(),
-            leased: false,
-        })
-    }
-
-    const RUN_COLUMNS: &'static str =
-        "run_id, operation, provider, stack, user, host, pid, command, started, finished, status";
-
-    fn projects(&self, run_id: &str) -> Result<Vec<ProjectRecord>> {
-        let mut statement = self
-            .connection
-            .prepare("SELECT path, status, started, finished, exit_code, changes, reason, log, fingerprint FROM projects WHERE run_id = ?1 ORDER BY rowid")
-            .map_err(|e| db_error(&self.path, e))?;
-        let rows = statement
-            .query_map([run_id], |row| {
-                let changes: Option<String> = row.get(5)?;
-                Ok(ProjectRecord {
-                    path: row.get(0)?,
-                    status: row.get(1)?,
-                    started: row.get(2)?,
-                    finished: row.get(3)?,
-                    exit_code: row.get(4)?,
-                    changes: changes.and_then(|c| serde_json::from_str(&c).ok()),
-                    reason: row.get(6)?,
-                    log: row.get(7)?,
-                    fingerprint: row.get(8)?,
-                })
-            })
-            .map_err(|e| db_error(&self.path, e))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| db_error(&self.path, e))
-    }
-}
-
-impl Ledger for SqliteLedger {
-    fn export(&self) -> Result<History> {
-        let mut runs = self.runs(None, usize::MAX >> 1)?;
-        runs.reverse();
-        for run in &mut runs {
-            run.projects = self.projects(&run.run_id)?;
-        }
-        let triples = |sql: &str| -> Result<Vec<(String, String, String)>> {
-            let mut statement = self
-                .connection
-                .prepare(sql)
-                .map_err(|e| db_error(&self.path, e))?;
-            let rows = statement
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .map_err(|e| db_error(&self.path, e))?;
-            rows.collect::<rusqlite::Result<_>>()
-                .map_err(|e| db_error(&self.path, e))
-        };
-        Ok(History {
-            runs,
-            deployed: triples("SELECT stack, project, fingerprint FROM deployed ORDER BY 1, 2")?,
-            stacks: triples("SELECT backend, stack, project FROM stacks ORDER BY 1, 2, 3")?,
-            images: self.images_where(None, None)?,
-        })
-    }
-
-    fn import(&mut self, history: &History) -> Result<Vec<String>> {
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| db_error(&self.path, e))?;
-        let mut added = Vec::new();
-        for run in &history.runs {
-            let inserted = transaction
-                .execute(
-                    "INSERT OR IGNORE INTO runs (run_id, operation, provider, stack, user, host, pid, command, started, finished, status)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                    params![run.run_id, run.operation, run.provider, run.stack, run.user, run.host, run.pid, run.command, run.started, run.finished, run.status],
-                )
-                .map_err(|e| db_error(&self.path, e))?;
-            if inserted == 0 {
-                continue;
-            }
-            added.push(run.run_id.clone());
-            for p in &run.projects {
-                let changes = p
-                    .changes
-                    .as_ref()
-                    .map(|c| serde_json::to_string(c).expect("counts serialize"));
-                transaction
-                    .execute(
-                        "INSERT OR IGNORE INTO projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                        params![run.run_id, p.path, p.status, p.started, p.finished, p.exit_code, changes, p.reason, p.log, p.fingerprint],
-                    )
-                    .map_err(|e| db_error(&self.path, e))?;
-            }
-        }
-        for (stack, project, fingerprint) in &history.deployed {
-            transaction
-                .execute(
-                    "INSERT OR IGNORE INTO deployed (stack, project, fingerprint) VALUES (?1, ?2, ?3)",
-                    params![stack, project, fingerprint],
-                )
-                .map_err(|e| db_error(&self.path, e))?;
-        }
-        for (backend, stack, project) in &history.stacks {
-            transaction
-                .execute(
-                    "INSERT OR IGNORE INTO stacks (backend, stack, project) VALUES (?1, ?2, ?3)",
-                    params![backend, stack, project],
-                )
-                .map_err(|e| db_error(&self.path, e))?;
-        }
-        for i in &history.images {
-            transaction
-                .execute(
-                    "INSERT OR IGNORE INTO images (host, stack, image, image_id, cluster, imported) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![i.host, i.stack, i.image, i.image_id, i.cluster, i.imported],
-                )
-                .map_err(|e| db_error(&self.path, e))?;
-        }
-        transaction.commit().map_err(|e| db_error(&self.path, e))?;
-        Ok(added)
-    }
-
-    fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun> {
-        let (user, host) = (self.user.clone(), self.host.clone());
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| db_error(&self.path, e))?;
-        let mut took_over = None;
-        if lock
-            && let Some(holder) =
-                Self::holder_of(&transaction, &run.stack).map_err(|e| db_error(&self.path, e))?
-        {
-            if holder.host != host || process_exists(holder.pid) {
-                return Ok(Begun::Held(holder));
-            }
-            transaction
-                .execute(
-                    "UPDATE runs SET status = 'abandoned', finished = ?2 WHERE run_id = ?1",
-                    params![holder.run_id, run.started],
-                )
-                .map_err(|e| db_error(&self.path, e))?;
-            transaction
-                .execute("UPDATE projects SET status = 'abandoned' WHERE run_id = ?1 AND status = 'running'", [&holder.run_id])
-                .map_err(|e| db_error(&self.path, e))?;
-            transaction
-                .execute("DELETE FROM locks WHERE stack = ?1", [&run.stack])
-                .map_err(|e| db_error(&self.path, e))?;
-            took_over = Some(holder);
-        }
-        transaction
-            .execute(
-                "INSERT INTO runs (run_id, operation, provider, stack, user, host, pid, command, started, status)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running')",
-                params![run.run_id, run.operation, run.provider, run.stack, user, host, std::process::id(), run.command, run.started],
-            )
-            .map_err(|e| db_error(&self.path, e))?;
-        if lock {
-            transaction
-                .execute(
-                    "INSERT INTO locks (stack, run_id) VALUES (?1, ?2)",
-                    params![run.stack, run.run_id],
-                )
-                .map_err(|e| db_error(&self.path, e))?;
-        }
-        transaction.commit().map_err(|e| db_error(&self.path, e))?;
-        Ok(Begun::Started { took_over })
-    }
-
-    fn project_started(
-        &mut self,
-        run_id: &str,
-        path: &str,
-        started: &str,
-        fingerprint: Option<&str>,
-    ) -> Result<()> {
-        self.connection
-            .execute(
-                "INSERT INTO projects (run_id, path, status, started, fingerprint) VALUES (?1, ?2, 'running', ?3, ?4)
-                 ON CONFLICT (run_id, path) DO UPDATE SET status = 'running', started = ?3, fingerprint = ?4",
-                params![run_id, path, started, fingerprint],
-            )
-            .map_err(|e| db_error(&self.path, e))?;
-        Ok(())
-    }
-
-    fn project_finished(&mut self, run_id: &str, project: &ProjectRecord) -> Result<()> {
-        let changes = project
-            .changes
-            .as_ref()
-            .map(|c| serde_json::to_string(c).expect("counts serialize"));
-        // The project's row and what is deployed, in one transaction.
-        let transaction = self
-            .connection
-            .transaction()
-            .map_err(|e| db_error(&self.path, e))?;
-        transaction
-            .prepare_cached(
-                "INSERT INTO projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                 ON CONFLICT (run_id, path) DO UPDATE SET status = ?3, started = COALESCE(?4, started), finished = ?5,
-                   exit_code = ?6, changes = ?7, reason = ?8, log = ?9, fingerprint = COALESCE(?10, fingerprint)",
-            )
-            .and_then(|mut statement| {
-                statement.execute(params![
-                    run_id,
-                    project.path,
-                    project.status,
-                    project.started,
-                    project.finished,
-                    project.exit_code,
-                    changes,
-                    project.reason,
-                    project.log,
-                    project.fingerprint
-                ])
-            })
-            .map_err(|e| db_error(&self.path, e))?;
-        if matches!(
-            project.status,
-            ProjectStatus::Succeeded | ProjectStatus::Unchanged
-        ) {
-            let (operation, stack, fingerprint): (Operation, String, Option<String>) = transaction
-                .prepare_cached(
-                    "SELECT r.operation, r.stack, p.fingerprint FROM runs r JOIN projects p ON p.run_id = r.run_id
-                     WHERE r.run_id = ?1 AND p.path = ?2",
-                )
-                .and_then(|mut s| {
-                    s.query_row(params![run_id, project.path], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                    })
-                })
-                .map_err(|e| db_error(&self.path, e))?;
-            match (operation, fingerprint) {
-                (Operation::Up, Some(fingerprint)) => transaction
-                    .prepare_cached(
-                        "INSERT INTO deployed (stack, project, fingerprint) VALUES (?1, ?2, ?3)
-                         ON CONFLICT (stack, project) DO UPDATE SET fingerprint = ?3",
-                    )
-                    .and_then(|mut s| s.execute(params![stack, project.path, fingerprint])),
-                (Operation::Up, None) | (Operation::Destroy, _) => transaction
-                    .prepare_cached("DELETE FROM deployed WHERE stack = ?1 AND project = ?2")
-                    .and_then(|mut s| s.execute(params![stack, project.path])),
-                _ => Ok(0),
-            }
-            .map_err(|e| db_error(&self.path, e))?;
-        }
-        transaction.commit().map_err(|e| db_error(&self.path, e))
-    }
-
-    fn finish(&mut self, run_id: &str, status: RunStatus, finished: &str) -> Result<()> {
-        let transaction = self
-            .connection
-            .transaction()
-            .map_err(|e| db_error(&self.path, e))?;
-        transaction
-            .execute(
-                // A run whose lock was taken over was recorded abandoned by the run that took it:
-                // that record stands.
-                "UPDATE runs SET status = ?2, finished = ?3 WHERE run_id = ?1 AND status = 'running'",
-                params![run_id, status, finished],
-            )
-            .map_err(|e| db_error(&self.path, e))?;
-        transaction
-            .execute("DELETE FROM locks WHERE run_id = ?1", [run_id])
-            .map_err(|e| db_error(&self.path, e))?;
-        transaction.commit().map_err(|e| db_error(&self.path, e))
-    }
-
-    fn forget(&mut self, run_id: &str) -> Result<()> {
-        let transaction = self
-            .connection
-            .transaction()
-            .map_err(|e| db_error(&self.path, e))?;
-        for sql in [
-            "DELETE FROM locks WHERE run_id = ?1",
-            "DELETE FROM projects WHERE run_id = ?1",
-            "DELETE FROM runs WHERE run_id = ?1",
-        ] {
-            transaction
-                .execute(sql, [run_id])
-                .map_err(|e| db_error(&self.path, e))?;
-        }
-        transaction.commit().map_err(|e| db_error(&self.path, e))
-    }
-
-    fn holder(&self, stack: &str) -> Result<Option<Holder>> {
-        Self::holder_of(&self.connection, stack).map_err(|e| db_error(&self.path, e))
-    }
-
-    fn unlock(&mut self, stack: &str) -> Result<Option<Holder>> {
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| db_error(&self.path, e))?;
-        let holder = Self::holder_of(&transaction, stack).map_err(|e| db_error(&self.path, e))?;
-        if let Some(holder) = &holder {
-            transaction
-                .execute("DELETE FROM locks WHERE stack = ?1", [stack])
-                .map_err(|e| db_error(&self.path, e))?;
-            transaction
-                .execute(
-                    "UPDATE runs SET status = 'abandoned', finished = COALESCE(finished, ?2) WHERE run_id = ?1 AND status = 'running'",
-                    params![holder.run_id, crate::clock::rfc3339(std::time::SystemTime::now())],
-                )
-                .map_err(|e| db_error(&self.path, e))?;
-            transaction
-                .execute(
-                    "UPDATE projects SET status = 'abandoned' WHERE run_id = ?1 AND status = 'running'",
-                    [&holder.run_id],
-                )
-                .map_err(|e| db_error(&self.path, e))?;
-        }
-        transaction.commit().map_err(|e| db_error(&self.path, e))?;
-        Ok(holder)
-    }
-
-    fn request_cancel(&mut self, stack: &str) -> Result<Option<Holder>> {
-        let holder = self.holder(stack)?;
-        if let Some(holder) = &holder {
-            self.connection
-                .execute(
-                    "UPDATE runs SET cancel_requested = 1 WHERE run_id = ?1",
-                    [&holder.run_id],
-                )
-                .map_err(|e| db_error(&self.path, e))?;
-        }
-        Ok(holder)
-    }
-
-    fn cancel_requested(&self, run_id: &str) -> Result<bool> {
-        let requested: Option<i64> = self
-            .connection
-            .query_row(
-                "SELECT cancel_requested FROM runs WHERE run_id = ?1",
-                [run_id],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| db_error(&self.path, e))?;
-        Ok(requested == Some(1))
-    }
-
-    fn runs(&self, stack: Option<&str>, limit: usize) -> Result<Vec<RunRecord>> {
-        let sql = format!(
-            "SELECT {} FROM runs WHERE ?1 IS NULL OR stack = ?1 ORDER BY started DESC, run_id DESC LIMIT ?2",
-            Self::RUN_COLUMNS
-        );
-        let mut statement = self
-            .connection
-            .prepare(&sql)
-            .map_err(|e| db_error(&self.path, e))?;
-        let rows = statement
-            .query_map(params![stack, limit as i64], Self::record)
-            .map_err(|e| db_error(&self.path, e))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(|e| db_error(&self.path, e))
-    }
-
-    fn run(&self, run_id: &str) -> Result<Option<RunRecord>> {
-        let sql = format!("SELECT {} FROM runs WHERE run_id = ?1", Self::RUN_COLUMNS);
-        let record = self
-            .connection
-            .query_row(&sql, [run_id], Self::record)
-            .optional()
-            .map_err(|e| db_error(&self.path, e))?;
-        match record {
-            Some(mut record) => {
-                record.projects = self.projects(run_id)?;
-                Ok(Some(record))
-            }
-            None => Ok(None),
-        }
-    }
-
-    fn last_run(&self, stack: &str, operation: Operation) -> Result<Option<RunRecord>> {
-        let id: Option<String> = self
-            .connection
-            .query_row(
-                "SELECT run_id FROM runs WHERE stack = ?1 AND operation = ?2 ORDER BY started DESC, run_id DESC LIMIT 1",
-                params![stack, operation],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| db_error(&self.path, e))?;
-        match id {
-            Some(id) => self.run(&id),
-            None => Ok(None),
-        }
-    }
-
-    fn known_stacks(&self, backend: &str, stack: &str) -> Result<BTreeSet<String>> {
-        let mut statement = self
-            .connection
-            .prepare_cached("SELECT project FROM stacks WHERE backend = ?1 AND stack = ?2")
-            .map_err(|e| db_error(&self.path, e))?;
-        let rows = statement
-            .query_map([backend, stack], |r| r.get::<_, String>(0))
-            .map_err(|e| db_error(&self.path, e))?;
-        rows.collect::<rusqlite::Result<_>>()
-            .map_err(|e| db_error(&self.path, e))
-    }
-
-    fn stacks_changed(
-        &mut self,
-        backend: &str,
-        stack: &str,
-        exist: &[String],
-        gone: &[String],
-    ) -> Result<()> {
-        if exist.is_empty() && gone.is_empty() {
-            return Ok(());
-        }
-        let transaction = self
-            .connection
-            .transaction()
-            .map_err(|e| db_error(&self.path, e))?;
-        for (sql, projects) in [
-            (
-                "INSERT OR IGNORE INTO stacks (backend, stack, project) VALUES (?1, ?2, ?3)",
-                exist,
-            ),
-            (
-                "DELETE FROM stacks WHERE backend = ?1 AND stack = ?2 AND project = ?3",
-                gone,
-            ),
-        ] {
-            let mut statement = transaction
-                .prepare_cached(sql)
-                .map_err(|e| db_error(&self.path, e))?;
-            for project in projects {
-                statement
-                    .execute([backend, stack, project.as_str()])
-                    .map_err(|e| db_error(&self.path, e))?;
-            }
-        }
-        transaction.commit().map_err(|e| db_error(&self.path, e))
-    }
-
-    fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>> {
-        // One row per deployed project, kept as projects finish: the cost does not grow with
-        // the history.
-        let mut statement = self
-            .connection
-            .prepare_cached("SELECT project, fingerprint FROM deployed WHERE stack = ?1")
-            .map_err(|e| db_error(&self.path, e))?;
-        let rows = statement
-            .query_map([stack], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-            })
-            .map_err(|e| db_error(&self.path, e))?;
-        rows.collect::<rusqlite::Result<_>>()
-            .map_err(|e| db_error(&self.path, e))
-    }
-
-    fn images(&self, stack: &str) -> Result<Vec<ImageRecord>> {
-        self.images_where(Some(&self.host), Some(stack))
-    }
-
-    fn record_images(&mut self, images: &[ImageRecord]) -> Result<()> {
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| db_error(&self.path, e))?;
-        for i in images {
-            transaction
-                .execute(
-                    "INSERT OR REPLACE INTO images (host, stack, image, image_id, cluster, imported) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![i.host, i.stack, i.image, i.image_id, i.cluster, i.imported],
-                )
-                .map_err(|e| db_error(&self.path, e))?;
-        }
-        transaction.commit().map_err(|e| db_error(&self.path, e))
-    }
-
-    fn forget_images(&mut self, stack: &str, images: &[String]) -> Result<usize> {
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| db_error(&self.path, e))?;
-        let mut forgotten = 0;
-        for image in images {
-            forgotten += transaction
-                .execute(
-                    "DELETE FROM images WHERE host = ?1 AND stack = ?2 AND image = ?3",
-                    params![self.host, stack, image],
-                )
-                .map_err(|e| db_error(&self.path, e))?;
-        }
-        transaction.commit().map_err(|e| db_error(&self.path, e))?;
-        Ok(forgotten)
-    }
-}
-
-impl SqliteLedger {
-    /// The images recorded for `host` and `stack` (every one's with `None`), by host, stack and
-    /// name.
-    fn images_where(&self, host: Option<&str>, stack: Option<&str>) -> Result<Vec<ImageRecord>> {
-        let mut statement = self
-            .connection
-            .prepare_cached(
-                "SELECT host, stack, image, image_id, cluster, imported FROM images
-                 WHERE (?1 IS NULL OR host = ?1) AND (?2 IS NULL OR stack = ?2)
-                 ORDER BY host, stack, image",
-            )
-            .map_err(|e| db_error(&self.path, e))?;
-        let rows = statement
-            .query_map(params![host, stack], |r| {
-                Ok(ImageRecord {
-                    host: r.get(0)?,
-                    stack: r.get(1)?,
-                    image: r.get(2)?,
-                    image_id: r.get(3)?,
-                    cluster: r.get(4)?,
-                    imported: r.get(5)?,
-                })
-            })
-            .map_err(|e| db_error(&self.path, e))?;
-        rows.collect::<rusqlite::Result<_>>()
-            .map_err(|e| db_error(&self.path, e))
+        }))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Operation;
+    use crate::ledger::{Begun, Ledger, ProjectRecord, RunStart};
+    use crate::status::{ProjectStatus, RunStatus};
+    use std::collections::BTreeMap;
 
     fn start(id: &str, stack: &str) -> RunStart {
         RunStart {
@@ -864,7 +390,7 @@ mod tests {
     #[test]
     fn the_deployed_fingerprints_do_not_depend_on_the_history() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ledger = SqliteLedger::open(&dir.path().join("ledger.db")).unwrap();
+        let mut ledger = Sqlite::open(&dir.path().join("ledger.db")).unwrap();
         for n in 0..300 {
             let id = format!("r{n:03}");
             ledger.begin(&start(&id, "dev"), false).unwrap();
@@ -889,6 +415,7 @@ mod tests {
         assert_eq!(ledger.last_fingerprints("dev").unwrap(), expected);
         // Read from one row per project: without the history, the answer is the same.
         ledger
+            .store
             .connection
             .execute("DELETE FROM projects", [])
             .unwrap();
@@ -917,7 +444,7 @@ mod tests {
                 )
                 .unwrap();
         }
-        let ledger = SqliteLedger::open(&path).unwrap();
+        let ledger = Sqlite::open(&path).unwrap();
         assert_eq!(
             ledger.last_fingerprints("dev").unwrap(),
             BTreeMap::from([("a".to_string(), "a2".to_string())])
@@ -928,9 +455,10 @@ mod tests {
     fn a_read_only_open_sees_what_is_still_in_the_write_ahead_log() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.db");
-        let mut writer = SqliteLedger::open(&path).unwrap();
+        let mut writer = Sqlite::open(&path).unwrap();
         // Keep the log from being checkpointed into the file while the writer is open.
         writer
+            .store
             .connection
             .execute_batch("PRAGMA wal_autocheckpoint = 0")
             .unwrap();
@@ -940,12 +468,12 @@ mod tests {
             std::fs::metadata(&wal).unwrap().len() > 0,
             "the run is in the log"
         );
-        let read = SqliteLedger::open_read_only(&path, false).unwrap();
+        let read = Sqlite::open_read_only(&path, false).unwrap();
         let runs = read.runs(Some("dev"), 10).unwrap();
         assert_eq!(runs.len(), 1, "mode=ro reads the log");
         drop(read);
         // `immutable` would not see it: which is why it is used only without a log.
-        let immutable = SqliteLedger::open_read_only(&path, true).unwrap();
+        let immutable = Sqlite::open_read_only(&path, true).unwrap();
         assert!(
             immutable
                 .runs(Some("dev"), 10)
@@ -957,7 +485,7 @@ mod tests {
     fn a_live_holder_keeps_the_lock_and_a_dead_one_is_taken_over() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.db");
-        let mut ledger = SqliteLedger::open(&path).unwrap();
+        let mut ledger = Sqlite::open(&path).unwrap();
         assert_eq!(
             ledger.begin(&start("r1", "dev"), true).unwrap(),
             Begun::Started { took_over: None }
@@ -977,6 +505,7 @@ mod tests {
         ));
         // A holder whose process is gone is taken over, and its run abandoned.
         ledger
+            .store
             .connection
             .execute("UPDATE runs SET pid = 999999999 WHERE run_id = 'r1'", [])
             .unwrap();
@@ -1009,10 +538,11 @@ mod tests {
     #[test]
     fn a_lock_held_by_pid_0_is_taken_over() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ledger = SqliteLedger::open(&dir.path().join("ledger.db")).unwrap();
+        let mut ledger = Sqlite::open(&dir.path().join("ledger.db")).unwrap();
         ledger.begin(&start("r1", "dev"), true).unwrap();
         // kill(0, 0) asks about our own process group, which always exists.
         ledger
+            .store
             .connection
             .execute("UPDATE runs SET pid = 0 WHERE run_id = 'r1'", [])
             .unwrap();
@@ -1023,86 +553,24 @@ mod tests {
     }
 
     #[test]
-    fn a_forced_unlock_abandons_the_run_and_its_running_projects() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut ledger = SqliteLedger::open(&dir.path().join("ledger.db")).unwrap();
-        ledger.begin(&start("r1", "dev"), true).unwrap();
-        ledger
-            .project_started("r1", "vpc", "2026-11-21T00:00:01.000Z", None)
-            .unwrap();
-        assert_eq!(ledger.unlock("dev").unwrap().unwrap().run_id, "r1");
-        assert_eq!(
-            ledger.run("r1").unwrap().unwrap().status,
-            RunStatus::Abandoned
-        );
-        assert_eq!(
-            ledger.projects("r1").unwrap()[0].status,
-            ProjectStatus::Abandoned
-        );
-        assert!(ledger.holder("dev").unwrap().is_none());
-    }
-
-    #[test]
     fn many_processes_may_open_a_new_ledger_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.db");
         let openers: Vec<_> = (0..8)
             .map(|_| {
                 let path = path.clone();
-                std::thread::spawn(move || SqliteLedger::open(&path).map(|_| ()))
+                std::thread::spawn(move || Sqlite::open(&path).map(|_| ()))
             })
             .collect();
         for opener in openers {
             opener.join().unwrap().unwrap();
         }
-        let ledger = SqliteLedger::open(&path).unwrap();
+        let ledger = Sqlite::open(&path).unwrap();
         let version: i64 = ledger
+            .store
             .connection
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(version as usize, MIGRATIONS.len());
-    }
-
-    #[test]
-    fn projects_fingerprints_and_history() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut ledger = SqliteLedger::open(&dir.path().join("ledger.db")).unwrap();
-        ledger.begin(&start("r1", "dev"), true).unwrap();
-        ledger
-            .project_started("r1", "a", "t0", Some("fp-a"))
-            .unwrap();
-        let record = ProjectRecord {
-            path: "a".into(),
-            status: ProjectStatus::Succeeded,
-            started: Some("t0".into()),
-            finished: Some("t1".into()),
-            exit_code: Some(0),
-            changes: Some(BTreeMap::from([("create".to_string(), 2)])),
-            reason: None,
-            log: Some(".mara/logs/r1/a.log".into()),
-            fingerprint: None,
-        };
-        ledger.project_finished("r1", &record).unwrap();
-        ledger.finish("r1", RunStatus::Succeeded, "t2").unwrap();
-        let run = ledger.run("r1").unwrap().unwrap();
-        assert_eq!(run.projects[0].fingerprint.as_deref(), Some("fp-a"));
-        assert_eq!(run.projects[0].changes.as_ref().unwrap()["create"], 2);
-        assert_eq!(ledger.last_fingerprints("dev").unwrap()["a"], "fp-a");
-        assert_eq!(ledger.runs(None, 10).unwrap().len(), 1);
-        assert_eq!(
-            ledger
-                .last_run("dev", Operation::Up)
-                .unwrap()
-                .unwrap()
-                .run_id,
-            "r1"
-        );
-        // Reopening does not migrate again.
-        drop(ledger);
-        let ledger = SqliteLedger::open(&dir.path().join("ledger.db")).unwrap();
-        assert_eq!(
-            ledger.runs(Some("dev"), 10).unwrap()[0].status,
-            RunStatus::Succeeded
-        );
     }
 }

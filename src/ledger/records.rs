@@ -1,0 +1,762 @@
+//! The ledger's contract, kept once for both backends: every statement mara makes of its records
+//! and every rule about them — who may take a lock over, what a finished project leaves deployed,
+//! how a run is abandoned, the order a forgotten run's rows go in — written here, against a
+//! `store::Store` that speaks one dialect (`sqlite::Sqlite`, `postgres::Postgres`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use super::store::{Read, Row, Store, Tx, Value};
+
+use super::{
+    Begun, History, Holder, ImageRecord, Ledger, ProjectRecord, RunRecord, RunStart, whoami,
+};
+use crate::engine::{Changes, Operation};
+use crate::error::{Error, Problem, Result};
+use crate::status::{ProjectStatus, RunStatus};
+
+/// The ledger on a store: every method of the contract, for both backends.
+pub struct Records<S> {
+    pub(super) store: S,
+    user: String,
+    host: String,
+}
+
+/// The tables a forgotten run's rows are deleted from, in this order (the locks and log lines
+/// name its run, whose projects name it too): whether a store keeps log lines says if the
+/// second is there.
+const FORGET: [&str; 4] = [
+    "DELETE FROM {p}locks WHERE run_id = $1",
+    "DELETE FROM {p}log_lines WHERE run_id = $1",
+    "DELETE FROM {p}projects WHERE run_id = $1",
+    "DELETE FROM {p}runs WHERE run_id = $1",
+];
+
+/// A run's columns, in the order `run` reads them.
+macro_rules! run_columns {
+    () => {
+        "run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status, {lapsed}"
+    };
+}
+
+const HOLDER: &str = "SELECT r.run_id, r.{user}, r.host, r.pid, r.started, r.command, {lease_left}
+     FROM {p}locks l JOIN {p}runs r ON r.run_id = l.run_id WHERE l.stack = $1";
+
+/// What a project's end leaves recorded as deployed on its stack.
+#[derive(Debug, PartialEq, Eq)]
+enum Deployed<'a> {
+    /// Its inputs, as `--changed` compares them next time.
+    Is(&'a str),
+    /// Nothing: destroyed, or deployed without a fingerprint (a record with none would say it
+    /// is current).
+    Not,
+    /// As it was: a preview or refresh changes no deployment.
+    Kept,
+}
+
+/// The rule of `--changed` (docs/commands.md, "up, preview, refresh, destroy"): what a project
+/// that succeeded in a run of `operation`, with `fingerprint` recorded as it started, leaves.
+fn deployed(operation: Operation, fingerprint: Option<&str>) -> Deployed<'_> {
+    match (operation, fingerprint) {
+        (Operation::Up, Some(fingerprint)) => Deployed::Is(fingerprint),
+        (Operation::Up, None) | (Operation::Destroy, _) => Deployed::Not,
+        (Operation::Preview | Operation::Refresh, _) => Deployed::Kept,
+    }
+}
+
+impl<S: Store> Records<S> {
+    pub fn new(store: S) -> Records<S> {
+        let (user, host) = whoami();
+        Records { store, user, host }
+    }
+
+    fn unreadable(&self, message: String) -> Error {
+        unreadable(self.store.shown(), message)
+    }
+
+    fn read_holder(&self, found: Option<Read<Holder>>) -> Result<Option<Holder>> {
+        found.transpose().map_err(|m| self.unreadable(m))
+    }
+
+    fn projects(&self, run_id: &str) -> Result<Vec<ProjectRecord>> {
+        let rows = self.store.query(
+            "SELECT path, status, started, finished, exit_code, changes, reason, log, fingerprint
+             FROM {p}projects WHERE run_id = $1 ORDER BY {order}",
+            &[run_id.into()],
+        )?;
+        rows.iter()
+            .map(project)
+            .collect::<Read<Vec<_>>>()
+            .map_err(|m| self.unreadable(m))
+    }
+
+    fn runs_from(&self, rows: Vec<Row>) -> Result<Vec<RunRecord>> {
+        let leased = self.store.lease().is_some();
+        rows.iter()
+            .map(|row| run(row, leased))
+            .collect::<Read<Vec<_>>>()
+            .map_err(|m| self.unreadable(m))
+    }
+
+    fn triples(&self, sql: &'static str) -> Result<Vec<(String, String, String)>> {
+        let rows = self.store.query(sql, &[])?;
+        rows.iter()
+            .map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?)))
+            .collect::<Read<Vec<_>>>()
+            .map_err(|m| self.unreadable(m))
+    }
+
+    /// The images recorded for `host` and `stack` (every one's with `None`), by host, stack and
+    /// name.
+    fn images_where(&self, host: Option<&str>, stack: Option<&str>) -> Result<Vec<ImageRecord>> {
+        let rows = self.store.query(
+            "SELECT host, stack, image, image_id, cluster, imported FROM {p}images
+             WHERE (CAST($1 AS TEXT) IS NULL OR host = $1) AND (CAST($2 AS TEXT) IS NULL OR stack = $2)
+             ORDER BY host, stack, image",
+            &[host.into(), stack.into()],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(ImageRecord {
+                    host: r.text(0)?,
+                    stack: r.text(1)?,
+                    image: r.text(2)?,
+                    image_id: r.text(3)?,
+                    cluster: r.text(4)?,
+                    imported: r.text(5)?,
+                })
+            })
+            .collect::<Read<Vec<_>>>()
+            .map_err(|m| self.unreadable(m))
+    }
+}
+
+/// A value the store (`shown`) holds that mara cannot read.
+fn unreadable(shown: &Path, message: String) -> Error {
+    Error::Ledger {
+        path: shown.to_path_buf(),
+        message: format!("an unreadable record: {message}"),
+    }
+}
+
+fn holder_of(tx: &mut dyn Tx, stack: &str) -> Result<Option<Read<Holder>>> {
+    let rows = tx.query(HOLDER, &[stack.into()])?;
+    Ok(rows.first().map(holder))
+}
+
+/// Records run `run_id` abandoned at `at` (unless it ended), with its running projects: its
+/// lock was taken over or cleared.
+fn abandon(tx: &mut dyn Tx, run_id: &str, at: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE {p}runs SET status = 'abandoned', finished = COALESCE(finished, $2)
+         WHERE run_id = $1 AND status = 'running'",
+        &[run_id.into(), at.into()],
+    )?;
+    tx.execute(
+        "UPDATE {p}projects SET status = 'abandoned' WHERE run_id = $1 AND status = 'running'",
+        &[run_id.into()],
+    )?;
+    Ok(())
+}
+
+fn holder(row: &Row) -> Read<Holder> {
+    Ok(Holder {
+        run_id: row.text(0)?,
+        user: row.text(1)?,
+        host: row.text(2)?,
+        pid: row.int(3)? as u32,
+        started: row.text(4)?,
+        command: row.text(5)?,
+        lease_left: row.opt_int(6)?.map(|left| left.max(0) as u64),
+    })
+}
+
+fn run(row: &Row, leased: bool) -> Read<RunRecord> {
+    let lapsed = row.truth(11)?;
+    Ok(RunRecord {
+        run_id: row.text(0)?,
+        operation: row.parsed(1, Operation::parse, "operation")?,
+        provider: row.text(2)?,
+        stack: row.text(3)?,
+        user: row.text(4)?,
+        host: row.text(5)?,
+        pid: row.int(6)? as u32,
+        command: row.text(7)?,
+        started: row.text(8)?,
+        finished: row.opt_text(9)?,
+        status: match lapsed {
+            true => RunStatus::Abandoned,
+            false => row.parsed(10, RunStatus::parse, "run status")?,
+        },
+        projects: Vec::new(),
+        leased,
+    })
+}
+
+fn project(row: &Row) -> Read<ProjectRecord> {
+    let changes: Option<Changes> = row.opt_text(5)?.and_then(|c| serde_json::from_str(&c).ok());
+    Ok(ProjectRecord {
+        path: row.text(0)?,
+        status: row.parsed(1, ProjectStatus::parse, "project status")?,
+        started: row.opt_text(2)?,
+        finished: row.opt_text(3)?,
+        exit_code: row.opt_int(4)?.map(|c| c as i32),
+        changes,
+        reason: row.opt_text(6)?,
+        log: row.opt_text(7)?,
+        fingerprint: row.opt_text(8)?,
+    })
+}
+
+fn changes_text(changes: &Option<Changes>) -> Value {
+    match changes {
+        Some(c) => Value::Text(serde_json::to_string(c).expect("counts serialize")),
+        None => Value::Null,
+    }
+}
+
+/// `an up`, `a preview`.
+fn article(operation: &str) -> String {
+    match operation.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        true => format!("an {operation}"),
+        false => format!("a {operation}"),
+    }
+}
+
+impl<S: Store> Ledger for Records<S> {
+    fn export(&self) -> Result<History> {
+        let mut runs = self.runs(None, usize::MAX >> 1)?;
+        runs.reverse();
+        for run in &mut runs {
+            run.projects = self.projects(&run.run_id)?;
+        }
+        Ok(History {
+            runs,
+            deployed: self
+                .triples("SELECT stack, project, fingerprint FROM {p}deployed ORDER BY 1, 2")?,
+            stacks: self
+                .triples("SELECT backend, stack, project FROM {p}stacks ORDER BY 1, 2, 3")?,
+            images: self.images_where(None, None)?,
+        })
+    }
+
+    fn import(&mut self, history: &History) -> Result<Vec<String>> {
+        let mut added = Vec::new();
+        self.store.transaction(None, &mut |tx| {
+            added.clear();
+            for run in &history.runs {
+                let inserted = tx.execute(
+                    "INSERT INTO {p}runs (run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING",
+                    &[
+                        (&run.run_id).into(),
+                        run.operation.as_str().into(),
+                        (&run.provider).into(),
+                        (&run.stack).into(),
+                        (&run.user).into(),
+                        (&run.host).into(),
+                        i64::from(run.pid).into(),
+                        (&run.command).into(),
+                        (&run.started).into(),
+                        (&run.finished).into(),
+                        run.status.as_str().into(),
+                    ],
+                )?;
+                if inserted == 0 {
+                    continue;
+                }
+                added.push(run.run_id.clone());
+                for p in &run.projects {
+                    tx.execute(
+                        "INSERT INTO {p}projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
+                        &[
+                            (&run.run_id).into(),
+                            (&p.path).into(),
+                            p.status.as_str().into(),
+                            (&p.started).into(),
+                            (&p.finished).into(),
+                            p.exit_code.into(),
+                            changes_text(&p.changes),
+                            (&p.reason).into(),
+                            (&p.log).into(),
+                            (&p.fingerprint).into(),
+                        ],
+                    )?;
+                }
+            }
+            // What the store records as deployed is newer than a copied history.
+            for (stack, project, fingerprint) in &history.deployed {
+                tx.execute(
+                    "INSERT INTO {p}deployed (stack, project, fingerprint) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                    &[stack.into(), project.into(), fingerprint.into()],
+                )?;
+            }
+            for (backend, stack, project) in &history.stacks {
+                tx.execute(
+                    "INSERT INTO {p}stacks (backend, stack, project) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                    &[backend.into(), stack.into(), project.into()],
+                )?;
+            }
+            for i in &history.images {
+                tx.execute(
+                    "INSERT INTO {p}images (host, stack, image, image_id, cluster, imported)
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+                    &[
+                        (&i.host).into(),
+                        (&i.stack).into(),
+                        (&i.image).into(),
+                        (&i.image_id).into(),
+                        (&i.cluster).into(),
+                        (&i.imported).into(),
+                    ],
+                )?;
+            }
+            Ok(())
+        })?;
+        Ok(added)
+    }
+
+    fn lease(&self) -> Option<Duration> {
+        self.store.lease()
+    }
+
+    fn renew(&mut self, run_id: &str) -> Result<bool> {
+        self.store.renew(run_id)
+    }
+
+    fn stores_logs(&self) -> bool {
+        self.store.stores_logs()
+    }
+
+    fn append_logs(&mut self, run_id: &str, lines: &[(String, String)]) -> Result<()> {
+        match lines.is_empty() {
+            true => Ok(()),
+            false => self.store.append_logs(run_id, lines),
+        }
+    }
+
+    fn logs(
+        &self,
+        run_id: &str,
+        project: Option<&str>,
+        after: i64,
+    ) -> Result<Vec<(i64, String, String)>> {
+        if !self.store.stores_logs() {
+            return Ok(Vec::new());
+        }
+        let rows = self.store.query(
+            "SELECT seq, path, line FROM {p}log_lines
+             WHERE run_id = $1 AND (CAST($2 AS TEXT) IS NULL OR path = $2) AND seq > $3 ORDER BY seq",
+            &[run_id.into(), project.into(), after.into()],
+        )?;
+        rows.iter()
+            .map(|r| Ok((r.int(0)?, r.text(1)?, r.text(2)?)))
+            .collect::<Read<Vec<_>>>()
+            .map_err(|m| self.unreadable(m))
+    }
+
+    fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun> {
+        let (user, host) = (self.user.clone(), self.host.clone());
+        let shown = self.store.shown().to_path_buf();
+        let (take_lock, lease) = self.store.lock_statement();
+        let mut begun = None;
+        self.store.transaction(lock.then_some(run.stack.as_str()), &mut |tx| {
+            let mut took_over = None;
+            if lock && let Some(found) = holder_of(tx, &run.stack)? {
+                let holder = found.map_err(|m| unreadable(&shown, m))?;
+                // This run's own, when its commit was made and the connection lost before it
+                // heard so (a server's transaction is then made again).
+                if holder.run_id == run.run_id {
+                    begun = Some(Begun::Started { took_over: None });
+                    return Ok(());
+                }
+                if holder.is_live(&host) {
+                    begun = Some(Begun::Held(holder));
+                    return Ok(());
+                }
+                abandon(tx, &holder.run_id, &run.started)?;
+                tx.execute("DELETE FROM {p}locks WHERE stack = $1", &[(&run.stack).into()])?;
+                took_over = Some(holder);
+            }
+            tx.execute(
+                "INSERT INTO {p}runs (run_id, operation, provider, stack, {user}, host, pid, command, started, status)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running')",
+                &[
+                    (&run.run_id).into(),
+                    run.operation.as_str().into(),
+                    (&run.provider).into(),
+                    (&run.stack).into(),
+                    (&user).into(),
+                    (&host).into(),
+                    i64::from(std::process::id()).into(),
+                    (&run.command).into(),
+                    (&run.started).into(),
+                ],
+            )?;
+            if lock {
+                let mut values = vec![(&run.stack).into(), (&run.run_id).into()];
+                values.extend(lease.iter().cloned());
+                tx.execute(take_lock, &values)?;
+            }
+            begun = Some(Begun::Started { took_over });
+            Ok(())
+        })?;
+        Ok(begun.expect("the transaction decided"))
+    }
+
+    fn project_started(
+        &mut self,
+        run_id: &str,
+        path: &str,
+        started: &str,
+        fingerprint: Option<&str>,
+    ) -> Result<()> {
+        // A project started again (a job retried) has no reason any more.
+        self.store.execute(
+            "INSERT INTO {p}projects (run_id, path, status, started, fingerprint) VALUES ($1, $2, 'running', $3, $4)
+             ON CONFLICT (run_id, path) DO UPDATE SET status = 'running', started = $3, fingerprint = $4, reason = NULL",
+            &[run_id.into(), path.into(), started.into(), fingerprint.into()],
+        )?;
+        Ok(())
+    }
+
+    fn project_finished(&mut self, run_id: &str, project: &ProjectRecord) -> Result<()> {
+        let shown = self.store.shown().to_path_buf();
+        // The project's row and what is deployed, in one transaction.
+        self.store.transaction(None, &mut |tx| {
+            tx.execute(
+                "INSERT INTO {p}projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                 ON CONFLICT (run_id, path) DO UPDATE SET status = $3,
+                   started = COALESCE($4, {p}projects.started), finished = $5, exit_code = $6,
+                   changes = $7, reason = $8, log = $9, fingerprint = COALESCE($10, {p}projects.fingerprint)",
+                &[
+                    run_id.into(),
+                    (&project.path).into(),
+                    project.status.as_str().into(),
+                    (&project.started).into(),
+                    (&project.finished).into(),
+                    project.exit_code.into(),
+                    changes_text(&project.changes),
+                    (&project.reason).into(),
+                    (&project.log).into(),
+                    (&project.fingerprint).into(),
+                ],
+            )?;
+            if !project.status.is_success() {
+                return Ok(());
+            }
+            let rows = tx.query(
+                "SELECT r.operation, r.stack, p.fingerprint FROM {p}runs r
+                 JOIN {p}projects p ON p.run_id = r.run_id WHERE r.run_id = $1 AND p.path = $2",
+                &[run_id.into(), (&project.path).into()],
+            )?;
+            let Some(row) = rows.first() else {
+                return Ok(());
+            };
+            let read = || -> Read<(Operation, String, Option<String>)> {
+                Ok((
+                    row.parsed(0, Operation::parse, "operation")?,
+                    row.text(1)?,
+                    row.opt_text(2)?,
+                ))
+            };
+            let (operation, stack, fingerprint) = read().map_err(|m| unreadable(&shown, m))?;
+            let key = [Value::from(&stack), (&project.path).into()];
+            match deployed(operation, fingerprint.as_deref()) {
+                Deployed::Is(fingerprint) => tx.execute(
+                    "INSERT INTO {p}deployed (stack, project, fingerprint) VALUES ($1, $2, $3)
+                     ON CONFLICT (stack, project) DO UPDATE SET fingerprint = $3",
+                    &[key[0].clone(), key[1].clone(), fingerprint.into()],
+                )?,
+                Deployed::Not => tx.execute(
+                    "DELETE FROM {p}deployed WHERE stack = $1 AND project = $2",
+                    &key,
+                )?,
+                Deployed::Kept => 0,
+            };
+            Ok(())
+        })
+    }
+
+    fn finish(&mut self, run_id: &str, status: RunStatus, finished: &str) -> Result<()> {
+        self.store.transaction(None, &mut |tx| {
+            // A run whose lock was taken over was recorded abandoned by the run that took it:
+            // that record stands.
+            tx.execute(
+                "UPDATE {p}runs SET status = $2, finished = $3 WHERE run_id = $1 AND status = 'running'",
+                &[run_id.into(), status.as_str().into(), finished.into()],
+            )?;
+            tx.execute("DELETE FROM {p}locks WHERE run_id = $1", &[run_id.into()])?;
+            Ok(())
+        })
+    }
+
+    fn forget(&mut self, run_id: &str) -> Result<()> {
+        let logs = self.store.stores_logs();
+        self.store.transaction(None, &mut |tx| {
+            for sql in FORGET {
+                if logs || !sql.contains("log_lines") {
+                    tx.execute(sql, &[run_id.into()])?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn holder(&self, stack: &str) -> Result<Option<Holder>> {
+        let rows = self.store.query(HOLDER, &[stack.into()])?;
+        self.read_holder(rows.first().map(holder))
+    }
+
+    fn unlock(&mut self, stack: &str) -> Result<Option<Holder>> {
+        let mut found = None;
+        self.store.transaction(Some(stack), &mut |tx| {
+            found = holder_of(tx, stack)?;
+            if let Some(Ok(holder)) = &found {
+                let now = crate::clock::rfc3339(std::time::SystemTime::now());
+                tx.execute("DELETE FROM {p}locks WHERE stack = $1", &[stack.into()])?;
+                abandon(tx, &holder.run_id, &now)?;
+            }
+            Ok(())
+        })?;
+        self.read_holder(found)
+    }
+
+    fn request_cancel(&mut self, stack: &str) -> Result<Option<Holder>> {
+        let holder = self.holder(stack)?;
+        if let Some(holder) = &holder {
+            self.store.execute(
+                "UPDATE {p}runs SET cancel_requested = TRUE WHERE run_id = $1",
+                &[(&holder.run_id).into()],
+            )?;
+        }
+        Ok(holder)
+    }
+
+    fn cancel_requested(&self, run_id: &str) -> Result<bool> {
+        let rows = self.store.query(
+            "SELECT cancel_requested FROM {p}runs WHERE run_id = $1",
+            &[run_id.into()],
+        )?;
+        match rows.first() {
+            Some(row) => row.truth(0).map_err(|m| self.unreadable(m)),
+            None => Ok(false),
+        }
+    }
+
+    fn set_lease(&mut self, lease: Duration) {
+        self.store.set_lease(lease);
+    }
+
+    fn join(&mut self, run_id: &str, stack: &str, operation: Operation) -> Result<()> {
+        let rows = self.store.query(
+            "SELECT r.stack, r.operation, r.status, r.cancel_requested,
+                    EXISTS (SELECT 1 FROM {p}locks l WHERE l.run_id = r.run_id AND {live})
+             FROM {p}runs r WHERE r.run_id = $1",
+            &[run_id.into()],
+        )?;
+        let refused =
+            |message: String, hint: &str| Err(Error::usage(Problem::new(message).hint(hint)));
+        let Some(row) = rows.first() else {
+            return refused(
+                format!("there is no run `{run_id}` to join"),
+                "a fanned-out run is opened first, by `mara ci open --run ID`",
+            );
+        };
+        let read = || -> Read<(String, String, String, bool, bool)> {
+            Ok((
+                row.text(0)?,
+                row.text(1)?,
+                row.text(2)?,
+                row.truth(3)?,
+                row.truth(4)?,
+            ))
+        };
+        let (their_stack, their_operation, status, cancel, leased) =
+            read().map_err(|m| self.unreadable(m))?;
+        if their_stack != stack || their_operation != operation.as_str() {
+            return refused(
+                format!(
+                    "run `{run_id}` is {} of stack {their_stack}, not {} of stack {stack}",
+                    article(&their_operation),
+                    article(operation.as_str())
+                ),
+                "join a run with the operation and stack it was opened with",
+            );
+        }
+        if cancel && status == "running" {
+            return Err(Error::Interrupted);
+        }
+        if status != "running" || (operation.mutates() && !leased) {
+            return refused(
+                match status.as_str() {
+                    "running" => format!(
+                        "run `{run_id}` no longer holds its stack's lock: it takes no more projects"
+                    ),
+                    other => {
+                        format!("run `{run_id}` is closed ({other}): it takes no more projects")
+                    }
+                },
+                "open a new run (`mara ci open`)",
+            );
+        }
+        Ok(())
+    }
+
+    fn holds_lock(&self, run_id: &str) -> Result<bool> {
+        let rows = self
+            .store
+            .query("SELECT 1 FROM {p}locks WHERE run_id = $1", &[run_id.into()])?;
+        Ok(!rows.is_empty())
+    }
+
+    fn runs(&self, stack: Option<&str>, limit: usize) -> Result<Vec<RunRecord>> {
+        const ALL: &str = concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM {p}runs WHERE CAST($1 AS TEXT) IS NULL OR stack = $1 ORDER BY started DESC, run_id DESC LIMIT $2"
+        );
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let rows = self.store.query(ALL, &[stack.into(), limit.into()])?;
+        self.runs_from(rows)
+    }
+
+    fn run(&self, run_id: &str) -> Result<Option<RunRecord>> {
+        const ONE: &str = concat!("SELECT ", run_columns!(), " FROM {p}runs WHERE run_id = $1");
+        let rows = self.store.query(ONE, &[run_id.into()])?;
+        let Some(mut record) = self.runs_from(rows)?.pop() else {
+            return Ok(None);
+        };
+        record.projects = self.projects(run_id)?;
+        if record.status == RunStatus::Abandoned {
+            for project in &mut record.projects {
+                if project.status == ProjectStatus::Running {
+                    project.status = ProjectStatus::Abandoned;
+                }
+            }
+        }
+        Ok(Some(record))
+    }
+
+    fn last_run(&self, stack: &str, operation: Operation) -> Result<Option<RunRecord>> {
+        let rows = self.store.query(
+            "SELECT run_id FROM {p}runs WHERE stack = $1 AND operation = $2
+             ORDER BY started DESC, run_id DESC LIMIT 1",
+            &[stack.into(), operation.as_str().into()],
+        )?;
+        match rows.first() {
+            Some(row) => self.run(&row.text(0).map_err(|m| self.unreadable(m))?),
+            None => Ok(None),
+        }
+    }
+
+    fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>> {
+        // One row per deployed project, kept as projects finish: the cost does not grow with
+        // the history.
+        let rows = self.store.query(
+            "SELECT project, fingerprint FROM {p}deployed WHERE stack = $1",
+            &[stack.into()],
+        )?;
+        rows.iter()
+            .map(|r| Ok((r.text(0)?, r.text(1)?)))
+            .collect::<Read<_>>()
+            .map_err(|m| self.unreadable(m))
+    }
+
+    fn images(&self, stack: &str) -> Result<Vec<ImageRecord>> {
+        self.images_where(Some(&self.host), Some(stack))
+    }
+
+    fn record_images(&mut self, images: &[ImageRecord]) -> Result<()> {
+        self.store.transaction(None, &mut |tx| {
+            for i in images {
+                tx.execute(
+                    "INSERT INTO {p}images (host, stack, image, image_id, cluster, imported)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (host, stack, image) DO UPDATE SET image_id = excluded.image_id,
+                       cluster = excluded.cluster, imported = excluded.imported",
+                    &[
+                        (&i.host).into(),
+                        (&i.stack).into(),
+                        (&i.image).into(),
+                        (&i.image_id).into(),
+                        (&i.cluster).into(),
+                        (&i.imported).into(),
+                    ],
+                )?;
+            }
+            Ok(())
+        })
+    }
+
+    fn forget_images(&mut self, stack: &str, images: &[String]) -> Result<usize> {
+        let host = self.host.clone();
+        let mut forgotten = 0;
+        self.store.transaction(None, &mut |tx| {
+            forgotten = 0;
+            for image in images {
+                forgotten += tx.execute(
+                    "DELETE FROM {p}images WHERE host = $1 AND stack = $2 AND image = $3",
+                    &[(&host).into(), stack.into(), image.into()],
+                )?;
+            }
+            Ok(())
+        })?;
+        Ok(forgotten as usize)
+    }
+
+    fn known_stacks(&self, backend: &str, stack: &str) -> Result<BTreeSet<String>> {
+        let rows = self.store.query(
+            "SELECT project FROM {p}stacks WHERE backend = $1 AND stack = $2",
+            &[backend.into(), stack.into()],
+        )?;
+        rows.iter()
+            .map(|r| r.text(0))
+            .collect::<Read<_>>()
+            .map_err(|m| self.unreadable(m))
+    }
+
+    fn stacks_changed(
+        &mut self,
+        backend: &str,
+        stack: &str,
+        exist: &[String],
+        gone: &[String],
+    ) -> Result<()> {
+        if exist.is_empty() && gone.is_empty() {
+            return Ok(());
+        }
+        self.store.transaction(None, &mut |tx| {
+            for project in exist {
+                tx.execute(
+                    "INSERT INTO {p}stacks (backend, stack, project) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                    &[backend.into(), stack.into(), project.into()],
+                )?;
+            }
+            for project in gone {
+                tx.execute(
+                    "DELETE FROM {p}stacks WHERE backend = $1 AND stack = $2 AND project = $3",
+                    &[backend.into(), stack.into(), project.into()],
+                )?;
+            }
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_finished_project_leaves_deployed() {
+        assert_eq!(deployed(Operation::Up, Some("f1")), Deployed::Is("f1"));
+        assert_eq!(deployed(Operation::Up, None), Deployed::Not);
+        assert_eq!(deployed(Operation::Destroy, Some("f1")), Deployed::Not);
+        assert_eq!(deployed(Operation::Refresh, None), Deployed::Kept);
+        assert_eq!(deployed(Operation::Preview, Some("f1")), Deployed::Kept);
+    }
+}

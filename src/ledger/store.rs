@@ -1,0 +1,242 @@
+//! What a ledger's backend provides (`records::Records` does the rest): a store of one dialect
+//! connects and migrates, runs a statement or a transaction, renders the few words its dialect
+//! spells its own way (`Words`), and — a server's alone — keeps leases and log lines.
+//!
+//! Statements are written as PostgreSQL reads them (`$1`), with `{p}` before each table (a
+//! server's are `mara_`), `{user}` for the user column and `{order}` for the order projects were
+//! recorded in; values go in and come out as `Value`s.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::Result;
+
+/// A value going into, or coming out of, a store's table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+    Bool(bool),
+    /// A list of texts (a server's batch of log lines).
+    Texts(Vec<String>),
+}
+
+impl From<&str> for Value {
+    fn from(text: &str) -> Value {
+        Value::Text(text.to_string())
+    }
+}
+
+impl From<&String> for Value {
+    fn from(text: &String) -> Value {
+        Value::Text(text.clone())
+    }
+}
+
+impl From<Option<&str>> for Value {
+    fn from(text: Option<&str>) -> Value {
+        text.map_or(Value::Null, Value::from)
+    }
+}
+
+impl From<&Option<String>> for Value {
+    fn from(text: &Option<String>) -> Value {
+        text.as_deref().into()
+    }
+}
+
+impl From<i64> for Value {
+    fn from(n: i64) -> Value {
+        Value::Int(n)
+    }
+}
+
+impl From<Option<i32>> for Value {
+    fn from(n: Option<i32>) -> Value {
+        n.map_or(Value::Null, |n| Value::Int(n.into()))
+    }
+}
+
+/// A row a query returned, its columns in the statement's order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row(pub Vec<Value>);
+
+/// What a row holds that is not what a column should: the ledger was written by something else.
+pub type Read<T> = std::result::Result<T, String>;
+
+impl Row {
+    fn get(&self, i: usize) -> Read<&Value> {
+        self.0.get(i).ok_or_else(|| format!("no column {i}"))
+    }
+
+    pub fn opt_text(&self, i: usize) -> Read<Option<String>> {
+        match self.get(i)? {
+            Value::Null => Ok(None),
+            Value::Text(text) => Ok(Some(text.clone())),
+            other => Err(format!("column {i} holds {other:?}, not a text")),
+        }
+    }
+
+    pub fn text(&self, i: usize) -> Read<String> {
+        self.opt_text(i)?
+            .ok_or_else(|| format!("column {i} is empty"))
+    }
+
+    pub fn opt_int(&self, i: usize) -> Read<Option<i64>> {
+        match self.get(i)? {
+            Value::Null => Ok(None),
+            Value::Int(n) => Ok(Some(*n)),
+            other => Err(format!("column {i} holds {other:?}, not a number")),
+        }
+    }
+
+    pub fn int(&self, i: usize) -> Read<i64> {
+        self.opt_int(i)?
+            .ok_or_else(|| format!("column {i} is empty"))
+    }
+
+    /// A truth: a server's own, or SQLite's 0 and 1.
+    pub fn truth(&self, i: usize) -> Read<bool> {
+        match self.get(i)? {
+            Value::Bool(b) => Ok(*b),
+            Value::Int(n) => Ok(*n != 0),
+            other => Err(format!("column {i} holds {other:?}, not a truth")),
+        }
+    }
+
+    /// A status or operation, stored as its text.
+    pub fn parsed<T>(&self, i: usize, parse: fn(&str) -> Option<T>, what: &str) -> Read<T> {
+        let text = self.text(i)?;
+        parse(&text).ok_or_else(|| format!("`{text}` is not a known {what}"))
+    }
+}
+
+/// The words a store's dialect spells its own way, put into a statement by `render`.
+pub struct Words {
+    /// Before each table's name (`{p}`).
+    pub prefix: &'static str,
+    /// The user column (`{user}`: `user` is a reserved word on a server).
+    pub user: &'static str,
+    /// The column that orders a run's projects as they were recorded (`{order}`).
+    pub order: &'static str,
+    /// A lock's seconds left, `l` being the lock (`{lease_left}`); NULL without leases.
+    pub lease_left: &'static str,
+    /// Whether a lock `l` is live (`{live}`): its lease has not run out.
+    pub live: &'static str,
+    /// Whether a run, in its own row, is recorded running but holds no live lock any more
+    /// (`{lapsed}`): its process stopped renewing without recording its end.
+    pub lapsed: &'static str,
+    /// Placeholders as `?1` rather than `$1`.
+    pub question_marks: bool,
+}
+
+impl Words {
+    /// `sql` in this dialect.
+    pub fn render(&self, sql: &str) -> String {
+        let rendered = sql
+            .replace("{p}", self.prefix)
+            .replace("{user}", self.user)
+            .replace("{order}", self.order)
+            .replace("{lease_left}", self.lease_left)
+            .replace("{live}", self.live)
+            .replace("{lapsed}", &self.lapsed.replace("{p}", self.prefix));
+        match self.question_marks {
+            true => rendered.replace('$', "?"),
+            false => rendered,
+        }
+    }
+}
+
+/// One transaction's statements.
+pub trait Tx {
+    /// Runs a statement; the rows it changed.
+    fn execute(&mut self, sql: &'static str, params: &[Value]) -> Result<u64>;
+    fn query(&mut self, sql: &'static str, params: &[Value]) -> Result<Vec<Row>>;
+}
+
+/// A store of one dialect: where the records are, and how a statement reaches them.
+pub trait Store: Send {
+    const WORDS: Words;
+
+    /// How messages name it: its file, or the server's URL without its password.
+    fn shown(&self) -> &Path;
+
+    fn query(&self, sql: &'static str, params: &[Value]) -> Result<Vec<Row>>;
+
+    fn execute(&mut self, sql: &'static str, params: &[Value]) -> Result<u64>;
+
+    /// Runs `work` in one transaction, committed when it returns `Ok`. With `stack`, one
+    /// transaction at a time decides about that stack's lock.
+    fn transaction(
+        &mut self,
+        stack: Option<&str>,
+        work: &mut dyn FnMut(&mut dyn Tx) -> Result<()>,
+    ) -> Result<()>;
+
+    /// How long a lock lasts unless renewed: `None` where locks are held by live processes.
+    fn lease(&self) -> Option<Duration> {
+        None
+    }
+
+    fn set_lease(&mut self, _lease: Duration) {}
+
+    /// The statement that records run `$2` holding stack `$1`'s lock, and the values it takes
+    /// after those two (a server's: the lease, in seconds).
+    fn lock_statement(&self) -> (&'static str, Vec<Value>) {
+        (
+            "INSERT INTO {p}locks (stack, run_id) VALUES ($1, $2)",
+            Vec::new(),
+        )
+    }
+
+    /// Renews `run_id`'s lease; `false` when it holds no lock any more.
+    fn renew(&mut self, _run_id: &str) -> Result<bool> {
+        Ok(true)
+    }
+
+    /// Whether it keeps the runs' log lines (a server's, in `{p}log_lines`).
+    fn stores_logs(&self) -> bool {
+        false
+    }
+
+    fn append_logs(&mut self, _run_id: &str, _lines: &[(String, String)]) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_are_rendered_in_each_dialect() {
+        let sqlite = Words {
+            prefix: "",
+            user: "user",
+            order: "rowid",
+            lease_left: "NULL",
+            live: "1",
+            lapsed: "0",
+            question_marks: true,
+        };
+        assert_eq!(
+            sqlite.render("SELECT {user} FROM {p}runs WHERE run_id = $1 AND stack = $12"),
+            "SELECT user FROM runs WHERE run_id = ?1 AND stack = ?12"
+        );
+        let server = Words {
+            prefix: "mara_",
+            user: "username",
+            order: "seq",
+            lease_left: "l.left",
+            live: "l.live",
+            lapsed: "NOT EXISTS (SELECT 1 FROM {p}locks)",
+            question_marks: false,
+        };
+        assert_eq!(
+            server.render("SELECT {lapsed}, {lease_left} FROM {p}runs WHERE run_id = $1"),
+            "SELECT NOT EXISTS (SELECT 1 FROM mara_locks), l.left FROM mara_runs WHERE run_id = $1"
+        );
+    }
+}

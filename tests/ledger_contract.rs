@@ -1,0 +1,781 @@
+//! One ledger contract, two backends (docs/ARCHITECTURE.md, "Modules": `ledger/`): every test
+//! here runs the same calls against this machine's SQLite ledger and a real PostgreSQL server's
+//! (started by the test, as `tests/postgres.rs` does), and asserts the same answers, so that the
+//! backends cannot drift apart. What differs by design — a server's locks are leases, a file's
+//! are held by live processes — is said where a test meets it.
+//!
+//! Without PostgreSQL a test runs the SQLite half and says the other was skipped; under CI (which
+//! `.ci/run` sets up) PostgreSQL's absence is a failure.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::postgres::Server;
+use mara::engine::Operation;
+use mara::error::Error;
+use mara::ledger::{self, Begun, History, ImageRecord, Ledger, Place, ProjectRecord, RunStart};
+use mara::status::{ProjectStatus, RunStatus};
+
+/// A fresh ledger of each backend, as often as a test opens it (each open is a new connection,
+/// as a new process would make).
+struct Backend {
+    name: &'static str,
+    place: Place,
+    _dir: Option<tempfile::TempDir>,
+    _server: Option<Server>,
+}
+
+impl Backend {
+    fn open(&self) -> Box<dyn Ledger> {
+        ledger::open(&self.place).unwrap_or_else(|e| panic!("{}: {e}", self.name))
+    }
+
+    fn leases(&self) -> bool {
+        matches!(self.place, Place::Server(_))
+    }
+}
+
+/// SQLite, then PostgreSQL (when it can be started here).
+fn backends() -> Vec<Backend> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = vec![Backend {
+        name: "sqlite",
+        place: Place::File(dir.path().join("ledger.db")),
+        _dir: Some(dir),
+        _server: None,
+    }];
+    if let Some(server) = Server::start() {
+        all.push(Backend {
+            name: "postgres",
+            place: Place::Server(server.url("contract")),
+            _dir: None,
+            _server: Some(server),
+        });
+    }
+    all
+}
+
+/// Run `id` as it starts, after every run started before it.
+fn start(id: &str, stack: &str, operation: Operation) -> RunStart {
+    static SECONDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let second = SECONDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    RunStart {
+        run_id: id.into(),
+        operation,
+        provider: "aws".into(),
+        stack: stack.into(),
+        command: format!("mara {operation}"),
+        started: format!(
+            "2026-11-25T{:02}:{:02}:{:02}.000Z",
+            second / 3600,
+            second / 60 % 60,
+            second % 60
+        ),
+    }
+}
+
+fn ended(path: &str, status: ProjectStatus) -> ProjectRecord {
+    ProjectRecord {
+        path: path.into(),
+        status,
+        started: None,
+        finished: Some("2026-11-25T10:01:00.000Z".into()),
+        exit_code: Some(if status.is_success() { 0 } else { 1 }),
+        changes: None,
+        reason: None,
+        log: None,
+        fingerprint: None,
+    }
+}
+
+fn statuses(ledger: &dyn Ledger, run_id: &str) -> Vec<(String, ProjectStatus)> {
+    let run = ledger.run(run_id).unwrap().unwrap();
+    run.projects
+        .into_iter()
+        .map(|p| (p.path, p.status))
+        .collect()
+}
+
+#[test]
+fn a_run_is_recorded_project_by_project_and_read_back_as_it_was() {
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        let begun = ledger
+            .begin(&start("r1", "dev", Operation::Up), true)
+            .unwrap();
+        assert_eq!(begun, Begun::Started { took_over: None }, "{name}");
+        ledger
+            .project_started("r1", "vpc", "t1", Some("fp-vpc"))
+            .unwrap();
+        ledger
+            .project_finished(
+                "r1",
+                &ProjectRecord {
+                    started: Some("t1".into()),
+                    changes: Some(BTreeMap::from([("create".to_string(), 3)])),
+                    log: Some(".mara/logs/r1/vpc.log".into()),
+                    ..ended("vpc", ProjectStatus::Succeeded)
+                },
+            )
+            .unwrap();
+        ledger.project_started("r1", "eks", "t2", None).unwrap();
+        ledger
+            .project_finished(
+                "r1",
+                &ProjectRecord {
+                    reason: Some("boom".into()),
+                    ..ended("eks", ProjectStatus::Failed)
+                },
+            )
+            .unwrap();
+        ledger.finish("r1", RunStatus::Failed, "t3").unwrap();
+
+        // Read back from another connection, as another process would.
+        let reader = backend.open();
+        let run = reader.run("r1").unwrap().unwrap();
+        assert_eq!(
+            (run.status, run.finished.as_deref()),
+            (RunStatus::Failed, Some("t3")),
+            "{name}"
+        );
+        assert_eq!(
+            (run.operation, run.provider.as_str(), run.stack.as_str()),
+            (Operation::Up, "aws", "dev")
+        );
+        assert_eq!(run.pid, std::process::id(), "{name}");
+        let [vpc, eks] = &run.projects[..] else {
+            panic!("{name}: {:?}", run.projects)
+        };
+        assert_eq!(vpc.path, "vpc", "{name}: in the order they were recorded");
+        assert_eq!(vpc.started.as_deref(), Some("t1"));
+        assert_eq!(
+            vpc.fingerprint.as_deref(),
+            Some("fp-vpc"),
+            "{name}: kept from the start"
+        );
+        assert_eq!(vpc.changes.as_ref().unwrap()["create"], 3, "{name}");
+        assert_eq!(vpc.log.as_deref(), Some(".mara/logs/r1/vpc.log"));
+        assert_eq!(
+            (eks.status, eks.exit_code, eks.reason.as_deref()),
+            (ProjectStatus::Failed, Some(1), Some("boom")),
+            "{name}"
+        );
+        assert_eq!(
+            eks.started.as_deref(),
+            Some("t2"),
+            "{name}: the start's time, when the end gives none"
+        );
+        assert!(
+            reader.holder("dev").unwrap().is_none(),
+            "{name}: the lock is released"
+        );
+
+        ledger
+            .begin(&start("r22", "dev", Operation::Destroy), true)
+            .unwrap();
+        ledger.finish("r22", RunStatus::Succeeded, "t9").unwrap();
+        let runs: Vec<String> = reader
+            .runs(None, 10)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect();
+        assert_eq!(runs, ["r22", "r1"], "{name}: newest first");
+        assert!(reader.runs(Some("prod"), 10).unwrap().is_empty(), "{name}");
+        assert_eq!(reader.runs(Some("dev"), 1).unwrap().len(), 1, "{name}");
+        assert_eq!(
+            reader
+                .last_run("dev", Operation::Up)
+                .unwrap()
+                .unwrap()
+                .run_id,
+            "r1",
+            "{name}"
+        );
+        assert!(
+            reader
+                .last_run("dev", Operation::Refresh)
+                .unwrap()
+                .is_none(),
+            "{name}"
+        );
+        assert!(reader.run("nope").unwrap().is_none(), "{name}");
+    }
+}
+
+#[test]
+fn a_second_run_is_refused_while_the_first_holds_its_stack() {
+    for backend in backends() {
+        let name = backend.name;
+        let mut first = backend.open();
+        first
+            .begin(&start("r1", "dev", Operation::Up), true)
+            .unwrap();
+        let mut second = backend.open();
+        let Begun::Held(holder) = second
+            .begin(&start("r2", "dev", Operation::Destroy), true)
+            .unwrap()
+        else {
+            panic!("{name}: not held")
+        };
+        assert_eq!(
+            (holder.run_id.as_str(), holder.pid, holder.command.as_str()),
+            ("r1", std::process::id(), "mara up"),
+            "{name}"
+        );
+        assert_eq!(
+            holder.lease_left.is_some(),
+            backend.leases(),
+            "{name}: a server's lock is a lease"
+        );
+        assert!(
+            second.run("r2").unwrap().is_none(),
+            "{name}: a refused run is not recorded"
+        );
+        // Another stack is free, and a run that takes no lock (a preview) is never held.
+        assert!(
+            matches!(
+                second
+                    .begin(&start("r3", "prod", Operation::Up), true)
+                    .unwrap(),
+                Begun::Started { .. }
+            ),
+            "{name}"
+        );
+        assert!(
+            matches!(
+                second
+                    .begin(&start("r4", "dev", Operation::Preview), false)
+                    .unwrap(),
+                Begun::Started { .. }
+            ),
+            "{name}"
+        );
+        assert_eq!(
+            second.holder("dev").unwrap().unwrap().run_id,
+            "r1",
+            "{name}"
+        );
+        assert!(
+            second.holds_lock("r1").unwrap() && !second.holds_lock("r4").unwrap(),
+            "{name}"
+        );
+        first.finish("r1", RunStatus::Succeeded, "t").unwrap();
+        assert!(!second.holds_lock("r1").unwrap(), "{name}");
+        assert!(
+            matches!(
+                second
+                    .begin(&start("r5", "dev", Operation::Up), true)
+                    .unwrap(),
+                Begun::Started { took_over: None }
+            ),
+            "{name}"
+        );
+    }
+}
+
+/// Set in the process a takeover test starts to hold a lock and die.
+const HOLDER: &str = "MARA_CONTRACT_HOLDER";
+
+/// In that process: takes `dev`'s lock for run `dead` (on a server, for a lease of a second),
+/// starts a project, and ends without a word to the ledger, as a killed run does.
+fn hold_and_die(place: &str) {
+    let place = match place.strip_prefix("file:") {
+        Some(path) => Place::File(path.into()),
+        None => Place::Server(place.to_string()),
+    };
+    let mut ledger = ledger::open(&place).unwrap();
+    ledger.set_lease(Duration::from_secs(1));
+    ledger
+        .begin(&start("dead", "dev", Operation::Up), true)
+        .unwrap();
+    ledger
+        .project_started("dead", "vpc", "t1", Some("f"))
+        .unwrap();
+    std::process::exit(0);
+}
+
+#[test]
+fn a_lock_whose_holder_is_gone_is_taken_over_and_its_run_abandoned() {
+    if let Ok(place) = std::env::var(HOLDER) {
+        return hold_and_die(&place);
+    }
+    for backend in backends() {
+        let name = backend.name;
+        let place = match &backend.place {
+            Place::File(path) => format!("file:{}", path.display()),
+            Place::Server(url) => url.clone(),
+        };
+        let held = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_lock_whose_holder_is_gone_is_taken_over_and_its_run_abandoned",
+            ])
+            .env(HOLDER, &place)
+            .output()
+            .unwrap();
+        assert!(
+            held.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&held.stderr)
+        );
+        let mut ledger = backend.open();
+        assert_eq!(
+            ledger.holder("dev").unwrap().unwrap().run_id,
+            "dead",
+            "{name}"
+        );
+        if backend.leases() {
+            // Gone is a lease that ran out: until then, a server cannot tell.
+            assert!(
+                matches!(
+                    ledger
+                        .begin(&start("early", "dev", Operation::Up), true)
+                        .unwrap(),
+                    Begun::Held(_)
+                ),
+                "{name}"
+            );
+            std::thread::sleep(Duration::from_millis(2100));
+        }
+        let Begun::Started {
+            took_over: Some(old),
+        } = ledger
+            .begin(&start("r2", "dev", Operation::Up), true)
+            .unwrap()
+        else {
+            panic!("{name}: not taken over")
+        };
+        assert_eq!(old.run_id, "dead", "{name}");
+        let dead = ledger.run("dead").unwrap().unwrap();
+        assert_eq!(dead.status, RunStatus::Abandoned, "{name}");
+        assert!(dead.finished.is_some(), "{name}: abandoned when taken over");
+        assert_eq!(
+            statuses(ledger.as_ref(), "dead"),
+            [("vpc".to_string(), ProjectStatus::Abandoned)],
+            "{name}"
+        );
+        // The run taken over, finishing after all, changes neither its record nor the lock.
+        ledger.finish("dead", RunStatus::Succeeded, "late").unwrap();
+        assert_eq!(
+            ledger.run("dead").unwrap().unwrap().status,
+            RunStatus::Abandoned,
+            "{name}"
+        );
+        assert_eq!(
+            ledger.holder("dev").unwrap().unwrap().run_id,
+            "r2",
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_forced_unlock_abandons_the_run_and_its_running_projects() {
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        ledger
+            .begin(&start("r1", "dev", Operation::Up), true)
+            .unwrap();
+        ledger.project_started("r1", "vpc", "t1", None).unwrap();
+        ledger
+            .project_finished("r1", &ended("ecr", ProjectStatus::Succeeded))
+            .unwrap();
+        let mut other = backend.open();
+        assert_eq!(other.unlock("dev").unwrap().unwrap().run_id, "r1", "{name}");
+        let run = other.run("r1").unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Abandoned, "{name}");
+        assert!(run.finished.is_some(), "{name}");
+        assert_eq!(
+            statuses(other.as_ref(), "r1"),
+            [
+                ("vpc".to_string(), ProjectStatus::Abandoned),
+                ("ecr".to_string(), ProjectStatus::Succeeded)
+            ],
+            "{name}: only what was running"
+        );
+        assert!(
+            other.holder("dev").unwrap().is_none() && !other.holds_lock("r1").unwrap(),
+            "{name}"
+        );
+        assert!(
+            other.unlock("dev").unwrap().is_none(),
+            "{name}: nothing left to clear"
+        );
+        // The holder learns it: where locks are leases, it can no longer renew one.
+        assert_eq!(ledger.renew("r1").unwrap(), !backend.leases(), "{name}");
+    }
+}
+
+#[test]
+fn what_is_deployed_follows_the_ups_and_destroys_that_succeed() {
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        ledger
+            .begin(&start("r1", "dev", Operation::Up), true)
+            .unwrap();
+        for (path, status, fingerprint) in [
+            ("a", ProjectStatus::Succeeded, Some("a1")),
+            ("b", ProjectStatus::Unchanged, Some("b1")),
+            ("c", ProjectStatus::Failed, Some("c1")),
+            ("d", ProjectStatus::Succeeded, None),
+            ("e", ProjectStatus::Succeeded, Some("e1")),
+        ] {
+            ledger
+                .project_started("r1", path, "t", fingerprint)
+                .unwrap();
+            ledger.project_finished("r1", &ended(path, status)).unwrap();
+        }
+        ledger.finish("r1", RunStatus::Failed, "t").unwrap();
+        let deployed = |ledger: &dyn Ledger| ledger.last_fingerprints("dev").unwrap();
+        let expected = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            deployed(ledger.as_ref()),
+            expected(&[("a", "a1"), ("b", "b1"), ("e", "e1")]),
+            "{name}"
+        );
+        // A preview and a refresh change no deployment; an up without a fingerprint clears it.
+        for (id, operation) in [("r2", Operation::Preview), ("r3", Operation::Refresh)] {
+            ledger.begin(&start(id, "dev", operation), false).unwrap();
+            ledger.project_started(id, "a", "t", Some("a2")).unwrap();
+            ledger
+                .project_finished(id, &ended("a", ProjectStatus::Succeeded))
+                .unwrap();
+            ledger.finish(id, RunStatus::Succeeded, "t").unwrap();
+        }
+        ledger
+            .begin(&start("r4", "dev", Operation::Up), true)
+            .unwrap();
+        ledger.project_started("r4", "e", "t", None).unwrap();
+        ledger
+            .project_finished("r4", &ended("e", ProjectStatus::Succeeded))
+            .unwrap();
+        ledger.finish("r4", RunStatus::Succeeded, "t").unwrap();
+        ledger
+            .begin(&start("r5", "dev", Operation::Destroy), true)
+            .unwrap();
+        ledger
+            .project_finished("r5", &ended("b", ProjectStatus::Succeeded))
+            .unwrap();
+        ledger
+            .project_finished("r5", &ended("a", ProjectStatus::Failed))
+            .unwrap();
+        ledger.finish("r5", RunStatus::Failed, "t").unwrap();
+        assert_eq!(
+            deployed(ledger.as_ref()),
+            expected(&[("a", "a1")]),
+            "{name}"
+        );
+        assert!(
+            ledger.last_fingerprints("prod").unwrap().is_empty(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_project_started_again_loses_the_reason_it_had() {
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        ledger
+            .begin(&start("r1", "dev", Operation::Up), true)
+            .unwrap();
+        // An opened run's project waits for its job; the job starts it.
+        ledger
+            .project_finished(
+                "r1",
+                &ProjectRecord {
+                    finished: None,
+                    exit_code: None,
+                    reason: Some("waits for its job".into()),
+                    ..ended("vpc", ProjectStatus::Waiting)
+                },
+            )
+            .unwrap();
+        ledger
+            .project_started("r1", "vpc", "t1", Some("f"))
+            .unwrap();
+        let vpc = &ledger.run("r1").unwrap().unwrap().projects[0];
+        assert_eq!(
+            (vpc.status, vpc.reason.as_deref()),
+            (ProjectStatus::Running, None),
+            "{name}"
+        );
+        assert_eq!(
+            (vpc.started.as_deref(), vpc.fingerprint.as_deref()),
+            (Some("t1"), Some("f")),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_forgotten_run_leaves_nothing_behind() {
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        ledger
+            .begin(&start("r1", "dev", Operation::Up), true)
+            .unwrap();
+        ledger.project_started("r1", "vpc", "t1", None).unwrap();
+        ledger
+            .append_logs("r1", &[("vpc".into(), "a line".into())])
+            .unwrap();
+        assert_eq!(
+            ledger.logs("r1", None, 0).unwrap().len(),
+            usize::from(ledger.stores_logs()),
+            "{name}"
+        );
+        ledger.forget("r1").unwrap();
+        assert!(ledger.run("r1").unwrap().is_none(), "{name}");
+        assert!(ledger.runs(None, 10).unwrap().is_empty(), "{name}");
+        assert!(ledger.holder("dev").unwrap().is_none(), "{name}");
+        assert!(ledger.logs("r1", None, 0).unwrap().is_empty(), "{name}");
+        assert!(
+            matches!(
+                ledger
+                    .begin(&start("r1", "dev", Operation::Up), true)
+                    .unwrap(),
+                Begun::Started { .. }
+            ),
+            "{name}: its id is free again"
+        );
+    }
+}
+
+#[test]
+fn a_cancel_request_reaches_the_run_holding_the_stack() {
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        assert!(
+            ledger.request_cancel("dev").unwrap().is_none(),
+            "{name}: no run to ask"
+        );
+        ledger
+            .begin(&start("r1", "dev", Operation::Up), true)
+            .unwrap();
+        ledger
+            .begin(&start("r2", "prod", Operation::Up), true)
+            .unwrap();
+        assert!(!ledger.cancel_requested("r1").unwrap(), "{name}");
+        let mut other = backend.open();
+        assert_eq!(
+            other.request_cancel("dev").unwrap().unwrap().run_id,
+            "r1",
+            "{name}"
+        );
+        assert!(ledger.cancel_requested("r1").unwrap(), "{name}");
+        assert!(
+            !ledger.cancel_requested("r2").unwrap() && !ledger.cancel_requested("nope").unwrap(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_job_joins_only_an_open_run_of_its_stack_and_operation() {
+    for backend in backends() {
+        let name = backend.name;
+        let mut opener = backend.open();
+        opener.set_lease(Duration::from_secs(600));
+        opener
+            .begin(&start("r1", "dev", Operation::Up), true)
+            .unwrap();
+        let mut job = backend.open();
+        job.join("r1", "dev", Operation::Up).unwrap();
+        let refused = |result: mara::error::Result<()>| result.unwrap_err().to_string();
+        assert_eq!(
+            refused(job.join("r1", "prod", Operation::Up)),
+            "run `r1` is an up of stack dev, not an up of stack prod",
+            "{name}"
+        );
+        assert_eq!(
+            refused(job.join("r1", "dev", Operation::Destroy)),
+            "run `r1` is an up of stack dev, not a destroy of stack dev",
+            "{name}"
+        );
+        assert_eq!(
+            refused(job.join("nope", "dev", Operation::Up)),
+            "there is no run `nope` to join",
+            "{name}"
+        );
+        opener.request_cancel("dev").unwrap();
+        assert!(
+            matches!(
+                job.join("r1", "dev", Operation::Up),
+                Err(Error::Interrupted)
+            ),
+            "{name}"
+        );
+        opener.finish("r1", RunStatus::Cancelled, "t").unwrap();
+        assert_eq!(
+            refused(job.join("r1", "dev", Operation::Up)),
+            "run `r1` is closed (cancelled): it takes no more projects",
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn the_stacks_known_to_exist_and_the_images_imported() {
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        let owned = |paths: &[&str]| paths.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        ledger
+            .stacks_changed("file:///s", "dev", &owned(&["a", "b", "c"]), &[])
+            .unwrap();
+        ledger
+            .stacks_changed("file:///s", "dev", &owned(&["a"]), &owned(&["b", "z"]))
+            .unwrap();
+        ledger
+            .stacks_changed("file:///other", "dev", &owned(&["x"]), &[])
+            .unwrap();
+        let known: Vec<String> = ledger
+            .known_stacks("file:///s", "dev")
+            .unwrap()
+            .into_iter()
+            .collect();
+        assert_eq!(known, ["a", "c"], "{name}");
+        assert!(
+            ledger.known_stacks("file:///s", "prod").unwrap().is_empty(),
+            "{name}"
+        );
+
+        let (_, host) = ledger::whoami();
+        let image = |name: &str, id: &str| ImageRecord {
+            host: host.clone(),
+            stack: "dev".into(),
+            image: name.into(),
+            image_id: id.into(),
+            cluster: "c1".into(),
+            imported: "t".into(),
+        };
+        ledger
+            .record_images(&[image("app:dev", "sha256:1"), image("web:dev", "sha256:2")])
+            .unwrap();
+        ledger
+            .record_images(&[image("app:dev", "sha256:3")])
+            .unwrap();
+        let ids: Vec<(String, String)> = ledger
+            .images("dev")
+            .unwrap()
+            .into_iter()
+            .map(|i| (i.image, i.image_id))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("app:dev".to_string(), "sha256:3".to_string()),
+                ("web:dev".to_string(), "sha256:2".to_string())
+            ],
+            "{name}"
+        );
+        assert_eq!(
+            ledger
+                .forget_images("dev", &owned(&["web:dev", "none:x"]))
+                .unwrap(),
+            1,
+            "{name}"
+        );
+        assert_eq!(ledger.images("dev").unwrap().len(), 1, "{name}");
+        assert!(ledger.images("prod").unwrap().is_empty(), "{name}");
+    }
+}
+
+/// The same calls, made of each backend, leave the same records: what `ledger migrate` copies.
+#[test]
+fn both_backends_hold_the_same_history_after_the_same_calls() {
+    let mut histories: Vec<(&str, String)> = Vec::new();
+    for backend in backends() {
+        let mut ledger = backend.open();
+        let at = |id, operation, started: &str| RunStart {
+            started: started.into(),
+            ..start(id, "dev", operation)
+        };
+        ledger.begin(&at("r1", Operation::Up, "t0"), true).unwrap();
+        ledger
+            .project_started("r1", "vpc", "t1", Some("f1"))
+            .unwrap();
+        ledger
+            .project_finished("r1", &ended("vpc", ProjectStatus::Succeeded))
+            .unwrap();
+        ledger
+            .project_finished(
+                "r1",
+                &ProjectRecord {
+                    reason: Some("depends on vpc".into()),
+                    ..ended("eks", ProjectStatus::Skipped)
+                },
+            )
+            .unwrap();
+        ledger.finish("r1", RunStatus::Failed, "t2").unwrap();
+        ledger
+            .begin(&at("r2", Operation::Destroy, "t2"), true)
+            .unwrap();
+        ledger.project_started("r2", "vpc", "t3", None).unwrap();
+        ledger.unlock("dev").unwrap();
+        ledger
+            .stacks_changed("(login)", "dev", &["vpc".into()], &[])
+            .unwrap();
+        let mut history = ledger.export().unwrap();
+        // The moment of an unlock is the machine's own.
+        for run in &mut history.runs {
+            if run.status == RunStatus::Abandoned {
+                run.finished = Some("unlocked".into());
+            }
+        }
+        histories.push((backend.name, render(&history)));
+
+        // Moved to a new ledger of the same kind, it adds what it did not hold, once.
+        let copy = tempfile::tempdir().unwrap();
+        let other = match &backend._server {
+            None => Place::File(copy.path().join("ledger.db")),
+            Some(server) => Place::Server(server.url("contract_copy")),
+        };
+        let mut other = ledger::open(&other).unwrap();
+        assert_eq!(
+            other.import(&ledger.export().unwrap()).unwrap(),
+            ["r1", "r2"],
+            "{}",
+            backend.name
+        );
+        assert!(
+            other.import(&ledger.export().unwrap()).unwrap().is_empty(),
+            "{}",
+            backend.name
+        );
+        assert_eq!(
+            render(&other.export().unwrap()),
+            render(&ledger.export().unwrap()),
+            "{}",
+            backend.name
+        );
+    }
+    if let [(_, sqlite), (_, postgres)] = &histories[..] {
+        assert_eq!(sqlite, postgres, "the backends differ");
+    }
+}
+
+/// A history as text, to compare.
+fn render(history: &History) -> String {
+    format!(
+        "{}\n{:?}\n{:?}\n{:?}",
+        serde_json::to_string_pretty(&history.runs).unwrap(),
+        history.deployed,
+        history.stacks,
+        history.images
+    )
+}
