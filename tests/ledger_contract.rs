@@ -76,6 +76,18 @@ fn start(id: &str, stack: &str, operation: Operation) -> RunStart {
     }
 }
 
+/// Whether run `id` is recorded as it begins (rather than held back by another's lock).
+fn started(
+    ledger: &mut dyn Ledger,
+    id: &str,
+    stack: &str,
+    operation: Operation,
+    lock: bool,
+) -> bool {
+    let begun = ledger.begin(&start(id, stack, operation), lock).unwrap();
+    matches!(begun, Begun::Started { .. })
+}
+
 fn ended(path: &str, status: ProjectStatus) -> ProjectRecord {
     ProjectRecord {
         path: path.into(),
@@ -237,21 +249,11 @@ fn a_second_run_is_refused_while_the_first_holds_its_stack() {
         );
         // Another stack is free, and a run that takes no lock (a preview) is never held.
         assert!(
-            matches!(
-                second
-                    .begin(&start("r3", "prod", Operation::Up), true)
-                    .unwrap(),
-                Begun::Started { .. }
-            ),
+            started(second.as_mut(), "r3", "prod", Operation::Up, true),
             "{name}"
         );
         assert!(
-            matches!(
-                second
-                    .begin(&start("r4", "dev", Operation::Preview), false)
-                    .unwrap(),
-                Begun::Started { .. }
-            ),
+            started(second.as_mut(), "r4", "dev", Operation::Preview, false),
             "{name}"
         );
         assert_eq!(
@@ -543,12 +545,7 @@ fn a_forgotten_run_leaves_nothing_behind() {
         assert!(ledger.holder("dev").unwrap().is_none(), "{name}");
         assert!(ledger.logs("r1", None, 0).unwrap().is_empty(), "{name}");
         assert!(
-            matches!(
-                ledger
-                    .begin(&start("r1", "dev", Operation::Up), true)
-                    .unwrap(),
-                Begun::Started { .. }
-            ),
+            started(ledger.as_mut(), "r1", "dev", Operation::Up, true),
             "{name}: its id is free again"
         );
     }

@@ -209,11 +209,37 @@ fn project(row: &Row) -> Read<ProjectRecord> {
     })
 }
 
-fn changes_text(changes: &Option<Changes>) -> Value {
-    match changes {
+/// An image's row, in the order `{p}images` takes its columns.
+fn image_values(i: &ImageRecord) -> [Value; 6] {
+    [
+        &i.host,
+        &i.stack,
+        &i.image,
+        &i.image_id,
+        &i.cluster,
+        &i.imported,
+    ]
+    .map(Value::from)
+}
+
+/// A project's row, in the order `{p}projects` takes its columns.
+fn project_values(run_id: &str, p: &ProjectRecord) -> [Value; 10] {
+    let changes = match &p.changes {
         Some(c) => Value::Text(serde_json::to_string(c).expect("counts serialize")),
         None => Value::Null,
-    }
+    };
+    [
+        run_id.into(),
+        (&p.path).into(),
+        p.status.as_str().into(),
+        (&p.started).into(),
+        (&p.finished).into(),
+        p.exit_code.into(),
+        changes,
+        (&p.reason).into(),
+        (&p.log).into(),
+        (&p.fingerprint).into(),
+    ]
 }
 
 /// `an up`, `a preview`.
@@ -271,18 +297,7 @@ impl<S: Store> Ledger for Records<S> {
                     tx.execute(
                         "INSERT INTO {p}projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
-                        &[
-                            (&run.run_id).into(),
-                            (&p.path).into(),
-                            p.status.as_str().into(),
-                            (&p.started).into(),
-                            (&p.finished).into(),
-                            p.exit_code.into(),
-                            changes_text(&p.changes),
-                            (&p.reason).into(),
-                            (&p.log).into(),
-                            (&p.fingerprint).into(),
-                        ],
+                        &project_values(&run.run_id, p),
                     )?;
                 }
             }
@@ -303,14 +318,7 @@ impl<S: Store> Ledger for Records<S> {
                 tx.execute(
                     "INSERT INTO {p}images (host, stack, image, image_id, cluster, imported)
                      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-                    &[
-                        (&i.host).into(),
-                        (&i.stack).into(),
-                        (&i.image).into(),
-                        (&i.image_id).into(),
-                        (&i.cluster).into(),
-                        (&i.imported).into(),
-                    ],
+                    &image_values(i),
                 )?;
             }
             Ok(())
@@ -432,18 +440,7 @@ impl<S: Store> Ledger for Records<S> {
                  ON CONFLICT (run_id, path) DO UPDATE SET status = $3,
                    started = COALESCE($4, {p}projects.started), finished = $5, exit_code = $6,
                    changes = $7, reason = $8, log = $9, fingerprint = COALESCE($10, {p}projects.fingerprint)",
-                &[
-                    run_id.into(),
-                    (&project.path).into(),
-                    project.status.as_str().into(),
-                    (&project.started).into(),
-                    (&project.finished).into(),
-                    project.exit_code.into(),
-                    changes_text(&project.changes),
-                    (&project.reason).into(),
-                    (&project.log).into(),
-                    (&project.fingerprint).into(),
-                ],
+                &project_values(run_id, project),
             )?;
             if !project.status.is_success() {
                 return Ok(());
@@ -678,14 +675,7 @@ impl<S: Store> Ledger for Records<S> {
                      VALUES ($1, $2, $3, $4, $5, $6)
                      ON CONFLICT (host, stack, image) DO UPDATE SET image_id = excluded.image_id,
                        cluster = excluded.cluster, imported = excluded.imported",
-                    &[
-                        (&i.host).into(),
-                        (&i.stack).into(),
-                        (&i.image).into(),
-                        (&i.image_id).into(),
-                        (&i.cluster).into(),
-                        (&i.imported).into(),
-                    ],
+                    &image_values(i),
                 )?;
             }
             Ok(())

@@ -212,31 +212,23 @@ mod tests {
 
     #[test]
     fn statements_are_rendered_in_each_dialect() {
-        let sqlite = Words {
-            prefix: "",
-            user: "user",
-            order: "rowid",
-            lease_left: "NULL",
-            live: "1",
-            lapsed: "0",
-            question_marks: true,
-        };
+        use crate::ledger::postgres::Postgres;
+        use crate::ledger::sqlite::Sqlite;
+        let sql = "SELECT r.{user}, {lease_left} FROM {p}locks l JOIN {p}runs r ON r.run_id = l.run_id WHERE l.stack = $1 AND r.pid = $12 ORDER BY {order}";
         assert_eq!(
-            sqlite.render("SELECT {user} FROM {p}runs WHERE run_id = $1 AND stack = $12"),
-            "SELECT user FROM runs WHERE run_id = ?1 AND stack = ?12"
+            Sqlite::WORDS.render(sql),
+            "SELECT r.user, NULL FROM locks l JOIN runs r ON r.run_id = l.run_id WHERE l.stack = ?1 AND r.pid = ?12 ORDER BY rowid"
         );
-        let server = Words {
-            prefix: "mara_",
-            user: "username",
-            order: "seq",
-            lease_left: "l.left",
-            live: "l.live",
-            lapsed: "NOT EXISTS (SELECT 1 FROM {p}locks)",
-            question_marks: false,
-        };
         assert_eq!(
-            server.render("SELECT {lapsed}, {lease_left} FROM {p}runs WHERE run_id = $1"),
-            "SELECT NOT EXISTS (SELECT 1 FROM mara_locks), l.left FROM mara_runs WHERE run_id = $1"
+            Postgres::WORDS.render(sql),
+            "SELECT r.username, GREATEST(0, CEIL(EXTRACT(EPOCH FROM l.lease_until - now())))::BIGINT FROM mara_locks l JOIN mara_runs r ON r.run_id = l.run_id WHERE l.stack = $1 AND r.pid = $12 ORDER BY seq"
         );
+        // A run's own row says whether its lease lapsed, naming its own tables.
+        assert!(
+            Postgres::WORDS
+                .render("{lapsed}")
+                .contains("mara_locks l WHERE l.run_id = mara_runs.run_id")
+        );
+        assert_eq!(Sqlite::WORDS.render("{lapsed} {live}"), "0 1");
     }
 }

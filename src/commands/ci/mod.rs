@@ -46,7 +46,7 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
             });
             run::start(settings, workspace, &open)
         }
-        CiCommand::Close { run, report, junit } => close(settings, &run, (report, junit)),
+        CiCommand::Close { run, report, junit } => close(settings, &run, report, junit),
         CiCommand::Generate {
             system,
             operation,
@@ -78,7 +78,8 @@ fn operation_of(operation: CiOperation) -> Operation {
 fn close(
     settings: &Settings,
     run_id: &str,
-    (report, junit): (Option<std::path::PathBuf>, Option<std::path::PathBuf>),
+    report: Option<std::path::PathBuf>,
+    junit: Option<std::path::PathBuf>,
 ) -> Result<()> {
     let deployment = Deployment::load(settings)?;
     let files = &deployment.files;
