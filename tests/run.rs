@@ -1120,6 +1120,14 @@ fn a_configuration_without_infra_type_records_it_on_the_first_successful_up() {
         "# written by hand\nconfig:\n  kubernetes:infra_type: local\n  local-cluster:cluster_name: mara-dev # ours\n  local-cluster:node_count: 3\n",
         "only the key was added"
     );
+    // mara's own bookkeeping is no change: the next `up --changed` runs nothing.
+    let output = d.mara().args(["up", "--yes", "--changed"]).output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(
+        common::stdout(&output).contains("Nothing changed since the last successful up"),
+        "{}",
+        common::stdout(&output)
+    );
     // Afterwards the stack names its provider: destroy needs no --provider.
     let output = d.mara().args(["destroy", "--yes"]).output().unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));

@@ -80,7 +80,11 @@ pub fn fingerprints(
         |p| workspace.project_dir(p),
         &workspace.state_dir(),
         stack.name.as_str(),
-        files.config.as_ref().map_or("", |c| c.text()).as_bytes(),
+        files
+            .config
+            .as_ref()
+            .map_or(String::new(), |c| c.fingerprinted())
+            .as_bytes(),
         files
             .env_file
             .as_ref()

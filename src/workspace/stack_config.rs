@@ -50,13 +50,27 @@ impl StackConfigFile {
         })
     }
 
-    /// The file's text as read (empty when there is no file): what a fingerprint hashes.
+    /// The file's text as read (empty when there is no file).
     pub fn text(&self) -> &str {
         match self {
             StackConfigFile::Missing(_) => "",
             StackConfigFile::Empty { text, .. } => text,
             StackConfigFile::Present(config) => &config.text,
         }
+    }
+
+    /// The text a fingerprint hashes: the file's, without mara's own bookkeeping — the line of
+    /// `kubernetes:infra_type`, which a stack's first `up` adds to a file that lacks it, and which
+    /// no project reads — so that recording it is no change (docs/commands.md, `--changed`).
+    pub fn fingerprinted(&self) -> String {
+        let bookkeeping = |line: &str| {
+            let key = line.trim_start().trim_start_matches(['"', '\'']);
+            key.strip_prefix(INFRA_TYPE_KEY)
+                .is_some_and(|rest| rest.trim_start_matches(['"', '\'']).starts_with(':'))
+        };
+        (self.text().split_inclusive('\n'))
+            .filter(|line| !bookkeeping(line))
+            .collect()
     }
 
     pub fn path(&self) -> &Path {
@@ -304,6 +318,20 @@ pub fn location_of_key(path: &Path, text: &str, key: &str) -> Location {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recording_the_provider_is_no_change_to_a_fingerprint() {
+        let path = Path::new("Pulumi.dev.yaml");
+        let before = "# mine\nconfig:\n  a:b: 1 # note\n";
+        let after = "# mine\nconfig:\n  kubernetes:infra_type: AWS\n  a:b: 1 # note\n";
+        let quoted = "# mine\nconfig:\n  \"kubernetes:infra_type\": AWS\n  a:b: 1 # note\n";
+        let file = |text: &str| StackConfigFile::from_text(path, text.to_string()).unwrap();
+        assert_eq!(file(after).fingerprinted(), file(before).fingerprinted());
+        assert_eq!(file(quoted).fingerprinted(), before);
+        // Anything else still counts.
+        assert_ne!(file("config:\n  a:b: 2 # note\n").fingerprinted(), file(before).fingerprinted());
+        assert_eq!(file("config:\n  kubernetes:infra_types: x\n").fingerprinted(), "config:\n  kubernetes:infra_types: x\n");
+    }
 
     const TEXT: &str = "encryptionsalt: v1:abc\nconfig:\n  aws:region: us-west-2\n  eks:min_size: 3\n  kubernetes:infra_type: AWS\n  vpc:azs:\n    - us-west-2a\n  sirius:pwd:\n    secure: v1:xyz\n";
 
