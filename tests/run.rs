@@ -1234,3 +1234,34 @@ fn merged_kubeconfigs_never_clobber_and_two_stacks_coexist() {
         "the current context was not dev's: it stays"
     );
 }
+
+#[test]
+fn two_projects_writing_the_stacks_kubeconfig_are_refused_before_anything_runs() {
+    let d = Deployment::new();
+    let second = d.root().join("infrastructure/local/cluster2");
+    std::fs::create_dir_all(&second).unwrap();
+    common::copy_example(&d.root().join("infrastructure/local/cluster"), &second);
+    let program = std::fs::read_to_string(second.join("Pulumi.yaml")).unwrap();
+    std::fs::write(
+        second.join("Pulumi.yaml"),
+        program.replace("name: local-cluster", "name: local-cluster2"),
+    )
+    .unwrap();
+    std::fs::write(
+        d.root().join("providers/two.toml"),
+        "description = \"Two clusters\"\nextends = \"local\"\n\n[[project]]\npath = \"infrastructure/local/cluster2\"\nstage = \"infrastructure\"\n\n[[project.on_success]]\nkind = \"kubeconfig\"\noutput = \"kubeconfig\"\n",
+    )
+    .unwrap();
+    let said = "2 projects write the stack's kubeconfig, .mara/kube/dev.yaml: infrastructure/local/cluster (providers/local.toml:21), infrastructure/local/cluster2 (providers/two.toml:5); each would replace the one before it, there and in your kubeconfig";
+    let output = d.mara().args(["validate", "-p", "two"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", common::stdout(&output));
+    assert!(common::stdout(&output).contains(said), "{}", common::stdout(&output));
+    let output = d.mara().args(["up", "--yes", "-p", "two"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    assert!(common::stderr(&output).contains(said), "{}", common::stderr(&output));
+    assert!(d.calls().is_empty(), "no engine ran");
+    assert!(!d.root().join(".mara/kube").exists(), "no kubeconfig written");
+    // One project that writes it is the rule: the example's own provider passes.
+    let output = d.mara().args(["validate"]).output().unwrap();
+    assert!(!common::stdout(&output).contains("write the stack's kubeconfig"));
+}

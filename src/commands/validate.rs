@@ -210,6 +210,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
     checks::projects(checks, workspace, plan);
     if let Some(stack) = &files.stack {
         checks::local_cluster(checks, provider, plan, &stack.name);
+        checks::one_kubeconfig(checks, workspace, plan.graph, &stack.name);
     }
     match (&files.stack, config) {
         (Some(stack), Some(config)) => {

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-pub use projects::{local_cluster, preflight, projects, terraform_backend};
+pub use projects::{local_cluster, one_kubeconfig, preflight, projects, terraform_backend};
 pub use tools::tools;
 
 use crate::configure::{self, Needs};
@@ -203,6 +203,9 @@ impl RunChecks<'_> {
         }
         preflight(&mut found, workspace, self.selected, stores_secrets);
         local_cluster(&mut found, provider, self.selected, self.stack);
+        if operation == crate::engine::Operation::Up {
+            one_kubeconfig(&mut found, workspace, &self.deployment.graph, self.stack);
+        }
         // Destroy and refresh leave such projects untouched (`absent`); a preview waits.
         if operation == crate::engine::Operation::Up && !self.joined {
             projects::kubeconfig_for_kubectl(

@@ -414,6 +414,44 @@ pub fn terraform_backend(dir: &Path) -> Option<String> {
     })
 }
 
+/// At most one project of the provider writes the stack's kubeconfig (a `kubeconfig` hook after
+/// `up`): a second would replace the first's in `.mara/kube/<stack>.yaml` and, merged, in the
+/// user's kubeconfig, where both are `mara-<stack>` (docs/commands.md, "Hooks").
+pub fn one_kubeconfig(
+    checks: &mut Checks,
+    workspace: &Workspace,
+    graph: &crate::graph::ExecutionGraph,
+    stack: &crate::workspace::stack::StackName,
+) {
+    let writers: Vec<String> = (graph.order().iter())
+        .map(|&i| graph.project(i))
+        .filter(|p| {
+            (p.on_success.iter()).any(|h| matches!(h, crate::provider::Hook::Kubeconfig { .. }))
+        })
+        .map(|p| {
+            let at = &p.declared_at;
+            let file = workspace.display(&at.file).display().to_string();
+            match at.line {
+                Some(line) => format!("{} ({file}:{line})", p.path),
+                None => format!("{} ({file})", p.path),
+            }
+        })
+        .collect();
+    if writers.len() < 2 {
+        return;
+    }
+    let file = workspace.display(&workspace.kubeconfig_file(stack)).display().to_string();
+    checks.fail(
+        "hooks",
+        format!(
+            "{} projects write the stack's kubeconfig, {file}: {}; each would replace the one before it, there and in your kubeconfig",
+            writers.len(),
+            writers.join(", ")
+        ),
+        Some("a stack has one cluster's kubeconfig: keep the `kubeconfig` hook on the project that makes the cluster, or give each cluster a stack of its own".into()),
+    );
+}
+
 /// How many Terraform files (`.tf`, `.tf.json`) `dir` holds.
 fn terraform_files(dir: &Path) -> usize {
     std::fs::read_dir(dir)
