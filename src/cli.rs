@@ -109,22 +109,22 @@ pub enum LogOrderArg {
 /// The four commands that run projects, with their options.
 #[derive(Debug)]
 pub enum RunCommand {
-    Up(RunArgs),
+    Up(UpArgs),
     Preview(PreviewArgs),
-    Refresh(RunArgs),
+    Refresh(RefreshArgs),
     Destroy(DestroyArgs),
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Deploy the selected projects in graph order
-    Up(RunArgs),
+    Up(UpArgs),
 
     /// Preview every selected project and show the combined changes
     Preview(PreviewArgs),
 
     /// Refresh each project's state from the real resources, in graph order
-    Refresh(RunArgs),
+    Refresh(RefreshArgs),
 
     /// Destroy the selected projects in reverse graph order
     #[command(visible_alias = "down")]
@@ -232,7 +232,8 @@ pub enum Command {
     },
 }
 
-/// The options of every command that runs projects.
+/// The options of every command that runs projects; each command adds its own (`UpArgs`,
+/// `PreviewArgs`, `RefreshArgs`, `DestroyArgs`), so that its help offers only what it does.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// How many projects run at once [default: `parallel` in mara.toml, else 4]
@@ -242,10 +243,6 @@ pub struct RunArgs {
     /// After a failure, go on with every project that does not depend on it
     #[arg(long)]
     pub keep_going: bool,
-
-    /// Do not ask for confirmation
-    #[arg(short, long)]
-    pub yes: bool,
 
     /// Print every engine command with its directory, in order, and run none
     #[arg(long)]
@@ -263,16 +260,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
 
-    /// Repeat the last run of this operation on this stack, without the projects it completed
-    #[arg(long, conflicts_with_all = ["only", "skip", "from", "with_dependencies", "with_dependents"])]
-    pub resume: bool,
-
-    /// Only the projects whose inputs changed since their last successful up (not for destroy)
-    #[arg(long, conflicts_with = "resume")]
-    pub changed: bool,
-
     /// Record the projects under run ID, opened by `mara ci open` (a job of a fanned-out run)
-    #[arg(long, value_name = "ID", conflicts_with_all = ["resume", "changed", "dry_run"])]
+    #[arg(long, value_name = "ID", conflicts_with = "dry_run")]
     pub run: Option<String>,
 
     #[command(flatten)]
@@ -280,7 +269,29 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Do not ask for confirmation
+    #[arg(short, long)]
+    pub yes: bool,
+
+    /// Repeat the last up on this stack, without the projects it completed
+    #[arg(long, conflicts_with_all = ["only", "skip", "from", "with_dependencies", "with_dependents", "run"])]
+    pub resume: bool,
+
+    /// Only the projects whose inputs changed since their last successful up
+    #[arg(long, conflicts_with_all = ["resume", "run"])]
+    pub changed: bool,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Args)]
 pub struct PreviewArgs {
+    /// Only the projects whose inputs changed since their last successful up
+    #[arg(long, conflicts_with = "run")]
+    pub changed: bool,
+
     /// Exit with code 4 when any project would change
     #[arg(long)]
     pub expect_no_changes: bool,
@@ -289,15 +300,50 @@ pub struct PreviewArgs {
     #[arg(long)]
     pub diff: bool,
 
+    /// A preview changes nothing and asks nothing: accepted, for scripts that pass it to every
+    /// command, and not shown
+    #[arg(short, long, hide = true)]
+    pub yes: bool,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RefreshArgs {
+    /// Repeat the last refresh on this stack, without the projects it completed
+    #[arg(long, conflicts_with_all = ["only", "skip", "from", "with_dependencies", "with_dependents", "run"])]
+    pub resume: bool,
+
+    /// Only the projects whose inputs changed since their last successful up
+    #[arg(long, conflicts_with_all = ["resume", "run"])]
+    pub changed: bool,
+
+    /// A refresh asks nothing: accepted, for scripts that pass it to every command, and not shown
+    #[arg(short, long, hide = true)]
+    pub yes: bool,
+
     #[command(flatten)]
     pub run: RunArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct DestroyArgs {
+    /// Do not ask for confirmation
+    #[arg(short, long)]
+    pub yes: bool,
+
+    /// Repeat the last destroy on this stack, without the projects it completed
+    #[arg(long, conflicts_with_all = ["only", "skip", "from", "with_dependencies", "with_dependents", "run"])]
+    pub resume: bool,
+
     /// Also remove the stacks (`pulumi stack rm`) once their resources are destroyed
     #[arg(long)]
     pub remove: bool,
+
+    /// Destroy the selection even though deployed projects outside it depend on it
+    #[arg(long, conflicts_with = "with_dependents")]
+    pub orphan_dependents: bool,
 
     #[command(flatten)]
     pub run: RunArgs,

@@ -1121,7 +1121,11 @@ fn a_configuration_without_infra_type_records_it_on_the_first_successful_up() {
         "only the key was added"
     );
     // mara's own bookkeeping is no change: the next `up --changed` runs nothing.
-    let output = d.mara().args(["up", "--yes", "--changed"]).output().unwrap();
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--changed"])
+        .output()
+        .unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));
     assert!(
         common::stdout(&output).contains("Nothing changed since the last successful up"),
@@ -1255,13 +1259,80 @@ fn two_projects_writing_the_stacks_kubeconfig_are_refused_before_anything_runs()
     let said = "2 projects write the stack's kubeconfig, .mara/kube/dev.yaml: infrastructure/local/cluster (providers/local.toml:21), infrastructure/local/cluster2 (providers/two.toml:5); each would replace the one before it, there and in your kubeconfig";
     let output = d.mara().args(["validate", "-p", "two"]).output().unwrap();
     assert_eq!(output.status.code(), Some(3), "{}", common::stdout(&output));
-    assert!(common::stdout(&output).contains(said), "{}", common::stdout(&output));
-    let output = d.mara().args(["up", "--yes", "-p", "two"]).output().unwrap();
+    assert!(
+        common::stdout(&output).contains(said),
+        "{}",
+        common::stdout(&output)
+    );
+    let output = d
+        .mara()
+        .args(["up", "--yes", "-p", "two"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
-    assert!(common::stderr(&output).contains(said), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains(said),
+        "{}",
+        common::stderr(&output)
+    );
     assert!(d.calls().is_empty(), "no engine ran");
-    assert!(!d.root().join(".mara/kube").exists(), "no kubeconfig written");
+    assert!(
+        !d.root().join(".mara/kube").exists(),
+        "no kubeconfig written"
+    );
     // One project that writes it is the rule: the example's own provider passes.
     let output = d.mara().args(["validate"]).output().unwrap();
     assert!(!common::stdout(&output).contains("write the stack's kubeconfig"));
+}
+
+#[test]
+fn a_destroy_that_would_leave_deployed_dependents_is_refused_unless_asked() {
+    let d = Deployment::new();
+    let output = d.mara().args(["up", "--yes"]).output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let destroys = || d.operations("destroy").len();
+    let output = d
+        .mara()
+        .args(["destroy", "--only", "cluster", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    let said = common::stderr(&output);
+    assert!(
+        said.contains("destroying infrastructure/local/cluster would leave 12 deployed projects on stack dev that depend on it: infrastructure/kubeconfig, kubernetes/secrets,"),
+        "{said}"
+    );
+    assert!(said.contains("--with-dependents") && said.contains("--orphan-dependents"), "{said}");
+    assert_eq!(destroys(), 0, "nothing destroyed");
+    // Its dry run says the same.
+    let output = d
+        .mara()
+        .args(["destroy", "--only", "cluster", "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+
+    // A leaf has nothing standing on it.
+    let output = d
+        .mara()
+        .args(["destroy", "--only", "sirius", "--yes"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(destroys(), 1);
+    // Said so: the cluster alone goes.
+    let output = d
+        .mara()
+        .args(["destroy", "--only", "cluster", "--orphan-dependents", "--yes"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(destroys(), 2);
+    // What is left depends on nothing deployed any more: the rest goes as a whole.
+    let output = d
+        .mara()
+        .args(["destroy", "--only", "kubeconfig", "--with-dependents", "--yes"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::Settings;
-use crate::cli::{DestroyArgs, LogOrderArg, PreviewArgs, RunArgs, RunCommand};
+use crate::cli::{DestroyArgs, LogOrderArg, PreviewArgs, RefreshArgs, RunArgs, RunCommand, UpArgs};
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::graph::Selection;
@@ -93,6 +93,9 @@ pub struct RunSettings {
     pub expect_no_changes: bool,
     /// `destroy --remove`: the stacks are removed once destroyed.
     pub remove_stacks: bool,
+    /// `destroy --orphan-dependents`: deployed projects outside the selection that depend on it
+    /// do not stop it.
+    pub orphan_dependents: bool,
     /// `preview --diff`: each change's properties are shown.
     pub diff: bool,
     /// `--run ID`: the run (opened by `mara ci open`) these projects are recorded under.
@@ -100,6 +103,18 @@ pub struct RunSettings {
     /// `mara ci open`: check everything, record the run under this id with its lock (held for
     /// `lease` between the jobs), and run nothing.
     pub open: Option<OpenRun>,
+}
+
+/// The options only some run commands have (each command's own), false where it has none.
+#[derive(Default)]
+struct Own {
+    yes: bool,
+    resume: bool,
+    changed: bool,
+    expect_no_changes: bool,
+    diff: bool,
+    remove: bool,
+    orphan_dependents: bool,
 }
 
 /// A run's id given on the command line (`--run`, `ci open --run`): letters, digits, `.`, `_`
@@ -128,47 +143,68 @@ pub struct OpenRun {
 }
 
 impl RunSettings {
-    /// Resolves the options of one run command; `--changed` on an operation other than `up` is a
-    /// usage error.
+    /// Resolves the options of one run command: its own, then those every run command takes.
     pub fn resolve(
         command: RunCommand,
         settings: &Settings,
         workspace: &WorkspaceSettings,
     ) -> Result<RunSettings> {
-        let (operation, args, expect_no_changes, remove_stacks, diff) = match command {
-            RunCommand::Up(args) => (Operation::Up, args, false, false, false),
-            RunCommand::Refresh(args) => (Operation::Refresh, args, false, false, false),
+        let mut own = Own::default();
+        let (operation, args) = match command {
+            RunCommand::Up(UpArgs {
+                yes,
+                resume,
+                changed,
+                run,
+            }) => {
+                (own.yes, own.resume, own.changed) = (yes, resume, changed);
+                (Operation::Up, run)
+            }
             RunCommand::Preview(PreviewArgs {
+                changed,
                 expect_no_changes,
                 diff,
+                yes: _,
                 run,
-            }) => (Operation::Preview, run, expect_no_changes, false, diff),
-            RunCommand::Destroy(DestroyArgs { remove, run }) => {
-                (Operation::Destroy, run, false, remove, false)
+            }) => {
+                (own.changed, own.expect_no_changes, own.diff) = (changed, expect_no_changes, diff);
+                (Operation::Preview, run)
+            }
+            RunCommand::Refresh(RefreshArgs {
+                resume,
+                changed,
+                yes: _,
+                run,
+            }) => {
+                (own.resume, own.changed) = (resume, changed);
+                (Operation::Refresh, run)
+            }
+            RunCommand::Destroy(DestroyArgs {
+                yes,
+                resume,
+                remove,
+                orphan_dependents,
+                run,
+            }) => {
+                (own.yes, own.resume) = (yes, resume);
+                (own.remove, own.orphan_dependents) = (remove, orphan_dependents);
+                (Operation::Destroy, run)
             }
         };
         let RunArgs {
             parallel,
             keep_going,
-            yes,
             dry_run,
             log_order,
             report,
             junit,
-            resume,
-            changed,
             run: run_id,
             selection,
         } = args;
         if let Some(id) = &run_id {
             check_run_id(id)?;
         }
-        let mode = match (resume, changed) {
-            (_, true) if operation == Operation::Destroy => {
-                return Err(Error::usage(Problem::new(
-                    "--changed is for `mara up`, `preview` and `refresh`",
-                )));
-            }
+        let mode = match (own.resume, own.changed) {
             (true, true) => {
                 return Err(Error::usage(Problem::new(
                     "--resume and --changed cannot be combined",
@@ -181,7 +217,7 @@ impl RunSettings {
         let mut run = RunSettings::started(
             operation,
             selection.into(),
-            yes || dry_run,
+            own.yes || dry_run,
             settings,
             workspace,
         );
@@ -199,9 +235,10 @@ impl RunSettings {
         };
         run.reports.json = report;
         run.reports.junit = junit;
-        run.expect_no_changes = expect_no_changes;
-        run.remove_stacks = remove_stacks;
-        run.diff = diff;
+        run.expect_no_changes = own.expect_no_changes;
+        run.remove_stacks = own.remove;
+        run.orphan_dependents = own.orphan_dependents;
+        run.diff = own.diff;
         run.join = run_id;
         Ok(run)
     }
@@ -243,6 +280,7 @@ impl RunSettings {
             },
             expect_no_changes: false,
             remove_stacks: false,
+            orphan_dependents: false,
             diff: false,
             join: None,
             open: None,
@@ -321,10 +359,34 @@ mod tests {
             resolve(&["refresh", "--changed"], true).unwrap().mode,
             Mode::Changed
         );
-        let error = resolve(&["destroy", "--changed"], true).unwrap_err();
+        let run = resolve(&["destroy", "--orphan-dependents", "--yes"], true).unwrap();
+        assert!(run.orphan_dependents);
+        // A refresh and a preview take --yes, and ask nothing either way.
+        let run = resolve(&["refresh", "--yes"], false).unwrap();
+        assert_eq!(run.confirmation, Confirmation::NotAsked);
+    }
+
+    #[test]
+    fn each_command_takes_only_its_own_options() {
+        use clap::Parser;
+        let refused = |args: &[&str]| {
+            crate::cli::Cli::try_parse_from(["mara"].iter().chain(args))
+                .err()
+                .map(|e| e.kind())
+        };
+        let unknown = Some(clap::error::ErrorKind::UnknownArgument);
+        assert_eq!(refused(&["destroy", "--changed"]), unknown);
+        assert_eq!(refused(&["preview", "--resume"]), unknown);
+        assert_eq!(refused(&["up", "--remove"]), unknown);
+        assert_eq!(refused(&["up", "--orphan-dependents"]), unknown);
+        assert_eq!(refused(&["preview", "--yes"]), None);
         assert_eq!(
-            error.to_string(),
-            "--changed is for `mara up`, `preview` and `refresh`"
+            refused(&["up", "--resume", "--changed"]),
+            Some(clap::error::ErrorKind::ArgumentConflict)
+        );
+        assert_eq!(
+            refused(&["destroy", "--with-dependents", "--orphan-dependents"]),
+            Some(clap::error::ErrorKind::ArgumentConflict)
         );
     }
 }

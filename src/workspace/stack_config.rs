@@ -329,8 +329,14 @@ mod tests {
         assert_eq!(file(after).fingerprinted(), file(before).fingerprinted());
         assert_eq!(file(quoted).fingerprinted(), before);
         // Anything else still counts.
-        assert_ne!(file("config:\n  a:b: 2 # note\n").fingerprinted(), file(before).fingerprinted());
-        assert_eq!(file("config:\n  kubernetes:infra_types: x\n").fingerprinted(), "config:\n  kubernetes:infra_types: x\n");
+        assert_ne!(
+            file("config:\n  a:b: 2 # note\n").fingerprinted(),
+            file(before).fingerprinted()
+        );
+        assert_eq!(
+            file("config:\n  kubernetes:infra_types: x\n").fingerprinted(),
+            "config:\n  kubernetes:infra_types: x\n"
+        );
     }
 
     const TEXT: &str = "encryptionsalt: v1:abc\nconfig:\n  aws:region: us-west-2\n  eks:min_size: 3\n  kubernetes:infra_type: AWS\n  vpc:azs:\n    - us-west-2a\n  sirius:pwd:\n    secure: v1:xyz\n";

@@ -368,8 +368,13 @@ fn open_command(pipeline: &Pipeline) -> String {
 }
 
 fn project_command(pipeline: &Pipeline, path: &str) -> String {
+    // Only what changes something is confirmed.
+    let yes = match pipeline.operation {
+        CiOperation::Up | CiOperation::Destroy => " --yes",
+        CiOperation::Preview | CiOperation::Refresh => "",
+    };
     format!(
-        "{} {} --only {path} --run \"$MARA_RUN\" --yes",
+        "{} {} --only {path} --run \"$MARA_RUN\"{yes}",
         mara(pipeline),
         operation_word(pipeline.operation)
     )

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Invocation, Loaded};
 use crate::deployment::Deployment;
-use crate::deployment::checks::{RunChecks, fanout};
+use crate::deployment::checks::{RunChecks, dependents, fanout};
 use crate::engine::Operation;
 use crate::error::{Error, Result};
 use crate::graph::Plan;
@@ -58,8 +58,23 @@ impl Invocation<'_> {
     /// the configuration, the projects' files and the tools (exit 3; a dry run runs nothing, and
     /// checks only the configuration), that a confirmation can be given (exit 2), what `up`
     /// needs to ask for (exit 3).
-    pub(super) fn check(&self, deployment: &Deployment, loaded: &Loaded<'_>) -> Result<()> {
+    pub(super) fn check(
+        &self,
+        deployment: &Deployment,
+        loaded: &Loaded<'_>,
+        ledger: &mut Opener,
+    ) -> Result<()> {
         let run = self.run;
+        // A destroy leaves nothing deployed standing on what it destroys (a job of a fanned-out
+        // run is a part of a destroy `ci open` checked whole).
+        if run.operation == Operation::Destroy && !run.orphan_dependents && run.join.is_none() {
+            let stack = loaded.stack.name.as_str();
+            let deployed = match ledger.existing()? {
+                Some(ledger) => ledger.last_fingerprints(stack)?,
+                None => BTreeMap::new(),
+            };
+            dependents::no_orphans(&loaded.selected, &deployed, stack)?;
+        }
         let checks = RunChecks {
             deployment,
             selected: &loaded.selected,

@@ -118,7 +118,7 @@ impl<'a> Invocation<'a> {
         if !self.decide(&mut ledger, deployment, &mut loaded)? {
             return Ok(());
         }
-        self.check(deployment, &loaded)?;
+        self.check(deployment, &loaded, &mut ledger)?;
         interrupt.checkpoint()?;
         let env = prepare::engine_env(&loaded.with_secrets, ledger.place());
         let backend = stacks::backend_of(&loaded.with_secrets);

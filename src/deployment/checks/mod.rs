@@ -6,6 +6,7 @@
 //! turns the failed ones of the checks that concern it into one error (`Checks::refuse`), so both
 //! say the same thing about the same problem.
 
+pub mod dependents;
 pub mod fanout;
 mod projects;
 mod tools;

@@ -440,7 +440,10 @@ pub fn one_kubeconfig(
     if writers.len() < 2 {
         return;
     }
-    let file = workspace.display(&workspace.kubeconfig_file(stack)).display().to_string();
+    let file = workspace
+        .display(&workspace.kubeconfig_file(stack))
+        .display()
+        .to_string();
     checks.fail(
         "hooks",
         format!(
