@@ -1302,7 +1302,10 @@ fn a_destroy_that_would_leave_deployed_dependents_is_refused_unless_asked() {
         said.contains("destroying infrastructure/local/cluster would leave 12 deployed projects on stack dev that depend on it: infrastructure/kubeconfig, kubernetes/secrets,"),
         "{said}"
     );
-    assert!(said.contains("--with-dependents") && said.contains("--orphan-dependents"), "{said}");
+    assert!(
+        said.contains("--with-dependents") && said.contains("--orphan-dependents"),
+        "{said}"
+    );
     assert_eq!(destroys(), 0, "nothing destroyed");
     // Its dry run says the same.
     let output = d
@@ -1323,7 +1326,13 @@ fn a_destroy_that_would_leave_deployed_dependents_is_refused_unless_asked() {
     // Said so: the cluster alone goes.
     let output = d
         .mara()
-        .args(["destroy", "--only", "cluster", "--orphan-dependents", "--yes"])
+        .args([
+            "destroy",
+            "--only",
+            "cluster",
+            "--orphan-dependents",
+            "--yes",
+        ])
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));
@@ -1331,8 +1340,48 @@ fn a_destroy_that_would_leave_deployed_dependents_is_refused_unless_asked() {
     // What is left depends on nothing deployed any more: the rest goes as a whole.
     let output = d
         .mara()
-        .args(["destroy", "--only", "kubeconfig", "--with-dependents", "--yes"])
+        .args([
+            "destroy",
+            "--only",
+            "kubeconfig",
+            "--with-dependents",
+            "--yes",
+        ])
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));
+}
+
+#[test]
+fn destroying_a_stack_mara_destroyed_already_is_done_and_a_typo_is_still_caught() {
+    let d = Deployment::new();
+    let run = |args: &[&str]| d.mara().args(args).output().unwrap();
+    let output = run(&["up", "--yes"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let typo = run(&["destroy", "--yes", "--stack", "dve"]);
+    assert_eq!(typo.status.code(), Some(3), "{}", common::stderr(&typo));
+    assert!(
+        common::stderr(&typo).contains("stack `dve` does not exist in any selected project (the stacks that exist: dev)"),
+        "{}",
+        common::stderr(&typo)
+    );
+    let output = run(&["destroy", "--remove", "--yes"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let destroys = d.operations("destroy").len();
+    // A teardown job run twice: nothing to do, exit 0, no engine destroy, no record.
+    let again = run(&["destroy", "--yes"]);
+    assert!(again.status.success(), "{}", common::stderr(&again));
+    assert!(
+        common::stdout(&again).contains("Stack dev was destroyed already, by run "),
+        "{}",
+        common::stdout(&again)
+    );
+    assert_eq!(d.operations("destroy").len(), destroys);
+    let history = run(&["--output", "json", "history"]);
+    let runs: Value = serde_json::from_slice(&history.stdout).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 2, "up and destroy: {runs:#}");
+    // A name mara never saw is still a mistake.
+    let typo = run(&["destroy", "--yes", "--stack", "dve"]);
+    assert_eq!(typo.status.code(), Some(3), "{}", common::stderr(&typo));
+    assert!(common::stderr(&typo).contains("no stack exists yet"), "{}", common::stderr(&typo));
 }

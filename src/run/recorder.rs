@@ -347,13 +347,16 @@ impl Recorder {
 
     /// Closes the record by how the run went (`result`) and whether anything ran (`ran`: a
     /// secret stored, a project run): the history lists what ran or changed something, so a run
-    /// refused, not confirmed or interrupted before it did is forgotten; one not confirmed after
+    /// refused, not confirmed or interrupted before it did, or that found nothing to do, is
+    /// forgotten; one not confirmed after
     /// secrets were stored was stopped by a person, as an interruption. A job of a fanned-out
     /// run that failed before its projects (`paths`) ran records them failed, with why, rather
     /// than leave them waiting for a job that came.
     pub fn close(self, result: &Result<()>, ran: bool, paths: &[String]) -> Result<()> {
         match (result, ran) {
-            (Ok(()), _) => self.finish(RunStatus::Succeeded),
+            (Ok(()), true) => self.finish(RunStatus::Succeeded),
+            // It found nothing to do (a stack destroyed already).
+            (Ok(()), false) => self.forget(),
             (Err(Error::Interrupted | Error::Declined(_)), true) => {
                 self.finish(RunStatus::Cancelled)
             }
@@ -645,8 +648,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let place = crate::ledger::Place::File(dir.path().join("ledger.db"));
         let refused = || Error::config(Problem::new("bad input"));
-        let cases: [(&str, Result<()>, bool, Option<RunStatus>); 6] = [
+        let cases: [(&str, Result<()>, bool, Option<RunStatus>); 7] = [
             ("r1", Ok(()), true, Some(RunStatus::Succeeded)),
+            ("r0", Ok(()), false, None),
             (
                 "r2",
                 Err(Error::Interrupted),

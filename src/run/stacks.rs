@@ -14,12 +14,13 @@ use crate::engine::pulumi::{self, Pulumi};
 use crate::engine::{EngineKind, Operation, StepKind};
 use crate::error::{Error, Problem, Result};
 use crate::graph::Plan;
+use crate::ledger::{Ledger, RunRecord};
 use crate::run::events::{Outcome, ProjectReport};
 use crate::run::interrupt::Interrupt;
 use crate::run::plan::RunPlan;
 use crate::run::process::run_step;
 use crate::run::project::absent;
-use crate::status::ProjectStatus;
+use crate::status::{ProjectStatus, RunStatus};
 use crate::workspace::Workspace;
 use crate::workspace::stack::ResolvedStack;
 
@@ -33,6 +34,42 @@ pub struct Found {
     /// Whether every selected project was asked (none is a command or Terraform project, and
     /// every answer could be read).
     pub all_asked: bool,
+}
+
+impl Found {
+    /// Whether the engines say that none of the `selected` projects has the stack.
+    pub fn none_has_it(&self, selected: usize) -> bool {
+        self.all_asked && self.absent.len() == selected
+    }
+}
+
+/// The run that destroyed `stack` last, while nothing was deployed on it since: the stack's last
+/// destroy succeeded, and no `up` started after it. A destroy that finds no stack then has nothing
+/// to do, and is no mistake (a teardown job run twice).
+pub fn destroyed_by(ledger: Option<&dyn Ledger>, stack: &str) -> Result<Option<RunRecord>> {
+    let Some(ledger) = ledger else {
+        return Ok(None);
+    };
+    let Some(destroy) = ledger.last_run(stack, Operation::Destroy)? else {
+        return Ok(None);
+    };
+    if destroy.status != RunStatus::Succeeded {
+        return Ok(None);
+    }
+    let up = ledger.last_run(stack, Operation::Up)?;
+    match up.is_some_and(|up| up.started > destroy.started) {
+        true => Ok(None),
+        false => Ok(Some(destroy)),
+    }
+}
+
+/// What a destroy with nothing to do says: which run destroyed the stack, and when.
+pub fn already_destroyed(stack: &str, by: &RunRecord) -> String {
+    format!(
+        "Stack {stack} was destroyed already, by run {} ({}): nothing to do.\n",
+        by.run_id,
+        by.finished.as_deref().unwrap_or(&by.started)
+    )
 }
 
 /// Asks each selected Pulumi project's CLI which stacks it has; an interruption reaches the
@@ -95,7 +132,7 @@ pub fn untouched(
 ) -> Result<BTreeMap<usize, String>> {
     let mut untouched = BTreeMap::new();
     if let Some(found) = found {
-        if found.all_asked && found.absent.len() == selected.len() {
+        if found.none_has_it(selected.len()) {
             return Err(no_such_stack(stack, &found.stacks));
         }
         let reason = absent(stack.name.as_str());

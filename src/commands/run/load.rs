@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Invocation, Loaded};
+use super::{Invocation, Loaded, Survey};
 use crate::deployment::Deployment;
 use crate::deployment::checks::{RunChecks, dependents, fanout};
 use crate::engine::Operation;
@@ -106,20 +106,63 @@ impl Invocation<'_> {
         }
     }
 
+    /// What the run finds of the stack before it is planned: the stacks the ledger knows, the
+    /// kubeconfig the kubectl engine names, the projects it leaves untouched and, for a job of a
+    /// fanned-out run, those it skips because a project they follow failed on another runner.
+    /// `None` when there is nothing to do (`untouched`).
+    pub(super) fn survey(
+        &self,
+        deployment: &Deployment,
+        loaded: &Loaded<'_>,
+        ledger: &mut Opener,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Option<Survey>> {
+        let run = self.run;
+        let backend = stacks::backend_of(&loaded.with_secrets);
+        let known_stacks = stacks::known(ledger.existing(), &backend, loaded.stack);
+        let kubeconfig = crate::workspace::kubeconfig::choose(
+            &deployment.files.workspace,
+            &loaded.stack.name,
+            loaded.config.config(),
+            &self.settings.env,
+        );
+        let untouched = self.untouched(deployment, loaded, ledger, env, &known_stacks, &kubeconfig);
+        let Some(absent) = untouched? else {
+            return Ok(None);
+        };
+        let blocked = match &run.join {
+            Some(id) => {
+                run::fanout::blocked(ledger.existing()?, id, &loaded.selected, run.operation)?
+            }
+            None => BTreeMap::new(),
+        };
+        Ok(Some(Survey {
+            backend,
+            known_stacks,
+            kubeconfig,
+            absent,
+            blocked,
+        }))
+    }
+
     /// The selected projects the run leaves untouched, with why (`stacks::untouched`): for
     /// `destroy` and `refresh`, which never create a stack, the engines are asked first which
     /// projects have it.
+    ///
+    /// A destroy of a stack that mara destroyed already, with nothing deployed since, has nothing
+    /// to do: it says so, and the run stops there (`None`), exit 0.
     pub(super) fn untouched(
         &self,
         deployment: &Deployment,
         loaded: &Loaded<'_>,
+        ledger: &mut Opener,
         env: &BTreeMap<String, String>,
         known: &BTreeSet<String>,
         kubeconfig: &Choice,
-    ) -> Result<BTreeMap<usize, String>> {
+    ) -> Result<Option<BTreeMap<usize, String>>> {
         let run = self.run;
         if run.dry_run {
-            return Ok(BTreeMap::new());
+            return Ok(Some(BTreeMap::new()));
         }
         let workspace = &deployment.files.workspace;
         let found: Option<Found> = match run.operation {
@@ -142,6 +185,16 @@ impl Invocation<'_> {
             }
             _ => None,
         };
+        let stack = loaded.stack.name.as_str();
+        if run.operation == Operation::Destroy
+            && found
+                .as_ref()
+                .is_some_and(|f| f.none_has_it(loaded.selected.len()))
+            && let Some(by) = stacks::destroyed_by(ledger.existing()?, stack)?
+        {
+            crate::ui::print(&stacks::already_destroyed(stack, &by))?;
+            return Ok(None);
+        }
         stacks::untouched(
             run.operation,
             &loaded.selected,
@@ -150,6 +203,7 @@ impl Invocation<'_> {
             found,
             &kubeconfig.file,
         )
+        .map(Some)
     }
 
     /// The run's one ledger (one connection to a server), once what a fanned-out run needs of it

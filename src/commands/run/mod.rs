@@ -28,7 +28,7 @@ use crate::run::project::Context;
 use crate::run::recorder::Recorder;
 use crate::run::runner::{Runner, Schedule};
 use crate::run::stacks;
-use crate::run::{fanout, prepare, watchdog};
+use crate::run::{prepare, watchdog};
 use crate::settings::Settings;
 use crate::settings::run::RunSettings;
 use crate::workspace::Workspace;
@@ -79,6 +79,20 @@ struct Loaded<'d> {
     fingerprints: BTreeMap<usize, String>,
 }
 
+/// What the run finds of the stack before it is planned (`Invocation::survey`).
+struct Survey {
+    /// The backend the ledger keys the known stacks by (`stacks::backend_of`).
+    backend: String,
+    /// The projects the ledger knows to have the stack on that backend.
+    known_stacks: std::collections::BTreeSet<String>,
+    /// The kubeconfig the kubectl engine names, decided once for the checks and the plan.
+    kubeconfig: crate::workspace::kubeconfig::Choice,
+    /// The projects the run leaves untouched, with why (`stacks::untouched`).
+    absent: BTreeMap<usize, String>,
+    /// For a job of a fanned-out run, the projects it skips, with why (`fanout::blocked`).
+    blocked: BTreeMap<usize, String>,
+}
+
 /// What the run goes on from once it is recorded.
 struct Prepared<'a> {
     loaded: &'a Loaded<'a>,
@@ -121,25 +135,11 @@ impl<'a> Invocation<'a> {
         self.check(deployment, &loaded, &mut ledger)?;
         interrupt.checkpoint()?;
         let env = prepare::engine_env(&loaded.with_secrets, ledger.place());
-        let backend = stacks::backend_of(&loaded.with_secrets);
-        let known_stacks = stacks::known(ledger.existing(), &backend, loaded.stack);
-        // The kubeconfig the kubectl engine names, decided once for the checks below and the plan.
-        let kubeconfig = crate::workspace::kubeconfig::choose(
-            &files.workspace,
-            &loaded.stack.name,
-            loaded.config.config(),
-            &self.settings.env,
-        );
-        let absent = self.untouched(deployment, &loaded, &env, &known_stacks, &kubeconfig)?;
-        // A job of a fanned-out run skips what follows a project that failed on another runner.
-        let blocked = match &run.join {
-            Some(id) => fanout::blocked(ledger.existing()?, id, &loaded.selected, run.operation)?,
-            None => BTreeMap::new(),
+        let Some(found) = self.survey(deployment, &loaded, &mut ledger, &env)? else {
+            return Ok(());
         };
         let started = SystemTime::now();
-        let run_id = (run.join.clone())
-            .or_else(|| run.open.as_ref().map(|o| o.run_id.clone()))
-            .unwrap_or_else(|| clock::run_id(started));
+        let run_id = self.run_id(started);
         let planner = Planner {
             deployment,
             selected: &loaded.selected,
@@ -148,10 +148,10 @@ impl<'a> Invocation<'a> {
             run_id: &run_id,
             color: self.settings.stdout_style.enabled,
             remove_stacks: run.remove_stacks,
-            absent: &absent,
-            blocked: &blocked,
-            known_stacks: &known_stacks,
-            kubeconfig: &kubeconfig,
+            absent: &found.absent,
+            blocked: &found.blocked,
+            known_stacks: &found.known_stacks,
+            kubeconfig: &found.kubeconfig,
         };
         if run.dry_run {
             let plan = planner.plan(run.operation, &loaded.config, "");
@@ -171,7 +171,7 @@ impl<'a> Invocation<'a> {
         let prepared = Prepared {
             loaded: &loaded,
             env,
-            backend,
+            backend: found.backend,
             started,
             ledger,
         };
@@ -186,6 +186,14 @@ impl<'a> Invocation<'a> {
         };
         self.close(recorder, &result, ran, &planner);
         result
+    }
+
+    /// The run's id: the fanned-out run's it opens or joins, else one of its start.
+    fn run_id(&self, started: SystemTime) -> String {
+        let run = self.run;
+        (run.join.clone())
+            .or_else(|| run.open.as_ref().map(|o| o.run_id.clone()))
+            .unwrap_or_else(|| clock::run_id(started))
     }
 
     /// Prepare, plan, confirm, execute, report. `ran` says whether anything ran: a secret stored
@@ -233,7 +241,16 @@ impl<'a> Invocation<'a> {
         warn_killed(self.settings, &summary);
         if stacks::none_has_it(&summary.projects, stack.name.as_str()) {
             *ran = false;
-            return Err(stacks::no_such_stack(stack, &Default::default()));
+            let destroyed = match run.operation {
+                Operation::Destroy => {
+                    stacks::destroyed_by(prepared.ledger.existing()?, stack.name.as_str())?
+                }
+                _ => None,
+            };
+            return match destroyed {
+                Some(by) => crate::ui::print(&stacks::already_destroyed(stack.name.as_str(), &by)),
+                None => Err(stacks::no_such_stack(stack, &Default::default())),
+            };
         }
         let result = outcome(run, &summary);
         if result.is_ok() && run.operation == Operation::Up {
