@@ -282,7 +282,7 @@ impl Postgres {
                     (Value::Null, t) if *t == Type::INT8 => Box::new(None::<i64>),
                     (Value::Null, t) if *t == Type::FLOAT8 => Box::new(None::<f64>),
                     (Value::Null, t) if *t == Type::BOOL => Box::new(None::<bool>),
-                    (Value::Null, _) => Box::new(None::<String>),
+                    (Value::Null, t) if is_text(t) => Box::new(None::<String>),
                     (Value::Int(n), t) if *t == Type::INT4 => Box::new(
                         i32::try_from(*n)
                             .map_err(|_| self.value_error(format!("{n} is too large")))?,
@@ -291,7 +291,7 @@ impl Postgres {
                     (Value::Int(n), t) if *t == Type::FLOAT8 => Box::new(*n as f64),
                     (Value::Real(r), t) if *t == Type::FLOAT8 => Box::new(*r),
                     (Value::Bool(b), t) if *t == Type::BOOL => Box::new(*b),
-                    (Value::Text(text), _) => Box::new(text.clone()),
+                    (Value::Text(text), t) if is_text(t) => Box::new(text.clone()),
                     (Value::Texts(texts), t) if *t == Type::TEXT_ARRAY => Box::new(texts.clone()),
                     (value, ty) => {
                         return Err(self.value_error(format!("{value:?} cannot be a {ty}")));
@@ -333,6 +333,18 @@ impl Postgres {
             message,
         }
     }
+}
+
+/// A parameter a text goes into.
+fn is_text(ty: &Type) -> bool {
+    [
+        Type::TEXT,
+        Type::VARCHAR,
+        Type::BPCHAR,
+        Type::NAME,
+        Type::UNKNOWN,
+    ]
+    .contains(ty)
 }
 
 fn refs(values: &[Box<dyn ToSql + Sync>]) -> Vec<&(dyn ToSql + Sync)> {
@@ -485,7 +497,11 @@ fn dial(config: &postgres::Config) -> std::result::Result<Client, postgres::Erro
 /// intervention" (a shutdown) classes.
 fn lost(error: &postgres::Error, client: &Client) -> bool {
     match error.as_db_error() {
-        None => true,
+        // A value that did not fit its parameter or column is mara's mistake, not the line's.
+        None => {
+            let said = error.to_string();
+            !(said.starts_with("error serializing") || said.starts_with("error deserializing"))
+        }
         Some(db) => {
             client.is_closed()
                 || db.code().code().starts_with("08")

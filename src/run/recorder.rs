@@ -712,9 +712,20 @@ mod tests {
             Some("the kubeconfig cannot be written")
         );
         // Interrupted (the run was cancelled): nothing to say of the projects; `ci close` does.
+        // Not confirmed (a job run by hand, answered "no"): its project did not run, and the run
+        // goes on without it.
         joined(ledger)
             .close(&Err(Error::Interrupted), false, &paths)
             .unwrap();
+        let declined = Err(Error::Declined(Box::new(Problem::new("no"))));
+        let other = ["infrastructure/aws/eks".to_string()];
+        let ledger = crate::ledger::open(&place).unwrap();
+        joined(ledger).close(&declined, false, &other).unwrap();
+        let ledger = crate::ledger::open(&place).unwrap();
+        let run = ledger.run("r1").unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Running);
+        let eks = &run.projects[1];
+        assert_eq!((eks.status, eks.reason.as_deref()), (ProjectStatus::Failed, Some("no")));
         assert!(ledger_holds(&place, "r1"), "the lock stays the run's");
     }
 
