@@ -184,9 +184,15 @@ pub enum Command {
 
     /// Clear the stack's lock when the run holding it is gone
     Unlock {
-        /// Required: clearing a lock lets another run deploy the same stack
+        /// Clear mara's lock of the stack (its run must be gone: clearing a lock lets another
+        /// run deploy the same stack)
         #[arg(long)]
         force: bool,
+
+        /// Clear the locks the engines of a run that is gone may have kept on their stacks (each
+        /// engine's own cancel, with the run's environment)
+        #[arg(long)]
+        engine: bool,
     },
 
     /// Run kubectl on the stack's cluster, through its kubeconfig (never your default context)

@@ -48,7 +48,7 @@ fn main() {
         } => commands::ledger::logs(&settings, run, project, follow),
         Command::Cancel => commands::ledger::cancel(&settings),
         Command::Ci(command) => commands::ci::run(&settings, command),
-        Command::Unlock { force } => commands::ledger::unlock(&settings, force),
+        Command::Unlock { force, engine } => commands::ledger::unlock(&settings, force, engine),
         Command::Ledger { command } => commands::ledger::ledger(&settings, command),
         Command::Kubectl { args } => commands::cluster::kubectl(&settings, args),
         Command::Cluster(command) => match command {

@@ -819,7 +819,7 @@ fn a_second_sigint_kills_engines_that_ignore_the_first() {
         "{err}"
     );
     // It says which engine was killed, and how to clear the lock it may have left; so does unlock.
-    let clear = "clear it with `pulumi cancel --yes --stack dev` in";
+    let clear = "clear it with `mara unlock --engine`";
     assert!(
         err.contains("1 project was killed")
             && err.contains("infrastructure/local/cluster: killed")
@@ -832,8 +832,46 @@ fn a_second_sigint_kills_engines_that_ignore_the_first() {
     assert!(
         out.contains("is not locked by mara")
             && out.contains("infrastructure/local/cluster")
-            && out.contains(clear),
+            && out.contains("Clear them with `mara unlock --engine`"),
         "{out}"
+    );
+    // The engine's lock is there: the next run of the project meets it.
+    let locked = d
+        .mara()
+        .args(["up", "--yes", "--only", "cluster"])
+        .output()
+        .unwrap();
+    assert_eq!(locked.status.code(), Some(1), "{}", common::stderr(&locked));
+    assert!(
+        common::stdout(&locked).contains("the stack is locked by another update"),
+        "{}",
+        common::stdout(&locked)
+    );
+    // `unlock --engine` runs Pulumi's own cancel in the project, with the environment file's
+    // backend (which a `pulumi cancel` typed in the shell would not have).
+    let unlock = d.mara().args(["unlock", "--engine"]).output().unwrap();
+    let out = common::stdout(&unlock);
+    assert!(unlock.status.success(), "{out}{}", common::stderr(&unlock));
+    assert!(
+        out.contains("[infrastructure/local/cluster] The currently running update for 'dev' has been canceled!"),
+        "{out}"
+    );
+    let cancels: Vec<(String, Value)> = d.operations("cancel");
+    assert_eq!(cancels.len(), 1, "{cancels:?}");
+    assert_eq!(cancels[0].0, "infrastructure/local/cluster");
+    d.assert_every_argv_valid();
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--only", "cluster"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    // Nothing is left to clear: the last run succeeded.
+    let unlock = d.mara().args(["unlock", "--engine"]).output().unwrap();
+    assert!(
+        common::stdout(&unlock).contains("left no engine lock to clear"),
+        "{}",
+        common::stdout(&unlock)
     );
 }
 
@@ -1361,7 +1399,9 @@ fn destroying_a_stack_mara_destroyed_already_is_done_and_a_typo_is_still_caught(
     let typo = run(&["destroy", "--yes", "--stack", "dve"]);
     assert_eq!(typo.status.code(), Some(3), "{}", common::stderr(&typo));
     assert!(
-        common::stderr(&typo).contains("stack `dve` does not exist in any selected project (the stacks that exist: dev)"),
+        common::stderr(&typo).contains(
+            "stack `dve` does not exist in any selected project (the stacks that exist: dev)"
+        ),
         "{}",
         common::stderr(&typo)
     );
@@ -1379,9 +1419,17 @@ fn destroying_a_stack_mara_destroyed_already_is_done_and_a_typo_is_still_caught(
     assert_eq!(d.operations("destroy").len(), destroys);
     let history = run(&["--output", "json", "history"]);
     let runs: Value = serde_json::from_slice(&history.stdout).unwrap();
-    assert_eq!(runs.as_array().unwrap().len(), 2, "up and destroy: {runs:#}");
+    assert_eq!(
+        runs.as_array().unwrap().len(),
+        2,
+        "up and destroy: {runs:#}"
+    );
     // A name mara never saw is still a mistake.
     let typo = run(&["destroy", "--yes", "--stack", "dve"]);
     assert_eq!(typo.status.code(), Some(3), "{}", common::stderr(&typo));
-    assert!(common::stderr(&typo).contains("no stack exists yet"), "{}", common::stderr(&typo));
+    assert!(
+        common::stderr(&typo).contains("no stack exists yet"),
+        "{}",
+        common::stderr(&typo)
+    );
 }

@@ -1,6 +1,8 @@
 //! `mara status`, `history`, `logs`, `cancel` and `unlock` (docs/commands.md, "status, history,
 //! logs" and "cancel, unlock"): reading the run ledger, and the two ways to act on a stack's lock.
 
+mod unlock_engines;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -10,7 +12,7 @@ use serde_json::json;
 
 use crate::deployment::StackFiles;
 use crate::error::{Error, Problem, Result};
-use crate::ledger::{self, Ledger, RunRecord, process_exists, whoami};
+use crate::ledger::{self, Holder, Ledger, RunRecord, process_exists, whoami};
 use crate::settings::{OutputFormat, Settings};
 use crate::status::{ProjectStatus, RunStatus};
 use crate::ui::{self, Style};
@@ -451,55 +453,92 @@ pub fn cancel(settings: &Settings) -> Result<()> {
     ui::print(&text)
 }
 
-pub fn unlock(settings: &Settings, force: bool) -> Result<()> {
+/// `mara unlock [--force] [--engine]`: mara's own lock of the stack cleared (`--force`, only
+/// when the run holding it is gone), and the locks its engines may have kept (`--engine`, through
+/// `unlock_engines`); without either, what holds the stack and what its last run left.
+pub fn unlock(settings: &Settings, force: bool, engine: bool) -> Result<()> {
     let (workspace, stack) = require_stack(settings)?;
     let ledger = open_existing(settings, &workspace)?;
     let holder = match &ledger {
         Some(ledger) => ledger.holder(&stack)?,
         None => None,
     };
-    let Some(holder) = holder else {
+    let clear = settings.again("unlock --engine");
+    let (mut text, last) = match (holder, ledger) {
         // Not locked by mara; a run killed mid-operation may have left its engines' own locks.
-        let mut text = format!("Stack {stack} is not locked by mara.\n");
-        if let Some(ledger) = &ledger
-            && let Some(last) = ledger.runs(Some(&stack), 1)?.into_iter().next()
-            && let Some(last) = ledger.run(&last.run_id)?
-        {
-            text.push_str(&ui::ledger::engine_locks_note(&last));
+        (None, ledger) => {
+            let last = match &ledger {
+                Some(ledger) => match ledger.runs(Some(&stack), 1)?.into_iter().next() {
+                    Some(last) => ledger.run(&last.run_id)?,
+                    None => None,
+                },
+                None => None,
+            };
+            (format!("Stack {stack} is not locked by mara.\n"), last)
         }
-        return ui::print(&text);
+        (Some(holder), Some(mut ledger)) => {
+            refuse_a_live_holder(&stack, &holder, force, engine)?;
+            let last = ledger.run(&holder.run_id)?;
+            let text = match force {
+                false => String::new(),
+                true => match ledger.unlock(&stack)? {
+                    Some(holder) => {
+                        format!("Cleared the lock of {holder}; that run is recorded abandoned.\n")
+                    }
+                    None => format!("Stack {stack} is not locked.\n"),
+                },
+            };
+            (text, last)
+        }
+        (Some(_), None) => unreachable!("a lock was read from the ledger"),
     };
-    if !force {
+    match (engine, last) {
+        (true, last) => {
+            let (cleared, failed) = unlock_engines::clear(settings, &stack, last.as_ref())?;
+            text.push_str(&cleared);
+            ui::print(&text)?;
+            match failed {
+                0 => Ok(()),
+                failed => Err(Error::ProjectsFailed { failed }),
+            }
+        }
+        (false, Some(last)) => {
+            text.push_str(&ui::ledger::engine_locks_note(&last, &clear));
+            ui::print(&text)
+        }
+        (false, None) => ui::print(&text),
+    }
+}
+
+/// Refuses to clear anything of a run that may still be running: its lock and its engines'
+/// locks are its own. `--force` is needed to clear mara's lock at all; on a server a pid says
+/// nothing (machines may share a host name), so `--force` clears a lock whose lease is live, and
+/// its run, if alive, notices within a quarter of a second and stops starting projects.
+fn refuse_a_live_holder(stack: &str, holder: &Holder, force: bool, engine: bool) -> Result<()> {
+    if !force && !engine {
         return Err(Error::usage(
             Problem::new(format!("stack `{stack}` is locked by {holder}"))
                 .hint("clearing a lock lets another run deploy the same stack at once: pass --force if the run holding it is gone (see `mara status`)"),
         ));
     }
-    // On a server a pid says nothing (machines may share a host name): --force clears the lock,
-    // and its run, if alive, notices within a quarter of a second and stops starting projects.
     let (_, host) = whoami();
     if holder.lease_left.is_none() && holder.host == host && process_exists(holder.pid) {
         return Err(Error::Locked(Box::new(
             Problem::new(format!(
                 "stack `{stack}` is locked by {holder}, which is alive on this host"
             ))
-            .hint(
-                "stop it with `mara cancel`; `unlock --force` only clears a lock whose run is gone",
-            ),
+            .hint("stop it with `mara cancel`; `unlock` only clears what a run that is gone left"),
         )));
     }
-    let mut ledger = ledger.expect("a lock was read from the ledger");
-    let text = match ledger.unlock(&stack)? {
-        Some(holder) => {
-            let note = ledger
-                .run(&holder.run_id)?
-                .map(|r| ui::ledger::engine_locks_note(&r))
-                .unwrap_or_default();
-            format!("Cleared the lock of {holder}; that run is recorded abandoned.\n{note}")
-        }
-        None => format!("Stack {stack} is not locked.\n"),
-    };
-    ui::print(&text)
+    if !force && holder.is_live(&host) {
+        return Err(Error::Locked(Box::new(
+            Problem::new(format!(
+                "stack `{stack}` is locked by {holder}: its engines' locks are its own while it holds the stack"
+            ))
+            .hint("wait for it, stop it with `mara cancel`, or, if it is gone, add --force to clear its lock too"),
+        )));
+    }
+    Ok(())
 }
 
 /// `mara ledger`: which ledger this workspace uses, and where that comes from; `mara ledger

@@ -618,13 +618,17 @@ pub fn is_missing_stack(engine: EngineKind, stack: &str, code: Option<i32>, stde
     }
 }
 
-/// The command that clears the lock an engine killed mid-operation may leave on the stack.
-pub fn clearing_the_lock(engine: EngineKind, stack: &str) -> Option<String> {
+/// How to clear the lock an engine killed mid-operation may leave on the stack of the project in
+/// `dir`: Pulumi's through `mara unlock --engine` (which runs `pulumi cancel` with the run's
+/// environment, where its backend is); Terraform's by hand, with the lock's id its next run
+/// names.
+pub fn clearing_the_lock(engine: EngineKind, dir: &std::path::Path) -> Option<String> {
     match engine {
-        EngineKind::Pulumi => Some(format!("pulumi cancel --yes --stack {stack}")),
+        EngineKind::Pulumi => Some("clear it with `mara unlock --engine`".to_string()),
         EngineKind::Terraform | EngineKind::Tofu => Some(format!(
-            "{} force-unlock LOCK_ID (the id is in the error of the next run)",
-            engine.as_str()
+            "clear it with `{} force-unlock LOCK_ID` in {} (the id is in the error of the next run)",
+            engine.as_str(),
+            dir.display()
         )),
         EngineKind::Command | EngineKind::Kubectl => None,
     }

@@ -168,6 +168,23 @@ impl Pulumi {
         self.step(StepKind::Outputs, dir, &words, shared)
     }
 
+    /// `cancel --yes` in `dir`: the stack's lock removed, which an update killed mid-way leaves
+    /// (on a self-managed backend, its lock files).
+    pub fn cancel_step(&self, dir: &Path) -> Step {
+        self.step(
+            StepKind::Operation,
+            dir,
+            &[
+                "--non-interactive",
+                "cancel",
+                "--yes",
+                "--stack",
+                &self.stack,
+            ],
+            false,
+        )
+    }
+
     /// `stack ls --json` in `dir`: the project's stacks, read-only.
     pub fn list_step(&self, dir: &Path) -> Step {
         self.step(

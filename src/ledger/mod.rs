@@ -316,6 +316,30 @@ impl RunRecord {
     }
 }
 
+/// How a recorded reason begins when a project's engine may have kept its stack's own lock:
+/// killed by a second interruption, or stopped by a lock it met (a run killed earlier left it).
+pub const KILLED: &str = "killed";
+pub const LOCKED: &str = "the stack is locked by another update";
+
+impl RunRecord {
+    /// The projects whose engine may still hold its stack's own lock, by what the run (as seen)
+    /// recorded: killed, running when the run was abandoned, or stopped by such a lock. What
+    /// `mara unlock --engine` clears.
+    pub fn engine_locks_left(&self) -> Vec<&ProjectRecord> {
+        let reason = |p: &ProjectRecord, start: &str| {
+            p.reason.as_deref().is_some_and(|r| r.starts_with(start))
+        };
+        (self.projects.iter())
+            .filter(|p| {
+                p.status == ProjectStatus::Abandoned
+                    || (self.status == RunStatus::Abandoned && p.status == ProjectStatus::Running)
+                    || reason(p, KILLED)
+                    || reason(p, LOCKED)
+            })
+            .collect()
+    }
+}
+
 /// A project of a recorded run.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProjectRecord {

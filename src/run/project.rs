@@ -116,13 +116,12 @@ impl Job {
         let outcome = if interrupt.is_interrupted() {
             let killed = (interrupt.level() == InterruptLevel::Kill).then(|| {
                 let engine = self.project.engine;
-                let dir = &self.project.dir;
-                match crate::engine::clearing_the_lock(engine, &self.project.context.stack) {
+                match crate::engine::clearing_the_lock(engine, &self.project.dir) {
                     Some(clear) => format!(
-                        "killed by a second interruption: its engine may still hold the stack's own lock; clear it with `{clear}` in {}",
-                        dir.display()
+                        "{} by a second interruption: its engine may still hold the stack's own lock; {clear}",
+                        crate::ledger::KILLED
                     ),
-                    None => "killed by a second interruption".to_string(),
+                    None => format!("{} by a second interruption", crate::ledger::KILLED),
                 }
             });
             Outcome::Cancelled { killed }
@@ -526,16 +525,16 @@ pub fn absent(stack: &str) -> String {
 /// Why a step failed, in a line: a held lock, else the engine's own error, else its exit code.
 fn failure_reason(job: &Job, step: &Step, finished: &process::Finished, reader: &Reader) -> String {
     if is_locked(&finished.stderr) || reader.error().is_some_and(is_locked) {
-        let stack = &job.project.context.stack;
         // Terraform's error in the log holds the lock's id, which its `force-unlock` needs.
         let pulumi = job.project.engine == crate::engine::EngineKind::Pulumi;
-        return match crate::engine::clearing_the_lock(job.project.engine, stack).filter(|_| pulumi)
+        let locked = crate::ledger::LOCKED;
+        return match crate::engine::clearing_the_lock(job.project.engine, &job.project.dir)
+            .filter(|_| pulumi)
         {
             Some(clear) => format!(
-                "the stack is locked by another update; if none is running (a run killed mid-operation leaves its lock), clear it with `{clear}` in {}",
-                job.project.dir.display()
+                "{locked}; if none is running (a run killed mid-operation leaves its lock), {clear}"
             ),
-            None => "the stack is locked by another update (see the log)".to_string(),
+            None => format!("{locked} (see the log)"),
         };
     }
     let last_error = reader

@@ -725,7 +725,10 @@ mod tests {
         let run = ledger.run("r1").unwrap().unwrap();
         assert_eq!(run.status, RunStatus::Running);
         let eks = &run.projects[1];
-        assert_eq!((eks.status, eks.reason.as_deref()), (ProjectStatus::Failed, Some("no")));
+        assert_eq!(
+            (eks.status, eks.reason.as_deref()),
+            (ProjectStatus::Failed, Some("no"))
+        );
         assert!(ledger_holds(&place, "r1"), "the lock stays the run's");
     }
 

@@ -52,7 +52,10 @@ impl Invocation<'_> {
         let lease = run.open.as_ref().map(|o| o.lease);
         let (recorder, taken) = Recorder::start(ledger.take_writable()?, &start, locks, lease)?;
         if let Some(TakenOver { holder, run }) = taken {
-            let note = run.map(|r| engine_locks_note(&r)).unwrap_or_default();
+            let clear = self.settings.again("unlock --engine");
+            let note = run
+                .map(|r| engine_locks_note(&r, &clear))
+                .unwrap_or_default();
             let whose = match holder.lease_left {
                 Some(_) => "lease ran out",
                 None => "process is gone",
