@@ -229,7 +229,15 @@ pub fn ask(
         if supplied_by_env(spec, env) {
             continue;
         }
-        let default = default_of(spec, env, stack, kubeconfig);
+        // An answer given just before may be the default (the desired size, the minimum).
+        let default = match spec
+            .default_from
+            .as_ref()
+            .and_then(|k| first_run.values.get(k))
+        {
+            Some(answered) => Some(answered.clone()),
+            None => default_of(spec, env, stack, kubeconfig),
+        };
         match spec.kind {
             ConfigKind::Secret => {
                 let value = match supplied_secret(&spec.key, env) {
@@ -259,10 +267,17 @@ pub fn ask(
             kind => {
                 let optional = spec.optional;
                 let default = default.as_ref().map(display);
+                let earlier = &first_run.values;
                 let text = prompter.text(&spec.prompt, default.as_deref(), &|answer| {
-                    check_answer(kind, answer, optional)
+                    check_answer(kind, answer, optional)?;
+                    match typed(kind, answer) {
+                        Some(value) if !is_none(optional, answer) => {
+                            check_bounds(spec, &value, earlier)
+                        }
+                        _ => Ok(()),
+                    }
                 })?;
-                if let Some(value) = typed(kind, &text) {
+                if let Some(value) = typed(kind, &text).filter(|_| !is_none(optional, &text)) {
                     first_run.values.insert(spec.key.clone(), value);
                 }
             }
@@ -311,14 +326,20 @@ pub fn ask_secret(
     }
 }
 
-/// Whether a typed answer fits its kind (an empty one only when the question is optional).
+/// Whether an answer to an optional question says "none" (the original runner's word for it).
+fn is_none(optional: bool, answer: &str) -> bool {
+    optional && answer.trim().eq_ignore_ascii_case("none")
+}
+
+/// Whether a typed answer fits its kind (an empty one, or `none`, only when the question is
+/// optional: the key is then left out).
 pub fn check_answer(
     kind: ConfigKind,
     answer: &str,
     optional: bool,
 ) -> std::result::Result<(), String> {
     let answer = answer.trim();
-    if answer.is_empty() {
+    if answer.is_empty() || is_none(optional, answer) {
         return if optional {
             Ok(())
         } else {
@@ -433,6 +454,39 @@ pub fn check_stored(spec: &ConfigSpec, value: &Value) -> std::result::Result<(),
     check_choice(spec, value)
 }
 
+/// Whether an `int` value keeps within the other keys' values (`values`) its entry names: at
+/// least `at_least`'s, at most `at_most`'s. A bound that is not set, or not a number, is not
+/// checked (its own check says so).
+pub fn check_bounds(
+    spec: &ConfigSpec,
+    value: &Value,
+    values: &Map<String, Value>,
+) -> std::result::Result<(), String> {
+    let int = |v: &Value| match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse::<i64>().ok(),
+        _ => None,
+    };
+    let Some(n) = int(value) else {
+        return Ok(());
+    };
+    let bound = |key: &Option<String>| -> Option<(String, i64)> {
+        let key = key.as_ref()?;
+        Some((key.clone(), int(values.get(key)?)?))
+    };
+    if let Some((key, least)) = bound(&spec.at_least)
+        && n < least
+    {
+        return Err(format!("is {n}, less than `{key}` ({least})"));
+    }
+    if let Some((key, most)) = bound(&spec.at_most)
+        && n > most
+    {
+        return Err(format!("is {n}, more than `{key}` ({most})"));
+    }
+    Ok(())
+}
+
 /// A value among the entry's `choices`, compared as text (`"3"` is the choice 3).
 fn check_choice(spec: &ConfigSpec, value: &Value) -> std::result::Result<(), String> {
     if spec.choices.is_empty() || spec.choices.iter().any(|c| display(c) == display(value)) {
@@ -522,6 +576,9 @@ mod tests {
 
     fn spec(key: &str, kind: ConfigKind, default: Option<Value>, env: Option<&str>) -> ConfigSpec {
         ConfigSpec {
+            default_from: None,
+            at_least: None,
+            at_most: None,
             key: key.into(),
             prompt: format!("{key}?"),
             default,
@@ -654,6 +711,45 @@ mod tests {
                 "? do:token? (no default: it must be typed)",
                 "A secret cannot be empty; again.",
                 "? do:token? (no default: it must be typed)",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_aws_questions_ask_as_the_original_did() {
+        let stack = StackName::parse("dev").unwrap();
+        let provider = crate::provider::Registry::builtin().resolve("aws").unwrap();
+        let needs = Needs {
+            config: provider.config.iter().collect(),
+            secrets: Vec::new(),
+        };
+        // Region and version as offered; no profile ("none"), every zone; the sizes out of order
+        // first.
+        let answers = ["", "none", "", "", "", "5", "2", "10", "11", ""];
+        let mut prompter = crate::ui::prompt::Scripted::new(answers);
+        let env = BTreeMap::new();
+        let answers = ask(&needs, &env, &stack, "/k", &provider, &mut prompter).unwrap();
+        let values = &answers.first_run.values;
+        assert!(
+            !values.contains_key("aws:profile"),
+            "none leaves it out: {values:?}"
+        );
+        assert_eq!(values["aws:region"], Value::from("us-east-1"));
+        assert_eq!(values["eks:min_size"], Value::from(5));
+        assert_eq!(values["eks:max_size"], Value::from(10));
+        assert_eq!(
+            values["eks:desired_capacity"],
+            Value::from(5),
+            "the minimum just given is the default"
+        );
+        let refused: Vec<&String> = (prompter.transcript.iter())
+            .filter(|l| l.starts_with('!'))
+            .collect();
+        assert_eq!(
+            refused,
+            [
+                "! is 2, less than `eks:min_size` (5)",
+                "! is 11, more than `eks:max_size` (10)"
             ]
         );
     }

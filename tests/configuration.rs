@@ -398,3 +398,47 @@ fn the_help_is_stable() {
         insta::assert_snapshot!(name, stdout(&output));
     }
 }
+
+#[test]
+fn bounds_and_defaults_from_other_questions_name_earlier_int_questions() {
+    let ws = with_provider(
+        r#"description = "bounds"
+[[config]]
+key = "a:max"
+prompt = "Max"
+kind = "int"
+at_least = "a:min"
+
+[[config]]
+key = "a:min"
+prompt = "Min"
+kind = "int"
+default_from = "a:max"
+
+[[config]]
+key = "a:name"
+prompt = "Name"
+at_most = "a:max"
+
+[[config]]
+key = "a:count"
+prompt = "Count"
+kind = "int"
+default_from = "a:later"
+
+[[project]]
+path = "p"
+"#,
+    );
+    let output = show(&ws);
+    assert_eq!(output.status.code(), Some(3));
+    let err = stderr(&output);
+    for said in [
+        "providers/mine.toml:17: config `a:name`: `at_most` is only for kind \"int\"",
+        "providers/mine.toml:20: config `a:count`: `default_from` names `a:later`, which is not an earlier `[[config]]` of kind \"int\" in this file",
+    ] {
+        assert!(err.contains(said), "{said}\n{err}");
+    }
+    // A later question may bound an earlier one, and an earlier one give a later its default.
+    assert!(!err.contains("config `a:max`") && !err.contains("config `a:min`"), "{err}");
+}

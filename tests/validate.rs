@@ -268,3 +268,78 @@ fn a_python_project_without_its_virtualenv_is_reported() {
         stdout(&output)
     );
 }
+
+#[test]
+fn what_the_original_required_is_required_again() {
+    // aws: the region, and the sizes in order (min ≤ desired ≤ max).
+    let ws = Workspace::new(&[
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: AWS\n  eks:min_size: 3\n  eks:max_size: 6\n  eks:desired_capacity: 8\n",
+        ),
+    ]);
+    for (project, name) in [
+        ("infrastructure/aws/vpc", "aws-vpc"),
+        ("infrastructure/aws/eks", "aws-eks"),
+        ("infrastructure/aws/ecr", "aws-ecr"),
+    ] {
+        ws.project(project, name);
+    }
+    let tools = fake_tools();
+    let validate = |only: &str, env: &[(&str, &str)]| {
+        let output = ws
+            .mara()
+            .args(["validate", "--provider", "aws", "--only", only])
+            .env("PATH", tools.path())
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (output.status.code(), stdout(&output))
+    };
+    let (code, out) = validate("infrastructure/aws/eks", &[]);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(
+        out.contains("`aws:region`: required by infrastructure/aws/eks but not set"),
+        "{out}"
+    );
+    assert!(
+        out.contains("config/pulumi/Pulumi.dev.yaml:5: `eks:desired_capacity` is 8, more than `eks:max_size` (6)"),
+        "{out}"
+    );
+
+    // do: the token, on every run, not only the first.
+    ws.write(
+        "config/pulumi/Pulumi.dev.yaml",
+        "config:\n  kubernetes:infra_type: DO\n  kic-helm:fqdn: demo.example.com\n",
+    );
+    ws.project("infrastructure/digitalocean/container-registry", "docr");
+    let validate = |env: &[(&str, &str)]| {
+        let output = ws
+            .mara()
+            .args([
+                "validate",
+                "--provider",
+                "do",
+                "--only",
+                "container-registry",
+            ])
+            .env("PATH", tools.path())
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (output.status.code(), stdout(&output))
+    };
+    let (code, out) = validate(&[]);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(
+        out.contains("provider do needs `digitalocean:token` (DigitalOcean API token) on every run: DIGITALOCEAN_TOKEN is not set, and it is not stored")
+            && out.contains("mara config set digitalocean:token --secret"),
+        "{out}"
+    );
+    let (_, out) = validate(&[("DIGITALOCEAN_TOKEN", "dop_v1_x")]);
+    assert!(
+        out.contains("`digitalocean:token`: from DIGITALOCEAN_TOKEN"),
+        "{out}"
+    );
+}

@@ -94,8 +94,13 @@ pub struct ConfigSpec {
     pub env: Option<String>,
     pub kind: ConfigKind,
     pub choices: Vec<serde_json::Value>,
-    /// An empty answer leaves the key unset.
+    /// An empty answer (or `none`) leaves the key unset.
     pub optional: bool,
+    /// The first run's default is the answer to this earlier question (an `int`'s).
+    pub default_from: Option<String>,
+    /// The value is at least, and at most, that of these other `int` keys.
+    pub at_least: Option<String>,
+    pub at_most: Option<String>,
     pub declared_at: Location,
 }
 

@@ -44,6 +44,9 @@ pub struct RawConfig {
     pub choices: Vec<toml::Value>,
     #[serde(default)]
     pub optional: bool,
+    pub default_from: Option<Spanned<String>>,
+    pub at_least: Option<Spanned<String>>,
+    pub at_most: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -192,6 +195,34 @@ impl Checker<'_> {
                 );
             }
         }
+        for (i, entry) in config.iter().enumerate() {
+            let named = [
+                ("default_from", &entry.default_from, true),
+                ("at_least", &entry.at_least, false),
+                ("at_most", &entry.at_most, false),
+            ];
+            for (field, other, earlier) in named {
+                let Some(other) = other else { continue };
+                let within = match earlier {
+                    true => &config[..i],
+                    false => &config[..],
+                };
+                let found = within
+                    .iter()
+                    .find(|c| c.key == *other && c.key != entry.key);
+                if !found.is_some_and(|c| c.kind == ConfigKind::Int) {
+                    let which = match earlier {
+                        true => "an earlier `[[config]]` of kind \"int\" in this file",
+                        false => "another `[[config]]` of kind \"int\" in this file",
+                    };
+                    self.problem(
+                        entry.declared_at.clone(),
+                        format!("config `{}`", entry.key),
+                        format!("`{field}` names `{other}`, which is not {which}"),
+                    );
+                }
+            }
+        }
         let projects = projects.into_iter().map(|p| self.project(p)).collect();
         if description.as_deref().is_some_and(|d| d.trim().is_empty()) {
             self.problem(
@@ -220,6 +251,9 @@ impl Checker<'_> {
             kind,
             choices,
             optional,
+            default_from,
+            at_least,
+            at_most,
         } = raw;
         let declared_at = self.at(&key);
         let key = key.into_inner();
@@ -267,6 +301,18 @@ impl Checker<'_> {
                 "`env` must be an environment variable name",
             );
         }
+        let mut other = |field: &str, value: Option<Spanned<String>>| {
+            let value = value?;
+            let at = self.at(&value);
+            if kind != ConfigKind::Int {
+                self.problem(at, &subject, format!("`{field}` is only for kind \"int\""));
+                return None;
+            }
+            Some((value.into_inner(), at))
+        };
+        let default_from = other("default_from", default_from);
+        let at_least = other("at_least", at_least);
+        let at_most = other("at_most", at_most);
         ConfigSpec {
             key,
             prompt,
@@ -275,6 +321,9 @@ impl Checker<'_> {
             kind,
             choices: choices.into_iter().map(toml_to_json).collect(),
             optional,
+            default_from: default_from.map(|(k, _)| k),
+            at_least: at_least.map(|(k, _)| k),
+            at_most: at_most.map(|(k, _)| k),
             declared_at,
         }
     }

@@ -234,11 +234,15 @@ impl RunChecks<'_> {
             self.configuration_into(found);
         } else {
             let files = &self.deployment.files;
-            provider_lock(
+            let (workspace, provider) = (&files.workspace, &self.deployment.provider);
+            provider_lock(found, workspace, provider, self.config);
+            tokens(
                 found,
-                &files.workspace,
-                &self.deployment.provider,
+                workspace,
+                provider,
                 self.config,
+                Some(self.stored),
+                self.env,
             );
         }
     }
@@ -317,6 +321,7 @@ pub fn configuration(
         return;
     };
     infra_type(checks, workspace, provider, values);
+    tokens(checks, workspace, provider, config, stored, env);
     let wrong = misfits(checks, workspace, provider, values);
     if unset(checks, &required, config, stored, &file) + wrong == 0 {
         let n = values.values.len();
@@ -392,6 +397,48 @@ fn path_of(key: &str) -> ConfigPath {
     ConfigPath::parse(key).unwrap_or_else(|_| ConfigPath::literal(key))
 }
 
+/// Every token a provider's first run asks for (a `kind = "secret"` question with its `env`
+/// variable: DIGITALOCEAN_TOKEN, LINODE_TOKEN) is there on every later run too, since the engines
+/// need it for every operation: in its variable (the shell or the environment file), or stored —
+/// in the shared configuration, where a first run puts it, or the secrets project's.
+pub fn tokens(
+    checks: &mut Checks,
+    workspace: &Workspace,
+    provider: &Provider,
+    config: &StackConfigFile,
+    stored: Option<&StackConfigFile>,
+    env: &BTreeMap<String, String>,
+) {
+    if config.is_first_run() {
+        return;
+    }
+    for spec in &provider.config {
+        let (ConfigKind::Secret, Some(variable)) = (spec.kind, &spec.env) else {
+            continue;
+        };
+        let key = &spec.key;
+        if configure::supplied_by_env(spec, env) {
+            checks.pass("configuration", format!("`{key}`: from {variable}"));
+        } else if is_set(&path_of(key), [Some(config), stored]) {
+            checks.pass("configuration", format!("`{key}`: stored"));
+        } else {
+            let file = workspace.env_file();
+            checks.fail(
+                "configuration",
+                format!(
+                    "provider {} needs `{key}` ({}) on every run: {variable} is not set, and it is not stored",
+                    provider.name,
+                    spec.prompt
+                ),
+                Some(format!(
+                    "set {variable} (in the shell or {}), or store it: `mara config set {key} --secret`",
+                    workspace.display(&file).display()
+                )),
+            );
+        }
+    }
+}
+
 /// Whether one of the files sets `path`, in plain text or as a secret.
 fn is_set(path: &ConfigPath, files: [Option<&StackConfigFile>; 2]) -> bool {
     files.into_iter().flatten().any(|f| {
@@ -414,7 +461,9 @@ fn misfits(
         let Found::Value(value) = values.find(&path) else {
             continue;
         };
-        if let Err(message) = configure::check_stored(spec, value) {
+        let fits = configure::check_stored(spec, value)
+            .and_then(|()| configure::check_bounds(spec, value, &values.values));
+        if let Err(message) = fits {
             found += 1;
             let shown = |at: &Location| Location {
                 file: workspace.display(&at.file).into_owned(),
