@@ -440,5 +440,8 @@ path = "p"
         assert!(err.contains(said), "{said}\n{err}");
     }
     // A later question may bound an earlier one, and an earlier one give a later its default.
-    assert!(!err.contains("config `a:max`") && !err.contains("config `a:min`"), "{err}");
+    assert!(
+        !err.contains("config `a:max`") && !err.contains("config `a:min`"),
+        "{err}"
+    );
 }

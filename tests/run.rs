@@ -1433,3 +1433,26 @@ fn destroying_a_stack_mara_destroyed_already_is_done_and_a_typo_is_still_caught(
         common::stderr(&typo)
     );
 }
+
+#[test]
+fn an_engine_that_crashes_without_an_error_line_still_says_why() {
+    let d = Deployment::new();
+    let report = d.root().join("report.json");
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--only", "cluster", "--report"])
+        .arg(&report)
+        .env("PULUMI_STAND_IN_CRASH", "local-cluster")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", common::stderr(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let cluster = common::project(&report, "infrastructure/local/cluster");
+    assert_eq!(cluster["status"], "failed");
+    assert_eq!(cluster["reason"], "KeyError: 'aws:profile'", "{report:#}");
+    assert!(
+        common::stdout(&output).contains("KeyError: 'aws:profile'"),
+        "the summary says it: {}",
+        common::stdout(&output)
+    );
+}

@@ -126,8 +126,22 @@ impl Drop for Registered<'_> {
     }
 }
 
-/// The message of the last `error: …` line of an engine's stderr (Pulumi's and Terraform's form).
+/// Why a process failed, from its stderr: the message of its last `error: …` line (Pulumi's and
+/// Terraform's form); else, when it crashed without one, its last meaningful words — the `panic:`
+/// line of a Go panic (what follows is its goroutines' stacks), or its last line that is not
+/// blank (a Python traceback's exception, a shell's complaint).
 pub fn last_error(stderr: &str) -> Option<&str> {
+    error_line(stderr).or_else(|| {
+        let mut lines = stderr.lines().map(str::trim).filter(|l| !l.is_empty());
+        match lines.clone().find(|l| l.starts_with("panic:")) {
+            Some(panic) => Some(panic),
+            None => lines.next_back(),
+        }
+    })
+}
+
+/// The message of the last `error: …` line of an engine's stderr.
+fn error_line(stderr: &str) -> Option<&str> {
     stderr
         .lines()
         .rev()
@@ -368,7 +382,17 @@ mod tests {
             last_error("warning: x\nerror: first\n  detail\nerror: second\nmore"),
             Some("second")
         );
-        assert_eq!(last_error("nothing"), None);
+        assert_eq!(last_error(""), None);
+        assert_eq!(last_error("nothing\n\n"), Some("nothing"));
+        // A crash says why in its own way.
+        let traceback = "Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'aws:profile'\n";
+        assert_eq!(last_error(traceback), Some("KeyError: 'aws:profile'"));
+        let panic =
+            "panic: runtime error: index out of range\n\ngoroutine 1 [running]:\nmain.main()\n";
+        assert_eq!(
+            last_error(panic),
+            Some("panic: runtime error: index out of range")
+        );
     }
 
     #[tokio::test]

@@ -11,6 +11,9 @@
 //!   operation takes, holding its lock.
 //! - `PULUMI_STAND_IN_FAIL=<project>` or `<operation>:<project>`, comma-separated: that operation
 //!   fails as a resource error would (exit 1).
+//! - `PULUMI_STAND_IN_CRASH=<project>`: the operation of that project ends as a program that
+//!   crashed before Pulumi could report it does: a Python traceback on stderr, no `error:` line,
+//!   exit 1.
 //! - `PULUMI_STAND_IN_STEP_DELAY_MS=<command>=<ms>,…` (`config set=60000`, `stack ls=500`): how
 //!   long that command waits before it does anything; a SIGINT meanwhile ends it having done
 //!   nothing (exit 255), as it ends the real CLI.
@@ -615,6 +618,12 @@ impl Ctx<'_> {
         };
         let started = backend::now_secs_f64();
         self.wait()?;
+        if env("PULUMI_STAND_IN_CRASH").is_some_and(|p| p == self.project.name) {
+            eprintln!(
+                "Traceback (most recent call last):\n  File \"/usr/lib/python3/dist-packages/pulumi/runtime/stack.py\", line 138, in run_in_stack\n    await run_pulumi_func(run)\n  File \"__main__.py\", line 12, in <module>\n    cluster = config.require_object(\"cluster\")\nKeyError: 'aws:profile'\n"
+            );
+            std::process::exit(1);
+        }
         if fails(op, &self.project.name) {
             let message = format!(
                 "the stand-in was told to fail {op} of {} (PULUMI_STAND_IN_FAIL)",
