@@ -893,3 +893,54 @@ fn the_secrets_project_alone_is_deployed_with_every_secret_stored() {
     );
     assert_eq!(case.stored("sirius:ledger_pwd"), SECRETS[2].1);
 }
+
+#[test]
+fn an_interactive_first_up_selects_each_stack_once() {
+    let case = Case::new(true);
+    let log = case.log().display().to_string();
+    let mut terminal = Terminal::start_with(
+        case.root(),
+        case.bin.path(),
+        "up",
+        &[("PULUMI_STAND_IN_LOG", &log)],
+    );
+    terminal.wait_for("Name of the simulated cluster");
+    terminal.type_keys("\r");
+    terminal.wait_for("Number of simulated nodes");
+    terminal.type_keys("3\r");
+    for prompt in [
+        "Prometheus administrator password",
+        "Bank of Sirius Accounts Database password",
+        "Bank of Sirius Ledger Database password",
+        "Bank of Sirius demo site login username",
+        "Bank of Sirius demo site login password",
+    ] {
+        terminal.wait_for(prompt);
+        terminal.type_keys("Zq7-once\r");
+        terminal.wait_for("Repeat it");
+        terminal.type_keys("Zq7-once\r");
+    }
+    terminal.wait_for("Do you want to perform this update?");
+    terminal.type_keys("\x1b[A\r"); // up once from "no": yes
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, 0, "{screen}");
+    // Each project's stack is selected (and made) once in the run: before its preview, which
+    // the update then needs not repeat; the secrets project's before its first secret only.
+    let mut selects: std::collections::BTreeMap<String, usize> = Default::default();
+    for call in case.calls() {
+        let argv: Vec<&str> = (call["argv"].as_array().unwrap().iter())
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        if argv.windows(2).any(|w| w == ["stack", "select"]) {
+            *selects
+                .entry(call["cwd"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+    }
+    assert_eq!(
+        selects.len(),
+        14,
+        "every project of the example: {selects:#?}"
+    );
+    assert!(selects.values().all(|&n| n == 1), "{selects:#?}");
+}

@@ -70,6 +70,7 @@ pub struct RunPlan {
 
 /// Makes the plans of one run from its deployment: the run's own, and the preview its
 /// confirmation shows.
+#[derive(Clone, Copy)]
 pub struct Planner<'a> {
     pub deployment: &'a Deployment,
     pub selected: &'a Plan<'a>,

@@ -114,28 +114,37 @@ impl Stack<'_> {
         let mut without_secrets = env.clone();
         configure::strip_secret_variables(&mut without_secrets);
         let mut stored = Secrets::new();
-        for (key, value) in answers.first_run.secrets.iter().chain(&answers.secrets) {
+        for (n, (key, value)) in (answers.first_run.secrets.iter())
+            .chain(&answers.secrets)
+            .enumerate()
+        {
             *wrote = true;
-            self.store(&without_secrets, key, value)?;
+            self.store(&without_secrets, key, value, n == 0)?;
             stored.insert(key.clone(), value.expose().to_string());
         }
         Ok((config, stored))
     }
 
-    /// `stack select --create`, then `config set --secret KEY` with the value on standard input,
-    /// in the secrets project. Every secret answer — a first-run `kind = "secret"` answer and the
-    /// projects' secrets — is stored there, never in the shared configuration: Pulumi's default
-    /// secrets provider encrypts with a key of each project's stack, so a secret encrypted into
-    /// the shared file through one project could not be read by the others.
-    fn store(&self, env: &BTreeMap<String, String>, key: &str, value: &Secret) -> Result<()> {
+    /// `config set --secret KEY` with the value on standard input, in the secrets project — after
+    /// `stack select --create` for the `first` one of a run. Every secret answer — a first-run
+    /// `kind = "secret"` answer and the projects' secrets — is stored there, never in the shared
+    /// configuration: Pulumi's default secrets provider encrypts with a key of each project's
+    /// stack, so a secret encrypted into the shared file through one project could not be read
+    /// by the others.
+    fn store(
+        &self,
+        env: &BTreeMap<String, String>,
+        key: &str,
+        value: &Secret,
+        first: bool,
+    ) -> Result<()> {
         let dir = self.secrets_dir();
-        for (step, stdin) in [
-            (self.pulumi.select_step(&dir), None),
-            (
-                self.pulumi.set_secret_step(&dir, key, is_path(key), false),
-                Some(value.expose()),
-            ),
-        ] {
+        let select = first.then(|| (self.pulumi.select_step(&dir), None));
+        let set = (
+            self.pulumi.set_secret_step(&dir, key, is_path(key), false),
+            Some(value.expose()),
+        );
+        for (step, stdin) in select.into_iter().chain([set]) {
             let finished =
                 run_step(&step, env, stdin, self.interrupt).map_err(|source| Error::Spawn {
                     program: step.program.clone(),

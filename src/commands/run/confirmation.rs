@@ -1,8 +1,10 @@
 //! The confirmation before `up` and `destroy`, and what a "no" leaves behind (docs/commands.md,
 //! "Confirmation"; exit 6).
 
+use std::collections::BTreeSet;
+
 use super::{Invocation, Ready};
-use crate::engine::Operation;
+use crate::engine::{EngineKind, Operation};
 use crate::error::{Error, Problem, Result, plural};
 use crate::run::events::Sink;
 use crate::run::plan::{Planner, RunPlan};
@@ -17,17 +19,42 @@ use crate::ui::reporter::{self, LogOrder, Reporter};
 use crate::workspace::stack::ResolvedStack;
 
 impl Invocation<'_> {
+    /// The run's plan, confirmed where a person confirms it. It is planned with the stacks the
+    /// run selected since it began — the secrets project's, to store secrets; those the
+    /// confirmation's preview selected or made — so that no stack is selected twice in a run.
+    pub(super) fn confirmed_plan(&self, planner: &Planner<'_>, ready: &Ready) -> Result<RunPlan> {
+        let run = self.run;
+        let plan = |known: &BTreeSet<String>| RunPlan {
+            show_diff: run.diff,
+            ..Planner {
+                known_stacks: known,
+                ..*planner
+            }
+            .plan(run.operation, &ready.config, "")
+        };
+        let mut known = planner.known_stacks.clone();
+        known.extend(ready.selected.iter().cloned());
+        let planned = plan(&known);
+        let previewed = Planner {
+            known_stacks: &known,
+            ..*planner
+        };
+        let selected = self.confirm(&previewed, &planned, ready)?;
+        if selected.is_empty() {
+            return Ok(planned);
+        }
+        known.extend(selected);
+        Ok(plan(&known))
+    }
+
     /// On a terminal (`Confirmation::Ask`), the person confirms `plan` (`confirm`); a "no" is
-    /// `declined`, saying what `up` had already stored (`ready.stored`).
-    pub(super) fn confirm(
-        &self,
-        planner: &Planner<'_>,
-        plan: &RunPlan,
-        ready: &Ready,
-    ) -> Result<()> {
+    /// `declined`, saying what `up` had already stored (`ready.stored`). Returns the Pulumi
+    /// projects whose stack the confirmation's preview selected (or made): the run need not
+    /// select them again.
+    fn confirm(&self, planner: &Planner<'_>, plan: &RunPlan, ready: &Ready) -> Result<Vec<String>> {
         let run = self.run;
         if run.confirmation != Confirmation::Ask {
-            return Ok(());
+            return Ok(Vec::new());
         }
         // Its details show each change's properties.
         let preview = || RunPlan {
@@ -45,7 +72,7 @@ impl Invocation<'_> {
             context,
         )?;
         match decision {
-            Decision::Go => Ok(()),
+            Decision::Go { selected } => Ok(selected),
             Decision::Declined { created } => {
                 let stored = Stored {
                     created,
@@ -60,11 +87,10 @@ impl Invocation<'_> {
 
 /// What the person at the terminal answered.
 enum Decision {
-    Go,
+    /// Confirmed; the Pulumi projects whose stack the preview selected.
+    Go { selected: Vec<String> },
     /// Not confirmed; the projects whose stack the preview created.
-    Declined {
-        created: Vec<String>,
-    },
+    Declined { created: Vec<String> },
 }
 
 /// On a terminal: `up` previews every project, shows the combined changes and asks; `destroy`
@@ -81,11 +107,11 @@ fn confirm(
     let style = settings.stderr_style;
     let stack = stack.name.as_str();
     let mut prompter = TerminalPrompter;
-    let (confirmed, created) = match run.operation {
+    let (confirmed, created, selected) = match run.operation {
         Operation::Destroy => {
             let projects: Vec<&str> = plan.projects.iter().map(|p| p.path.as_str()).collect();
             let confirmed = confirm::destroy(&mut prompter, stack, &projects, style)?;
-            (confirmed, Vec::new())
+            (confirmed, Vec::new(), Vec::new())
         }
         _ => {
             let preview = preview();
@@ -117,11 +143,17 @@ fn confirm(
                 .filter(|r| r.created_stack)
                 .map(|r| r.path.clone())
                 .collect();
-            (confirmed, created)
+            // A Pulumi project previewed, or whose preview made its stack, has it now.
+            let selected = (preview.projects.iter().zip(&reports))
+                .filter(|(p, _)| p.engine == EngineKind::Pulumi)
+                .filter(|(_, r)| r.status.is_success() || r.created_stack)
+                .map(|(p, _)| p.path.clone())
+                .collect();
+            (confirmed, created, selected)
         }
     };
     Ok(match confirmed {
-        true => Decision::Go,
+        true => Decision::Go { selected },
         false => Decision::Declined { created },
     })
 }

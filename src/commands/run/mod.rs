@@ -213,9 +213,7 @@ impl<'a> Invocation<'a> {
         interrupt.checkpoint()?;
 
         // Plan, and confirm.
-        let mut plan = planner.plan(run.operation, &ready.config, "");
-        plan.show_diff = run.diff;
-        self.confirm(planner, &plan, &ready)?;
+        let plan = self.confirmed_plan(planner, &ready)?;
         interrupt.checkpoint()?;
         if run.operation == Operation::Up && planner.deployment.files.env_file.is_none() {
             let file = workspace.env_file();
@@ -291,4 +289,6 @@ struct Ready {
     context: Context,
     /// What was stored before the confirmation, for a "no".
     stored: Stored,
+    /// The projects whose stack preparing selected (the secrets project's, to store secrets).
+    selected: Vec<String>,
 }

@@ -79,10 +79,15 @@ impl Invocation<'_> {
             let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
             crate::ui::print(&text)?;
         }
+        let selected = match stored.secrets {
+            0 => Vec::new(),
+            _ => vec![workspace.settings.secrets_project.clone()],
+        };
         Ok(Ready {
             config,
             context,
             stored,
+            selected,
         })
     }
 }
