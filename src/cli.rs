@@ -513,7 +513,17 @@ pub enum ConfigCommand {
         #[arg(long)]
         path: bool,
     },
-    /// Every key of the shared configuration and the secrets project (secrets as [secret])
+    /// Remove one key: from the shared configuration, or from the secrets project where it is
+    /// a secret
+    Rm {
+        /// `namespace:key` (with --path, `namespace:key.inner`)
+        key: String,
+        /// The key is a path into a structured value
+        #[arg(long)]
+        path: bool,
+    },
+    /// Every key of the shared configuration and the secrets project, each once (secrets as
+    /// [secret])
     List,
 }
 

@@ -944,3 +944,90 @@ fn an_interactive_first_up_selects_each_stack_once() {
     );
     assert!(selects.values().all(|&n| n == 1), "{selects:#?}");
 }
+
+#[test]
+fn config_catches_mistakes_and_removes_keys() {
+    let case = Case::new(false);
+    let config = case.root().join("config/pulumi/Pulumi.dev.yaml");
+    let run = |args: &[&str]| case.mara().arg("config").args(args).output().unwrap();
+
+    // A key spelled like one the provider declares: a warning, and set as given.
+    let output = run(&["set", "local-cluster:node_cout", "5"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains(
+            "warning: provider local declares no `local-cluster:node_cout`: did you mean `local-cluster:node_count`? (set as given)"
+        ),
+        "{}",
+        common::stderr(&output)
+    );
+    // A key no provider declares, and like none, is a project's own business: no warning.
+    let output = run(&["set", "app:colour", "blue"]);
+    assert!(output.status.success() && common::stderr(&output).is_empty(), "{}", common::stderr(&output));
+    // Setting a declared key, or one already there, says nothing either.
+    let output = run(&["set", "local-cluster:node_cout", "6"]);
+    assert!(common::stderr(&output).is_empty(), "{}", common::stderr(&output));
+
+    // A dotted key beside a structured value is a path written without --path.
+    run(&["set", "--path", "app:labels.team", "platform"]);
+    let output = run(&["set", "app:labels.owner", "me"]);
+    assert_eq!(output.status.code(), Some(2), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains("`app:labels` is a structured value in config/pulumi/Pulumi.dev.yaml: without --path this would be a key of its own beside it")
+            && common::stderr(&output).contains("mara config set --path app:labels.owner"),
+        "{}",
+        common::stderr(&output)
+    );
+
+    // rm takes a key out in place, nothing else changed; a path, with --path.
+    let before = std::fs::read_to_string(&config).unwrap();
+    let output = run(&["rm", "local-cluster:node_cout"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(
+        common::stdout(&output),
+        "Removed `local-cluster:node_cout` from config/pulumi/Pulumi.dev.yaml.\n"
+    );
+    let after = std::fs::read_to_string(&config).unwrap();
+    assert_eq!(
+        after,
+        before.replace("  local-cluster:node_cout: \"6\"\n", ""),
+        "only its line went"
+    );
+    run(&["set", "--path", "app:labels.owner", "me"]);
+    let output = run(&["rm", "--path", "app:labels.team"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(
+        common::stdout(&run(&["get", "app:labels"])),
+        "{\"owner\":\"me\"}\n"
+    );
+    // A secret goes from the secrets project, through Pulumi.
+    case.mara()
+        .args(["config", "set", "--secret", "prometheus:adminpass"])
+        .write_stdin("Zq7-rm\n")
+        .assert()
+        .success();
+    let output = run(&["rm", "prometheus:adminpass"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(
+        common::stdout(&output),
+        "Removed `prometheus:adminpass` from kubernetes/secrets/Pulumi.dev.yaml.\n"
+    );
+    assert!(!std::fs::read_to_string(case.root().join("kubernetes/secrets/Pulumi.dev.yaml")).unwrap().contains("prometheus:adminpass"));
+    let output = run(&["rm", "prometheus:adminpass"]);
+    assert_eq!(output.status.code(), Some(3));
+    assert!(common::stderr(&output).contains("`prometheus:adminpass` is set neither in"));
+
+    // A value split between the files is listed once.
+    case.mara()
+        .args(["config", "set", "--secret", "--path", "app:labels.token"])
+        .write_stdin("Zq7-split\n")
+        .assert()
+        .success();
+    let table = common::stdout(&run(&["list"]));
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("app:labels")).collect();
+    assert_eq!(rows.len(), 1, "{table}");
+    assert!(
+        rows[0].contains("[secret]") && rows[0].contains("config/pulumi/Pulumi.dev.yaml, kubernetes/secrets/Pulumi.dev.yaml"),
+        "{table}"
+    );
+}

@@ -168,6 +168,16 @@ impl Pulumi {
         self.step(StepKind::Outputs, dir, &words, shared)
     }
 
+    /// `config rm KEY` in `dir` (with `path`, `--path`): the stack configuration without it.
+    pub fn rm_step(&self, dir: &Path, key: &str, path: bool) -> Step {
+        let mut words = vec!["--non-interactive", "config", "rm"];
+        if path {
+            words.push("--path");
+        }
+        words.extend([key, "--stack", &self.stack]);
+        self.step(StepKind::Prepare, dir, &words, false)
+    }
+
     /// `cancel --yes` in `dir`: the stack's lock removed, which an update killed mid-way leaves
     /// (on a self-managed backend, its lock files).
     pub fn cancel_step(&self, dir: &Path) -> Step {

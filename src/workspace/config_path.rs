@@ -159,6 +159,31 @@ impl ConfigPath {
         }
     }
 
+    /// `values` without what is at the path (a key, or a key inside mappings); whether there was
+    /// anything. A path through a list removes nothing.
+    pub fn remove(&self, values: &mut Map<String, Value>) -> bool {
+        let Some((last, way)) = self.steps.split_last() else {
+            return values.remove(&self.key).is_some();
+        };
+        let mut node = match values.get_mut(&self.key) {
+            Some(node) => node,
+            None => return false,
+        };
+        for step in way {
+            node = match (step, node) {
+                (Step::Key(name), Value::Object(map)) => match map.get_mut(name) {
+                    Some(next) => next,
+                    None => return false,
+                },
+                _ => return false,
+            };
+        }
+        match (last, node) {
+            (Step::Key(name), Value::Object(map)) => map.remove(name).is_some(),
+            _ => false,
+        }
+    }
+
     /// `values` with `value` at the path, the mappings and lists on the way made as needed. `Err`
     /// names the value in the way: a path does not turn a string into a mapping.
     pub fn set(&self, values: &mut Map<String, Value>, value: Value) -> Result<(), String> {

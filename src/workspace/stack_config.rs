@@ -123,6 +123,48 @@ impl StackConfigFile {
     }
 }
 
+impl StackConfigFile {
+    /// The file's text without the entry at `path` and nothing else changed: certain, as for
+    /// `with_value`, when the whole document reads back as before but for the entry, and every
+    /// comment but those of the lines taken out is still there.
+    pub fn without(&self, path: &ConfigPath) -> std::result::Result<String, EditError> {
+        let mut expected = self.config().map(|c| c.values.clone()).unwrap_or_default();
+        if !path.remove(&mut expected) {
+            return Err(EditError::Shape(format!("`{path}` is not set in the file")));
+        }
+        let (text, removed) = yaml_edit::remove(self.text(), path).map_err(EditError::Layout)?;
+        let mut document = match yaml::parse_value(self.path(), self.text()) {
+            Ok(Value::Object(document)) => document,
+            _ => Map::new(),
+        };
+        document.insert("config".into(), Value::Object(expected));
+        let read = yaml::parse_value(self.path(), &text).ok();
+        let mut kept = yaml_edit::comments(self.text());
+        for gone in yaml_edit::comments(&removed.concat()) {
+            if let Some(at) = kept.iter().position(|c| *c == gone) {
+                kept.remove(at);
+            }
+        }
+        let empty = |v: &Value| v.as_object().is_some_and(|m| m.is_empty()) || v.is_null();
+        let same = match &read {
+            Some(Value::Object(read)) => {
+                *read == document
+                    // An emptied `config:` reads as nothing.
+                    || (read.get("config").is_some_and(empty)
+                        && document.get("config").is_some_and(empty)
+                        && read.len() == document.len())
+            }
+            _ => false,
+        };
+        match same && yaml_edit::comments(&text) == kept {
+            true => Ok(text),
+            false => Err(EditError::Layout(
+                "the file is laid out in a way that mara does not edit safely".into(),
+            )),
+        }
+    }
+}
+
 /// Why a value cannot be set in a file.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EditError {

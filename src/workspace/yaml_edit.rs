@@ -97,6 +97,46 @@ fn is_one_line_scalar(old: &str) -> bool {
     !old.starts_with(['[', '{', '&', '*', '!', '|', '>', '%', '@', '`'])
 }
 
+/// The text without the entry at `path` under the top-level `config:` mapping — its line and the
+/// block below it — and the lines taken out; `Err` says why a line edit cannot do it. A mapping
+/// the entry was the only child of is left `{}`, as it then is. A list item is not removed this
+/// way (what follows it would move), nor a key that is not in the file.
+pub fn remove(text: &str, path: &ConfigPath) -> Result<(String, Vec<String>), String> {
+    let mut doc = Doc::new(text)?;
+    let mut keys = vec![path.key.clone()];
+    for step in &path.steps {
+        match step {
+            Step::Key(name) => keys.push(name.clone()),
+            Step::Index(_) => return Err("a list item is not removed in place".into()),
+        }
+    }
+    let config = (doc.lines.iter())
+        .position(|l| key_of(l, "config").is_some())
+        .ok_or("the file has no `config:` mapping")?;
+    // (line, indent, key) of each entry on the way.
+    let mut way: Vec<(usize, usize, String)> = vec![(config, 0, "config".into())];
+    for key in &keys {
+        let (parent, parent_indent, _) = way.last().cloned().expect("config is on the way");
+        let indent = child_indent(&doc.lines, parent, parent_indent)
+            .ok_or_else(|| format!("`{key}` is not in the file"))?;
+        let end = block_end(&doc.lines, parent, parent_indent);
+        let at = find_key(&doc.lines, parent + 1..end, indent, key)
+            .ok_or_else(|| format!("`{key}` is not in the file"))?;
+        way.push((at, indent, key.clone()));
+    }
+    let (at, indent, _) = way.pop().expect("a key");
+    let end = block_end(&doc.lines, at, indent);
+    let removed: Vec<String> = doc.lines.drain(at..end).collect();
+    let (parent, parent_indent, parent_key) = way.pop().expect("its parent");
+    if !way.is_empty() && child_indent(&doc.lines, parent, parent_indent).is_none() {
+        // Its mapping is empty now: `key: {}`, as a reader would read a key left without one.
+        let unit = child_indent(&doc.lines, config, 0).unwrap_or(2);
+        let empty = Value::Object(Default::default());
+        doc.rewrite(parent, parent_indent, &parent_key, unit, &empty)?;
+    }
+    Ok((doc.text(), removed))
+}
+
 /// The 1-based line of the deepest of `path`'s keys that the text has; the `config:` line when
 /// it has none of them.
 pub fn line_of(text: &str, path: &ConfigPath) -> Option<usize> {
@@ -675,6 +715,40 @@ mod tests {
                 .values;
         path.set(&mut updated, value).ok()?;
         set(text, &path, &updated).ok()
+    }
+
+    #[test]
+    fn an_entry_is_removed_with_its_block_and_nothing_else() {
+        let remove_in = |text: &str, path: &str| {
+            remove(text, &ConfigPath::parse(path).unwrap()).map(|(text, _)| text)
+        };
+        let text = "# top\nconfig:\n  a:b: 1 # one\n  a:c:\n    d: 2\n    e: 3 # three\n  a:f: x\n";
+        assert_eq!(
+            remove_in(text, "a:b").unwrap(),
+            "# top\nconfig:\n  a:c:\n    d: 2\n    e: 3 # three\n  a:f: x\n"
+        );
+        assert_eq!(
+            remove_in(text, "a:c").unwrap(),
+            "# top\nconfig:\n  a:b: 1 # one\n  a:f: x\n"
+        );
+        assert_eq!(
+            remove_in(text, "a:c.e").unwrap(),
+            "# top\nconfig:\n  a:b: 1 # one\n  a:c:\n    d: 2\n  a:f: x\n"
+        );
+        // The last of a mapping leaves it empty, as it is.
+        let one = "config:\n  a:c:\n    d: 2\n  a:f: x\n";
+        assert_eq!(
+            remove_in(one, "a:c.d").unwrap(),
+            "config:\n  a:c: {}\n  a:f: x\n"
+        );
+        assert_eq!(
+            remove_in(text, "a:nope").unwrap_err(),
+            "`a:nope` is not in the file"
+        );
+        assert_eq!(
+            remove_in("config:\n  a:l:\n    - 1\n", "a:l[0]").unwrap_err(),
+            "a list item is not removed in place"
+        );
     }
 
     #[test]

@@ -576,7 +576,11 @@ impl Ctx<'_> {
         self.require_stack()?;
         let key = self.project.full_key(&self.args.positionals[0]);
         let mut file = ConfigFile::load(&self.config_path())?;
-        if file.remove(&key) {
+        let removed = match self.args.has("path") {
+            true => remove_path(&mut file, &key)?,
+            false => file.remove(&key),
+        };
+        if removed {
             file.save()?;
         }
         Ok(())
@@ -1125,6 +1129,43 @@ fn get_path(values: &Map<String, Value>, key: &str) -> Result<Option<Value>, Fai
 
 /// `config set --path a.b[0]`: the namespace applies to the first segment only; "true"/"false"
 /// and integers below the top level become booleans and numbers.
+/// `config rm --path`: what is at the path taken out of its mapping (or list); whether it was
+/// there.
+fn remove_path(file: &mut ConfigFile, key: &str) -> Result<bool, Failure> {
+    let (top, segs) = path_of(key)?;
+    let Some((last, way)) = segs.split_last() else {
+        return Ok(file.remove(&top));
+    };
+    let Some(mut root) = file.values().get(&top).cloned() else {
+        return Ok(false);
+    };
+    let mut node = &mut root;
+    for seg in way {
+        let next = match seg {
+            Seg::Key(name) => node.as_object_mut().and_then(|m| m.get_mut(name)),
+            Seg::Index(i) => node.as_array_mut().and_then(|a| a.get_mut(*i)),
+        };
+        match next {
+            Some(next) => node = next,
+            None => return Ok(false),
+        }
+    }
+    let removed = match last {
+        Seg::Key(name) => node
+            .as_object_mut()
+            .is_some_and(|m| m.remove(name).is_some()),
+        Seg::Index(i) => match node.as_array_mut() {
+            Some(items) if *i < items.len() => {
+                items.remove(*i);
+                true
+            }
+            _ => false,
+        },
+    };
+    file.set(&top, root);
+    Ok(removed)
+}
+
 fn set_path(file: &mut ConfigFile, key: &str, value: Value) -> Result<(), Failure> {
     let (top, segs) = path_of(key)?;
     let mut root = file.values().get(&top).cloned().unwrap_or(Value::Null);

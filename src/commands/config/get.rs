@@ -1,0 +1,110 @@
+//! `mara config get KEY [--path] [--show-secrets]`: one key's value, from whichever file sets it
+//! (a secret as `[secret]`, or decrypted by Pulumi).
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::{Files, find, first_project_dir, merge, plain, pulumi, run_step, target};
+use crate::deployment::StackFiles;
+use crate::error::{Error, Problem, Result};
+use crate::run::process::last_error;
+use crate::settings::{OutputFormat, Settings};
+use crate::workspace::config_path::{ConfigPath, redacted};
+
+pub(super) fn get(
+    settings: &Settings,
+    stack_files: &StackFiles,
+    files: &Files,
+    key: &str,
+    show_secrets: bool,
+    path: bool,
+) -> Result<()> {
+    let workspace = &stack_files.workspace;
+    let target = target(key, path)?;
+    let found = find(stack_files, &target)?;
+    let Some((file, value)) = found.first().cloned() else {
+        // A dotted key asked for without --path is most likely a path.
+        let hint = if !path && key.contains(['.', '[']) {
+            format!("a path into a value is read with `mara config get --path {key}`")
+        } else {
+            let set = if path { "set --path" } else { "set" };
+            format!("set it with `mara config {set} {key} VALUE`")
+        };
+        return Err(Error::config(
+            Problem::new(format!(
+                "`{key}` is set neither in {} nor in {}",
+                workspace.display(&files.shared).display(),
+                workspace.display(&files.secrets).display()
+            ))
+            .hint(hint),
+        ));
+    };
+    let opened = |file: &Path, value: Option<Value>| -> Result<Value> {
+        match value {
+            Some(value) if !show_secrets || redacted(&value) == value => Ok(redacted(&value)),
+            None if !show_secrets => Ok(Value::String("[secret]".into())),
+            // A value that holds secrets comes back as JSON; a secret, as its text.
+            Some(_) => {
+                let text = decrypt(settings, stack_files, files, file, &target)?;
+                Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+            }
+            None => Ok(Value::String(decrypt(
+                settings,
+                stack_files,
+                files,
+                file,
+                &target,
+            )?)),
+        }
+    };
+    let mut shown = opened(&file, value)?;
+    // A structured value split between the files (its secrets set with --path
+    // --secret): both parts, as one.
+    if let Some((other, value)) = found.get(1).cloned()
+        && shown.is_object()
+        && value.as_ref().is_some_and(Value::is_object)
+    {
+        merge(&mut shown, opened(&other, value)?);
+    }
+    let text = match settings.output {
+        OutputFormat::Json => {
+            let secret = found
+                .iter()
+                .any(|(_, v)| v.as_ref().is_none_or(|v| redacted(v) != *v));
+            let file = workspace.display(&file).into_owned();
+            let entry =
+                json!({"key": target.to_string(), "value": shown, "secret": secret, "file": file});
+            serde_json::to_string_pretty(&entry).expect("JSON")
+        }
+        OutputFormat::Human => plain(&shown),
+    };
+    crate::ui::print(&format!("{text}\n"))
+}
+
+/// A secret's value, decrypted by Pulumi (`config get` always decrypts).
+fn decrypt(
+    settings: &Settings,
+    stack_files: &StackFiles,
+    files: &Files,
+    file: &Path,
+    target: &ConfigPath,
+) -> Result<String> {
+    let key = &target.to_string();
+    let workspace = &stack_files.workspace;
+    let shared = file == files.shared;
+    let dir = if shared {
+        first_project_dir(settings, stack_files)?
+    } else {
+        workspace.project_dir(&workspace.settings.secrets_project)
+    };
+    let step = pulumi(workspace, files).get_step(&dir, key, target.is_nested(), shared);
+    let finished = run_step(&step, &files.env, None)?;
+    if finished.code != Some(0) {
+        let reason = last_error(&finished.stderr).unwrap_or("pulumi config get failed");
+        return Err(Error::config(
+            Problem::new(reason.to_string()).subject(format!("`{key}`")),
+        ));
+    }
+    Ok(finished.stdout.trim_end_matches('\n').to_string())
+}
