@@ -445,3 +445,21 @@ path = "p"
         "{err}"
     );
 }
+
+#[test]
+fn a_value_of_the_wrong_kind_in_mara_toml_is_said_in_words() {
+    let ws = Workspace::new(&[("mara.toml", "# ours\nparallel = \"four\"\n")]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "k3d"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        stderr(&output).contains(
+            "mara.toml:2: `parallel`: invalid type: string \"four\", expected a whole number"
+        ),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -399,6 +399,48 @@ fn logs_follow_a_running_run_to_its_end() {
     assert_eq!(output.status.code(), Some(2));
 }
 
+#[test]
+fn logs_follow_ends_when_its_reader_does() {
+    use std::io::BufRead;
+    let ws = Ws::new();
+    // A run that goes on for a minute.
+    let mut run = ws.spawn(&["up", "--yes", "--only", "cluster"], 60_000);
+    ws.wait_until_running(&mut run);
+    let mut follow = Command::new(assert_cmd::cargo::cargo_bin("mara"))
+        .args(["logs", "--follow"])
+        .current_dir(ws.root())
+        .envs(ws.environment())
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // `| head -1`: one line read, then the pipe closed.
+    let mut first = String::new();
+    std::io::BufReader::new(follow.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(
+        first.starts_with("[infrastructure/local/cluster]"),
+        "{first}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let ended = loop {
+        if let Some(status) = follow.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = follow.kill();
+    let _ = run.kill();
+    let _ = run.wait();
+    let status = ended.expect("logs --follow went on after its reader was gone");
+    assert!(status.success(), "{status:?}");
+}
+
 /// A workspace of command projects: `a` requires `demo:a`; `b` (after `a`) succeeds only once the
 /// file `ok` exists at the root.
 fn commands_workspace() -> common::Workspace {

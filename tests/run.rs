@@ -677,12 +677,34 @@ fn preview_expect_no_changes_is_exit_4_when_something_changes() {
         .unwrap()
         .replace("mara-dev", "mara-renamed");
     std::fs::write(&config, text).unwrap();
+    let junit = d.root().join("junit.xml");
     let output = d
         .mara()
-        .args(["preview", "--expect-no-changes"])
+        .args([
+            "--output",
+            "json",
+            "preview",
+            "--expect-no-changes",
+            "--junit",
+        ])
+        .arg(&junit)
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(4));
+    // The JSON and the JUnit file say so too: the run went well, the expectation did not.
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(summary["exit_code"], 4, "{summary:#}");
+    assert_eq!(summary["status"], "succeeded");
+    assert!(
+        summary["unexpected_changes"].as_u64().unwrap() >= 1,
+        "{summary:#}"
+    );
+    let junit = std::fs::read_to_string(junit).unwrap();
+    assert!(
+        junit.contains("<failure message=\"would change, where no change was expected: ")
+            && !junit.contains("failures=\"0\""),
+        "{junit}"
+    );
     d.assert_every_argv_valid();
 }
 

@@ -963,10 +963,18 @@ fn config_catches_mistakes_and_removes_keys() {
     );
     // A key no provider declares, and like none, is a project's own business: no warning.
     let output = run(&["set", "app:colour", "blue"]);
-    assert!(output.status.success() && common::stderr(&output).is_empty(), "{}", common::stderr(&output));
+    assert!(
+        output.status.success() && common::stderr(&output).is_empty(),
+        "{}",
+        common::stderr(&output)
+    );
     // Setting a declared key, or one already there, says nothing either.
     let output = run(&["set", "local-cluster:node_cout", "6"]);
-    assert!(common::stderr(&output).is_empty(), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).is_empty(),
+        "{}",
+        common::stderr(&output)
+    );
 
     // A dotted key beside a structured value is a path written without --path.
     run(&["set", "--path", "app:labels.team", "platform"]);
@@ -1012,7 +1020,11 @@ fn config_catches_mistakes_and_removes_keys() {
         common::stdout(&output),
         "Removed `prometheus:adminpass` from kubernetes/secrets/Pulumi.dev.yaml.\n"
     );
-    assert!(!std::fs::read_to_string(case.root().join("kubernetes/secrets/Pulumi.dev.yaml")).unwrap().contains("prometheus:adminpass"));
+    assert!(
+        !std::fs::read_to_string(case.root().join("kubernetes/secrets/Pulumi.dev.yaml"))
+            .unwrap()
+            .contains("prometheus:adminpass")
+    );
     let output = run(&["rm", "prometheus:adminpass"]);
     assert_eq!(output.status.code(), Some(3));
     assert!(common::stderr(&output).contains("`prometheus:adminpass` is set neither in"));
@@ -1024,10 +1036,15 @@ fn config_catches_mistakes_and_removes_keys() {
         .assert()
         .success();
     let table = common::stdout(&run(&["list"]));
-    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("app:labels")).collect();
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("app:labels"))
+        .collect();
     assert_eq!(rows.len(), 1, "{table}");
     assert!(
-        rows[0].contains("[secret]") && rows[0].contains("config/pulumi/Pulumi.dev.yaml, kubernetes/secrets/Pulumi.dev.yaml"),
+        rows[0].contains("[secret]")
+            && rows[0]
+                .contains("config/pulumi/Pulumi.dev.yaml, kubernetes/secrets/Pulumi.dev.yaml"),
         "{table}"
     );
 }

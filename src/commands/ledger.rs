@@ -307,7 +307,7 @@ pub fn logs(
                 ui::print(&followed(settings, &lines))?;
             }
         }
-        if !running {
+        if !running || ui::stdout_closed() {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -382,7 +382,7 @@ fn server_logs(
             .map(|(_, path, line)| (path.as_str(), line.as_str()))
             .collect();
         ui::print(&followed(settings, &lines))?;
-        if !running {
+        if !running || ui::stdout_closed() {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(200));

@@ -72,6 +72,20 @@ pub fn stderr_is_terminal() -> bool {
     io::stderr().is_terminal()
 }
 
+/// Whether whoever read stdout is gone (`mara logs --follow | head -1`, once `head` has its
+/// line): a pipe whose reading end is closed says so before anything more is written to it, so a
+/// command that waits between writes can stop at once rather than at its next line.
+pub fn stdout_closed() -> bool {
+    let mut fd = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, and no wait.
+    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+    ready > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
 /// Writes `text` to stdout in one piece. A closed pipe (`mara … | head`) is not an error.
 pub fn print(text: &str) -> crate::error::Result<()> {
     let mut out = io::stdout().lock();

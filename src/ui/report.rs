@@ -47,6 +47,10 @@ pub struct RunSummary {
     /// `preview --expect-no-changes`: a change is what went wrong.
     #[serde(skip)]
     pub expect_no_changes: bool,
+    /// The code mara exits with for this run (docs/commands.md, "Exit codes"), when it is
+    /// known as the summary is shown: a drift check that found changes succeeded, and exits 4.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
 }
 
 impl RunSummary {
@@ -253,10 +257,23 @@ pub fn changes(changes: &[(String, Change)], style: Style) -> String {
 
 /// A JUnit XML report: one test case per project.
 pub fn junit(summary: &RunSummary) -> String {
-    let failures = summary.count(ProjectStatus::Failed);
+    // A drift check (`preview --expect-no-changes`) fails each project that would change.
+    let drifted = |p: &ProjectReport| {
+        summary.expect_no_changes
+            && p.status != ProjectStatus::Failed
+            && (p.status == ProjectStatus::Waiting
+                || p.changes.as_ref().is_some_and(crate::engine::has_changes))
+    };
+    let failures = summary.count(ProjectStatus::Failed)
+        + summary.projects.iter().filter(|p| drifted(p)).count();
     let skipped = summary.count(ProjectStatus::Skipped)
         + summary.count(ProjectStatus::Cancelled)
-        + summary.count(ProjectStatus::Waiting);
+        + summary.count(ProjectStatus::Waiting)
+        - summary
+            .projects
+            .iter()
+            .filter(|p| drifted(p) && p.status == ProjectStatus::Waiting)
+            .count();
     let seconds = summary.duration.as_secs_f64();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
@@ -287,6 +304,19 @@ pub fn junit(summary: &RunSummary) -> String {
             .clone()
             .unwrap_or_else(|| project.status.to_string());
         match project.status {
+            _ if drifted(project) => {
+                let changes = match &project.changes {
+                    Some(changes) => changes_summary(changes),
+                    None => reason.clone(),
+                };
+                let message = format!("would change, where no change was expected: {changes}");
+                let _ = writeln!(
+                    out,
+                    ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>",
+                    xml(&message),
+                    xml(&message)
+                );
+            }
             ProjectStatus::Failed => {
                 let _ = writeln!(
                     out,

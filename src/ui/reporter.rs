@@ -36,9 +36,19 @@ pub struct Options {
 /// A writer the reporter owns.
 pub type Output = Box<dyn Write + Send>;
 
+/// The live view: a line per running project above one that counts what is done.
+struct Live {
+    multi: MultiProgress,
+    bars: BTreeMap<usize, ProgressBar>,
+    /// "3 of 15 done", once the run says how many projects it has.
+    total: Option<ProgressBar>,
+}
+
 pub struct Reporter {
     options: Options,
-    live: Option<(MultiProgress, BTreeMap<usize, ProgressBar>)>,
+    live: Option<Live>,
+    /// Cancelled by `mara cancel`: an engine's "press ^C again" is not for anyone here.
+    cancel_requested: bool,
     held: BTreeMap<usize, Vec<String>>,
     /// Where the projects' lines go.
     out: Output,
@@ -48,15 +58,15 @@ pub struct Reporter {
 
 impl Reporter {
     pub fn new(options: Options, out: Output, notices: Output) -> Reporter {
-        let live = options.live.then(|| {
-            (
-                MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
-                BTreeMap::new(),
-            )
+        let live = options.live.then(|| Live {
+            multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
+            bars: BTreeMap::new(),
+            total: None,
         });
         Reporter {
             options,
             live,
+            cancel_requested: false,
             held: BTreeMap::new(),
             out,
             notices,
@@ -79,8 +89,24 @@ impl Reporter {
             let _ = writeln!(target, "{line}").and_then(|()| target.flush());
         };
         match &self.live {
-            Some((multi, _)) => multi.suspend(write),
+            Some(live) => live.multi.suspend(write),
             None => write(),
+        }
+    }
+
+    /// The line that counts what is done, below the projects' (on a terminal).
+    fn run_started(&mut self, projects: usize) {
+        let style = self.options.style;
+        if let Some(live) = &mut self.live {
+            let total = live.multi.add(ProgressBar::new(projects as u64));
+            let template = match style.enabled {
+                true => "{msg:.dim} {pos} of {len} done {elapsed:.dim}",
+                false => "{msg} {pos} of {len} done {elapsed}",
+            };
+            total.set_style(ProgressStyle::with_template(template).expect("a valid template"));
+            total.set_message(self.options.verb);
+            total.tick();
+            live.total = Some(total);
         }
     }
 
@@ -92,8 +118,12 @@ impl Reporter {
             order,
             ..
         } = self.options;
-        if let Some((multi, bars)) = &mut self.live {
-            let bar = multi.add(ProgressBar::new_spinner());
+        if let Some(Live { multi, bars, total }) = &mut self.live {
+            // Above the count, which stays the last line.
+            let bar = match total {
+                Some(total) => multi.insert_before(total, ProgressBar::new_spinner()),
+                None => multi.add(ProgressBar::new_spinner()),
+            };
             let template = if style.enabled {
                 "{spinner:.cyan} {msg} {elapsed:.dim}"
             } else {
@@ -114,10 +144,13 @@ impl Reporter {
     }
 
     fn finished(&mut self, index: usize, report: &crate::run::events::ProjectReport) {
-        if let Some((_, bars)) = &mut self.live
-            && let Some(bar) = bars.remove(&index)
-        {
-            bar.finish_and_clear();
+        if let Some(live) = &mut self.live {
+            if let Some(bar) = live.bars.remove(&index) {
+                bar.finish_and_clear();
+            }
+            if let Some(total) = &live.total {
+                total.inc(1);
+            }
         }
         for line in self.held.remove(&index).unwrap_or_default() {
             self.write(&line, false);
@@ -139,13 +172,16 @@ impl Reporter {
         }
     }
 
-    /// Clears the live lines.
+    /// Clears the live lines, for good: what follows is written as plain lines.
     fn clear(&mut self) {
-        if let Some((multi, bars)) = &mut self.live {
-            for (_, bar) in std::mem::take(bars) {
+        if let Some(live) = &mut self.live {
+            for (_, bar) in std::mem::take(&mut live.bars) {
                 bar.finish_and_clear();
             }
-            let _ = multi.clear();
+            if let Some(total) = live.total.take() {
+                total.finish_and_clear();
+            }
+            let _ = live.multi.clear();
         }
     }
 }
@@ -153,12 +189,15 @@ impl Reporter {
 impl Sink for Reporter {
     fn handle(&mut self, event: &Event) {
         match event {
-            Event::RunStarted { .. } => {}
+            Event::RunStarted { projects, .. } => self.run_started(*projects),
             Event::ProjectStarted { index, path } => self.started(*index, path),
             Event::Line {
                 index, path, text, ..
             } => {
-                if self.options.quiet {
+                // Pulumi's answer to the SIGINT a `mara cancel` sent tells a person to press
+                // Ctrl-C again, which nobody here can, and mara never needs.
+                if self.options.quiet || (self.cancel_requested && text.starts_with("^C received"))
+                {
                     return;
                 }
                 let line = format!("{} {text}", self.prefix(path));
@@ -178,6 +217,10 @@ impl Sink for Reporter {
                         "cancelled by `mara cancel`: the running projects are cancelling"
                     }
                 };
+                // The live lines go first: the notice is not drawn among them, and what
+                // follows — the projects winding down — comes as plain lines.
+                self.clear();
+                self.cancel_requested |= *cause == Cause::CancelRequest;
                 let line = self.options.style.yellow(message);
                 self.write(&line, true);
             }
@@ -296,8 +339,8 @@ mod tests {
             verb: "up",
         };
         let mut reporter = Reporter::new(options, Box::new(out.clone()), Box::new(notices.clone()));
-        if let Some((multi, _)) = &reporter.live {
-            multi.set_draw_target(ProgressDrawTarget::hidden());
+        if let Some(live) = &reporter.live {
+            live.multi.set_draw_target(ProgressDrawTarget::hidden());
         }
         for event in events() {
             reporter.handle(&event);
@@ -356,5 +399,110 @@ mod tests {
         let (out, notices) = shown(false, LogOrder::Stream, true);
         assert_eq!(out, "[infra/vpc] failed in 1.2s: failed: quota exceeded\n");
         assert!(!notices.is_empty(), "an interruption is always said");
+    }
+
+    /// A terminal that keeps what is drawn on it.
+    #[derive(Debug, Clone, Default)]
+    struct Screen(Arc<Mutex<String>>);
+
+    impl indicatif::TermLike for Screen {
+        fn width(&self) -> u16 {
+            80
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.write_str(&format!("{s}\n"))
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.0.lock().unwrap().push_str(s);
+            Ok(())
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_live_view_counts_what_is_done_and_goes_at_an_interruption() {
+        let options = Options {
+            live: true,
+            order: LogOrder::Stream,
+            style: Style::default(),
+            quiet: false,
+            verb: "up",
+        };
+        let (out, notices) = (Captured::default(), Captured::default());
+        let mut reporter = Reporter::new(options, Box::new(out), Box::new(notices));
+        let screen = Screen::default();
+        let live = reporter.live.as_ref().unwrap();
+        live.multi
+            .set_draw_target(ProgressDrawTarget::term_like(Box::new(screen.clone())));
+        let mut events = events().into_iter();
+        let mut drawn_when = |reporter: &mut Reporter, n: usize| {
+            for event in events.by_ref().take(n) {
+                reporter.handle(&event);
+            }
+            let live = reporter.live.as_ref().unwrap();
+            if let Some(total) = &live.total {
+                total.tick();
+            }
+            screen.0.lock().unwrap().clone()
+        };
+        // Started, both projects running: none done yet.
+        assert!(drawn_when(&mut reporter, 3).contains("up 0 of 2 done"));
+        // The first ends.
+        assert!(drawn_when(&mut reporter, 4).contains("up 1 of 2 done"));
+        // Interrupted: no live line is left to draw among the notice and what follows.
+        drawn_when(&mut reporter, 1);
+        let live = reporter.live.as_ref().unwrap();
+        assert!(live.bars.is_empty() && live.total.is_none());
+    }
+
+    #[test]
+    fn an_engine_s_press_ctrl_c_again_is_not_shown_after_mara_cancel() {
+        let pulumi =
+            "^C received; cancelling. If you would like to terminate immediately, press ^C again.";
+        let run = |cause: Cause| {
+            let out = Captured::default();
+            let options = Options {
+                live: false,
+                order: LogOrder::Stream,
+                style: Style::default(),
+                quiet: false,
+                verb: "up",
+            };
+            let mut reporter = Reporter::new(
+                options,
+                Box::new(out.clone()),
+                Box::new(Captured::default()),
+            );
+            reporter.handle(&Event::Interrupting {
+                level: InterruptLevel::Graceful,
+                cause,
+            });
+            reporter.handle(&Event::Line {
+                index: 0,
+                path: "infra/vpc".into(),
+                stream: Stream::Stdout,
+                text: pulumi.into(),
+            });
+            out.text()
+        };
+        assert_eq!(run(Cause::CancelRequest), "");
+        assert_eq!(run(Cause::Signal), format!("[infra/vpc] {pulumi}\n"));
     }
 }

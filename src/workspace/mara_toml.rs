@@ -205,13 +205,38 @@ fn relative_path_problem(value: &str) -> Option<String> {
     }
 }
 
+/// A parser's message in words a person reads: the Rust types it names (`expected i64`) as what
+/// they hold.
+fn plain_types(message: &str) -> String {
+    let mut text = message.to_string();
+    for (rust, plain) in [
+        ("expected i64", "expected a whole number"),
+        ("expected u64", "expected a whole number"),
+        ("expected u32", "expected a whole number"),
+        ("expected u16", "expected a whole number"),
+        ("expected usize", "expected a whole number"),
+        ("expected i32", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected a boolean", "expected true or false"),
+        ("expected a sequence", "expected a list"),
+        ("expected a map", "expected a table"),
+    ] {
+        if let Some(at) = text.find(rust)
+            && !text[at + rust.len()..].starts_with(|c: char| c.is_alphanumeric())
+        {
+            text.replace_range(at..at + rust.len(), plain);
+        }
+    }
+    text
+}
+
 /// A TOML syntax or schema error as a `Problem` at its line.
 pub fn toml_problem(path: &Path, text: &str, error: &toml::de::Error) -> Problem {
     let location = match error.span() {
         Some(span) => Location::at_offset(path, text, span.start),
         None => Location::file(path),
     };
-    let message = error.message().trim_end().replace('\n', "; ");
+    let message = plain_types(&error.message().trim_end().replace('\n', "; "));
     let problem = Problem::new(message).at(location);
     // A value of the wrong kind: the key it is the value of, from its line.
     let key = error.span().and_then(|span| {
@@ -248,6 +273,19 @@ fn leads_outside(settings_file: &Path, key: &str, dir: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_parser_s_rust_types_are_said_in_words() {
+        assert_eq!(
+            plain_types("invalid type: string \"four\", expected i64"),
+            "invalid type: string \"four\", expected a whole number"
+        );
+        assert_eq!(
+            plain_types("invalid type: integer `3`, expected a boolean"),
+            "invalid type: integer `3`, expected true or false"
+        );
+        assert_eq!(plain_types("expected i64x"), "expected i64x");
+    }
 
     #[test]
     fn every_key_is_optional() {

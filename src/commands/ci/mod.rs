@@ -184,30 +184,24 @@ fn close(
     if closed {
         eprintln!("Run {run_id} was closed already ({}).", record.status);
     }
-    let summary = summary_of(&record, &deployment.graph);
-    run::summarize(settings, &shown, &summary)?;
-    match record.status {
+    let mut summary = summary_of(&record, &deployment.graph);
+    let count = |status| summary.count(status);
+    let result = match record.status {
         RunStatus::Succeeded => Ok(()),
         RunStatus::Cancelled => Err(Error::Interrupted),
-        _ => {
-            let count = |status| {
-                summary
-                    .projects
-                    .iter()
-                    .filter(|p| p.status == status)
-                    .count()
-            };
-            match count(ProjectStatus::Failed) {
-                0 => Err(Error::NotRun {
-                    count: count(ProjectStatus::Skipped)
-                        + count(ProjectStatus::Cancelled)
-                        + count(ProjectStatus::Abandoned)
-                        + count(ProjectStatus::Waiting),
-                }),
-                failed => Err(Error::ProjectsFailed { failed }),
-            }
-        }
-    }
+        _ => match count(ProjectStatus::Failed) {
+            0 => Err(Error::NotRun {
+                count: count(ProjectStatus::Skipped)
+                    + count(ProjectStatus::Cancelled)
+                    + count(ProjectStatus::Abandoned)
+                    + count(ProjectStatus::Waiting),
+            }),
+            failed => Err(Error::ProjectsFailed { failed }),
+        },
+    };
+    summary.exit_code = Some(result.as_ref().map_or_else(Error::exit_code, |()| 0));
+    run::summarize(settings, &shown, &summary)?;
+    result
 }
 
 /// The run's projects no job recorded (still waiting), in the run's order, with why: the run
@@ -326,5 +320,6 @@ fn summary_of(record: &RunRecord, graph: &crate::graph::ExecutionGraph) -> RunSu
             .unwrap_or_default(),
         logs: None,
         expect_no_changes: false,
+        exit_code: None,
     }
 }

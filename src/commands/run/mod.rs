@@ -79,6 +79,16 @@ struct Loaded<'d> {
     fingerprints: BTreeMap<usize, String>,
 }
 
+/// A run that lost its lease says so, whatever its projects did (an interruption stays one).
+fn lease_kept(interrupt: &Interrupt, result: Result<()>) -> Result<()> {
+    match (interrupt.draining(), result) {
+        (Some(reason), result) if !matches!(result, Err(Error::Interrupted)) => {
+            Err(Error::LeaseLost(reason))
+        }
+        (_, result) => result,
+    }
+}
+
 /// What the run finds of the stack before it is planned (`Invocation::survey`).
 struct Survey {
     /// The backend the ledger keys the known stacks by (`stacks::backend_of`).
@@ -177,13 +187,7 @@ impl<'a> Invocation<'a> {
         };
         let mut ran = false;
         let result = self.go(&planner, prepared, recorder.as_mut(), &mut ran);
-        // A run that lost its lease says so, whatever its projects did.
-        let result = match (interrupt.draining(), result) {
-            (Some(reason), result) if !matches!(result, Err(Error::Interrupted)) => {
-                Err(Error::LeaseLost(reason))
-            }
-            (_, result) => result,
-        };
+        let result = lease_kept(interrupt, result);
         self.close(recorder, &result, ran, &planner);
         result
     }
@@ -234,24 +238,30 @@ impl<'a> Invocation<'a> {
 
         // Report.
         let took = clock_start.elapsed();
-        let summary = summary::of(run, planner, reports, prepared.started, took, interrupt);
+        let mut summary = summary::of(run, planner, reports, prepared.started, took, interrupt);
+        // What the run ends with, decided first so that the summary says it (`exit_code`).
+        let nothing = stacks::none_has_it(&summary.projects, stack.name.as_str());
+        let destroyed = match (nothing, run.operation) {
+            (true, Operation::Destroy) => {
+                stacks::destroyed_by(prepared.ledger.existing()?, stack.name.as_str())?
+            }
+            _ => None,
+        };
+        let result = match (nothing, &destroyed) {
+            (true, Some(_)) => Ok(()),
+            (true, None) => Err(stacks::no_such_stack(stack, &Default::default())),
+            (false, _) => lease_kept(interrupt, outcome(run, &summary)),
+        };
+        summary.exit_code = Some(result.as_ref().map_or_else(Error::exit_code, |()| 0));
         summarize(self.settings, run, &summary)?;
         warn_killed(self.settings, &summary);
-        if stacks::none_has_it(&summary.projects, stack.name.as_str()) {
+        if nothing {
             *ran = false;
-            let destroyed = match run.operation {
-                Operation::Destroy => {
-                    stacks::destroyed_by(prepared.ledger.existing()?, stack.name.as_str())?
-                }
-                _ => None,
-            };
-            return match destroyed {
-                Some(by) => crate::ui::print(&stacks::already_destroyed(stack.name.as_str(), &by)),
-                None => Err(stacks::no_such_stack(stack, &Default::default())),
-            };
+            if let Some(by) = destroyed {
+                crate::ui::print(&stacks::already_destroyed(stack.name.as_str(), &by))?;
+            }
         }
-        let result = outcome(run, &summary);
-        if result.is_ok() && run.operation == Operation::Up {
+        if result.is_ok() && run.operation == Operation::Up && !nothing {
             record::infra_type(self.settings, planner, &ready.config);
         }
         result

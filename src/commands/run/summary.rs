@@ -43,6 +43,7 @@ pub(super) fn of(
         logs: logs.is_dir().then(|| workspace.display(&logs).into_owned()),
         projects: reports,
         expect_no_changes: run.expect_no_changes,
+        exit_code: None,
     }
 }
 
