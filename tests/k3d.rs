@@ -64,16 +64,14 @@ MARA_SECRET_SIRIUS_DEMO_LOGIN_PWD=demo-test
         );
         write(
             "config/pulumi/Pulumi.dev.yaml",
-            &format!(
-                "config:
+            // As a first run writes it: the kubeconfig relative to the workspace.
+            "config:
   kubernetes:infra_type: k3d
-  kubernetes:kubeconfig: {}
+  kubernetes:kubeconfig: .mara/kube/dev.yaml
   kubernetes:context: k3d-mara-dev
   kubernetes:cluster_name: k3d-mara-dev
   kic-helm:fqdn: mara.localhost
 ",
-                root.join(".mara/kube/dev.yaml").display()
-            ),
         );
         write("home/.kube/config", USER_KUBECONFIG);
         let local = Local { dir, bin };
@@ -107,6 +105,7 @@ MARA_SECRET_SIRIUS_DEMO_LOGIN_PWD=demo-test
         let mut cmd = common::mara(self.root());
         cmd.env("PATH", common::path_with(self.bin.path()))
             .env("HOME", self.root().join("home"))
+            .env("PULUMI_STAND_IN_LOG", self.root().join("pulumi.log"))
             .env("K3D_STAND_IN_LOG", self.root().join("k3d.log"))
             .env("K3D_STAND_IN_STATE", self.root().join("k3d-clusters"))
             .env("DOCKER_STAND_IN_IMAGES", self.root().join("docker-images"))
@@ -197,6 +196,28 @@ fn the_k3d_cluster_comes_first_and_its_kubeconfig_reaches_the_kubernetes_stage()
         user.contains("name: work") && user.contains("name: mara-dev"),
         "{user}"
     );
+
+    // The shared file names the kubeconfig relative to the workspace, the same on every machine;
+    // the engines, which run in each project's directory, get a copy with it made absolute.
+    let shared =
+        std::fs::read_to_string(local.root().join("config/pulumi/Pulumi.dev.yaml")).unwrap();
+    assert!(
+        shared.contains("kubernetes:kubeconfig: .mara/kube/dev.yaml\n"),
+        "{shared}"
+    );
+    let copy = local.root().join(".mara/config/Pulumi.dev.yaml");
+    let given = std::fs::read_to_string(&copy).unwrap();
+    let absolute = local.root().join(".mara/kube/dev.yaml");
+    assert!(
+        given.contains(&format!("kubernetes:kubeconfig: {}\n", absolute.display())),
+        "{given}"
+    );
+    let calls = std::fs::read_to_string(local.root().join("pulumi.log")).unwrap();
+    let up = calls
+        .lines()
+        .find(|l| l.contains("\"up\"") && l.contains("kubernetes/logstore"))
+        .expect(&calls);
+    assert!(up.contains(&copy.display().to_string()), "{up}");
 
     // Again: the cluster exists, so it is not created twice.
     let output = local.mara().args(["up", "--yes"]).output().unwrap();
@@ -523,6 +544,50 @@ fn the_cluster_commands_need_a_k3d_stack_and_k3d_answering() {
     let stderr = common::stderr(&output);
     insta::assert_snapshot!(stderr, @"error: `k3d cluster list -o json` failed (exit code 1): FATA[0000] runtime failed to list nodes: docker failed to get containers: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?");
     assert!(local.cluster_state().is_none());
+
+    // k3d missing gets the hint validate gives.
+    let output = local
+        .mara()
+        .env("PATH", "/nonexistent")
+        .args(["cluster", "start"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        common::stderr(&output).contains("hint: install k3d (https://k3d.io) and Docker"),
+        "{}",
+        common::stderr(&output)
+    );
+}
+
+#[test]
+fn cluster_start_checks_the_run_before_it_says_it_creates_the_cluster() {
+    let local = Local::new();
+    // The stack's first run, without a terminal to ask its questions on: nothing can be created.
+    let config = local.root().join("config/pulumi/Pulumi.dev.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::remove_file(&config).unwrap();
+    let output = local
+        .mara()
+        .args(["cluster", "start", "-p", "k3d"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    assert!(
+        !common::stdout(&output).contains("creating it"),
+        "{}",
+        common::stdout(&output)
+    );
+    assert!(local.cluster_state().is_none());
+    // Once the run can go, it says what it does, then does it.
+    std::fs::write(&config, text).unwrap();
+    let output = local.mara().args(["cluster", "start"]).output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(
+        common::stdout(&output).contains("does not exist: creating it"),
+        "{}",
+        common::stdout(&output)
+    );
 }
 
 #[test]

@@ -288,19 +288,23 @@ pub fn start(settings: &Settings) -> Result<()> {
 /// merged), after saying why (`doing`).
 fn up_cluster(settings: &Settings, local: &Local, doing: &str) -> Result<()> {
     let up = format!("up --only {CLUSTER_PROJECT}");
-    if settings.output == OutputFormat::Human {
-        ui::print(&format!(
+    // Said once the run's checks pass, so that what cannot be done is not said to be under way.
+    let announce = (settings.output == OutputFormat::Human).then(|| {
+        format!(
             "Cluster {} of stack {} {doing} ({}).\n",
             local.name,
             local.target.stack.name,
             local.target.again(&up)
-        ))?;
-    }
+        )
+    });
     let only = Selection {
         only: vec![CLUSTER_PROJECT.to_string()],
         ..Selection::default()
     };
-    started(settings, local, Operation::Up, only, true)
+    let workspace = local.target.workspace.clone();
+    let mut run = RunSettings::started(Operation::Up, only, true, settings, &workspace.settings);
+    run.announce = announce;
+    run::start(settings, workspace, &run)
 }
 
 /// A run of the stack the cluster commands start, as `mara up` or `destroy` with `--yes` as given
@@ -906,8 +910,10 @@ fn command(
     env: &BTreeMap<String, String>,
     cwd: &Path,
 ) -> Result<std::process::Command> {
-    let path = crate::run::process::resolve_program(program, env, cwd)
-        .map_err(|error| Error::config(Problem::new(error.to_string())))?;
+    let path = crate::run::process::resolve_program(program, env, cwd).map_err(|error| {
+        let hint = crate::deployment::checks::install_hint(program);
+        Error::config(Problem::new(error.to_string()).maybe_hint(hint))
+    })?;
     let mut command = std::process::Command::new(path);
     command.args(args).current_dir(cwd).env_clear().envs(env);
     Ok(command)

@@ -109,9 +109,22 @@ pub fn pulumi(
 }
 
 impl Planner<'_> {
-    /// The Pulumi CLI of this run, on the shared configuration `config`.
+    /// The Pulumi CLI of this run, on the shared configuration `config` (as the engines get it:
+    /// `StackConfigFile::for_engines`).
     pub fn pulumi(&self, config: &StackConfigFile) -> Pulumi {
-        pulumi(self.deployment, self.stack, config, self.color)
+        pulumi(
+            self.deployment,
+            self.stack,
+            &self.for_engines(config),
+            self.color,
+        )
+    }
+
+    /// The shared configuration as the engines get it.
+    fn for_engines(&self, config: &StackConfigFile) -> StackConfigFile {
+        let workspace = &self.deployment.files.workspace;
+        (config.for_engines(&workspace.root, &workspace.state_dir()))
+            .unwrap_or_else(|| config.clone())
     }
 
     /// The run's log directory, `<state_dir>/logs/<run><suffix>`.
@@ -127,6 +140,7 @@ impl Planner<'_> {
     /// its values), logging into `logs(suffix)`.
     pub fn plan(&self, operation: Operation, config: &StackConfigFile, suffix: &str) -> RunPlan {
         let workspace = &self.deployment.files.workspace;
+        let config = &self.for_engines(config);
         let engines = Engines {
             default: workspace.settings.engine,
             pulumi: self.pulumi(config),

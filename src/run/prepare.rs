@@ -75,7 +75,10 @@ impl Stack<'_> {
         let answers = match prompter {
             _ if needs.is_empty() => Answers::default(),
             Some(prompter) => {
-                let kubeconfig = files.workspace.kubeconfig_file(&self.stack.name);
+                // Relative to the workspace, so that the shared file says the same on every
+                // machine (the engines get it made absolute: `StackConfigFile::for_engines`).
+                let written = files.workspace.kubeconfig_file(&self.stack.name);
+                let kubeconfig = files.workspace.display(&written);
                 configure::ask(
                     &needs,
                     env,
@@ -200,6 +203,20 @@ pub fn record_infra_type(config: &StackConfigFile, infra_type: &str) -> Result<b
     let path = config.path();
     crate::files::rewrite(path, &text).map_err(|e| Error::write(path, e))?;
     Ok(true)
+}
+
+/// Writes the copy of the shared configuration the engines get when it holds a path relative to
+/// the workspace (`StackConfigFile::for_engines`), with the path made absolute; atomically, and
+/// only readable by this user, as the configuration may hold secrets (encrypted).
+pub fn write_for_engines(
+    config: &StackConfigFile,
+    workspace: &crate::workspace::Workspace,
+) -> Result<()> {
+    let Some(copy) = config.for_engines(&workspace.root, &workspace.state_dir()) else {
+        return Ok(());
+    };
+    let path = copy.path();
+    crate::files::write_atomic(path, copy.text(), 0o600).map_err(|e| Error::write(path, e))
 }
 
 /// The environment every engine and hook process of a run gets, made once per run: the run's

@@ -103,6 +103,9 @@ pub struct RunSettings {
     /// `mara ci open`: check everything, record the run under this id with its lock (held for
     /// `lease` between the jobs), and run nothing.
     pub open: Option<OpenRun>,
+    /// What another command that starts the run says of it, once everything is checked and
+    /// before anything runs ("Cluster mara-dev … does not exist: creating it").
+    pub announce: Option<String>,
 }
 
 /// The options only some run commands have (each command's own), false where it has none.
@@ -284,6 +287,7 @@ impl RunSettings {
             diff: false,
             join: None,
             open: None,
+            announce: None,
         }
     }
 }

@@ -13,6 +13,9 @@ use crate::workspace::{yaml, yaml_edit};
 /// The key that records which provider built the stack.
 pub const INFRA_TYPE_KEY: &str = "kubernetes:infra_type";
 
+/// The key that names the kubeconfig file of a stack's cluster.
+pub const KUBECONFIG_KEY: &str = "kubernetes:kubeconfig";
+
 /// A stack configuration file's state: a missing or empty file means the stack's first run.
 #[derive(Debug, Clone)]
 pub enum StackConfigFile {
@@ -124,6 +127,25 @@ impl StackConfigFile {
 }
 
 impl StackConfigFile {
+    /// The configuration the engines get. It is this file, unless `kubernetes:kubeconfig` holds a
+    /// path relative to the workspace (`root`), as a stack's first run writes it so that the file
+    /// says the same on every machine: engines run in each project's directory, where such a path
+    /// leads elsewhere, so they get a copy (under `state_dir`) with the path made absolute.
+    pub fn for_engines(&self, root: &Path, state_dir: &Path) -> Option<StackConfigFile> {
+        let config = self.config()?;
+        let path = ConfigPath::literal(KUBECONFIG_KEY);
+        let Found::Value(Value::String(file)) = config.find(&path) else {
+            return None;
+        };
+        if file.is_empty() || file.starts_with('~') || Path::new(file).is_absolute() {
+            return None;
+        }
+        let absolute = Value::String(root.join(file).display().to_string());
+        let text = self.with_value(&path, &absolute).ok()?;
+        let name = self.path().file_name()?;
+        StackConfigFile::from_text(&state_dir.join("config").join(name), text).ok()
+    }
+
     /// The file's text without the entry at `path` and nothing else changed: certain, as for
     /// `with_value`, when the whole document reads back as before but for the entry, and every
     /// comment but those of the lines taken out is still there.
@@ -360,6 +382,36 @@ pub fn location_of_key(path: &Path, text: &str, key: &str) -> Location {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engines_get_a_workspace_relative_kubeconfig_made_absolute() {
+        let file = |text: &str| {
+            StackConfigFile::from_text(Path::new("/w/config/pulumi/Pulumi.dev.yaml"), text.into())
+                .unwrap()
+        };
+        let relative =
+            file("config:\n  kubernetes:kubeconfig: .mara/kube/dev.yaml # ours\n  a:b: 1\n");
+        let copy = relative
+            .for_engines(Path::new("/w"), Path::new("/w/.mara"))
+            .unwrap();
+        assert_eq!(copy.path(), Path::new("/w/.mara/config/Pulumi.dev.yaml"));
+        assert_eq!(
+            copy.text(),
+            "config:\n  kubernetes:kubeconfig: /w/.mara/kube/dev.yaml # ours\n  a:b: 1\n"
+        );
+        for text in [
+            "config:\n  kubernetes:kubeconfig: /home/me/.kube/config\n",
+            "config:\n  kubernetes:kubeconfig: ~/.kube/config\n",
+            "config:\n  a:b: 1\n",
+        ] {
+            assert!(
+                file(text)
+                    .for_engines(Path::new("/w"), Path::new("/w/.mara"))
+                    .is_none(),
+                "{text}"
+            );
+        }
+    }
 
     #[test]
     fn recording_the_provider_is_no_change_to_a_fingerprint() {

@@ -143,6 +143,9 @@ impl<'a> Invocation<'a> {
             return Ok(());
         }
         self.check(deployment, &loaded, &mut ledger)?;
+        if let Some(text) = &run.announce {
+            crate::ui::print(text)?;
+        }
         interrupt.checkpoint()?;
         let env = prepare::engine_env(&loaded.with_secrets, ledger.place());
         let Some(found) = self.survey(deployment, &loaded, &mut ledger, &env)? else {

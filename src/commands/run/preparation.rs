@@ -50,8 +50,10 @@ impl Invocation<'_> {
             created: Vec::new(),
         };
         let mut env = prepared.env.clone();
+        // The engines' copy of the configuration as it now is (a first run has just written it).
+        prepare::write_for_engines(&config, workspace)?;
         let mut known = prepare::stored_secrets(
-            &pulumi,
+            &planner.pulumi(&config),
             self.runner.interrupt(),
             &env,
             &preparing.secrets_dir(),

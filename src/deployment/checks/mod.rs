@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 pub use projects::{local_cluster, one_kubeconfig, preflight, projects, terraform_backend};
-pub use tools::tools;
+pub use tools::{install_hint, tools};
 
 use crate::configure::{self, Needs};
 use crate::error::{Error, Location, Problem, Result, plural};
@@ -296,7 +296,8 @@ pub fn configuration(
     let file = workspace.display(config.path()).display().to_string();
     let required = required(plan);
     let Some(values) = config.config() else {
-        let kubeconfig = workspace.kubeconfig_file(stack).display().to_string();
+        let written = workspace.kubeconfig_file(stack);
+        let kubeconfig = workspace.display(&written).display().to_string();
         let asking = Asking {
             stack,
             kubeconfig: &kubeconfig,

@@ -96,7 +96,9 @@ pub fn tools(
     }
 }
 
-fn install_hint(program: &str) -> Option<String> {
+/// How to get a program mara runs, when it is not on PATH: said by `validate` and by the
+/// commands that run it.
+pub fn install_hint(program: &str) -> Option<String> {
     let hint = match program {
         "pulumi" => {
             "install the Pulumi CLI (https://www.pulumi.com/docs/iac/download-install/), or set `binary` under [pulumi] in mara.toml"
