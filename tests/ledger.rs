@@ -538,7 +538,7 @@ fn a_read_only_ledger_is_read_without_leaving_files_and_refused_for_a_run() {
     let mara = assert_cmd::cargo::cargo_bin("mara");
     let dirs = [ws.root(), ws.bin.path()];
     let Some(_) = as_unprivileged(&mara, &dirs) else {
-        eprintln!("skipped: cannot run as another user here");
+        common::tools::skip("cannot run as another user here");
         return;
     };
     let run = |args: &[&str]| {

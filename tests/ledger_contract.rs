@@ -4,8 +4,8 @@
 //! backends cannot drift apart. What differs by design — a server's locks are leases, a file's
 //! are held by live processes — is said where a test meets it.
 //!
-//! Without PostgreSQL a test runs the SQLite half and says the other was skipped; under CI (which
-//! `.ci/run` sets up) PostgreSQL's absence is a failure.
+//! Without PostgreSQL a test runs the SQLite half and says the other was skipped (and counted);
+//! under `.ci/test`, which installs it, its absence is a failure.
 
 mod common;
 

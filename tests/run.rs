@@ -576,7 +576,7 @@ fn merging_into_an_existing_kubeconfig_keeps_its_contexts() {
         merged.contains("keep-me") && merged.contains("mara-dev"),
         "{merged}"
     );
-    if let Ok(kubectl) = which::which("kubectl") {
+    if let Some(kubectl) = common::tools::tool("kubectl", "it reads the merged kubeconfig") {
         let contexts = StdCommand::new(&kubectl)
             .args(["config", "get-contexts", "-o", "name", "--kubeconfig"])
             .arg(&kube)

@@ -258,8 +258,7 @@ fn a_held_state_lock_is_reported_as_such() {
     if common::terraform().is_none() {
         return;
     }
-    let Ok(python) = which::which("python3") else {
-        eprintln!("skipped: python3 holds the lock here, and it is not on PATH");
+    let Some(python) = common::tools::tool("python3", "it holds the lock here") else {
         return;
     };
     let m = Modules::new("terraform-local");

