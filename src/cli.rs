@@ -243,7 +243,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// How many projects run at once [default: `parallel` in mara.toml, else 4]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, value_name = "N", value_parser = parallel)]
     pub parallel: Option<u16>,
 
     /// After a failure, go on with every project that does not depend on it
@@ -456,6 +456,10 @@ pub enum CiCommand {
         /// How long the lock lasts between jobs without one renewing it, in seconds
         #[arg(long, value_name = "SECONDS", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(60..=86400))]
         lease: u64,
+        /// (`--operation destroy`) destroy the selection even though deployed projects outside
+        /// it depend on it
+        #[arg(long, conflicts_with = "with_dependents")]
+        orphan_dependents: bool,
         #[command(flatten)]
         selection: SelectionArgs,
     },
@@ -595,4 +599,12 @@ pub struct SelectionArgs {
     /// Add every project that depends on the selection
     #[arg(long)]
     pub with_dependents: bool,
+}
+
+/// `--parallel N`: said as `parallel` in mara.toml is, a whole number from 1 to 65,535.
+fn parallel(text: &str) -> Result<u16, String> {
+    match text.trim().parse::<u64>() {
+        Ok(n) if n >= 1 && n <= u64::from(u16::MAX) => Ok(n as u16),
+        _ => Err(format!("must be a whole number from 1 to {}", u16::MAX)),
+    }
 }

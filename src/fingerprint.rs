@@ -17,21 +17,25 @@ use crate::provider::Project;
 /// Why a project runs, or is skipped, under `--changed`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    /// No successful `up` of it is recorded.
+    /// It is not deployed: no successful `up` of it is recorded, or it was destroyed since.
     NeverDeployed,
     /// Its files, the configuration, the environment file or its provider entry changed.
     InputsChanged,
     /// Only something it depends on changed.
     DependencyChanged,
+    /// Unchanged itself, but a project it depends on is deployed anew (it was destroyed alone,
+    /// `--orphan-dependents`): what it made stands on what is gone.
+    DependencyRedeployed,
     Unchanged,
 }
 
 impl Change {
     pub fn reason(&self) -> &'static str {
         match self {
-            Change::NeverDeployed => "never deployed",
+            Change::NeverDeployed => "not deployed (never, or destroyed since)",
             Change::InputsChanged => "its inputs changed since its last successful up",
             Change::DependencyChanged => "a project it depends on changed",
+            Change::DependencyRedeployed => "a project it depends on is deployed anew",
             Change::Unchanged => "unchanged since its last successful up",
         }
     }

@@ -678,3 +678,43 @@ fn terraform_s_local_state_is_refused_at_open() {
         common::stderr(&output)
     );
 }
+
+#[test]
+fn a_fanned_out_destroy_is_refused_when_it_would_leave_orphans_unless_asked() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("orphans");
+    let copy = Deployment::of("mara-local");
+    let state = tempfile::tempdir().unwrap();
+    shared_state(&copy, state.path());
+    let run = |args: &[&str]| mara(&copy, Some(&url), args);
+    let (code, _, err) = run(&["up", "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    let open = [
+        "ci",
+        "open",
+        "--run",
+        "d1",
+        "--operation",
+        "destroy",
+        "--only",
+        "cluster",
+    ];
+    let (code, _, err) = run(&open);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("would leave 12 deployed projects"), "{err}");
+    let (code, out, err) = run(&[&open[..], &["--orphan-dependents"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("Opened run d1: 1 project of stack dev"),
+        "{out}"
+    );
+    // Only a destroy can leave orphans.
+    let (code, _, err) = run(&["ci", "open", "--run", "u1", "--orphan-dependents"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--orphan-dependents is for a destroy"),
+        "{err}"
+    );
+}

@@ -113,6 +113,20 @@ fn a_second_run_on_the_same_stack_exits_5_naming_the_first() {
             && err.contains("mara up --yes --only cluster"),
         "{err}"
     );
+    // Its hints are typed as this invocation was: with its stack.
+    let output = ws
+        .mara()
+        .args(["-s", "dev", "up", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(5));
+    assert!(
+        common::stderr(&output).contains(
+            "wait for it, stop it with `mara -s dev cancel`, or clear a lock whose run is gone with `mara -s dev unlock --force`"
+        ),
+        "{}",
+        common::stderr(&output)
+    );
     // A preview takes no lock.
     ws.mara()
         .args(["preview", "--only", "cluster"])
@@ -180,6 +194,57 @@ fn a_killed_run_is_taken_over_and_recorded_abandoned() {
         .unwrap();
     assert_eq!(old["status"], "abandoned");
     assert_eq!(history[0]["status"], "succeeded");
+}
+
+#[test]
+fn unlock_checks_what_it_clears_before_it_clears_mara_s_lock() {
+    let ws = Ws::new();
+    let mut killed = ws.spawn(&["up", "--yes", "--only", "cluster"], 60_000);
+    let running = ws.wait_until_running(&mut killed);
+    common::wait_for_process(ws.root(), "/pulumi --non-interactive up ", &mut killed);
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(common::wait_for_no_process_in(ws.root()));
+    // The engines' locks cannot be cleared (the provider no longer loads): mara's lock stays.
+    let toml = ws.root().join("mara.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, "provider = \"nowhere\"\n").unwrap();
+    let output = ws
+        .mara()
+        .args(["unlock", "--force", "--engine"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains("nowhere"),
+        "{}",
+        common::stderr(&output)
+    );
+    assert!(!common::stdout(&output).contains("Cleared"));
+    let held = ws.mara().arg("unlock").output().unwrap();
+    assert!(
+        common::stderr(&held).contains(&format!(
+            "is locked by run {}",
+            running["run_id"].as_str().unwrap()
+        )),
+        "the lock was not cleared: {}",
+        common::stderr(&held)
+    );
+    // Once it loads, both are cleared.
+    std::fs::write(&toml, text).unwrap();
+    let output = ws
+        .mara()
+        .args(["unlock", "--force", "--engine"])
+        .output()
+        .unwrap();
+    let out = common::stdout(&output);
+    assert!(output.status.success(), "{out}{}", common::stderr(&output));
+    assert!(
+        out.contains("Cleared the lock of") && out.contains("[infrastructure/local/cluster]"),
+        "{out}"
+    );
+    let free = ws.mara().arg("unlock").output().unwrap();
+    assert!(common::stdout(&free).contains("is not locked by mara"));
 }
 
 #[test]
@@ -311,10 +376,40 @@ fn changed_runs_only_what_changed_and_its_dependents() {
         .unwrap();
     let out = common::stdout(&output);
     assert!(
-        out.contains("run  kubernetes/applications/sirius: never deployed"),
+        out.contains(
+            "run  kubernetes/applications/sirius: not deployed (never, or destroyed since)"
+        ),
         "{out}"
     );
     assert!(out.contains("skip kubernetes/certmgr: unchanged"), "{out}");
+
+    // A project destroyed alone, its dependents left standing (--orphan-dependents): deployed
+    // anew, what stands on it is too.
+    ws.mara()
+        .args([
+            "destroy",
+            "--yes",
+            "--only",
+            "certmgr",
+            "--orphan-dependents",
+        ])
+        .assert()
+        .success();
+    let output = ws
+        .mara()
+        .args(["up", "--yes", "--changed"])
+        .output()
+        .unwrap();
+    let out = common::stdout(&output);
+    assert!(output.status.success(), "{out}");
+    assert!(
+        out.contains("run  kubernetes/certmgr: not deployed")
+            && out.contains(
+                "run  kubernetes/observability: a project it depends on is deployed anew"
+            )
+            && out.contains("skip kubernetes/secrets: unchanged"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -694,6 +694,8 @@ fn preview_expect_no_changes_is_exit_4_when_something_changes() {
     // The JSON and the JUnit file say so too: the run went well, the expectation did not.
     let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(summary["exit_code"], 4, "{summary:#}");
+    let last = summary.as_object().unwrap().keys().next_back().unwrap();
+    assert_eq!(last, "exit_code", "the summary ends with it");
     assert_eq!(summary["status"], "succeeded");
     assert!(
         summary["unexpected_changes"].as_u64().unwrap() >= 1,
@@ -1324,17 +1326,21 @@ fn two_projects_writing_the_stacks_kubeconfig_are_refused_before_anything_runs()
         "{}",
         common::stdout(&output)
     );
-    let output = d
-        .mara()
-        .args(["up", "--yes", "-p", "two"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
-    assert!(
-        common::stderr(&output).contains(said),
-        "{}",
-        common::stderr(&output)
-    );
+    // An update, and a preview of one (a drift check), alike.
+    for args in [&["up", "--yes", "-p", "two"][..], &["preview", "-p", "two"]] {
+        let output = d.mara().args(args).output().unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(3),
+            "{args:?}: {}",
+            common::stderr(&output)
+        );
+        assert!(
+            common::stderr(&output).contains(said),
+            "{}",
+            common::stderr(&output)
+        );
+    }
     assert!(d.calls().is_empty(), "no engine ran");
     assert!(
         !d.root().join(".mara/kube").exists(),
@@ -1374,6 +1380,20 @@ fn a_destroy_that_would_leave_deployed_dependents_is_refused_unless_asked() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    // It is said with the run's other problems, in one go.
+    let output = d
+        .mara()
+        .args(["destroy", "--only", "cluster", "--yes"])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let said = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains("would leave 12 deployed projects")
+            && said.contains("pulumi: not found on PATH"),
+        "{said}"
+    );
 
     // A leaf has nothing standing on it.
     let output = d
@@ -1397,6 +1417,13 @@ fn a_destroy_that_would_leave_deployed_dependents_is_refused_unless_asked() {
         .unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));
     assert_eq!(destroys(), 2);
+    // The cluster is destroyed already: destroying it again leaves no one an orphan.
+    let output = d
+        .mara()
+        .args(["destroy", "--only", "cluster", "--yes"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
     // What is left depends on nothing deployed any more: the rest goes as a whole.
     let output = d
         .mara()
@@ -1454,6 +1481,32 @@ fn destroying_a_stack_mara_destroyed_already_is_done_and_a_typo_is_still_caught(
         "{}",
         common::stderr(&typo)
     );
+}
+
+#[test]
+fn a_destroy_that_finds_no_stack_while_projects_are_deployed_is_a_mistake() {
+    let d = Deployment::new();
+    let run = |args: &[&str]| d.mara().args(args).output().unwrap();
+    let output = run(&["up", "--yes"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    // A part destroyed: the last destroy succeeded, and the rest is still deployed.
+    let output = run(&["destroy", "--yes", "--only", "sirius"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    // The same stack looked for on another backend, where nothing is: not "destroyed already".
+    std::fs::create_dir(d.root().join("elsewhere")).unwrap();
+    let env_file = d.root().join("config/pulumi/environment");
+    let text = std::fs::read_to_string(&env_file).unwrap();
+    let moved = text.replace("file://.mara/pulumi-state", "file://elsewhere");
+    assert_ne!(moved, text, "the example's environment names its backend");
+    std::fs::write(&env_file, moved).unwrap();
+    let wrong = run(&["destroy", "--yes"]);
+    assert_eq!(wrong.status.code(), Some(3), "{}", common::stdout(&wrong));
+    assert!(
+        common::stderr(&wrong).contains("stack `dev` does not exist in any selected project"),
+        "{}",
+        common::stderr(&wrong)
+    );
+    assert!(!common::stdout(&wrong).contains("destroyed already"));
 }
 
 #[test]

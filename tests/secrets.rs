@@ -943,6 +943,20 @@ fn an_interactive_first_up_selects_each_stack_once() {
         "every project of the example: {selects:#?}"
     );
     assert!(selects.values().all(|&n| n == 1), "{selects:#?}");
+
+    // What the first run wrote (its answers, the environment file) is what it recorded: the
+    // next `--changed` finds nothing changed.
+    let output = case
+        .mara()
+        .args(["up", "--changed", "--yes"])
+        .output()
+        .unwrap();
+    let said = common::stdout(&output);
+    assert!(output.status.success(), "{said}{}", common::stderr(&output));
+    assert!(
+        said.contains("Nothing changed since the last successful up on stack dev"),
+        "{said}"
+    );
 }
 
 #[test]
@@ -1046,5 +1060,84 @@ fn config_catches_mistakes_and_removes_keys() {
             && rows[0]
                 .contains("config/pulumi/Pulumi.dev.yaml, kubernetes/secrets/Pulumi.dev.yaml"),
         "{table}"
+    );
+
+    // A key in both files: without Pulumi to take it out of the secrets project's, it is taken
+    // out of neither.
+    let shared = std::fs::read_to_string(&config).unwrap();
+    let output = case
+        .mara()
+        .args(["config", "rm", "app:labels"])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains("cannot run `pulumi config rm`"),
+        "{}",
+        common::stderr(&output)
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), shared);
+    let output = run(&["rm", "app:labels"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(
+        common::stdout(&output),
+        "Removed `app:labels` from kubernetes/secrets/Pulumi.dev.yaml.\n\
+         Removed `app:labels` from config/pulumi/Pulumi.dev.yaml.\n"
+    );
+    assert!(
+        !std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("app:labels")
+    );
+
+    // A plain value set in both files is listed with the shared file's value (what every project
+    // but the secrets one reads), and is no secret.
+    run(&["set", "app:both", "1"]);
+    let secrets_file = case.root().join("kubernetes/secrets/Pulumi.dev.yaml");
+    let text = std::fs::read_to_string(&secrets_file).unwrap();
+    assert!(text.contains("config: {}\n"), "{text}");
+    let text = text.replacen("config: {}\n", "config:\n  app:both: \"2\"\n", 1);
+    std::fs::write(&secrets_file, text).unwrap();
+    let listed = case
+        .mara()
+        .args(["--output", "json", "config", "list"])
+        .output()
+        .unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed["app:both"]["value"], "1", "{listed:#}");
+    assert_eq!(listed["app:both"]["secret"], false, "{listed:#}");
+    assert_eq!(listed["app:both"]["file"], "config/pulumi/Pulumi.dev.yaml");
+    assert_eq!(
+        listed["app:both"]["secrets_file"],
+        "kubernetes/secrets/Pulumi.dev.yaml"
+    );
+
+    // A value out of its bounds is set, with a warning naming the bound (the next key set may
+    // mend it); a declared secret is never set in plain text.
+    run(&["set", "-p", "aws", "eks:max_size", "2"]);
+    let output = run(&["set", "-p", "aws", "eks:desired_capacity", "50"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains(
+            "warning: `eks:desired_capacity` is 50, more than `eks:max_size` (2): `mara -p aws up` and `mara -p aws validate` refuse it"
+        ),
+        "{}",
+        common::stderr(&output)
+    );
+    let output = run(&["set", "-p", "aws", "eks:desired_capacity", "2"]);
+    assert_eq!(common::stderr(&output), "");
+    let output = run(&["set", "sirius:ledger_pwd", "plaintext"]);
+    assert_eq!(output.status.code(), Some(2), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains("is a secret: it is never stored in plain text")
+            && common::stderr(&output).contains("`mara config set --secret sirius:ledger_pwd`"),
+        "{}",
+        common::stderr(&output)
+    );
+    assert!(
+        !std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("plaintext")
     );
 }

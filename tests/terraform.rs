@@ -614,3 +614,28 @@ fn a_module_preview_says_which_outputs_change_and_who_reads_them() {
         "{text}"
     );
 }
+
+#[test]
+fn a_destroy_of_modules_destroyed_already_is_done_once_the_run_finds_none() {
+    // Terraform modules are not asked before the run: it finds out as it goes, and then knows
+    // the stack's last destroy was an earlier run, not itself.
+    if common::terraform().is_none() {
+        return;
+    }
+    let m = Modules::new("terraform-local");
+    for args in [&["up", "--yes"][..], &["destroy", "--yes"]] {
+        let (code, report) = m.run(args);
+        assert_eq!(code, 0, "{args:?}: {report:#}");
+    }
+    // The workspaces deleted by hand (`terraform workspace delete`): no module has the stack.
+    for module in ["network", "app"] {
+        std::fs::remove_dir_all(m.root().join(module).join("terraform.tfstate.d/dev")).unwrap();
+    }
+    let again = m.mara().args(["destroy", "--yes"]).output().unwrap();
+    assert!(again.status.success(), "{}", common::stderr(&again));
+    assert!(
+        common::stdout(&again).contains("Stack dev was destroyed already, by run "),
+        "{}",
+        common::stdout(&again)
+    );
+}

@@ -334,7 +334,7 @@ fn what_the_original_required_is_required_again() {
     assert_eq!(code, Some(3), "{out}");
     assert!(
         out.contains("provider do needs `digitalocean:token` (DigitalOcean API token) on every run: DIGITALOCEAN_TOKEN is not set, and it is not stored")
-            && out.contains("mara config set digitalocean:token --secret"),
+            && out.contains("`mara -p do config set --secret digitalocean:token`"),
         "{out}"
     );
     let (_, out) = validate(&[("DIGITALOCEAN_TOKEN", "dop_v1_x")]);

@@ -13,7 +13,6 @@ use serde_json::json;
 
 use super::run;
 use crate::cluster::{self, CLUSTER_PROJECT, Cluster, State};
-use crate::configure;
 use crate::deployment::StackFiles;
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result, plural};
@@ -39,9 +38,7 @@ struct Target {
 fn target(settings: &Settings) -> Result<Target> {
     let files = StackFiles::load(settings)?;
     let stack = files.required_stack()?.clone();
-    let mut env = files.environment(settings);
-    crate::ledger::keep_from_engines(&files.workspace, &mut env);
-    configure::strip_secret_variables(&mut env);
+    let env = crate::run::prepare::engine_env_in(&files.workspace, &files.environment(settings));
     Ok(Target {
         invocation: settings.clone(),
         workspace: files.workspace.clone(),
@@ -607,7 +604,7 @@ fn refuse_while_running(settings: &Settings, local: &Local, doing: &str) -> Resu
             Problem::new(format!(
                 "stack `{stack}` is locked by {holder}: {doing} its cluster would pull it from under that run"
             ))
-            .hint("wait for the run to end, or stop it with `mara cancel`"),
+            .hint(format!("wait for the run to end, or stop it with `{}`", settings.again("cancel"))),
         )));
     }
     Ok(())

@@ -234,7 +234,8 @@ pub fn logs(
     let record = match &run {
         Some(id) => ledger.run(id)?.ok_or_else(|| {
             Error::usage(
-                Problem::new(format!("no run `{id}`")).hint("`mara history` lists the runs"),
+                Problem::new(format!("no run `{id}`"))
+                    .hint(format!("`{}` lists the runs", settings.again("history"))),
             )
         })?,
         None => {
@@ -464,6 +465,7 @@ pub fn unlock(settings: &Settings, force: bool, engine: bool) -> Result<()> {
         None => None,
     };
     let clear = settings.again("unlock --engine");
+    let mut clearing = None;
     let (mut text, last) = match (holder, ledger) {
         // Not locked by mara; a run killed mid-operation may have left its engines' own locks.
         (None, ledger) => {
@@ -477,8 +479,16 @@ pub fn unlock(settings: &Settings, force: bool, engine: bool) -> Result<()> {
             (format!("Stack {stack} is not locked by mara.\n"), last)
         }
         (Some(holder), Some(mut ledger)) => {
-            refuse_a_live_holder(&stack, &holder, force, engine)?;
+            refuse_a_live_holder(settings, &stack, &holder, force, engine)?;
             let last = ledger.run(&holder.run_id)?;
+            // What the engines left is checked before mara's lock is cleared.
+            if engine {
+                clearing = Some(unlock_engines::Clearing::of(
+                    settings,
+                    &stack,
+                    last.as_ref(),
+                )?);
+            }
             let text = match force {
                 false => String::new(),
                 true => match ledger.unlock(&stack)? {
@@ -494,7 +504,11 @@ pub fn unlock(settings: &Settings, force: bool, engine: bool) -> Result<()> {
     };
     match (engine, last) {
         (true, last) => {
-            let (cleared, failed) = unlock_engines::clear(settings, &stack, last.as_ref())?;
+            let clearing = match clearing {
+                Some(clearing) => clearing,
+                None => unlock_engines::Clearing::of(settings, &stack, last.as_ref())?,
+            };
+            let (cleared, failed) = clearing.clear()?;
             text.push_str(&cleared);
             ui::print(&text)?;
             match failed {
@@ -514,28 +528,41 @@ pub fn unlock(settings: &Settings, force: bool, engine: bool) -> Result<()> {
 /// locks are its own. `--force` is needed to clear mara's lock at all; on a server a pid says
 /// nothing (machines may share a host name), so `--force` clears a lock whose lease is live, and
 /// its run, if alive, notices within a quarter of a second and stops starting projects.
-fn refuse_a_live_holder(stack: &str, holder: &Holder, force: bool, engine: bool) -> Result<()> {
-    if !force && !engine {
-        return Err(Error::usage(
-            Problem::new(format!("stack `{stack}` is locked by {holder}"))
-                .hint("clearing a lock lets another run deploy the same stack at once: pass --force if the run holding it is gone (see `mara status`)"),
-        ));
-    }
+fn refuse_a_live_holder(
+    settings: &Settings,
+    stack: &str,
+    holder: &Holder,
+    force: bool,
+    engine: bool,
+) -> Result<()> {
     let (_, host) = whoami();
+    let cancel = settings.again("cancel");
     if holder.lease_left.is_none() && holder.host == host && process_exists(holder.pid) {
         return Err(Error::Locked(Box::new(
             Problem::new(format!(
                 "stack `{stack}` is locked by {holder}, which is alive on this host"
             ))
-            .hint("stop it with `mara cancel`; `unlock` only clears what a run that is gone left"),
+            .hint(format!(
+                "stop it with `{cancel}`; `unlock` only clears what a run that is gone left"
+            )),
         )));
+    }
+    if !force && !engine {
+        return Err(Error::usage(
+            Problem::new(format!("stack `{stack}` is locked by {holder}"))
+                .hint(format!(
+                    "clearing a lock lets another run deploy the same stack at once: if the run holding it is gone (see `{}`), `{}`",
+                    settings.again("status"),
+                    settings.again("unlock --force")
+                )),
+        ));
     }
     if !force && holder.is_live(&host) {
         return Err(Error::Locked(Box::new(
             Problem::new(format!(
                 "stack `{stack}` is locked by {holder}: its engines' locks are its own while it holds the stack"
             ))
-            .hint("wait for it, stop it with `mara cancel`, or, if it is gone, add --force to clear its lock too"),
+            .hint(format!("wait for it, stop it with `{cancel}`, or, if it is gone, add --force to clear its lock too")),
         )));
     }
     Ok(())

@@ -5,7 +5,6 @@
 use serde_json::{Map, Value};
 
 use crate::cli::OutputArgs;
-use crate::configure;
 use crate::deployment::Deployment;
 use crate::engine::pulumi::Pulumi;
 use crate::error::{Error, Result};
@@ -23,9 +22,7 @@ pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
     let result = (|| {
         let stack = files.required_stack()?;
         let graph = &deployment.graph;
-        let mut env = files.environment(settings);
-        crate::ledger::keep_from_engines(workspace, &mut env);
-        configure::strip_secret_variables(&mut env);
+        let env = crate::run::prepare::engine_env_in(workspace, &files.environment(settings));
         let pulumi = Pulumi {
             binary: workspace.settings.pulumi.binary.clone(),
             stack: stack.name.to_string(),

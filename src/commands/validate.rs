@@ -72,6 +72,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
         std::path::absolute(&settings.start_dir).unwrap_or_else(|_| settings.start_dir.clone());
     let (workspace, error) = Workspace::discover_leniently(&start);
     checks.root = Some(workspace.root.clone());
+    checks.mara = settings.invoked();
     match (&workspace.settings_file, error) {
         (None, _) => checks.pass(
             "workspace",

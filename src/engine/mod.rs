@@ -619,12 +619,16 @@ pub fn is_missing_stack(engine: EngineKind, stack: &str, code: Option<i32>, stde
 }
 
 /// How to clear the lock an engine killed mid-operation may leave on the stack of the project in
-/// `dir`: Pulumi's through `mara unlock --engine` (which runs `pulumi cancel` with the run's
-/// environment, where its backend is); Terraform's by hand, with the lock's id its next run
-/// names.
-pub fn clearing_the_lock(engine: EngineKind, dir: &std::path::Path) -> Option<String> {
+/// `dir`: Pulumi's through `unlock` (`mara unlock --engine` as the invocation types it, which
+/// runs `pulumi cancel` with the run's environment, where its backend is); Terraform's by hand,
+/// with the lock's id its next run names.
+pub fn clearing_the_lock(
+    engine: EngineKind,
+    dir: &std::path::Path,
+    unlock: &str,
+) -> Option<String> {
     match engine {
-        EngineKind::Pulumi => Some("clear it with `mara unlock --engine`".to_string()),
+        EngineKind::Pulumi => Some(format!("clear it with `{unlock}`")),
         EngineKind::Terraform | EngineKind::Tofu => Some(format!(
             "clear it with `{} force-unlock LOCK_ID` in {} (the id is in the error of the next run)",
             engine.as_str(),

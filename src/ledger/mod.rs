@@ -39,14 +39,6 @@ impl fmt::Display for Place {
     }
 }
 
-/// Takes the ledger's password out of an engine's environment (`Place::keep_from_engines`), for
-/// the commands that run engines outside a run (`output`, `config`, `kubectl`).
-pub fn keep_from_engines(workspace: &Workspace, env: &mut BTreeMap<String, String>) {
-    if let Ok(place) = place(workspace, env) {
-        place.keep_from_engines(env);
-    }
-}
-
 impl Place {
     /// The server's password, when it has one (in its URL, or else `PGPASSWORD`), as it is and
     /// percent-encoded as a URL holds it. Every run redacts them.

@@ -12,6 +12,7 @@ use crate::fingerprint::{self, Change};
 use crate::graph::{ExecutionGraph, Plan, Selection};
 use crate::ledger::Ledger;
 use crate::status::RunStatus;
+use crate::workspace::Workspace;
 use crate::workspace::stack::ResolvedStack;
 
 /// What `--resume` found.
@@ -74,22 +75,28 @@ pub fn fingerprints(
     files: &StackFiles,
     stack: &ResolvedStack,
 ) -> BTreeMap<usize, String> {
-    let workspace = &files.workspace;
+    let shared = (files.config.as_ref()).map_or(String::new(), |c| c.fingerprinted());
+    let env_file = (files.env_file.as_ref()).map_or("", |f| f.text.as_str());
+    fingerprints_of(selected, &files.workspace, stack, &shared, env_file)
+}
+
+/// Every selected project's fingerprint (by graph index), with the shared configuration's text
+/// (`StackConfigFile::fingerprinted`) and the environment file's as given: those a first `up`
+/// leaves, which it writes as it goes.
+pub fn fingerprints_of(
+    selected: &Plan<'_>,
+    workspace: &Workspace,
+    stack: &ResolvedStack,
+    shared: &str,
+    env_file: &str,
+) -> BTreeMap<usize, String> {
     fingerprint::fingerprints(
         selected,
         |p| workspace.project_dir(p),
         &workspace.state_dir(),
         stack.name.as_str(),
-        files
-            .config
-            .as_ref()
-            .map_or(String::new(), |c| c.fingerprinted())
-            .as_bytes(),
-        files
-            .env_file
-            .as_ref()
-            .map_or("", |f| f.text.as_str())
-            .as_bytes(),
+        shared.as_bytes(),
+        env_file.as_bytes(),
     )
 }
 
@@ -104,13 +111,22 @@ pub fn changes(
         Some(ledger) => ledger.last_fingerprints(stack.name.as_str())?,
         None => BTreeMap::new(),
     };
+    let graph = selected.graph;
+    // Those deployed anew, and the unchanged that stand on them, however far (in execution
+    // order, a project's dependencies are decided before it).
+    let mut anew = vec![false; graph.len()];
     Ok(selected
         .order()
         .iter()
         .map(|&i| {
-            let path = &selected.graph.project(i).path;
-            let change =
+            let path = &graph.project(i).path;
+            let mut change =
                 fingerprint::compare(&fingerprints[&i], before.get(path).map(String::as_str));
+            let on_anew = graph.predecessors(i).into_iter().any(|(d, _)| anew[d]);
+            if change == Change::Unchanged && on_anew {
+                change = Change::DependencyRedeployed;
+            }
+            anew[i] = matches!(change, Change::NeverDeployed | Change::DependencyRedeployed);
             (path.clone(), change)
         })
         .collect())

@@ -31,6 +31,8 @@ pub struct Stack<'a> {
     pub pulumi: &'a Pulumi,
     /// The run's: the processes started here are known to it, and stop on it.
     pub interrupt: &'a Interrupt,
+    /// `mara` as this invocation was typed (`Settings::invoked`), for hints.
+    pub mara: &'a str,
 }
 
 impl Stack<'_> {
@@ -108,6 +110,7 @@ impl Stack<'_> {
                 env,
                 interactive,
                 joined: false,
+                mara: self.mara,
             };
             recheck.answered()?;
             written
@@ -230,6 +233,24 @@ pub fn engine_env(
     configure::strip_secret_variables(&mut env);
     ledger.keep_from_engines(&mut env);
     env
+}
+
+/// `engine_env` for the engines a command starts outside a run (`output`, `config`, `cluster`,
+/// `unlock --engine`): the ledger is found in the environment as given, before
+/// `MARA_LEDGER_URL` is taken out of it; a ledger that cannot be found keeps no password.
+pub fn engine_env_in(
+    workspace: &crate::workspace::Workspace,
+    with_secrets: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    match crate::ledger::place(workspace, with_secrets) {
+        Ok(place) => engine_env(with_secrets, &place),
+        Err(_) => {
+            let mut env = with_secrets.clone();
+            configure::strip_secret_variables(&mut env);
+            env.remove(crate::ledger::PASSWORD_VARIABLE);
+            env
+        }
+    }
 }
 
 /// The secrets a run knows, by key: stored, read back or just answered.

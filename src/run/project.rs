@@ -31,6 +31,9 @@ pub struct Context {
     pub redactor: Redactor,
     /// Where the kubeconfig hook writes.
     pub kubeconfig: kubeconfig::Files,
+    /// The command that clears the lock a killed engine may leave, as this invocation would
+    /// type it (`Settings::again`: its `-C` and `-s`), for the reasons that name it.
+    pub unlock: String,
 }
 
 /// What every project task of a run shares: the command's context and the run's interruption.
@@ -116,7 +119,8 @@ impl Job {
         let outcome = if interrupt.is_interrupted() {
             let killed = (interrupt.level() == InterruptLevel::Kill).then(|| {
                 let engine = self.project.engine;
-                match crate::engine::clearing_the_lock(engine, &self.project.dir) {
+                let unlock = &self.shared.context.unlock;
+                match crate::engine::clearing_the_lock(engine, &self.project.dir, unlock) {
                     Some(clear) => format!(
                         "{} by a second interruption: its engine may still hold the stack's own lock; {clear}",
                         crate::ledger::KILLED
@@ -528,7 +532,8 @@ fn failure_reason(job: &Job, step: &Step, finished: &process::Finished, reader: 
         // Terraform's error in the log holds the lock's id, which its `force-unlock` needs.
         let pulumi = job.project.engine == crate::engine::EngineKind::Pulumi;
         let locked = crate::ledger::LOCKED;
-        return match crate::engine::clearing_the_lock(job.project.engine, &job.project.dir)
+        let unlock = &job.shared.context.unlock;
+        return match crate::engine::clearing_the_lock(job.project.engine, &job.project.dir, unlock)
             .filter(|_| pulumi)
         {
             Some(clear) => format!(

@@ -63,6 +63,7 @@ impl Recorder {
         start: &RunStart,
         locks: bool,
         lease: Option<Duration>,
+        again: &dyn Fn(&str) -> String,
     ) -> Result<(Recorder, Option<TakenOver>)> {
         if let Some(lease) = lease {
             ledger.set_lease(lease);
@@ -85,11 +86,12 @@ impl Recorder {
                 .hint(match holder.lease_left {
                     // A run fanned out over CI jobs: its opener is long gone; its close ends it.
                     Some(_) if holder.command.contains(" ci open ") => format!(
-                        "it is a run fanned out over CI jobs: its pipeline's close job ends it (`mara ci close --run {}`), or stop it with `mara cancel`",
-                        holder.run_id
+                        "it is a run fanned out over CI jobs: its pipeline's close job ends it (`{}`), or stop it with `{}`",
+                        again(&format!("ci close --run {}", holder.run_id)),
+                        again("cancel")
                     ),
-                    None => "wait for it, stop it with `mara cancel`, or clear a lock whose run is gone with `mara unlock --force`".to_string(),
-                    Some(left) => format!("wait for it, or stop it with `mara cancel`; if its process is gone (killed, its machine lost), the next run takes the lock over when its lease runs out, in {left} s"),
+                    None => format!("wait for it, stop it with `{}`, or clear a lock whose run is gone with `{}`", again("cancel"), again("unlock --force")),
+                    Some(left) => format!("wait for it, or stop it with `{}`; if its process is gone (killed, its machine lost), the next run takes the lock over when its lease runs out, in {left} s", again("cancel")),
                 }),
             ))),
             Begun::Started { took_over } => {
@@ -534,6 +536,7 @@ mod tests {
             &start("r1"),
             true,
             None,
+            &|args| format!("mara {args}"),
         )
         .unwrap();
         assert!(took_over.is_none());
@@ -543,6 +546,7 @@ mod tests {
             &start("r2"),
             true,
             None,
+            &|args| format!("mara {args}"),
         ) else {
             panic!("the lock was not held")
         };
@@ -626,6 +630,7 @@ mod tests {
             &start("r1"),
             true,
             None,
+            &|args| format!("mara {args}"),
         )
         .unwrap();
         let interrupt = Interrupt::default();
@@ -670,7 +675,8 @@ mod tests {
         ];
         for (id, result, ran, expected) in cases {
             let ledger = crate::ledger::open(&place).unwrap();
-            let (recorder, _) = Recorder::start(ledger, &start(id), true, None).unwrap();
+            let (recorder, _) =
+                Recorder::start(ledger, &start(id), true, None, &|a| format!("mara {a}")).unwrap();
             recorder.close(&result, ran, &[]).unwrap();
             let ledger = crate::ledger::open(&place).unwrap();
             let status = ledger.run(id).unwrap().map(|r| r.status);

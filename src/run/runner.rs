@@ -297,6 +297,7 @@ mod tests {
                 root: root.to_path_buf(),
                 stack_name: "dev".into(),
             },
+            unlock: "mara unlock --engine".into(),
         }
     }
 

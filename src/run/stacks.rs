@@ -43,10 +43,19 @@ impl Found {
     }
 }
 
-/// The run that destroyed `stack` last, while nothing was deployed on it since: the stack's last
-/// destroy succeeded, and no `up` started after it. A destroy that finds no stack then has nothing
-/// to do, and is no mistake (a teardown job run twice).
-pub fn destroyed_by(ledger: Option<&dyn Ledger>, stack: &str) -> Result<Option<RunRecord>> {
+/// The run that destroyed `stack` last, while none of the `selected` projects (paths) was
+/// deployed since: the stack's last destroy succeeded, no `up` started after it, and the ledger
+/// records none of them as deployed on it (a destroy of a part, `--only`, leaves the rest). A
+/// destroy that finds no stack then has nothing to do, and is no mistake (a teardown job run
+/// twice); one that finds none while the ledger says projects are deployed is looking in the
+/// wrong place (a backend or stack name changed), and says so.
+///
+/// Asked before the run is recorded: once it is, the stack's last destroy is the run itself.
+pub fn destroyed_by<'p>(
+    ledger: Option<&dyn Ledger>,
+    stack: &str,
+    selected: impl IntoIterator<Item = &'p str>,
+) -> Result<Option<RunRecord>> {
     let Some(ledger) = ledger else {
         return Ok(None);
     };
@@ -57,7 +66,11 @@ pub fn destroyed_by(ledger: Option<&dyn Ledger>, stack: &str) -> Result<Option<R
         return Ok(None);
     }
     let up = ledger.last_run(stack, Operation::Up)?;
-    match up.is_some_and(|up| up.started > destroy.started) {
+    if up.is_some_and(|up| up.started > destroy.started) {
+        return Ok(None);
+    }
+    let deployed = ledger.last_fingerprints(stack)?;
+    match selected.into_iter().any(|path| deployed.contains_key(path)) {
         true => Ok(None),
         false => Ok(Some(destroy)),
     }

@@ -78,6 +78,11 @@ impl Settings {
         words.join(" ")
     }
 
+    /// `mara` as the user typed it (`again` without arguments): `mara -C dir -s staging`.
+    pub fn invoked(&self) -> String {
+        self.again("").trim_end().to_string()
+    }
+
     pub fn resolve(
         global: GlobalArgs,
         env: BTreeMap<String, String>,

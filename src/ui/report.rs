@@ -77,6 +77,12 @@ impl RunSummary {
             json["expect_no_changes"] = true.into();
             json["unexpected_changes"] = self.changed().into();
         }
+        // The exit code last, as docs/commands.md says (the fields above were added after it).
+        if let Some(object) = json.as_object_mut()
+            && let Some(code) = object.remove("exit_code")
+        {
+            object.insert("exit_code".into(), code);
+        }
         format!(
             "{}\n",
             serde_json::to_string_pretty(&json).expect("the summary serializes")

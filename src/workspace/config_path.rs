@@ -175,11 +175,20 @@ impl ConfigPath {
                     Some(next) => next,
                     None => return false,
                 },
+                (Step::Index(i), Value::Array(list)) => match list.get_mut(*i) {
+                    Some(next) => next,
+                    None => return false,
+                },
                 _ => return false,
             };
         }
         match (last, node) {
             (Step::Key(name), Value::Object(map)) => map.remove(name).is_some(),
+            // The items after it move up, as Pulumi's `config rm --path` leaves them.
+            (Step::Index(i), Value::Array(list)) if *i < list.len() => {
+                list.remove(*i);
+                true
+            }
             _ => false,
         }
     }

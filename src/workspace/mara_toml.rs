@@ -121,12 +121,16 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
     let secrets_project = dir("secrets_project", secrets_project, defaults.secrets_project);
     let parallel = match parallel {
         None => defaults.parallel,
-        Some(n) if *n.get_ref() >= 1 => *n.get_ref() as usize,
+        Some(n) if (1..=i64::from(u16::MAX)).contains(n.get_ref()) => *n.get_ref() as usize,
         Some(n) => {
             problems.push(
-                Problem::new(format!("must be at least 1, not {}", n.get_ref()))
-                    .at(Location::at_offset(path, text, n.span().start))
-                    .subject("`parallel`"),
+                Problem::new(format!(
+                    "must be a whole number from 1 to {}, not {}",
+                    u16::MAX,
+                    n.get_ref()
+                ))
+                .at(Location::at_offset(path, text, n.span().start))
+                .subject("`parallel`"),
             );
             defaults.parallel
         }
@@ -208,7 +212,8 @@ fn relative_path_problem(value: &str) -> Option<String> {
 /// A parser's message in words a person reads: the Rust types it names (`expected i64`) as what
 /// they hold.
 fn plain_types(message: &str) -> String {
-    let mut text = message.to_string();
+    // `integer `99999999999999999999` as i128`: a number too large for any, said as written.
+    let mut text = message.replace("` as i128", "`");
     for (rust, plain) in [
         ("expected i64", "expected a whole number"),
         ("expected u64", "expected a whole number"),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Location, Problem, Result};
-use crate::workspace::config_path::{ConfigPath, Found};
+use crate::workspace::config_path::{ConfigPath, Found, Step};
 use crate::workspace::{yaml, yaml_edit};
 
 /// The key that records which provider built the stack.
@@ -154,7 +154,21 @@ impl StackConfigFile {
         if !path.remove(&mut expected) {
             return Err(EditError::Shape(format!("`{path}` is not set in the file")));
         }
-        let (text, removed) = yaml_edit::remove(self.text(), path).map_err(EditError::Layout)?;
+        // A list item: the list written anew without it (as `set` writes one), else the key's
+        // lines taken out.
+        let (text, removed) = match path.steps.iter().any(|s| matches!(s, Step::Index(_))) {
+            true => {
+                let mut list = path.clone();
+                if let Some(Step::Index(_)) = list.steps.last() {
+                    list.steps.pop();
+                }
+                (yaml_edit::set(self.text(), &list, &expected), Vec::new())
+            }
+            false => yaml_edit::remove(self.text(), path)
+                .map(|(text, removed)| (Ok(text), removed))
+                .map_err(EditError::Layout)?,
+        };
+        let text = text.map_err(EditError::Layout)?;
         let mut document = match yaml::parse_value(self.path(), self.text()) {
             Ok(Value::Object(document)) => document,
             _ => Map::new(),
@@ -382,6 +396,32 @@ pub fn location_of_key(path: &Path, text: &str, key: &str) -> Location {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_item_is_removed_and_the_items_after_it_move_up() {
+        let file = StackConfigFile::from_text(
+            Path::new("/w/Pulumi.dev.yaml"),
+            "config:\n  a:b: 1 # kept\n  app:list:\n    - x\n    - \"y\"\n  app:m:\n    l: [p, q]\n".into(),
+        )
+        .unwrap();
+        let path = |p: &str| ConfigPath::parse(p).unwrap();
+        assert_eq!(
+            file.without(&path("app:list[0]")).unwrap(),
+            "config:\n  a:b: 1 # kept\n  app:list:\n    - \"y\"\n  app:m:\n    l: [p, q]\n"
+        );
+        let edited = file.without(&path("app:m.l[1]")).unwrap();
+        let reread = StackConfigFile::from_text(Path::new("/w/Pulumi.dev.yaml"), edited).unwrap();
+        assert_eq!(
+            reread.config().unwrap().values["app:m"],
+            serde_json::json!({"l": ["p"]})
+        );
+        assert_eq!(
+            file.without(&path("app:list[2]")),
+            Err(EditError::Shape(
+                "`app:list[2]` is not set in the file".into()
+            ))
+        );
+    }
 
     #[test]
     fn engines_get_a_workspace_relative_kubeconfig_made_absolute() {

@@ -13,9 +13,13 @@ pub fn required() -> bool {
         || std::env::var_os("CI").is_some()
 }
 
-/// Where this `cargo test`'s skips are written: one file per run of cargo (the test binaries'
-/// parent process), under cargo's own temporary directory.
+/// Where this `cargo test`'s skips are written: `MARA_TEST_SKIP_LOG` when set (`.ci/test` sets
+/// it, emptied, for each of its runs), else one file per run of cargo (the test binaries' parent
+/// process) under cargo's own temporary directory.
 pub fn skip_log() -> PathBuf {
+    if let Some(log) = std::env::var_os("MARA_TEST_SKIP_LOG").filter(|l| !l.is_empty()) {
+        return PathBuf::from(log);
+    }
     PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join("skips")
         .join(format!("{}.log", std::os::unix::process::parent_id()))

@@ -27,9 +27,16 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
             run: run_id,
             operation,
             lease,
+            orphan_dependents,
             selection,
         } => {
             crate::settings::run::check_run_id(&run_id)?;
+            if orphan_dependents && operation_of(operation) != Operation::Destroy {
+                return Err(Error::usage(
+                    Problem::new("--orphan-dependents is for a destroy")
+                        .hint("add --operation destroy, or leave it out"),
+                ));
+            }
             // Everything `run` checks, then the run recorded under this id, holding its stack for
             // its jobs, and nothing run.
             let workspace = deployment::discover(settings)?;
@@ -40,6 +47,7 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
                 settings,
                 &workspace.settings,
             );
+            open.orphan_dependents = orphan_dependents;
             open.open = Some(OpenRun {
                 run_id,
                 lease: std::time::Duration::from_secs(lease),
@@ -126,7 +134,10 @@ fn close(
                     "{} is still running in run {run_id}: the run cannot be closed yet",
                     running.path
                 ))
-                .hint("close it once its job has ended, or stop the run with `mara cancel`"),
+                .hint(format!(
+                    "close it once its job has ended, or stop the run with `{}`",
+                    settings.again("cancel")
+                )),
             )));
         }
         let cancelled = ledger.cancel_requested(run_id)?;

@@ -5,7 +5,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{Files, find, first_project_dir, merge, plain, pulumi, run_step, target};
+use super::{
+    Files, declared_secret, find, first_project_dir, merge, plain, pulumi, run_step, target,
+};
 use crate::deployment::StackFiles;
 use crate::error::{Error, Problem, Result};
 use crate::run::process::last_error;
@@ -26,10 +28,27 @@ pub(super) fn get(
     let Some((file, value)) = found.first().cloned() else {
         // A dotted key asked for without --path is most likely a path.
         let hint = if !path && key.contains(['.', '[']) {
-            format!("a path into a value is read with `mara config get --path {key}`")
+            format!(
+                "a path into a value is read with `{}`",
+                settings.again(&format!("config get --path {key}"))
+            )
         } else {
-            let set = if path { "set --path" } else { "set" };
-            format!("set it with `mara config {set} {key} VALUE`")
+            let secret = (stack_files.clone().into_deployment(settings).ok())
+                .is_some_and(|d| declared_secret(&d.provider, &target).is_some());
+            match (secret, path) {
+                (true, _) => format!(
+                    "set it with `{}`, its value on standard input",
+                    settings.again(&format!("config set --secret {key}"))
+                ),
+                (false, true) => format!(
+                    "set it with `{}`",
+                    settings.again(&format!("config set --path {key} VALUE"))
+                ),
+                (false, false) => format!(
+                    "set it with `{}`",
+                    settings.again(&format!("config set {key} VALUE"))
+                ),
+            }
         };
         return Err(Error::config(
             Problem::new(format!(

@@ -37,8 +37,12 @@ pub(super) fn list(settings: &Settings, stack_files: &StackFiles) -> Result<()> 
             let secret = shown != *value;
             match entries.iter_mut().find(|e| e.key == *key) {
                 Some(entry) => {
-                    merge(&mut entry.value, shown);
-                    entry.secret = true;
+                    // A structured value's parts are merged; a scalar set in both shows the
+                    // shared file's value, which every project but the secrets one reads.
+                    if entry.value.is_object() && shown.is_object() {
+                        merge(&mut entry.value, shown);
+                        entry.secret |= secret;
+                    }
                     entry.files.push(path.clone());
                 }
                 None => entries.push(Entry {

@@ -16,13 +16,13 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::cli::ConfigCommand;
-use crate::configure;
 use crate::deployment::StackFiles;
 use crate::engine::Step;
 use crate::engine::pulumi::Pulumi;
+use crate::error::Location;
 use crate::error::{Error, Problem, Result};
 use crate::provider::schema::is_namespaced;
-use crate::provider::{ConfigSpec, Provider};
+use crate::provider::{ConfigKind, ConfigSpec, Provider};
 use crate::run::process::run_blocking;
 use crate::settings::Settings;
 use crate::workspace::Workspace;
@@ -50,7 +50,7 @@ fn config(settings: &Settings, stack_files: &StackFiles, command: ConfigCommand)
             secret,
             path,
         } => set::set(settings, stack_files, &files, &key, value, secret, path),
-        ConfigCommand::Rm { key, path } => rm::rm(stack_files, &files, &key, path),
+        ConfigCommand::Rm { key, path } => rm::rm(settings, stack_files, &files, &key, path),
         ConfigCommand::List => list::list(settings, stack_files),
     }
 }
@@ -66,9 +66,7 @@ pub(super) struct Files {
 pub(super) fn files(settings: &Settings, stack_files: &StackFiles) -> Result<Files> {
     let workspace = &stack_files.workspace;
     let stack = stack_files.required_stack()?;
-    let mut env = stack_files.environment(settings);
-    crate::ledger::keep_from_engines(workspace, &mut env);
-    configure::strip_secret_variables(&mut env);
+    let env = crate::run::prepare::engine_env_in(workspace, &stack_files.environment(settings));
     Ok(Files {
         shared: workspace.stack_config_file(&stack.name),
         secrets: workspace.secrets_config_file(&stack.name),
@@ -122,6 +120,21 @@ pub(super) fn declared<'p>(provider: &'p Provider, target: &ConfigPath) -> Optio
         .config
         .iter()
         .find(|spec| ConfigPath::parse(&spec.key).is_ok_and(|p| p == *target))
+}
+
+/// Where the provider declares `target` a secret — a `[[config]]` entry of kind "secret", or a
+/// project's `[[project.secret]]` — which is never stored in plain text.
+pub(super) fn declared_secret(provider: &Provider, target: &ConfigPath) -> Option<Location> {
+    if target.is_nested() {
+        return None;
+    }
+    if let Some(spec) = declared(provider, target).filter(|s| s.kind == ConfigKind::Secret) {
+        return Some(spec.declared_at.clone());
+    }
+    (provider.projects.iter())
+        .flat_map(|p| &p.secrets)
+        .find(|s| s.key == target.key)
+        .map(|s| s.declared_at.clone())
 }
 
 /// The shared configuration as loaded, then the secrets project's, read now.

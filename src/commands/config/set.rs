@@ -8,10 +8,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{Files, both, declared, find, pulumi, run_step, target};
+use super::{Files, both, declared, declared_secret, find, pulumi, run_step, target};
 use crate::configure;
 use crate::deployment::{Deployment, StackFiles};
-use crate::error::{Error, Problem, Result};
+use crate::error::{Error, Location, Problem, Result};
 use crate::provider::ConfigKind;
 use crate::run::process::last_error;
 use crate::settings::Settings;
@@ -37,7 +37,8 @@ pub(super) fn set(
             Problem::new("a secret is never given on the command line")
                 .subject(format!("`{key}`"))
                 .hint(format!(
-                    "give it on standard input (`mara config set {path}--secret {key} < file`), or type it at the prompt"
+                    "give it on standard input (`{} < file`), or type it at the prompt",
+                    settings.again(&format!("config set {path}--secret {key}"))
                 )),
         ));
     }
@@ -56,16 +57,20 @@ pub(super) fn set(
     if let (None, Some(deployment)) = (spec, &deployment) {
         likely_typo(settings, stack_files, deployment, &target);
     }
-    if let Some(spec) = spec
-        && spec.kind == ConfigKind::Secret
-        && !secret
+    if let Some(deployment) = &deployment
+        && let Some(at) = declared_secret(&deployment.provider, &target).filter(|_| !secret)
     {
+        let at = Location {
+            file: workspace.display(&at.file).into_owned(),
+            ..at
+        };
         return Err(Error::usage(
             Problem::new("is a secret: it is never stored in plain text")
                 .subject(format!("`{key}`"))
                 .hint(format!(
-                    "`mara config set --secret {key}` (provider {} declares it kind \"secret\")",
-                    deployment.as_ref().map_or("", |d| d.provider.name.as_str())
+                    "`{}`, its value on standard input (provider {} declares it a secret at {at})",
+                    settings.again(&format!("config set --secret {key}")),
+                    deployment.provider.name
                 )),
         ));
     }
@@ -99,10 +104,51 @@ pub(super) fn set(
     } else {
         let was_first_run = stack_files.config.as_ref().is_none_or(|c| c.is_first_run());
         set_plain(stack_files, &target, &typed, &raw)?;
-        if was_first_run && let Some(deployment) = &deployment {
-            first_run_note(stack_files, deployment, settings);
+        if let Some(deployment) = &deployment {
+            if was_first_run {
+                first_run_note(stack_files, deployment, settings);
+            }
+            out_of_bounds(settings, stack_files, deployment, &target, &typed);
         }
         Ok(())
+    }
+}
+
+/// After a value is set: the provider's entries whose bounds it now breaks (`at_least`,
+/// `at_most`), this key's or another's bounded by it, as a warning — the next key set may mend
+/// it (raise `max_size`, then `desired_capacity`); `up` and `validate` refuse it meanwhile.
+fn out_of_bounds(
+    settings: &Settings,
+    stack_files: &StackFiles,
+    deployment: &Deployment,
+    target: &ConfigPath,
+    typed: &Value,
+) {
+    if target.is_nested() {
+        return;
+    }
+    let mut values = (stack_files.config.as_ref())
+        .and_then(|c| c.config().map(|c| c.values.clone()))
+        .unwrap_or_default();
+    values.insert(target.key.clone(), typed.clone());
+    let key = target.key.as_str();
+    for spec in &deployment.provider.config {
+        let bounded_by = |b: &Option<String>| b.as_deref() == Some(key);
+        if spec.key != key && !bounded_by(&spec.at_least) && !bounded_by(&spec.at_most) {
+            continue;
+        }
+        let Some(value) = values.get(&spec.key) else {
+            continue;
+        };
+        if let Err(why) = configure::check_bounds(spec, value, &values) {
+            let warning = format!(
+                "warning: `{}` {why}: `{}` and `{}` refuse it until one of them changes",
+                spec.key,
+                settings.again("up"),
+                settings.again("validate")
+            );
+            eprintln!("{}", settings.stderr_style.yellow(&warning));
+        }
     }
 }
 
@@ -251,8 +297,9 @@ fn first_run_note(stack_files: &StackFiles, deployment: &Deployment, settings: &
         return;
     }
     let note = format!(
-        "note: {} had no configuration: now that it has, the stack's first `mara up` will not ask provider {}'s questions; set {} as well, or they stay unset",
+        "note: {} had no configuration: now that it has, the stack's first `{}` will not ask provider {}'s questions; set {} as well, or they stay unset",
         stack_files.workspace.display(shared.path()).display(),
+        settings.again("up"),
         deployment.provider.name,
         unset.join(", ")
     );

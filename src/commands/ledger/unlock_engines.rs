@@ -4,9 +4,6 @@
 //! project's directory, with the workspace's environment (where the backend and its passphrase
 //! are), never the ledger's password or `MARA_SECRET_*`.
 
-use std::collections::BTreeMap;
-
-use crate::configure;
 use crate::deployment::Deployment;
 use crate::engine::EngineKind;
 use crate::error::{Error, Problem, Result};
@@ -15,87 +12,133 @@ use crate::run::process::{self, run_blocking};
 use crate::settings::Settings;
 use crate::workspace::stack_config::StackConfigFile;
 
-/// Clears what `last` (the stack's last run, or the one holding it) left: the lines to show, and
-/// how many engines' cancels failed.
-pub(super) fn clear(
-    settings: &Settings,
-    stack: &str,
-    last: Option<&RunRecord>,
-) -> Result<(String, usize)> {
-    let Some(last) = last else {
-        return Ok((
-            format!("No run of stack {stack} is recorded: no engine lock to clear.\n"),
-            0,
-        ));
-    };
-    let last = last.clone().as_seen();
-    let left = last.engine_locks_left();
-    if left.is_empty() {
-        let text = format!("Run {} left no engine lock to clear.\n", last.run_id);
-        return Ok((text, 0));
-    }
-    let deployment = Deployment::load(settings)?;
-    let files = &deployment.files;
-    let workspace = &files.workspace;
-    let resolved = files.required_stack()?;
-    let mut env: BTreeMap<String, String> = files.environment(settings);
-    configure::strip_secret_variables(&mut env);
-    crate::ledger::keep_from_engines(workspace, &mut env);
-    let config = (files.config.clone())
-        .unwrap_or_else(|| StackConfigFile::Missing(workspace.stack_config_file(&resolved.name)));
-    let pulumi = crate::run::plan::pulumi(&deployment, resolved, &config, false);
-    let mut text = format!(
-        "Run {} left {} {} whose engine may still hold the stack's own lock:\n",
-        last.run_id,
-        left.len(),
-        crate::error::plural(left.len(), "project", "projects")
-    );
-    let mut failed = 0;
-    for project in left {
-        let path = &project.path;
-        let Ok(i) = deployment.graph.find(path) else {
-            text.push_str(&format!(
-                "[{path}] not a project of provider {}: not cleared\n",
-                deployment.provider.name
-            ));
-            continue;
+/// What `unlock --engine` will clear, found and checked before anything is cleared: the
+/// deployment loaded, the engines' environment made, and the Pulumi CLI found.
+pub(super) enum Clearing {
+    /// Nothing to clear, with what to say.
+    Nothing(String),
+    /// The projects a run left that may hold their engines' locks.
+    Left(Box<Left>),
+}
+
+/// The run that left engines' locks, and what clearing them needs.
+pub(super) struct Left {
+    run: RunRecord,
+    deployment: Deployment,
+    env: std::collections::BTreeMap<String, String>,
+}
+
+impl Clearing {
+    /// What `last` (the stack's last run, or the one holding it) left to clear, checked: a
+    /// deployment that does not load or a Pulumi CLI that cannot be found fails here, before
+    /// mara's own lock is touched.
+    pub(super) fn of(settings: &Settings, stack: &str, last: Option<&RunRecord>) -> Result<Self> {
+        let Some(last) = last else {
+            return Ok(Clearing::Nothing(format!(
+                "No run of stack {stack} is recorded: no engine lock to clear.\n"
+            )));
         };
-        let dir = workspace.project_dir(path);
-        let said = match deployment
-            .graph
-            .project(i)
-            .engine_or(workspace.settings.engine)
-        {
-            EngineKind::Pulumi => {
-                let step = pulumi.cancel_step(&dir);
-                let finished = run_blocking(&step, &env, None).map_err(|error| {
-                    Error::config(Problem::new(format!(
-                        "cannot run `{}`: {error}",
-                        step.program
-                    )))
-                })?;
-                match finished.code {
-                    Some(0) => last_line(&finished.stdout)
-                        .unwrap_or("its lock is cleared")
-                        .to_string(),
-                    _ => {
-                        failed += 1;
-                        let why = process::last_error(&finished.stderr).unwrap_or("it failed");
-                        format!("`pulumi cancel` failed: {why}")
+        let run = last.clone().as_seen();
+        if run.engine_locks_left().is_empty() {
+            let text = format!("Run {} left no engine lock to clear.\n", run.run_id);
+            return Ok(Clearing::Nothing(text));
+        }
+        let deployment = Deployment::load(settings)?;
+        let files = &deployment.files;
+        let workspace = &files.workspace;
+        files.required_stack()?;
+        let env = crate::run::prepare::engine_env_in(workspace, &files.environment(settings));
+        let pulumi_left = run.engine_locks_left().iter().any(|p| {
+            (deployment.graph.find(&p.path).ok()).map(|i| {
+                deployment
+                    .graph
+                    .project(i)
+                    .engine_or(workspace.settings.engine)
+            }) == Some(EngineKind::Pulumi)
+        });
+        let binary = &workspace.settings.pulumi.binary;
+        if pulumi_left && let Err(error) = process::resolve_program(binary, &env, &workspace.root) {
+            let mut problem = Problem::new(format!("cannot run `pulumi cancel`: {error}"));
+            if let Some(hint) = crate::deployment::checks::install_hint("pulumi") {
+                problem = problem.hint(hint);
+            }
+            return Err(Error::config(problem));
+        }
+        Ok(Clearing::Left(Box::new(Left {
+            run,
+            deployment,
+            env,
+        })))
+    }
+
+    /// Clears what was found: the lines to show, and how many engines' cancels failed.
+    pub(super) fn clear(self) -> Result<(String, usize)> {
+        let Left {
+            run,
+            deployment,
+            env,
+        } = match self {
+            Clearing::Nothing(text) => return Ok((text, 0)),
+            Clearing::Left(left) => *left,
+        };
+        let left = run.engine_locks_left();
+        let files = &deployment.files;
+        let workspace = &files.workspace;
+        let resolved = files.required_stack()?;
+        let config = (files.config.clone()).unwrap_or_else(|| {
+            StackConfigFile::Missing(workspace.stack_config_file(&resolved.name))
+        });
+        let pulumi = crate::run::plan::pulumi(&deployment, resolved, &config, false);
+        let mut text = format!(
+            "Run {} left {} {} whose engine may still hold the stack's own lock:\n",
+            run.run_id,
+            left.len(),
+            crate::error::plural(left.len(), "project", "projects")
+        );
+        let mut failed = 0;
+        for project in left {
+            let path = &project.path;
+            let Ok(i) = deployment.graph.find(path) else {
+                text.push_str(&format!(
+                    "[{path}] not a project of provider {}: not cleared\n",
+                    deployment.provider.name
+                ));
+                continue;
+            };
+            let dir = workspace.project_dir(path);
+            let engine = (deployment.graph.project(i)).engine_or(workspace.settings.engine);
+            let said = match engine {
+                EngineKind::Pulumi => {
+                    let step = pulumi.cancel_step(&dir);
+                    let finished = run_blocking(&step, &env, None).map_err(|error| {
+                        Error::config(Problem::new(format!(
+                            "cannot run `{}`: {error}",
+                            step.program
+                        )))
+                    })?;
+                    match finished.code {
+                        Some(0) => last_line(&finished.stdout)
+                            .unwrap_or("its lock is cleared")
+                            .to_string(),
+                        _ => {
+                            failed += 1;
+                            let why = process::last_error(&finished.stderr).unwrap_or("it failed");
+                            format!("`pulumi cancel` failed: {why}")
+                        }
                     }
                 }
-            }
-            engine @ (EngineKind::Terraform | EngineKind::Tofu) => format!(
-                "{} names its lock's id in the error of the next run that meets it: clear it with `{} force-unlock LOCK_ID` in {}",
-                engine.as_str(),
-                engine.as_str(),
-                workspace.display(&dir).display()
-            ),
-            EngineKind::Command | EngineKind::Kubectl => "its engine keeps no lock".to_string(),
-        };
-        text.push_str(&format!("[{path}] {said}\n"));
+                engine @ (EngineKind::Terraform | EngineKind::Tofu) => format!(
+                    "{} names its lock's id in the error of the next run that meets it: clear it with `{} force-unlock LOCK_ID` in {}",
+                    engine.as_str(),
+                    engine.as_str(),
+                    workspace.display(&dir).display()
+                ),
+                EngineKind::Command | EngineKind::Kubectl => "its engine keeps no lock".to_string(),
+            };
+            text.push_str(&format!("[{path}] {said}\n"));
+        }
+        Ok((text, failed))
     }
-    Ok((text, failed))
 }
 
 fn last_line(text: &str) -> Option<&str> {

@@ -8,9 +8,9 @@ use super::{Invocation, Loaded, Survey};
 use crate::deployment::Deployment;
 use crate::deployment::checks::{RunChecks, dependents, fanout};
 use crate::engine::Operation;
-use crate::error::{Error, Result};
+use crate::error::{Error, Problem, Result};
 use crate::graph::Plan;
-use crate::ledger::{self, Opener};
+use crate::ledger::{self, Opener, RunRecord};
 use crate::run;
 use crate::run::stacks::{self, Found};
 use crate::settings::run::{Confirmation, Mode};
@@ -65,16 +65,8 @@ impl Invocation<'_> {
         ledger: &mut Opener,
     ) -> Result<()> {
         let run = self.run;
-        // A destroy leaves nothing deployed standing on what it destroys (a job of a fanned-out
-        // run is a part of a destroy `ci open` checked whole).
-        if run.operation == Operation::Destroy && !run.orphan_dependents && run.join.is_none() {
-            let stack = loaded.stack.name.as_str();
-            let deployed = match ledger.existing()? {
-                Some(ledger) => ledger.last_fingerprints(stack)?,
-                None => BTreeMap::new(),
-            };
-            dependents::no_orphans(&loaded.selected, &deployed, stack)?;
-        }
+        let orphaned = self.orphaned(loaded, ledger)?;
+        let mara = self.settings.invoked();
         let checks = RunChecks {
             deployment,
             selected: &loaded.selected,
@@ -84,13 +76,20 @@ impl Invocation<'_> {
             env: &loaded.with_secrets,
             interactive: self.settings.interactive,
             joined: run.join.is_some(),
+            mara: &mara,
         };
         let asks = run.operation == Operation::Up && !run.dry_run;
         let found = match run.dry_run {
             true => checks.configuration(run.operation),
             false => checks.preflight(run.operation),
         };
-        if let Err(Error::Problems(mut problems)) = found {
+        let mut problems: Vec<Problem> = orphaned.into_iter().collect();
+        match found {
+            Ok(()) => {}
+            Err(Error::Problems(more)) => problems.extend(more),
+            Err(error) => return Err(error),
+        }
+        if !problems.is_empty() {
             // Said at once with what `up` would need asked, so that one run shows every problem.
             if let (true, Err(Error::Problems(more))) = (asks, checks.needs()) {
                 problems.extend(more);
@@ -104,6 +103,28 @@ impl Invocation<'_> {
             true => checks.needs(),
             false => Ok(()),
         }
+    }
+
+    /// Why a destroy may not run: it would leave deployed projects standing on what it destroys
+    /// (`dependents::orphaned`; a job of a fanned-out run is a part of a destroy `ci open`
+    /// checked whole).
+    fn orphaned(&self, loaded: &Loaded<'_>, ledger: &mut Opener) -> Result<Option<Problem>> {
+        let run = self.run;
+        if run.operation != Operation::Destroy || run.orphan_dependents || run.join.is_some() {
+            return Ok(None);
+        }
+        let stack = loaded.stack.name.as_str();
+        let deployed = match ledger.existing()? {
+            Some(ledger) => ledger.last_fingerprints(stack)?,
+            None => BTreeMap::new(),
+        };
+        let skipping = !run.selection.skip.is_empty();
+        Ok(dependents::orphaned(
+            &loaded.selected,
+            &deployed,
+            stack,
+            skipping,
+        ))
     }
 
     /// What the run finds of the stack before it is planned: the stacks the ledger knows, the
@@ -126,7 +147,17 @@ impl Invocation<'_> {
             loaded.config.config(),
             &self.settings.env,
         );
-        let untouched = self.untouched(deployment, loaded, ledger, env, &known_stacks, &kubeconfig);
+        let destroyed = match run.operation {
+            Operation::Destroy => {
+                let selected = loaded.selected.order().iter();
+                let paths = selected.map(|&i| loaded.selected.graph.project(i).path.as_str());
+                stacks::destroyed_by(ledger.existing()?, loaded.stack.name.as_str(), paths)?
+            }
+            _ => None,
+        };
+        let earlier = destroyed.as_ref();
+        let untouched =
+            self.untouched(deployment, loaded, env, &known_stacks, &kubeconfig, earlier);
         let Some(absent) = untouched? else {
             return Ok(None);
         };
@@ -142,6 +173,7 @@ impl Invocation<'_> {
             kubeconfig,
             absent,
             blocked,
+            destroyed,
         }))
     }
 
@@ -149,16 +181,16 @@ impl Invocation<'_> {
     /// `destroy` and `refresh`, which never create a stack, the engines are asked first which
     /// projects have it.
     ///
-    /// A destroy of a stack that mara destroyed already, with nothing deployed since, has nothing
-    /// to do: it says so, and the run stops there (`None`), exit 0.
+    /// A destroy of a stack that mara destroyed already (`destroyed`), with nothing deployed
+    /// since, has nothing to do: it says so, and the run stops there (`None`), exit 0.
     pub(super) fn untouched(
         &self,
         deployment: &Deployment,
         loaded: &Loaded<'_>,
-        ledger: &mut Opener,
         env: &BTreeMap<String, String>,
         known: &BTreeSet<String>,
         kubeconfig: &Choice,
+        destroyed: Option<&RunRecord>,
     ) -> Result<Option<BTreeMap<usize, String>>> {
         let run = self.run;
         if run.dry_run {
@@ -185,14 +217,9 @@ impl Invocation<'_> {
             }
             _ => None,
         };
-        let stack = loaded.stack.name.as_str();
-        if run.operation == Operation::Destroy
-            && found
-                .as_ref()
-                .is_some_and(|f| f.none_has_it(loaded.selected.len()))
-            && let Some(by) = stacks::destroyed_by(ledger.existing()?, stack)?
-        {
-            crate::ui::print(&stacks::already_destroyed(stack, &by))?;
+        let none_has_it = |f: &Found| f.none_has_it(loaded.selected.len());
+        if let (Some(by), true) = (destroyed, found.as_ref().is_some_and(none_has_it)) {
+            crate::ui::print(&stacks::already_destroyed(loaded.stack.name.as_str(), by))?;
             return Ok(None);
         }
         stacks::untouched(

@@ -79,6 +79,11 @@ struct Loaded<'d> {
     fingerprints: BTreeMap<usize, String>,
 }
 
+/// The environment file a first `up` writes when there is none: the stack it deployed.
+fn first_env(stack: &ResolvedStack) -> String {
+    format!("PULUMI_STACK={}\n", stack.name)
+}
+
 /// A run that lost its lease says so, whatever its projects did (an interruption stays one).
 fn lease_kept(interrupt: &Interrupt, result: Result<()>) -> Result<()> {
     match (interrupt.draining(), result) {
@@ -101,6 +106,8 @@ struct Survey {
     absent: BTreeMap<usize, String>,
     /// For a job of a fanned-out run, the projects it skips, with why (`fanout::blocked`).
     blocked: BTreeMap<usize, String>,
+    /// For a destroy, the earlier one that left nothing selected deployed (`stacks::destroyed_by`).
+    destroyed: Option<crate::ledger::RunRecord>,
 }
 
 /// What the run goes on from once it is recorded.
@@ -113,6 +120,8 @@ struct Prepared<'a> {
     started: SystemTime,
     /// The run's ledger, for what a run without a record (a preview) records.
     ledger: Opener,
+    /// For a destroy, the earlier one that left nothing selected deployed (`Survey::destroyed`).
+    destroyed: Option<crate::ledger::RunRecord>,
 }
 
 impl<'a> Invocation<'a> {
@@ -187,6 +196,7 @@ impl<'a> Invocation<'a> {
             backend: found.backend,
             started,
             ledger,
+            destroyed: found.destroyed,
         };
         let mut ran = false;
         let result = self.go(&planner, prepared, recorder.as_mut(), &mut ran);
@@ -218,13 +228,21 @@ impl<'a> Invocation<'a> {
         let stack = planner.stack;
         let ready = self.prepare(planner, &prepared, ran)?;
         interrupt.checkpoint()?;
+        let fingerprints = self.fingerprints_now(planner, prepared.loaded, &ready.config);
+        let planner = &match &fingerprints {
+            Some(fingerprints) => Planner {
+                fingerprints,
+                ..*planner
+            },
+            None => *planner,
+        };
 
         // Plan, and confirm.
         let plan = self.confirmed_plan(planner, &ready)?;
         interrupt.checkpoint()?;
         if run.operation == Operation::Up && planner.deployment.files.env_file.is_none() {
             let file = workspace.env_file();
-            crate::files::write_private(&file, &format!("PULUMI_STACK={}\n", stack.name))
+            crate::files::write_private(&file, &first_env(stack))
                 .map_err(|e| Error::write(&file, e))?;
         }
 
@@ -244,12 +262,7 @@ impl<'a> Invocation<'a> {
         let mut summary = summary::of(run, planner, reports, prepared.started, took, interrupt);
         // What the run ends with, decided first so that the summary says it (`exit_code`).
         let nothing = stacks::none_has_it(&summary.projects, stack.name.as_str());
-        let destroyed = match (nothing, run.operation) {
-            (true, Operation::Destroy) => {
-                stacks::destroyed_by(prepared.ledger.existing()?, stack.name.as_str())?
-            }
-            _ => None,
-        };
+        let destroyed = prepared.destroyed.take().filter(|_| nothing);
         let result = match (nothing, &destroyed) {
             (true, Some(_)) => Ok(()),
             (true, None) => Err(stacks::no_such_stack(stack, &Default::default())),

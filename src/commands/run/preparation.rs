@@ -2,15 +2,18 @@
 //! run's answers and the secrets, asked on the terminal, and what the run's processes are given.
 
 use super::confirmation::Stored;
-use super::{Invocation, Prepared, Ready};
+use std::collections::BTreeMap;
+
+use super::{Invocation, Loaded, Prepared, Ready};
 use crate::configure::Prompter;
 use crate::engine::Operation;
 use crate::error::Result;
 use crate::run::plan::Planner;
 use crate::run::project::Context;
 use crate::run::redact::Redactor;
-use crate::run::{fanout, kubeconfig, prepare};
+use crate::run::{fanout, kubeconfig, narrow, prepare};
 use crate::ui::prompt::TerminalPrompter;
+use crate::workspace::stack_config::StackConfigFile;
 
 impl Invocation<'_> {
     /// The stack prepared for the run: for `up`, the first run's answers and the secrets not
@@ -26,6 +29,7 @@ impl Invocation<'_> {
         let (run, settings, loaded) = (self.run, self.settings, prepared.loaded);
         let workspace = &planner.deployment.files.workspace;
         let pulumi = planner.pulumi(&loaded.config);
+        let mara = settings.invoked();
         let preparing = prepare::Stack {
             deployment: planner.deployment,
             selected: planner.selected,
@@ -34,6 +38,7 @@ impl Invocation<'_> {
             stored: &loaded.stored,
             pulumi: &pulumi,
             interrupt: self.runner.interrupt(),
+            mara: &mara,
         };
         let (config, mut secrets) = match run.operation {
             Operation::Up => {
@@ -73,6 +78,7 @@ impl Invocation<'_> {
                 root: workspace.root.clone(),
                 stack_name: planner.stack.name.to_string(),
             },
+            unlock: settings.again("unlock --engine"),
         };
         // A job of a fanned-out run starts on a runner where no hook of its dependencies ran.
         if run.join.is_some() {
@@ -91,5 +97,35 @@ impl Invocation<'_> {
             stored,
             selected,
         })
+    }
+
+    /// The fingerprints a real `up` records, when they are not those loaded: a first run's
+    /// answers were just written to the shared configuration, or the run writes the environment
+    /// file (`first_env`), and a fingerprint hashes both as the run leaves them — the next
+    /// `--changed` then finds nothing changed.
+    pub(super) fn fingerprints_now(
+        &self,
+        planner: &Planner<'_>,
+        loaded: &Loaded<'_>,
+        config: &StackConfigFile,
+    ) -> Option<BTreeMap<usize, String>> {
+        let files = &planner.deployment.files;
+        let shared = config.fingerprinted();
+        let written = (self.run.operation == Operation::Up && files.env_file.is_none())
+            .then(|| super::first_env(planner.stack));
+        if loaded.fingerprints.is_empty()
+            || (shared == loaded.config.fingerprinted() && written.is_none())
+        {
+            return None;
+        }
+        let env_file = (files.env_file.as_ref()).map(|f| f.text.clone());
+        let env_file = written.or(env_file).unwrap_or_default();
+        Some(narrow::fingerprints_of(
+            planner.selected,
+            &files.workspace,
+            planner.stack,
+            &shared,
+            &env_file,
+        ))
     }
 }

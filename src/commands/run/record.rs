@@ -50,7 +50,9 @@ impl Invocation<'_> {
             started: clock::rfc3339(started),
         };
         let lease = run.open.as_ref().map(|o| o.lease);
-        let (recorder, taken) = Recorder::start(ledger.take_writable()?, &start, locks, lease)?;
+        let again = |args: &str| self.settings.again(args);
+        let (recorder, taken) =
+            Recorder::start(ledger.take_writable()?, &start, locks, lease, &again)?;
         if let Some(TakenOver { holder, run }) = taken {
             let clear = self.settings.again("unlock --engine");
             let note = run
@@ -77,9 +79,10 @@ impl Invocation<'_> {
         }
         let (id, n) = (planner.run_id, paths.len());
         crate::ui::print(&format!(
-            "Opened run {id}: {n} {} of stack {}, to be joined with `--run {id}` and closed by `mara ci close --run {id}`.\n",
+            "Opened run {id}: {n} {} of stack {}, to be joined with `--run {id}` and closed by `{}`.\n",
             plural(n, "project", "projects"),
-            planner.stack.name
+            planner.stack.name,
+            self.settings.again(&format!("ci close --run {id}"))
         ))
     }
 

@@ -135,9 +135,10 @@ pub(super) fn warn_killed(settings: &Settings, summary: &RunSummary) {
         return;
     }
     let mut text = format!(
-        "warning: {} {} killed: the engine may still hold its stack's own lock (`mara unlock` says so again)",
+        "warning: {} {} killed: the engine may still hold its stack's own lock (`{}` says so again)",
         killed.len(),
-        plural(killed.len(), "project was", "projects were")
+        plural(killed.len(), "project was", "projects were"),
+        settings.again("unlock")
     );
     for project in killed {
         text.push_str(&format!(

@@ -6,54 +6,67 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::error::{Error, Problem, Result, plural};
+use crate::error::{Problem, plural};
 use crate::graph::Plan;
 
-/// The projects outside `selected` that depend on it and are `deployed` (paths, as the ledger
-/// keys what is deployed), in execution order.
+/// The projects outside `selected` that depend on a selected project the ledger records as
+/// `deployed` (paths, as the ledger keys them), however far back, and are deployed themselves,
+/// in execution order. A selected project that is not deployed (destroyed already) leaves no
+/// orphan: destroying it again changes nothing under its dependents.
 pub fn orphans(selected: &Plan<'_>, deployed: &BTreeSet<&str>) -> Vec<String> {
     let graph = selected.graph;
+    let is_deployed = |i: usize| deployed.contains(graph.project(i).path.as_str());
     let mut standing = vec![false; graph.len()];
     // In execution order, a project stands on the selection when one of its predecessors is
-    // selected or stands on it.
+    // selected and deployed, or stands on it.
     for &i in graph.order() {
         standing[i] = !selected.contains(i)
             && (graph.predecessors(i).into_iter())
-                .any(|(d, _)| selected.contains(d) || standing[d]);
+                .any(|(d, _)| (selected.contains(d) && is_deployed(d)) || standing[d]);
     }
     (graph.order().iter())
-        .filter(|&&i| standing[i])
+        .filter(|&&i| standing[i] && is_deployed(i))
         .map(|&i| graph.project(i).path.clone())
-        .filter(|path| deployed.contains(path.as_str()))
         .collect()
 }
 
-/// Refuses (exit 3) a destroy of `selected` that would leave `deployed` projects depending on
-/// it, naming them.
-pub fn no_orphans(
+/// Why a destroy of `selected` may not run (exit 3, said with the run's other problems): it
+/// would leave `deployed` projects depending on it, which it names. `skipping`: the selection
+/// has a `--skip`, which is then what leaves them.
+pub fn orphaned(
     selected: &Plan<'_>,
     deployed: &BTreeMap<String, String>,
     stack: &str,
-) -> Result<()> {
+    skipping: bool,
+) -> Option<Problem> {
     let deployed: BTreeSet<&str> = deployed.keys().map(String::as_str).collect();
     let left = orphans(selected, &deployed);
     if left.is_empty() {
-        return Ok(());
+        return None;
     }
-    let what = match selected.order() {
-        [only] => selected.graph.project(*only).path.clone(),
-        order => format!("these {} projects", order.len()),
+    let (what, it) = match selected.order() {
+        [only] => (selected.graph.project(*only).path.clone(), "it"),
+        order => (format!("these {} projects", order.len()), "them"),
     };
-    Err(Error::config(
+    // Skipped from a selection that took its dependents: the skip is what leaves them.
+    let hint = match skipping {
+        true => {
+            "destroy them too (leave out the --skip that keeps them), or destroy only the selection and leave them as they are (--orphan-dependents)"
+        }
+        false => {
+            "destroy them too (--with-dependents), or destroy only the selection and leave them as they are (--orphan-dependents)"
+        }
+    };
+    Some(
         Problem::new(format!(
-            "destroying {what} would leave {} deployed {} on stack {stack} that {} on it: {}",
+            "destroying {what} would leave {} deployed {} on stack {stack} that {} on {it}: {}",
             left.len(),
             plural(left.len(), "project", "projects"),
             plural(left.len(), "depends", "depend"),
             left.join(", ")
         ))
-        .hint("destroy them too (--with-dependents), or destroy only the selection and leave them as they are (--orphan-dependents)"),
-    ))
+        .hint(hint),
+    )
 }
 
 #[cfg(test)]
@@ -79,6 +92,7 @@ mod tests {
     fn what_stands_on_a_destroyed_project_however_far_is_an_orphan_when_deployed() {
         let graph = aws();
         let deployed: BTreeSet<&str> = [
+            "infrastructure/aws/vpc",
             "infrastructure/aws/eks",
             "kubernetes/logagent",
             "infrastructure/aws/ecr",
@@ -95,37 +109,45 @@ mod tests {
         assert!(orphans(&all, &deployed).is_empty(), "selected too");
         let leaf = select(&graph, &["kubernetes/logagent"], false);
         assert!(orphans(&leaf, &deployed).is_empty(), "nothing stands on it");
+        // A vpc destroyed already (with --orphan-dependents): destroying it again orphans none.
+        let mut gone = deployed.clone();
+        gone.remove("infrastructure/aws/vpc");
+        assert!(orphans(&vpc, &gone).is_empty());
     }
 
     #[test]
     fn the_refusal_names_them_and_the_way_out() {
         let graph = aws();
-        let deployed = BTreeMap::from([("infrastructure/aws/eks".to_string(), "f".to_string())]);
-        let refused = no_orphans(
+        let deployed = BTreeMap::from(
+            ["infrastructure/aws/vpc", "infrastructure/aws/eks"]
+                .map(|p| (p.to_string(), "f".to_string())),
+        );
+        let refused = orphaned(
             &select(&graph, &["infrastructure/aws/vpc"], false),
             &deployed,
             "dev",
+            false,
         )
-        .unwrap_err();
-        assert_eq!(refused.exit_code(), crate::error::exit::CONFIG);
+        .unwrap();
         assert_eq!(
-            refused.to_string(),
+            refused.message,
             "destroying infrastructure/aws/vpc would leave 1 deployed project on stack dev that depends on it: infrastructure/aws/eks"
         );
         assert!(
-            refused.problems()[0]
+            refused
                 .hint
                 .as_deref()
                 .unwrap()
                 .contains("--orphan-dependents")
         );
         assert!(
-            no_orphans(
+            orphaned(
                 &select(&graph, &["infrastructure/aws/vpc"], false),
                 &BTreeMap::new(),
-                "dev"
+                "dev",
+                false
             )
-            .is_ok()
+            .is_none()
         );
     }
 }

@@ -54,9 +54,20 @@ pub struct Checks {
     pub list: Vec<Check>,
     /// Files in messages are shown relative to this root.
     pub root: Option<PathBuf>,
+    /// `mara` as this invocation was typed (`Settings::invoked`), for the commands hints name;
+    /// plain `mara` when empty.
+    pub mara: String,
 }
 
 impl Checks {
+    /// `mara ARGS` as a hint names it: with the invocation's `-C`, `-s` and `-p`.
+    pub fn again(&self, args: &str) -> String {
+        match self.mara.as_str() {
+            "" => format!("mara {args}"),
+            mara => format!("{mara} {args}"),
+        }
+    }
+
     fn add(&mut self, area: &'static str, status: Status, message: String, hint: Option<String>) {
         self.list.push(Check {
             area,
@@ -139,12 +150,15 @@ pub struct RunChecks<'a> {
     /// A job of a fanned-out run (`--run`): the kubeconfigs its dependencies' hooks wrote
     /// elsewhere are written again for it once the checks pass.
     pub joined: bool,
+    /// `mara` as this invocation was typed (`Settings::invoked`), for hints.
+    pub mara: &'a str,
 }
 
 impl RunChecks<'_> {
     fn start(&self) -> Checks {
         Checks {
             root: Some(self.deployment.files.workspace.root.clone()),
+            mara: self.mara.to_string(),
             ..Checks::default()
         }
     }
@@ -204,7 +218,11 @@ impl RunChecks<'_> {
         }
         preflight(&mut found, workspace, self.selected, stores_secrets);
         local_cluster(&mut found, provider, self.selected, self.stack);
-        if operation == crate::engine::Operation::Up {
+        // A preview checks what the update it previews would meet (a drift check in CI too).
+        if matches!(
+            operation,
+            crate::engine::Operation::Up | crate::engine::Operation::Preview
+        ) {
             one_kubeconfig(&mut found, workspace, &self.deployment.graph, self.stack);
         }
         // Destroy and refresh leave such projects untouched (`absent`); a preview waits.
@@ -375,7 +393,8 @@ fn unset(
             missing += 1;
             let hint = if path.is_nested() {
                 format!(
-                    "set it with `mara config set --path {key} VALUE` (with --secret, encrypted in the secrets project)"
+                    "set it with `{}` (with --secret, encrypted in the secrets project)",
+                    checks.again(&format!("config set --path {key} VALUE"))
                 )
             } else {
                 format!("add `{key}: <value>` under `config:` in {file}")
@@ -432,8 +451,9 @@ pub fn tokens(
                     spec.prompt
                 ),
                 Some(format!(
-                    "set {variable} (in the shell or {}), or store it: `mara config set {key} --secret`",
-                    workspace.display(&file).display()
+                    "set {variable} (in the shell or {}), or store it: `{}`",
+                    workspace.display(&file).display(),
+                    checks.again(&format!("config set --secret {key}"))
                 )),
             );
         }
@@ -567,8 +587,9 @@ fn first_run(
         "configuration",
         message,
         Some(format!(
-            "without a terminal nothing can be asked: {}; or run `mara up` once on a terminal",
-            ways.join("; ")
+            "without a terminal nothing can be asked: {}; or run `{}` once on a terminal",
+            ways.join("; "),
+            checks.again("up")
         )),
     );
 }
@@ -608,11 +629,14 @@ fn infra_type(
         }
     };
     match recorded {
-        None => checks.warn(
-            "configuration",
-            format!("{location}: kubernetes:infra_type is not recorded; `mara up` records `{expected}`"),
-            None,
-        ),
+        None => {
+            let up = checks.again("up");
+            checks.warn(
+                "configuration",
+                format!("{location}: kubernetes:infra_type is not recorded; `{up}` records `{expected}`"),
+                None,
+            )
+        }
         Some(recorded) if &recorded == expected => {}
         Some(recorded) if recorded.eq_ignore_ascii_case(expected) => checks.fail(
             "configuration",
@@ -713,10 +737,11 @@ pub fn secrets(
             .join(", ")
     };
     if interactive {
+        let up = checks.again("up");
         checks.warn(
             "secrets",
             format!(
-                "{} of {wanted} secrets not stored yet; `mara up` asks for: {}",
+                "{} of {wanted} secrets not stored yet; `{up}` asks for: {}",
                 missing.len(),
                 keys(&missing)
             ),
