@@ -239,11 +239,12 @@ pub enum Error {
     #[error("{0}")]
     Locked(Box<Problem>),
     /// The run lost its stack's lease: no project started after that, the running ones
-    /// finished (exit 5).
-    #[error(
-        "{0}: no project was started after that and the running ones finished; this run may no longer own the stack"
-    )]
-    LeaseLost(String),
+    /// (`running`) finished (exit 5).
+    #[error("{}", lease_lost(reason, running))]
+    LeaseLost {
+        reason: String,
+        running: Vec<String>,
+    },
     /// The run was interrupted (exit 130).
     #[error("interrupted")]
     Interrupted,
@@ -313,7 +314,7 @@ impl Error {
             | Error::NotRun { .. } => exit::PROJECT_FAILED,
             Error::Drift { .. } | Error::OutOfDate(_) => exit::DRIFT,
             Error::Interrupted => exit::INTERRUPTED,
-            Error::Locked(_) | Error::LeaseLost(_) => exit::LOCKED,
+            Error::Locked(_) | Error::LeaseLost { .. } => exit::LOCKED,
             Error::Declined(_) => exit::DECLINED,
             Error::ToolFailed { code, .. } => *code,
         }
@@ -418,6 +419,19 @@ impl std::fmt::Display for NotText {
 }
 
 impl std::error::Error for NotText {}
+
+/// What a run that lost its lease says: why, that it started nothing after, and which projects
+/// were running then (they were let finish) — what it knows, and no more.
+fn lease_lost(reason: &str, running: &[String]) -> String {
+    let then = match running {
+        [] => "none was running then".to_string(),
+        [one] => format!("{one} was running then, and was let finish"),
+        many => format!("{} were running then, and were let finish", many.join(", ")),
+    };
+    format!(
+        "{reason}: no project was started after that; {then}; this run may no longer own the stack"
+    )
+}
 
 #[cfg(test)]
 mod tests {

@@ -383,13 +383,13 @@ fn a_run_that_loses_its_server_starts_nothing_more_and_says_so() {
     let out = String::from_utf8_lossy(&finished.stdout);
     assert_eq!(finished.status.code(), Some(5), "{out}{err}");
     assert!(
-        err.contains("the stack's lease could not be renewed")
+        err.contains("the stack's lease (2 s) could not be confirmed in time")
             && err.contains("no project was started after that"),
         "{err}"
     );
     // The projects not started say why.
     assert!(
-        out.contains("not started: the stack's lease could not be renewed"),
+        out.contains("not started: the stack's lease (2 s) could not be confirmed in time"),
         "{out}"
     );
     let started = here

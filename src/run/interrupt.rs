@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
+use super::drain::Drain;
 use super::watchdog::Watchdog;
 
 /// Who asked for the interruption.
@@ -41,8 +42,8 @@ pub struct Interrupt {
     /// the process group each was started into — the run's, or its own.
     running: Arc<Mutex<BTreeMap<i32, i32>>>,
     watchdog: Option<Arc<Watchdog>>,
-    /// Why no project may start any more, while the running ones finish (a lost lease).
-    drained: Arc<Mutex<Option<String>>>,
+    /// Whether no project may start any more, while the running ones finish (a lost lease).
+    drain: Drain,
 }
 
 impl Default for Interrupt {
@@ -52,7 +53,7 @@ impl Default for Interrupt {
             level: watch::Sender::new((InterruptLevel::None, Cause::Signal)),
             running: Arc::default(),
             watchdog: None,
-            drained: Arc::default(),
+            drain: Drain::default(),
         }
     }
 }
@@ -138,16 +139,17 @@ impl Interrupt {
     /// No project may start any more, for `reason`; the running ones finish (docs/commands.md,
     /// "A team's ledger": a run that lost its stack's lease).
     pub fn drain(&self, reason: String) {
-        let mut drained = self.drained.lock().expect("the drain is never poisoned");
-        drained.get_or_insert(reason);
+        self.drain.stop(reason);
     }
 
-    /// Why the run is draining, if it is.
+    /// Why the run is draining, if it is (a lease that ran out by the clock included).
     pub fn draining(&self) -> Option<String> {
-        self.drained
-            .lock()
-            .expect("the drain is never poisoned")
-            .clone()
+        self.drain.reason()
+    }
+
+    /// The run's drain: its lease's validity, and what ran through it (`run::drain`).
+    pub fn lease(&self) -> &Drain {
+        &self.drain
     }
 
     pub fn is_interrupted(&self) -> bool {

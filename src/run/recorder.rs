@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::events::{Event, Sink};
 use super::interrupt::{Cause, Interrupt};
@@ -52,6 +52,9 @@ pub struct Recorder {
     /// Whether the run holds its stack's lock (a preview holds none): then it renews the lease
     /// and watches that it still holds it.
     locks: bool,
+    /// When the call that last took or renewed the lock was sent: the lease counts from then
+    /// (`run::drain`).
+    confirmed: Instant,
 }
 
 impl Recorder {
@@ -102,6 +105,7 @@ impl Recorder {
                     watcher: None,
                     joined: false,
                     locks,
+                    confirmed: deciding,
                 };
                 let taken = took_over.map(|holder| TakenOver {
                     run: recorder.run(&holder.run_id).ok().flatten(),
@@ -121,6 +125,7 @@ impl Recorder {
         operation: crate::engine::Operation,
     ) -> Result<Recorder> {
         ledger.join(run_id, stack, operation)?;
+        let confirmed = Instant::now();
         if operation.mutates() {
             // Renewed at once: the job may start long after the last one renewed it.
             ledger.renew(run_id)?;
@@ -132,6 +137,7 @@ impl Recorder {
             watcher: None,
             joined: true,
             locks: operation.mutates(),
+            confirmed,
         })
     }
 
@@ -199,8 +205,10 @@ impl Recorder {
     /// Ctrl-C would.
     ///
     /// On a ledger whose locks are leases (a server's), it also renews the lease three times
-    /// per lease. A lease that is gone (taken over, cleared) or could not be renewed before it
-    /// ran out drains the run: no project starts any more, the running ones finish.
+    /// per lease, each confirmed renewal extending how long the run may count on it by its own
+    /// clock (`run::drain`: a lease not confirmed in time drains the run, however long a call
+    /// hangs). A lease that is gone (taken over, cleared) drains the run at once: no project
+    /// starts any more, the running ones finish.
     pub fn watch_cancel(&mut self, interrupt: Interrupt) {
         let (ledger, run_id) = (self.ledger.clone(), self.run_id.clone());
         let (stop, stopped) = mpsc::channel::<()>();
@@ -210,8 +218,11 @@ impl Recorder {
             .ok()
             .and_then(|l| l.lease())
             .filter(|_| self.locks);
+        if let Some(lease) = lease {
+            interrupt.lease().confirmed(self.confirmed, lease);
+        }
+        let mut sent_last = self.confirmed;
         self.watcher = Some(std::thread::spawn(move || {
-            let mut renewed = std::time::Instant::now();
             let mut cancelled = false;
             let mut lost = false;
             while let Err(mpsc::RecvTimeoutError::Timeout) =
@@ -227,6 +238,8 @@ impl Recorder {
                         cancelled = true;
                     }
                 }
+                // Drained (by the clock, say): nothing is started any more, nothing to renew.
+                lost = lost || interrupt.draining().is_some();
                 let Some(lease) = lease.filter(|_| !lost) else {
                     continue;
                 };
@@ -240,24 +253,23 @@ impl Recorder {
                     interrupt.drain(LOCK_TAKEN.into());
                     continue;
                 }
-                if renewed.elapsed() < lease / 3 {
+                if sent_last.elapsed() < lease / 3 {
                     continue;
                 }
+                let sent = Instant::now();
                 let outcome = ledger.lock().map(|mut l| l.renew(&run_id));
                 match outcome {
-                    Ok(Ok(true)) => renewed = std::time::Instant::now(),
+                    Ok(Ok(true)) => {
+                        sent_last = sent;
+                        interrupt.lease().confirmed(sent, lease);
+                    }
                     Ok(Ok(false)) => {
                         lost = true;
                         interrupt.drain(LOCK_TAKEN.into());
                     }
-                    Ok(Err(error)) if renewed.elapsed() >= lease => {
-                        lost = true;
-                        interrupt.drain(format!(
-                            "the stack's lease could not be renewed for {} s ({error})",
-                            lease.as_secs()
-                        ));
-                    }
-                    _ => {}
+                    // Tried again at the next look; the clock drains the run if none succeeds.
+                    Ok(Err(error)) => interrupt.lease().trouble(error.to_string()),
+                    Err(_) => {}
                 }
             }
         }));
@@ -702,6 +714,7 @@ mod tests {
             watcher: None,
             joined: true,
             locks: true,
+            confirmed: Instant::now(),
         };
         let refused = Error::config(Problem::new("the kubeconfig cannot be written"));
         joined(ledger).close(&Err(refused), false, &paths).unwrap();

@@ -12,7 +12,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::future::Future;
 use std::pin::Pin;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -103,10 +103,13 @@ pub async fn run<S: Send + 'static>(
     let mut instant: Vec<(usize, Finished)> = Vec::new();
 
     loop {
-        let stopping = interrupt.is_interrupted()
-            || interrupt.draining().is_some()
-            || (policy == FailurePolicy::StopAll && first_failure.is_some());
-        while !stopping && running.len() < parallel.max(1) {
+        // Asked before each start: a lease may run out by the clock between two (`run::drain`).
+        let stopping = |first_failure: &Option<String>| {
+            interrupt.is_interrupted()
+                || interrupt.draining().is_some()
+                || (policy == FailurePolicy::StopAll && first_failure.is_some())
+        };
+        while !stopping(&first_failure) && running.len() < parallel.max(1) {
             if let Some(Reverse(i)) = ready.pop() {
                 early.remove(&i);
                 // A preview that would read a project not deployed yet has nothing to read.
@@ -141,7 +144,7 @@ pub async fn run<S: Send + 'static>(
         }
         // Stopped by a failure: what is being prepared will not be used. Its processes are
         // asked to stop as Ctrl-C would (an interruption has reached them already).
-        if stopping && !interrupt.is_interrupted() && !preparing.is_empty() {
+        if stopping(&first_failure) && !interrupt.is_interrupted() && !preparing.is_empty() {
             let _ = stop_preparing.send(true);
         }
         let (i, finished) = if let Some(done) = instant.pop() {
@@ -189,6 +192,10 @@ pub async fn run<S: Send + 'static>(
             }
         };
         let path = projects[i].path.clone();
+        // Started before the run began to drain, and ended after: it ran through the drain.
+        if started_at.contains_key(&i) && interrupt.lease().began_before(Instant::now()) {
+            interrupt.lease().ran_through(&path);
+        }
         if !finished.outcome.lets_dependents_run() {
             first_failure.get_or_insert_with(|| path.clone());
             // Released before it failed (cleaning up): its dependents already went on.

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 
 pub mod postgres;
+pub mod proxy;
 pub mod tools;
 
 /// The repository's example workspace.

@@ -88,7 +88,10 @@ fn first_env(stack: &ResolvedStack) -> String {
 fn lease_kept(interrupt: &Interrupt, result: Result<()>) -> Result<()> {
     match (interrupt.draining(), result) {
         (Some(reason), result) if !matches!(result, Err(Error::Interrupted)) => {
-            Err(Error::LeaseLost(reason))
+            Err(Error::LeaseLost {
+                reason,
+                running: interrupt.lease().running(),
+            })
         }
         (_, result) => result,
     }

@@ -1,0 +1,147 @@
+//! Draining a run that may no longer own its stack (docs/commands.md, "A team's ledger"): no
+//! project starts any more, the running ones finish, and the run says which those were.
+//!
+//! On a ledger whose locks are leases, a run holds its stack only while its lease is valid *by its
+//! own monotonic clock*: the last renewal the server confirmed, counted from when it was sent,
+//! plus the lease, less a safety margin (`margin`). The server counts the same lease from when
+//! it received the renewal, which is later; so while the two clocks run at rates that differ by
+//! less than the margin over one lease, the run stops starting projects before any other run
+//! can take the lock over (docs/decisions.md, "A lease is never held twice"). A run that cannot
+//! reach its server therefore drains by the clock, however long a call to the server hangs.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The drain state of one run, shared by the lease's watcher, the scheduler and the summary.
+#[derive(Clone, Default)]
+pub struct Drain(Arc<Mutex<State>>);
+
+#[derive(Default)]
+struct State {
+    /// Why no project may start any more.
+    reason: Option<String>,
+    /// Since when (for a lease that ran out by the clock, when it did).
+    since: Option<Instant>,
+    /// Until when the lease is known to be valid, and how long it is.
+    valid_until: Option<(Instant, Duration)>,
+    /// What went wrong the last time the lease could not be renewed.
+    trouble: Option<String>,
+    /// The projects that were running when the drain began (and were let finish).
+    running: Vec<String>,
+}
+
+/// What is subtracted from a lease before it is counted on: a fifth of it, at least a second
+/// (but never more than half of it).
+pub fn margin(lease: Duration) -> Duration {
+    (lease / 5).max(Duration::from_secs(1)).min(lease / 2)
+}
+
+impl Drain {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.lock().expect("the drain is never poisoned")
+    }
+
+    /// No project may start any more, for `reason` (the first reason given stays).
+    pub fn stop(&self, reason: String) {
+        let mut state = self.state();
+        if state.reason.is_none() {
+            state.reason = Some(reason);
+            state.since = Some(Instant::now());
+        }
+    }
+
+    /// The server confirmed the lease (`lease` long) renewed by a call sent at `sent`: it is
+    /// valid until `sent + lease - margin`, by this process's clock.
+    pub fn confirmed(&self, sent: Instant, lease: Duration) {
+        let until = sent + lease - margin(lease);
+        let mut state = self.state();
+        let later = state.valid_until.is_none_or(|(before, _)| until > before);
+        if later {
+            state.valid_until = Some((until, lease));
+        }
+    }
+
+    /// A renewal failed, for `why`: said if the lease then runs out.
+    pub fn trouble(&self, why: String) {
+        self.state().trouble = Some(why);
+    }
+
+    /// Why the run drains, if it does: a reason given, or a lease whose validity ran out by the
+    /// clock (which drains the run from then on, whatever a later renewal says).
+    pub fn reason(&self) -> Option<String> {
+        let mut state = self.state();
+        if state.reason.is_none()
+            && let Some((until, lease)) = state.valid_until
+            && Instant::now() >= until
+        {
+            let why = match &state.trouble {
+                Some(trouble) => format!(" ({trouble})"),
+                None => " (the ledger did not answer)".to_string(),
+            };
+            state.reason = Some(format!(
+                "the stack's lease ({} s) could not be confirmed in time{why}",
+                lease.as_secs()
+            ));
+            state.since = Some(until);
+        }
+        state.reason.clone()
+    }
+
+    /// Whether the drain began before `instant` (a project that ends after it ran through it).
+    pub fn began_before(&self, instant: Instant) -> bool {
+        self.reason().is_some() && self.state().since.is_some_and(|since| since <= instant)
+    }
+
+    /// `path` was running when the drain began, and was let finish.
+    pub fn ran_through(&self, path: &str) {
+        self.state().running.push(path.to_string());
+    }
+
+    /// The projects that were running when the drain began.
+    pub fn running(&self) -> Vec<String> {
+        self.state().running.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_valid_from_when_its_renewal_was_sent_less_the_margin() {
+        assert_eq!(margin(Duration::from_secs(6)), Duration::from_millis(1200));
+        assert_eq!(margin(Duration::from_secs(60)), Duration::from_secs(12));
+        assert_eq!(margin(Duration::from_secs(1)), Duration::from_millis(500));
+        let drain = Drain::default();
+        assert_eq!(drain.reason(), None, "no lease: nothing runs out");
+        let lease = Duration::from_secs(2);
+        let sent = Instant::now();
+        drain.confirmed(sent, lease);
+        assert_eq!(drain.reason(), None);
+        // An older confirmation (a late answer) never shortens it.
+        drain.confirmed(sent - Duration::from_secs(5), lease);
+        assert_eq!(drain.reason(), None);
+        std::thread::sleep(lease - margin(lease) + Duration::from_millis(50));
+        drain.trouble("connection refused".into());
+        let reason = drain.reason().expect("ran out");
+        assert_eq!(
+            reason,
+            "the stack's lease (2 s) could not be confirmed in time (connection refused)"
+        );
+        // Once out, a renewal does not bring it back: another run may have started meanwhile.
+        drain.confirmed(Instant::now(), lease);
+        assert_eq!(drain.reason(), Some(reason));
+        assert!(drain.began_before(Instant::now()));
+        assert!(!drain.began_before(sent));
+    }
+
+    #[test]
+    fn the_first_reason_stays() {
+        let drain = Drain::default();
+        drain.stop("taken".into());
+        drain.stop("other".into());
+        assert_eq!(drain.reason().as_deref(), Some("taken"));
+        drain.ran_through("vpc");
+        assert_eq!(drain.running(), ["vpc"]);
+    }
+}
