@@ -175,3 +175,61 @@ fn a_machine_stopped_past_its_lease_starts_nothing_when_it_is_continued() {
     assert_eq!(code, 5, "{err}");
     assert!(err.contains("no project was started after that"), "{err}");
 }
+
+#[test]
+fn a_server_that_does_not_answer_fails_the_run_before_it_starts_and_signals_still_work() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("frozen");
+    let copy = Deployment::of("mara-local");
+    server.freeze();
+    // Unreachable at the start: exit 3, within the bound on connecting.
+    let started = Instant::now();
+    let output = mara(&copy, &url, &["up", "--yes"]).output().unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("cannot connect: the server did not answer within 10 s"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(copy.calls().is_empty(), "nothing ran");
+    // A Ctrl-C (or SIGTERM) while it waits ends it at once.
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let child = mara(&copy, &url, &["up", "--yes"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        let signalled = Instant::now();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            signalled.elapsed() < Duration::from_secs(3),
+            "signal {signal} took {:?}",
+            signalled.elapsed()
+        );
+        assert_eq!(
+            output.status.code(),
+            Some(130),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    server.thaw();
+    let output = mara(&copy, &url, &["up", "--yes", "--only", "cluster"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -8,6 +8,7 @@
 //! and `tests/ledger_contract.rs` holds both to the same behaviour.
 
 pub mod postgres;
+pub use postgres::Escalation;
 pub mod records;
 pub mod sqlite;
 pub mod store;
@@ -128,10 +129,15 @@ pub fn path(workspace: &Workspace) -> std::path::PathBuf {
 
 /// Opens (creating) the workspace's ledger.
 pub fn open(place: &Place) -> Result<Box<dyn Ledger>> {
+    open_with(place, None)
+}
+
+/// `open`, a server's calls abandoned when `escalation` grows (a run's interruption).
+fn open_with(place: &Place, escalation: Option<Escalation>) -> Result<Box<dyn Ledger>> {
     let opening = std::time::Instant::now();
     let ledger: Box<dyn Ledger> = match place {
         Place::File(file) => Box::new(sqlite::Sqlite::open(file)?),
-        Place::Server(url) => Box::new(postgres::Postgres::connect(url)?),
+        Place::Server(url) => Box::new(postgres::Postgres::connect(url, escalation)?),
     };
     // What the benchmarks read (docs/benchmarks.md, `MARA_LOG=mara::ledger=debug`).
     tracing::debug!(target: "mara::ledger", micros = opening.elapsed().as_micros() as u64, "ledger opened");
@@ -157,6 +163,8 @@ pub struct Opener {
     opened: Option<Box<dyn Ledger>>,
     /// Whether `opened` may be written: a file opened only to read may be read-only.
     writable: bool,
+    /// What abandons a server's call that waits (the run's interruption).
+    escalation: Option<Escalation>,
 }
 
 impl Opener {
@@ -165,7 +173,15 @@ impl Opener {
             place,
             opened: None,
             writable: false,
+            escalation: None,
         }
+    }
+
+    /// A server's calls abandoned when `escalation` grows: a Ctrl-C reaches a run whose server
+    /// stopped answering at once, not after the call's bound.
+    pub fn interruptible(mut self, escalation: Escalation) -> Opener {
+        self.escalation = Some(escalation);
+        self
     }
 
     pub fn place(&self) -> &Place {
@@ -175,7 +191,10 @@ impl Opener {
     /// The ledger to read, if there is one yet (a file is made by the first run it records).
     pub fn existing(&mut self) -> Result<Option<&dyn Ledger>> {
         if self.opened.is_none() {
-            self.opened = open_existing(&self.place)?;
+            self.opened = match &self.place {
+                Place::Server(_) => Some(open_with(&self.place, self.escalation.clone())?),
+                Place::File(_) => open_existing(&self.place)?,
+            };
             self.writable = matches!(self.place, Place::Server(_));
         }
         Ok(self.opened.as_deref())
@@ -184,7 +203,7 @@ impl Opener {
     /// The ledger to write, made if need be.
     pub fn writable(&mut self) -> Result<&mut Box<dyn Ledger>> {
         if !self.writable || self.opened.is_none() {
-            self.opened = Some(open(&self.place)?);
+            self.opened = Some(open_with(&self.place, self.escalation.clone())?);
             self.writable = true;
         }
         Ok(self.opened.as_mut().expect("opened just above"))

@@ -26,7 +26,7 @@ const KNOWN: &[&str] = &[
 /// The connection settings of a ledger URL. Only a `postgres://` or `postgresql://` URL is
 /// taken (not libpq's `key=value` form). libpq's `sslmode=verify-ca` and `verify-full` are read
 /// as `require`: mara always verifies a server's certificate (docs/decisions.md).
-pub fn parse(url: &str) -> Result<postgres::Config, String> {
+pub fn parse(url: &str) -> Result<tokio_postgres::Config, String> {
     let url = url.trim();
     if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
         return Err(
@@ -64,7 +64,7 @@ pub fn parse(url: &str) -> Result<postgres::Config, String> {
         }
         None => url.to_string(),
     };
-    url.parse::<postgres::Config>().map_err(|e| {
+    url.parse::<tokio_postgres::Config>().map_err(|e| {
         let mut text = format!("not a PostgreSQL URL: {e}");
         if url.contains("sslmode=") {
             text.push_str(
@@ -100,7 +100,7 @@ pub fn shown(url: &str) -> String {
     for (i, host) in config.get_hosts().iter().enumerate() {
         let port = ports.get(i).or(ports.first());
         match host {
-            postgres::config::Host::Tcp(name) => {
+            tokio_postgres::config::Host::Tcp(name) => {
                 let name = match name.contains(':') {
                     true => format!("[{name}]"),
                     false => name.clone(),
@@ -111,7 +111,7 @@ pub fn shown(url: &str) -> String {
                 });
             }
             #[cfg(unix)]
-            postgres::config::Host::Unix(path) => sockets.push(path.display().to_string()),
+            tokio_postgres::config::Host::Unix(path) => sockets.push(path.display().to_string()),
         }
     }
     out.push_str(&hosts.join(","));
@@ -151,12 +151,12 @@ pub fn has_password(url: &str) -> bool {
 }
 
 /// Whether every host of the URL is a Unix socket (where mara uses no TLS, as libpq does not).
-pub fn only_sockets(config: &postgres::Config) -> bool {
+pub fn only_sockets(config: &tokio_postgres::Config) -> bool {
     let hosts = config.get_hosts();
     !hosts.is_empty()
         && hosts
             .iter()
-            .all(|h| !matches!(h, postgres::config::Host::Tcp(_)))
+            .all(|h| !matches!(h, tokio_postgres::config::Host::Tcp(_)))
 }
 
 #[cfg(test)]
@@ -226,7 +226,7 @@ mod tests {
             parse("postgres://h/d?sslmode=verify-ca")
                 .unwrap()
                 .get_ssl_mode(),
-            postgres::config::SslMode::Require
+            tokio_postgres::config::SslMode::Require
         );
         assert!(
             parse("postgres://h/d?sslrootcert=/ca.pem")

@@ -213,6 +213,28 @@ impl Server {
         self.running = true;
     }
 
+    /// Stops the postmaster (SIGSTOP) without closing anything: a connection is accepted by the
+    /// kernel, and then nothing answers it.
+    pub fn freeze(&self) {
+        self.signal_postmaster(libc::SIGSTOP);
+    }
+
+    /// Continues a frozen postmaster (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal_postmaster(libc::SIGCONT);
+    }
+
+    fn signal_postmaster(&self, signal: i32) {
+        let pid = std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap();
+        let pid: i32 = pid.lines().next().unwrap().trim().parse().unwrap();
+        // SAFETY: kill only sends a signal, to the test's own server.
+        assert_eq!(
+            unsafe { libc::kill(pid, signal) },
+            0,
+            "signal the postmaster"
+        );
+    }
+
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }

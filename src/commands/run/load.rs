@@ -243,7 +243,10 @@ impl Invocation<'_> {
     ) -> Result<Option<Opener>> {
         let run = self.run;
         let place = ledger::place(&deployment.files.workspace, &self.settings.env)?;
-        let mut ledger = Opener::new(place);
+        // A Ctrl-C reaches a run whose server stopped answering at once.
+        let interrupt = self.runner.interrupt().clone();
+        let escalation = ledger::Escalation::new(move || interrupt.level() as u8);
+        let mut ledger = Opener::new(place).interruptible(escalation);
         if let Some(open) = &run.open {
             let selected = &loaded.selected;
             fanout::open(ledger.place(), &loaded.with_secrets, deployment, selected)?;

@@ -7,17 +7,21 @@
 //! runs' log lines are kept, for `logs` from any machine. A connection that is lost is made
 //! again, and what it was doing done again; each statement is prepared once per connection.
 
+mod link;
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use postgres::types::{ToSql, Type};
-use postgres::{Client, GenericClient, Statement};
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, GenericClient, Statement};
 
 use super::records::Records;
 use super::store::{Row, Store, Tx, Value, Words};
 use super::whoami;
 use crate::error::{Error, Problem, Result};
+pub use link::Escalation;
+use link::{CONNECT_LIMIT, Driver, Failure, Link};
 
 /// Each entry moves the schema one version up; never edit one, add the next.
 const MIGRATIONS: &[&str] = &[
@@ -119,28 +123,25 @@ pub type PostgresLedger = Records<Postgres>;
 
 /// A connection to a ledger server.
 pub struct Postgres {
-    client: RefCell<Client>,
+    /// The runtime every call is driven on, bounded (`link`).
+    driver: Driver,
+    /// The connection, `None` once lost or abandoned: the next call connects again.
+    link: RefCell<Option<Link>>,
     /// Every statement, prepared once per connection: each then costs one round trip, not two.
     statements: RefCell<HashMap<&'static str, Statement>>,
     /// How to connect again when the connection is lost (password included).
-    config: postgres::Config,
+    config: tokio_postgres::Config,
     lease: std::time::Duration,
     /// The server as messages name it: the URL without its password.
     shown: PathBuf,
 }
 
-/// Why a statement failed: the server (or the connection to it) said so, or mara could not put
-/// a value into it or read one out.
-enum Failure {
-    Db(postgres::Error),
-    Mara(Error),
-}
-
 impl Postgres {
     /// Connects to the server at `url` (TLS as its `sslmode` says: `prefer` by default, with
     /// the system's root certificates, and none over a Unix socket) and migrates the schema. A
-    /// password not in the URL comes from `PGPASSWORD`.
-    pub fn connect(url: &str) -> Result<PostgresLedger> {
+    /// password not in the URL comes from `PGPASSWORD`. A server that does not answer within
+    /// `link::CONNECT_LIMIT` is a failure to connect; `escalation` abandons a wait at once.
+    pub fn connect(url: &str, escalation: Option<Escalation>) -> Result<PostgresLedger> {
         let shown = PathBuf::from(crate::workspace::ledger_url::shown(url));
         let failed = |problem: Problem| {
             Error::config(problem.subject(format!("the run ledger {}", shown.display())))
@@ -155,15 +156,24 @@ impl Postgres {
         if config.get_application_name().is_none() {
             config.application_name("mara");
         }
-        // A server that stops answering (a lost network) is noticed, not waited for forever.
+        // A server that stops answering (a lost network) is noticed by the kernel too.
         config
-            .connect_timeout(std::time::Duration::from_secs(10))
+            .connect_timeout(CONNECT_LIMIT)
             .keepalives_idle(std::time::Duration::from_secs(10))
             .keepalives_interval(std::time::Duration::from_secs(2))
             .tcp_user_timeout(std::time::Duration::from_secs(15));
         let lease = lease_length(std::env::var("MARA_LEASE_SECONDS").ok().as_deref())?;
-        let mut client = dial(&config).map_err(|e| failed(connect_problem(&e, &config)))?;
-        let version = migrate(&mut client).map_err(|e| failed(schema_problem(&e)))?;
+        let driver = Driver::new(escalation, lease).map_err(Error::Runtime)?;
+        let mut link = match driver.connect(&config) {
+            Ok(link) => link,
+            Err(Failure::Interrupted) => return Err(Error::Interrupted),
+            Err(failure) => return Err(failed(connect_problem(&failure, &config))),
+        };
+        let version = match driver.call(CONNECT_LIMIT, migrate(&mut link.client)) {
+            Ok(version) => version,
+            Err(Failure::Interrupted) => return Err(Error::Interrupted),
+            Err(failure) => return Err(failed(schema_problem(&failure))),
+        };
         if version > MIGRATIONS.len() {
             return Err(Error::config(
                 Problem::new(format!(
@@ -175,7 +185,8 @@ impl Postgres {
             ));
         }
         Ok(Records::new(Postgres {
-            client: RefCell::new(client),
+            driver,
+            link: RefCell::new(Some(link)),
             statements: RefCell::default(),
             config,
             lease,
@@ -189,61 +200,89 @@ impl Postgres {
                 path: self.shown.clone(),
                 message: cause(&error),
             },
+            Failure::Stalled(limit) => Error::Ledger {
+                path: self.shown.clone(),
+                message: stalled(limit),
+            },
+            Failure::Interrupted => Error::Interrupted,
             Failure::Mara(error) => error,
         }
     }
 
-    /// Runs `work` on the connection. A connection that was lost (a server restarted, a network
-    /// that came back) is made again once, and `work` runs again on it: what it did on the lost
-    /// connection was rolled back with it (unless its commit was under way, which every write
-    /// here tolerates being made twice).
+    /// Runs `work` on the connection (made first if there is none). A connection that was lost
+    /// (a server restarted, a network that came back) or did not answer in time is made again
+    /// once, and `work` runs again on it: what it did on the lost connection was rolled back
+    /// with it (unless its commit was under way, which every write here tolerates being made
+    /// twice).
     fn with<T>(
         &self,
         mut work: impl FnMut(&mut Client) -> std::result::Result<T, Failure>,
     ) -> Result<T> {
-        let mut client = self.client.borrow_mut();
-        match work(&mut client) {
-            Err(Failure::Db(error)) if lost(&error, &client) => {
-                tracing::info!(
-                    "the ledger's connection was lost ({}): connecting again",
-                    cause(&error)
-                );
-                self.statements.borrow_mut().clear();
-                *client = dial(&self.config).map_err(|again| Error::Ledger {
-                    path: self.shown.clone(),
-                    message: format!("{}; connecting again: {}", cause(&error), cause(&again)),
-                })?;
-                work(&mut client).map_err(|f| self.failed(f))
+        let mut link = self.link.borrow_mut();
+        let first = match link.as_mut() {
+            Some(open) => work(&mut open.client),
+            None => Err(Failure::Stalled(std::time::Duration::ZERO)),
+        };
+        let why = match first {
+            Err(Failure::Interrupted) => {
+                // Abandoned mid-call: its answer would come to the next call.
+                *link = None;
+                return Err(Error::Interrupted);
             }
-            result => result.map_err(|f| self.failed(f)),
+            Err(Failure::Db(error)) if lost(&error, link.as_ref().map(|l| &l.client)) => {
+                cause(&error)
+            }
+            Err(Failure::Stalled(limit)) if !limit.is_zero() => stalled(limit),
+            Err(Failure::Stalled(_)) => "it was lost before".to_string(),
+            result => return result.map_err(|f| self.failed(f)),
+        };
+        tracing::info!("the ledger's connection was lost ({why}): connecting again");
+        *link = None;
+        self.statements.borrow_mut().clear();
+        let again = self
+            .driver
+            .connect(&self.config)
+            .map_err(|failure| match failure {
+                Failure::Interrupted => Error::Interrupted,
+                failure => Error::Ledger {
+                    path: self.shown.clone(),
+                    message: format!("{why}; connecting again: {}", failure_text(&failure)),
+                },
+            })?;
+        let open = link.insert(again);
+        let result = work(&mut open.client);
+        if matches!(&result, Err(Failure::Stalled(_) | Failure::Interrupted)) {
+            *link = None;
         }
+        result.map_err(|f| self.failed(f))
     }
 
     /// `sql` as prepared on this connection (`statements`).
     fn prepared(
         &self,
-        client: &mut impl GenericClient,
+        client: &impl GenericClient,
         sql: &'static str,
-    ) -> std::result::Result<Statement, postgres::Error> {
+    ) -> std::result::Result<Statement, Failure> {
         if let Some(statement) = self.statements.borrow().get(sql) {
             return Ok(statement.clone());
         }
-        let statement = client.prepare(&Self::WORDS.render(sql))?;
+        let text = Self::WORDS.render(sql);
+        let statement = self.driver.call(self.driver.limit, client.prepare(&text))?;
         self.statements.borrow_mut().insert(sql, statement.clone());
         Ok(statement)
     }
 
     fn query_on(
         &self,
-        client: &mut impl GenericClient,
+        client: &impl GenericClient,
         sql: &'static str,
         params: &[Value],
     ) -> std::result::Result<Vec<Row>, Failure> {
-        let statement = self.prepared(client, sql).map_err(Failure::Db)?;
+        let statement = self.prepared(client, sql)?;
         let values = self.bind(&statement, params).map_err(Failure::Mara)?;
-        let rows = client
-            .query(&statement, &refs(&values))
-            .map_err(Failure::Db)?;
+        let rows = self
+            .driver
+            .call(self.driver.limit, client.query(&statement, &refs(&values)))?;
         rows.iter()
             .map(|r| self.row(r))
             .collect::<Result<Vec<_>>>()
@@ -252,15 +291,16 @@ impl Postgres {
 
     fn execute_on(
         &self,
-        client: &mut impl GenericClient,
+        client: &impl GenericClient,
         sql: &'static str,
         params: &[Value],
     ) -> std::result::Result<u64, Failure> {
-        let statement = self.prepared(client, sql).map_err(Failure::Db)?;
+        let statement = self.prepared(client, sql)?;
         let values = self.bind(&statement, params).map_err(Failure::Mara)?;
-        client
-            .execute(&statement, &refs(&values))
-            .map_err(Failure::Db)
+        self.driver.call(
+            self.driver.limit,
+            client.execute(&statement, &refs(&values)),
+        )
     }
 
     /// `params` as the statement's parameters' types take them.
@@ -302,8 +342,8 @@ impl Postgres {
     }
 
     /// A row as the records read it.
-    fn row(&self, row: &postgres::Row) -> Result<Row> {
-        let read = |i: usize, ty: &Type| -> std::result::Result<Value, postgres::Error> {
+    fn row(&self, row: &tokio_postgres::Row) -> Result<Row> {
+        let read = |i: usize, ty: &Type| -> std::result::Result<Value, tokio_postgres::Error> {
             let value = if *ty == Type::BOOL {
                 row.try_get::<_, Option<bool>>(i)?.map(Value::Bool)
             } else if *ty == Type::INT2 {
@@ -351,25 +391,25 @@ fn refs(values: &[Box<dyn ToSql + Sync>]) -> Vec<&(dyn ToSql + Sync)> {
     values.iter().map(|v| v.as_ref()).collect()
 }
 
-/// A transaction's statements. The first that fails keeps the server's error, so that a lost
-/// connection is told from a failed statement.
+/// A transaction's statements. The first that fails keeps its failure, so that a lost
+/// connection (or one that stopped answering) is told from a failed statement.
 struct PostgresTx<'a, 't> {
     store: &'a Postgres,
-    transaction: &'a mut postgres::Transaction<'t>,
-    failed: Option<postgres::Error>,
+    transaction: &'a tokio_postgres::Transaction<'t>,
+    failed: Option<Failure>,
 }
 
 impl PostgresTx<'_, '_> {
-    /// What a statement's failure says to the records; the server's own error is kept for
+    /// What a statement's failure says to the records; the failure itself is kept for
     /// `transaction`, which reports it (or connects again when it was the connection's loss).
     fn said<T>(&mut self, result: std::result::Result<T, Failure>) -> Result<T> {
         result.map_err(|failure| match failure {
-            Failure::Db(error) => {
-                let said = self.store.value_error(cause(&error));
-                self.failed = Some(error);
+            Failure::Mara(error) => error,
+            failure => {
+                let said = self.store.value_error(failure_text(&failure));
+                self.failed = Some(failure);
                 said
             }
-            Failure::Mara(error) => error,
         })
     }
 }
@@ -417,27 +457,28 @@ impl Store for Postgres {
         work: &mut dyn FnMut(&mut dyn Tx) -> Result<()>,
     ) -> Result<()> {
         self.with(|client| {
-            let mut transaction = client.transaction().map_err(Failure::Db)?;
+            let limit = self.driver.limit;
+            let transaction = self.driver.call(limit, client.transaction())?;
             if let Some(stack) = stack {
-                transaction
-                    .execute(
-                        "SELECT pg_advisory_xact_lock(hashtext('mara lock ' || $1))",
-                        &[&stack],
-                    )
-                    .map_err(Failure::Db)?;
+                let params: [&(dyn ToSql + Sync); 1] = [&stack];
+                let locked = transaction.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext('mara lock ' || $1))",
+                    &params,
+                );
+                self.driver.call(limit, locked)?;
             }
             let mut tx = PostgresTx {
                 store: self,
-                transaction: &mut transaction,
+                transaction: &transaction,
                 failed: None,
             };
             if let Err(error) = work(&mut tx) {
                 return Err(match tx.failed.take() {
-                    Some(db) => Failure::Db(db),
+                    Some(failure) => failure,
                     None => Failure::Mara(error),
                 });
             }
-            transaction.commit().map_err(Failure::Db)
+            self.driver.call(limit, transaction.commit())
         })
     }
 
@@ -480,22 +521,10 @@ impl Store for Postgres {
     }
 }
 
-fn dial(config: &postgres::Config) -> std::result::Result<Client, postgres::Error> {
-    match crate::workspace::ledger_url::only_sockets(config) {
-        true => {
-            // libpq ignores `sslmode` on a socket; so does mara.
-            let mut config = config.clone();
-            config.ssl_mode(postgres::config::SslMode::Disable);
-            config.connect(postgres::NoTls)
-        }
-        false => config.connect(tls()),
-    }
-}
-
 /// Whether an error is the connection's loss rather than the statement's: the connection
 /// closed, an I/O failure, or the server's own "connection exception" and "operator
 /// intervention" (a shutdown) classes.
-fn lost(error: &postgres::Error, client: &Client) -> bool {
+fn lost(error: &tokio_postgres::Error, client: Option<&Client>) -> bool {
     match error.as_db_error() {
         // A value that did not fit its parameter or column is mara's mistake, not the line's.
         None => {
@@ -503,16 +532,34 @@ fn lost(error: &postgres::Error, client: &Client) -> bool {
             !(said.starts_with("error serializing") || said.starts_with("error deserializing"))
         }
         Some(db) => {
-            client.is_closed()
+            client.is_none_or(Client::is_closed)
                 || db.code().code().starts_with("08")
                 || db.code().code().starts_with("57")
         }
     }
 }
 
+/// What a call that did not answer in time says.
+fn stalled(limit: std::time::Duration) -> String {
+    format!(
+        "the server did not answer within {} s",
+        limit.as_secs_f64().ceil() as u64
+    )
+}
+
+/// A failure in words.
+fn failure_text(failure: &Failure) -> String {
+    match failure {
+        Failure::Db(error) => cause(error),
+        Failure::Stalled(limit) => stalled(*limit),
+        Failure::Interrupted => "interrupted".to_string(),
+        Failure::Mara(error) => error.to_string(),
+    }
+}
+
 /// A failed connection, with what to do about it.
-fn connect_problem(error: &postgres::Error, config: &postgres::Config) -> Problem {
-    let reason = cause(error);
+fn connect_problem(failure: &Failure, config: &tokio_postgres::Config) -> Problem {
+    let reason = failure_text(failure);
     let said = reason.to_lowercase();
     let hint = if said.contains("password missing") {
         "give the password in PGPASSWORD (or in MARA_LEDGER_URL, never in mara.toml)".to_string()
@@ -539,6 +586,7 @@ fn connect_problem(error: &postgres::Error, config: &postgres::Config) -> Proble
     } else if said.contains("connection refused")
         || said.contains("timed out")
         || said.contains("timeout")
+        || said.contains("did not answer")
     {
         "check the host and port, and that the server is running and reachable from here"
             .to_string()
@@ -549,8 +597,8 @@ fn connect_problem(error: &postgres::Error, config: &postgres::Config) -> Proble
 }
 
 /// A schema that could not be read or migrated, with what to do about it.
-fn schema_problem(error: &postgres::Error) -> Problem {
-    let reason = cause(error);
+fn schema_problem(failure: &Failure) -> Problem {
+    let reason = failure_text(failure);
     let problem = Problem::new(format!("cannot prepare the ledger's tables: {reason}"));
     match reason.contains("permission denied") {
         true => problem.hint("mara's user needs SELECT, INSERT, UPDATE and DELETE on the mara_ tables and USAGE on their sequences; the first use of a database (and a newer mara's first run) also CREATE on the schema"),
@@ -558,25 +606,8 @@ fn schema_problem(error: &postgres::Error) -> Problem {
     }
 }
 
-/// The TLS connector: rustls with the system's root certificates.
-fn tls() -> tokio_postgres_rustls::MakeRustlsConnect {
-    let mut roots = rustls::RootCertStore::empty();
-    let found = rustls_native_certs::load_native_certs();
-    for certificate in found.certs {
-        // A certificate the store cannot take is skipped, as every TLS client does.
-        let _ = roots.add(certificate);
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("ring supports TLS 1.2 and 1.3")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tokio_postgres_rustls::MakeRustlsConnect::new(config)
-}
-
 /// `an up`, `a preview`.
-fn cause(error: &postgres::Error) -> String {
+fn cause(error: &tokio_postgres::Error) -> String {
     if let Some(db) = error.as_db_error() {
         return db.message().to_string();
     }
@@ -591,10 +622,12 @@ fn cause(error: &postgres::Error) -> String {
 
 /// The schema checked and migrated in one transaction under an advisory lock: runners starting
 /// at once wait for each other, and the later ones find it up to date. Returns the version found.
-fn migrate(client: &mut Client) -> std::result::Result<usize, postgres::Error> {
+async fn migrate(client: &mut Client) -> std::result::Result<usize, tokio_postgres::Error> {
     // Mostly the schema is current: one read says so, without the lock (a missing table or an
     // older version takes the locked way, which says again what it finds).
-    let current = client.query_opt("SELECT version FROM mara_schema", &[]);
+    let current = client
+        .query_opt("SELECT version FROM mara_schema", &[])
+        .await;
     match current {
         Ok(Some(row)) => {
             let found = row.get::<_, i32>(0).max(0) as usize;
@@ -613,26 +646,31 @@ fn migrate(client: &mut Client) -> std::result::Result<usize, postgres::Error> {
         }
         _ => {}
     }
-    let mut transaction = client.transaction()?;
-    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    let transaction = client.transaction().await?;
     transaction
-        .batch_execute("CREATE TABLE IF NOT EXISTS mara_schema (version INTEGER NOT NULL)")?;
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    transaction
+        .batch_execute("CREATE TABLE IF NOT EXISTS mara_schema (version INTEGER NOT NULL)")
+        .await?;
     let version: Option<i32> = transaction
-        .query_opt("SELECT version FROM mara_schema", &[])?
+        .query_opt("SELECT version FROM mara_schema", &[])
+        .await?
         .map(|row| row.get(0));
     let found = version.unwrap_or(0).max(0) as usize;
     if found >= MIGRATIONS.len() {
-        transaction.commit()?;
+        transaction.commit().await?;
         return Ok(found);
     }
     for migration in &MIGRATIONS[found..] {
-        transaction.batch_execute(migration)?;
+        transaction.batch_execute(migration).await?;
     }
     let now = MIGRATIONS.len() as i32;
-    match version {
-        None => transaction.execute("INSERT INTO mara_schema (version) VALUES ($1)", &[&now])?,
-        Some(_) => transaction.execute("UPDATE mara_schema SET version = $1", &[&now])?,
+    let sql = match version {
+        None => "INSERT INTO mara_schema (version) VALUES ($1)",
+        Some(_) => "UPDATE mara_schema SET version = $1",
     };
-    transaction.commit()?;
+    transaction.execute(sql, &[&now]).await?;
+    transaction.commit().await?;
     Ok(found)
 }
