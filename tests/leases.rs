@@ -233,3 +233,66 @@ fn a_server_that_does_not_answer_fails_the_run_before_it_starts_and_signals_stil
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn an_outage_longer_than_the_lease_loses_no_record() {
+    let Some(mut server) = Server::start() else {
+        return;
+    };
+    let url = server.url("outage");
+    let (here, there) = (Deployment::of("mara-local"), Deployment::of("mara-local"));
+    let run = slow_up(&here, &url, 1000, 6);
+    wait_for_operations(&here, 1);
+    // Down for longer than the run can wait for it: it drains, and keeps what the server did
+    // not take.
+    server.stop();
+    let stopped = Instant::now();
+    std::thread::sleep(Duration::from_secs(15));
+    let (code, err) = ended(run);
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(30),
+        "the run ended in time"
+    );
+    server.resume();
+    let journal = here.root().join(".mara/journal");
+    assert!(
+        std::fs::read_dir(&journal).is_ok_and(|mut d| d.next().is_some()),
+        "kept in {}",
+        journal.display()
+    );
+    // The machine's next command reaches the server: what ran is recorded, and the run's end.
+    let (_, history, err) = {
+        let output = mara(&here, &url, &["--output", "json", "history"])
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    assert!(history.contains("\"run_id\""), "{history}{err}");
+    assert!(!journal.exists() || std::fs::read_dir(&journal).unwrap().next().is_none());
+    // Seen from the other machine: each project that ran, as it ended; none running.
+    let output = mara(&there, &url, &["--output", "json", "status"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let run = &status[0];
+    assert_eq!(run["status"], "failed", "{run:#}");
+    let projects = run["projects"].as_array().unwrap();
+    let ran: Vec<String> = operations(&here).into_iter().map(|(_, _, p)| p).collect();
+    for project in projects {
+        assert_ne!(project["status"], "running", "{run:#}");
+    }
+    let recorded = projects
+        .iter()
+        .filter(|p| p["status"] == "succeeded" || p["status"] == "unchanged")
+        .count();
+    assert_eq!(
+        recorded,
+        ran.len(),
+        "every project that ran: {ran:?}\n{run:#}"
+    );
+}

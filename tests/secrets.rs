@@ -1140,4 +1140,35 @@ fn config_catches_mistakes_and_removes_keys() {
             .unwrap()
             .contains("plaintext")
     );
+
+    // Values are read as Pulumi reads them, and an edit touches nothing else, even inside a flow
+    // mapping: `0755` stays `0755`, `no` stays `no`.
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replacen(
+        "config:\n",
+        "config:\n  app:mode: 0755\n  app:obj: {mode: 0755, debug: no}  # as written\n",
+        1,
+    );
+    std::fs::write(&config, &text).unwrap();
+    assert_eq!(common::stdout(&run(&["get", "app:mode"])), "0755\n");
+    assert_eq!(
+        common::stdout(&run(&["get", "app:obj"])),
+        "{\"mode\":493,\"debug\":\"no\"}\n"
+    );
+    let output = run(&["set", "--path", "app:obj.debug", "yes"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        text.replace("debug: no}", "debug: \"yes\"}")
+    );
+    // A new key inside it would mean writing it anew: refused, naming the line, nothing written.
+    let before = std::fs::read_to_string(&config).unwrap();
+    let output = run(&["set", "--path", "app:obj.replicas", "3"]);
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains("config/pulumi/Pulumi.dev.yaml:"),
+        "{}",
+        common::stderr(&output)
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
 }

@@ -32,9 +32,18 @@ fn require_stack(settings: &Settings) -> Result<(Workspace, String)> {
     Ok((files.workspace, stack))
 }
 
+/// The workspace's ledger, if there is one; on a server, with what an earlier run of this
+/// workspace could not write there made first (`ledger::journal`), so that it shows.
 fn open_existing(settings: &Settings, workspace: &Workspace) -> Result<Option<Box<dyn Ledger>>> {
-    ledger::open_existing(&ledger::place(workspace, &settings.env)?)
-        .map_err(|e| e.relative_to(&workspace.root))
+    let place = ledger::place(workspace, &settings.env)?;
+    let mut opened = ledger::open_existing(&place).map_err(|e| e.relative_to(&workspace.root))?;
+    if let (Some(ledger), Some(journal)) = (
+        opened.as_mut(),
+        ledger::journal::Journal::of(workspace, &place),
+    ) {
+        ledger::replay(&journal, ledger.as_mut());
+    }
+    Ok(opened)
 }
 
 pub fn status(settings: &Settings, watch: bool) -> Result<()> {

@@ -7,6 +7,7 @@
 //! (`postgres.rs`), each only a dialect; `open` and `open_existing` are where a command gets one,
 //! and `tests/ledger_contract.rs` holds both to the same behaviour.
 
+pub mod journal;
 pub mod postgres;
 pub use postgres::Escalation;
 pub mod records;
@@ -16,7 +17,7 @@ pub mod store;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::{Changes, Operation};
 use crate::error::{Error, Problem, Result};
@@ -156,6 +157,19 @@ pub fn open_existing(place: &Place) -> Result<Option<Box<dyn Ledger>>> {
     }
 }
 
+/// Makes what `journal` kept on `ledger` (best effort: what it cannot make stays kept), saying
+/// so when it made any.
+pub fn replay(journal: &journal::Journal, ledger: &mut dyn Ledger) {
+    match journal.replay(ledger) {
+        Ok((0, _)) => {}
+        Ok((made, left)) => tracing::info!(
+            "made {made} of the writes kept in {} ({left} left)",
+            journal.file().display()
+        ),
+        Err(error) => tracing::warn!("{error}: the writes kept there wait"),
+    }
+}
+
 /// A run's ledger, opened when it is first needed and then kept: one connection to a server per
 /// run, whatever the run asks it (what `--changed` compares, the stacks that exist, the record).
 pub struct Opener {
@@ -165,6 +179,8 @@ pub struct Opener {
     writable: bool,
     /// What abandons a server's call that waits (the run's interruption).
     escalation: Option<Escalation>,
+    /// The writes a server did not take, made first once it is reached (`journal`).
+    journal: Option<journal::Journal>,
 }
 
 impl Opener {
@@ -174,6 +190,7 @@ impl Opener {
             opened: None,
             writable: false,
             escalation: None,
+            journal: None,
         }
     }
 
@@ -184,6 +201,21 @@ impl Opener {
         self
     }
 
+    /// The writes `journal` kept are made first, once the server is reached.
+    pub fn replaying(mut self, journal: Option<journal::Journal>) -> Opener {
+        self.journal = journal;
+        self
+    }
+
+    /// The ledger at `place`, opened, with what the journal kept made on it.
+    fn open(&mut self) -> Result<Box<dyn Ledger>> {
+        let mut ledger = open_with(&self.place, self.escalation.clone())?;
+        if let Some(journal) = self.journal.take() {
+            replay(&journal, ledger.as_mut());
+        }
+        Ok(ledger)
+    }
+
     pub fn place(&self) -> &Place {
         &self.place
     }
@@ -192,7 +224,7 @@ impl Opener {
     pub fn existing(&mut self) -> Result<Option<&dyn Ledger>> {
         if self.opened.is_none() {
             self.opened = match &self.place {
-                Place::Server(_) => Some(open_with(&self.place, self.escalation.clone())?),
+                Place::Server(_) => Some(self.open()?),
                 Place::File(_) => open_existing(&self.place)?,
             };
             self.writable = matches!(self.place, Place::Server(_));
@@ -203,7 +235,7 @@ impl Opener {
     /// The ledger to write, made if need be.
     pub fn writable(&mut self) -> Result<&mut Box<dyn Ledger>> {
         if !self.writable || self.opened.is_none() {
-            self.opened = Some(open_with(&self.place, self.escalation.clone())?);
+            self.opened = Some(self.open()?);
             self.writable = true;
         }
         Ok(self.opened.as_mut().expect("opened just above"))
@@ -352,7 +384,7 @@ impl RunRecord {
 }
 
 /// A project of a recorded run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProjectRecord {
     pub path: String,
     pub status: ProjectStatus,

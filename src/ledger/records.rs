@@ -486,6 +486,12 @@ impl<S: Store> Ledger for Records<S> {
                 "UPDATE {p}runs SET status = $2, finished = $3 WHERE run_id = $1 AND status = 'running'",
                 &[run_id.into(), status.as_str().into(), finished.into()],
             )?;
+            // No project stays running once its run ended: one whose end was not recorded (a
+            // write lost) is abandoned — until a journal that kept it says how it ended.
+            tx.execute(
+                "UPDATE {p}projects SET status = 'abandoned' WHERE run_id = $1 AND status = 'running'",
+                &[run_id.into()],
+            )?;
             tx.execute("DELETE FROM {p}locks WHERE run_id = $1", &[run_id.into()])?;
             Ok(())
         })

@@ -142,6 +142,21 @@ impl Job {
         }
     }
 
+    /// The project stopped before a step that changes its stack, the run draining (`reason`):
+    /// its operation did not run.
+    fn stopped_before(&self, reason: &str, log: &Option<std::fs::File>) -> Finished {
+        Finished {
+            outcome: Outcome::Skipped {
+                reason: format!("stopped before its {}: {reason}", self.operation),
+            },
+            exit_code: None,
+            changes: None,
+            log: log.as_ref().map(|_| self.project.log.clone()),
+            created_stack: self.created(),
+            preview: Default::default(),
+        }
+    }
+
     /// The project without its stack: not touched.
     fn absent(&self, code: Option<i32>, log: &Option<std::fs::File>) -> Finished {
         Finished {
@@ -249,6 +264,15 @@ impl Prepared {
             }
             if job.stop.as_ref().is_some_and(Stop::is_stopped) {
                 return Err(job.failed(None, "not needed: the run stopped".into(), log));
+            }
+            // A run that may no longer own its stack changes nothing more of it: a project
+            // started before the drain does not go on to its operation (`run::drain`).
+            let changes_the_stack = matches!(
+                step.kind,
+                StepKind::Prepare | StepKind::Operation | StepKind::Cleanup
+            );
+            if changes_the_stack && let Some(reason) = interrupt.draining() {
+                return Err(job.stopped_before(&reason, log));
             }
             let mut reader = Reader::new(engine, job.operation).with_diff(job.show_diff);
             let mut finished = run_step(job, log, step, &mut reader)

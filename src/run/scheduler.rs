@@ -193,7 +193,8 @@ pub async fn run<S: Send + 'static>(
         };
         let path = projects[i].path.clone();
         // Started before the run began to drain, and ended after: it ran through the drain.
-        if started_at.contains_key(&i) && interrupt.lease().began_before(Instant::now()) {
+        let ran = !matches!(finished.outcome, Outcome::Skipped { .. });
+        if ran && started_at.contains_key(&i) && interrupt.lease().began_before(Instant::now()) {
             interrupt.lease().ran_through(&path);
         }
         if !finished.outcome.lets_dependents_run() {

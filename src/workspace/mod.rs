@@ -13,6 +13,7 @@ pub mod stack;
 pub mod stack_config;
 pub mod yaml;
 pub mod yaml_edit;
+pub mod yaml_nodes;
 
 use std::path::{Path, PathBuf};
 

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Location, Problem, Result};
 use crate::workspace::config_path::{ConfigPath, Found, Step};
+use crate::workspace::yaml_nodes::{self, Edit, Seg};
 use crate::workspace::{yaml, yaml_edit};
 
 /// The key that records which provider built the stack.
@@ -118,12 +119,40 @@ impl StackConfigFile {
             .iter()
             .all(|c| now.contains(c));
         match read {
-            Some(Value::Object(read)) if read == document && kept => Ok(text),
+            Some(Value::Object(read)) if read == document && kept => {
+                as_written(self.text(), &text, path, false)?;
+                Ok(text)
+            }
             _ => Err(EditError::Layout(
                 "the file is laid out in a way that mara does not edit safely".into(),
             )),
         }
     }
+}
+
+/// `new` keeps every value of `old` that the edit of `path` does not change written as it was,
+/// byte for byte (`yaml_nodes::preserved`): another YAML reader (Pulumi's) may read a value
+/// rewritten from mara's reading of it otherwise (`no`, `0644`).
+fn as_written(
+    old: &str,
+    new: &str,
+    path: &ConfigPath,
+    removes_item: bool,
+) -> std::result::Result<(), EditError> {
+    let mut segs = vec![Seg::Key("config".into()), Seg::Key(path.key.clone())];
+    segs.extend(path.steps.iter().map(|step| match step {
+        Step::Key(key) => Seg::Key(key.clone()),
+        Step::Index(i) => Seg::Index(*i),
+    }));
+    let edit = Edit {
+        path: segs,
+        removes_item,
+    };
+    yaml_nodes::preserved(old, new, &edit).map_err(|why| {
+        EditError::Layout(format!(
+            "it would write other values anew ({why}), which YAML readers may read differently"
+        ))
+    })
 }
 
 impl StackConfigFile {
@@ -193,7 +222,11 @@ impl StackConfigFile {
             _ => false,
         };
         match same && yaml_edit::comments(&text) == kept {
-            true => Ok(text),
+            true => {
+                let removes_item = matches!(path.steps.last(), Some(Step::Index(_)));
+                as_written(self.text(), &text, path, removes_item)?;
+                Ok(text)
+            }
             false => Err(EditError::Layout(
                 "the file is laid out in a way that mara does not edit safely".into(),
             )),

@@ -12,12 +12,21 @@ pub fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
     serde_saphyr::from_str(text).map_err(|e| Error::config(problem(path, &e)))
 }
 
-/// Parses `text` into a generic value; an empty document is `null`.
+/// Parses `text` into a generic value as Pulumi reads it (Go's yaml.v3, docs/decisions.md, "An
+/// edit never changes a value it was not asked to"): YAML 1.2's `true`/`false` are the only
+/// booleans (`yes`, `no`, `on`, `off`, `y` are strings), `0755` is octal as in YAML 1.1 (and
+/// `0o755`), `.inf` and `.nan` are kept as they are written; an empty document is `null`.
 pub fn parse_value(path: &Path, text: &str) -> Result<serde_json::Value> {
     if text.trim().is_empty() {
         return Ok(serde_json::Value::Null);
     }
-    parse::<Option<serde_json::Value>>(path, text).map(Option::unwrap_or_default)
+    let mut options = serde_saphyr::Options::default();
+    options.legacy_octal_numbers = true;
+    options.strict_booleans = true;
+    options.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::AsString;
+    serde_saphyr::from_str_with_options::<Option<serde_json::Value>>(text, options)
+        .map(Option::unwrap_or_default)
+        .map_err(|e| Error::config(problem(path, &e)))
 }
 
 fn problem(path: &Path, error: &serde_saphyr::Error) -> Problem {

@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::config_path::{ConfigPath, Step};
+use super::yaml_nodes::Seg;
 
 /// The text with the value at `path` under the top-level `config:` mapping, as `updated` (the
 /// file's `config:` values with it set) holds it; `Err` says why the file is not laid out so
@@ -16,6 +17,9 @@ pub fn set(
     path: &ConfigPath,
     updated: &serde_json::Map<String, Value>,
 ) -> Result<String, String> {
+    if let Some(text) = scalar_in_place(text, path, updated) {
+        return Ok(text);
+    }
     let mut doc = Doc::new(text)?;
     // The keys a line edit walks: up to the first list index, below which the list is
     // written anew.
@@ -79,6 +83,53 @@ pub fn set(
         }
     }
     Err("the path is empty".into())
+}
+
+/// A scalar that becomes another, written over its own text wherever it is (inside a flow
+/// collection too), in the quoting it had where it can: everything else stays byte for byte.
+/// `None` when the path is not a plain or quoted scalar in the text (a block scalar, an alias),
+/// or the new value is not a scalar.
+fn scalar_in_place(
+    text: &str,
+    path: &ConfigPath,
+    updated: &serde_json::Map<String, Value>,
+) -> Option<String> {
+    let mut wanted = updated.get(&path.key)?;
+    let mut segs = vec![Seg::Key("config".into()), Seg::Key(path.key.clone())];
+    for step in &path.steps {
+        (wanted, segs) = match step {
+            Step::Key(key) => (
+                wanted.get(key)?,
+                [segs, vec![Seg::Key(key.clone())]].concat(),
+            ),
+            Step::Index(i) => (wanted.get(*i)?, [segs, vec![Seg::Index(*i)]].concat()),
+        };
+    }
+    if wanted.is_object() || wanted.is_array() {
+        return None;
+    }
+    let (bom, body) = match text.strip_prefix('\u{feff}') {
+        Some(rest) => ("\u{feff}", rest),
+        None => ("", text),
+    };
+    let nodes = crate::workspace::yaml_nodes::nodes(body).ok()?;
+    let node = nodes.iter().find(|n| n.path == segs)?;
+    if node.raw.starts_with(['|', '>', '*', '&', '!']) || node.raw.contains('\n') {
+        return None;
+    }
+    let written = scalar_like(wanted, &node.raw);
+    // A comment aligned after it stays in its column where the spaces before it allow.
+    let after = &body[node.span.end..];
+    let spaces = after.len() - after.trim_start_matches(' ').len();
+    let longer = written.len() as isize - node.raw.len() as isize;
+    let after = match after[spaces..].starts_with('#') && spaces > 1 {
+        true => {
+            let padding = (spaces as isize - longer).clamp(1, isize::MAX) as usize;
+            format!("{}{}", " ".repeat(padding), &after[spaces..])
+        }
+        false => after.to_string(),
+    };
+    Some(format!("{bom}{}{written}{after}", &body[..node.span.start]))
 }
 
 /// The value at `keys` (a top-level key, then keys into it) of the updated configuration.
@@ -862,7 +913,7 @@ mod tests {
             set_in("config: {}   # filled in by mara\n", "a:b", json!("x")).unwrap(),
             "config: # filled in by mara\n  a:b: x\n"
         );
-        // A list is written anew, not the key around it.
+        // An item of a flow list, over its own text.
         assert_eq!(
             set_in(
                 "config:\n  a:cfg:\n    url: 'http://x/#frag'\n    port: 0x1F\n    hosts: [a, b]\n",
@@ -870,7 +921,7 @@ mod tests {
                 json!("c")
             )
             .unwrap(),
-            "config:\n  a:cfg:\n    url: 'http://x/#frag'\n    port: 0x1F\n    hosts:\n      - a\n      - c\n"
+            "config:\n  a:cfg:\n    url: 'http://x/#frag'\n    port: 0x1F\n    hosts: [a, c]\n"
         );
     }
 
@@ -880,13 +931,26 @@ mod tests {
         // Comments a rewrite would lose, in the forms the first check missed: refused.
         for (text, path) in [
             ("'app:k': [a]  # keep\n", "app:k"),
-            ("app:k: &x 1  # keep\n", "app:k"),
             ("app:l:  # keep\n  - a\n", "app:l"),
             ("app:l:\n  - true # a: b\n", "app:l"),
-            ("app:r: [it's]  # keep\n", "app:r[0]"),
         ] {
             let text = format!("{base}  {text}");
             assert_eq!(set_in(&text, path, json!("v")), None, "{text}");
+        }
+        // A scalar, anchored or in a flow list, over its own text: the comment stays.
+        for (text, path, now) in [
+            ("app:k: &x 1  # keep\n", "app:k", "app:k: &x v  # keep\n"),
+            (
+                "app:r: [it's]  # keep\n",
+                "app:r[0]",
+                "app:r: [v]  # keep\n",
+            ),
+        ] {
+            let text = format!("{base}  {text}");
+            assert_eq!(
+                set_in(&text, path, json!("v")).as_deref(),
+                Some(format!("{base}  {now}").as_str())
+            );
         }
         // One item of a list of one-line items: its line alone, comments and siblings kept.
         assert_eq!(
@@ -907,16 +971,17 @@ mod tests {
             .unwrap(),
             "config:\n  app:l:\n  - a  # c\n  - b\n  - c\n"
         );
-        // A rewrite that would change a value another reader reads otherwise: refused.
+        // A scalar inside a flow mapping in a list: over its own text, nothing else touched.
         assert_eq!(
             set_in(
                 "config:\n  app:l:\n  - {a: 1}\n  - y\n",
                 "app:l[0].a",
                 json!(2)
-            ),
-            None
+            )
+            .unwrap(),
+            "config:\n  app:l:\n  - {a: 2}\n  - y\n"
         );
-        // Inside a rewritten list, strings are escaped too.
+        // Written in place, strings are escaped too.
         assert_eq!(
             set_in(
                 "config:\n  app:l:\n  - {a: 1}\n",
@@ -924,7 +989,17 @@ mod tests {
                 json!("\u{85}")
             )
             .unwrap(),
-            "config:\n  app:l: [{\"a\": \"\\u0085\"}]\n"
+            "config:\n  app:l:\n  - {a: \"\\u0085\"}\n"
+        );
+        // A new key inside a flow mapping is no scalar over its text: the rewrite is refused
+        // where it would write `y` anew.
+        assert_eq!(
+            set_in(
+                "config:\n  app:l:\n  - {a: 1}\n  - y\n",
+                "app:l[0].b",
+                json!(2)
+            ),
+            None
         );
     }
 

@@ -78,6 +78,16 @@ pub(super) fn get(
         }
     };
     let mut shown = opened(&file, value)?;
+    // A key's own value that is no string is what the file says, as Pulumi keeps it (`0755`,
+    // not 493; `1e3`, not 1000.0); a value inside a structured one is as Pulumi decodes it.
+    if !target.is_nested()
+        && !shown.is_string()
+        && !shown.is_object()
+        && !shown.is_array()
+        && let Some(raw) = written(&file, &target)
+    {
+        shown = Value::String(raw);
+    }
     // A structured value split between the files (its secrets set with --path
     // --secret): both parts, as one.
     if let Some((other, value)) = found.get(1).cloned()
@@ -99,6 +109,18 @@ pub(super) fn get(
         OutputFormat::Human => plain(&shown),
     };
     crate::ui::print(&format!("{text}\n"))
+}
+
+/// A top-level key's plain value as `file` writes it.
+fn written(file: &Path, target: &ConfigPath) -> Option<String> {
+    use crate::workspace::yaml_nodes::{Seg, nodes};
+    let text = crate::workspace::stack_config::StackConfigFile::load(file).ok()?;
+    let path = [Seg::Key("config".into()), Seg::Key(target.key.clone())];
+    let node = nodes(text.text())
+        .ok()?
+        .into_iter()
+        .find(|n| n.path == path)?;
+    (!node.raw.starts_with(['\'', '"', '|', '>', '*', '&', '!'])).then_some(node.raw)
 }
 
 /// A secret's value, decrypted by Pulumi (`config get` always decrypts).

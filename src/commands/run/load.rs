@@ -246,7 +246,11 @@ impl Invocation<'_> {
         // A Ctrl-C reaches a run whose server stopped answering at once.
         let interrupt = self.runner.interrupt().clone();
         let escalation = ledger::Escalation::new(move || interrupt.level() as u8);
-        let mut ledger = Opener::new(place).interruptible(escalation);
+        // What an earlier run could not write there is made first.
+        let journal = ledger::journal::Journal::of(&deployment.files.workspace, &place);
+        let mut ledger = Opener::new(place)
+            .interruptible(escalation)
+            .replaying(journal);
         if let Some(open) = &run.open {
             let selected = &loaded.selected;
             fanout::open(ledger.place(), &loaded.with_secrets, deployment, selected)?;

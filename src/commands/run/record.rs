@@ -8,6 +8,7 @@ use std::time::SystemTime;
 use super::{Invocation, Prepared};
 use crate::clock;
 use crate::error::{Error, Result, plural};
+use crate::ledger::journal::Journal;
 use crate::ledger::{Opener, RunStart};
 use crate::run::events::ProjectReport;
 use crate::run::plan::{Planner, RunPlan};
@@ -30,12 +31,16 @@ impl Invocation<'_> {
     ) -> Result<Option<Recorder>> {
         let run = self.run;
         let stack = planner.stack.name.as_str();
+        let journal = Journal::of(&planner.deployment.files.workspace, ledger.place());
         if let Some(id) = &run.join {
             let joined = Recorder::join(ledger.take_writable()?, id, stack, run.operation);
             if let Err(Error::Interrupted) = joined {
                 eprintln!("Run {id} was cancelled: this job runs nothing.");
             }
-            return joined.map(Some);
+            return joined.map(|mut recorder| {
+                recorder.keep_unsent_in(journal);
+                Some(recorder)
+            });
         }
         let locks = run.operation.mutates();
         if !locks && run.open.is_none() {
@@ -51,8 +56,9 @@ impl Invocation<'_> {
         };
         let lease = run.open.as_ref().map(|o| o.lease);
         let again = |args: &str| self.settings.again(args);
-        let (recorder, taken) =
+        let (mut recorder, taken) =
             Recorder::start(ledger.take_writable()?, &start, locks, lease, &again)?;
+        recorder.keep_unsent_in(journal);
         if let Some(TakenOver { holder, run }) = taken {
             let clear = self.settings.again("unlock --engine");
             let note = run

@@ -6,19 +6,21 @@
 //! A ledger that cannot be written during the run loses the record, not the run: those failures
 //! are logged as warnings.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+mod sink;
+mod watch;
+
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::events::{Event, Sink};
-use super::interrupt::{Cause, Interrupt};
-use super::plan::RunPlan;
+use super::interrupt::Interrupt;
 use crate::clock;
 use crate::error::{Error, Problem, Result};
+use crate::ledger::journal::{Entry, Journal};
 use crate::ledger::{Begun, Holder, Ledger, ProjectRecord, RunRecord, RunStart};
 use crate::status::RunStatus;
+
+pub use sink::LedgerSink;
 
 type Shared = Arc<Mutex<Box<dyn Ledger>>>;
 
@@ -55,6 +57,8 @@ pub struct Recorder {
     /// When the call that last took or renewed the lock was sent: the lease counts from then
     /// (`run::drain`).
     confirmed: Instant,
+    /// Where the writes a server does not take are kept until it does (`ledger::journal`).
+    journal: Option<Journal>,
 }
 
 impl Recorder {
@@ -106,6 +110,7 @@ impl Recorder {
                     joined: false,
                     locks,
                     confirmed: deciding,
+                    journal: None,
                 };
                 let taken = took_over.map(|holder| TakenOver {
                     run: recorder.run(&holder.run_id).ok().flatten(),
@@ -138,6 +143,7 @@ impl Recorder {
             joined: true,
             locks: operation.mutates(),
             confirmed,
+            journal: None,
         })
     }
 
@@ -201,148 +207,6 @@ impl Recorder {
             .run(run_id)
     }
 
-    /// Watches for `mara cancel` until the run is finished: a request interrupts the run as
-    /// Ctrl-C would.
-    ///
-    /// On a ledger whose locks are leases (a server's), it also renews the lease three times
-    /// per lease, each confirmed renewal extending how long the run may count on it by its own
-    /// clock (`run::drain`: a lease not confirmed in time drains the run, however long a call
-    /// hangs). A lease that is gone (taken over, cleared) drains the run at once: no project
-    /// starts any more, the running ones finish.
-    pub fn watch_cancel(&mut self, interrupt: Interrupt) {
-        let (ledger, run_id) = (self.ledger.clone(), self.run_id.clone());
-        let (stop, stopped) = mpsc::channel::<()>();
-        self.stop = Some(stop);
-        let lease = ledger
-            .lock()
-            .ok()
-            .and_then(|l| l.lease())
-            .filter(|_| self.locks);
-        if let Some(lease) = lease {
-            interrupt.lease().confirmed(self.confirmed, lease);
-        }
-        let mut sent_last = self.confirmed;
-        self.watcher = Some(std::thread::spawn(move || {
-            let mut cancelled = false;
-            let mut lost = false;
-            while let Err(mpsc::RecvTimeoutError::Timeout) =
-                stopped.recv_timeout(Duration::from_millis(250))
-            {
-                if !cancelled {
-                    let requested = ledger
-                        .lock()
-                        .map(|l| l.cancel_requested(&run_id).unwrap_or(false))
-                        .unwrap_or(false);
-                    if requested {
-                        interrupt.cancel(Cause::CancelRequest);
-                        cancelled = true;
-                    }
-                }
-                // Drained (by the clock, say): nothing is started any more, nothing to renew.
-                lost = lost || interrupt.draining().is_some();
-                let Some(lease) = lease.filter(|_| !lost) else {
-                    continue;
-                };
-                // A lock cleared or taken over elsewhere is noticed at once, not at the next
-                // renewal: no project starts beside another run's.
-                if ledger
-                    .lock()
-                    .is_ok_and(|l| matches!(l.holds_lock(&run_id), Ok(false)))
-                {
-                    lost = true;
-                    interrupt.drain(LOCK_TAKEN.into());
-                    continue;
-                }
-                if sent_last.elapsed() < lease / 3 {
-                    continue;
-                }
-                let sent = Instant::now();
-                let outcome = ledger.lock().map(|mut l| l.renew(&run_id));
-                match outcome {
-                    Ok(Ok(true)) => {
-                        sent_last = sent;
-                        interrupt.lease().confirmed(sent, lease);
-                    }
-                    Ok(Ok(false)) => {
-                        lost = true;
-                        interrupt.drain(LOCK_TAKEN.into());
-                    }
-                    // Tried again at the next look; the clock drains the run if none succeeds.
-                    Ok(Err(error)) => interrupt.lease().trouble(error.to_string()),
-                    Err(_) => {}
-                }
-            }
-        }));
-    }
-
-    /// The sink that records `plan`'s projects as they start and end; `root` shortens the log
-    /// paths it records. Dropping it waits for its last write.
-    pub fn sink(&self, plan: &RunPlan, root: &Path) -> LedgerSink {
-        let fingerprints: BTreeMap<usize, String> = plan
-            .projects
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.fingerprint.clone().map(|f| (i, f)))
-            .collect();
-        let (ledger, run_id, root) = (self.ledger.clone(), self.run_id.clone(), root.to_path_buf());
-        let (logs, lease) = match ledger.lock() {
-            Ok(l) => (l.stores_logs(), l.lease()),
-            Err(_) => (false, None),
-        };
-        let (to_writer, events) = mpsc::channel::<Event>();
-        let writer = std::thread::spawn(move || {
-            // A ledger that cannot be written is said once, not at every line and event.
-            let mut failures = 0;
-            let mut persist = |op: &mut Op<'_>| {
-                // Once a write failed for a whole lease, the server is gone for this run (which
-                // drains): the later ones are tried once each.
-                let retried = if failures == 0 { lease } else { None };
-                if let Err(error) = persist(&ledger, retried, op) {
-                    failures += 1;
-                    if failures == 1 {
-                        tracing::warn!(
-                            "{error}: the run's record is incomplete (later failures are not repeated)"
-                        );
-                    }
-                }
-            };
-            // Log lines go in batches: what came in the last fifth of a second, or 200 lines,
-            // and always before a project's start or end is written.
-            let mut lines: Vec<(String, String)> = Vec::new();
-            let flush = |lines: &mut Vec<(String, String)>,
-                         persist: &mut dyn FnMut(&mut Op<'_>)| {
-                if !lines.is_empty() {
-                    persist(&mut |l| l.append_logs(&run_id, lines));
-                    lines.clear();
-                }
-            };
-            loop {
-                match events.recv_timeout(Duration::from_millis(200)) {
-                    Ok(Event::Line { path, text, .. }) => {
-                        lines.push((path, text));
-                        if lines.len() >= 200 {
-                            flush(&mut lines, &mut persist);
-                        }
-                    }
-                    Ok(event) => {
-                        flush(&mut lines, &mut persist);
-                        persist(&mut |l| write(l, &run_id, &event, &root, &fingerprints));
-                    }
-                    Err(mpsc::RecvTimeoutError::Timeout) => flush(&mut lines, &mut persist),
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        flush(&mut lines, &mut persist);
-                        return;
-                    }
-                }
-            }
-        });
-        LedgerSink {
-            to_writer: Some(to_writer),
-            writer: Some(writer),
-            logs,
-        }
-    }
-
     /// Checks once more that the run still holds its lock (after its projects, before its
     /// verdict): a lock taken between two polls must not end in a success.
     pub fn confirm_lock(&self, interrupt: &Interrupt) {
@@ -386,17 +250,24 @@ impl Recorder {
         }
     }
 
+    /// Keeps the writes the ledger does not take in `journal`, made by the next command that
+    /// reaches the ledger (a server's: `ledger::journal`).
+    pub fn keep_unsent_in(&mut self, journal: Option<Journal>) {
+        self.journal = journal;
+    }
+
     /// Records how the run ended and releases the stack's lock.
     fn finish(mut self, status: RunStatus) -> Result<()> {
         self.stop_watching();
         if self.joined {
             return Ok(());
         }
-        let finished = clock::rfc3339(SystemTime::now());
-        let lease = self.ledger.lock().ok().and_then(|l| l.lease());
-        persist(&self.ledger, lease, &mut |l| {
-            l.finish(&self.run_id, status, &finished)
-        })
+        let entry = Entry::Finish {
+            run_id: self.run_id.clone(),
+            status,
+            finished: clock::rfc3339(SystemTime::now()),
+        };
+        self.write(entry)
     }
 
     /// Records which projects now have `stack` on `backend`, and which were found without it.
@@ -407,10 +278,37 @@ impl Recorder {
         exist: &[String],
         gone: &[String],
     ) -> Result<()> {
-        self.ledger
-            .lock()
-            .expect("the ledger is never poisoned")
-            .stacks_changed(backend, stack, exist, gone)
+        self.write(Entry::StacksChanged {
+            backend: backend.to_string(),
+            stack: stack.to_string(),
+            exist: exist.to_vec(),
+            gone: gone.to_vec(),
+        })
+    }
+
+    /// Makes `entry` (tried for as long as a lease, `persist`), or keeps it in the journal: at
+    /// once when the journal holds writes of the run already (they go first, and the server
+    /// did not take them), else when the ledger does not take it.
+    fn write(&self, entry: Entry) -> Result<()> {
+        let journal = self.journal.as_ref();
+        if let Some(journal) = journal.filter(|j| j.file().is_file()) {
+            return journal.keep(&[entry]);
+        }
+        let lease = self.ledger.lock().ok().and_then(|l| l.lease());
+        match (
+            persist(&self.ledger, lease, &mut |l| entry.apply(l)),
+            journal,
+        ) {
+            (Err(error), Some(journal)) => {
+                journal.keep(&[entry])?;
+                tracing::warn!(
+                    "{error}: kept in {}, made by the next command that reaches the ledger",
+                    journal.file().display()
+                );
+                Ok(())
+            }
+            (result, _) => result,
+        }
     }
 
     /// Forgets a run that never ran (refused before its projects, or not confirmed) and
@@ -432,37 +330,6 @@ impl Recorder {
     }
 }
 
-/// Forwards project starts and ends to the recorder's writer thread.
-pub struct LedgerSink {
-    to_writer: Option<mpsc::Sender<Event>>,
-    writer: Option<JoinHandle<()>>,
-    /// Whether the ledger keeps log lines: then they go to it too.
-    logs: bool,
-}
-
-impl Sink for LedgerSink {
-    fn handle(&mut self, event: &Event) {
-        let kept = match event {
-            Event::ProjectStarted { .. } | Event::ProjectFinished { .. } => true,
-            Event::Line { .. } => self.logs,
-            _ => false,
-        };
-        if kept && let Some(to_writer) = &self.to_writer {
-            let _ = to_writer.send(event.clone());
-        }
-    }
-}
-
-impl Drop for LedgerSink {
-    fn drop(&mut self) {
-        drop(self.to_writer.take());
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
-    }
-}
-
-/// What the ledger keeps of an event.
 /// Runs `op` on the ledger. On a server (whose locks are leases) a failure is tried again every
 /// half second for as long as a lease lasts: a server restarting, or a network coming back,
 /// costs the record nothing (the lease itself is renewed meanwhile, or the run drains).
@@ -481,50 +348,14 @@ fn persist(ledger: &Shared, lease: Option<Duration>, op: &mut Op<'_>) -> Result<
         }
     }
 }
-
-fn write(
-    ledger: &mut dyn Ledger,
-    run_id: &str,
-    event: &Event,
-    root: &Path,
-    fingerprints: &BTreeMap<usize, String>,
-) -> Result<()> {
-    match event {
-        Event::ProjectStarted { index, path } => ledger.project_started(
-            run_id,
-            path,
-            &clock::rfc3339(SystemTime::now()),
-            fingerprints.get(index).map(String::as_str),
-        ),
-        Event::ProjectFinished { report, .. } => ledger.project_finished(
-            run_id,
-            &ProjectRecord {
-                path: report.path.clone(),
-                status: report.status,
-                started: report.started.clone(),
-                finished: report.finished.clone(),
-                exit_code: report.exit_code,
-                changes: report.changes.clone(),
-                reason: report.reason.clone(),
-                log: report.log.as_ref().map(|l| {
-                    l.strip_prefix(root)
-                        .map(PathBuf::from)
-                        .unwrap_or_else(|_| l.clone())
-                        .display()
-                        .to_string()
-                }),
-                fingerprint: None,
-            },
-        ),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::{Path, PathBuf};
+
     use super::*;
     use crate::engine::Operation;
-    use crate::run::events::{Finished, Outcome, ProjectReport};
+    use crate::run::events::{Event, Finished, Outcome, ProjectReport, Sink};
+    use crate::run::interrupt::Cause;
     use crate::run::plan::fixtures;
     use crate::status::ProjectStatus;
 
@@ -715,6 +546,7 @@ mod tests {
             joined: true,
             locks: true,
             confirmed: Instant::now(),
+            journal: None,
         };
         let refused = Error::config(Problem::new("the kubeconfig cannot be written"));
         joined(ledger).close(&Err(refused), false, &paths).unwrap();

@@ -1,0 +1,302 @@
+//! What a run could not write to its team's ledger, kept on the machine until it can
+//! (docs/commands.md, "A server that comes back"): a server out of reach for longer than a run
+//! can wait costs the record nothing. The run's writes go in order; those the server did not take
+//! are appended here, one JSON line each, and the next command of this workspace that reaches the
+//! server — any run, `status`, `history` — makes them first, in the same order, and forgets them.
+//!
+//! One file per server (`<state_dir>/journal/<key>.jsonl`, the key a hash of the URL without its
+//! password), private (0600), taken under an exclusive lock while it is replayed, so that two
+//! commands never make the same write twice. What it holds is what the server would: log lines
+//! and reasons redacted, no secret.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{Ledger, Place, ProjectRecord};
+use crate::error::{Error, Result};
+use crate::status::RunStatus;
+use crate::workspace::Workspace;
+
+/// One write to the ledger, as data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "write", rename_all = "snake_case")]
+pub enum Entry {
+    ProjectStarted {
+        run_id: String,
+        path: String,
+        started: String,
+        fingerprint: Option<String>,
+    },
+    ProjectFinished {
+        run_id: String,
+        project: ProjectRecord,
+    },
+    Logs {
+        run_id: String,
+        lines: Vec<(String, String)>,
+    },
+    Finish {
+        run_id: String,
+        status: RunStatus,
+        finished: String,
+    },
+    StacksChanged {
+        backend: String,
+        stack: String,
+        exist: Vec<String>,
+        gone: Vec<String>,
+    },
+}
+
+impl Entry {
+    /// Makes the write.
+    pub fn apply(&self, ledger: &mut dyn Ledger) -> Result<()> {
+        match self {
+            Entry::ProjectStarted {
+                run_id,
+                path,
+                started,
+                fingerprint,
+            } => ledger.project_started(run_id, path, started, fingerprint.as_deref()),
+            Entry::ProjectFinished { run_id, project } => ledger.project_finished(run_id, project),
+            Entry::Logs { run_id, lines } => ledger.append_logs(run_id, lines),
+            Entry::Finish {
+                run_id,
+                status,
+                finished,
+            } => ledger.finish(run_id, *status, finished),
+            Entry::StacksChanged {
+                backend,
+                stack,
+                exist,
+                gone,
+            } => ledger.stacks_changed(backend, stack, exist, gone),
+        }
+    }
+}
+
+/// The journal of one server's unsent writes, on this machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Journal {
+    file: PathBuf,
+}
+
+impl Journal {
+    /// The journal of the workspace's ledger, when it is a server's (a file is written where it
+    /// is, or not at all).
+    pub fn of(workspace: &Workspace, place: &Place) -> Option<Journal> {
+        let Place::Server(_) = place else {
+            return None;
+        };
+        let key = Sha256::digest(place.to_string().as_bytes());
+        let key: String = key[..8].iter().map(|b| format!("{b:02x}")).collect();
+        Some(Journal {
+            file: workspace
+                .state_dir()
+                .join("journal")
+                .join(format!("{key}.jsonl")),
+        })
+    }
+
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// Keeps `entries`, after those kept already.
+    pub fn keep(&self, entries: &[Entry]) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let text: String = entries
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}\n",
+                    serde_json::to_string(e).expect("an entry serializes")
+                )
+            })
+            .collect();
+        let write = || -> std::io::Result<()> {
+            if let Some(dir) = self.file.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let mut file = open(&self.file)?;
+            let _locked = Flock::exclusive(&file)?;
+            file.write_all(text.as_bytes())?;
+            file.sync_data()
+        };
+        write().map_err(|e| Error::write(&self.file, e))
+    }
+
+    /// Makes the kept writes on `ledger`, in order, until one fails; forgets those made. The
+    /// number made, and the number left.
+    pub fn replay(&self, ledger: &mut dyn Ledger) -> Result<(usize, usize)> {
+        if !self.file.is_file() {
+            return Ok((0, 0));
+        }
+        let mut file = open(&self.file).map_err(|e| Error::read(&self.file, e))?;
+        let _locked = Flock::exclusive(&file).map_err(|e| Error::read(&self.file, e))?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut file, &mut text)
+            .map_err(|e| Error::read(&self.file, e))?;
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let mut made = 0;
+        for line in &lines {
+            // A line that does not read (cut short by a crash mid-write) is dropped, said.
+            let Ok(entry) = serde_json::from_str::<Entry>(line) else {
+                tracing::warn!(
+                    "{}: a line that does not read is dropped",
+                    self.file.display()
+                );
+                made += 1;
+                continue;
+            };
+            if let Err(error) = entry.apply(ledger) {
+                // The server answers, but will not take this write (its run was forgotten
+                // meanwhile): it is dropped, said, and the rest goes on.
+                if ledger.runs(None, 1).is_ok() {
+                    tracing::warn!(
+                        "{}: a write the ledger refuses is dropped: {error}",
+                        self.file.display()
+                    );
+                    made += 1;
+                    continue;
+                }
+                tracing::info!("{}: kept for later: {error}", self.file.display());
+                break;
+            }
+            made += 1;
+        }
+        let left = &lines[made..];
+        // The rest, in place of what was there (still under the lock).
+        let rest: String = left.iter().map(|l| format!("{l}\n")).collect();
+        file.set_len(0).map_err(|e| Error::write(&self.file, e))?;
+        std::io::Seek::rewind(&mut file).map_err(|e| Error::write(&self.file, e))?;
+        file.write_all(rest.as_bytes())
+            .and_then(|()| file.sync_data())
+            .map_err(|e| Error::write(&self.file, e))?;
+        if left.is_empty() {
+            let _ = std::fs::remove_file(&self.file);
+        }
+        Ok((made, left.len()))
+    }
+}
+
+/// The journal's file, opened to read and append, made private.
+fn open(file: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(file)
+}
+
+/// An exclusive `flock` on a file's descriptor, released when dropped (before the file is).
+struct Flock(std::os::fd::RawFd);
+
+impl Flock {
+    fn exclusive(file: &std::fs::File) -> std::io::Result<Flock> {
+        use std::os::fd::AsRawFd;
+        let fd = file.as_raw_fd();
+        // SAFETY: flock on a descriptor this process owns; it blocks until the lock is taken.
+        match unsafe { libc::flock(fd, libc::LOCK_EX) } {
+            0 => Ok(Flock(fd)),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    }
+}
+
+impl Drop for Flock {
+    fn drop(&mut self) {
+        // SAFETY: as above; the file is still open (the guard is dropped first).
+        unsafe {
+            libc::flock(self.0, libc::LOCK_UN);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Operation;
+    use crate::ledger::RunStart;
+    use crate::status::ProjectStatus;
+
+    fn finished(path: &str) -> Entry {
+        Entry::ProjectFinished {
+            run_id: "r1".into(),
+            project: ProjectRecord {
+                path: path.into(),
+                status: ProjectStatus::Succeeded,
+                started: Some("2026-01-01T00:00:00Z".into()),
+                finished: Some("2026-01-01T00:00:01Z".into()),
+                exit_code: Some(0),
+                changes: None,
+                reason: None,
+                log: None,
+                fingerprint: Some("f".into()),
+            },
+        }
+    }
+
+    #[test]
+    fn kept_writes_are_made_in_order_once_and_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal {
+            file: dir.path().join("journal/k.jsonl"),
+        };
+        let entries = [
+            Entry::ProjectStarted {
+                run_id: "r1".into(),
+                path: "vpc".into(),
+                started: "2026-01-01T00:00:00Z".into(),
+                fingerprint: Some("f".into()),
+            },
+            finished("vpc"),
+            Entry::Logs {
+                run_id: "r1".into(),
+                lines: vec![("vpc".into(), "done".into())],
+            },
+            Entry::Finish {
+                run_id: "r1".into(),
+                status: RunStatus::Succeeded,
+                finished: "2026-01-01T00:00:02Z".into(),
+            },
+        ];
+        journal.keep(&entries[..2]).unwrap();
+        journal.keep(&entries[2..]).unwrap();
+        let text = std::fs::read_to_string(journal.file()).unwrap();
+        assert_eq!(text.lines().count(), 4);
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(journal.file()).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+
+        let place = Place::File(dir.path().join("ledger.db"));
+        let mut ledger = crate::ledger::open(&place).unwrap();
+        let start = RunStart {
+            run_id: "r1".into(),
+            operation: Operation::Up,
+            provider: "aws".into(),
+            stack: "dev".into(),
+            command: "mara up".into(),
+            started: "2026-01-01T00:00:00Z".into(),
+        };
+        ledger.begin(&start, true).unwrap();
+        assert_eq!(journal.replay(ledger.as_mut()).unwrap(), (4, 0));
+        assert!(!journal.file().exists(), "forgotten once made");
+        let run = ledger.run("r1").unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Succeeded);
+        assert_eq!(run.projects[0].status, ProjectStatus::Succeeded);
+        assert_eq!(
+            journal.replay(ledger.as_mut()).unwrap(),
+            (0, 0),
+            "made once"
+        );
+    }
+}

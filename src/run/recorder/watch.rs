@@ -1,0 +1,85 @@
+//! Watching a recorded run from the ledger (docs/commands.md, "cancel, unlock" and "A team's
+//! ledger"): a `mara cancel` request, and on a server the run's lease — renewed, and confirmed by
+//! the run's own clock (`run::drain`).
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::{LOCK_TAKEN, Recorder};
+use crate::run::interrupt::{Cause, Interrupt};
+
+impl Recorder {
+    /// Watches for `mara cancel` until the run is finished: a request interrupts the run as
+    /// Ctrl-C would.
+    ///
+    /// On a ledger whose locks are leases (a server's), it also renews the lease three times
+    /// per lease, each confirmed renewal extending how long the run may count on it by its own
+    /// clock (`run::drain`: a lease not confirmed in time drains the run, however long a call
+    /// hangs). A lease that is gone (taken over, cleared) drains the run at once: no project
+    /// starts any more, the running ones finish.
+    pub fn watch_cancel(&mut self, interrupt: Interrupt) {
+        let (ledger, run_id) = (self.ledger.clone(), self.run_id.clone());
+        let (stop, stopped) = mpsc::channel::<()>();
+        self.stop = Some(stop);
+        let lease = ledger
+            .lock()
+            .ok()
+            .and_then(|l| l.lease())
+            .filter(|_| self.locks);
+        if let Some(lease) = lease {
+            interrupt.lease().confirmed(self.confirmed, lease);
+        }
+        let mut sent_last = self.confirmed;
+        self.watcher = Some(std::thread::spawn(move || {
+            let mut cancelled = false;
+            let mut lost = false;
+            while let Err(mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(Duration::from_millis(250))
+            {
+                if !cancelled {
+                    let requested = ledger
+                        .lock()
+                        .map(|l| l.cancel_requested(&run_id).unwrap_or(false))
+                        .unwrap_or(false);
+                    if requested {
+                        interrupt.cancel(Cause::CancelRequest);
+                        cancelled = true;
+                    }
+                }
+                // Drained (by the clock, say): nothing is started any more, nothing to renew.
+                lost = lost || interrupt.draining().is_some();
+                let Some(lease) = lease.filter(|_| !lost) else {
+                    continue;
+                };
+                // A lock cleared or taken over elsewhere is noticed at once, not at the next
+                // renewal: no project starts beside another run's.
+                if ledger
+                    .lock()
+                    .is_ok_and(|l| matches!(l.holds_lock(&run_id), Ok(false)))
+                {
+                    lost = true;
+                    interrupt.drain(LOCK_TAKEN.into());
+                    continue;
+                }
+                if sent_last.elapsed() < lease / 3 {
+                    continue;
+                }
+                let sent = Instant::now();
+                let outcome = ledger.lock().map(|mut l| l.renew(&run_id));
+                match outcome {
+                    Ok(Ok(true)) => {
+                        sent_last = sent;
+                        interrupt.lease().confirmed(sent, lease);
+                    }
+                    Ok(Ok(false)) => {
+                        lost = true;
+                        interrupt.drain(LOCK_TAKEN.into());
+                    }
+                    // Tried again at the next look; the clock drains the run if none succeeds.
+                    Ok(Err(error)) => interrupt.lease().trouble(error.to_string()),
+                    Err(_) => {}
+                }
+            }
+        }));
+    }
+}
