@@ -11,17 +11,74 @@ pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     write_atomic(path, text, 0o600)
 }
 
-/// Replaces a person's file (the shared stack configuration) with `text` atomically, keeping its
-/// mode; a new file gets 0644.
+/// Replaces a person's file (the shared stack configuration) with `text` atomically, keeping what
+/// the file was (docs/decisions.md, "Edits keep the user's file what it was"): a symlink is
+/// written through (the file it points to is replaced, the link stays), its mode is kept
+/// whatever the umask, a byte order mark it starts with is kept, and a file its owner may not
+/// write (0444) is refused, not replaced. A new file gets 0644.
 pub fn rewrite(path: &Path, text: &str) -> std::io::Result<()> {
-    let mode = std::fs::metadata(path).map_or(0o644, |m| {
-        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
-    });
-    write_atomic(path, text, mode)
+    let target = match std::fs::symlink_metadata(path) {
+        Ok(link) if link.file_type().is_symlink() => std::fs::canonicalize(path)?,
+        _ => path.to_path_buf(),
+    };
+    let (mode, bom) = match std::fs::metadata(&target) {
+        Ok(metadata) => {
+            let mode = std::os::unix::fs::PermissionsExt::mode(&metadata.permissions()) & 0o7777;
+            if mode & 0o200 == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "it is read-only (make it writable to let mara change it)",
+                ));
+            }
+            (mode, starts_with_bom(&target))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0o644, false),
+        Err(e) => return Err(e),
+    };
+    match bom && !text.starts_with('\u{feff}') {
+        true => write_atomic(&target, &format!("\u{feff}{text}"), mode),
+        false => write_atomic(&target, text, mode),
+    }
 }
 
-/// Writes `text` to `path` atomically with `mode`: a temporary file beside it, synced, then
-/// renamed over it.
+/// Whether the file starts with a UTF-8 byte order mark.
+fn starts_with_bom(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 3];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| head == [0xEF, 0xBB, 0xBF])
+}
+
+/// An exclusive lock on a directory (`flock`), held until dropped: the editors of the files in
+/// it (mara's processes) take turns, each reading what the one before wrote.
+pub struct DirLock(std::fs::File);
+
+impl DirLock {
+    pub fn take(dir: &Path) -> std::io::Result<DirLock> {
+        use std::os::fd::AsRawFd;
+        std::fs::create_dir_all(dir)?;
+        let handle = std::fs::File::open(dir)?;
+        // SAFETY: flock on a descriptor this process owns; it blocks until the lock is taken.
+        match unsafe { libc::flock(handle.as_raw_fd(), libc::LOCK_EX) } {
+            0 => Ok(DirLock(handle)),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as above.
+        unsafe {
+            libc::flock(self.0.as_raw_fd(), libc::LOCK_UN);
+        }
+    }
+}
+
+/// Writes `text` to `path` atomically with `mode` (whatever the umask): a temporary file beside
+/// it, synced, then renamed over it.
 pub fn write_atomic(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
@@ -39,6 +96,8 @@ pub fn write_atomic(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
         .truncate(true)
         .mode(mode)
         .open(&temp)?;
+    // The umask took bits off the mode the file was created with: they are put back.
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
     file.write_all(text.as_bytes())?;
     file.sync_all()?;
     drop(file);
@@ -50,6 +109,42 @@ pub fn write_atomic(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rewrite_keeps_the_file_what_it_was() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("shared/Pulumi.dev.yaml");
+        std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+        std::fs::write(&real, "\u{feff}config:\n  a:b: 1\n").unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let link = dir.path().join("Pulumi.dev.yaml");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        // SAFETY: umask only sets this process's mask; the test restores it.
+        let before = unsafe { libc::umask(0o077) };
+        rewrite(&link, "config:\n  a:b: 2\n").unwrap();
+        unsafe { libc::umask(before) };
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(
+            std::fs::read_to_string(&real).unwrap(),
+            "\u{feff}config:\n  a:b: 2\n",
+            "written through the link, its byte order mark kept"
+        );
+        assert_eq!(
+            std::fs::metadata(&real).unwrap().permissions().mode() & 0o777,
+            0o640,
+            "its mode, whatever the umask"
+        );
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let refused = rewrite(&link, "config: {}\n").unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(std::fs::read_to_string(&real).unwrap().contains("a:b: 2"));
+    }
 
     #[test]
     fn private_files_are_0600_and_whole() {

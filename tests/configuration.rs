@@ -463,3 +463,88 @@ fn a_value_of_the_wrong_kind_in_mara_toml_is_said_in_words() {
         stderr(&output)
     );
 }
+
+#[test]
+fn concurrent_edits_of_the_configuration_lose_nothing() {
+    let ws = Workspace::new(&[
+        ("mara.toml", "provider = \"kubeconfig\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        ("config/pulumi/Pulumi.dev.yaml", "config:\n  a:b: 1\n"),
+    ]);
+    std::thread::scope(|scope| {
+        let sets: Vec<_> = (0..20)
+            .map(|i| {
+                let ws = &ws;
+                scope.spawn(move || {
+                    ws.mara()
+                        .args(["config", "set", &format!("app:k{i}"), &i.to_string()])
+                        .output()
+                        .unwrap()
+                })
+            })
+            .collect();
+        for set in sets {
+            let output = set.join().unwrap();
+            assert!(output.status.success(), "{}", stderr(&output));
+        }
+    });
+    let text = std::fs::read_to_string(ws.path().join("config/pulumi/Pulumi.dev.yaml")).unwrap();
+    for i in 0..20 {
+        assert!(
+            text.contains(&format!("app:k{i}: \"{i}\"")),
+            "app:k{i} lost:\n{text}"
+        );
+    }
+    assert!(text.starts_with("config:\n  a:b: 1\n"), "{text}");
+}
+
+#[test]
+fn an_edit_keeps_the_file_what_it_was() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = Workspace::new(&[
+        ("mara.toml", "provider = \"kubeconfig\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        ("shared/dev.yaml", "config:\n  a:b: 1\n"),
+    ]);
+    let file = ws.path().join("config/pulumi/Pulumi.dev.yaml");
+    std::os::unix::fs::symlink("../../shared/dev.yaml", &file).unwrap();
+    let shared = ws.path().join("shared/dev.yaml");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o664)).unwrap();
+    let output = ws
+        .mara()
+        .args(["config", "set", "a:b", "2"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        std::fs::symlink_metadata(&file)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&shared).unwrap(),
+        "config:\n  a:b: \"2\"\n"
+    );
+    assert_eq!(
+        std::fs::metadata(&shared).unwrap().permissions().mode() & 0o777,
+        0o664
+    );
+    // A read-only file is refused, as it is.
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let output = ws
+        .mara()
+        .args(["config", "set", "a:b", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("it is read-only"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&shared).unwrap(),
+        "config:\n  a:b: \"2\"\n"
+    );
+}

@@ -188,8 +188,17 @@ pub fn write_first_run(
 ) -> Result<StackConfigFile> {
     let text = configure::first_run_document(&first_run.values, infra_type);
     let path = config.path();
-    crate::files::write_atomic(path, &text, 0o644).map_err(|e| Error::write(path, e))?;
-    StackConfigFile::from_text(path, text)
+    // Under the file's lock: a `config set` made meanwhile (while the questions were asked) is
+    // not overwritten, and the run stops, saying so.
+    let written = StackConfigFile::edit(path, |now| match now.is_first_run() {
+        true => Ok(Some(text.clone())),
+        false => Err(Error::config(
+            Problem::new("it was written while the first run's questions were asked")
+                .at(crate::error::Location::file(path))
+                .hint("run `mara up` again: it reads the file as it is now"),
+        )),
+    })?;
+    Ok(written.expect("the first run's answers are written"))
 }
 
 /// After a stack's first successful `up`: `kubernetes:infra_type` added to a shared configuration
@@ -197,15 +206,16 @@ pub fn write_first_run(
 /// everything else in it. `Ok(false)` when the file is not laid out so that this is certain.
 pub fn record_infra_type(config: &StackConfigFile, infra_type: &str) -> Result<bool> {
     use crate::workspace::stack_config::INFRA_TYPE_KEY;
-    let Some(values) = config.config() else {
-        return Ok(false);
-    };
-    let Some(text) = values.with_key(INFRA_TYPE_KEY, infra_type) else {
-        return Ok(false);
-    };
-    let path = config.path();
-    crate::files::rewrite(path, &text).map_err(|e| Error::write(path, e))?;
-    Ok(true)
+    // Read again under the file's lock: another run may have recorded it meanwhile.
+    let mut there = false;
+    let written = StackConfigFile::edit(config.path(), |now| {
+        let values = now.config();
+        there = values.is_some_and(|v| v.values.contains_key(INFRA_TYPE_KEY));
+        Ok(values
+            .filter(|_| !there)
+            .and_then(|values| values.with_key(INFRA_TYPE_KEY, infra_type)))
+    })?;
+    Ok(there || written.is_some())
 }
 
 /// Writes the copy of the shared configuration the engines get when it holds a path relative to

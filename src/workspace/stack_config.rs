@@ -41,6 +41,25 @@ impl StackConfigFile {
         StackConfigFile::from_text(path, text)
     }
 
+    /// Edits the file at `path` as it is now: under an exclusive lock of its directory
+    /// (`files::DirLock`), it is read afresh, `change` says what to write (`None`: nothing),
+    /// and that is written in place of it (`files::rewrite`). Concurrent edits (twenty `config
+    /// set` at once, a run recording `kubernetes:infra_type`) take turns, each on what the one
+    /// before wrote. The file as written, when it was.
+    pub fn edit(
+        path: &Path,
+        change: impl FnOnce(&StackConfigFile) -> Result<Option<String>>,
+    ) -> Result<Option<StackConfigFile>> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let _turn = crate::files::DirLock::take(dir).map_err(|e| Error::write(path, e))?;
+        let current = StackConfigFile::load(path)?;
+        let Some(text) = change(&current)? else {
+            return Ok(None);
+        };
+        crate::files::rewrite(path, &text).map_err(|e| Error::write(path, e))?;
+        StackConfigFile::from_text(path, text).map(Some)
+    }
+
     /// The file at `path` holding `text` (what mara has just written, without reading it back).
     pub fn from_text(path: &Path, text: String) -> Result<StackConfigFile> {
         let config = StackConfig::parse(path, &text)?;

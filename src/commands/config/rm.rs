@@ -49,7 +49,7 @@ pub(super) fn rm(
     let mut secrets = None;
     for (file, _) in found {
         match file == files.shared {
-            true => edited = Some(without(&file, &target)?),
+            true => edited = Some(without(&StackConfigFile::load(&file)?, &target)?),
             false => {
                 let dir = workspace.project_dir(&workspace.settings.secrets_project);
                 let step = pulumi(workspace, files).rm_step(&dir, &target.to_string(), path);
@@ -77,17 +77,17 @@ pub(super) fn rm(
         }
         removed(&file)?;
     }
-    if let Some(edited) = edited {
+    if edited.is_some() {
+        // Made again on the file as it is now, under its lock (another edit may have come).
         let file = &files.shared;
-        crate::files::rewrite(file, &edited).map_err(|e| Error::write(file, e))?;
+        StackConfigFile::edit(file, |now| without(now, &target).map(Some))?;
         removed(file)?;
     }
     Ok(())
 }
 
 /// The shared file's text without `target`, or why it cannot be removed alone.
-fn without(file: &Path, target: &ConfigPath) -> Result<String> {
-    let shared = StackConfigFile::load(file)?;
+fn without(shared: &StackConfigFile, target: &ConfigPath) -> Result<String> {
     shared.without(target).map_err(|error| {
         let problem = match error {
             EditError::Shape(message) => Problem::new(message),

@@ -316,26 +316,26 @@ fn set_plain(
 ) -> Result<()> {
     let workspace = &stack_files.workspace;
     let stack = stack_files.required_stack()?;
-    let file = match &stack_files.config {
-        Some(config) => config.clone(),
-        None => StackConfigFile::Missing(workspace.stack_config_file(&stack.name)),
-    };
-    let path = file.path().to_path_buf();
-    let at = || match file.config() {
-        Some(config) => config.location_of_path(target),
-        None => crate::error::Location::file(&path),
-    };
-    let text = file.with_value(target, value).map_err(|error| {
-        let problem = match error {
-            EditError::Shape(message) => Problem::new(message),
-            EditError::Layout(reason) => Problem::new(format!(
-                "cannot change this value and nothing else: {reason}"
-            ))
-            .hint(format!("edit the file by hand: `{target}` = {raw}")),
+    let path = workspace.stack_config_file(&stack.name);
+    // The file as it is when the edit is made: another `config set` may have just written it.
+    StackConfigFile::edit(&path, |file| {
+        let at = || match file.config() {
+            Some(config) => config.location_of_path(target),
+            None => crate::error::Location::file(&path),
         };
-        Error::config(problem.at(at()).subject(format!("`{target}`")))
-    })?;
-    crate::files::rewrite(&path, &text).map_err(|e| Error::write(&path, e))
+        let text = file.with_value(target, value).map_err(|error| {
+            let problem = match error {
+                EditError::Shape(message) => Problem::new(message),
+                EditError::Layout(reason) => Problem::new(format!(
+                    "cannot change this value and nothing else: {reason}"
+                ))
+                .hint(format!("edit the file by hand: `{target}` = {raw}")),
+            };
+            Error::config(problem.at(at()).subject(format!("`{target}`")))
+        })?;
+        Ok(Some(text))
+    })
+    .map(drop)
 }
 
 /// A secret, encrypted by Pulumi into the secrets project's stack configuration, the value on
