@@ -1531,3 +1531,89 @@ fn an_engine_that_crashes_without_an_error_line_still_says_why() {
         common::stdout(&output)
     );
 }
+
+#[test]
+fn the_users_context_comes_back_whatever_order_workspaces_are_destroyed_in() {
+    let shared = tempfile::tempdir().unwrap();
+    let kube = shared.path().join("config");
+    let existing = "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n  cluster:\n    server: https://prod.example.com\n    namespace: \"0123\"\nusers:\n- name: prod-admin\n  user:\n    token: \"1e3\"\ncontexts:\n- name: prod\n  context:\n    cluster: prod\n    user: prod-admin\ncurrent-context: prod\n";
+    let workspaces: Vec<Deployment> = (0..3)
+        .map(|i| {
+            let d = Deployment::new();
+            let provider = d.root().join("providers/local.toml");
+            let text = std::fs::read_to_string(&provider).unwrap();
+            std::fs::write(&provider, text.replace("merge = false", "merge = true")).unwrap();
+            let config = d.root().join("config/pulumi");
+            let dev = std::fs::read_to_string(config.join("Pulumi.dev.yaml")).unwrap();
+            std::fs::write(config.join(format!("Pulumi.w{i}.yaml")), dev).unwrap();
+            d
+        })
+        .collect();
+    let run = |i: usize, args: &[&str]| {
+        let output = workspaces[i]
+            .mara()
+            .args(args)
+            .args(["--only", "cluster", "-s", &format!("w{i}")])
+            .env("KUBECONFIG", &kube)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", common::stderr(&output));
+    };
+    for order in [[0, 1, 2], [1, 0, 2], [1, 2, 0], [2, 1, 0]] {
+        std::fs::write(&kube, existing).unwrap();
+        for i in 0..3 {
+            run(i, &["up", "--yes"]);
+        }
+        let merged = std::fs::read_to_string(&kube).unwrap();
+        assert!(merged.contains("current-context: mara-w2"), "{merged}");
+        for i in order {
+            run(i, &["destroy", "--yes"]);
+        }
+        let back = std::fs::read_to_string(&kube).unwrap();
+        assert!(
+            back.contains("current-context: prod") && !back.contains("mara-w"),
+            "{order:?}:\n{back}"
+        );
+        // The user's strings that look like numbers stay strings.
+        assert!(
+            back.contains("\"0123\"") && back.contains("\"1e3\""),
+            "{back}"
+        );
+    }
+}
+
+#[test]
+fn a_kubeconfig_mara_cannot_merge_into_is_refused_and_left_as_it_is() {
+    let d = Deployment::new();
+    let provider = d.root().join("providers/local.toml");
+    let text = std::fs::read_to_string(&provider).unwrap();
+    std::fs::write(&provider, text.replace("merge = false", "merge = true")).unwrap();
+    let kube = d.root().join("home/.kube/config");
+    std::fs::create_dir_all(kube.parent().unwrap()).unwrap();
+    for (bad, said) in [
+        (
+            "apiVersion: v1\nclusters:\n  prod: {}\n",
+            "config:2: `clusters` is a mapping",
+        ),
+        ("- a\n- b\n", "config:1: a kubeconfig is a mapping"),
+        ("just text\n", "config:1: a kubeconfig is a mapping"),
+    ] {
+        std::fs::write(&kube, bad).unwrap();
+        let output = d
+            .mara()
+            .args(["up", "--yes", "--only", "cluster"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{}", common::stdout(&output));
+        assert!(
+            common::stdout(&output).contains(said),
+            "{}",
+            common::stdout(&output)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&kube).unwrap(),
+            bad,
+            "left as it is"
+        );
+    }
+}

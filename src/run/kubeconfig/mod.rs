@@ -9,9 +9,12 @@
 //! context `aws`) that a user's own entries, or another stack's, already have. mara records what
 //! it wrote in `<state_dir>/kube/<stack>.merged.json`, never replaces an entry it did not write,
 //! and on `destroy` removes only what it wrote (unless changed since) and restores the
-//! `current-context` it found. The user's file is changed under its lock (`<file>.lock`, kubectl's
+//! `current-context` it found — through the chain of contexts kept beside the user's file
+//! (`contexts`), whichever workspace's stack goes first. The user's file is changed under its lock (`<file>.lock`, kubectl's
 //! convention), written atomically through a symlink to its target, with a backup of the file as
 //! it was before mara first changed it; a section it did not have is never added empty.
+
+mod contexts;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,6 +48,16 @@ impl Files {
     /// `<state_dir>/kube/<stack>.merged.json`: what mara wrote into the user's kubeconfig.
     fn record(&self) -> PathBuf {
         self.stack.with_extension("merged.json")
+    }
+
+    /// The stack, as the chain of contexts beside a user's kubeconfig names it: its record's
+    /// path (one per workspace and stack).
+    fn owner(&self) -> String {
+        let record = self.record();
+        std::path::absolute(&record)
+            .unwrap_or(record)
+            .display()
+            .to_string()
     }
 }
 
@@ -122,10 +135,21 @@ pub fn write(
                 // Recorded before the file is written: a record that claims entries the file
                 // does not get is harmless (only entries exactly as recorded are ever removed);
                 // entries in the file that no record claims would be the user's for good.
-                let record = Merged {
+                let mut record = Merged {
                     target: target.clone(),
                     ..record
                 };
+                // The context to give back is the chain's, beside the file: another
+                // workspace's merge may have come before this one.
+                if let Some(context) = &record.context {
+                    let real = resolve_symlinks(&target);
+                    let mut chain = contexts::read(&real)?;
+                    let owner = files.owner();
+                    let previous = record.previous_context.clone();
+                    record.previous_context =
+                        chain.merged(&owner, context, previous).previous.clone();
+                    contexts::write(&real, &chain)?;
+                }
                 write_record(files, &record)?;
                 Ok((Some(merged), record.context.unwrap_or_default()))
             },
@@ -161,9 +185,12 @@ pub fn remove(files: &Files) -> Result<Vec<String>, String> {
 /// merged and removed at once see each other's records whole.
 fn take_out(files: &Files, record: &Merged, forget: bool) -> Result<Vec<String>, String> {
     let target = &record.target;
-    let records = |record: &Merged, kept: Vec<String>| -> Result<Vec<String>, String> {
-        if let Some(context) = &record.context {
-            hand_on_previous_context(files, record, context)?;
+    let real = resolve_symlinks(target);
+    let records = |_: &Merged, kept: Vec<String>| -> Result<Vec<String>, String> {
+        // Out of the chain: a stack merged after this one gives back what was current before.
+        let mut chain = contexts::read(&real)?;
+        if chain.removed(&files.owner()).is_some() {
+            contexts::write(&real, &chain)?;
         }
         if forget {
             std::fs::remove_file(files.record())
@@ -178,9 +205,13 @@ fn take_out(files: &Files, record: &Merged, forget: bool) -> Result<Vec<String>,
     let kept = with_user_file(
         target,
         |existing| {
-            // As it is now: another stack's removal may have handed a context on to it.
+            // As it is now: the context to give back is the chain's (another stack's removal,
+            // from any workspace, may have handed one on to it).
             let fresh = read_record(files)?.filter(|r| r.target == *target);
-            let record = fresh.unwrap_or_else(|| record.clone());
+            let mut record = fresh.unwrap_or_else(|| record.clone());
+            if let Some(link) = contexts::read(&real)?.stacks.get(&files.owner()) {
+                record.previous_context = link.previous.clone();
+            }
             let Some(existing) = existing else {
                 return Ok((None, (record, Vec::new())));
             };
@@ -202,36 +233,6 @@ fn take_out(files: &Files, record: &Merged, forget: bool) -> Result<Vec<String>,
         ));
     }
     Ok(lines)
-}
-
-/// Every other stack's record (beside this one's) merged into the same file with `context` as
-/// its previous context gets this stack's previous context instead.
-fn hand_on_previous_context(files: &Files, record: &Merged, context: &str) -> Result<(), String> {
-    let Some(dir) = files.record().parent().map(Path::to_path_buf) else {
-        return Ok(());
-    };
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Ok(());
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let is_record = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.ends_with(".merged.json"));
-        if !is_record || path == files.record() {
-            continue;
-        }
-        // Another stack's record that cannot be read is its own problem, met on its destroy.
-        let Ok(Some(mut other)) = read_record_at(&path) else {
-            continue;
-        };
-        if other.target == record.target && other.previous_context.as_deref() == Some(context) {
-            other.previous_context = record.previous_context.clone();
-            write_record_at(&path, &other)?;
-        }
-    }
-    Ok(())
 }
 
 /// The names mara gives a stack's entries of one section: `mara-<stack>` for a section of one
@@ -552,15 +553,59 @@ fn read_kubeconfig(path: &Path) -> Result<Option<Value>, String> {
     if text.trim().is_empty() {
         return Ok(None);
     }
-    serde_saphyr::from_str::<Value>(&text)
-        .map(Some)
-        .map_err(|e| {
-            format!(
-                "{} is not valid YAML ({}); it was left unchanged",
-                path.display(),
-                crate::workspace::yaml::plain_message(&e)
-            )
-        })
+    // Read as kubectl reads it (YAML 1.1: `0755` is octal), so that what mara writes back of the
+    // user's own entries means the same to it.
+    let mut options = serde_saphyr::Options::default();
+    options.legacy_octal_numbers = true;
+    let value = serde_saphyr::from_str_with_options::<Value>(&text, options).map_err(|e| {
+        format!(
+            "{} is not valid YAML ({}); it was left unchanged",
+            path.display(),
+            crate::workspace::yaml::plain_message(&e)
+        )
+    })?;
+    shaped(path, &text, &value)?;
+    Ok(Some(value).filter(|v| !v.is_null()))
+}
+
+/// A kubeconfig mara can merge into: a mapping whose `clusters`, `users` and `contexts` are lists
+/// (or absent). Anything else is refused, naming the file and line, and left as it is.
+fn shaped(path: &Path, text: &str, value: &Value) -> Result<(), String> {
+    let what = |v: &Value| match v {
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+        Value::String(_) => "a string",
+        Value::Number(_) => "a number",
+        Value::Bool(_) => "true or false",
+        Value::Null => "empty",
+    };
+    let Value::Object(map) = value else {
+        if value.is_null() {
+            return Ok(());
+        }
+        return Err(format!(
+            "{}:1: a kubeconfig is a mapping (`apiVersion`, `clusters`, …), and this one is {}: it was left unchanged",
+            path.display(),
+            what(value)
+        ));
+    };
+    for section in SECTIONS {
+        match map.get(section) {
+            None | Some(Value::Null) | Some(Value::Array(_)) => {}
+            Some(other) => {
+                let line = text
+                    .lines()
+                    .position(|l| l.starts_with(&format!("{section}:")))
+                    .map_or(1, |i| i + 1);
+                return Err(format!(
+                    "{}:{line}: `{section}` is {}, where kubectl has a list: it was left unchanged",
+                    path.display(),
+                    what(other)
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A kubeconfig from an output: an object, or YAML/JSON text, or base64 of either.
