@@ -1172,3 +1172,37 @@ fn config_catches_mistakes_and_removes_keys() {
     );
     assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
 }
+
+#[test]
+fn mara_output_never_prints_a_stored_secret_even_in_an_output_not_marked_secret() {
+    let case = Case::new(false);
+    // A program that hands a stored secret on as a plain output (a mistake mara still covers).
+    let program = case.root().join("kubernetes/prometheus/Pulumi.yaml");
+    let text = std::fs::read_to_string(&program).unwrap();
+    let leaked = format!("  leaked: \"{}\"\n  count: 7\n", SECRETS[0].1);
+    std::fs::write(&program, format!("{text}{leaked}")).unwrap();
+    let mut up = case.mara();
+    up.args(["up", "--yes"]);
+    for (key, value) in SECRETS {
+        up.env(key, value);
+    }
+    let output = up.output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    // Without MARA_SECRET_* in the environment: the secret is known as Pulumi stores it.
+    let output = case
+        .mara()
+        .args(["output", "kubernetes/prometheus"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let shown: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(shown["leaked"], "[secret]", "{shown:#}");
+    assert_eq!(shown["count"], 7);
+    assert!(!common::stdout(&output).contains(SECRETS[0].1));
+    let output = case
+        .mara()
+        .args(["output", "kubernetes/prometheus", "--show-secrets"])
+        .output()
+        .unwrap();
+    assert!(common::stdout(&output).contains(SECRETS[0].1), "asked for");
+}

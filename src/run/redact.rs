@@ -19,9 +19,10 @@ impl Redactor {
         let mut all = Vec::new();
         for secret in secrets {
             // Output is redacted line by line: a multi-line secret (a key, a certificate) is
-            // also searched for line by line.
-            if secret.contains('\n') {
-                all.extend(secret.lines().map(|l| l.trim_end_matches('\r').to_string()));
+            // also searched for line by line — a lone CR is a line break too (a line read ends
+            // before it, a terminal returns at it).
+            if secret.contains(['\n', '\r']) {
+                all.extend(secret.split(['\n', '\r']).map(str::to_string));
             }
             all.push(secret);
         }
