@@ -6,6 +6,29 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+/// Reads a file mara did not make itself, or that something else may have replaced (a command's
+/// outputs, a log, a record): only a regular file (following symlinks) is opened — a FIFO would
+/// wait for a writer forever, a device would be read without end.
+pub fn read(path: &Path) -> std::io::Result<Vec<u8>> {
+    let metadata = std::fs::metadata(path)?;
+    if !metadata.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            match metadata.is_dir() {
+                true => "it is a directory, where a file belongs",
+                false => "it is not a regular file (a FIFO, socket or device)",
+            },
+        ));
+    }
+    std::fs::read(path)
+}
+
+/// `read`, as UTF-8 text.
+pub fn read_to_string(path: &Path) -> std::io::Result<String> {
+    String::from_utf8(read(path)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 /// Writes `text` to `path` atomically with mode 0600 (a kubeconfig, an environment file).
 pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     write_atomic(path, text, 0o600)

@@ -64,7 +64,7 @@ pub fn fingerprints(
     stack: &str,
     shared: &[u8],
     env_file: &[u8],
-) -> BTreeMap<usize, String> {
+) -> crate::error::Result<BTreeMap<usize, String>> {
     let mut common = Sha256::new();
     common.update(b"mara-fingerprint-1\0");
     common.update(shared);
@@ -73,11 +73,13 @@ pub fn fingerprints(
     let common = common.finalize();
     // Each project's own inputs, found in one walk and hashed on every core (its files' contents
     // are most of the work); the global gitignore is read once for all of them.
-    let (global, _) = ignore::gitignore::Gitignore::global();
+    let global = global_gitignore()?;
     let dirs: Vec<PathBuf> = (0..plan.graph.len())
         .map(|i| project_dir(&plan.graph.project(i).path))
         .collect();
-    let files = project_files(&dirs, state_dir, &global);
+    let special = Special::default();
+    let files = project_files(&dirs, state_dir, &global, &special);
+    special.refuse()?;
     let own_hash = |i: usize| {
         let mut own = Sha256::new();
         own.update(common);
@@ -103,7 +105,77 @@ pub fn fingerprints(
         done.insert(i, format!("{}:{own}", hex(&full.finalize())));
     }
     done.retain(|i, _| plan.contains(*i));
-    done
+    Ok(done)
+}
+
+/// The ignore files a walk would read that are not regular files (a FIFO would hold the walk,
+/// and mara with it, forever): found before they are opened, and refused.
+#[derive(Clone, Default)]
+struct Special(std::sync::Arc<std::sync::Mutex<Vec<PathBuf>>>);
+
+impl Special {
+    /// Whether `dir`'s ignore files (`.gitignore`, `.ignore`, `.git/info/exclude`) may be read;
+    /// those that may not are noted.
+    fn readable_in(&self, dir: &Path) -> bool {
+        let found: Vec<PathBuf> = [".gitignore", ".ignore", ".git/info/exclude"]
+            .iter()
+            .map(|name| dir.join(name))
+            .filter(|path| std::fs::metadata(path).is_ok_and(|m| !m.is_file()))
+            .collect();
+        let readable = found.is_empty();
+        if !readable {
+            let mut noted = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            noted.extend(found);
+        }
+        readable
+    }
+
+    fn refuse(&self) -> crate::error::Result<()> {
+        let mut noted = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        noted.sort();
+        noted.dedup();
+        let problems: Vec<crate::error::Problem> = noted
+            .iter()
+            .map(|path| {
+                crate::error::Problem::new(
+                    "it is not a regular file (a FIFO, socket, device or directory), where an ignore file belongs: mara does not read it",
+                )
+                .at(crate::error::Location::file(path))
+                .hint("remove it, or make it a file")
+            })
+            .collect();
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(crate::error::Error::Problems(problems)),
+        }
+    }
+}
+
+/// The user's global gitignore (`core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore`), once
+/// the files it is found through are known to be regular files.
+fn global_gitignore() -> crate::error::Result<ignore::gitignore::Gitignore> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let candidates = [
+        home.as_ref().map(|h| h.join(".gitconfig")),
+        config.as_ref().map(|c| c.join("git/config")),
+        config.as_ref().map(|c| c.join("git/ignore")),
+    ];
+    let special = Special::default();
+    for path in candidates.into_iter().flatten() {
+        if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
+            special
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(path);
+        }
+    }
+    special.refuse()?;
+    let (global, _) = ignore::gitignore::Gitignore::global();
+    Ok(global)
 }
 
 /// The project's provider entry, without where it was declared (moving lines is no change).
@@ -144,6 +216,7 @@ fn project_files(
     dirs: &[PathBuf],
     state_dir: &Path,
     global: &ignore::gitignore::Gitignore,
+    special: &Special,
 ) -> Vec<Option<Vec<PathBuf>>> {
     use std::collections::{HashMap, HashSet};
     let mut files: Vec<Option<Vec<PathBuf>>> =
@@ -176,9 +249,13 @@ fn project_files(
                 .collect()
         }
     };
+    // The walk reads the ignore files of its root's directories above it too.
+    if !root.ancestors().all(|dir| special.readable_in(dir)) {
+        return files;
+    }
     let walk = {
         let (above, owners) = (above.clone(), owners.clone());
-        walker(&root, state_dir, global, move |path| {
+        walker(&root, state_dir, global, special, move |path| {
             above.contains(path) || !owners(path).is_empty()
         })
     };
@@ -198,9 +275,11 @@ fn project_files(
         }
     }
     for &i in &existing {
-        if !reached[i] {
+        // A project the walk did not enter is walked on its own — unless an ignore file on the
+        // way cannot be read (it is then refused, not waited on).
+        if !reached[i] && dirs[i].ancestors().all(|dir| special.readable_in(dir)) {
             files[i] = Some(
-                walker(&dirs[i], state_dir, global, |_| true)
+                walker(&dirs[i], state_dir, global, special, |_| true)
                     .flatten()
                     .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
                     .map(|e| e.into_path())
@@ -217,10 +296,12 @@ fn walker(
     dir: &Path,
     state_dir: &Path,
     global: &ignore::gitignore::Gitignore,
+    special: &Special,
     keep: impl Fn(&Path) -> bool + Send + Sync + 'static,
 ) -> ignore::Walk {
     let state_dir = state_dir.to_path_buf();
     let global = global.clone();
+    let special = special.clone();
     let mut builder = ignore::WalkBuilder::new(dir);
     builder
         .hidden(false)
@@ -234,6 +315,8 @@ fn walker(
                 && !e.path().starts_with(&state_dir)
                 && !global.matched(e.path(), is_dir).is_ignore()
                 && keep(e.path())
+                // A directory is entered only when its ignore files can be read.
+                && (!is_dir || special.readable_in(e.path()))
         })
         .sort_by_file_path(|a, b| a.cmp(b));
     builder.build()
@@ -272,7 +355,7 @@ fn hash_files(hasher: &mut Sha256, dir: &Path, files: Option<&[PathBuf]>, stack:
                 .is_some_and(|name| stack_files.iter().any(|f| name == f.as_str()))
     };
     for path in files {
-        let content = std::fs::read(path).unwrap_or_default();
+        let content = crate::files::read(path).unwrap_or_default();
         if is_stack_file(path) {
             let kept = without_pulumi_keys(&String::from_utf8_lossy(&content));
             if !kept.is_empty() {
@@ -329,7 +412,7 @@ fn init_stamp_now(stamp: &InitStamp) -> String {
     for path in &names {
         hasher.update(path.file_name().unwrap_or_default().as_encoded_bytes());
         hasher.update(b"\0");
-        hasher.update(std::fs::read(path).unwrap_or_default());
+        hasher.update(crate::files::read(path).unwrap_or_default());
         hasher.update(b"\0");
     }
     let hash = hex(&hasher.finalize());
@@ -344,7 +427,7 @@ fn init_stamp_now(stamp: &InitStamp) -> String {
 /// (docs/decisions.md, "Engine calls"). Whether `init` already ran on the module's current
 /// inputs.
 pub fn init_is_current(stamp: &InitStamp) -> bool {
-    std::fs::read_to_string(&stamp.file).is_ok_and(|kept| kept == init_stamp_now(stamp))
+    crate::files::read_to_string(&stamp.file).is_ok_and(|kept| kept == init_stamp_now(stamp))
 }
 
 /// Records that `init` just ran on the module's inputs (after it, as `init` writes the lock
@@ -393,6 +476,7 @@ mod tests {
                 b"cfg",
                 b"env",
             )
+            .unwrap()
         };
         let before = compute();
         assert_eq!(before, compute(), "stable");
@@ -437,6 +521,37 @@ mod tests {
     }
 
     #[test]
+    fn an_ignore_file_that_is_a_fifo_is_refused_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let graph =
+            ExecutionGraph::build(&Registry::builtin().resolve("kubeconfig").unwrap()).unwrap();
+        for i in graph.order() {
+            std::fs::create_dir_all(dir.path().join(&graph.project(*i).path)).unwrap();
+        }
+        let first = dir.path().join(&graph.project(graph.order()[0]).path);
+        let fifo = first.join(".gitignore");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let plan = Plan::select(&graph, &Selection::default()).unwrap();
+        let refused =
+            fingerprints(&plan, |p| dir.path().join(p), dir.path(), "dev", b"", b"").unwrap_err();
+        assert_eq!(refused.exit_code(), crate::error::exit::CONFIG);
+        assert!(
+            refused.to_string().contains("where an ignore file belongs"),
+            "{refused}"
+        );
+        assert!(
+            refused.problems()[0]
+                .location
+                .as_ref()
+                .is_some_and(|l| l.file == fifo)
+        );
+    }
+
+    #[test]
     fn the_shared_configuration_changes_everything() {
         let dir = tempfile::tempdir().unwrap();
         let graph =
@@ -449,7 +564,8 @@ mod tests {
             "dev",
             b"cfg",
             b"env",
-        );
+        )
+        .unwrap();
         let b = fingerprints(
             &plan,
             |p| dir.path().join(p),
@@ -457,7 +573,8 @@ mod tests {
             "dev",
             b"cfg2",
             b"env",
-        );
+        )
+        .unwrap();
         assert!(
             a.iter()
                 .all(|(i, fp)| compare(&b[i], Some(fp)) == Change::InputsChanged)
@@ -536,12 +653,12 @@ mod tests {
         .collect();
         let (global, _) = ignore::gitignore::Gitignore::global();
         let state_dir = root.join(".mara");
-        let one_walk = project_files(&dirs, &state_dir, &global);
+        let one_walk = project_files(&dirs, &state_dir, &global, &Special::default());
         let each: Vec<Option<Vec<PathBuf>>> = dirs
             .iter()
             .map(|dir| {
                 dir.is_dir().then(|| {
-                    walker(dir, &state_dir, &global, |_| true)
+                    walker(dir, &state_dir, &global, &Special::default(), |_| true)
                         .flatten()
                         .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
                         .map(|e| e.into_path())

@@ -117,6 +117,53 @@ const CASES: &[Case] = &[
         never: &[],
     },
     Case {
+        name: "a FIFO where a project's .gitignore belongs",
+        setup: |root| fifo(root, "kubernetes/logstore/.gitignore"),
+        args: &["up", "--yes"],
+        code: 3,
+        says: &["kubernetes/logstore/.gitignore", "not a regular file"],
+        never: &[],
+    },
+    Case {
+        name: "a FIFO where the workspace's .ignore belongs, for --changed",
+        setup: |root| fifo(root, ".ignore"),
+        args: &["show-execution", "--changed"],
+        code: 3,
+        says: &[".ignore", "where an ignore file belongs"],
+        never: &[],
+    },
+    Case {
+        name: "a FIFO where .git/info/exclude belongs",
+        setup: |root| {
+            std::fs::create_dir_all(root.join(".git/info")).unwrap();
+            fifo(root, ".git/info/exclude");
+        },
+        args: &["up", "--yes"],
+        code: 3,
+        says: &[".git/info/exclude"],
+        never: &[],
+    },
+    Case {
+        name: "a FIFO where a provider's file belongs",
+        setup: |root| fifo(root, "providers/mine.toml"),
+        args: &["show-execution"],
+        code: 3,
+        says: &[
+            "providers/mine.toml",
+            "not a regular file",
+            "where a provider's file belongs",
+        ],
+        never: &["no provider named"],
+    },
+    Case {
+        name: "a directory where a provider's file belongs",
+        setup: |root| std::fs::create_dir_all(root.join("providers/mine.toml")).unwrap(),
+        args: &["show-execution", "--provider", "mine"],
+        code: 3,
+        says: &["providers/mine.toml", "it is a directory"],
+        never: &["no provider named"],
+    },
+    Case {
         name: "a symlink to /dev/zero as the environment file",
         setup: |root| {
             let path = root.join(ENV);
@@ -323,4 +370,13 @@ fn every_hostile_input_gets_a_clear_located_error() {
         }
     }
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n\n"));
+}
+
+/// A FIFO at `relative` (made in place of a file there).
+fn fifo(root: &Path, relative: &str) {
+    let path = root.join(relative);
+    let _ = std::fs::remove_file(&path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let status = std::process::Command::new("mkfifo").arg(&path).status();
+    assert!(status.unwrap().success(), "mkfifo {}", path.display());
 }

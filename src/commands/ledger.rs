@@ -281,7 +281,7 @@ pub fn logs(
     if !follow {
         let mut logs = Vec::new();
         for (path, file) in &files {
-            match std::fs::read_to_string(file) {
+            match crate::files::read_to_string(file) {
                 Ok(text) => logs.push((path.clone(), Some(text))),
                 Err(_) if files.len() == 1 => {
                     return Err(Error::usage(Problem::new(format!(
@@ -439,6 +439,10 @@ fn followed(settings: &Settings, lines: &[(&str, &str)]) -> String {
 
 /// What `file` holds past `offset` (whole lines only), moving `offset` on.
 fn read_from(file: &Path, offset: &mut u64) -> Option<String> {
+    // A log replaced by a FIFO is not waited on.
+    if !std::fs::metadata(file).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
     let mut handle = std::fs::File::open(file).ok()?;
     handle.seek(SeekFrom::Start(*offset)).ok()?;
     let mut text = String::new();
@@ -676,7 +680,7 @@ fn migrate(settings: &Settings, workspace: &Workspace, to: Option<String>) -> Re
     for run in history.runs.iter().filter(|r| added.contains(&r.run_id)) {
         for project in &run.projects {
             let Some(log) = &project.log else { continue };
-            let Ok(text) = std::fs::read_to_string(workspace.root.join(log)) else {
+            let Ok(text) = crate::files::read_to_string(&workspace.root.join(log)) else {
                 continue;
             };
             let lines: Vec<(String, String)> = text

@@ -58,7 +58,7 @@ fn changed(settings: &Settings, selection: &Selection) -> Result<()> {
     let files = &deployment.files;
     let stack = files.required_stack()?;
     let selected = Plan::select(&deployment.graph, selection)?;
-    let fingerprints = narrow::fingerprints(&selected, files, stack);
+    let fingerprints = narrow::fingerprints(&selected, files, stack)?;
     let ledger =
         crate::ledger::open_existing(&crate::ledger::place(&files.workspace, &settings.env)?)?;
     let changes = narrow::changes(&selected, &fingerprints, ledger.as_deref(), stack)?;

@@ -134,6 +134,7 @@ impl Journal {
     /// Makes the kept writes on `ledger`, in order, until one fails; forgets those made. The
     /// number made, and the number left.
     pub fn replay(&self, ledger: &mut dyn Ledger) -> Result<(usize, usize)> {
+        // `is_file` follows links: a FIFO or a directory there is not opened (it would wait).
         if !self.file.is_file() {
             return Ok((0, 0));
         }

@@ -234,7 +234,22 @@ impl Registry {
         let mut problems = Vec::new();
         for entry in entries {
             let path = entry.map_err(|e| Error::read(providers_dir, e))?.path();
-            if path.extension().and_then(|e| e.to_str()) != Some("toml") || !path.is_file() {
+            if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+                continue;
+            }
+            // A `.toml` that is no file (a directory, a FIFO) is a provider that cannot be read:
+            // said, naming it — not passed over, to be reported as no provider of that name.
+            let what = match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() => None,
+                Ok(m) if m.is_dir() => Some("it is a directory".to_string()),
+                Ok(_) => Some("it is not a regular file (a FIFO, socket or device)".to_string()),
+                Err(e) => Some(format!("it cannot be read ({e})")),
+            };
+            if let Some(what) = what {
+                problems.push(
+                    Problem::new(format!("{what}, where a provider's file belongs"))
+                        .in_file(display(&path)),
+                );
                 continue;
             }
             let name = path

@@ -74,7 +74,7 @@ pub fn fingerprints(
     selected: &Plan<'_>,
     files: &StackFiles,
     stack: &ResolvedStack,
-) -> BTreeMap<usize, String> {
+) -> Result<BTreeMap<usize, String>> {
     let shared = (files.config.as_ref()).map_or(String::new(), |c| c.fingerprinted());
     let env_file = (files.env_file.as_ref()).map_or("", |f| f.text.as_str());
     fingerprints_of(selected, &files.workspace, stack, &shared, env_file)
@@ -89,7 +89,7 @@ pub fn fingerprints_of(
     stack: &ResolvedStack,
     shared: &str,
     env_file: &str,
-) -> BTreeMap<usize, String> {
+) -> Result<BTreeMap<usize, String>> {
     fingerprint::fingerprints(
         selected,
         |p| workspace.project_dir(p),

@@ -40,7 +40,7 @@ pub fn outputs_of(
         }
         EngineKind::Command => {
             let file = workspace.command_outputs_file(&pulumi.stack, &project.path);
-            std::fs::read_to_string(file)
+            crate::files::read_to_string(&file)
                 .ok()
                 .and_then(|t| serde_json::from_str(&t).ok())
                 .unwrap_or(Value::Null)

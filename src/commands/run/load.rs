@@ -41,7 +41,7 @@ impl Invocation<'_> {
         let fingerprinted =
             run.mode == Mode::Changed || (run.operation == Operation::Up && !run.dry_run);
         let fingerprints = match fingerprinted {
-            true => run::narrow::fingerprints(&selected, files, stack),
+            true => run::narrow::fingerprints(&selected, files, stack)?,
             false => BTreeMap::new(),
         };
         Ok(Loaded {

@@ -231,7 +231,7 @@ impl<'a> Invocation<'a> {
         let stack = planner.stack;
         let ready = self.prepare(planner, &prepared, ran)?;
         interrupt.checkpoint()?;
-        let fingerprints = self.fingerprints_now(planner, prepared.loaded, &ready.config);
+        let fingerprints = self.fingerprints_now(planner, prepared.loaded, &ready.config)?;
         let planner = &match &fingerprints {
             Some(fingerprints) => Planner {
                 fingerprints,

@@ -108,7 +108,7 @@ impl Invocation<'_> {
         planner: &Planner<'_>,
         loaded: &Loaded<'_>,
         config: &StackConfigFile,
-    ) -> Option<BTreeMap<usize, String>> {
+    ) -> Result<Option<BTreeMap<usize, String>>> {
         let files = &planner.deployment.files;
         let shared = config.fingerprinted();
         let written = (self.run.operation == Operation::Up && files.env_file.is_none())
@@ -116,16 +116,17 @@ impl Invocation<'_> {
         if loaded.fingerprints.is_empty()
             || (shared == loaded.config.fingerprinted() && written.is_none())
         {
-            return None;
+            return Ok(None);
         }
         let env_file = (files.env_file.as_ref()).map(|f| f.text.clone());
         let env_file = written.or(env_file).unwrap_or_default();
-        Some(narrow::fingerprints_of(
+        narrow::fingerprints_of(
             planner.selected,
             &files.workspace,
             planner.stack,
             &shared,
             &env_file,
-        ))
+        )
+        .map(Some)
     }
 }

@@ -60,7 +60,7 @@ pub fn path(real: &Path) -> PathBuf {
 
 pub fn read(real: &Path) -> Result<Chain, String> {
     let file = path(real);
-    match std::fs::read_to_string(&file) {
+    match crate::files::read_to_string(&file) {
         Ok(text) => serde_json::from_str(&text)
             .map_err(|e| format!("{} is not mara's chain of contexts: {e}", file.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Chain::default()),

@@ -518,7 +518,7 @@ fn read_record(files: &Files) -> Result<Option<Merged>, String> {
 }
 
 fn read_record_at(path: &Path) -> Result<Option<Merged>, String> {
-    match std::fs::read_to_string(path) {
+    match crate::files::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| format!("{} is not mara's record of a merge: {e}", path.display())),
