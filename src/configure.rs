@@ -503,8 +503,8 @@ fn check_choice(spec: &ConfigSpec, value: &Value) -> std::result::Result<(), Str
 /// A value in a message, in backquotes: text as it is, anything else as JSON.
 fn shown(value: &Value) -> String {
     match value {
-        Value::String(s) => format!("`{s}`"),
-        other => format!("`{other}`"),
+        Value::String(s) => crate::error::quoted(s),
+        other => crate::error::quoted(&other.to_string()),
     }
 }
 

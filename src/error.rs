@@ -23,6 +23,9 @@ pub mod exit {
     pub const LOCKED: i32 = 5;
     /// The person at the terminal did not confirm: nothing was deployed or destroyed.
     pub const DECLINED: i32 = 6;
+    /// A job of a fanned-out run ran none of its projects: a project they depend on did not
+    /// succeed in the run (a CI engine shows the job as skipped or as a warning, not green).
+    pub const SKIPPED: i32 = 7;
     /// Interrupted by Ctrl-C or SIGTERM.
     pub const INTERRUPTED: i32 = 130;
 }
@@ -226,6 +229,13 @@ pub enum Error {
     /// One or more projects failed (exit 1); the summary has already been printed.
     #[error("{failed} {} failed", plural(*failed, "project", "projects"))]
     ProjectsFailed { failed: usize },
+    /// A job of a fanned-out run ran none of its projects, a dependency having failed (exit 7).
+    #[error(
+        "{skipped} {} skipped: a project {} on has not succeeded in the run",
+        plural(*skipped, "project", "projects"),
+        plural(*skipped, "it depends", "they depend")
+    )]
+    Skipped { skipped: usize },
     /// A fanned-out run closed with projects that did not run, none of them failed (exit 1).
     #[error("{count} {} did not run", plural(*count, "project", "projects"))]
     NotRun { count: usize },
@@ -313,6 +323,7 @@ impl Error {
             | Error::ProjectsFailed { .. }
             | Error::NotRun { .. } => exit::PROJECT_FAILED,
             Error::Drift { .. } | Error::OutOfDate(_) => exit::DRIFT,
+            Error::Skipped { .. } => exit::SKIPPED,
             Error::Interrupted => exit::INTERRUPTED,
             Error::Locked(_) | Error::LeaseLost { .. } => exit::LOCKED,
             Error::Declined(_) => exit::DECLINED,
@@ -419,6 +430,17 @@ impl std::fmt::Display for NotText {
 }
 
 impl std::error::Error for NotText {}
+
+/// A value a message quotes, between backticks, cut to its first 60 characters when it is longer
+/// (a 1 MB value is not echoed whole): `abc…` (1048576 characters).
+pub fn quoted(text: &str) -> String {
+    const SHOWN: usize = 60;
+    let count = text.chars().count();
+    match text.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("`{}…` ({count} characters)", &text[..at]),
+        None => format!("`{text}`"),
+    }
+}
 
 /// What a run that lost its lease says: why, that it started nothing after, and which projects
 /// were running then (they were let finish) — what it knows, and no more.

@@ -246,6 +246,11 @@ fn a_failed_project_stops_its_dependents_and_fails_the_run() {
     );
     assert_ne!(code, 0, "{out}");
     assert!(out.contains(" FAIL  kubernetes-secrets"), "{out}");
+    // A job whose project was skipped after the failure is not green: a warning (exit 7).
+    assert!(
+        out.contains(" WARN  kubernetes-applications-sirius") && out.contains("WARN 7"),
+        "{out}"
+    );
 
     // No project after kubernetes/secrets deployed; the others did.
     let edges = edges(&copy);
@@ -443,6 +448,15 @@ fn a_job_joins_only_an_open_run_and_stops_when_it_is_cancelled() {
         assert_eq!(code, 2, "{id:?}: {err}");
         assert!(err.contains("is not a run id"), "{err}");
     }
+    // Too long: the limit is said, and the id is not echoed whole.
+    let long = "r".repeat(128);
+    let (code, _, err) = mara(&copy, Some(&url), &["ci", "open", "--run", &long]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("it is 128 characters long, and a run id has at most 100")
+            && !err.contains(&long),
+        "{err}"
+    );
     let (code, _, err) = mara(&copy, Some(&url), &["ci", "open", "--run", "gl-1"]);
     assert_eq!(code, 3, "{err}");
     assert!(
@@ -477,7 +491,11 @@ fn a_job_joins_only_an_open_run_and_stops_when_it_is_cancelled() {
         "{err}"
     );
     let (code, out, err) = join("kubeconfig", "gl-1");
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 7, "a job that ran nothing is not a success: {err}");
+    assert!(
+        err.contains("1 project skipped: a project it depends on has not succeeded in the run"),
+        "{err}"
+    );
     assert!(
         out.contains("depends on infrastructure/local/cluster, which has not run in run gl-1 yet"),
         "{out}"
@@ -569,16 +587,29 @@ fn a_run_holds_what_it_was_opened_with_until_its_jobs_end() {
                 err.contains("infrastructure/local/cluster is still running in run r1"),
                 "{err}"
             );
+            // A second job of the project meanwhile (a retry) is refused: no second engine.
+            let ups = copy.calls().len();
+            let (code, _, err) = run(&["up", "--yes", "--only", "cluster", "--run", "r1"]);
+            assert_eq!(code, 5, "{err}");
+            assert!(
+                err.contains("infrastructure/local/cluster is being run by another job of run r1"),
+                "{err}"
+            );
+            assert_eq!(copy.calls().len(), ups, "no engine call");
             break;
         }
         assert!(std::time::Instant::now() < deadline, "{status}");
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(job.wait().unwrap().success());
+    // Its job over, the project is free for a retry at once.
+    let (code, _, err) = run(&["up", "--yes", "--only", "cluster", "--run", "r1"]);
+    assert_eq!(code, 0, "{err}");
     // Closed with the projects it was opened with, whatever close is given.
     let (code, out, err) = run(&["ci", "close", "--run", "r1"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("✓ up on stack dev: 1 succeeded"), "{out}");
+    // (The retry found nothing to change.)
+    assert!(out.contains("✓ up on stack dev: 1 unchanged"), "{out}");
 
     // A fanned-out preview holds no lock, and closes as it went.
     assert_eq!(

@@ -1617,3 +1617,41 @@ fn a_kubeconfig_mara_cannot_merge_into_is_refused_and_left_as_it_is() {
         );
     }
 }
+
+#[test]
+fn a_kubeconfig_as_large_as_kubectl_reads_is_merged_into() {
+    let d = Deployment::new();
+    let provider = d.root().join("providers/local.toml");
+    let text = std::fs::read_to_string(&provider).unwrap();
+    std::fs::write(&provider, text.replace("merge = false", "merge = true")).unwrap();
+    let kube = d.root().join("home/.kube/config");
+    std::fs::create_dir_all(kube.parent().unwrap()).unwrap();
+    // 3 MiB and more: thousands of clusters, users and contexts.
+    let mut big = String::from("apiVersion: v1\nkind: Config\nclusters:\n");
+    for i in 0..9000 {
+        big.push_str(&format!(
+            "- name: c{i}\n  cluster:\n    server: https://c{i}.example.com:6443\n    certificate-authority-data: {}\n",
+            "QUJD".repeat(40)
+        ));
+    }
+    big.push_str("users:\n");
+    for i in 0..9000 {
+        big.push_str(&format!("- name: u{i}\n  user:\n    token: t{i}\n"));
+    }
+    big.push_str("contexts:\n");
+    for i in 0..9000 {
+        big.push_str(&format!(
+            "- name: x{i}\n  context:\n    cluster: c{i}\n    user: u{i}\n"
+        ));
+    }
+    assert!(big.len() > 3 << 20);
+    std::fs::write(&kube, &big).unwrap();
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--only", "cluster"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stdout(&output));
+    let merged = std::fs::read_to_string(&kube).unwrap();
+    assert!(merged.contains("mara-dev") && merged.contains("name: x8999"));
+}

@@ -356,7 +356,18 @@ impl Reader {
                 }
             }
             Some("diagnostic") => {
-                let text = diagnostic(&message["diagnostic"]);
+                // A diagnostic without its payload says what its `@message` says (else nothing
+                // is taken for the reason, which then falls back to the exit code).
+                let text = Some(diagnostic(&message["diagnostic"]))
+                    .filter(|t| !t.trim().is_empty())
+                    .or_else(|| {
+                        (message.get("@message").and_then(Value::as_str))
+                            .map(|m| m.trim_start_matches("Error: ").trim().to_string())
+                            .filter(|m| !m.is_empty())
+                    });
+                let Some(text) = text else {
+                    return Vec::new();
+                };
                 let level = message
                     .get("@level")
                     .and_then(Value::as_str)
@@ -662,6 +673,23 @@ mod tests {
         assert_eq!((changes["create"], changes["output"]), (2, 3));
         assert_eq!(crate::engine::changes_summary(&changes), "+2 ~1 3 outputs");
         assert_eq!(reader.line("plain"), ["plain"]);
+    }
+
+    #[test]
+    fn a_diagnostic_without_its_payload_gives_its_message_or_nothing() {
+        let mut reader = Reader::default();
+        let shown = reader.line(
+            r#"{"@level":"error","@message":"Error: Backend init required","type":"diagnostic"}"#,
+        );
+        assert_eq!(shown, ["error: Backend init required"]);
+        assert_eq!(reader.error(), Some("Backend init required"));
+        let mut reader = Reader::default();
+        assert!(
+            reader
+                .line(r#"{"@level":"error","type":"diagnostic","diagnostic":{}}"#)
+                .is_empty()
+        );
+        assert_eq!(reader.error(), None, "no empty reason");
     }
 
     #[test]

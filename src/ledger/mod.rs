@@ -502,6 +502,15 @@ pub trait Ledger: Send {
     /// no longer holding its lock; `Interrupted` when it was cancelled.
     fn join(&mut self, run_id: &str, stack: &str, operation: Operation) -> Result<()>;
 
+    /// Claims a joined job's projects (`paths`) in run `run_id` for as long as it renews its
+    /// lease: `Some(path)` when another job holds a live claim on one (two jobs of one project
+    /// at once: a retried job while the first still runs), and then nothing is claimed. A claim
+    /// whose job is gone lapses with the lease, and is taken over.
+    fn claim(&mut self, run_id: &str, paths: &[String]) -> Result<Option<String>>;
+
+    /// Releases the job's claims in run `run_id`: it ended, and a retry may run at once.
+    fn release(&mut self, run_id: &str) -> Result<()>;
+
     /// Whether run `run_id` still holds its stack's lock: on a server another machine may have
     /// cleared it (`unlock --force`) or taken it over.
     fn holds_lock(&self, run_id: &str) -> Result<bool>;

@@ -554,6 +554,14 @@ impl<S: Store> Ledger for Records<S> {
         self.store.set_lease(lease);
     }
 
+    fn claim(&mut self, run_id: &str, paths: &[String]) -> Result<Option<String>> {
+        self.store.claim(run_id, paths)
+    }
+
+    fn release(&mut self, run_id: &str) -> Result<()> {
+        self.store.release(run_id)
+    }
+
     fn join(&mut self, run_id: &str, stack: &str, operation: Operation) -> Result<()> {
         let rows = self.store.query(
             "SELECT r.stack, r.operation, r.status, r.cancel_requested,

@@ -204,6 +204,18 @@ pub trait Store: Send {
     fn append_logs(&mut self, _run_id: &str, _lines: &[(String, String)]) -> Result<()> {
         Ok(())
     }
+
+    /// Claims `paths` of run `run_id` for this job (a server's, where a fanned-out run's jobs
+    /// meet): the path another job holds a live claim on, if any, and then nothing is claimed.
+    /// A workspace's own ledger holds no fanned-out run, so claims nothing.
+    fn claim(&mut self, _run_id: &str, _paths: &[String]) -> Result<Option<String>> {
+        Ok(None)
+    }
+
+    /// Releases what `claim` claimed in run `run_id` (the job ended).
+    fn release(&mut self, _run_id: &str) -> Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

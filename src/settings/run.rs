@@ -129,11 +129,15 @@ pub fn check_run_id(id: &str) -> Result<()> {
         && id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    let why = match id.chars().count() {
+        n if n > 100 => format!(": it is {n} characters long, and a run id has at most 100"),
+        _ => String::new(),
+    };
     match valid {
         true => Ok(()),
         false => Err(Error::usage(
-            Problem::new(format!("`{id}` is not a run id"))
-                .hint("a run id is letters, digits, `.`, `_` and `-`, starting with a letter or digit (an empty one is usually a CI variable that is not set)"),
+            Problem::new(format!("{} is not a run id{why}", crate::error::quoted(id)))
+                .hint("a run id is 1 to 100 letters, digits, `.`, `_` and `-`, starting with a letter or digit (an empty one is usually a CI variable that is not set)"),
         )),
     }
 }

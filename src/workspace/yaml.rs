@@ -75,6 +75,14 @@ fn in_our_words(message: &str) -> String {
     if too_much.iter().any(|m| message.contains(m)) {
         return "the document is too large or too complex to read: its aliases expand, or it nests, past mara's limits".to_string();
     }
+    if let Some(rest) = message.strip_prefix("unexpected character: `") {
+        let written = rest.trim_end_matches('\'');
+        return unexpected(written);
+    }
+    if let Some(at) = message.find(" rejected by the configured policy") {
+        let what = message[..at].trim_start_matches("non-finite float ");
+        return format!("{what} is not a finite number, which this value must be");
+    }
     // Sentences addressed to the library's user are dropped.
     message
         .split(". ")
@@ -83,9 +91,50 @@ fn in_our_words(message: &str) -> String {
         .join(". ")
 }
 
+/// The parser's "unexpected character" in words: a control character by its code point (not a
+/// Rust escape), a reserved indicator with what to do.
+fn unexpected(written: &str) -> String {
+    let decoded: Option<char> = match written
+        .strip_prefix("\\u{")
+        .and_then(|r| r.strip_suffix('}'))
+    {
+        Some(hex) => u32::from_str_radix(hex, 16).ok().and_then(char::from_u32),
+        None => written
+            .chars()
+            .next()
+            .filter(|_| written.chars().count() == 1),
+    };
+    match decoded {
+        Some('@') => "`@` is reserved in YAML and cannot start a value: quote the value".into(),
+        Some('`') => {
+            "a backquote is reserved in YAML and cannot start a value: quote the value".into()
+        }
+        Some(c) if c.is_control() || c == '\u{feff}' || c.is_whitespace() => format!(
+            "a control character (U+{:04X}) that YAML does not allow here: save the file without it",
+            c as u32
+        ),
+        Some(c) => format!("the character `{c}` is not allowed here"),
+        None => "a character that is not allowed here".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_character_yaml_does_not_allow_is_named_in_words() {
+        for (text, said) in [
+            ("a: [x\u{1a}]\n", "a control character (U+001A)"),
+            ("a: @x\n", "`@` is reserved in YAML"),
+            ("a: `x\n", "a backquote is reserved in YAML"),
+        ] {
+            let err = parse_value(Path::new("x.yaml"), text).unwrap_err();
+            let message = &err.problems()[0].message;
+            assert!(message.contains(said), "{text:?}: {message}");
+            assert!(!message.contains("\\u{"), "{message}");
+        }
+    }
 
     #[test]
     fn errors_name_the_line() {

@@ -33,7 +33,10 @@ impl Invocation<'_> {
         let stack = planner.stack.name.as_str();
         let journal = Journal::of(&planner.deployment.files.workspace, ledger.place());
         if let Some(id) = &run.join {
-            let joined = Recorder::join(ledger.take_writable()?, id, stack, run.operation);
+            let paths: Vec<String> = (planner.selected.order().iter())
+                .map(|&i| planner.selected.graph.project(i).path.clone())
+                .collect();
+            let joined = Recorder::join(ledger.take_writable()?, id, stack, run.operation, &paths);
             if let Err(Error::Interrupted) = joined {
                 eprintln!("Run {id} was cancelled: this job runs nothing.");
             }

@@ -116,6 +116,16 @@ pub(super) fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
     if failed > 0 {
         return Err(Error::ProjectsFailed { failed });
     }
+    // A job of a fanned-out run that ran nothing, a dependency having failed elsewhere: not a
+    // green job (docs/commands.md, "ci").
+    let skipped = |p: &&ProjectReport| matches!(p.outcome, Outcome::Skipped { .. });
+    if run.join.is_some()
+        && !summary.projects.is_empty()
+        && summary.projects.iter().all(|p| skipped(&p))
+    {
+        let skipped = summary.projects.len();
+        return Err(Error::Skipped { skipped });
+    }
     if run.operation == Operation::Preview && run.expect_no_changes {
         let changed = summary.changed();
         if changed > 0 {

@@ -96,6 +96,15 @@ const MIGRATIONS: &[&str] = &[
         imported TEXT NOT NULL,
         PRIMARY KEY (host, stack, image)
     );",
+    // 6: the projects a job of a fanned-out run runs, claimed for as long as it renews its lease,
+    // so that a second job of one project (a retry while the first runs) is refused.
+    "CREATE TABLE mara_claims (
+        run_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        claimer TEXT NOT NULL,
+        claimed_until TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (run_id, path)
+    );",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2
@@ -134,6 +143,9 @@ pub struct Postgres {
     lease: std::time::Duration,
     /// The server as messages name it: the URL without its password.
     shown: PathBuf,
+    /// This process as its claims name it (`Store::claim`), and the run it claimed in.
+    claimer: String,
+    claimed: Option<String>,
 }
 
 impl Postgres {
@@ -191,6 +203,8 @@ impl Postgres {
             config,
             lease,
             shown,
+            claimer: claimer(),
+            claimed: None,
         }))
     }
 
@@ -503,7 +517,61 @@ impl Store for Postgres {
             "UPDATE {p}locks SET lease_until = now() + make_interval(secs => lease_seconds) WHERE run_id = $1",
             &[run_id.into()],
         )?;
+        // A job's claims live as long as it renews.
+        if self.claimed.as_deref() == Some(run_id) {
+            let (lease, claimer) = (Value::Real(self.lease.as_secs_f64()), self.claimer.clone());
+            self.execute(
+                "UPDATE {p}claims SET claimed_until = now() + make_interval(secs => $3)
+                 WHERE run_id = $1 AND claimer = $2",
+                &[run_id.into(), (&claimer).into(), lease],
+            )?;
+        }
         Ok(renewed == 1)
+    }
+
+    fn claim(&mut self, run_id: &str, paths: &[String]) -> Result<Option<String>> {
+        let (lease, claimer) = (self.lease.as_secs_f64(), self.claimer.clone());
+        let mut held = None;
+        self.transaction(None, &mut |tx| {
+            held = None;
+            for path in paths {
+                let taken = tx.execute(
+                    "INSERT INTO {p}claims (run_id, path, claimer, claimed_until)
+                     VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+                     ON CONFLICT (run_id, path) DO UPDATE
+                       SET claimer = excluded.claimer, claimed_until = excluded.claimed_until
+                       WHERE {p}claims.claimed_until < now() OR {p}claims.claimer = excluded.claimer",
+                    &[run_id.into(), path.into(), (&claimer).into(), Value::Real(lease)],
+                )?;
+                if taken == 0 {
+                    held = Some(path.clone());
+                    // Nothing claimed: the transaction is rolled back.
+                    return Err(Error::Interrupted);
+                }
+            }
+            Ok(())
+        })
+        .or_else(|error| match (error, &held) {
+            (Error::Interrupted, Some(_)) => Ok(()),
+            (error, _) => Err(error),
+        })?;
+        if held.is_none() {
+            self.claimed = Some(run_id.to_string());
+        }
+        Ok(held)
+    }
+
+    fn release(&mut self, run_id: &str) -> Result<()> {
+        if self.claimed.as_deref() != Some(run_id) {
+            return Ok(());
+        }
+        let claimer = self.claimer.clone();
+        self.execute(
+            "DELETE FROM {p}claims WHERE run_id = $1 AND claimer = $2",
+            &[run_id.into(), (&claimer).into()],
+        )?;
+        self.claimed = None;
+        Ok(())
     }
 
     fn stores_logs(&self) -> bool {
@@ -673,4 +741,14 @@ async fn migrate(client: &mut Client) -> std::result::Result<usize, tokio_postgr
     transaction.execute(sql, &[&now]).await?;
     transaction.commit().await?;
     Ok(found)
+}
+
+/// This process, as a claim names it: its host, pid and a moment of its start.
+fn claimer() -> String {
+    let (_, host) = whoami();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("{host}:{}:{now}", std::process::id())
 }

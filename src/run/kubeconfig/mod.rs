@@ -557,6 +557,13 @@ fn read_kubeconfig(path: &Path) -> Result<Option<Value>, String> {
     // user's own entries means the same to it.
     let mut options = serde_saphyr::Options::default();
     options.legacy_octal_numbers = true;
+    // A kubeconfig of thousands of clusters is read as kubectl reads it: the bounds on its size
+    // are the input's (`read_input`), not a configuration file's count of nodes. The bounds on
+    // aliases (which expand) stay.
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_events = 40_000_000;
+    budget.max_nodes = 10_000_000;
+    options.budget = Some(budget);
     let value = serde_saphyr::from_str_with_options::<Value>(&text, options).map_err(|e| {
         format!(
             "{} is not valid YAML ({}); it was left unchanged",

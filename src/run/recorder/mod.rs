@@ -128,12 +128,23 @@ impl Recorder {
         run_id: &str,
         stack: &str,
         operation: crate::engine::Operation,
+        paths: &[String],
     ) -> Result<Recorder> {
         ledger.join(run_id, stack, operation)?;
         let confirmed = Instant::now();
         if operation.mutates() {
             // Renewed at once: the job may start long after the last one renewed it.
             ledger.renew(run_id)?;
+            // Its projects are this job's while it runs: a second job of one of them (a retry
+            // while the first still runs) is refused, not run beside it.
+            if let Some(path) = ledger.claim(run_id, paths)? {
+                return Err(Error::Locked(Box::new(
+                    Problem::new(format!(
+                        "{path} is being run by another job of run {run_id}"
+                    ))
+                    .hint("wait for that job to end; if it is gone, this job can run once its lease runs out"),
+                )));
+            }
         }
         Ok(Recorder {
             ledger: Arc::new(Mutex::new(ledger)),
@@ -231,6 +242,12 @@ impl Recorder {
     /// run that failed before its projects (`paths`) ran records them failed, with why, rather
     /// than leave them waiting for a job that came.
     pub fn close(self, result: &Result<()>, ran: bool, paths: &[String]) -> Result<()> {
+        // A job's projects are released whatever it did: a retry may run them at once.
+        if self.joined
+            && let Ok(mut ledger) = self.ledger.lock()
+        {
+            let _ = ledger.release(&self.run_id);
+        }
         match (result, ran) {
             (Ok(()), true) => self.finish(RunStatus::Succeeded),
             // It found nothing to do (a stack destroyed already).
