@@ -121,7 +121,11 @@ pub fn outputs_file(step: &Step) -> Option<&Path> {
 /// What a command step left in its outputs file: `Ok(None)` when it wrote none, an error when
 /// what it wrote is not one JSON object.
 pub fn read_outputs(file: &Path) -> Result<Option<Value>, String> {
-    let Ok(text) = crate::files::read_to_string(file) else {
+    // Only a regular file: the command may have left a FIFO there, which would wait forever.
+    if !std::fs::metadata(file).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let Ok(text) = std::fs::read_to_string(file) else {
         return Ok(None);
     };
     match serde_json::from_str::<Value>(&text) {
