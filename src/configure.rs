@@ -238,50 +238,7 @@ pub fn ask(
             Some(answered) => Some(answered.clone()),
             None => default_of(spec, env, stack, kubeconfig),
         };
-        match spec.kind {
-            ConfigKind::Secret => {
-                let value = match supplied_secret(&spec.key, env) {
-                    Some(value) => value,
-                    None => ask_secret(prompter, &spec.prompt, None)?,
-                };
-                first_run.secrets.push((spec.key.clone(), value));
-            }
-            ConfigKind::Bool => {
-                let default = default.as_ref().and_then(Value::as_bool).unwrap_or(false);
-                let answer = prompter.confirm(&spec.prompt, default)?;
-                first_run
-                    .values
-                    .insert(spec.key.clone(), Value::Bool(answer));
-            }
-            _ if !spec.choices.is_empty() => {
-                let items: Vec<String> = spec.choices.iter().map(display).collect();
-                let start = default
-                    .as_ref()
-                    .and_then(|d| spec.choices.iter().position(|c| c == d))
-                    .unwrap_or(0);
-                let index = prompter.choose(&spec.prompt, &items, start)?;
-                first_run
-                    .values
-                    .insert(spec.key.clone(), spec.choices[index].clone());
-            }
-            kind => {
-                let optional = spec.optional;
-                let default = default.as_ref().map(display);
-                let earlier = &first_run.values;
-                let text = prompter.text(&spec.prompt, default.as_deref(), &|answer| {
-                    check_answer(kind, answer, optional)?;
-                    match typed(kind, answer) {
-                        Some(value) if !is_none(optional, answer) => {
-                            check_bounds(spec, &value, earlier)
-                        }
-                        _ => Ok(()),
-                    }
-                })?;
-                if let Some(value) = typed(kind, &text).filter(|_| !is_none(optional, &text)) {
-                    first_run.values.insert(spec.key.clone(), value);
-                }
-            }
-        }
+        ask_one(spec, default, env, prompter, first_run)?;
     }
     if !needs.secrets.is_empty() {
         prompter.say(&format!(
@@ -297,6 +254,61 @@ pub fn ask(
         answers.secrets.push((spec.key.clone(), value));
     }
     Ok(answers)
+}
+
+/// One question of a first run, answered into `first_run` (a secret kept apart).
+fn ask_one(
+    spec: &ConfigSpec,
+    default: Option<Value>,
+    env: &BTreeMap<String, String>,
+    prompter: &mut dyn Prompter,
+    first_run: &mut FirstRun,
+) -> Result<()> {
+    match spec.kind {
+        ConfigKind::Secret => {
+            let value = match supplied_secret(&spec.key, env) {
+                Some(value) => value,
+                None => ask_secret(prompter, &spec.prompt, None)?,
+            };
+            first_run.secrets.push((spec.key.clone(), value));
+        }
+        ConfigKind::Bool => {
+            let default = default.as_ref().and_then(Value::as_bool).unwrap_or(false);
+            let answer = prompter.confirm(&spec.prompt, default)?;
+            first_run
+                .values
+                .insert(spec.key.clone(), Value::Bool(answer));
+        }
+        _ if !spec.choices.is_empty() => {
+            let items: Vec<String> = spec.choices.iter().map(display).collect();
+            let start = default
+                .as_ref()
+                .and_then(|d| spec.choices.iter().position(|c| c == d))
+                .unwrap_or(0);
+            let index = prompter.choose(&spec.prompt, &items, start)?;
+            first_run
+                .values
+                .insert(spec.key.clone(), spec.choices[index].clone());
+        }
+        kind => {
+            let optional = spec.optional;
+            let default = default.as_ref().map(display);
+            let earlier = &first_run.values;
+            let text = prompter.text(&spec.prompt, default.as_deref(), &|answer| {
+                check_answer(kind, answer, optional)?;
+                match typed(kind, answer) {
+                    Some(value) if !is_none(optional, answer) => {
+                        check_bounds(spec, &value, earlier)
+                    }
+                    _ => Ok(()),
+                }
+            })?;
+            if let Some(value) = typed(kind, &text).filter(|_| !is_none(optional, &text)) {
+                first_run.values.insert(spec.key.clone(), value);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A secret given by its `MARA_SECRET_<KEY>` variable is never asked for, on a terminal either.

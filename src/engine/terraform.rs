@@ -234,6 +234,14 @@ pub fn outputs(json: &str, show_secrets: bool) -> Value {
     )
 }
 
+/// A message's `@level` (`info` when it has none).
+fn level(message: &Value) -> &str {
+    message
+        .get("@level")
+        .and_then(Value::as_str)
+        .unwrap_or("info")
+}
+
 /// `summary: detail (file:line)` of a `-json` diagnostic.
 fn diagnostic(d: &Value) -> String {
     let mut text = d["summary"].as_str().unwrap_or("").to_string();
@@ -280,125 +288,125 @@ impl Reader {
         // Indexed as a `Value`, a missing or mistyped payload is `null`, never a panic (a `Map`
         // panics on a missing key).
         match message.get("type").and_then(Value::as_str) {
-            Some("change_summary") => {
-                let changes = &message["changes"];
-                let count = |key: &str| changes[key].as_u64().unwrap_or(0);
-                let counts: Changes = [
-                    ("create", count("add")),
-                    ("update", count("change")),
-                    ("delete", count("remove")),
-                ]
-                .into_iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|(op, n)| (op.to_string(), n))
-                .collect();
-                let line = format!("Resources: {}", changes_summary(&counts));
-                self.resources = Some(counts);
-                // An apply's plan summary, then its own: said once when they agree.
-                if self.last_shown.as_deref() == Some(line.as_str()) {
-                    return Vec::new();
-                }
-                self.last_shown = Some(line.clone());
-                return vec![line];
-            }
-            // Planned output changes carry an action; the final message carries values, which
-            // are never shown (they may be sensitive).
-            Some("outputs") => {
-                let outputs = message["outputs"].as_object().cloned().unwrap_or_default();
-                for (name, output) in &outputs {
-                    if let Some(action) = output.get("action").and_then(Value::as_str) {
-                        self.planned.insert(name.clone(), action.to_string());
-                    }
-                }
-                let count = |wanted: &str| {
-                    outputs
-                        .values()
-                        .filter(|o| o.get("action").and_then(Value::as_str) == Some(wanted))
-                        .count()
-                };
-                // As Terraform's own plan says it: "3 to add, 1 to change, 0 to destroy".
-                let said: Vec<String> = [
-                    ("create", "add"),
-                    ("update", "change"),
-                    ("delete", "remove"),
-                ]
-                .into_iter()
-                .map(|(action, word)| (count(action), word))
-                .filter(|(n, _)| *n > 0)
-                .map(|(n, word)| format!("{n} to {word}"))
-                .collect();
-                let changed = (count("create") + count("update") + count("delete")) as u64;
-                self.outputs_changed = self.outputs_changed.max(changed);
-                if said.is_empty() {
-                    return Vec::new();
-                }
-                let mut lines = vec![format!("Outputs: {}", said.join(", "))];
-                if self.show_diff
-                    && let Some(outputs) = self.output_diff()
-                {
-                    lines.extend(outputs.lines().into_iter().skip(1));
-                }
-                return lines;
-            }
+            Some("change_summary") => return self.change_summary(&message["changes"]),
+            Some("outputs") => return self.planned_outputs(&message),
             Some(kind @ ("planned_change" | "resource_drift")) => {
-                let change = &message["change"];
-                let action = change["action"].as_str().unwrap_or("update");
-                if let Some(address) = change["resource"]["addr"].as_str() {
-                    let resource = match kind {
-                        "resource_drift" => format!("{address} (changed outside Terraform)"),
-                        _ => address.to_string(),
-                    };
-                    self.changes.push(super::ResourceDiff {
-                        op: action.to_string(),
-                        resource,
-                        properties: Vec::new(),
-                    });
-                }
+                self.planned_change(kind, &message["change"])
             }
-            Some("diagnostic") => {
-                // A diagnostic without its payload says what its `@message` says (else nothing
-                // is taken for the reason, which then falls back to the exit code).
-                let text = Some(diagnostic(&message["diagnostic"]))
-                    .filter(|t| !t.trim().is_empty())
-                    .or_else(|| {
-                        (message.get("@message").and_then(Value::as_str))
-                            .map(|m| m.trim_start_matches("Error: ").trim().to_string())
-                            .filter(|m| !m.is_empty())
-                    });
-                let Some(text) = text else {
-                    return Vec::new();
-                };
-                let level = message
-                    .get("@level")
-                    .and_then(Value::as_str)
-                    .unwrap_or("info");
-                if level == "error" && self.error.is_none() {
-                    self.error = Some(text.clone());
-                }
-                let line = format!("{level}: {text}");
-                // Terraform may report one diagnostic twice (plan, then validate).
-                if self.last_shown.as_deref() == Some(line.as_str()) {
-                    return Vec::new();
-                }
-                self.last_shown = Some(line.clone());
-                return vec![line];
-            }
+            Some("diagnostic") => return self.diagnostic(&message),
             _ => {}
         }
         match message.get("@message").and_then(Value::as_str) {
-            Some(text) if !text.is_empty() => {
-                let level = message
-                    .get("@level")
-                    .and_then(Value::as_str)
-                    .unwrap_or("info");
-                if level == "error" || level == "warn" {
-                    vec![format!("{level}: {text}")]
-                } else {
-                    vec![text.to_string()]
-                }
-            }
+            Some(text) if !text.is_empty() => match level(&message) {
+                level @ ("error" | "warn") => vec![format!("{level}: {text}")],
+                _ => vec![text.to_string()],
+            },
             _ => Vec::new(),
         }
+    }
+
+    /// The counts of a plan or an apply; said once when the apply's agree with its plan's.
+    fn change_summary(&mut self, changes: &Value) -> Vec<String> {
+        let count = |key: &str| changes[key].as_u64().unwrap_or(0);
+        let counts: Changes = [
+            ("create", count("add")),
+            ("update", count("change")),
+            ("delete", count("remove")),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(op, n)| (op.to_string(), n))
+        .collect();
+        let line = format!("Resources: {}", changes_summary(&counts));
+        self.resources = Some(counts);
+        self.once(line)
+    }
+
+    /// Planned output changes carry an action; the final message carries values, which are
+    /// never shown (they may be sensitive).
+    fn planned_outputs(&mut self, message: &Value) -> Vec<String> {
+        let outputs = message["outputs"].as_object().cloned().unwrap_or_default();
+        for (name, output) in &outputs {
+            if let Some(action) = output.get("action").and_then(Value::as_str) {
+                self.planned.insert(name.clone(), action.to_string());
+            }
+        }
+        let count = |wanted: &str| {
+            outputs
+                .values()
+                .filter(|o| o.get("action").and_then(Value::as_str) == Some(wanted))
+                .count()
+        };
+        // As Terraform's own plan says it: "3 to add, 1 to change, 0 to destroy".
+        let said: Vec<String> = [
+            ("create", "add"),
+            ("update", "change"),
+            ("delete", "remove"),
+        ]
+        .into_iter()
+        .map(|(action, word)| (count(action), word))
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, word)| format!("{n} to {word}"))
+        .collect();
+        let changed = (count("create") + count("update") + count("delete")) as u64;
+        self.outputs_changed = self.outputs_changed.max(changed);
+        if said.is_empty() {
+            return Vec::new();
+        }
+        let mut lines = vec![format!("Outputs: {}", said.join(", "))];
+        if self.show_diff
+            && let Some(outputs) = self.output_diff()
+        {
+            lines.extend(outputs.lines().into_iter().skip(1));
+        }
+        lines
+    }
+
+    /// A resource the plan changes (or found changed outside Terraform).
+    fn planned_change(&mut self, kind: &str, change: &Value) {
+        let action = change["action"].as_str().unwrap_or("update");
+        if let Some(address) = change["resource"]["addr"].as_str() {
+            let resource = match kind {
+                "resource_drift" => format!("{address} (changed outside Terraform)"),
+                _ => address.to_string(),
+            };
+            self.changes.push(super::ResourceDiff {
+                op: action.to_string(),
+                resource,
+                properties: Vec::new(),
+            });
+        }
+    }
+
+    /// A diagnostic, shown once; the first error's is the reason. One without its payload says
+    /// what its `@message` says (else nothing is taken for the reason, which then falls back to
+    /// the exit code).
+    fn diagnostic(&mut self, message: &Value) -> Vec<String> {
+        let text = Some(diagnostic(&message["diagnostic"]))
+            .filter(|t| !t.trim().is_empty())
+            .or_else(|| {
+                (message.get("@message").and_then(Value::as_str))
+                    .map(|m| m.trim_start_matches("Error: ").trim().to_string())
+                    .filter(|m| !m.is_empty())
+            });
+        let Some(text) = text else {
+            return Vec::new();
+        };
+        let level = level(message);
+        if level == "error" && self.error.is_none() {
+            self.error = Some(text.clone());
+        }
+        // Terraform may report one diagnostic twice (plan, then validate).
+        self.once(format!("{level}: {text}"))
+    }
+
+    /// `line`, unless it was the last one shown.
+    fn once(&mut self, line: String) -> Vec<String> {
+        if self.last_shown.as_deref() == Some(line.as_str()) {
+            return Vec::new();
+        }
+        self.last_shown = Some(line.clone());
+        vec![line]
     }
 
     pub fn finish(&mut self) -> Vec<String> {

@@ -26,38 +26,7 @@ pub(super) fn get(
     let target = target(key, path)?;
     let found = find(stack_files, &target)?;
     let Some((file, value)) = found.first().cloned() else {
-        // A dotted key asked for without --path is most likely a path.
-        let hint = if !path && key.contains(['.', '[']) {
-            format!(
-                "a path into a value is read with `{}`",
-                settings.again(&format!("config get --path {key}"))
-            )
-        } else {
-            let secret = (stack_files.clone().into_deployment(settings).ok())
-                .is_some_and(|d| declared_secret(&d.provider, &target).is_some());
-            match (secret, path) {
-                (true, _) => format!(
-                    "set it with `{}`, its value on standard input",
-                    settings.again(&format!("config set --secret {key}"))
-                ),
-                (false, true) => format!(
-                    "set it with `{}`",
-                    settings.again(&format!("config set --path {key} VALUE"))
-                ),
-                (false, false) => format!(
-                    "set it with `{}`",
-                    settings.again(&format!("config set {key} VALUE"))
-                ),
-            }
-        };
-        return Err(Error::config(
-            Problem::new(format!(
-                "`{key}` is set neither in {} nor in {}",
-                workspace.display(&files.shared).display(),
-                workspace.display(&files.secrets).display()
-            ))
-            .hint(hint),
-        ));
+        return Err(not_set(settings, stack_files, files, key, &target, path));
     };
     let opened = |file: &Path, value: Option<Value>| -> Result<Value> {
         match value {
@@ -109,6 +78,47 @@ pub(super) fn get(
         OutputFormat::Human => plain(&shown),
     };
     crate::ui::print(&format!("{text}\n"))
+}
+
+/// A key set in neither file, with how to set it (or read it as a path).
+fn not_set(
+    settings: &Settings,
+    stack_files: &StackFiles,
+    files: &Files,
+    key: &str,
+    target: &ConfigPath,
+    path: bool,
+) -> Error {
+    let workspace = &stack_files.workspace;
+    // A dotted key asked for without --path is most likely a path.
+    let hint = if !path && key.contains(['.', '[']) {
+        format!(
+            "a path into a value is read with `{}`",
+            settings.again(&format!("config get --path {key}"))
+        )
+    } else {
+        let secret = (stack_files.clone().into_deployment(settings).ok())
+            .is_some_and(|d| declared_secret(&d.provider, target).is_some());
+        let set = match (secret, path) {
+            (true, _) => format!("config set --secret {key}"),
+            (false, true) => format!("config set --path {key} VALUE"),
+            (false, false) => format!("config set {key} VALUE"),
+        };
+        let stdin = if secret {
+            ", its value on standard input"
+        } else {
+            ""
+        };
+        format!("set it with `{}`{stdin}", settings.again(&set))
+    };
+    Error::config(
+        Problem::new(format!(
+            "`{key}` is set neither in {} nor in {}",
+            workspace.display(&files.shared).display(),
+            workspace.display(&files.secrets).display()
+        ))
+        .hint(hint),
+    )
 }
 
 /// A top-level key's plain value as `file` writes it.

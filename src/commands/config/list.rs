@@ -56,57 +56,62 @@ pub(super) fn list(settings: &Settings, stack_files: &StackFiles) -> Result<()> 
     }
     entries.sort_by(|a, b| a.key.cmp(&b.key));
     let text = match settings.output {
-        OutputFormat::Json => {
-            let mut map = serde_json::Map::new();
-            for Entry {
-                key,
-                value,
-                secret,
-                files,
-            } in entries
-            {
-                let mut entry = json!({"value": value, "secret": secret, "file": files[0]});
-                if let Some(secrets) = files.get(1) {
-                    entry["secrets_file"] = json!(secrets);
-                }
-                map.insert(key, entry);
-            }
-            format!(
-                "{}\n",
-                serde_json::to_string_pretty(&Value::Object(map)).expect("JSON")
-            )
-        }
-        OutputFormat::Human => {
-            let table: Vec<[String; 3]> = (entries.iter())
-                .map(|e| {
-                    let files: Vec<String> =
-                        e.files.iter().map(|f| f.display().to_string()).collect();
-                    [e.key.clone(), cell(&plain(&e.value)), files.join(", ")]
-                })
-                .collect();
-            let headers = ["KEY", "VALUE", "FILE"];
-            let widths = crate::ui::column_widths(headers, &table);
-            let style = settings.stdout_style;
-            let mut out = format!(
-                "{}\n",
-                style.bold(&format!(
-                    "{}  {}  {}",
-                    crate::ui::pad(headers[0], widths[0]),
-                    crate::ui::pad(headers[1], widths[1]),
-                    headers[2]
-                ))
-            );
-            for [k, v, f] in &table {
-                out.push_str(&format!(
-                    "{}  {}  {f}\n",
-                    crate::ui::pad(k, widths[0]),
-                    crate::ui::pad(v, widths[1])
-                ));
-            }
-            out
-        }
+        OutputFormat::Json => json_list(entries),
+        OutputFormat::Human => table(settings, &entries),
     };
     crate::ui::print(&text)
+}
+
+/// `--output json`: one object, by key.
+fn json_list(entries: Vec<Entry>) -> String {
+    let mut map = serde_json::Map::new();
+    for Entry {
+        key,
+        value,
+        secret,
+        files,
+    } in entries
+    {
+        let mut entry = json!({"value": value, "secret": secret, "file": files[0]});
+        if let Some(secrets) = files.get(1) {
+            entry["secrets_file"] = json!(secrets);
+        }
+        map.insert(key, entry);
+    }
+    format!(
+        "{}\n",
+        serde_json::to_string_pretty(&Value::Object(map)).expect("JSON")
+    )
+}
+
+/// The table people read: key, value, the files that set it.
+fn table(settings: &Settings, entries: &[Entry]) -> String {
+    let table: Vec<[String; 3]> = (entries.iter())
+        .map(|e| {
+            let files: Vec<String> = e.files.iter().map(|f| f.display().to_string()).collect();
+            [e.key.clone(), cell(&plain(&e.value)), files.join(", ")]
+        })
+        .collect();
+    let headers = ["KEY", "VALUE", "FILE"];
+    let widths = crate::ui::column_widths(headers, &table);
+    let style = settings.stdout_style;
+    let mut out = format!(
+        "{}\n",
+        style.bold(&format!(
+            "{}  {}  {}",
+            crate::ui::pad(headers[0], widths[0]),
+            crate::ui::pad(headers[1], widths[1]),
+            headers[2]
+        ))
+    );
+    for [k, v, f] in &table {
+        out.push_str(&format!(
+            "{}  {}  {f}\n",
+            crate::ui::pad(k, widths[0]),
+            crate::ui::pad(v, widths[1])
+        ));
+    }
+    out
 }
 
 /// A value in a table cell: on one line, and not wider than a screen.

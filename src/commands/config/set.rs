@@ -58,21 +58,9 @@ pub(super) fn set(
         likely_typo(settings, stack_files, deployment, &target);
     }
     if let Some(deployment) = &deployment
-        && let Some(at) = declared_secret(&deployment.provider, &target).filter(|_| !secret)
+        && !secret
     {
-        let at = Location {
-            file: workspace.display(&at.file).into_owned(),
-            ..at
-        };
-        return Err(Error::usage(
-            Problem::new("is a secret: it is never stored in plain text")
-                .subject(format!("`{key}`"))
-                .hint(format!(
-                    "`{}`, its value on standard input (provider {} declares it a secret at {at})",
-                    settings.again(&format!("config set --secret {key}")),
-                    deployment.provider.name
-                )),
-        ));
+        never_in_plain_text(settings, workspace, deployment, &target, key)?;
     }
     let raw = match value {
         Some(value) => value,
@@ -86,14 +74,11 @@ pub(super) fn set(
         };
         let mut problem = Problem::new(message).subject(format!("`{key}`"));
         if let (Some(spec), Some(d)) = (spec, &deployment) {
+            let at = shown_at(workspace, &spec.declared_at);
+            let kind = spec.kind.as_str();
+            let name = &d.provider.name;
             problem = problem.hint(format!(
-                "provider {} declares it (kind \"{}\") at {}",
-                d.provider.name,
-                spec.kind.as_str(),
-                crate::error::Location {
-                    file: workspace.display(&spec.declared_at.file).into_owned(),
-                    ..spec.declared_at.clone()
-                }
+                "provider {name} declares it (kind \"{kind}\") at {at}"
             ));
         }
         Error::usage(problem)
@@ -111,6 +96,38 @@ pub(super) fn set(
             out_of_bounds(settings, stack_files, deployment, &target, &typed);
         }
         Ok(())
+    }
+}
+
+/// A key the provider declares a secret, set without `--secret`: refused, with the command that
+/// stores it encrypted.
+fn never_in_plain_text(
+    settings: &Settings,
+    workspace: &crate::workspace::Workspace,
+    deployment: &Deployment,
+    target: &ConfigPath,
+    key: &str,
+) -> Result<()> {
+    let Some(at) = declared_secret(&deployment.provider, target) else {
+        return Ok(());
+    };
+    let at = shown_at(workspace, &at);
+    Err(Error::usage(
+        Problem::new("is a secret: it is never stored in plain text")
+            .subject(format!("`{key}`"))
+            .hint(format!(
+                "`{}`, its value on standard input (provider {} declares it a secret at {at})",
+                settings.again(&format!("config set --secret {key}")),
+                deployment.provider.name
+            )),
+    ))
+}
+
+/// Where a provider declares something, its file shown from the workspace root.
+fn shown_at(workspace: &crate::workspace::Workspace, at: &Location) -> Location {
+    Location {
+        file: workspace.display(&at.file).into_owned(),
+        ..at.clone()
     }
 }
 
