@@ -405,25 +405,30 @@ pub fn value_to_set(
         if !path.is_nested() {
             return Ok(Value::String(raw.to_string()));
         }
+        // As Pulumi's `config set --path` types it: a number with a leading zero (`0644`,
+        // `007`) stays text.
+        let leading_zero = raw.len() > 1 && raw.starts_with('0');
         return Ok(match raw {
             "true" => Value::Bool(true),
             "false" => Value::Bool(false),
+            _ if leading_zero => Value::String(raw.to_string()),
             _ => raw
                 .parse::<i64>()
                 .map(Value::from)
                 .unwrap_or_else(|_| Value::String(raw.to_string())),
         });
     };
+    let shown = crate::error::quoted(raw);
     let value = match spec.kind {
         ConfigKind::Int => raw.trim().parse::<i64>().map(Value::from).map_err(|_| {
             let digits = raw.trim().trim_start_matches('-');
             match !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-                true => format!("`{raw}` is too large for a whole number"),
-                false => format!("must be a whole number, not `{raw}`"),
+                true => format!("{shown} is too large for a whole number"),
+                false => format!("must be a whole number, not {shown}"),
             }
         })?,
         ConfigKind::Bool => Value::Bool(
-            parse_bool(raw).ok_or_else(|| format!("must be true or false, not `{raw}`"))?,
+            parse_bool(raw).ok_or_else(|| format!("must be true or false, not {shown}"))?,
         ),
         ConfigKind::List => {
             let items = split_list(raw);

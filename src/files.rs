@@ -41,7 +41,16 @@ pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 /// write (0444) is refused, not replaced. A new file gets 0644.
 pub fn rewrite(path: &Path, text: &str) -> std::io::Result<()> {
     let target = match std::fs::symlink_metadata(path) {
-        Ok(link) if link.file_type().is_symlink() => std::fs::canonicalize(path)?,
+        Ok(link) if link.file_type().is_symlink() => std::fs::canonicalize(path).map_err(|e| {
+            let points = std::fs::read_link(path).unwrap_or_default();
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "it is a symlink to {}, which cannot be reached ({e})",
+                    points.display()
+                ),
+            )
+        })?,
         _ => path.to_path_buf(),
     };
     let (mode, bom) = match std::fs::metadata(&target) {
@@ -55,13 +64,26 @@ pub fn rewrite(path: &Path, text: &str) -> std::io::Result<()> {
             }
             (mode, starts_with_bom(&target))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0o644, false),
+        // A new file is as the user's umask makes it (0644 under 022, 0600 under 077).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0o644 & !umask(), false),
         Err(e) => return Err(e),
     };
     match bom && !text.starts_with('\u{feff}') {
         true => write_atomic(&target, &format!("\u{feff}{text}"), mode),
         false => write_atomic(&target, text, mode),
     }
+}
+
+/// The process's umask, as Linux reports it (`/proc/self/status`; 022 where it cannot be read:
+/// setting it to read it would change it for every thread at once).
+fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+            u32::from_str_radix(line.trim_start_matches("Umask:").trim(), 8).ok()
+        })
+        .unwrap_or(0o022)
 }
 
 /// Whether the file starts with a UTF-8 byte order mark.

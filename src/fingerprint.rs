@@ -108,6 +108,23 @@ pub fn fingerprints(
     Ok(done)
 }
 
+/// The ignore files the walk of `plan`'s projects would read that are not regular files, refused
+/// as `fingerprints` refuses them (`validate` says so without hashing anything).
+pub fn ignore_files_readable(
+    plan: &Plan<'_>,
+    project_dir: impl Fn(&str) -> PathBuf,
+    state_dir: &Path,
+) -> crate::error::Result<()> {
+    let global = global_gitignore()?;
+    let dirs: Vec<PathBuf> = (0..plan.graph.len())
+        .filter(|&i| plan.contains(i))
+        .map(|i| project_dir(&plan.graph.project(i).path))
+        .collect();
+    let special = Special::default();
+    project_files(&dirs, state_dir, &global, &special);
+    special.refuse()
+}
+
 /// The ignore files a walk would read that are not regular files (a FIFO would hold the walk,
 /// and mara with it, forever): found before they are opened, and refused.
 #[derive(Clone, Default)]

@@ -548,3 +548,65 @@ fn an_edit_keeps_the_file_what_it_was() {
         "config:\n  a:b: \"2\"\n"
     );
 }
+
+#[test]
+fn workspaces_sharing_one_configuration_through_symlinks_take_turns() {
+    let shared = tempfile::tempdir().unwrap();
+    let file = shared.path().join("dev.yaml");
+    std::fs::write(&file, "config:\n  a:b: 1\n").unwrap();
+    let workspaces: Vec<Workspace> = (0..2)
+        .map(|_| {
+            let ws = Workspace::new(&[
+                ("mara.toml", "provider = \"kubeconfig\"\n"),
+                ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+            ]);
+            std::os::unix::fs::symlink(&file, ws.path().join("config/pulumi/Pulumi.dev.yaml"))
+                .unwrap();
+            ws
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        let sets: Vec<_> = (0..16)
+            .map(|i| {
+                let ws = &workspaces[i % 2];
+                scope.spawn(move || {
+                    ws.mara()
+                        .args(["config", "set", &format!("app:k{i}"), "v"])
+                        .output()
+                        .unwrap()
+                })
+            })
+            .collect();
+        for set in sets {
+            let output = set.join().unwrap();
+            assert!(output.status.success(), "{}", stderr(&output));
+        }
+    });
+    let text = std::fs::read_to_string(&file).unwrap();
+    for i in 0..16 {
+        assert!(
+            text.contains(&format!("app:k{i}: v")),
+            "app:k{i} lost:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn a_huge_invalid_value_is_not_echoed_whole() {
+    let ws = Workspace::new(&[
+        ("mara.toml", "provider = \"aws\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        ("config/pulumi/Pulumi.dev.yaml", "config:\n  a:b: 1\n"),
+    ]);
+    let huge = "x".repeat(1_000_000);
+    let output = ws
+        .mara()
+        .args(["config", "set", "eks:min_size"])
+        .write_stdin(huge)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(said.len() < 1000, "{} bytes", said.len());
+    assert!(said.contains("(1000000 characters)"), "{said}");
+}

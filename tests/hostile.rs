@@ -125,6 +125,25 @@ const CASES: &[Case] = &[
         never: &[],
     },
     Case {
+        name: "a FIFO where a project's .gitignore belongs, for validate",
+        setup: |root| fifo(root, "kubernetes/logstore/.gitignore"),
+        args: &["validate"],
+        code: 3,
+        says: &[
+            "kubernetes/logstore/.gitignore",
+            "where an ignore file belongs",
+        ],
+        never: &[],
+    },
+    Case {
+        name: "a FIFO where a project's Pulumi.yaml belongs",
+        setup: |root| fifo(root, "kubernetes/logstore/Pulumi.yaml"),
+        args: &["validate"],
+        code: 3,
+        says: &["kubernetes/logstore/Pulumi.yaml", "not a regular file"],
+        never: &["no Pulumi.yaml"],
+    },
+    Case {
         name: "a FIFO where the workspace's .ignore belongs, for --changed",
         setup: |root| fifo(root, ".ignore"),
         args: &["show-execution", "--changed"],

@@ -296,3 +296,50 @@ fn an_outage_longer_than_the_lease_loses_no_record() {
         "every project that ran: {ran:?}\n{run:#}"
     );
 }
+
+#[test]
+fn a_run_whose_server_stalls_ends_at_once_on_sigterm_keeping_its_writes() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("sigterm");
+    let proxy = Proxy::to(server.port);
+    let through = url.replace(
+        &format!(":{}/", server.port),
+        &format!(":{}/", proxy.port()),
+    );
+    let here = Deployment::of("mara-local");
+    let run = slow_up(&here, &through, 1000, 6);
+    wait_for_operations(&here, 1);
+    // Stalled while projects still run (before the lease could run out): the run's writes
+    // wait on the server when SIGTERM comes.
+    proxy.stall();
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+    let signalled = Instant::now();
+    let (code, err) = ended(run);
+    assert!(
+        signalled.elapsed() < Duration::from_secs(4),
+        "it waited {:?} after SIGTERM: {err}",
+        signalled.elapsed()
+    );
+    assert_eq!(code, 130, "{err}");
+    // What the server did not take is kept, and made once it answers again.
+    let journal = here.root().join(".mara/journal");
+    assert!(
+        std::fs::read_dir(&journal).is_ok_and(|mut d| d.next().is_some()),
+        "{err}"
+    );
+    proxy.resume();
+    let output = mara(&here, &through, &["--output", "json", "history"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let history: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(history[0]["status"], "cancelled", "{history:#}");
+}

@@ -1161,6 +1161,16 @@ fn config_catches_mistakes_and_removes_keys() {
         std::fs::read_to_string(&config).unwrap(),
         text.replace("debug: no}", "debug: \"yes\"}")
     );
+    // A number with a leading zero stays text, as Pulumi's `config set --path` keeps it.
+    let output = run(&["set", "--path", "app:lz.mode", "0644"]);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("mode: \"0644\""),
+        "{}",
+        std::fs::read_to_string(&config).unwrap()
+    );
     // A new key inside it would mean writing it anew: refused, naming the line, nothing written.
     let before = std::fs::read_to_string(&config).unwrap();
     let output = run(&["set", "--path", "app:obj.replicas", "3"]);
@@ -1179,7 +1189,10 @@ fn mara_output_never_prints_a_stored_secret_even_in_an_output_not_marked_secret(
     // A program that hands a stored secret on as a plain output (a mistake mara still covers).
     let program = case.root().join("kubernetes/prometheus/Pulumi.yaml");
     let text = std::fs::read_to_string(&program).unwrap();
-    let leaked = format!("  leaked: \"{}\"\n  count: 7\n", SECRETS[0].1);
+    let leaked = format!(
+        "  leaked: \"{}\"\n  count: 7\n  keyed:\n    \"{}\": x\n",
+        SECRETS[0].1, SECRETS[1].1
+    );
     std::fs::write(&program, format!("{text}{leaked}")).unwrap();
     let mut up = case.mara();
     up.args(["up", "--yes"]);
@@ -1198,7 +1211,13 @@ fn mara_output_never_prints_a_stored_secret_even_in_an_output_not_marked_secret(
     let shown: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(shown["leaked"], "[secret]", "{shown:#}");
     assert_eq!(shown["count"], 7);
+    assert_eq!(
+        shown["keyed"],
+        serde_json::json!({"[secret]": "x"}),
+        "a key too"
+    );
     assert!(!common::stdout(&output).contains(SECRETS[0].1));
+    assert!(!common::stdout(&output).contains(SECRETS[1].1));
     let output = case
         .mara()
         .args(["output", "kubernetes/prometheus", "--show-secrets"])

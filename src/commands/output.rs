@@ -113,9 +113,10 @@ fn redacted(redactor: &Redactor, value: Value) -> Value {
         Value::Array(items) => {
             Value::Array(items.into_iter().map(|v| redacted(redactor, v)).collect())
         }
+        // Keys too: an output may be keyed by a secret.
         Value::Object(map) => Value::Object(
             map.into_iter()
-                .map(|(k, v)| (k, redacted(redactor, v)))
+                .map(|(k, v)| (redactor.redact(&k), redacted(redactor, v)))
                 .collect(),
         ),
         Value::Number(_) | Value::Bool(_) => {

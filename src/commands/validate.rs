@@ -209,6 +209,14 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
         return report;
     };
     checks::projects(checks, workspace, plan);
+    // The walk a fingerprint makes of the projects' files (`up`, `--changed`): it opens every
+    // ignore file on the way, and refuses one that is no regular file.
+    let project_dir = |p: &str| workspace.project_dir(p);
+    if let Err(error) =
+        crate::fingerprint::ignore_files_readable(plan, project_dir, &workspace.state_dir())
+    {
+        checks.fail_with("project", error);
+    }
     if let Some(stack) = &files.stack {
         checks::local_cluster(checks, provider, plan, &stack.name);
         checks::one_kubeconfig(checks, workspace, plan.graph, &stack.name);

@@ -123,6 +123,13 @@ impl Journal {
             if let Some(dir) = self.file.parent() {
                 std::fs::create_dir_all(dir)?;
             }
+            // Something else there (a FIFO would take the writes and keep them nowhere).
+            if std::fs::symlink_metadata(&self.file).is_ok_and(|m| !m.is_file()) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "it is not a regular file, where mara keeps what a server did not take",
+                ));
+            }
             let mut file = open(&self.file)?;
             let _locked = Flock::exclusive(&file)?;
             file.write_all(text.as_bytes())?;

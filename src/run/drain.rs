@@ -28,6 +28,11 @@ struct State {
     trouble: Option<String>,
     /// The projects that were running when the drain began (and were let finish).
     running: Vec<String>,
+    /// When the run's projects were done: a lease that runs out after cannot have touched them.
+    work_ended: Option<Instant>,
+    /// Whether the drain is the clock's (the lease not confirmed in time), not a lock found
+    /// taken, which may have been taken at any moment since the last look.
+    by_clock: bool,
 }
 
 /// What is subtracted from a lease before it is counted on: a fifth of it, at least a second
@@ -76,13 +81,14 @@ impl Drain {
         {
             let why = match &state.trouble {
                 Some(trouble) => format!(" ({trouble})"),
-                None => " (the ledger did not answer)".to_string(),
+                None => " (no renewal was confirmed: the ledger did not answer, or this process was stopped)".to_string(),
             };
             state.reason = Some(format!(
                 "the stack's lease ({} s) could not be confirmed in time{why}",
                 lease.as_secs()
             ));
             state.since = Some(until);
+            state.by_clock = true;
         }
         state.reason.clone()
     }
@@ -100,6 +106,23 @@ impl Drain {
     /// The projects that were running when the drain began.
     pub fn running(&self) -> Vec<String> {
         self.state().running.clone()
+    }
+
+    /// The run's projects are done (started, ended, or left out): a lease lost from now on did
+    /// not touch them.
+    pub fn work_ended(&self) {
+        self.state().work_ended.get_or_insert(Instant::now());
+    }
+
+    /// Why the run's projects were held back or may have run beside another run, if they may
+    /// have: a lock found taken, whenever; a lease the clock let run out before they were done.
+    pub fn cost(&self) -> Option<String> {
+        let reason = self.reason()?;
+        let state = self.state();
+        match (state.by_clock, state.since, state.work_ended) {
+            (true, Some(since), Some(ended)) if since >= ended => None,
+            _ => Some(reason),
+        }
     }
 }
 
@@ -133,6 +156,20 @@ mod tests {
         assert_eq!(drain.reason(), Some(reason));
         assert!(drain.began_before(Instant::now()));
         assert!(!drain.began_before(sent));
+    }
+
+    #[test]
+    fn a_lease_that_runs_out_after_the_work_cost_nothing_a_lock_taken_always_does() {
+        let drain = Drain::default();
+        drain.confirmed(Instant::now(), Duration::from_secs(2));
+        drain.work_ended();
+        std::thread::sleep(Duration::from_millis(1700));
+        assert!(drain.reason().is_some(), "out by now");
+        assert_eq!(drain.cost(), None, "after the projects were done");
+        let taken = Drain::default();
+        taken.work_ended();
+        taken.stop("taken".into());
+        assert_eq!(taken.cost().as_deref(), Some("taken"));
     }
 
     #[test]

@@ -23,12 +23,14 @@ pub struct PulumiProject {
 }
 
 impl PulumiProject {
-    /// The project file in `dir`, if there is one.
+    /// The project file in `dir`, if there is one — whatever it is: one that is no regular file
+    /// (a FIFO, a directory) is found, and `load` says what is wrong with it, rather than
+    /// "no Pulumi.yaml".
     pub fn find(dir: &Path) -> Option<PathBuf> {
         PROJECT_FILES
             .iter()
             .map(|name| dir.join(name))
-            .find(|path| path.is_file())
+            .find(|path| std::fs::symlink_metadata(path).is_ok())
     }
 
     /// The project in each of `dirs` (`None`: no project file there), read on every core: a plan

@@ -12,8 +12,15 @@ pub struct StackName(String);
 
 impl StackName {
     pub fn parse(name: &str) -> std::result::Result<StackName, String> {
+        let shown = crate::error::quoted(name);
         if name.is_empty() {
             Err("a stack name cannot be empty".into())
+        } else if name.chars().count() > 100 {
+            // Pulumi's own limit; it also names files, which have one.
+            Err(format!(
+                "{shown} is not a valid stack name: it is {} characters long, and a stack name has at most 100",
+                name.chars().count()
+            ))
         } else if name == "." || name == ".." {
             // It names files (`Pulumi.<stack>.yaml`, `.mara/kube/<stack>.yaml`): `..` would
             // lead out of their directory.
@@ -31,7 +38,7 @@ impl StackName {
             .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
         {
             Err(format!(
-                "`{name}` is not a valid stack name: `{bad}` is not allowed (use letters, digits, `_`, `.` and `-`)"
+                "{shown} is not a valid stack name: `{bad}` is not allowed (use letters, digits, `_`, `.` and `-`)"
             ))
         } else {
             Ok(StackName(name.to_string()))

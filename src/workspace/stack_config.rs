@@ -50,7 +50,10 @@ impl StackConfigFile {
         path: &Path,
         change: impl FnOnce(&StackConfigFile) -> Result<Option<String>>,
     ) -> Result<Option<StackConfigFile>> {
-        let dir = path.parent().unwrap_or(Path::new("."));
+        // The directory of the file itself: workspaces that share one configuration through
+        // symlinks take their turns on it.
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let dir = real.parent().unwrap_or(Path::new("."));
         let _turn = crate::files::DirLock::take(dir).map_err(|e| Error::write(path, e))?;
         let current = StackConfigFile::load(path)?;
         let Some(text) = change(&current)? else {

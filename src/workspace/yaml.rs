@@ -75,6 +75,9 @@ fn in_our_words(message: &str) -> String {
     if too_much.iter().any(|m| message.contains(m)) {
         return "the document is too large or too complex to read: its aliases expand, or it nests, past mara's limits".to_string();
     }
+    if message.contains("from_str_multiple") || message.contains("multiple documents") {
+        return "the file holds several YAML documents (`---`), where one is read".to_string();
+    }
     if let Some(rest) = message.strip_prefix("unexpected character: `") {
         let written = rest.trim_end_matches('\'');
         return unexpected(written);

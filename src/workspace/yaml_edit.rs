@@ -167,9 +167,21 @@ pub fn remove(text: &str, path: &ConfigPath) -> Result<(String, Vec<String>), St
     // (line, indent, key) of each entry on the way.
     let mut way: Vec<(usize, usize, String)> = vec![(config, 0, "config".into())];
     for key in &keys {
-        let (parent, parent_indent, _) = way.last().cloned().expect("config is on the way");
+        let (parent, parent_indent, parent_key) =
+            way.last().cloned().expect("config is on the way");
+        // A value written inline (`{…}`, `[…]`) has no lines of its own to take out.
+        let inline = || {
+            inline_value(&doc.lines[parent], &parent_key)
+                .filter(|v| v.starts_with(['{', '[']))
+                .map(|_| {
+                    format!(
+                        "`{key}` is inside the flow collection of line {}, which mara does not take entries out of",
+                        parent + 1
+                    )
+                })
+        };
         let indent = child_indent(&doc.lines, parent, parent_indent)
-            .ok_or_else(|| format!("`{key}` is not in the file"))?;
+            .ok_or_else(|| inline().unwrap_or_else(|| format!("`{key}` is not in the file")))?;
         let end = block_end(&doc.lines, parent, parent_indent);
         let at = find_key(&doc.lines, parent + 1..end, indent, key)
             .ok_or_else(|| format!("`{key}` is not in the file"))?;

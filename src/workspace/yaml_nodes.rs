@@ -173,8 +173,7 @@ pub fn preserved(old: &str, new: &str, edit: &Edit) -> Result<(), String> {
     }
     match kept.into_values().next() {
         Some(extra) => Err(format!(
-            "line {}'s `{}` would be added",
-            extra.line,
+            "`{}` would be written anew beside the value being set (an alias expanded, say)",
             shown(&extra.raw)
         )),
         None => Ok(()),

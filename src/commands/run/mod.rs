@@ -84,9 +84,10 @@ fn first_env(stack: &ResolvedStack) -> String {
     format!("PULUMI_STACK={}\n", stack.name)
 }
 
-/// A run that lost its lease says so, whatever its projects did (an interruption stays one).
+/// A run that lost its lease before its projects were done says so, whatever they did (an
+/// interruption stays one); one lost after cost them nothing (its record is kept for later).
 fn lease_kept(interrupt: &Interrupt, result: Result<()>) -> Result<()> {
-    match (interrupt.draining(), result) {
+    match (interrupt.lease().cost(), result) {
         (Some(reason), result) if !matches!(result, Err(Error::Interrupted)) => {
             Err(Error::LeaseLost {
                 reason,
@@ -303,6 +304,7 @@ impl<'a> Invocation<'a> {
             failure: self.run.failure,
         };
         let reports = self.runner.execute(plan, context, schedule, &mut sinks);
+        self.runner.interrupt().lease().work_ended();
         drop(ledger);
         if let Some(recorder) = recorder {
             recorder.confirm_lock(self.runner.interrupt());

@@ -33,7 +33,7 @@ pub(super) fn of(
         provider: planner.deployment.provider.name.clone(),
         stack: planner.stack.name.to_string(),
         // A run that lost its lease stopped short of what it was asked: it failed.
-        status: match interrupt.draining() {
+        status: match interrupt.lease().cost() {
             Some(_) => RunStatus::Failed,
             None => run_status(&reports, interrupt.is_interrupted()),
         },

@@ -105,8 +105,13 @@ impl Driver {
         })
     }
 
-    /// A connection to the server `config` names, made within `CONNECT_LIMIT`.
+    /// A connection to the server `config` names, made within `CONNECT_LIMIT` — not once the
+    /// process is interrupted: a run that is ending does not wait to connect again (what it
+    /// could not write is kept, `ledger::journal`).
     pub fn connect(&self, config: &tokio_postgres::Config) -> Result<Link, Failure> {
+        if self.escalation.as_ref().is_some_and(|e| e.level() > 0) {
+            return Err(Failure::Interrupted);
+        }
         let mut config = config.clone();
         bound_the_server(&mut config, self.limit);
         let (client, task) = match crate::workspace::ledger_url::only_sockets(&config) {

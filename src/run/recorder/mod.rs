@@ -59,6 +59,11 @@ pub struct Recorder {
     confirmed: Instant,
     /// Where the writes a server does not take are kept until it does (`ledger::journal`).
     journal: Option<Journal>,
+    /// The ledger's lease (a server's), how long a write is tried.
+    lease: Option<Duration>,
+    /// The run's interruption (`watch_cancel` gets it): once the run is interrupted, a write the
+    /// ledger does not take is kept at once, not tried for a lease.
+    interrupt: Interrupt,
 }
 
 impl Recorder {
@@ -76,6 +81,7 @@ impl Recorder {
             ledger.set_lease(lease);
         }
         let deciding = std::time::Instant::now();
+        let lease_of = ledger.lease();
         let begun = ledger.begin(start, locks)?;
         // What the benchmarks read (docs/benchmarks.md, `MARA_LOG=mara::ledger=debug`).
         tracing::debug!(
@@ -111,6 +117,8 @@ impl Recorder {
                     locks,
                     confirmed: deciding,
                     journal: None,
+                    lease: lease_of,
+                    interrupt: Interrupt::default(),
                 };
                 let taken = took_over.map(|holder| TakenOver {
                     run: recorder.run(&holder.run_id).ok().flatten(),
@@ -131,6 +139,7 @@ impl Recorder {
         paths: &[String],
     ) -> Result<Recorder> {
         ledger.join(run_id, stack, operation)?;
+        let ledger_lease = ledger.lease();
         let confirmed = Instant::now();
         if operation.mutates() {
             // Renewed at once: the job may start long after the last one renewed it.
@@ -155,6 +164,8 @@ impl Recorder {
             locks: operation.mutates(),
             confirmed,
             journal: None,
+            lease: ledger_lease,
+            interrupt: Interrupt::default(),
         })
     }
 
@@ -224,9 +235,9 @@ impl Recorder {
         if !self.locks {
             return;
         }
-        let held = self
-            .ledger
-            .lock()
+        // Not waited on past a moment: a server that does not answer drains the run by its
+        // clock anyway.
+        let held = lock_until(&self.ledger, Instant::now() + Duration::from_secs(2))
             .map(|l| l.holds_lock(&self.run_id))
             .unwrap_or(Ok(true));
         if matches!(held, Ok(false)) && interrupt.draining().is_none() {
@@ -311,7 +322,7 @@ impl Recorder {
         if let Some(journal) = journal.filter(|j| j.file().is_file()) {
             return journal.keep(&[entry]);
         }
-        let lease = self.ledger.lock().ok().and_then(|l| l.lease());
+        let lease = self.lease.filter(|_| !self.interrupt.is_interrupted());
         match (
             persist(&self.ledger, lease, &mut |l| entry.apply(l)),
             journal,
@@ -335,7 +346,7 @@ impl Recorder {
         if self.joined {
             return Ok(());
         }
-        let lease = self.ledger.lock().ok().and_then(|l| l.lease());
+        let lease = self.lease.filter(|_| !self.interrupt.is_interrupted());
         persist(&self.ledger, lease, &mut |l| l.forget(&self.run_id))
     }
 
@@ -349,22 +360,46 @@ impl Recorder {
 
 /// Runs `op` on the ledger. On a server (whose locks are leases) a failure is tried again every
 /// half second for as long as a lease lasts: a server restarting, or a network coming back,
-/// costs the record nothing (the lease itself is renewed meanwhile, or the run drains).
+/// costs the record nothing (the lease itself is renewed meanwhile, or the run drains). An
+/// interruption while a call waits ends the tries at once.
 fn persist(ledger: &Shared, lease: Option<Duration>, op: &mut Op<'_>) -> Result<()> {
-    let deadline = lease.map(|l| std::time::Instant::now() + l);
+    let deadline = Instant::now() + lease.unwrap_or_default();
     loop {
-        let result = match ledger.lock() {
-            Ok(mut ledger) => op(ledger.as_mut()),
-            Err(_) => return Ok(()),
+        let result = match lock_until(ledger, deadline) {
+            Some(mut ledger) => op(ledger.as_mut()),
+            None => Err(Error::Ledger {
+                path: std::path::PathBuf::from("the run ledger"),
+                message: "it is busy with a server that does not answer".into(),
+            }),
         };
-        match (result, deadline) {
-            (Err(_), Some(deadline)) if std::time::Instant::now() < deadline => {
+        match result {
+            Err(Error::Interrupted) => return Err(Error::Interrupted),
+            Err(_) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(500));
             }
-            (result, _) => return result,
+            result => return result,
         }
     }
 }
+
+/// The ledger, once no other thread of the run uses it, or `None` at `deadline`: a thread
+/// waiting on a server that does not answer holds it, each of its calls bounded.
+fn lock_until(
+    ledger: &Shared,
+    deadline: Instant,
+) -> Option<std::sync::MutexGuard<'_, Box<dyn Ledger>>> {
+    loop {
+        match ledger.try_lock() {
+            Ok(guard) => return Some(guard),
+            Err(std::sync::TryLockError::Poisoned(_)) => return None,
+            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};
@@ -564,6 +599,8 @@ mod tests {
             locks: true,
             confirmed: Instant::now(),
             journal: None,
+            lease: None,
+            interrupt: Interrupt::default(),
         };
         let refused = Error::config(Problem::new("the kubeconfig cannot be written"));
         joined(ledger).close(&Err(refused), false, &paths).unwrap();

@@ -49,11 +49,16 @@ impl Recorder {
             waiting: VecDeque::new(),
             lines: Vec::new(),
             warned: false,
+            interrupted: false,
         };
         let journal = self.journal.clone();
+        let interrupt = self.interrupt.clone();
         let (to_writer, events) = mpsc::channel::<Event>();
         let writer = std::thread::spawn(move || {
             writer.follow(&events);
+            // An interrupted run tries what is left once, and keeps what the server does not
+            // take: it does not wait a lease for it.
+            let lease = lease.filter(|_| !interrupt.is_interrupted());
             writer.end(lease, journal.as_ref());
         });
         LedgerSink {
@@ -97,6 +102,8 @@ struct Writer {
     lines: Vec<(String, String)>,
     /// A ledger that cannot be written is said once, not at every write.
     warned: bool,
+    /// The run was interrupted while a write waited: what is left is kept at once.
+    interrupted: bool,
 }
 
 impl Writer {
@@ -123,7 +130,9 @@ impl Writer {
                     return;
                 }
             }
-            self.send();
+            // Never long away from the run's events: a ledger another thread is waiting on is
+            // tried at the next tick.
+            self.send(Instant::now() + Duration::from_millis(200));
         }
     }
 
@@ -131,10 +140,10 @@ impl Writer {
     /// costs the record nothing), then kept in the journal.
     fn end(&mut self, lease: Option<Duration>, journal: Option<&Journal>) {
         let deadline = Instant::now() + lease.unwrap_or_default();
-        self.send();
-        while !self.waiting.is_empty() && Instant::now() < deadline {
+        self.send(deadline);
+        while !self.waiting.is_empty() && !self.interrupted && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(500));
-            self.send();
+            self.send(deadline);
         }
         if self.waiting.is_empty() {
             return;
@@ -167,17 +176,22 @@ impl Writer {
         }
     }
 
-    /// Makes the waiting writes in order, until one is not taken.
-    fn send(&mut self) {
+    /// Makes the waiting writes in order, until one is not taken (or the ledger is not free by
+    /// `deadline`).
+    fn send(&mut self, deadline: Instant) {
         while let Some(entry) = self.waiting.front() {
-            let made = match self.ledger.lock() {
-                Ok(mut ledger) => entry.apply(ledger.as_mut()),
-                Err(_) => return,
+            if self.interrupted {
+                return;
+            }
+            let made = match super::lock_until(&self.ledger, deadline) {
+                Some(mut ledger) => entry.apply(ledger.as_mut()),
+                None => return,
             };
             match made {
                 Ok(()) => {
                     self.waiting.pop_front();
                 }
+                Err(crate::error::Error::Interrupted) => self.interrupted = true,
                 Err(error) => {
                     if !self.warned {
                         self.warned = true;

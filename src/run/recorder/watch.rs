@@ -21,6 +21,7 @@ impl Recorder {
         let (ledger, run_id) = (self.ledger.clone(), self.run_id.clone());
         let (stop, stopped) = mpsc::channel::<()>();
         self.stop = Some(stop);
+        self.interrupt = interrupt.clone();
         let lease = ledger
             .lock()
             .ok()
@@ -33,17 +34,31 @@ impl Recorder {
         self.watcher = Some(std::thread::spawn(move || {
             let mut cancelled = false;
             let mut lost = false;
+            // A server that did not answer is let be for a while: a watcher that asked it
+            // four times a second would keep the ledger from the run's own writes.
+            let pause = lease.map_or(Duration::from_secs(2), |l| l / 3);
+            let mut quiet_until = Instant::now();
             while let Err(mpsc::RecvTimeoutError::Timeout) =
                 stopped.recv_timeout(Duration::from_millis(250))
             {
+                if Instant::now() < quiet_until {
+                    continue;
+                }
+                let Ok(mut ledger) = ledger.lock() else {
+                    return;
+                };
+                let failed = |quiet_until: &mut Instant| *quiet_until = Instant::now() + pause;
                 if !cancelled {
-                    let requested = ledger
-                        .lock()
-                        .map(|l| l.cancel_requested(&run_id).unwrap_or(false))
-                        .unwrap_or(false);
-                    if requested {
-                        interrupt.cancel(Cause::CancelRequest);
-                        cancelled = true;
+                    match ledger.cancel_requested(&run_id) {
+                        Ok(true) => {
+                            interrupt.cancel(Cause::CancelRequest);
+                            cancelled = true;
+                        }
+                        Ok(false) => {}
+                        Err(_) => {
+                            failed(&mut quiet_until);
+                            continue;
+                        }
                     }
                 }
                 // Drained (by the clock, say): nothing is started any more, nothing to renew.
@@ -53,31 +68,36 @@ impl Recorder {
                 };
                 // A lock cleared or taken over elsewhere is noticed at once, not at the next
                 // renewal: no project starts beside another run's.
-                if ledger
-                    .lock()
-                    .is_ok_and(|l| matches!(l.holds_lock(&run_id), Ok(false)))
-                {
-                    lost = true;
-                    interrupt.drain(LOCK_TAKEN.into());
-                    continue;
+                match ledger.holds_lock(&run_id) {
+                    Ok(false) => {
+                        lost = true;
+                        interrupt.drain(LOCK_TAKEN.into());
+                        continue;
+                    }
+                    Ok(true) => {}
+                    Err(_) => {
+                        failed(&mut quiet_until);
+                        continue;
+                    }
                 }
                 if sent_last.elapsed() < lease / 3 {
                     continue;
                 }
                 let sent = Instant::now();
-                let outcome = ledger.lock().map(|mut l| l.renew(&run_id));
-                match outcome {
-                    Ok(Ok(true)) => {
+                match ledger.renew(&run_id) {
+                    Ok(true) => {
                         sent_last = sent;
                         interrupt.lease().confirmed(sent, lease);
                     }
-                    Ok(Ok(false)) => {
+                    Ok(false) => {
                         lost = true;
                         interrupt.drain(LOCK_TAKEN.into());
                     }
-                    // Tried again at the next look; the clock drains the run if none succeeds.
-                    Ok(Err(error)) => interrupt.lease().trouble(error.to_string()),
-                    Err(_) => {}
+                    // Tried again after the pause; the clock drains the run if none succeeds.
+                    Err(error) => {
+                        interrupt.lease().trouble(error.to_string());
+                        failed(&mut quiet_until);
+                    }
                 }
             }
         }));
