@@ -447,8 +447,8 @@ pub fn quoted(text: &str) -> String {
 fn lease_lost(reason: &str, running: &[String]) -> String {
     let then = match running {
         [] => "none was running then".to_string(),
-        [one] => format!("{one} was running then, and was let finish"),
-        many => format!("{} were running then, and were let finish", many.join(", ")),
+        [one] => format!("{one} was running then"),
+        many => format!("{} were running then", many.join(", ")),
     };
     format!(
         "{reason}: no project was started after that; {then}; this run may no longer own the stack"

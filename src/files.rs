@@ -95,31 +95,53 @@ fn starts_with_bom(path: &Path) -> bool {
         .is_ok_and(|()| head == [0xEF, 0xBB, 0xBF])
 }
 
-/// An exclusive lock on a directory (`flock`), held until dropped: the editors of the files in
-/// it (mara's processes) take turns, each reading what the one before wrote.
-pub struct DirLock(std::fs::File);
+/// An exclusive `flock` on an open file's descriptor, released when dropped (before the file
+/// is: a guard is declared after the file it locks).
+pub struct Flock(std::os::fd::RawFd);
 
-impl DirLock {
-    pub fn take(dir: &Path) -> std::io::Result<DirLock> {
+impl Flock {
+    pub fn exclusive(file: &std::fs::File) -> std::io::Result<Flock> {
         use std::os::fd::AsRawFd;
-        std::fs::create_dir_all(dir)?;
-        let handle = std::fs::File::open(dir)?;
+        let fd = file.as_raw_fd();
         // SAFETY: flock on a descriptor this process owns; it blocks until the lock is taken.
-        match unsafe { libc::flock(handle.as_raw_fd(), libc::LOCK_EX) } {
-            0 => Ok(DirLock(handle)),
+        match unsafe { libc::flock(fd, libc::LOCK_EX) } {
+            0 => Ok(Flock(fd)),
             _ => Err(std::io::Error::last_os_error()),
         }
     }
 }
 
-impl Drop for DirLock {
+impl Drop for Flock {
     fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: as above.
+        // SAFETY: as above; the file is still open.
         unsafe {
-            libc::flock(self.0.as_raw_fd(), libc::LOCK_UN);
+            libc::flock(self.0, libc::LOCK_UN);
         }
     }
+}
+
+/// An exclusive lock on a directory, held until dropped: the editors of the files in it (mara's
+/// processes) take turns, each reading what the one before wrote.
+pub struct DirLock {
+    _turn: Flock,
+    _dir: std::fs::File,
+}
+
+impl DirLock {
+    pub fn take(dir: &Path) -> std::io::Result<DirLock> {
+        std::fs::create_dir_all(dir)?;
+        let handle = std::fs::File::open(dir)?;
+        Ok(DirLock {
+            _turn: Flock::exclusive(&handle)?,
+            _dir: handle,
+        })
+    }
+}
+
+/// Whether `path` is a regular file (following symlinks): the only kind mara opens to read
+/// what something else may have put there.
+pub fn is_regular(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
 /// Writes `text` to `path` atomically with `mode` (whatever the umask): a temporary file beside

@@ -147,6 +147,10 @@ impl Special {
         readable
     }
 
+    fn note(&self, path: PathBuf) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+    }
+
     fn refuse(&self) -> crate::error::Result<()> {
         let mut noted = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
         noted.sort();
@@ -155,7 +159,7 @@ impl Special {
             .iter()
             .map(|path| {
                 crate::error::Problem::new(
-                    "it is not a regular file (a FIFO, socket, device or directory), where an ignore file belongs: mara does not read it",
+                    "it is not a regular file (a FIFO, socket, device or directory), where an ignore file (or the git configuration naming one) belongs: mara does not read it",
                 )
                 .at(crate::error::Location::file(path))
                 .hint("remove it, or make it a file")
@@ -169,30 +173,59 @@ impl Special {
 }
 
 /// The user's global gitignore (`core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore`), once
-/// the files it is found through are known to be regular files.
+/// every file it is found through is known to be a regular file: the git configurations the
+/// `ignore` crate reads (`GIT_CONFIG_GLOBAL`, `~/.gitconfig`, `$XDG_CONFIG_HOME/git/config`,
+/// `GIT_CONFIG_SYSTEM` or `/etc/gitconfig`) and the excludes file they name.
 fn global_gitignore() -> crate::error::Result<ignore::gitignore::Gitignore> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".config")));
-    let candidates = [
+    let env = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let home = env("HOME");
+    let config = env("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let configs: Vec<PathBuf> = [
+        env("GIT_CONFIG_GLOBAL"),
         home.as_ref().map(|h| h.join(".gitconfig")),
         config.as_ref().map(|c| c.join("git/config")),
-        config.as_ref().map(|c| c.join("git/ignore")),
-    ];
+        Some(env("GIT_CONFIG_SYSTEM").unwrap_or_else(|| PathBuf::from("/etc/gitconfig"))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let special = Special::default();
-    for path in candidates.into_iter().flatten() {
-        if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
-            special
-                .0
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(path);
+    let is_special = |path: &Path| std::fs::metadata(path).is_ok_and(|m| !m.is_file());
+    let mut excludes: Vec<PathBuf> = config.iter().map(|c| c.join("git/ignore")).collect();
+    for path in &configs {
+        if is_special(path) {
+            special.note(path.clone());
+        } else if let Ok(text) = std::fs::read_to_string(path) {
+            excludes.extend(excludes_files(&text, home.as_deref()));
+        }
+    }
+    for path in excludes {
+        if is_special(&path) {
+            special.note(path);
         }
     }
     special.refuse()?;
     let (global, _) = ignore::gitignore::Gitignore::global();
     Ok(global)
+}
+
+/// The files a git configuration names as `core.excludesFile` (`~/` expanded).
+fn excludes_files(text: &str, home: Option<&Path>) -> Vec<PathBuf> {
+    text.lines()
+        .filter_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            (key.trim().eq_ignore_ascii_case("excludesfile"))
+                .then(|| value.trim().trim_matches('"'))
+        })
+        .map(|value| match (value.strip_prefix("~/"), home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ => PathBuf::from(value),
+        })
+        .collect()
 }
 
 /// The project's provider entry, without where it was declared (moving lines is no change).
@@ -557,7 +590,7 @@ mod tests {
             fingerprints(&plan, |p| dir.path().join(p), dir.path(), "dev", b"", b"").unwrap_err();
         assert_eq!(refused.exit_code(), crate::error::exit::CONFIG);
         assert!(
-            refused.to_string().contains("where an ignore file belongs"),
+            refused.to_string().contains("where an ignore file"),
             "{refused}"
         );
         assert!(

@@ -283,9 +283,11 @@ fn the_modules_form_no_import_circle() {
             "error", "status", "style", "clock", "files", "parallel", "engine",
         ] {
             if module == low {
-                let allowed: BTreeSet<&str> = ["error", "status", "style", "clock", "parallel"]
-                    .into_iter()
-                    .collect();
+                // `files` is the lowest of them (std and libc alone): any may use it.
+                let allowed: BTreeSet<&str> =
+                    ["error", "status", "style", "clock", "parallel", "files"]
+                        .into_iter()
+                        .collect();
                 let above: Vec<&String> = targets
                     .iter()
                     .filter(|t| !allowed.contains(t.as_str()))

@@ -129,10 +129,7 @@ const CASES: &[Case] = &[
         setup: |root| fifo(root, "kubernetes/logstore/.gitignore"),
         args: &["validate"],
         code: 3,
-        says: &[
-            "kubernetes/logstore/.gitignore",
-            "where an ignore file belongs",
-        ],
+        says: &["kubernetes/logstore/.gitignore", "where an ignore file"],
         never: &[],
     },
     Case {
@@ -148,7 +145,7 @@ const CASES: &[Case] = &[
         setup: |root| fifo(root, ".ignore"),
         args: &["show-execution", "--changed"],
         code: 3,
-        says: &[".ignore", "where an ignore file belongs"],
+        says: &[".ignore", "where an ignore file"],
         never: &[],
     },
     Case {
@@ -398,4 +395,25 @@ fn fifo(root: &Path, relative: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let status = std::process::Command::new("mkfifo").arg(&path).status();
     assert!(status.unwrap().success(), "mkfifo {}", path.display());
+}
+
+#[test]
+fn a_fifo_as_the_git_configuration_is_refused_not_waited_on() {
+    let d = Deployment::of("mara-local");
+    fifo(d.root(), "gitconfig");
+    let started = std::time::Instant::now();
+    let output = d
+        .mara()
+        .args(["show-execution", "--changed"])
+        .env("GIT_CONFIG_GLOBAL", d.root().join("gitconfig"))
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains("gitconfig: it is not a regular file"),
+        "{}",
+        common::stderr(&output)
+    );
 }

@@ -440,7 +440,7 @@ fn followed(settings: &Settings, lines: &[(&str, &str)]) -> String {
 /// What `file` holds past `offset` (whole lines only), moving `offset` on.
 fn read_from(file: &Path, offset: &mut u64) -> Option<String> {
     // A log replaced by a FIFO is not waited on.
-    if !std::fs::metadata(file).is_ok_and(|m| m.is_file()) {
+    if !crate::files::is_regular(file) {
         return None;
     }
     let mut handle = std::fs::File::open(file).ok()?;

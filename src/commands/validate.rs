@@ -221,6 +221,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
         checks::local_cluster(checks, provider, plan, &stack.name);
         checks::one_kubeconfig(checks, workspace, plan.graph, &stack.name);
     }
+    checks::mergeable_kubeconfig(checks, plan, &env);
     match (&files.stack, config) {
         (Some(stack), Some(config)) => {
             let stored = files.secrets_config(stack);

@@ -122,10 +122,7 @@ pub fn outputs_file(step: &Step) -> Option<&Path> {
 /// what it wrote is not one JSON object.
 pub fn read_outputs(file: &Path) -> Result<Option<Value>, String> {
     // Only a regular file: the command may have left a FIFO there, which would wait forever.
-    if !std::fs::metadata(file).is_ok_and(|m| m.is_file()) {
-        return Ok(None);
-    }
-    let Ok(text) = std::fs::read_to_string(file) else {
+    let Ok(text) = crate::files::read_to_string(file) else {
         return Ok(None);
     };
     match serde_json::from_str::<Value>(&text) {

@@ -105,6 +105,11 @@ impl Journal {
         &self.file
     }
 
+    /// Whether writes are kept in it, waiting.
+    pub fn holds_writes(&self) -> bool {
+        std::fs::metadata(&self.file).is_ok_and(|m| m.is_file() && m.len() > 0)
+    }
+
     /// Keeps `entries`, after those kept already.
     pub fn keep(&self, entries: &[Entry]) -> Result<()> {
         if entries.is_empty() {
@@ -131,7 +136,7 @@ impl Journal {
                 ));
             }
             let mut file = open(&self.file)?;
-            let _locked = Flock::exclusive(&file)?;
+            let _locked = crate::files::Flock::exclusive(&file)?;
             file.write_all(text.as_bytes())?;
             file.sync_data()
         };
@@ -139,22 +144,33 @@ impl Journal {
     }
 
     /// Makes the kept writes on `ledger`, in order, until one fails; forgets those made. The
-    /// number made, and the number left.
+    /// number made, and the number left. The file is emptied, never removed: a `keep` waiting
+    /// for its lock holds it open, and appends to it after.
     pub fn replay(&self, ledger: &mut dyn Ledger) -> Result<(usize, usize)> {
         // `is_file` follows links: a FIFO or a directory there is not opened (it would wait).
         if !self.file.is_file() {
             return Ok((0, 0));
         }
         let mut file = open(&self.file).map_err(|e| Error::read(&self.file, e))?;
-        let _locked = Flock::exclusive(&file).map_err(|e| Error::read(&self.file, e))?;
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut file, &mut text)
+        let _locked =
+            crate::files::Flock::exclusive(&file).map_err(|e| Error::read(&self.file, e))?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes)
             .map_err(|e| Error::read(&self.file, e))?;
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let lines: Vec<&[u8]> = (bytes.split(|&b| b == b'\n'))
+            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+            .collect();
+        if lines.is_empty() {
+            return Ok((0, 0));
+        }
         let mut made = 0;
         for line in &lines {
-            // A line that does not read (cut short by a crash mid-write) is dropped, said.
-            let Ok(entry) = serde_json::from_str::<Entry>(line) else {
+            // A line that does not read (cut short by a crash mid-write, a byte gone bad) is
+            // dropped, said: the rest goes on.
+            let entry = std::str::from_utf8(line)
+                .ok()
+                .and_then(|line| serde_json::from_str::<Entry>(line).ok());
+            let Some(entry) = entry else {
                 tracing::warn!(
                     "{}: a line that does not read is dropped",
                     self.file.display()
@@ -162,35 +178,45 @@ impl Journal {
                 made += 1;
                 continue;
             };
-            if let Err(error) = entry.apply(ledger) {
-                // The server answers, but will not take this write (its run was forgotten
-                // meanwhile): it is dropped, said, and the rest goes on.
-                if ledger.runs(None, 1).is_ok() {
+            match entry.apply(ledger) {
+                Ok(()) => made += 1,
+                // The server will never take it (its run was forgotten meanwhile, a row it
+                // refers to is gone): dropped, said, and the rest goes on.
+                Err(error) if refused_for_good(&error) => {
                     tracing::warn!(
                         "{}: a write the ledger refuses is dropped: {error}",
                         self.file.display()
                     );
                     made += 1;
-                    continue;
                 }
-                tracing::info!("{}: kept for later: {error}", self.file.display());
-                break;
+                // Anything else (the server gone again, a lock that timed out) is kept.
+                Err(error) => {
+                    tracing::info!("{}: kept for later: {error}", self.file.display());
+                    break;
+                }
             }
-            made += 1;
         }
         let left = &lines[made..];
         // The rest, in place of what was there (still under the lock).
-        let rest: String = left.iter().map(|l| format!("{l}\n")).collect();
+        let mut rest = Vec::new();
+        for line in left {
+            rest.extend_from_slice(line);
+            rest.push(b'\n');
+        }
         file.set_len(0).map_err(|e| Error::write(&self.file, e))?;
         std::io::Seek::rewind(&mut file).map_err(|e| Error::write(&self.file, e))?;
-        file.write_all(rest.as_bytes())
+        file.write_all(&rest)
             .and_then(|()| file.sync_data())
             .map_err(|e| Error::write(&self.file, e))?;
-        if left.is_empty() {
-            let _ = std::fs::remove_file(&self.file);
-        }
         Ok((made, left.len()))
     }
+}
+
+/// Whether the ledger refused a write for good: a constraint it breaks (SQLSTATE class 23 on a
+/// server, SQLite's constraint failures), which no retry changes.
+fn refused_for_good(error: &Error) -> bool {
+    let said = error.to_string();
+    said.contains("violates") && said.contains("constraint") || said.contains("constraint failed")
 }
 
 /// The journal's file, opened to read and append, made private.
@@ -202,30 +228,6 @@ fn open(file: &Path) -> std::io::Result<std::fs::File> {
         .create(true)
         .mode(0o600)
         .open(file)
-}
-
-/// An exclusive `flock` on a file's descriptor, released when dropped (before the file is).
-struct Flock(std::os::fd::RawFd);
-
-impl Flock {
-    fn exclusive(file: &std::fs::File) -> std::io::Result<Flock> {
-        use std::os::fd::AsRawFd;
-        let fd = file.as_raw_fd();
-        // SAFETY: flock on a descriptor this process owns; it blocks until the lock is taken.
-        match unsafe { libc::flock(fd, libc::LOCK_EX) } {
-            0 => Ok(Flock(fd)),
-            _ => Err(std::io::Error::last_os_error()),
-        }
-    }
-}
-
-impl Drop for Flock {
-    fn drop(&mut self) {
-        // SAFETY: as above; the file is still open (the guard is dropped first).
-        unsafe {
-            libc::flock(self.0, libc::LOCK_UN);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -297,7 +299,7 @@ mod tests {
         };
         ledger.begin(&start, true).unwrap();
         assert_eq!(journal.replay(ledger.as_mut()).unwrap(), (4, 0));
-        assert!(!journal.file().exists(), "forgotten once made");
+        assert!(!journal.holds_writes(), "forgotten once made");
         let run = ledger.run("r1").unwrap().unwrap();
         assert_eq!(run.status, RunStatus::Succeeded);
         assert_eq!(run.projects[0].status, ProjectStatus::Succeeded);
@@ -306,5 +308,44 @@ mod tests {
             (0, 0),
             "made once"
         );
+    }
+
+    #[test]
+    fn writes_kept_while_others_are_made_are_not_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal {
+            file: dir.path().join("journal/k.jsonl"),
+        };
+        let place = Place::File(dir.path().join("ledger.db"));
+        let mut ledger = crate::ledger::open(&place).unwrap();
+        let start = RunStart {
+            run_id: "r1".into(),
+            operation: Operation::Up,
+            provider: "aws".into(),
+            stack: "dev".into(),
+            command: "mara up".into(),
+            started: "2026-01-01T00:00:00Z".into(),
+        };
+        ledger.begin(&start, true).unwrap();
+        let keeping = {
+            let journal = journal.clone();
+            std::thread::spawn(move || {
+                for i in 0..300 {
+                    let entry = Entry::ProjectStarted {
+                        run_id: "r1".into(),
+                        path: format!("p{i}"),
+                        started: "2026-01-01T00:00:00Z".into(),
+                        fingerprint: None,
+                    };
+                    journal.keep(&[entry]).unwrap();
+                }
+            })
+        };
+        while !keeping.is_finished() {
+            journal.replay(ledger.as_mut()).unwrap();
+        }
+        keeping.join().unwrap();
+        journal.replay(ledger.as_mut()).unwrap();
+        assert_eq!(ledger.run("r1").unwrap().unwrap().projects.len(), 300);
     }
 }

@@ -8,9 +8,50 @@
 //! less than the margin over one lease, the run stops starting projects before any other run
 //! can take the lock over (docs/decisions.md, "A lease is never held twice"). A run that cannot
 //! reach its server therefore drains by the clock, however long a call to the server hangs.
+//!
+//! The clock counts the time the machine was suspended too (`Moment`: `CLOCK_BOOTTIME` on
+//! Linux): a laptop's lid closed for longer than the lease leaves it out, as the server sees it.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// A moment on a monotonic clock that keeps counting while the machine is suspended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Moment(Duration);
+
+impl Moment {
+    pub fn now() -> Moment {
+        #[cfg(target_os = "linux")]
+        let clock = libc::CLOCK_BOOTTIME;
+        #[cfg(not(target_os = "linux"))]
+        let clock = libc::CLOCK_MONOTONIC;
+        let mut time = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the current time of a clock every system has into `time`.
+        unsafe { libc::clock_gettime(clock, &mut time) };
+        Moment(Duration::new(time.tv_sec as u64, time.tv_nsec as u32))
+    }
+
+    pub fn elapsed(self) -> Duration {
+        Moment::now().0.saturating_sub(self.0)
+    }
+}
+
+impl std::ops::Add<Duration> for Moment {
+    type Output = Moment;
+    fn add(self, more: Duration) -> Moment {
+        Moment(self.0 + more)
+    }
+}
+
+impl std::ops::Sub<Duration> for Moment {
+    type Output = Moment;
+    fn sub(self, less: Duration) -> Moment {
+        Moment(self.0.saturating_sub(less))
+    }
+}
 
 /// The drain state of one run, shared by the lease's watcher, the scheduler and the summary.
 #[derive(Clone, Default)]
@@ -21,15 +62,15 @@ struct State {
     /// Why no project may start any more.
     reason: Option<String>,
     /// Since when (for a lease that ran out by the clock, when it did).
-    since: Option<Instant>,
+    since: Option<Moment>,
     /// Until when the lease is known to be valid, and how long it is.
-    valid_until: Option<(Instant, Duration)>,
+    valid_until: Option<(Moment, Duration)>,
     /// What went wrong the last time the lease could not be renewed.
     trouble: Option<String>,
     /// The projects that were running when the drain began (and were let finish).
     running: Vec<String>,
     /// When the run's projects were done: a lease that runs out after cannot have touched them.
-    work_ended: Option<Instant>,
+    work_ended: Option<Moment>,
     /// Whether the drain is the clock's (the lease not confirmed in time), not a lock found
     /// taken, which may have been taken at any moment since the last look.
     by_clock: bool,
@@ -51,13 +92,13 @@ impl Drain {
         let mut state = self.state();
         if state.reason.is_none() {
             state.reason = Some(reason);
-            state.since = Some(Instant::now());
+            state.since = Some(Moment::now());
         }
     }
 
     /// The server confirmed the lease (`lease` long) renewed by a call sent at `sent`: it is
     /// valid until `sent + lease - margin`, by this process's clock.
-    pub fn confirmed(&self, sent: Instant, lease: Duration) {
+    pub fn confirmed(&self, sent: Moment, lease: Duration) {
         let until = sent + lease - margin(lease);
         let mut state = self.state();
         let later = state.valid_until.is_none_or(|(before, _)| until > before);
@@ -77,7 +118,7 @@ impl Drain {
         let mut state = self.state();
         if state.reason.is_none()
             && let Some((until, lease)) = state.valid_until
-            && Instant::now() >= until
+            && Moment::now() >= until
         {
             let why = match &state.trouble {
                 Some(trouble) => format!(" ({trouble})"),
@@ -94,7 +135,7 @@ impl Drain {
     }
 
     /// Whether the drain began before `instant` (a project that ends after it ran through it).
-    pub fn began_before(&self, instant: Instant) -> bool {
+    pub fn began_before(&self, instant: Moment) -> bool {
         self.reason().is_some() && self.state().since.is_some_and(|since| since <= instant)
     }
 
@@ -111,7 +152,7 @@ impl Drain {
     /// The run's projects are done (started, ended, or left out): a lease lost from now on did
     /// not touch them.
     pub fn work_ended(&self) {
-        self.state().work_ended.get_or_insert(Instant::now());
+        self.state().work_ended.get_or_insert(Moment::now());
     }
 
     /// Why the run's projects were held back or may have run beside another run, if they may
@@ -138,7 +179,7 @@ mod tests {
         let drain = Drain::default();
         assert_eq!(drain.reason(), None, "no lease: nothing runs out");
         let lease = Duration::from_secs(2);
-        let sent = Instant::now();
+        let sent = Moment::now();
         drain.confirmed(sent, lease);
         assert_eq!(drain.reason(), None);
         // An older confirmation (a late answer) never shortens it.
@@ -152,16 +193,16 @@ mod tests {
             "the stack's lease (2 s) could not be confirmed in time (connection refused)"
         );
         // Once out, a renewal does not bring it back: another run may have started meanwhile.
-        drain.confirmed(Instant::now(), lease);
+        drain.confirmed(Moment::now(), lease);
         assert_eq!(drain.reason(), Some(reason));
-        assert!(drain.began_before(Instant::now()));
+        assert!(drain.began_before(Moment::now()));
         assert!(!drain.began_before(sent));
     }
 
     #[test]
     fn a_lease_that_runs_out_after_the_work_cost_nothing_a_lock_taken_always_does() {
         let drain = Drain::default();
-        drain.confirmed(Instant::now(), Duration::from_secs(2));
+        drain.confirmed(Moment::now(), Duration::from_secs(2));
         drain.work_ended();
         std::thread::sleep(Duration::from_millis(1700));
         assert!(drain.reason().is_some(), "out by now");

@@ -265,12 +265,11 @@ impl Prepared {
             if job.stop.as_ref().is_some_and(Stop::is_stopped) {
                 return Err(job.failed(None, "not needed: the run stopped".into(), log));
             }
-            // A run that may no longer own its stack changes nothing more of it: a project
-            // started before the drain does not go on to its operation (`run::drain`).
-            let changes_the_stack = matches!(
-                step.kind,
-                StepKind::Prepare | StepKind::Operation | StepKind::Cleanup
-            );
+            // A run that may no longer own its stack starts nothing more of it: a project
+            // started before the drain does not go on to its operation (`run::drain`). What
+            // follows an operation that ran (its outputs, its hooks, removing its stack) is done,
+            // so that the project is reported as it is.
+            let changes_the_stack = matches!(step.kind, StepKind::Prepare | StepKind::Operation);
             if changes_the_stack && let Some(reason) = interrupt.draining() {
                 return Err(job.stopped_before(&reason, log));
             }

@@ -12,7 +12,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::future::Future;
 use std::pin::Pin;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -192,9 +192,13 @@ pub async fn run<S: Send + 'static>(
             }
         };
         let path = projects[i].path.clone();
-        // Started before the run began to drain, and ended after: it ran through the drain.
-        let ran = !matches!(finished.outcome, Outcome::Skipped { .. });
-        if ran && started_at.contains_key(&i) && interrupt.lease().began_before(Instant::now()) {
+        // Started before the drain began and ended after (stopped before its operation, or let
+        // finish): running when the drain began.
+        if started_at.contains_key(&i)
+            && interrupt
+                .lease()
+                .began_before(crate::run::drain::Moment::now())
+        {
             interrupt.lease().ran_through(&path);
         }
         if !finished.outcome.lets_dependents_run() {

@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde_json::Value;
+
 use super::Workspace;
 use super::stack::StackName;
 use super::stack_config::StackConfig;
@@ -47,4 +49,91 @@ fn expand_home(path: &str, env: &BTreeMap<String, String>) -> PathBuf {
         (Some(rest), Some(home)) => Path::new(home).join(rest),
         _ => PathBuf::from(path),
     }
+}
+
+/// The user's kubeconfig: the first path of `KUBECONFIG`, else `~/.kube/config`.
+pub fn user_kubeconfig(env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    if let Some(first) = env
+        .get("KUBECONFIG")
+        .and_then(|k| k.split(':').find(|p| !p.is_empty()))
+    {
+        return Some(PathBuf::from(first));
+    }
+    env.get("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|home| Path::new(home).join(".kube").join("config"))
+}
+
+/// The user's kubeconfig at `path`, read as kubectl reads it — `None` when there is none — or why
+/// mara cannot merge into it (not YAML, not a mapping of lists), naming the file and line.
+pub fn read_user(path: &Path) -> Result<Option<Value>, String> {
+    // The user's file, read as every input is: a FIFO or a device is refused, not waited on.
+    let text = match crate::workspace::read_input(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    // Read as kubectl reads it (YAML 1.1: `0755` is octal), so that what mara writes back of the
+    // user's own entries means the same to it.
+    let mut options = serde_saphyr::Options::default();
+    options.legacy_octal_numbers = true;
+    // A kubeconfig of thousands of clusters is read as kubectl reads it: the bounds on its size
+    // are the input's (`read_input`), not a configuration file's count of nodes. The bounds on
+    // aliases (which expand) stay.
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_events = 40_000_000;
+    budget.max_nodes = 10_000_000;
+    options.budget = Some(budget);
+    let value = serde_saphyr::from_str_with_options::<Value>(&text, options).map_err(|e| {
+        format!(
+            "{} is not valid YAML ({}); it was left unchanged",
+            path.display(),
+            crate::workspace::yaml::plain_message(&e)
+        )
+    })?;
+    shaped(path, &text, &value)?;
+    Ok(Some(value).filter(|v| !v.is_null()))
+}
+
+/// A kubeconfig mara can merge into: a mapping whose `clusters`, `users` and `contexts` are lists
+/// (or absent). Anything else is refused, naming the file and line, and left as it is.
+fn shaped(path: &Path, text: &str, value: &Value) -> Result<(), String> {
+    let what = |v: &Value| match v {
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+        Value::String(_) => "a string",
+        Value::Number(_) => "a number",
+        Value::Bool(_) => "true or false",
+        Value::Null => "empty",
+    };
+    let Value::Object(map) = value else {
+        if value.is_null() {
+            return Ok(());
+        }
+        return Err(format!(
+            "{}:1: a kubeconfig is a mapping (`apiVersion`, `clusters`, …), and this one is {}: it was left unchanged",
+            path.display(),
+            what(value)
+        ));
+    };
+    for section in ["clusters", "users", "contexts"] {
+        match map.get(section) {
+            None | Some(Value::Null) | Some(Value::Array(_)) => {}
+            Some(other) => {
+                let line = text
+                    .lines()
+                    .position(|l| l.starts_with(&format!("{section}:")))
+                    .map_or(1, |i| i + 1);
+                return Err(format!(
+                    "{}:{line}: `{section}` is {}, where kubectl has a list: it was left unchanged",
+                    path.display(),
+                    what(other)
+                ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -16,7 +16,9 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-pub use projects::{local_cluster, one_kubeconfig, preflight, projects, terraform_backend};
+pub use projects::{
+    local_cluster, mergeable_kubeconfig, one_kubeconfig, preflight, projects, terraform_backend,
+};
 pub use tools::{install_hint, tools};
 
 use crate::configure::{self, Needs};
@@ -224,6 +226,9 @@ impl RunChecks<'_> {
             crate::engine::Operation::Up | crate::engine::Operation::Preview
         ) {
             one_kubeconfig(&mut found, workspace, &self.deployment.graph, self.stack);
+        }
+        if operation == crate::engine::Operation::Up {
+            projects::mergeable_kubeconfig(&mut found, self.selected, self.env);
         }
         // Destroy and refresh leave such projects untouched (`absent`); a preview waits.
         if operation == crate::engine::Operation::Up && !self.joined {

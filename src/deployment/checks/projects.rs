@@ -414,6 +414,33 @@ pub fn terraform_backend(dir: &Path) -> Option<String> {
     })
 }
 
+/// The user's kubeconfig, when a selected project's hook merges into it (`merge = true`): one
+/// mara cannot merge into (not YAML, not a mapping of lists) fails the run before anything runs,
+/// rather than its hook after the engine deployed.
+pub fn mergeable_kubeconfig(
+    checks: &mut Checks,
+    plan: &Plan<'_>,
+    env: &std::collections::BTreeMap<String, String>,
+) {
+    let merges = plan.order().iter().any(|&i| {
+        (plan.graph.project(i).on_success.iter())
+            .any(|h| matches!(h, crate::provider::Hook::Kubeconfig { merge: true, .. }))
+    });
+    let Some(target) = merges
+        .then(|| crate::workspace::kubeconfig::user_kubeconfig(env))
+        .flatten()
+    else {
+        return;
+    };
+    if let Err(why) = crate::workspace::kubeconfig::read_user(&target) {
+        checks.fail(
+            "hooks",
+            why,
+            Some("mara merges the stack's cluster into it: fix the file, or point KUBECONFIG at another".into()),
+        );
+    }
+}
+
 /// At most one project of the provider writes the stack's kubeconfig (a `kubeconfig` hook after
 /// `up`): a second would replace the first's in `.mara/kube/<stack>.yaml` and, merged, in the
 /// user's kubeconfig, where both are `mara-<stack>` (docs/commands.md, "Hooks").

@@ -532,28 +532,37 @@ impl Store for Postgres {
     fn claim(&mut self, run_id: &str, paths: &[String]) -> Result<Option<String>> {
         let (lease, claimer) = (self.lease.as_secs_f64(), self.claimer.clone());
         let mut held = None;
-        self.transaction(None, &mut |tx| {
-            held = None;
+        // One claim of a run at a time (its own advisory lock): what another job holds is
+        // read, then what is free taken, with nothing between.
+        self.transaction(Some(&format!("claims of {run_id}")), &mut |tx| {
+            let rows = tx.query(
+                "SELECT path FROM {p}claims WHERE run_id = $1 AND path = ANY($2::TEXT[])
+                 AND claimer <> $3 AND claimed_until >= now() ORDER BY path LIMIT 1",
+                &[
+                    run_id.into(),
+                    Value::Texts(paths.to_vec()),
+                    (&claimer).into(),
+                ],
+            )?;
+            held = rows.first().and_then(|r| r.text(0).ok());
+            if held.is_some() {
+                return Ok(());
+            }
             for path in paths {
-                let taken = tx.execute(
+                tx.execute(
                     "INSERT INTO {p}claims (run_id, path, claimer, claimed_until)
                      VALUES ($1, $2, $3, now() + make_interval(secs => $4))
                      ON CONFLICT (run_id, path) DO UPDATE
-                       SET claimer = excluded.claimer, claimed_until = excluded.claimed_until
-                       WHERE {p}claims.claimed_until < now() OR {p}claims.claimer = excluded.claimer",
-                    &[run_id.into(), path.into(), (&claimer).into(), Value::Real(lease)],
+                       SET claimer = excluded.claimer, claimed_until = excluded.claimed_until",
+                    &[
+                        run_id.into(),
+                        path.into(),
+                        (&claimer).into(),
+                        Value::Real(lease),
+                    ],
                 )?;
-                if taken == 0 {
-                    held = Some(path.clone());
-                    // Nothing claimed: the transaction is rolled back.
-                    return Err(Error::Interrupted);
-                }
             }
             Ok(())
-        })
-        .or_else(|error| match (error, &held) {
-            (Error::Interrupted, Some(_)) => Ok(()),
-            (error, _) => Err(error),
         })?;
         if held.is_none() {
             self.claimed = Some(run_id.to_string());

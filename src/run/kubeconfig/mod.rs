@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::files::write_private;
+pub use crate::workspace::kubeconfig::{read_user as read_kubeconfig, user_kubeconfig};
 
 /// Where the hook writes: the stack's file, and what it needs to merge into the user's.
 #[derive(Debug, Clone)]
@@ -74,19 +75,6 @@ pub struct Merged {
     pub context: Option<String>,
     /// The `current-context` before mara first set its own, restored when unmerging.
     pub previous_context: Option<String>,
-}
-
-/// The user's kubeconfig: the first path of `KUBECONFIG`, else `~/.kube/config`.
-pub fn user_kubeconfig(env: &BTreeMap<String, String>) -> Option<PathBuf> {
-    if let Some(first) = env
-        .get("KUBECONFIG")
-        .and_then(|k| k.split(':').find(|p| !p.is_empty()))
-    {
-        return Some(PathBuf::from(first));
-    }
-    env.get("HOME")
-        .filter(|h| !h.is_empty())
-        .map(|home| Path::new(home).join(".kube").join("config"))
 }
 
 /// After `up`: writes the stack output `output` as the stack's kubeconfig, and with `merge` into
@@ -199,6 +187,8 @@ fn take_out(files: &Files, record: &Merged, forget: bool) -> Result<Vec<String>,
         Ok(kept)
     };
     if read_kubeconfig(target)?.is_none() {
+        // The chain beside it changes under the file's lock all the same.
+        let _lock = Lock::take(&real)?;
         records(record, Vec::new())?;
         return Ok(Vec::new());
     }
@@ -541,78 +531,6 @@ fn backup_path(target: &Path) -> PathBuf {
     let mut name = target.file_name().unwrap_or_default().to_os_string();
     name.push(".mara.bak");
     target.with_file_name(name)
-}
-
-fn read_kubeconfig(path: &Path) -> Result<Option<Value>, String> {
-    // The user's file, read as every input is: a FIFO or a device is refused, not waited on.
-    let text = match crate::workspace::read_input(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-    };
-    if text.trim().is_empty() {
-        return Ok(None);
-    }
-    // Read as kubectl reads it (YAML 1.1: `0755` is octal), so that what mara writes back of the
-    // user's own entries means the same to it.
-    let mut options = serde_saphyr::Options::default();
-    options.legacy_octal_numbers = true;
-    // A kubeconfig of thousands of clusters is read as kubectl reads it: the bounds on its size
-    // are the input's (`read_input`), not a configuration file's count of nodes. The bounds on
-    // aliases (which expand) stay.
-    let mut budget = serde_saphyr::Budget::default();
-    budget.max_events = 40_000_000;
-    budget.max_nodes = 10_000_000;
-    options.budget = Some(budget);
-    let value = serde_saphyr::from_str_with_options::<Value>(&text, options).map_err(|e| {
-        format!(
-            "{} is not valid YAML ({}); it was left unchanged",
-            path.display(),
-            crate::workspace::yaml::plain_message(&e)
-        )
-    })?;
-    shaped(path, &text, &value)?;
-    Ok(Some(value).filter(|v| !v.is_null()))
-}
-
-/// A kubeconfig mara can merge into: a mapping whose `clusters`, `users` and `contexts` are lists
-/// (or absent). Anything else is refused, naming the file and line, and left as it is.
-fn shaped(path: &Path, text: &str, value: &Value) -> Result<(), String> {
-    let what = |v: &Value| match v {
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-        Value::String(_) => "a string",
-        Value::Number(_) => "a number",
-        Value::Bool(_) => "true or false",
-        Value::Null => "empty",
-    };
-    let Value::Object(map) = value else {
-        if value.is_null() {
-            return Ok(());
-        }
-        return Err(format!(
-            "{}:1: a kubeconfig is a mapping (`apiVersion`, `clusters`, …), and this one is {}: it was left unchanged",
-            path.display(),
-            what(value)
-        ));
-    };
-    for section in SECTIONS {
-        match map.get(section) {
-            None | Some(Value::Null) | Some(Value::Array(_)) => {}
-            Some(other) => {
-                let line = text
-                    .lines()
-                    .position(|l| l.starts_with(&format!("{section}:")))
-                    .map_or(1, |i| i + 1);
-                return Err(format!(
-                    "{}:{line}: `{section}` is {}, where kubectl has a list: it was left unchanged",
-                    path.display(),
-                    what(other)
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A kubeconfig from an output: an object, or YAML/JSON text, or base64 of either.

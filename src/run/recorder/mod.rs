@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::drain::Moment;
 use super::interrupt::Interrupt;
 use crate::clock;
 use crate::error::{Error, Problem, Result};
@@ -56,9 +57,11 @@ pub struct Recorder {
     locks: bool,
     /// When the call that last took or renewed the lock was sent: the lease counts from then
     /// (`run::drain`).
-    confirmed: Instant,
+    confirmed: Moment,
     /// Where the writes a server does not take are kept until it does (`ledger::journal`).
     journal: Option<Journal>,
+    /// Whether this run kept a write there: its later writes follow it, in order.
+    journaled: Arc<std::sync::atomic::AtomicBool>,
     /// The ledger's lease (a server's), how long a write is tried.
     lease: Option<Duration>,
     /// The run's interruption (`watch_cancel` gets it): once the run is interrupted, a write the
@@ -81,6 +84,7 @@ impl Recorder {
             ledger.set_lease(lease);
         }
         let deciding = std::time::Instant::now();
+        let sent = Moment::now();
         let lease_of = ledger.lease();
         let begun = ledger.begin(start, locks)?;
         // What the benchmarks read (docs/benchmarks.md, `MARA_LOG=mara::ledger=debug`).
@@ -115,8 +119,9 @@ impl Recorder {
                     watcher: None,
                     joined: false,
                     locks,
-                    confirmed: deciding,
+                    confirmed: sent,
                     journal: None,
+                    journaled: Arc::default(),
                     lease: lease_of,
                     interrupt: Interrupt::default(),
                 };
@@ -140,7 +145,7 @@ impl Recorder {
     ) -> Result<Recorder> {
         ledger.join(run_id, stack, operation)?;
         let ledger_lease = ledger.lease();
-        let confirmed = Instant::now();
+        let confirmed = Moment::now();
         if operation.mutates() {
             // Renewed at once: the job may start long after the last one renewed it.
             ledger.renew(run_id)?;
@@ -164,6 +169,7 @@ impl Recorder {
             locks: operation.mutates(),
             confirmed,
             journal: None,
+            journaled: Arc::default(),
             lease: ledger_lease,
             interrupt: Interrupt::default(),
         })
@@ -319,7 +325,8 @@ impl Recorder {
     /// did not take them), else when the ledger does not take it.
     fn write(&self, entry: Entry) -> Result<()> {
         let journal = self.journal.as_ref();
-        if let Some(journal) = journal.filter(|j| j.file().is_file()) {
+        let after_kept = self.journaled.load(std::sync::atomic::Ordering::SeqCst);
+        if let Some(journal) = journal.filter(|_| after_kept) {
             return journal.keep(&[entry]);
         }
         let lease = self.lease.filter(|_| !self.interrupt.is_interrupted());
@@ -329,6 +336,8 @@ impl Recorder {
         ) {
             (Err(error), Some(journal)) => {
                 journal.keep(&[entry])?;
+                self.journaled
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
                 tracing::warn!(
                     "{error}: kept in {}, made by the next command that reaches the ledger",
                     journal.file().display()
@@ -597,8 +606,9 @@ mod tests {
             watcher: None,
             joined: true,
             locks: true,
-            confirmed: Instant::now(),
+            confirmed: Moment::now(),
             journal: None,
+            journaled: Arc::default(),
             lease: None,
             interrupt: Interrupt::default(),
         };

@@ -52,6 +52,7 @@ impl Recorder {
             interrupted: false,
         };
         let journal = self.journal.clone();
+        let journaled = self.journaled.clone();
         let interrupt = self.interrupt.clone();
         let (to_writer, events) = mpsc::channel::<Event>();
         let writer = std::thread::spawn(move || {
@@ -59,7 +60,9 @@ impl Recorder {
             // An interrupted run tries what is left once, and keeps what the server does not
             // take: it does not wait a lease for it.
             let lease = lease.filter(|_| !interrupt.is_interrupted());
-            writer.end(lease, journal.as_ref());
+            if writer.end(lease, journal.as_ref()) {
+                journaled.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
         });
         LedgerSink {
             to_writer: Some(to_writer),
@@ -137,8 +140,8 @@ impl Writer {
     }
 
     /// The run ended: what still waits is tried for as long as a lease (a server restarting
-    /// costs the record nothing), then kept in the journal.
-    fn end(&mut self, lease: Option<Duration>, journal: Option<&Journal>) {
+    /// costs the record nothing), then kept in the journal. Whether it kept any there.
+    fn end(&mut self, lease: Option<Duration>, journal: Option<&Journal>) -> bool {
         let deadline = Instant::now() + lease.unwrap_or_default();
         self.send(deadline);
         while !self.waiting.is_empty() && !self.interrupted && Instant::now() < deadline {
@@ -146,15 +149,18 @@ impl Writer {
             self.send(deadline);
         }
         if self.waiting.is_empty() {
-            return;
+            return false;
         }
         let left: Vec<Entry> = self.waiting.drain(..).collect();
         match journal.map(|j| (j, j.keep(&left))) {
-            Some((journal, Ok(()))) => tracing::warn!(
-                "the ledger could not take {} of the run's writes: kept in {}, made by the next command that reaches it",
-                left.len(),
-                journal.file().display()
-            ),
+            Some((journal, Ok(()))) => {
+                tracing::warn!(
+                    "the ledger could not take {} of the run's writes: kept in {}, made by the next command that reaches it",
+                    left.len(),
+                    journal.file().display()
+                );
+                return true;
+            }
             Some((_, Err(error))) => tracing::warn!(
                 "the ledger could not take {} of the run's writes, nor could they be kept: {error}",
                 left.len()
@@ -164,6 +170,7 @@ impl Writer {
                 left.len()
             ),
         }
+        false
     }
 
     fn batch(&mut self) {

@@ -6,6 +6,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::{LOCK_TAKEN, Recorder};
+use crate::run::drain::Moment;
 use crate::run::interrupt::{Cause, Interrupt};
 
 impl Recorder {
@@ -83,7 +84,7 @@ impl Recorder {
                 if sent_last.elapsed() < lease / 3 {
                     continue;
                 }
-                let sent = Instant::now();
+                let sent = Moment::now();
                 match ledger.renew(&run_id) {
                     Ok(true) => {
                         sent_last = sent;
