@@ -45,7 +45,7 @@ impl fmt::Display for EngineKind {
 }
 
 /// The operation of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Operation {
     Up,

@@ -12,71 +12,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{Ledger, Place, ProjectRecord};
+pub use super::writes::Entry;
+use super::{Ledger, Place};
 use crate::error::{Error, Result};
-use crate::status::RunStatus;
 use crate::workspace::Workspace;
-
-/// One write to the ledger, as data.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "write", rename_all = "snake_case")]
-pub enum Entry {
-    ProjectStarted {
-        run_id: String,
-        path: String,
-        started: String,
-        fingerprint: Option<String>,
-    },
-    ProjectFinished {
-        run_id: String,
-        project: ProjectRecord,
-    },
-    Logs {
-        run_id: String,
-        lines: Vec<(String, String)>,
-    },
-    Finish {
-        run_id: String,
-        status: RunStatus,
-        finished: String,
-    },
-    StacksChanged {
-        backend: String,
-        stack: String,
-        exist: Vec<String>,
-        gone: Vec<String>,
-    },
-}
-
-impl Entry {
-    /// Makes the write.
-    pub fn apply(&self, ledger: &mut dyn Ledger) -> Result<()> {
-        match self {
-            Entry::ProjectStarted {
-                run_id,
-                path,
-                started,
-                fingerprint,
-            } => ledger.project_started(run_id, path, started, fingerprint.as_deref()),
-            Entry::ProjectFinished { run_id, project } => ledger.project_finished(run_id, project),
-            Entry::Logs { run_id, lines } => ledger.append_logs(run_id, lines),
-            Entry::Finish {
-                run_id,
-                status,
-                finished,
-            } => ledger.finish(run_id, *status, finished),
-            Entry::StacksChanged {
-                backend,
-                stack,
-                exist,
-                gone,
-            } => ledger.stacks_changed(backend, stack, exist, gone),
-        }
-    }
-}
 
 /// The journal of one server's unsent writes, on this machine.
 #[derive(Debug, Clone, PartialEq)]
@@ -234,8 +175,9 @@ fn open(file: &Path) -> std::io::Result<std::fs::File> {
 mod tests {
     use super::*;
     use crate::engine::Operation;
-    use crate::ledger::RunStart;
+    use crate::ledger::{ProjectRecord, RunStart};
     use crate::status::ProjectStatus;
+    use crate::status::RunStatus;
 
     fn finished(path: &str) -> Entry {
         Entry::ProjectFinished {
@@ -251,6 +193,7 @@ mod tests {
                 log: None,
                 fingerprint: Some("f".into()),
             },
+            of: None,
         }
     }
 

@@ -13,6 +13,7 @@ pub use postgres::Escalation;
 pub mod records;
 pub mod sqlite;
 pub mod store;
+pub mod writes;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -462,6 +463,9 @@ pub trait Ledger: Send {
 
     /// Records a run as `running`; with `lock`, first takes the stack's lock, atomically.
     fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun>;
+
+    /// Makes a run's writes (`writes::Entry`) in order, in one transaction: all or none.
+    fn write(&mut self, entries: &[writes::Entry]) -> Result<()>;
 
     /// Records that a project started (`running`).
     fn project_started(

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::store::{Read, Row, Store, Tx, Value};
+use super::writes::{self, Entry};
 
 use super::{
     Begun, History, Holder, ImageRecord, Ledger, ProjectRecord, RunRecord, RunStart, whoami,
@@ -42,28 +43,6 @@ macro_rules! run_columns {
 
 const HOLDER: &str = "SELECT r.run_id, r.{user}, r.host, r.pid, r.started, r.command, {lease_left}
      FROM {p}locks l JOIN {p}runs r ON r.run_id = l.run_id WHERE l.stack = $1";
-
-/// What a project's end leaves recorded as deployed on its stack.
-#[derive(Debug, PartialEq, Eq)]
-enum Deployed<'a> {
-    /// Its inputs, as `--changed` compares them next time.
-    Is(&'a str),
-    /// Nothing: destroyed, or deployed without a fingerprint (a record with none would say it
-    /// is current).
-    Not,
-    /// As it was: a preview or refresh changes no deployment.
-    Kept,
-}
-
-/// The rule of `--changed` (docs/commands.md, "up, preview, refresh, destroy"): what a project
-/// that succeeded in a run of `operation`, with `fingerprint` recorded as it started, leaves.
-fn deployed(operation: Operation, fingerprint: Option<&str>) -> Deployed<'_> {
-    match (operation, fingerprint) {
-        (Operation::Up, Some(fingerprint)) => Deployed::Is(fingerprint),
-        (Operation::Up, None) | (Operation::Destroy, _) => Deployed::Not,
-        (Operation::Preview | Operation::Refresh, _) => Deployed::Kept,
-    }
-}
 
 impl<S: Store> Records<S> {
     pub fn new(store: S) -> Records<S> {
@@ -222,26 +201,6 @@ fn image_values(i: &ImageRecord) -> [Value; 6] {
     .map(Value::from)
 }
 
-/// A project's row, in the order `{p}projects` takes its columns.
-fn project_values(run_id: &str, p: &ProjectRecord) -> [Value; 10] {
-    let changes = match &p.changes {
-        Some(c) => Value::Text(serde_json::to_string(c).expect("counts serialize")),
-        None => Value::Null,
-    };
-    [
-        run_id.into(),
-        (&p.path).into(),
-        p.status.as_str().into(),
-        (&p.started).into(),
-        (&p.finished).into(),
-        p.exit_code.into(),
-        changes,
-        (&p.reason).into(),
-        (&p.log).into(),
-        (&p.fingerprint).into(),
-    ]
-}
-
 /// `an up`, `a preview`.
 fn article(operation: &str) -> String {
     match operation.starts_with(['a', 'e', 'i', 'o', 'u']) {
@@ -297,7 +256,7 @@ impl<S: Store> Ledger for Records<S> {
                     tx.execute(
                         "INSERT INTO {p}projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
-                        &project_values(&run.run_id, p),
+                        &writes::project_values(&run.run_id, p),
                     )?;
                 }
             }
@@ -339,10 +298,10 @@ impl<S: Store> Ledger for Records<S> {
     }
 
     fn append_logs(&mut self, run_id: &str, lines: &[(String, String)]) -> Result<()> {
-        match lines.is_empty() {
-            true => Ok(()),
-            false => self.store.append_logs(run_id, lines),
-        }
+        self.write_entries(&[Entry::Logs {
+            run_id: run_id.to_string(),
+            lines: lines.to_vec(),
+        }])
     }
 
     fn logs(
@@ -421,27 +380,18 @@ impl<S: Store> Ledger for Records<S> {
         started: &str,
         fingerprint: Option<&str>,
     ) -> Result<()> {
-        // A project started again (a job retried) has no reason any more.
-        self.store.execute(
-            "INSERT INTO {p}projects (run_id, path, status, started, fingerprint) VALUES ($1, $2, 'running', $3, $4)
-             ON CONFLICT (run_id, path) DO UPDATE SET status = 'running', started = $3, fingerprint = $4, reason = NULL",
-            &[run_id.into(), path.into(), started.into(), fingerprint.into()],
-        )?;
+        let (sql, params) = writes::started_statement(run_id, path, started, fingerprint);
+        self.store.execute(sql, &params)?;
         Ok(())
     }
 
+    /// The project's row, and what it leaves deployed as the run's record says (a run's own
+    /// writes know that: `writes::Entry`), in one transaction.
     fn project_finished(&mut self, run_id: &str, project: &ProjectRecord) -> Result<()> {
         let shown = self.store.shown().to_path_buf();
-        // The project's row and what is deployed, in one transaction.
         self.store.transaction(None, &mut |tx| {
-            tx.execute(
-                "INSERT INTO {p}projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                 ON CONFLICT (run_id, path) DO UPDATE SET status = $3,
-                   started = COALESCE($4, {p}projects.started), finished = $5, exit_code = $6,
-                   changes = $7, reason = $8, log = $9, fingerprint = COALESCE($10, {p}projects.fingerprint)",
-                &project_values(run_id, project),
-            )?;
+            let (sql, params) = writes::finished_statement(run_id, project);
+            tx.execute(sql, &params)?;
             if !project.status.is_success() {
                 return Ok(());
             }
@@ -461,40 +411,25 @@ impl<S: Store> Ledger for Records<S> {
                 ))
             };
             let (operation, stack, fingerprint) = read().map_err(|m| unreadable(&shown, m))?;
-            let key = [Value::from(&stack), (&project.path).into()];
-            match deployed(operation, fingerprint.as_deref()) {
-                Deployed::Is(fingerprint) => tx.execute(
-                    "INSERT INTO {p}deployed (stack, project, fingerprint) VALUES ($1, $2, $3)
-                     ON CONFLICT (stack, project) DO UPDATE SET fingerprint = $3",
-                    &[key[0].clone(), key[1].clone(), fingerprint.into()],
-                )?,
-                Deployed::Not => tx.execute(
-                    "DELETE FROM {p}deployed WHERE stack = $1 AND project = $2",
-                    &key,
-                )?,
-                Deployed::Kept => 0,
-            };
+            let deployed = writes::deployed(operation, fingerprint.as_deref());
+            if let Some((sql, params)) = writes::deployed_statement(&stack, &project.path, deployed)
+            {
+                tx.execute(sql, &params)?;
+            }
             Ok(())
         })
     }
 
+    fn write(&mut self, entries: &[Entry]) -> Result<()> {
+        self.write_entries(entries)
+    }
+
     fn finish(&mut self, run_id: &str, status: RunStatus, finished: &str) -> Result<()> {
-        self.store.transaction(None, &mut |tx| {
-            // A run whose lock was taken over was recorded abandoned by the run that took it:
-            // that record stands.
-            tx.execute(
-                "UPDATE {p}runs SET status = $2, finished = $3 WHERE run_id = $1 AND status = 'running'",
-                &[run_id.into(), status.as_str().into(), finished.into()],
-            )?;
-            // No project stays running once its run ended: one whose end was not recorded (a
-            // write lost) is abandoned — until a journal that kept it says how it ended.
-            tx.execute(
-                "UPDATE {p}projects SET status = 'abandoned' WHERE run_id = $1 AND status = 'running'",
-                &[run_id.into()],
-            )?;
-            tx.execute("DELETE FROM {p}locks WHERE run_id = $1", &[run_id.into()])?;
-            Ok(())
-        })
+        self.write_entries(&[Entry::Finish {
+            run_id: run_id.to_string(),
+            status,
+            finished: finished.to_string(),
+        }])
     }
 
     fn forget(&mut self, run_id: &str) -> Result<()> {
@@ -730,37 +665,11 @@ impl<S: Store> Ledger for Records<S> {
         exist: &[String],
         gone: &[String],
     ) -> Result<()> {
-        if exist.is_empty() && gone.is_empty() {
-            return Ok(());
-        }
-        self.store.transaction(None, &mut |tx| {
-            for project in exist {
-                tx.execute(
-                    "INSERT INTO {p}stacks (backend, stack, project) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                    &[backend.into(), stack.into(), project.into()],
-                )?;
-            }
-            for project in gone {
-                tx.execute(
-                    "DELETE FROM {p}stacks WHERE backend = $1 AND stack = $2 AND project = $3",
-                    &[backend.into(), stack.into(), project.into()],
-                )?;
-            }
-            Ok(())
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn what_a_finished_project_leaves_deployed() {
-        assert_eq!(deployed(Operation::Up, Some("f1")), Deployed::Is("f1"));
-        assert_eq!(deployed(Operation::Up, None), Deployed::Not);
-        assert_eq!(deployed(Operation::Destroy, Some("f1")), Deployed::Not);
-        assert_eq!(deployed(Operation::Refresh, None), Deployed::Kept);
-        assert_eq!(deployed(Operation::Preview, Some("f1")), Deployed::Kept);
+        self.write_entries(&[Entry::StacksChanged {
+            backend: backend.to_string(),
+            stack: stack.to_string(),
+            exist: exist.to_vec(),
+            gone: gone.to_vec(),
+        }])
     }
 }

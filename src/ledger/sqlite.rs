@@ -155,10 +155,9 @@ impl ToSql for Value {
             Value::Real(r) => Sql::Real(*r),
             Value::Text(t) => Sql::Text(t.clone()),
             Value::Bool(b) => Sql::Integer(i64::from(*b)),
-            Value::Texts(_) => {
-                return Err(rusqlite::Error::ToSqlConversionFailure(
-                    "a list is not a SQLite value".into(),
-                ));
+            // Read as rows by `json_each` (`Words::list`).
+            Value::Texts(texts) => {
+                Sql::Text(serde_json::to_string(texts).expect("texts serialize"))
             }
         }))
     }
@@ -219,6 +218,8 @@ impl Store for Sqlite {
         lease_left: "NULL",
         live: "1",
         lapsed: "0",
+        list: "json_each(#)",
+        pairs: "(SELECT a.value AS first, b.value AS second FROM json_each(#1) a JOIN json_each(#2) b ON a.key = b.key)",
         question_marks: true,
     };
 

@@ -19,7 +19,8 @@ pub enum Value {
     Real(f64),
     Text(String),
     Bool(bool),
-    /// A list of texts (a server's batch of log lines).
+    /// A list of texts (a batch of log lines, the projects whose stacks exist), read as rows by
+    /// `{list $N}`: a server's array, SQLite's JSON array.
     Texts(Vec<String>),
 }
 
@@ -128,6 +129,11 @@ pub struct Words {
     /// Whether a run, in its own row, is recorded running but holds no live lock any more
     /// (`{lapsed}`): its process stopped renewing without recording its end.
     pub lapsed: &'static str,
+    /// The rows of a list parameter `#` (`{list $N}`), one column named `value`.
+    pub list: &'static str,
+    /// The rows of two lists `#1` and `#2` of one length, side by side (`{pairs $N $M}`),
+    /// columns `first` and `second`.
+    pub pairs: &'static str,
     /// Placeholders as `?1` rather than `$1`.
     pub question_marks: bool,
 }
@@ -142,12 +148,37 @@ impl Words {
             .replace("{lease_left}", self.lease_left)
             .replace("{live}", self.live)
             .replace("{lapsed}", &self.lapsed.replace("{p}", self.prefix));
+        let rendered = self.lists(rendered);
         match self.question_marks {
             true => rendered.replace('$', "?"),
             false => rendered,
         }
     }
 }
+
+impl Words {
+    /// Each `{list $N}` and `{pairs $N $M}` as this dialect reads lists' rows.
+    fn lists(&self, mut sql: String) -> String {
+        for (opening, template) in [("{list ", self.list), ("{pairs ", self.pairs)] {
+            while let Some(at) = sql.find(opening) {
+                let Some(end) = sql[at..].find('}').map(|e| at + e) else {
+                    break;
+                };
+                let params: Vec<&str> = sql[at + opening.len()..end].split(' ').collect();
+                let rows = match params[..] {
+                    [one] => template.replace('#', one),
+                    [first, second, ..] => template.replace("#1", first).replace("#2", second),
+                    [] => template.to_string(),
+                };
+                sql.replace_range(at..=end, &rows);
+            }
+        }
+        sql
+    }
+}
+
+/// A statement and its values, made with others (`Store::write_all`).
+pub type Statement = (&'static str, Vec<Value>);
 
 /// One transaction's statements.
 pub trait Tx {
@@ -196,13 +227,28 @@ pub trait Store: Send {
         Ok(true)
     }
 
+    /// Makes `statements` in one transaction, in order; what they return is not needed, so a
+    /// server is sent them all at once.
+    fn write_all(&mut self, statements: &[Statement]) -> Result<()> {
+        if statements.is_empty() {
+            return Ok(());
+        }
+        self.transaction(None, &mut |tx| {
+            for (sql, params) in statements {
+                tx.execute(sql, params)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Whether it keeps the runs' log lines (a server's, in `{p}log_lines`).
     fn stores_logs(&self) -> bool {
         false
     }
 
-    fn append_logs(&mut self, _run_id: &str, _lines: &[(String, String)]) -> Result<()> {
-        Ok(())
+    /// The statement that appends `lines` to run `run_id`'s, where it keeps them.
+    fn logs_statement(&self, _run_id: &str, _lines: &[(String, String)]) -> Option<Statement> {
+        None
     }
 
     /// Claims `paths` of run `run_id` for this job (a server's, where a fanned-out run's jobs
@@ -242,5 +288,24 @@ mod tests {
                 .contains("mara_locks l WHERE l.run_id = mara_runs.run_id")
         );
         assert_eq!(Sqlite::WORDS.render("{lapsed} {live}"), "0 1");
+        // A list's rows, in each dialect.
+        let sql = "SELECT value FROM {list $3} WHERE value <> $1";
+        assert_eq!(
+            Sqlite::WORDS.render(sql),
+            "SELECT value FROM json_each(?3) WHERE value <> ?1"
+        );
+        assert_eq!(
+            Postgres::WORDS.render(sql),
+            "SELECT value FROM unnest(CAST($3 AS TEXT[])) AS list(value) WHERE value <> $1"
+        );
+        let sql = "SELECT first, second FROM {pairs $2 $3}";
+        assert_eq!(
+            Sqlite::WORDS.render(sql),
+            "SELECT first, second FROM (SELECT a.value AS first, b.value AS second FROM json_each(?2) a JOIN json_each(?3) b ON a.key = b.key)"
+        );
+        assert_eq!(
+            Postgres::WORDS.render(sql),
+            "SELECT first, second FROM unnest(CAST($2 AS TEXT[]), CAST($3 AS TEXT[])) AS pairs(first, second)"
+        );
     }
 }

@@ -273,6 +273,11 @@ pub enum Event {
 /// Something that follows a run's events.
 pub trait Sink {
     fn handle(&mut self, event: &Event);
+
+    /// Called after each burst of events it was handed, before the sinks after it see them: a
+    /// sink whose record must come first (a project's end in the ledger before the terminal
+    /// shows it) waits here.
+    fn settle(&mut self) {}
 }
 
 /// How a run as a whole ended: interrupted, else failed when a project failed.

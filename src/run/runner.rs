@@ -26,6 +26,9 @@ pub struct Schedule {
     pub failure: FailurePolicy,
 }
 
+/// The most events handed to the sinks at once.
+const BURST: usize = 512;
+
 pub struct Runner {
     runtime: tokio::runtime::Runtime,
     interrupt: Interrupt,
@@ -70,10 +73,17 @@ impl Runner {
         self.runtime.block_on(async {
             let (events, mut received) = mpsc::unbounded_channel();
             let work = tokio::spawn(walk(plan, shared, schedule, events));
-            while let Some(event) = received.recv().await {
+            // In bursts: what came while the sinks were busy goes to each sink together, so
+            // that one that settles (the ledger's) waits once for all of it.
+            let mut burst = Vec::new();
+            while received.recv_many(&mut burst, BURST).await > 0 {
                 for sink in sinks.iter_mut() {
-                    sink.handle(&event);
+                    for event in &burst {
+                        sink.handle(event);
+                    }
+                    sink.settle();
                 }
+                burst.clear();
             }
             match work.await {
                 Ok(reports) => reports,

@@ -259,7 +259,13 @@ impl<'a> Invocation<'a> {
             recorder.as_deref_mut(),
             &workspace.root,
         );
-        record::stacks_seen(recorder.as_deref(), &mut prepared, stack, &plan, &reports);
+        record::stacks_seen(
+            recorder.as_deref(),
+            &mut prepared,
+            (stack, planner.known_stacks),
+            &plan,
+            &reports,
+        );
 
         // Report.
         let took = clock_start.elapsed();
@@ -297,8 +303,10 @@ impl<'a> Invocation<'a> {
     ) -> Vec<ProjectReport> {
         let mut terminal = terminal(self.settings, self.run);
         let mut ledger = recorder.as_deref().map(|r| r.sink(plan, root));
-        let mut sinks: Vec<&mut dyn Sink> = vec![&mut terminal];
+        // The ledger first: a project's end is shown once it is recorded.
+        let mut sinks: Vec<&mut dyn Sink> = Vec::new();
         sinks.extend(ledger.as_mut().map(|l| l as &mut dyn Sink));
+        sinks.push(&mut terminal);
         let schedule = Schedule {
             parallel: self.run.parallel,
             failure: self.run.failure,

@@ -3,6 +3,7 @@
 //! run opened for CI jobs, the stacks that exist once it ran, how it ended; and, after a stack's
 //! first `up`, the provider that built it, in its configuration.
 
+use std::collections::BTreeSet;
 use std::time::SystemTime;
 
 use super::{Invocation, Prepared};
@@ -123,11 +124,13 @@ impl Invocation<'_> {
 pub(super) fn stacks_seen(
     recorder: Option<&Recorder>,
     prepared: &mut Prepared<'_>,
-    stack: &ResolvedStack,
+    (stack, known): (&ResolvedStack, &BTreeSet<String>),
     plan: &RunPlan,
     reports: &[ProjectReport],
 ) {
-    let seen = stacks::seen(plan, reports);
+    let mut seen = stacks::seen(plan, reports);
+    // What the ledger knew exists already is not written again.
+    seen.exist.retain(|path| !known.contains(path));
     let (backend, stack) = (prepared.backend.as_str(), stack.name.as_str());
     let recorded = match recorder {
         Some(recorder) => recorder.stacks_changed(backend, stack, &seen.exist, &seen.gone),

@@ -17,7 +17,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, GenericClient, Statement};
 
 use super::records::Records;
-use super::store::{Row, Store, Tx, Value, Words};
+use super::store::{self, Row, Store, Tx, Value, Words};
 use super::whoami;
 use crate::error::{Error, Problem, Result};
 pub use link::Escalation;
@@ -448,6 +448,8 @@ impl Store for Postgres {
         lease_left: "GREATEST(0, CEIL(EXTRACT(EPOCH FROM l.lease_until - now())))::BIGINT",
         live: "l.lease_until >= now()",
         lapsed: "(status = 'running' AND operation <> 'preview' AND NOT EXISTS (SELECT 1 FROM {p}locks l WHERE l.run_id = {p}runs.run_id AND l.lease_until >= now()))",
+        list: "unnest(CAST(# AS TEXT[])) AS list(value)",
+        pairs: "unnest(CAST(#1 AS TEXT[]), CAST(#2 AS TEXT[])) AS pairs(first, second)",
         question_marks: false,
     };
 
@@ -587,15 +589,50 @@ impl Store for Postgres {
         true
     }
 
-    fn append_logs(&mut self, run_id: &str, lines: &[(String, String)]) -> Result<()> {
+    fn logs_statement(&self, run_id: &str, lines: &[(String, String)]) -> Option<store::Statement> {
         let (paths, texts): (Vec<String>, Vec<String>) = lines.iter().cloned().unzip();
-        self.execute(
+        Some((
             "INSERT INTO {p}log_lines (run_id, path, line)
              SELECT $1, p, l FROM unnest($2::TEXT[], $3::TEXT[]) WITH ORDINALITY AS t(p, l, n) ORDER BY n",
-            &[run_id.into(), Value::Texts(paths), Value::Texts(texts)],
-        )
-        .map(drop)
+            vec![run_id.into(), Value::Texts(paths), Value::Texts(texts)],
+        ))
     }
+
+    /// Prepared first (once per connection), then sent at once and answered together: a
+    /// batch of the run's writes costs three round trips (its begin, its statements, its
+    /// commit), not one or two per statement.
+    fn write_all(&mut self, statements: &[store::Statement]) -> Result<()> {
+        if statements.is_empty() {
+            return Ok(());
+        }
+        self.with(|client| {
+            let mut bound = Vec::with_capacity(statements.len());
+            for (sql, params) in statements {
+                let statement = self.prepared(client, sql)?;
+                let values = self.bind(&statement, params).map_err(Failure::Mara)?;
+                bound.push((statement, values));
+            }
+            let params: Vec<_> = bound.iter().map(|(_, values)| refs(values)).collect();
+            let limit = self.driver.limit;
+            let transaction = self.driver.call(limit, client.transaction())?;
+            let sent = bound
+                .iter()
+                .zip(&params)
+                .map(|((statement, _), params)| transaction.execute(statement, params));
+            for made in self.driver.call(limit, pipelined(sent))? {
+                made?;
+            }
+            self.driver.call(limit, transaction.commit())
+        })
+    }
+}
+
+/// Every call of `calls` sent before any answer is awaited (tokio-postgres pipelines what is
+/// polled together), their answers in order.
+async fn pipelined<T>(
+    calls: impl Iterator<Item = impl Future<Output = T>>,
+) -> std::result::Result<Vec<T>, tokio_postgres::Error> {
+    Ok(futures_util::future::join_all(calls).await)
 }
 
 /// Whether an error is the connection's loss rather than the statement's: the connection

@@ -18,6 +18,7 @@ use super::interrupt::Interrupt;
 use crate::clock;
 use crate::error::{Error, Problem, Result};
 use crate::ledger::journal::{Entry, Journal};
+use crate::ledger::writes::RunOf;
 use crate::ledger::{Begun, Holder, Ledger, ProjectRecord, RunRecord, RunStart};
 use crate::status::RunStatus;
 
@@ -45,6 +46,8 @@ type Op<'a> = dyn FnMut(&mut dyn Ledger) -> Result<()> + 'a;
 pub struct Recorder {
     ledger: Shared,
     run_id: String,
+    /// The run's stack and operation, as its projects' ends are recorded with them.
+    of: RunOf,
     /// Dropped to stop watching for `mara cancel`: the watcher wakes at once, not at its next
     /// look (a run's end would otherwise wait up to a quarter of a second for it).
     stop: Option<mpsc::Sender<()>>,
@@ -115,6 +118,10 @@ impl Recorder {
                 let recorder = Recorder {
                     ledger: Arc::new(Mutex::new(ledger)),
                     run_id: start.run_id.clone(),
+                    of: RunOf {
+                        stack: start.stack.clone(),
+                        operation: start.operation,
+                    },
                     stop: None,
                     watcher: None,
                     joined: false,
@@ -163,6 +170,10 @@ impl Recorder {
         Ok(Recorder {
             ledger: Arc::new(Mutex::new(ledger)),
             run_id: run_id.to_string(),
+            of: RunOf {
+                stack: stack.to_string(),
+                operation,
+            },
             stop: None,
             watcher: None,
             joined: true,
@@ -207,11 +218,10 @@ impl Recorder {
         finished: Option<String>,
         reason: &str,
     ) -> Result<()> {
-        let mut ledger = self.ledger.lock().expect("the ledger is never poisoned");
-        for path in paths {
-            ledger.project_finished(
-                &self.run_id,
-                &ProjectRecord {
+        let entries: Vec<Entry> = (paths.iter())
+            .map(|path| Entry::ProjectFinished {
+                run_id: self.run_id.clone(),
+                project: ProjectRecord {
                     path: path.clone(),
                     status,
                     started: None,
@@ -222,9 +232,11 @@ impl Recorder {
                     log: None,
                     fingerprint: None,
                 },
-            )?;
-        }
-        Ok(())
+                of: Some(self.of.clone()),
+            })
+            .collect();
+        let mut ledger = self.ledger.lock().expect("the ledger is never poisoned");
+        ledger.write(&entries)
     }
 
     /// A recorded run, with its projects (the one whose lock `begin` took over, say).
@@ -602,6 +614,10 @@ mod tests {
         let joined = |ledger| Recorder {
             ledger: Arc::new(Mutex::new(ledger)),
             run_id: "r1".into(),
+            of: RunOf {
+                stack: "dev".into(),
+                operation: Operation::Up,
+            },
             stop: None,
             watcher: None,
             joined: true,

@@ -1,13 +1,16 @@
-//! The run's events as the ledger keeps them (docs/commands.md, "A server that comes back"):
-//! each project's start and end, and on a server its log lines, written in order on a thread of
-//! their own so that a commit never holds up the engines. A write the ledger does not take waits
-//! in order behind the ones before it, tried again at every tick; what is still waiting when the
-//! run ends is tried for as long as a lease, then kept in the workspace's journal
-//! (`ledger::journal`), which the next command that reaches the server makes first.
+//! The run's events as the ledger keeps them (docs/commands.md, "status, history, logs"): each
+//! project's start and end, and on a server its log lines, written in order by a thread of
+//! their own, in batches — whatever came while the last batch was written goes in the next, in
+//! one transaction — so that neither the ledger nor its server holds up the engines. A project's
+//! end is shown only once the ledger has it (`LedgerSink::settle`): a run killed right after
+//! shows nothing the ledger lost. A batch the ledger does not take waits, with what comes after
+//! it, and is tried again at every tick; what is still waiting when the run ends is tried for as
+//! long as a lease, then kept in the workspace's journal (`ledger::journal`), which the next
+//! command that reaches the server makes first.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -15,7 +18,9 @@ use super::{Recorder, Shared};
 use crate::clock;
 use crate::ledger::ProjectRecord;
 use crate::ledger::journal::{Entry, Journal};
+use crate::ledger::writes::RunOf;
 use crate::run::events::{Event, Sink};
+use crate::run::interrupt::Interrupt;
 use crate::run::plan::RunPlan;
 
 /// Forwards project starts and ends (and log lines) to the recorder's writer thread.
@@ -24,6 +29,38 @@ pub struct LedgerSink {
     writer: Option<JoinHandle<()>>,
     /// Whether the ledger keeps log lines: then they go to it too.
     logs: bool,
+    /// The projects' ends forwarded so far, and how far the writer is.
+    ends: u64,
+    progress: Arc<Progress>,
+    interrupt: Interrupt,
+}
+
+/// The longest a project's end waits to be shown for the ledger to have it: a server that
+/// answers this slowly without failing does not freeze what the run shows.
+const SHOWN_WITHIN: Duration = Duration::from_secs(5);
+
+/// How far the writer is, which `settle` waits on.
+#[derive(Default)]
+struct Progress {
+    made: Mutex<Made>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Made {
+    /// The projects' ends the ledger has.
+    ends: u64,
+    /// The ledger does not take the writes now (or the writer ended): nothing is waited for.
+    stalled: bool,
+}
+
+impl Progress {
+    fn update(&self, change: impl FnOnce(&mut Made)) {
+        if let Ok(mut made) = self.made.lock() {
+            change(&mut made);
+            self.changed.notify_all();
+        }
+    }
 }
 
 impl Recorder {
@@ -41,15 +78,18 @@ impl Recorder {
             Ok(l) => (l.stores_logs(), l.lease()),
             Err(_) => (false, None),
         };
+        let progress = Arc::new(Progress::default());
         let mut writer = Writer {
             ledger: self.ledger.clone(),
             run_id: self.run_id.clone(),
+            of: self.of.clone(),
             root: root.to_path_buf(),
             fingerprints,
             waiting: VecDeque::new(),
             lines: Vec::new(),
             warned: false,
             interrupted: false,
+            progress: progress.clone(),
         };
         let journal = self.journal.clone();
         let journaled = self.journaled.clone();
@@ -57,6 +97,7 @@ impl Recorder {
         let (to_writer, events) = mpsc::channel::<Event>();
         let writer = std::thread::spawn(move || {
             writer.follow(&events);
+            writer.progress.update(|made| made.stalled = true);
             // An interrupted run tries what is left once, and keeps what the server does not
             // take: it does not wait a lease for it.
             let lease = lease.filter(|_| !interrupt.is_interrupted());
@@ -68,6 +109,9 @@ impl Recorder {
             to_writer: Some(to_writer),
             writer: Some(writer),
             logs,
+            ends: 0,
+            progress,
+            interrupt: self.interrupt.clone(),
         }
     }
 }
@@ -80,7 +124,28 @@ impl Sink for LedgerSink {
             _ => false,
         };
         if kept && let Some(to_writer) = &self.to_writer {
+            self.ends += u64::from(matches!(event, Event::ProjectFinished { .. }));
             let _ = to_writer.send(event.clone());
+        }
+    }
+
+    /// Waits until the ledger has every project's end handed to it so far — unless it does not
+    /// take writes now, the run is interrupted (what it shows then is shown at once), or
+    /// `SHOWN_WITHIN` passed.
+    fn settle(&mut self) {
+        let until = Instant::now() + SHOWN_WITHIN;
+        let Ok(mut made) = self.progress.made.lock() else {
+            return;
+        };
+        while made.ends < self.ends && !made.stalled && !self.interrupt.is_interrupted() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            made = match self.progress.changed.wait_timeout(made, left.min(TICK)) {
+                Ok((made, _)) => made,
+                Err(_) => return,
+            };
         }
     }
 }
@@ -98,6 +163,8 @@ impl Drop for LedgerSink {
 struct Writer {
     ledger: Shared,
     run_id: String,
+    /// The run's stack and operation, which its projects' ends record what they deployed by.
+    of: RunOf,
     root: PathBuf,
     fingerprints: BTreeMap<usize, String>,
     waiting: VecDeque<Entry>,
@@ -107,35 +174,59 @@ struct Writer {
     warned: bool,
     /// The run was interrupted while a write waited: what is left is kept at once.
     interrupted: bool,
+    progress: Arc<Progress>,
 }
 
+/// The most writes in one transaction.
+const BATCH: usize = 500;
+
+/// How long log lines wait to go in a batch with others.
+const TICK: Duration = Duration::from_millis(200);
+
 impl Writer {
-    /// Takes the run's events until the run ends. Log lines go in batches — what came in the
-    /// last fifth of a second, or 200 lines, and always before a project's start or end.
+    /// Takes the run's events until the run ends, writing what came together in one batch.
+    /// Log lines wait for a tick, or 200 of them, or a project's start or end (they go before
+    /// it).
     fn follow(&mut self, events: &mpsc::Receiver<Event>) {
+        let mut tick = Instant::now() + TICK;
         loop {
-            match events.recv_timeout(Duration::from_millis(200)) {
-                Ok(Event::Line { path, text, .. }) => {
-                    self.lines.push((path, text));
-                    if self.lines.len() >= 200 {
-                        self.batch();
-                    }
-                }
+            match events.recv_timeout(tick.saturating_duration_since(Instant::now())) {
                 Ok(event) => {
-                    self.batch();
-                    if let Some(entry) = self.entry_of(&event) {
-                        self.waiting.push_back(entry);
+                    self.take(event);
+                    while let Ok(event) = events.try_recv() {
+                        self.take(event);
                     }
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => self.batch(),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     self.batch();
                     return;
                 }
             }
+            if Instant::now() >= tick {
+                self.batch();
+                tick = Instant::now() + TICK;
+            }
             // Never long away from the run's events: a ledger another thread is waiting on is
             // tried at the next tick.
-            self.send(Instant::now() + Duration::from_millis(200));
+            self.send(Instant::now() + TICK);
+        }
+    }
+
+    fn take(&mut self, event: Event) {
+        match event {
+            Event::Line { path, text, .. } => {
+                self.lines.push((path, text));
+                if self.lines.len() >= 200 {
+                    self.batch();
+                }
+            }
+            event => {
+                self.batch();
+                if let Some(entry) = self.entry_of(&event) {
+                    self.waiting.push_back(entry);
+                }
+            }
         }
     }
 
@@ -183,22 +274,27 @@ impl Writer {
         }
     }
 
-    /// Makes the waiting writes in order, until one is not taken (or the ledger is not free by
-    /// `deadline`).
+    /// Makes the waiting writes in order, a batch per transaction, until one is not taken (or
+    /// the ledger is not free by `deadline`).
     fn send(&mut self, deadline: Instant) {
-        while let Some(entry) = self.waiting.front() {
-            if self.interrupted {
-                return;
-            }
+        while !self.waiting.is_empty() && !self.interrupted {
+            let batch = self.waiting.len().min(BATCH);
             let made = match super::lock_until(&self.ledger, deadline) {
-                Some(mut ledger) => entry.apply(ledger.as_mut()),
-                None => return,
+                Some(mut ledger) => ledger.write(&self.waiting.make_contiguous()[..batch]),
+                None => return self.progress.update(|made| made.stalled = true),
             };
             match made {
                 Ok(()) => {
-                    self.waiting.pop_front();
+                    let ends = self.waiting.drain(..batch).filter(Entry::is_an_end).count();
+                    self.progress.update(|made| {
+                        made.ends += ends as u64;
+                        made.stalled = false;
+                    });
                 }
-                Err(crate::error::Error::Interrupted) => self.interrupted = true,
+                Err(crate::error::Error::Interrupted) => {
+                    self.interrupted = true;
+                    self.progress.update(|made| made.stalled = true);
+                }
                 Err(error) => {
                     if !self.warned {
                         self.warned = true;
@@ -206,7 +302,7 @@ impl Writer {
                             "{error}: the run's writes wait until the ledger takes them"
                         );
                     }
-                    return;
+                    return self.progress.update(|made| made.stalled = true);
                 }
             }
         }
@@ -222,8 +318,9 @@ impl Writer {
                 started: clock::rfc3339(SystemTime::now()),
                 fingerprint: self.fingerprints.get(index).cloned(),
             }),
-            Event::ProjectFinished { report, .. } => Some(Entry::ProjectFinished {
+            Event::ProjectFinished { index, report } => Some(Entry::ProjectFinished {
                 run_id,
+                of: Some(self.of.clone()),
                 project: ProjectRecord {
                     path: report.path.clone(),
                     status: report.status,
@@ -239,7 +336,7 @@ impl Writer {
                             .display()
                             .to_string()
                     }),
-                    fingerprint: None,
+                    fingerprint: self.fingerprints.get(index).cloned(),
                 },
             }),
             _ => None,
