@@ -310,34 +310,58 @@ fn project_files(
         })
     };
     let mut reached = vec![false; dirs.len()];
-    for entry in walk.flatten() {
-        let is_file = entry.file_type().is_some_and(|t| t.is_file());
-        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-        if is_dir && let Some(projects) = projects_at.get(entry.path()) {
+    for (path, is_dir) in walk_on_every_core(walk) {
+        if is_dir && let Some(projects) = projects_at.get(&path) {
             projects.iter().for_each(|&i| reached[i] = true);
         }
-        if is_file {
-            for i in owners(entry.path()) {
+        if !is_dir {
+            for i in owners(&path) {
                 if let Some(list) = &mut files[i] {
-                    list.push(entry.path().to_path_buf());
+                    list.push(path.clone());
                 }
             }
         }
+    }
+    // In the order a sorted walk gives (a directory's entries by name, depth first), which is
+    // how paths compare: the fingerprints do not depend on which thread found what.
+    for list in files.iter_mut().flatten() {
+        list.sort();
     }
     for &i in &existing {
         // A project the walk did not enter is walked on its own — unless an ignore file on the
         // way cannot be read (it is then refused, not waited on).
         if !reached[i] && dirs[i].ancestors().all(|dir| special.readable_in(dir)) {
-            files[i] = Some(
-                walker(&dirs[i], state_dir, global, special, |_| true)
-                    .flatten()
-                    .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-                    .map(|e| e.into_path())
-                    .collect(),
-            );
+            let mut found: Vec<PathBuf> =
+                walk_on_every_core(walker(&dirs[i], state_dir, global, special, |_| true))
+                    .into_iter()
+                    .filter(|(_, is_dir)| !is_dir)
+                    .map(|(path, _)| path)
+                    .collect();
+            found.sort();
+            files[i] = Some(found);
         }
     }
     files
+}
+
+/// What `walk` finds, on every core (a plan's walk is mostly waiting on the file system): each
+/// directory and regular file, `true` for a directory, in no particular order.
+fn walk_on_every_core(walk: ignore::WalkBuilder) -> Vec<(PathBuf, bool)> {
+    let (found, receive) = std::sync::mpsc::channel();
+    walk.build_parallel().run(|| {
+        let found = found.clone();
+        Box::new(move |entry| {
+            if let Ok(entry) = entry
+                && let Some(kind) = entry.file_type()
+                && (kind.is_dir() || kind.is_file())
+            {
+                let _ = found.send((entry.into_path(), kind.is_dir()));
+            }
+            ignore::WalkState::Continue
+        })
+    });
+    drop(found);
+    receive.into_iter().collect()
 }
 
 /// A walk from `dir` as git sees it, hidden files included, never into `.git`, `.mara` or
@@ -348,7 +372,7 @@ fn walker(
     global: &ignore::gitignore::Gitignore,
     special: &Special,
     keep: impl Fn(&Path) -> bool + Send + Sync + 'static,
-) -> ignore::Walk {
+) -> ignore::WalkBuilder {
     let state_dir = state_dir.to_path_buf();
     let global = global.clone();
     let special = special.clone();
@@ -368,8 +392,8 @@ fn walker(
                 // A directory is entered only when its ignore files can be read.
                 && (!is_dir || special.readable_in(e.path()))
         })
-        .sort_by_file_path(|a, b| a.cmp(b));
-    builder.build()
+        .threads(crate::parallel::threads());
+    builder
 }
 
 /// The deepest directory that holds every one of `paths` (itself, for one).
@@ -708,7 +732,12 @@ mod tests {
             .iter()
             .map(|dir| {
                 dir.is_dir().then(|| {
-                    walker(dir, &state_dir, &global, &Special::default(), |_| true)
+                    // A sorted walk on one thread: the parallel walk's order must be its.
+                    let mut sorted =
+                        walker(dir, &state_dir, &global, &Special::default(), |_| true);
+                    sorted.sort_by_file_path(|a, b| a.cmp(b));
+                    sorted
+                        .build()
                         .flatten()
                         .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
                         .map(|e| e.into_path())

@@ -2,10 +2,16 @@
 //! mostly made of (reading `Pulumi.yaml` files, hashing project files), or over as many threads as
 //! a run may start processes for the per-project questions asked of an engine.
 
+/// How many cores this process may use (asked once: the answer reads the cgroup's files).
+pub fn threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// `f(0)`, …, `f(n - 1)`, in order, computed on every core (on this thread when there is one core
 /// or little work).
 pub fn map<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = threads();
     if threads == 1 || n < 64 {
         return (0..n).map(f).collect();
     }

@@ -167,34 +167,20 @@ impl Workspace {
 /// logged at debug level under the target `mara::reads`, so that the tests can count them
 /// (`MARA_LOG=mara::reads=debug`): a shared file read once per run, not once per project.
 pub fn read_input(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
     tracing::debug!(target: "mara::reads", file = %path.display(), "read");
-    // Checked before opening: opening a FIFO would wait for a writer, and a device (a symlink
-    // to /dev/zero) would be read until memory runs out.
-    let metadata = std::fs::metadata(path)?;
-    if !metadata.is_file() {
-        let what = match metadata.is_dir() {
-            true => "a directory",
-            false => "not a regular file (a FIFO, socket or device)",
-        };
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("it is {what}, where a file belongs"),
-        ));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(INPUT_LIMIT + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > INPUT_LIMIT {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "it is larger than {} MiB, more than any input of mara's should be",
-                INPUT_LIMIT >> 20
+    // A FIFO is not waited on, a device (a symlink to /dev/zero) not read until memory runs
+    // out: `files::read_regular` refuses both.
+    let bytes =
+        crate::files::read_regular(path, INPUT_LIMIT).map_err(|error| match error.kind() {
+            std::io::ErrorKind::FileTooLarge => std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "it is larger than {} MiB, more than any input of mara's should be",
+                    INPUT_LIMIT >> 20
+                ),
             ),
-        ));
-    }
+            _ => error,
+        })?;
     text_of(bytes).map_err(|bad| std::io::Error::new(std::io::ErrorKind::InvalidData, bad))
 }
 

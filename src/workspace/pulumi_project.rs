@@ -36,13 +36,34 @@ impl PulumiProject {
     /// The project in each of `dirs` (`None`: no project file there), read on every core: a plan
     /// of thousands of projects is mostly this.
     pub fn load_each(dirs: &[PathBuf]) -> Vec<Option<Result<PulumiProject>>> {
-        crate::parallel::map(dirs.len(), |i| {
-            PulumiProject::find(&dirs[i]).map(|file| PulumiProject::load(&file))
-        })
+        crate::parallel::map(dirs.len(), |i| PulumiProject::load_in(&dirs[i]))
+    }
+
+    /// The project in `dir`, `None` without a project file: each name is opened in turn, with
+    /// nothing looked up first (a plan of thousands of projects counts every call).
+    fn load_in(dir: &Path) -> Option<Result<PulumiProject>> {
+        for name in PROJECT_FILES {
+            let file = dir.join(name);
+            match super::read_input(&file) {
+                // Not there — unless it is a symlink to nothing, which is said.
+                Err(error)
+                    if error.kind() == std::io::ErrorKind::NotFound
+                        && std::fs::symlink_metadata(&file).is_err() =>
+                {
+                    continue;
+                }
+                read => return Some(PulumiProject::parse(&file, read)),
+            }
+        }
+        None
     }
 
     pub fn load(file: &Path) -> Result<PulumiProject> {
-        let text = super::read_input(file).map_err(|e| Error::read(file, e))?;
+        PulumiProject::parse(file, super::read_input(file))
+    }
+
+    fn parse(file: &Path, read: std::io::Result<String>) -> Result<PulumiProject> {
+        let text = read.map_err(|e| Error::read(file, e))?;
         let document = yaml::parse_value(file, &text)?;
         let Value::Object(top) = document else {
             return Err(Error::config(

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """A synthetic mara workspace for the benchmarks (docs/benchmarks.md).
 
-    python3 tests/bench/generate.py N DIR [--seed S] [--files F]
+    python3 tests/bench/generate.py N DIR [--seed S] [--files F] [--layers L]
     python3 tests/bench/generate.py --shape PLAN.json DIR    (the graph of a plan, e.g. aws's)
 
-N projects in layers (about sqrt(N) of them, so that chains stay long and layers wide), each with
+N projects in layers (about sqrt(N)/2 of them unless --layers says, so that chains stay long and
+layers wide), each with
 one to three `after` edges to random projects of the layers before it, most of them to the layer
 just before; the same seed gives the same workspace, byte for byte. Every project is a directory
 holding a Pulumi.yaml (and F-1 more small files), under provider `synthetic` (infra_type
@@ -27,13 +28,15 @@ def main():
     parser.add_argument("--shape", help="a plan as `mara show-execution --format json` prints it")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--files", type=int, default=2, help="files per project (Pulumi.yaml included)")
+    parser.add_argument("--layers", type=int, help="how many layers (default: about sqrt(N)/2)")
+    parser.add_argument("--strict", action="store_true", help="edges only to the layer just before")
     args = parser.parse_args()
     if args.shape:
         plan = json.load(open(args.shape))["projects"]
         projects = [(p["path"], p["after"], p["stage"]) for p in plan]
         title = f"the graph of provider {json.load(open(args.shape))['provider']}"
     else:
-        projects = layered(args.n, random.Random(args.seed))
+        projects = layered(args.n, random.Random(args.seed), args.layers, args.strict)
         title = f"{args.n} projects, seed {args.seed}"
     lines = [
         f"# {len(projects)} synthetic projects: {title} (tests/bench/generate.py).",
@@ -70,9 +73,10 @@ def main():
             write(root, f"{path}/file{j}.txt", f"{name} {j}\n")
 
 
-def layered(n, rng):
-    """(path, after, stage) of `n` projects in about sqrt(n)/2 layers."""
-    layers = max(2, round(math.sqrt(n) / 2))
+def layered(n, rng, layers=None, strict=False):
+    """(path, after, stage) of `n` projects in `layers` layers (about sqrt(n)/2 by default); with
+    `strict`, each after projects of the layer just before only."""
+    layers = layers or max(2, round(math.sqrt(n) / 2))
     # Layer sizes as even as they can be.
     sizes = [n // layers + (1 if i < n % layers else 0) for i in range(layers)]
     by_layer = []
@@ -87,7 +91,7 @@ def layered(n, rng):
             if layer > 0:
                 for _ in range(rng.randint(1, 3)):
                     # Mostly the layer just before; now and then any earlier one.
-                    source = layer - 1 if rng.random() < 0.8 else rng.randrange(layer)
+                    source = layer - 1 if strict or rng.random() < 0.8 else rng.randrange(layer)
                     after.add(rng.choice(by_layer[source]))
             projects.append((path, sorted(after), "kubernetes"))
     return projects

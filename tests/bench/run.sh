@@ -1,28 +1,37 @@
 #!/usr/bin/env bash
-# mara's benchmarks (docs/benchmarks.md): every figure there comes from this one command.
-# Needs hyperfine (Debian: apt-get install hyperfine), python3, GNU time (/usr/bin/time) and rustc;
-# the ledger part also PostgreSQL's server (Debian: apt-get install postgresql).
-# Not part of `cargo test`: timings are measured here, never asserted in tests.
+# mara's benchmarks (docs/benchmarks.md): every figure there comes from this one command, printed
+# as the tables the doc shows. Each figure is a median over interleaved rounds (every command of a
+# table once per round, in turned order; one warm-up round not counted), with its min–max, beside
+# its reference: a shell loop making the same engine calls, make (and ninja) running the same
+# graph, SQLite beside PostgreSQL.
+# Needs python3, GNU time (/usr/bin/time), strace and rustc; the ledger part PostgreSQL's server
+# (Debian: apt-get install postgresql). Not part of `cargo test`: timings are measured here, never
+# asserted in tests.
 #
-#   bash tests/bench/run.sh            # everything (about five minutes on 2 cores)
+#   bash tests/bench/run.sh            # everything (about ten minutes on 2 cores)
 #   bash tests/bench/run.sh plan cost  # some parts: plan, cost, parallel, changed, startup, calls, ledger
+#   ROUNDS=3 bash tests/bench/run.sh   # fewer rounds (a quick look; the doc's figures use the default)
 #   MARA_BEFORE=/path/to/older/mara bash tests/bench/run.sh calls   # the calls part, before/after
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 parts=${*:-plan cost parallel changed startup calls ledger}
+ROUNDS=${ROUNDS:-7}
 cargo build --release --workspace -q
 MARA="$PWD/target/release/mara"
 GENERATE_PY="$PWD/tests/bench/generate.py"
 GENERATE="python3 $GENERATE_PY"
+ROUNDS_PY="$PWD/tests/bench/rounds.py"
 work=$(mktemp -d)
 cleanup=()
 trap 'for c in "${cleanup[@]}"; do eval "$c"; done; rm -rf "$work"' EXIT
-echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(rustc --version)"
+echo "machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(free -g | awk '/Mem:/ {print $2}') GiB; $(rustc --version); $(date -u +%F)"
 
-# The workspaces: the aws graph, then 100, 1,000 and 10,000 layered projects (seed 7).
+# The workspaces: the aws graph, then 100, 1,000 and 10,000 layered projects (seed 7), and 100
+# projects in 10 strict layers of 10 (each after projects of the layer just before).
 "$MARA" -C "$work" show-execution --provider aws --format json > "$work/aws.json" 2>/dev/null || true
 $GENERATE --shape "$work/aws.json" "$work/aws"
 for n in 100 1000 10000; do $GENERATE "$n" "$work/$n"; done
+$GENERATE 100 "$work/layers10" --layers 10 --strict
 sizes="aws 100 1000 10000"
 
 # A pulumi that does no work (tests/bench/nowork.rs): it answers every call mara makes at once,
@@ -32,6 +41,8 @@ mkdir -p "$work/nowork"
 rustc -O --edition 2021 -C target-feature=+crt-static -o "$work/nowork/pulumi" tests/bench/nowork.rs 2>/dev/null ||
   rustc -O --edition 2021 -o "$work/nowork/pulumi" tests/bench/nowork.rs
 export PATH="$work/nowork:$PATH"
+# Every workspace's stacks exist, as in steady state (the first up creates them).
+for size in $sizes layers10; do "$MARA" -C "$work/$size" up --yes -q > /dev/null; done
 
 # Projects and edges of a workspace's plan, and its longest chain of dependent projects.
 shape() {
@@ -44,9 +55,12 @@ for p in plan:  # in execution order: every dependency comes first
 print(len(plan), sum(len(p["after"]) for p in plan), max(depth.values()))'
 }
 
-stat_ms() { python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["results"][0][sys.argv[2]] * 1000))' "$1" "$2"; }
-mean_ms() { stat_ms "$1" mean; }
-stddev_ms() { stat_ms "$1" stddev; }
+# rounds N: the spec (JSON, on stdin) measured in N interleaved rounds, into $work/r.json.
+rounds() { python3 "$ROUNDS_PY" "$1" > "$work/r.json"; }
+# ms LABEL: "median [min–max]" of a command of the last rounds; med LABEL: the median alone.
+ms() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[sys.argv[2]]; print(f"{r[\"median\"]:.1f} [{r[\"min\"]:.1f}–{r[\"max\"]:.1f}]")' "$work/r.json" "$1"; }
+med() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["median"])' "$work/r.json" "$1"; }
+calc() { python3 -c "print(f'{$1:$2}')"; }
 # Peak resident memory in MiB, the largest of three runs.
 peak_mib() {
   local peak=0 kb
@@ -55,102 +69,95 @@ peak_mib() {
     kb=$(tail -1 "$work/time.txt")
     [ "$kb" -gt "$peak" ] && peak=$kb
   done
-  python3 -c "print(f'{$peak / 1024:.1f}')"
+  calc "$peak / 1024" .1f
 }
+# The system calls a command makes, all threads.
+syscalls() { strace -f -c -o "$work/sc.txt" "$@" > /dev/null 2>&1 || true; awk '/total/ {print $3}' "$work/sc.txt"; }
 
 # --- 1. Planning at scale --------------------------------------------------------------------
 if [[ " $parts " == *" plan "* ]]; then
   echo
-  echo "## Planning: show-execution and validate"
-  echo "| projects | edges | command | mean ± σ (ms) | peak memory (MiB) | ms per 1,000 (N log2 N + E) |"
-  echo "|---|---|---|---|---|---|"
+  echo "## Planning: show-execution, validate, up --dry-run"
+  echo "| projects | edges | command | median [min–max] (ms) | peak memory (MiB) |"
+  echo "|---|---|---|---|---|"
+  commands=("show-execution" "show-execution --format list" "show-execution --format dot" "show-execution --format mermaid" "show-execution --format json" "validate" "up --dry-run")
   for size in $sizes; do
     read -r n e _ < <(shape "$work/$size")
-    for cmd in "show-execution" "show-execution --format json" "validate"; do
-      hyperfine -N --warmup 2 --runs 15 --export-json "$work/h.json" "$MARA -C $work/$size $cmd" > /dev/null 2>&1 || true
-      mem=$(peak_mib "$MARA" -C "$work/$size" $cmd)
-      per=$(python3 -c "import math; print(f'{$(mean_ms "$work/h.json") / (($n * math.log2($n) + $e) / 1000):.3f}')")
-      echo "| $n | $e | \`$cmd\` | $(mean_ms "$work/h.json") ± $(stddev_ms "$work/h.json") | $mem | $per |"
+    python3 -c 'import json,sys; print(json.dumps([{"label": c, "sh": f"{sys.argv[1]} -C {sys.argv[2]} {c}"} for c in sys.argv[3:]]))' \
+      "$MARA" "$work/$size" "${commands[@]}" | rounds "$ROUNDS"
+    for cmd in "${commands[@]}"; do
+      echo "| $n | $e | \`$cmd\` | $(ms "$cmd") | $(peak_mib "$MARA" -C "$work/$size" $cmd) |"
+    done
+  done
+  # What reading the projects' files costs the kernel: the JSON plan reads every Pulumi.yaml, the
+  # tree none; the difference, per project.
+  read -r n _ _ < <(shape "$work/10000")
+  json=$(syscalls "$MARA" -C "$work/10000" show-execution --format json)
+  tree=$(syscalls "$MARA" -C "$work/10000" show-execution)
+  echo
+  echo "System calls per Pulumi.yaml read (10,000 projects, \`show-execution --format json\` against the tree): $(calc "($json - $tree) / $n" .2f)"
+fi
+
+# --- 2. Orchestration cost per project -------------------------------------------------------
+# The same engine calls (one `up` per project, as mara makes in steady state), made by mara one
+# project at a time, by a plain shell loop, and by make (and ninja, where installed) given the
+# same graph and one job.
+if [[ " $parts " == *" cost "* ]]; then
+  echo
+  echo "## Orchestration cost: mara up --parallel 1 against a shell loop, make and ninja making the same calls"
+  echo "| projects | tool | median [min–max] (ms) | cost per project beyond the loop (ms) |"
+  echo "|---|---|---|---|"
+  for size in aws 1000; do
+    ws="$work/$size"
+    read -r n _ _ < <(shape "$ws")
+    up="pulumi --non-interactive up --yes --skip-preview --stack dev --config-file '$ws/config/pulumi/Pulumi.dev.yaml' --color never --json > /dev/null"
+    "$MARA" -C "$ws" show-execution --format json > "$work/plan.json"
+    python3 - "$work/plan.json" "$ws" "$up" "$work/loop-$size.sh" "$work/Makefile-$size" "$work/build-$size.ninja" <<'PY'
+import json, sys
+plan, ws, up = json.load(open(sys.argv[1]))["projects"], sys.argv[2], sys.argv[3]
+t = lambda p: p["path"].replace("/", "_")
+with open(sys.argv[4], "w") as f:
+    f.write("#!/bin/sh\nset -e\n" + "".join(f"cd '{ws}/{p['path']}' && {up}\n" for p in plan))
+with open(sys.argv[5], "w") as f:
+    f.write(".PHONY: all " + " ".join(t(p) for p in plan) + "\nall: " + " ".join(t(p) for p in plan) + "\n")
+    for p in plan:
+        f.write(f"{t(p)}: {' '.join(a.replace('/', '_') for a in p['after'])}\n\tcd '{ws}/{p['path']}' && {up}\n")
+with open(sys.argv[6], "w") as f:
+    f.write("rule up\n  command = cd $dir && " + up.replace("$", "$$") + "\n")
+    for p in plan:
+        deps = " ".join("phony_" + a.replace("/", "_") for a in p["after"])
+        f.write(f"build phony_{t(p)}: up" + (f" || {deps}" if deps else "") + f"\n  dir = {ws}/{p['path']}\n")
+PY
+    spec="[{\"label\": \"loop\", \"sh\": \"sh $work/loop-$size.sh\"}, {\"label\": \"mara\", \"sh\": \"$MARA -C $ws up --yes --parallel 1 --color never -q\"}, {\"label\": \"make\", \"sh\": \"make -s -j1 -f $work/Makefile-$size all\"}"
+    command -v ninja > /dev/null && spec="$spec, {\"label\": \"ninja\", \"sh\": \"rm -f $work/.ninja_log && ninja -j1 -f $work/build-$size.ninja -C $work > /dev/null\"}"
+    echo "$spec]" | rounds "$([ "$size" = aws ] && echo $((ROUNDS * 3)) || echo "$ROUNDS")"
+    loop=$(med loop)
+    for tool in loop mara make ninja; do
+      python3 -c 'import json,sys; sys.exit(sys.argv[2] not in json.load(open(sys.argv[1])))' "$work/r.json" "$tool" || continue
+      echo "| $n | $tool | $(ms $tool) | $([ $tool = loop ] && echo — || calc "($(med $tool) - $loop) / $n" .2f) |"
     done
   done
 fi
 
-# --- 2. Orchestration cost per project -------------------------------------------------------
-# The same engine calls, made by mara (one project at a time) and by a plain shell loop.
-loop_of() {
-  local ws=$1
-  echo '#!/bin/sh'
-  echo 'set -e'
-  for p in $("$MARA" -C "$ws" show-execution --format list); do
-    echo "cd '$ws/$p'"
-    echo "pulumi --non-interactive stack select --create --stack dev"
-    echo "pulumi --non-interactive up --yes --skip-preview --stack dev --config-file '$ws/config/pulumi/Pulumi.dev.yaml' --color never --json > /dev/null"
-    echo "pulumi --non-interactive stack output --json --show-secrets --stack dev > /dev/null"
-  done
-}
-if [[ " $parts " == *" cost "* ]]; then
-  echo
-  echo "## Orchestration cost: mara up --parallel 1 against a shell loop making the same calls"
-  echo "| projects | shell loop (ms) | mara (ms) | mara's own cost per project (ms) |"
-  echo "|---|---|---|---|"
-  for size in aws 1000; do
-    read -r n _ _ < <(shape "$work/$size")
-    loop_of "$work/$size" > "$work/loop-$size.sh"
-    runs=$([ "$size" = aws ] && echo 30 || echo 5)
-    hyperfine -N --warmup 2 --runs "$runs" --export-json "$work/loop.json" "sh $work/loop-$size.sh" > /dev/null
-    hyperfine -N --warmup 2 --runs "$runs" --export-json "$work/mara.json" \
-      "$MARA -C $work/$size up --yes --parallel 1 --color never -q" > /dev/null
-    loop=$(mean_ms "$work/loop.json"); mara=$(mean_ms "$work/mara.json")
-    echo "| $n | $loop ± $(stddev_ms "$work/loop.json") | $mara ± $(stddev_ms "$work/mara.json") | $(python3 -c "print(f'{($mara - $loop) / $n:.2f}')") |"
-  done
-fi
-
 # --- 3. Parallel efficiency ------------------------------------------------------------------
-# Every project's `up` takes the same fixed time; the wall time is compared with the critical
-# path: the longest chain of dependent projects times one project's engine time, measured alone.
+# Every project's `up` takes the same time; the wall time against the critical path: the longest
+# chain of dependent projects times one project's engine time, measured alone (a shell running
+# the same call). 100 projects in 10 strict layers of 10 at --parallel 10 (every layer at once),
+# and the aws graph at --parallel 16.
 if [[ " $parts " == *" parallel "* ]]; then
   echo
-  echo "## Parallel efficiency: wall time ÷ critical path"
-  echo "| projects | longest chain | --parallel | one project (s) | critical path (s) | wall time (s) | ratio | in-run critical path (s) | ratio to it | mean start delay (ms) |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
-  export NOWORK_SLEEP=1
-  cat > "$work/one.sh" <<SH
-cd "$work/aws/infrastructure/aws/vpc"
-pulumi --non-interactive stack select --create --stack dev
-pulumi --non-interactive up --yes --skip-preview --stack dev --json > /dev/null
-pulumi --non-interactive stack output --json --show-secrets --stack dev > /dev/null
-SH
-  hyperfine -N --warmup 1 --runs 10 --export-json "$work/one.json" "sh $work/one.sh" > /dev/null
-  one=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["mean"])' "$work/one.json")
-  for size in aws 1000; do
+  echo "## Parallel efficiency: wall time ÷ critical path (every up 0.2 s)"
+  echo "| workspace | projects | longest chain | --parallel | one project (ms) | critical path (ms) | wall time (ms) | ratio |"
+  echo "|---|---|---|---|---|---|---|---|"
+  export NOWORK_SLEEP=0.2
+  for size in layers10 aws; do
     read -r n _ chain < <(shape "$work/$size")
-    parallel=$([ "$size" = aws ] && echo 16 || echo 128)
-    runs=$([ "$size" = aws ] && echo 5 || echo 2)
-    hyperfine -N --warmup 0 --runs "$runs" --export-json "$work/par.json" \
-      "$MARA -C $work/$size up --yes --parallel $parallel --color never -q --report $work/report.json" > /dev/null
-    "$MARA" -C "$work/$size" show-execution --format json > "$work/plan.json"
-    # Also against the critical path of the durations the projects really had in the last run
-    # (engines slow each other down when many start at once on few cores), and how long each
-    # project waited between its last dependency's end and its own start: mara's own share.
-    python3 - "$work/par.json" "$n" "$chain" "$one" "$parallel" "$work/plan.json" "$work/report.json" <<'PY'
-import datetime, json, sys
-r = json.load(open(sys.argv[1]))["results"][0]
-n, chain, one, parallel = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-plan = json.load(open(sys.argv[6]))["projects"]
-report = json.load(open(sys.argv[7]))
-at = lambda s: datetime.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
-ran = {p["path"]: p for p in report["projects"]}
-finish, delays = {}, []
-for p in plan:
-    finish[p["path"]] = ran[p["path"]]["duration_ms"] / 1000 + max((finish[a] for a in p["after"]), default=0)
-    ready = max((at(ran[a]["finished"]) for a in p["after"]), default=at(report["started"]))
-    delays.append(at(ran[p["path"]]["started"]) - ready)
-in_run = max(finish.values())
-wall = at(report["finished"]) - at(report["started"])
-critical = chain * one
-print(f"| {n} | {chain} | {parallel} | {one:.3f} | {critical:.2f} | {r['mean']:.2f} ± {r['stddev']:.2f} | {r['mean'] / critical:.3f} "
-      f"| {in_run:.2f} | {wall / in_run:.3f} | {sum(delays) / len(delays) * 1000:.1f} |")
-PY
+    parallel=$([ "$size" = aws ] && echo 16 || echo 10)
+    first=$("$MARA" -C "$work/$size" show-execution --format list | head -1)
+    echo "[{\"label\": \"one\", \"sh\": \"cd $work/$size/$first && pulumi --non-interactive up --yes --skip-preview --stack dev --json > /dev/null\"},
+           {\"label\": \"mara\", \"sh\": \"$MARA -C $work/$size up --yes --parallel $parallel --color never -q\"}]" | rounds "$ROUNDS"
+    one=$(med one); critical=$(calc "$chain * $one" .1f)
+    echo "| $size | $n | $chain | $parallel | $(ms one) | $critical | $(ms mara) | $(calc "$(med mara) / $critical" .3f) |"
   done
   unset NOWORK_SLEEP
 fi
@@ -158,33 +165,14 @@ fi
 # --- 4. up --changed on an unchanged workspace -----------------------------------------------
 if [[ " $parts " == *" changed "* ]]; then
   echo
-  echo "## up --changed on an unchanged workspace"
-  echo "| projects | mean ± σ (ms) | engine calls |"
-  echo "|---|---|---|"
-  for size in 1000; do
-    read -r n _ _ < <(shape "$work/$size")
-    "$MARA" -C "$work/$size" up --yes -q > /dev/null
-    hyperfine -N --warmup 2 --runs 15 --export-json "$work/ch.json" \
-      "$MARA -C $work/$size up --yes --changed -q" > /dev/null
-    export NOWORK_LOG="$work/calls.log"
-    : > "$NOWORK_LOG"
-    "$MARA" -C "$work/$size" up --yes --changed -q > /dev/null
-    calls=$(wc -l < "$NOWORK_LOG")
-    unset NOWORK_LOG
-    echo "| $n | $(mean_ms "$work/ch.json") ± $(stddev_ms "$work/ch.json") | $calls |"
-  done
-  # The same after a history of 300 runs: the first run's rows copied under 299 new run ids
-  # (what 299 more full `up`s would leave; making them would take minutes).
-  echo
-  echo "## up --changed after a long history"
-  echo "| projects | recorded runs | mean ± σ (ms) | peak memory (MiB) |"
+  echo "## up --changed on an unchanged workspace (1,000 projects, after an up)"
+  echo "| recorded runs | median [min–max] (ms) | peak memory (MiB) | engine calls |"
   echo "|---|---|---|---|"
-  for size in 1000; do
-    read -r n _ _ < <(shape "$work/$size")
-    rm -rf "$work/hist" && cp -r "$work/$size" "$work/hist"
-    "$MARA" -C "$work/hist" up --yes -q > /dev/null
-    for runs in 1 300; do
-      [ "$runs" -gt 1 ] && python3 - "$work/hist/.mara/ledger.db" "$runs" <<'PY'
+  rm -rf "$work/hist" && cp -r "$work/1000" "$work/hist"
+  "$MARA" -C "$work/hist" up --yes -q > /dev/null
+  for runs in 1 300; do
+    # 300: the last run's rows copied under 299 new run ids (what 299 more full `up`s leave).
+    [ "$runs" -gt 1 ] && python3 - "$work/hist/.mara/ledger.db" "$runs" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 (run,) = db.execute("SELECT run_id FROM runs ORDER BY started DESC LIMIT 1").fetchone()
@@ -198,11 +186,11 @@ for k in range(int(sys.argv[2]) - 1):
     copy("projects", new)
 db.commit()
 PY
-      hyperfine -N --warmup 2 --runs 15 --export-json "$work/ch.json" \
-        "$MARA -C $work/hist up --yes --changed -q" > /dev/null
-      mem=$(peak_mib "$MARA" -C "$work/hist" up --yes --changed -q)
-      echo "| $n | $runs | $(mean_ms "$work/ch.json") ± $(stddev_ms "$work/ch.json") | $mem |"
-    done
+    echo "[{\"label\": \"changed\", \"sh\": \"$MARA -C $work/hist up --yes --changed -q\"}]" | rounds "$ROUNDS"
+    export NOWORK_LOG="$work/calls.log"; : > "$NOWORK_LOG"
+    "$MARA" -C "$work/hist" up --yes --changed -q > /dev/null
+    calls=$(wc -l < "$NOWORK_LOG"); unset NOWORK_LOG
+    echo "| $(($(python3 -c "import sqlite3; print(sqlite3.connect('$work/hist/.mara/ledger.db').execute('SELECT COUNT(*) FROM runs').fetchone()[0])"))) | $(ms changed) | $(peak_mib "$MARA" -C "$work/hist" up --yes --changed -q) | $calls |"
   done
 fi
 
@@ -210,18 +198,17 @@ fi
 if [[ " $parts " == *" startup "* ]]; then
   echo
   echo "## Start-up"
-  echo "| command | mean ± σ (ms) |"
+  echo "| command | median [min–max] (ms) |"
   echo "|---|---|"
-  for cmd in "--version" "show-execution --provider aws"; do
-    hyperfine -N --warmup 5 --runs 50 --export-json "$work/s.json" "$MARA -C $work/aws $cmd" > /dev/null
-    echo "| \`mara $cmd\` | $(mean_ms "$work/s.json") ± $(stddev_ms "$work/s.json") |"
-  done
+  echo "[{\"label\": \"--version\", \"sh\": \"$MARA --version\"}, {\"label\": \"show-execution --provider aws\", \"sh\": \"$MARA -C $work/aws show-execution --provider aws\"}]" | rounds $((ROUNDS * 5))
+  for cmd in "--version" "show-execution --provider aws"; do echo "| \`mara $cmd\` | $(ms "$cmd") |"; done
 fi
 
 # --- 6. Engine calls per project, and what they cost -----------------------------------------
 # Calls counted with NOWORK_LOG on a fresh copy of the aws graph: the first run of each operation,
-# then steady state. Then a no-change `up` with every call costing 0.5 s (a real CLI's start-up
-# and backend), on the aws graph and on 100 projects; with MARA_BEFORE, an older mara beside it.
+# then steady state. Then a no-change `up --parallel 8` with every call costing 0.5 s (a real
+# CLI's start-up and backend), on the aws graph and on 100 projects; with MARA_BEFORE, an older
+# mara beside it.
 if [[ " $parts " == *" calls "* ]]; then
   echo
   echo "## Engine calls per project"
@@ -231,14 +218,14 @@ if [[ " $parts " == *" calls "* ]]; then
     label=$([ "$bin" = "$MARA" ] && echo now || echo before)
     read -r n _ _ < <(shape "$work/aws")
     for op in "up --yes" "preview" "refresh" "destroy --yes"; do
-      rm -rf "$work/calls-ws" && cp -r "$work/aws" "$work/calls-ws"
+      rm -rf "$work/calls-ws" && $GENERATE --shape "$work/aws.json" "$work/calls-ws"
       counts=()
       # destroy and refresh need a deployed stack: an up first, not counted.
       case "$op" in refresh*|destroy*) "$bin" -C "$work/calls-ws" up --yes -q > /dev/null ;; esac
       for round in first steady; do
         export NOWORK_LOG="$work/calls.log"; : > "$NOWORK_LOG"
         "$bin" -C "$work/calls-ws" $op -q > /dev/null 2>&1 || true
-        counts+=("$(python3 -c "print(f'{$(wc -l < "$NOWORK_LOG") / $n:.2f}')")")
+        counts+=("$(calc "$(wc -l < "$NOWORK_LOG") / $n" .2f)")
         unset NOWORK_LOG
         case "$op" in destroy*) "$bin" -C "$work/calls-ws" up --yes -q > /dev/null ;; esac
       done
@@ -247,54 +234,24 @@ if [[ " $parts " == *" calls "* ]]; then
   done
   echo
   echo "## A no-change up with every engine call costing 0.5 s (--parallel 8)"
-  echo "| mara | projects | wall time (s) |"
-  echo "|---|---|---|"
+  echo "| mara | projects | longest chain | calls on it (s) | median [min–max] (ms) |"
+  echo "|---|---|---|---|---|"
+  export NOWORK_CALL_SLEEP=0.5
   for bin in ${MARA_BEFORE:+"$MARA_BEFORE"} "$MARA"; do
     label=$([ "$bin" = "$MARA" ] && echo now || echo before)
     for size in aws 100; do
-      read -r n _ _ < <(shape "$work/$size")
-      rm -rf "$work/calls-ws" && cp -r "$work/$size" "$work/calls-ws"
-      "$bin" -C "$work/calls-ws" up --yes -q > /dev/null
-      export NOWORK_CALL_SLEEP=0.5
-      hyperfine -N --runs 3 --export-json "$work/c.json" \
-        "$bin -C $work/calls-ws up --yes --parallel 8 -q" > /dev/null
-      unset NOWORK_CALL_SLEEP
-      echo "| $label | $n | $(python3 -c "import json; r = json.load(open('$work/c.json'))['results'][0]; print(f\"{r['mean']:.2f} ± {r['stddev']:.2f}\")") |"
-    done
-  done
-  echo
-  echo "## Wall time ÷ critical path, every engine call costing a fixed time (--parallel 8)"
-  echo "A first up's critical path is its longest chain of ups plus one stack select (the first"
-  echo "project's); a steady up's, the chain of ups alone."
-  echo "| mara | projects | longest chain | call (s) | run | critical path (s) | wall time (s) | ratio |"
-  echo "|---|---|---|---|---|---|---|---|"
-  for bin in ${MARA_BEFORE:+"$MARA_BEFORE"} "$MARA"; do
-    label=$([ "$bin" = "$MARA" ] && echo now || echo before)
-    for size in aws; do
       read -r n _ chain < <(shape "$work/$size")
-      for call in 0.2 0.5; do
-        for run in first steady; do
-          export NOWORK_CALL_SLEEP=$call
-          # A first run each time: a fresh copy before each of the three.
-          fresh="rm -rf $work/calls-ws && cp -r $work/$size $work/calls-ws"
-          prepare="bash -c '$fresh'"
-          [ "$run" = steady ] && { eval "$fresh"; "$bin" -C "$work/calls-ws" up --yes -q > /dev/null; prepare=true; }
-          hyperfine -N --runs 3 --prepare "$prepare" --export-json "$work/c.json" \
-            "$bin -C $work/calls-ws up --yes --parallel 8 -q" > /dev/null
-          unset NOWORK_CALL_SLEEP
-          extra=$([ "$run" = first ] && echo "$call" || echo 0)
-          critical=$(python3 -c "print(f'{$chain * $call + $extra:.2f}')")
-          echo "| $label | $n | $chain | $call | $run | $critical | $(python3 -c "import json; r = json.load(open('$work/c.json'))['results'][0]; print(f\"{r['mean']:.2f} ± {r['stddev']:.2f} | {r['mean'] / $critical:.3f}\")") |"
-        done
-      done
+      echo "[{\"label\": \"up\", \"sh\": \"$bin -C $work/$size up --yes --parallel 8 -q\"}]" | rounds 3
+      echo "| $label | $n | $chain | $(calc "$chain * 0.5" .1f) | $(ms up) |"
     done
   done
+  unset NOWORK_CALL_SLEEP
 fi
 
 # --- 7. The ledger: PostgreSQL against SQLite ------------------------------------------------
-# A PostgreSQL server of the script's own (initdb and pg_ctl on a directory under $work, on a
-# loopback port, as the `postgres` user when run as root: the server refuses root), one database
-# per workspace.
+# A PostgreSQL server of the script's own, with its default settings (initdb and pg_ctl on a
+# directory under $work, a loopback port, as the `postgres` user when run as root: the server
+# refuses root), one database per workspace.
 if [[ " $parts " == *" ledger "* ]]; then
   pg=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
   [ -x "$pg/initdb" ] || { echo "the ledger part needs PostgreSQL's server (apt-get install postgresql)" >&2; exit 1; }
@@ -308,30 +265,33 @@ if [[ " $parts " == *" ledger "* ]]; then
   cleanup+=("${as[*]} $pg/pg_ctl -D $work/pg/data -m immediate stop > /dev/null")
   psql() { "$pg/psql" -h 127.0.0.1 -p "$port" -U postgres -X -q -A -t "$@"; }
   url() { echo "postgres://postgres@127.0.0.1:$port/$1"; }
-
   echo
-  echo "## The ledger's cost per project: mara up --parallel 1 on SQLite and on PostgreSQL (loopback)"
-  echo "| projects | mara, SQLite (ms) | mara, PostgreSQL (ms) | PostgreSQL's extra per project (ms) | statements per project |"
-  echo "|---|---|---|---|---|"
+  echo "PostgreSQL $(psql -c 'SHOW server_version'), default settings: synchronous_commit $(psql -c 'SHOW synchronous_commit'), fsync $(psql -c 'SHOW fsync'), shared_buffers $(psql -c 'SHOW shared_buffers'); on loopback, on the same 2 cores."
+  echo
+  echo "## The ledger: mara up on SQLite and on PostgreSQL (loopback)"
+  echo "| projects | --parallel | SQLite, median [min–max] (ms) | PostgreSQL, median [min–max] (ms) | PostgreSQL ÷ SQLite | PostgreSQL's extra per project (ms) | statements per project |"
+  echo "|---|---|---|---|---|---|---|"
   for size in aws 1000; do
     read -r n _ _ < <(shape "$work/$size")
     db="ledger_$size"
     psql -c "CREATE DATABASE $db" > /dev/null
-    runs=$([ "$size" = aws ] && echo 30 || echo 5)
-    hyperfine -N --warmup 2 --runs "$runs" --export-json "$work/lite.json" \
-      "$MARA -C $work/$size up --yes --parallel 1 --color never -q" > /dev/null
-    export MARA_LEDGER_URL=$(url "$db")
-    hyperfine -N --warmup 2 --runs "$runs" --export-json "$work/pg.json" \
-      "$MARA -C $work/$size up --yes --parallel 1 --color never -q" > /dev/null
-    # The statements the server ran for one more run, from its own log.
-    psql -c "ALTER SYSTEM SET log_statement = 'all'" -c "SELECT pg_reload_conf()" > /dev/null
-    lines=$(wc -l < "$work/pg/log")
-    "$MARA" -C "$work/$size" up --yes --parallel 1 --color never -q > /dev/null
-    statements=$(tail -n +"$((lines + 1))" "$work/pg/log" | grep -c 'LOG:  \(statement\|execute\)' || true)
-    psql -c "ALTER SYSTEM RESET log_statement" -c "SELECT pg_reload_conf()" > /dev/null
-    unset MARA_LEDGER_URL
-    lite=$(mean_ms "$work/lite.json"); post=$(mean_ms "$work/pg.json")
-    echo "| $n | $lite ± $(stddev_ms "$work/lite.json") | $post ± $(stddev_ms "$work/pg.json") | $(python3 -c "print(f'{($post - $lite) / $n:.2f} | {$statements / $n:.1f}')") |"
+    MARA_LEDGER_URL=$(url "$db") "$MARA" -C "$work/$size" up --yes -q > /dev/null
+    spec="["
+    for p in 1 8; do
+      spec="$spec{\"label\": \"sqlite $p\", \"sh\": \"$MARA -C $work/$size up --yes --parallel $p --color never -q\"},"
+      spec="$spec{\"label\": \"postgres $p\", \"sh\": \"$MARA -C $work/$size up --yes --parallel $p --color never -q\", \"env\": {\"MARA_LEDGER_URL\": \"$(url "$db")\"}},"
+    done
+    echo "${spec%,}]" | rounds "$([ "$size" = aws ] && echo $((ROUNDS * 3)) || echo "$ROUNDS")"
+    for p in 1 8; do
+      # The statements the server ran for one more run, from its own log.
+      psql -c "ALTER SYSTEM SET log_statement = 'all'" -c "SELECT pg_reload_conf()" > /dev/null
+      lines=$(wc -l < "$work/pg/log")
+      MARA_LEDGER_URL=$(url "$db") "$MARA" -C "$work/$size" up --yes --parallel $p --color never -q > /dev/null
+      statements=$(tail -n +"$((lines + 1))" "$work/pg/log" | grep -c 'LOG:  \(statement\|execute\)' || true)
+      psql -c "ALTER SYSTEM RESET log_statement" -c "SELECT pg_reload_conf()" > /dev/null
+      lite=$(med "sqlite $p"); post=$(med "postgres $p")
+      echo "| $n | $p | $(ms "sqlite $p") | $(ms "postgres $p") | $(calc "$post / $lite" .2f) | $(calc "($post - $lite) / $n" .2f) | $(calc "$statements / $n" .1f) |"
+    done
   done
 
   # Eight runs of one stack started at once, from eight copies of a one-project workspace (eight
