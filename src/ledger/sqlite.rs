@@ -220,6 +220,7 @@ impl Store for Sqlite {
         lapsed: "0",
         list: "json_each(#)",
         pairs: "(SELECT a.value AS first, b.value AS second FROM json_each(#1) a JOIN json_each(#2) b ON a.key = b.key)",
+        json_rows: super::store::JsonRows::JsonEach,
         question_marks: true,
     };
 

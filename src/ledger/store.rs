@@ -134,6 +134,9 @@ pub struct Words {
     /// The rows of two lists `#1` and `#2` of one length, side by side (`{pairs $N $M}`),
     /// columns `first` and `second`.
     pub pairs: &'static str,
+    /// How a JSON array of objects (`{rows $N: a, b, n:int}`, a text) is read as rows with
+    /// those columns, in its order.
+    pub json_rows: JsonRows,
     /// Placeholders as `?1` rather than `$1`.
     pub question_marks: bool,
 }
@@ -156,9 +159,51 @@ impl Words {
     }
 }
 
+/// How a dialect reads a JSON array of objects as rows.
+pub enum JsonRows {
+    /// SQLite: `json_each` and `->>`.
+    JsonEach,
+    /// PostgreSQL: `json_to_recordset` with the columns' types.
+    ToRecordset,
+}
+
 impl Words {
-    /// Each `{list $N}` and `{pairs $N $M}` as this dialect reads lists' rows.
+    /// `{rows $N: a, b, n:int}` in this dialect: a relation `rows` with those columns.
+    fn json_rows(&self, param: &str, columns: &str) -> String {
+        let columns: Vec<(&str, bool)> = (columns.split(','))
+            .map(|c| match c.trim().split_once(':') {
+                Some((name, _)) => (name, true),
+                None => (c.trim(), false),
+            })
+            .collect();
+        match self.json_rows {
+            JsonRows::JsonEach => format!(
+                "(SELECT {} FROM json_each({param})) AS rows",
+                (columns.iter())
+                    .map(|(c, _)| format!("value->>'{c}' AS {c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            JsonRows::ToRecordset => format!(
+                "json_to_recordset(CAST(CAST({param} AS TEXT) AS JSON)) AS rows({})",
+                (columns.iter())
+                    .map(|(c, int)| format!("{c} {}", if *int { "INTEGER" } else { "TEXT" }))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    /// Each `{list $N}`, `{pairs $N $M}` and `{rows $N: …}` as this dialect reads their rows.
     fn lists(&self, mut sql: String) -> String {
+        while let Some(at) = sql.find("{rows ") {
+            let Some(end) = sql[at..].find('}').map(|e| at + e) else {
+                break;
+            };
+            let (param, columns) = sql[at + 6..end].split_once(':').unwrap_or(("", ""));
+            let rows = self.json_rows(param.trim(), columns);
+            sql.replace_range(at..=end, &rows);
+        }
         for (opening, template) in [("{list ", self.list), ("{pairs ", self.pairs)] {
             while let Some(at) = sql.find(opening) {
                 let Some(end) = sql[at..].find('}').map(|e| at + e) else {
@@ -297,6 +342,15 @@ mod tests {
         assert_eq!(
             Postgres::WORDS.render(sql),
             "SELECT value FROM unnest(CAST($3 AS TEXT[])) AS list(value) WHERE value <> $1"
+        );
+        let sql = "SELECT a, n FROM {rows $2: a, n:int}";
+        assert_eq!(
+            Sqlite::WORDS.render(sql),
+            "SELECT a, n FROM (SELECT value->>'a' AS a, value->>'n' AS n FROM json_each(?2)) AS rows"
+        );
+        assert_eq!(
+            Postgres::WORDS.render(sql),
+            "SELECT a, n FROM json_to_recordset(CAST(CAST($2 AS TEXT) AS JSON)) AS rows(a TEXT, n INTEGER)"
         );
         let sql = "SELECT first, second FROM {pairs $2 $3}";
         assert_eq!(

@@ -91,58 +91,38 @@ pub(super) fn deployed(operation: Operation, fingerprint: Option<&str>) -> Deplo
 }
 
 impl<S: Store> Records<S> {
-    /// Makes `entries` in order, in one transaction. A project that starts and ends in the
-    /// same batch is written once, as it ended, where it started (so runs list their projects
-    /// in the order they started). A project's end kept by an older mara (its run's stack and
-    /// operation not with it) reads them, in a transaction of its own.
+    /// Makes `entries` in order, in one transaction. A project's end kept by an older mara (its
+    /// run's stack and operation not with it) reads them, in a transaction of its own.
     pub(super) fn write_entries(&mut self, entries: &[Entry]) -> Result<()> {
-        let ends: HashMap<(&str, &str), usize> = (entries.iter().enumerate())
-            .filter_map(|(i, entry)| match entry {
-                Entry::ProjectFinished {
-                    run_id,
-                    project,
-                    of: Some(_),
-                } => Some(((run_id.as_str(), project.path.as_str()), i)),
-                _ => None,
-            })
-            .collect();
-        let mut written = vec![false; entries.len()];
         let mut batch = Batch::default();
-        for (i, entry) in entries.iter().enumerate() {
-            let entry = match entry {
-                Entry::ProjectStarted { run_id, path, .. } => {
-                    match ends.get(&(run_id.as_str(), path.as_str())) {
-                        Some(&end) if end > i => {
-                            written[end] = true;
-                            &entries[end]
-                        }
-                        _ => entry,
-                    }
-                }
-                _ if written[i] => continue,
+        for entry in entries {
+            match entry {
                 Entry::ProjectFinished {
                     run_id,
                     project,
                     of: None,
                 } => {
-                    self.store
-                        .write_all(&std::mem::take(&mut batch.statements))?;
+                    let before = std::mem::take(&mut batch).statements(&self.store);
+                    self.store.write_all(&before)?;
                     self.project_finished(run_id, project)?;
-                    continue;
                 }
-                entry => entry,
-            };
-            batch.add(entry);
+                entry => batch.add(entry),
+            }
         }
         let statements = batch.statements(&self.store);
         self.store.write_all(&statements)
     }
 }
 
-/// A batch's statements as it is read, entry by entry. Its log lines go in one statement per
-/// run, and what its projects leave deployed in one per stack, after the rest.
+/// A batch's statements as it is read, entry by entry: its projects' rows in one statement per
+/// run (a project that starts and ends in the batch is one row, where it started, as it ended:
+/// runs list their projects in the order they started), its log lines in one per run, and what
+/// its projects leave deployed in one per stack; the rest (a run's end, the stacks that exist)
+/// after the rows, in order.
 #[derive(Default)]
 struct Batch {
+    /// By run, in the order first seen: each project's row, and where it is.
+    rows: Vec<(String, Vec<serde_json::Value>, HashMap<String, usize>)>,
     statements: Vec<Statement>,
     lines: BTreeMap<String, Vec<(String, String)>>,
     /// By stack: the projects now deployed, with their fingerprints.
@@ -159,31 +139,28 @@ impl Batch {
                 path,
                 started,
                 fingerprint,
-            } => (self.statements).push(started_statement(
+            } => self.row(
                 run_id,
-                path,
-                started,
-                fingerprint.as_deref(),
-            )),
+                &ProjectRecord {
+                    path: path.clone(),
+                    status: crate::status::ProjectStatus::Running,
+                    started: Some(started.clone()),
+                    finished: None,
+                    exit_code: None,
+                    changes: None,
+                    reason: None,
+                    log: None,
+                    fingerprint: fingerprint.clone(),
+                },
+            ),
             Entry::ProjectFinished {
                 run_id,
                 project,
                 of,
             } => {
-                self.statements.push(finished_statement(run_id, project));
+                self.row(run_id, project);
                 if let Some(of) = of.as_ref().filter(|_| project.status.is_success()) {
-                    let path = project.path.clone();
-                    match deployed(of.operation, project.fingerprint.as_deref()) {
-                        Deployed::Is(fingerprint) => {
-                            let stack = self.deployed.entry(of.stack.clone()).or_default();
-                            stack.0.push(path);
-                            stack.1.push(fingerprint.to_string());
-                        }
-                        Deployed::Not => {
-                            (self.undeployed.entry(of.stack.clone()).or_default()).push(path)
-                        }
-                        Deployed::Kept => {}
-                    }
+                    self.deploys(of, project);
                 }
             }
             Entry::Logs { run_id, lines } => {
@@ -203,14 +180,61 @@ impl Batch {
         }
     }
 
-    fn statements(mut self, store: &impl Store) -> Vec<Statement> {
+    /// `project`'s row in run `run_id`, in place of one the batch has of it already.
+    fn row(&mut self, run_id: &str, project: &ProjectRecord) {
+        let at = match self.rows.iter().position(|(run, ..)| run == run_id) {
+            Some(at) => at,
+            None => {
+                self.rows
+                    .push((run_id.to_string(), Vec::new(), HashMap::new()));
+                self.rows.len() - 1
+            }
+        };
+        let (_, rows, places) = &mut self.rows[at];
+        let row = row_of(project);
+        match places.get(&project.path) {
+            Some(&i) => rows[i] = row,
+            None => {
+                places.insert(project.path.clone(), rows.len());
+                rows.push(row);
+            }
+        }
+    }
+
+    /// What `project`, which succeeded in a run of `of`, leaves deployed.
+    fn deploys(&mut self, of: &RunOf, project: &ProjectRecord) {
+        let path = project.path.clone();
+        match deployed(of.operation, project.fingerprint.as_deref()) {
+            Deployed::Is(fingerprint) => {
+                let stack = self.deployed.entry(of.stack.clone()).or_default();
+                stack.0.push(path);
+                stack.1.push(fingerprint.to_string());
+            }
+            Deployed::Not => (self.undeployed.entry(of.stack.clone()).or_default()).push(path),
+            Deployed::Kept => {}
+        }
+    }
+
+    fn statements(self, store: &impl Store) -> Vec<Statement> {
+        let mut statements: Vec<Statement> = (self.rows.into_iter())
+            .map(|(run_id, rows, _)| {
+                (
+                    ROWS,
+                    vec![
+                        Value::Text(run_id),
+                        Value::Text(serde_json::Value::Array(rows).to_string()),
+                    ],
+                )
+            })
+            .collect();
+        statements.extend(self.statements);
         for (run_id, lines) in &self.lines {
             if !lines.is_empty() {
-                self.statements.extend(store.logs_statement(run_id, lines));
+                statements.extend(store.logs_statement(run_id, lines));
             }
         }
         for (stack, (paths, fingerprints)) in self.deployed {
-            self.statements.push((
+            statements.push((
                 "INSERT INTO {p}deployed (stack, project, fingerprint)
                  SELECT $1, first, second FROM {pairs $2 $3} WHERE true
                  ON CONFLICT (stack, project) DO UPDATE SET fingerprint = excluded.fingerprint",
@@ -222,13 +246,39 @@ impl Batch {
             ));
         }
         for (stack, paths) in self.undeployed {
-            self.statements.push((
+            statements.push((
                 "DELETE FROM {p}deployed WHERE stack = $1 AND project IN (SELECT value FROM {list $2})",
                 vec![Value::Text(stack), Value::Texts(paths)],
             ));
         }
-        self.statements
+        statements
     }
+}
+
+/// A batch's project rows of one run (`$2`, a JSON array of rows), each a project started or
+/// ended: one that started again (a job retried) has no reason any more; one that ends keeps
+/// when it started, and its fingerprint, when it does not say them.
+const ROWS: &str = "INSERT INTO {p}projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
+     SELECT $1, path, status, started, finished, exit_code, changes, reason, log, fingerprint
+     FROM {rows $2: path, status, started, finished, exit_code:int, changes, reason, log, fingerprint} WHERE true
+     ON CONFLICT (run_id, path) DO UPDATE SET status = excluded.status,
+       started = COALESCE(excluded.started, {p}projects.started), finished = excluded.finished,
+       exit_code = excluded.exit_code, changes = excluded.changes, reason = excluded.reason,
+       log = excluded.log, fingerprint = COALESCE(excluded.fingerprint, {p}projects.fingerprint)";
+
+/// A project's row as `ROWS` reads it.
+fn row_of(p: &ProjectRecord) -> serde_json::Value {
+    serde_json::json!({
+        "path": p.path,
+        "status": p.status.as_str(),
+        "started": p.started,
+        "finished": p.finished,
+        "exit_code": p.exit_code,
+        "changes": p.changes.as_ref().map(|c| serde_json::to_string(c).expect("counts serialize")),
+        "reason": p.reason,
+        "log": p.log,
+        "fingerprint": p.fingerprint,
+    })
 }
 
 /// A project started (again, when a job is retried: then it has no reason any more).

@@ -58,7 +58,7 @@ print(len(plan), sum(len(p["after"]) for p in plan), max(depth.values()))'
 # rounds N: the spec (JSON, on stdin) measured in N interleaved rounds, into $work/r.json.
 rounds() { python3 "$ROUNDS_PY" "$1" > "$work/r.json"; }
 # ms LABEL: "median [min–max]" of a command of the last rounds; med LABEL: the median alone.
-ms() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[sys.argv[2]]; print(f"{r[\"median\"]:.1f} [{r[\"min\"]:.1f}–{r[\"max\"]:.1f}]")' "$work/r.json" "$1"; }
+ms() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[sys.argv[2]]; print("%.1f [%.1f–%.1f]" % (r["median"], r["min"], r["max"]))' "$work/r.json" "$1"; }
 med() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["median"])' "$work/r.json" "$1"; }
 calc() { python3 -c "print(f'{$1:$2}')"; }
 # Peak resident memory in MiB, the largest of three runs.
@@ -72,7 +72,7 @@ peak_mib() {
   calc "$peak / 1024" .1f
 }
 # The system calls a command makes, all threads.
-syscalls() { strace -f -c -o "$work/sc.txt" "$@" > /dev/null 2>&1 || true; awk '/total/ {print $3}' "$work/sc.txt"; }
+syscalls() { strace -f -c -o "$work/sc.txt" "$@" > /dev/null 2>&1 || true; awk '/total/ {print $4}' "$work/sc.txt"; }
 
 # --- 1. Planning at scale --------------------------------------------------------------------
 if [[ " $parts " == *" plan "* ]]; then

@@ -450,6 +450,7 @@ impl Store for Postgres {
         lapsed: "(status = 'running' AND operation <> 'preview' AND NOT EXISTS (SELECT 1 FROM {p}locks l WHERE l.run_id = {p}runs.run_id AND l.lease_until >= now()))",
         list: "unnest(CAST(# AS TEXT[])) AS list(value)",
         pairs: "unnest(CAST(#1 AS TEXT[]), CAST(#2 AS TEXT[])) AS pairs(first, second)",
+        json_rows: super::store::JsonRows::ToRecordset,
         question_marks: false,
     };
 
