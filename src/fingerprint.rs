@@ -287,16 +287,27 @@ fn project_files(
     }
     let projects_at = std::sync::Arc::new(projects_at);
     let above = std::sync::Arc::new(above);
+    // Every path here is under the root: the directories holding one, up to the root, are its
+    // ancestors at least as long as the root (no comparison of components).
+    let root_len = root.as_os_str().len();
     // The projects whose directory holds `path` (nested projects: each of them).
     let owners = {
-        let (projects_at, root) = (projects_at.clone(), root.clone());
+        let projects_at = projects_at.clone();
         move |path: &Path| -> Vec<usize> {
             path.ancestors()
-                .take_while(|a| a.starts_with(&root))
+                .take_while(|a| a.as_os_str().len() >= root_len)
                 .filter_map(|a| projects_at.get(a))
                 .flatten()
                 .copied()
                 .collect()
+        }
+    };
+    let owned = {
+        let projects_at = projects_at.clone();
+        move |path: &Path| {
+            path.ancestors()
+                .take_while(|a| a.as_os_str().len() >= root_len)
+                .any(|a| projects_at.contains_key(a))
         }
     };
     // The walk reads the ignore files of its root's directories above it too.
@@ -304,9 +315,9 @@ fn project_files(
         return files;
     }
     let walk = {
-        let (above, owners) = (above.clone(), owners.clone());
+        let above = above.clone();
         walker(&root, state_dir, global, special, move |path| {
-            above.contains(path) || !owners(path).is_empty()
+            above.contains(path) || owned(path)
         })
     };
     let mut reached = vec![false; dirs.len()];

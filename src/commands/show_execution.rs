@@ -137,14 +137,13 @@ fn render_all(views: &[View<'_>], format: PlanFormat, all: bool) -> String {
             out
         }
         PlanFormat::Json => {
-            let value = match views {
-                [view] if !all => render::json(view),
-                _ => serde_json::Value::Array(views.iter().map(render::json).collect()),
+            let text = match views {
+                [view] if !all => serde_json::to_string_pretty(&render::json(view)),
+                _ => serde_json::to_string_pretty(
+                    &views.iter().map(render::json).collect::<Vec<_>>(),
+                ),
             };
-            format!(
-                "{}\n",
-                serde_json::to_string_pretty(&value).expect("JSON values serialize")
-            )
+            format!("{}\n", text.expect("a plan serializes"))
         }
     }
 }

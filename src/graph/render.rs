@@ -186,39 +186,51 @@ fn hook_json(when: &str, hook: &Hook) -> Value {
 }
 
 /// `show-execution --format json` for one provider (docs/commands.md, "show-execution").
-pub fn json(view: &View<'_>) -> Value {
-    let projects: Vec<Value> = view
+pub fn json<'a>(view: &'a View<'_>) -> JsonPlan<'a> {
+    let projects = view
         .projects()
-        .map(|(i, p)| {
-            let after: Vec<&str> = view
-                .after(i)
-                .iter()
+        .map(|(i, p)| JsonProject {
+            path: &p.path,
+            name: view.names.get(i).and_then(Option::as_deref),
+            description: &p.description,
+            stage: p.stage.as_str(),
+            engine: p.engine_or(view.default_engine).as_str(),
+            after: (view.after(i).iter())
                 .map(|&(j, _)| view.plan.graph.project(j).path.as_str())
-                .collect();
-            let hooks: Vec<Value> = p
-                .on_success
-                .iter()
+                .collect(),
+            hooks: (p.on_success.iter())
                 .map(|h| hook_json("up", h))
                 .chain(p.on_destroy.iter().map(|h| hook_json("destroy", h)))
-                .collect();
-            let secrets: Vec<&str> = p.secrets.iter().map(|s| s.key.as_str()).collect();
-            json!({
-                "path": p.path,
-                "name": view.names.get(i).cloned().flatten(),
-                "description": p.description,
-                "stage": p.stage.as_str(),
-                "engine": p.engine_or(view.default_engine).as_str(),
-                "after": after,
-                "hooks": hooks,
-                "secrets": secrets,
-            })
+                .collect(),
+            secrets: p.secrets.iter().map(|s| s.key.as_str()).collect(),
         })
         .collect();
-    json!({
-        "provider": view.provider.name,
-        "infra_type": view.provider.infra_type,
-        "projects": projects,
-    })
+    JsonPlan {
+        provider: &view.provider.name,
+        infra_type: view.provider.infra_type.as_deref(),
+        projects,
+    }
+}
+
+/// The JSON plan of one provider, serialized as it is built (a plan of 10,000 projects is no
+/// tree of values first).
+#[derive(serde::Serialize)]
+pub struct JsonPlan<'a> {
+    provider: &'a str,
+    infra_type: Option<&'a str>,
+    projects: Vec<JsonProject<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct JsonProject<'a> {
+    path: &'a str,
+    name: Option<&'a str>,
+    description: &'a str,
+    stage: &'static str,
+    engine: &'static str,
+    after: Vec<&'a str>,
+    hooks: Vec<Value>,
+    secrets: Vec<&'a str>,
 }
 
 /// Graphviz: one cluster per stage; stage-rule edges dashed. Nodes are named by path, which is

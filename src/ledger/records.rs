@@ -45,6 +45,29 @@ const HOLDER: &str = "SELECT r.run_id, r.{user}, r.host, r.pid, r.started, r.com
      FROM {p}locks l JOIN {p}runs r ON r.run_id = l.run_id WHERE l.stack = $1";
 
 impl<S: Store> Records<S> {
+    /// Makes `entries` in order, in one transaction (`writes::Batch`). A project's end kept by
+    /// an older mara (its run's stack and operation not with it) reads them, in a transaction of
+    /// its own.
+    fn write_entries(&mut self, entries: &[Entry]) -> Result<()> {
+        let mut batch = writes::Batch::default();
+        for entry in entries {
+            match entry {
+                Entry::ProjectFinished {
+                    run_id,
+                    project,
+                    of: None,
+                } => {
+                    let before = std::mem::take(&mut batch).statements(&self.store);
+                    self.store.write_all(&before)?;
+                    self.project_finished(run_id, project)?;
+                }
+                entry => batch.add(entry),
+            }
+        }
+        let statements = batch.statements(&self.store);
+        self.store.write_all(&statements)
+    }
+
     pub fn new(store: S) -> Records<S> {
         let (user, host) = whoami();
         Records { store, user, host }

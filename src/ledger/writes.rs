@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::records::Records;
 use super::store::{Statement, Store, Value};
 use super::{Ledger, ProjectRecord};
 use crate::engine::Operation;
@@ -90,37 +89,13 @@ pub(super) fn deployed(operation: Operation, fingerprint: Option<&str>) -> Deplo
     }
 }
 
-impl<S: Store> Records<S> {
-    /// Makes `entries` in order, in one transaction. A project's end kept by an older mara (its
-    /// run's stack and operation not with it) reads them, in a transaction of its own.
-    pub(super) fn write_entries(&mut self, entries: &[Entry]) -> Result<()> {
-        let mut batch = Batch::default();
-        for entry in entries {
-            match entry {
-                Entry::ProjectFinished {
-                    run_id,
-                    project,
-                    of: None,
-                } => {
-                    let before = std::mem::take(&mut batch).statements(&self.store);
-                    self.store.write_all(&before)?;
-                    self.project_finished(run_id, project)?;
-                }
-                entry => batch.add(entry),
-            }
-        }
-        let statements = batch.statements(&self.store);
-        self.store.write_all(&statements)
-    }
-}
-
 /// A batch's statements as it is read, entry by entry: its projects' rows in one statement per
 /// run (a project that starts and ends in the batch is one row, where it started, as it ended:
 /// runs list their projects in the order they started), its log lines in one per run, and what
 /// its projects leave deployed in one per stack; the rest (a run's end, the stacks that exist)
 /// after the rows, in order.
 #[derive(Default)]
-struct Batch {
+pub(super) struct Batch {
     /// By run, in the order first seen: each project's row, and where it is.
     rows: Vec<(String, Vec<serde_json::Value>, HashMap<String, usize>)>,
     statements: Vec<Statement>,
@@ -132,7 +107,7 @@ struct Batch {
 }
 
 impl Batch {
-    fn add(&mut self, entry: &Entry) {
+    pub(super) fn add(&mut self, entry: &Entry) {
         match entry {
             Entry::ProjectStarted {
                 run_id,
@@ -215,7 +190,7 @@ impl Batch {
         }
     }
 
-    fn statements(self, store: &impl Store) -> Vec<Statement> {
+    pub(super) fn statements(self, store: &impl Store) -> Vec<Statement> {
         let mut statements: Vec<Statement> = (self.rows.into_iter())
             .map(|(run_id, rows, _)| {
                 (

@@ -11,6 +11,35 @@ use crate::workspace::yaml;
 /// The project file names Pulumi accepts, in the order it looks for them.
 pub const PROJECT_FILES: &[&str] = &["Pulumi.yaml", "Pulumi.yml"];
 
+/// The keys of a project file mara reads.
+#[derive(serde::Deserialize)]
+struct Keys {
+    name: Option<Value>,
+    runtime: Option<Value>,
+    #[serde(rename = "stackConfigDir")]
+    stack_config_dir: Option<Value>,
+    config: Option<Value>,
+}
+
+impl Keys {
+    fn into_map(self) -> serde_json::Map<String, Value> {
+        [
+            ("name", self.name),
+            ("runtime", self.runtime),
+            ("stackConfigDir", self.stack_config_dir),
+            ("config", self.config),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.to_string(), value?)))
+        .collect()
+    }
+}
+
+/// Whether `text` is a YAML mapping (an empty one included), as the whole parse says.
+fn is_mapping(text: &str) -> bool {
+    matches!(yaml::parse_value(Path::new(""), text), Ok(Value::Object(_)))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PulumiProject {
     pub file: PathBuf,
@@ -64,8 +93,16 @@ impl PulumiProject {
 
     fn parse(file: &Path, read: std::io::Result<String>) -> Result<PulumiProject> {
         let text = read.map_err(|e| Error::read(file, e))?;
-        let document = yaml::parse_value(file, &text)?;
-        let Value::Object(top) = document else {
+        // The keys mara reads, the rest skipped as it is parsed (most of a plan of thousands
+        // of projects); a file that does not read so is parsed whole, for the error it makes.
+        let top = match yaml::parse_keys::<Keys>(&text) {
+            Some(keys) => keys.into_map(),
+            None => match yaml::parse_value(file, &text)? {
+                Value::Object(top) => top,
+                _ => serde_json::Map::new(),
+            },
+        };
+        let Some(top) = Some(top).filter(|top| !top.is_empty() || is_mapping(&text)) else {
             return Err(Error::config(
                 Problem::new("a Pulumi project file must be a YAML mapping").in_file(file),
             ));
@@ -139,5 +176,43 @@ mod tests {
     fn a_missing_name_is_an_error() {
         let err = load("runtime: yaml\n").unwrap_err();
         assert!(err.to_string().contains("has no `name:`"), "{err}");
+    }
+
+    /// Read for its keys alone, a file is refused for what the whole parse refuses, anywhere.
+    #[test]
+    fn the_keys_are_read_as_the_whole_file_is() {
+        let whole = |text: &str| {
+            let value = yaml::parse_value(Path::new("Pulumi.yaml"), text);
+            match value {
+                Ok(Value::Object(_)) => Ok(()),
+                Ok(_) => Err("not a mapping".to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        for text in [
+            "name: x\noutputs:\n  a: 1\n  a: 2\n",
+            "name: x\nname: y\n",
+            "name: x\n---\nname: y\n",
+            "- name: x\n",
+            "",
+            "name: x\nruntime: {name: python, options: {virtualenv: v}}\noutputs: [1, 2]\n",
+            "name: &n x\nother: *n\n",
+        ] {
+            let keys = load(text);
+            match whole(text) {
+                Ok(()) => assert!(keys.is_ok(), "{text:?}: {keys:?}"),
+                Err(why) => assert!(
+                    keys.is_err(),
+                    "{text:?} is refused whole ({why}), not alone"
+                ),
+            }
+        }
+        let p = load("name: x\nruntime: {name: python, options: {virtualenv: v}}\n").unwrap();
+        assert_eq!(
+            (p.runtime.as_deref(), p.virtualenv.as_deref()),
+            (Some("python"), Some("v"))
+        );
+        let err = load("- name: x\n").unwrap_err();
+        assert!(err.to_string().contains("must be a YAML mapping"), "{err}");
     }
 }

@@ -20,13 +20,26 @@ pub fn parse_value(path: &Path, text: &str) -> Result<serde_json::Value> {
     if text.trim().is_empty() {
         return Ok(serde_json::Value::Null);
     }
+    serde_saphyr::from_str_with_options::<Option<serde_json::Value>>(text, options())
+        .map(Option::unwrap_or_default)
+        .map_err(|e| Error::config(problem(path, &e)))
+}
+
+/// A YAML mapping read into `T` as `parse_value` reads it, the keys `T` does not name skipped;
+/// `None` when it does not read so (an error, not a mapping, empty), which `parse_value` then
+/// says.
+pub fn parse_keys<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
+    serde_saphyr::from_str_with_options::<Option<T>>(text, options())
+        .ok()
+        .flatten()
+}
+
+fn options() -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.legacy_octal_numbers = true;
     options.strict_booleans = true;
     options.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::AsString;
-    serde_saphyr::from_str_with_options::<Option<serde_json::Value>>(text, options)
-        .map(Option::unwrap_or_default)
-        .map_err(|e| Error::config(problem(path, &e)))
+    options
 }
 
 fn problem(path: &Path, error: &serde_saphyr::Error) -> Problem {
