@@ -7,8 +7,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Reads a file mara did not make itself, or that something else may have replaced (a command's
-/// outputs, a log, a record): only a regular file (following symlinks) is read — a FIFO would
-/// wait for a writer forever, a device would be read without end.
+/// outputs, a log, a record): only a regular file (following symlinks) is read — a FIFO is opened
+/// without waiting for a writer and refused, a device refused before it is read without end
+/// (`read_regular`).
 pub fn read(path: &Path) -> std::io::Result<Vec<u8>> {
     read_regular(path, u64::MAX)
 }
@@ -32,7 +33,7 @@ pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut file = match std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
     {
         Ok(file) => file,
@@ -42,13 +43,20 @@ pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     };
     let mut bytes = Vec::new();
     let first = BUFFER.with_borrow_mut(|buffer| {
-        let read = file.read(buffer);
+        let read = loop {
+            match file.read(buffer) {
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                read => break read,
+            }
+        };
         if let Ok(n) = read {
             bytes.extend_from_slice(&buffer[..n]);
         }
         read
     });
-    // Something, and less than asked: a regular file's end.
+    // Something, and less than asked: a regular file's end (POSIX: a read of a regular file
+    // returns less only at its end). A FIFO that something is writing to at this moment is read
+    // as what it holds (docs/decisions.md).
     if let Ok(n) = first
         && n > 0
         && n < FIRST_READ

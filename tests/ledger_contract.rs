@@ -820,3 +820,63 @@ fn a_server_keeps_the_runs_log_lines_in_order_and_a_file_keeps_none() {
         );
     }
 }
+
+/// A batch of a run's writes is one transaction, whatever it holds: a project that starts and
+/// ends twice in it (a job retried) is one row, and what it deploys is its last end's.
+#[test]
+fn a_batch_holding_a_project_twice_is_made_as_its_last_writes_say() {
+    use mara::ledger::writes::{Entry, RunOf};
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        assert!(started(ledger.as_mut(), "b1", "dev", Operation::Up, true));
+        let of = Some(RunOf {
+            stack: "dev".into(),
+            operation: Operation::Up,
+        });
+        let start = |fingerprint: &str| Entry::ProjectStarted {
+            run_id: "b1".into(),
+            path: "vpc".into(),
+            started: "2026-11-25T10:00:00.000Z".into(),
+            fingerprint: Some(fingerprint.into()),
+        };
+        let end = |status, fingerprint: &str| Entry::ProjectFinished {
+            run_id: "b1".into(),
+            project: ProjectRecord {
+                fingerprint: Some(fingerprint.into()),
+                ..ended("vpc", status)
+            },
+            of: of.clone(),
+        };
+        let lines = Entry::Logs {
+            run_id: "b1".into(),
+            lines: vec![("vpc".into(), "one".into()), ("vpc".into(), "two".into())],
+        };
+        ledger
+            .write(&[
+                start("f1"),
+                lines.clone(),
+                end(ProjectStatus::Succeeded, "f1"),
+                start("f2"),
+                lines,
+                end(ProjectStatus::Succeeded, "f2"),
+            ])
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            statuses(ledger.as_ref(), "b1"),
+            [("vpc".to_string(), ProjectStatus::Succeeded)],
+            "{name}"
+        );
+        assert_eq!(
+            ledger.last_fingerprints("dev").unwrap().get("vpc"),
+            Some(&"f2".to_string()),
+            "{name}"
+        );
+        if ledger.stores_logs() {
+            let logged: Vec<String> = (ledger.logs("b1", None, 0).unwrap().into_iter())
+                .map(|(_, _, line)| line)
+                .collect();
+            assert_eq!(logged, ["one", "two", "one", "two"], "{name}");
+        }
+    }
+}

@@ -464,7 +464,9 @@ pub trait Ledger: Send {
     /// Records a run as `running`; with `lock`, first takes the stack's lock, atomically.
     fn begin(&mut self, run: &RunStart, lock: bool) -> Result<Begun>;
 
-    /// Makes a run's writes (`writes::Entry`) in order, in one transaction: all or none.
+    /// Makes a run's writes (`writes::Entry`) in order, in one transaction: all or none — but
+    /// for a project's end kept in a journal by an older mara, which reads its run first and is
+    /// made in a transaction of its own (a journal is replayed one entry at a time).
     fn write(&mut self, entries: &[writes::Entry]) -> Result<()>;
 
     /// Records that a project started (`running`).

@@ -434,11 +434,13 @@ impl<S: Store> Ledger for Records<S> {
                 ))
             };
             let (operation, stack, fingerprint) = read().map_err(|m| unreadable(&shown, m))?;
-            let deployed = writes::deployed(operation, fingerprint.as_deref());
-            if let Some((sql, params)) = writes::deployed_statement(&stack, &project.path, deployed)
-            {
-                tx.execute(sql, &params)?;
-            }
+            let path = vec![project.path.clone()];
+            let statement = match writes::deployed(operation, fingerprint.as_deref()) {
+                writes::Deployed::Is(f) => writes::deployed_statement(stack, path, vec![f.into()]),
+                writes::Deployed::Not => writes::undeployed_statement(stack, path),
+                writes::Deployed::Kept => return Ok(()),
+            };
+            tx.execute(statement.0, &statement.1)?;
             Ok(())
         })
     }

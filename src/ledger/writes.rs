@@ -100,10 +100,9 @@ pub(super) struct Batch {
     rows: Vec<(String, Vec<serde_json::Value>, HashMap<String, usize>)>,
     statements: Vec<Statement>,
     lines: BTreeMap<String, Vec<(String, String)>>,
-    /// By stack: the projects now deployed, with their fingerprints.
-    deployed: BTreeMap<String, (Vec<String>, Vec<String>)>,
-    /// By stack: the projects deployed no more.
-    undeployed: BTreeMap<String, Vec<String>>,
+    /// By stack and project: what the project's last end in the batch leaves deployed (its
+    /// fingerprint, or `None`: nothing).
+    deploys: BTreeMap<String, BTreeMap<String, Option<String>>>,
 }
 
 impl Batch {
@@ -178,16 +177,12 @@ impl Batch {
 
     /// What `project`, which succeeded in a run of `of`, leaves deployed.
     fn deploys(&mut self, of: &RunOf, project: &ProjectRecord) {
-        let path = project.path.clone();
-        match deployed(of.operation, project.fingerprint.as_deref()) {
-            Deployed::Is(fingerprint) => {
-                let stack = self.deployed.entry(of.stack.clone()).or_default();
-                stack.0.push(path);
-                stack.1.push(fingerprint.to_string());
-            }
-            Deployed::Not => (self.undeployed.entry(of.stack.clone()).or_default()).push(path),
-            Deployed::Kept => {}
-        }
+        let leaves = match deployed(of.operation, project.fingerprint.as_deref()) {
+            Deployed::Is(fingerprint) => Some(fingerprint.to_string()),
+            Deployed::Not => None,
+            Deployed::Kept => return,
+        };
+        (self.deploys.entry(of.stack.clone()).or_default()).insert(project.path.clone(), leaves);
     }
 
     pub(super) fn statements(self, store: &impl Store) -> Vec<Statement> {
@@ -208,26 +203,48 @@ impl Batch {
                 statements.extend(store.logs_statement(run_id, lines));
             }
         }
-        for (stack, (paths, fingerprints)) in self.deployed {
-            statements.push((
-                "INSERT INTO {p}deployed (stack, project, fingerprint)
-                 SELECT $1, first, second FROM {pairs $2 $3} WHERE true
-                 ON CONFLICT (stack, project) DO UPDATE SET fingerprint = excluded.fingerprint",
-                vec![
-                    Value::Text(stack),
-                    Value::Texts(paths),
-                    Value::Texts(fingerprints),
-                ],
-            ));
-        }
-        for (stack, paths) in self.undeployed {
-            statements.push((
-                "DELETE FROM {p}deployed WHERE stack = $1 AND project IN (SELECT value FROM {list $2})",
-                vec![Value::Text(stack), Value::Texts(paths)],
-            ));
+        for (stack, projects) in self.deploys {
+            let (is, not): (Vec<_>, Vec<_>) = projects.into_iter().partition(|(_, f)| f.is_some());
+            if !is.is_empty() {
+                let (paths, fingerprints) = is
+                    .into_iter()
+                    .map(|(path, f)| (path, f.unwrap_or_default()))
+                    .unzip();
+                statements.push(deployed_statement(stack.clone(), paths, fingerprints));
+            }
+            if !not.is_empty() {
+                let paths = not.into_iter().map(|(path, _)| path).collect();
+                statements.push(undeployed_statement(stack, paths));
+            }
         }
         statements
     }
+}
+
+/// Projects now deployed on `stack`, with their fingerprints.
+pub(super) fn deployed_statement(
+    stack: String,
+    paths: Vec<String>,
+    fingerprints: Vec<String>,
+) -> Statement {
+    (
+        "INSERT INTO {p}deployed (stack, project, fingerprint)
+         SELECT $1, first, second FROM {pairs $2 $3} WHERE true
+         ON CONFLICT (stack, project) DO UPDATE SET fingerprint = excluded.fingerprint",
+        vec![
+            Value::Text(stack),
+            Value::Texts(paths),
+            Value::Texts(fingerprints),
+        ],
+    )
+}
+
+/// Projects deployed on `stack` no more.
+pub(super) fn undeployed_statement(stack: String, paths: Vec<String>) -> Statement {
+    (
+        "DELETE FROM {p}deployed WHERE stack = $1 AND project IN (SELECT value FROM {list $2})",
+        vec![Value::Text(stack), Value::Texts(paths)],
+    )
 }
 
 /// A batch's project rows of one run (`$2`, a JSON array of rows), each a project started or
@@ -280,26 +297,6 @@ pub(super) fn finished_statement(run_id: &str, project: &ProjectRecord) -> State
            changes = $7, reason = $8, log = $9, fingerprint = COALESCE($10, {p}projects.fingerprint)",
         project_values(run_id, project).to_vec(),
     )
-}
-
-/// What a project's end leaves deployed on `stack`, if it changes anything.
-pub(super) fn deployed_statement(
-    stack: &str,
-    path: &str,
-    deployed: Deployed<'_>,
-) -> Option<Statement> {
-    match deployed {
-        Deployed::Is(fingerprint) => Some((
-            "INSERT INTO {p}deployed (stack, project, fingerprint) VALUES ($1, $2, $3)
-             ON CONFLICT (stack, project) DO UPDATE SET fingerprint = $3",
-            vec![stack.into(), path.into(), fingerprint.into()],
-        )),
-        Deployed::Not => Some((
-            "DELETE FROM {p}deployed WHERE stack = $1 AND project = $2",
-            vec![stack.into(), path.into()],
-        )),
-        Deployed::Kept => None,
-    }
 }
 
 /// The run's end, which releases its lock.

@@ -74,10 +74,13 @@ impl PulumiProject {
         for name in PROJECT_FILES {
             let file = dir.join(name);
             match super::read_input(&file) {
-                // Not there — unless it is a symlink to nothing, which is said.
+                // Not there (nor its directory) — unless it is a symlink to nothing, which is
+                // said.
                 Err(error)
-                    if error.kind() == std::io::ErrorKind::NotFound
-                        && std::fs::symlink_metadata(&file).is_err() =>
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                    ) && std::fs::symlink_metadata(&file).is_err() =>
                 {
                     continue;
                 }

@@ -54,6 +54,15 @@ struct Made {
     stalled: bool,
 }
 
+/// Sets `stalled` when dropped: the writer thread has ended.
+struct Ended(Arc<Progress>);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.update(|made| made.stalled = true);
+    }
+}
+
 impl Progress {
     fn update(&self, change: impl FnOnce(&mut Made)) {
         if let Ok(mut made) = self.made.lock() {
@@ -90,12 +99,15 @@ impl Recorder {
             warned: false,
             interrupted: false,
             progress: progress.clone(),
+            busy_since: None,
         };
         let journal = self.journal.clone();
         let journaled = self.journaled.clone();
         let interrupt = self.interrupt.clone();
         let (to_writer, events) = mpsc::channel::<Event>();
         let writer = std::thread::spawn(move || {
+            // However the writer ends (a panic included), nothing waits on it any more.
+            let _ended = Ended(writer.progress.clone());
             writer.follow(&events);
             writer.progress.update(|made| made.stalled = true);
             // An interrupted run tries what is left once, and keeps what the server does not
@@ -175,10 +187,17 @@ struct Writer {
     /// The run was interrupted while a write waited: what is left is kept at once.
     interrupted: bool,
     progress: Arc<Progress>,
+    /// Since when another thread of the run has held the ledger, as the writer found it.
+    busy_since: Option<Instant>,
 }
 
-/// The most writes in one transaction.
+/// The most writes in one transaction, and the most log lines.
 const BATCH: usize = 500;
+const BATCH_LINES: usize = 2_000;
+
+/// How long the ledger may be another thread's before the writer counts as stalled (and a
+/// project's end is shown without waiting for it).
+const BUSY_FOR_LONG: Duration = Duration::from_secs(2);
 
 /// How long log lines wait to go in a batch with others.
 const TICK: Duration = Duration::from_millis(200);
@@ -278,10 +297,21 @@ impl Writer {
     /// the ledger is not free by `deadline`).
     fn send(&mut self, deadline: Instant) {
         while !self.waiting.is_empty() && !self.interrupted {
-            let batch = self.waiting.len().min(BATCH);
+            let batch = self.batch_size();
             let made = match super::lock_until(&self.ledger, deadline) {
-                Some(mut ledger) => ledger.write(&self.waiting.make_contiguous()[..batch]),
-                None => return self.progress.update(|made| made.stalled = true),
+                Some(mut ledger) => {
+                    self.busy_since = None;
+                    ledger.write(&self.waiting.make_contiguous()[..batch])
+                }
+                // Another thread of the run has the ledger (the watcher, renewing): that is no
+                // failure, unless it has had it for long.
+                None => {
+                    let since = *self.busy_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= BUSY_FOR_LONG {
+                        self.progress.update(|made| made.stalled = true);
+                    }
+                    return;
+                }
             };
             match made {
                 Ok(()) => {
@@ -306,6 +336,21 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// How many of the waiting writes go in the next transaction: at most `BATCH` writes and
+    /// `BATCH_LINES` log lines (at least one write), so that a backlog is sent in transactions
+    /// each as quick as a statement's time limit allows.
+    fn batch_size(&self) -> usize {
+        let mut lines = 0;
+        let fits = self.waiting.iter().take(BATCH).position(|entry| {
+            lines += 1 + match entry {
+                Entry::Logs { lines, .. } => lines.len(),
+                _ => 0,
+            };
+            lines > BATCH_LINES
+        });
+        fits.unwrap_or(self.waiting.len().min(BATCH)).max(1)
     }
 
     /// The write an event makes, if any.
