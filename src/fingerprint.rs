@@ -268,65 +268,30 @@ fn project_files(
     global: &ignore::gitignore::Gitignore,
     special: &Special,
 ) -> Vec<Option<Vec<PathBuf>>> {
-    use std::collections::{HashMap, HashSet};
     let mut files: Vec<Option<Vec<PathBuf>>> =
         dirs.iter().map(|dir| dir.is_dir().then(Vec::new)).collect();
     let existing: Vec<usize> = (0..dirs.len()).filter(|&i| files[i].is_some()).collect();
     let Some(root) = common_ancestor(existing.iter().map(|&i| dirs[i].as_path())) else {
         return files;
     };
-    let mut projects_at: HashMap<PathBuf, Vec<usize>> = HashMap::new();
-    let mut above: HashSet<PathBuf> = HashSet::new();
-    for &i in &existing {
-        projects_at.entry(dirs[i].clone()).or_default().push(i);
-        for ancestor in dirs[i].ancestors().skip(1) {
-            if !ancestor.starts_with(&root) || !above.insert(ancestor.to_path_buf()) {
-                break;
-            }
-        }
-    }
-    let projects_at = std::sync::Arc::new(projects_at);
-    let above = std::sync::Arc::new(above);
-    // Every path here is under the root: the directories holding one, up to the root, are its
-    // ancestors at least as long as the root (no comparison of components).
-    let root_len = root.as_os_str().len();
-    // The projects whose directory holds `path` (nested projects: each of them).
-    let owners = {
-        let projects_at = projects_at.clone();
-        move |path: &Path| -> Vec<usize> {
-            path.ancestors()
-                .take_while(|a| a.as_os_str().len() >= root_len)
-                .filter_map(|a| projects_at.get(a))
-                .flatten()
-                .copied()
-                .collect()
-        }
-    };
-    let owned = {
-        let projects_at = projects_at.clone();
-        move |path: &Path| {
-            path.ancestors()
-                .take_while(|a| a.as_os_str().len() >= root_len)
-                .any(|a| projects_at.contains_key(a))
-        }
-    };
     // The walk reads the ignore files of its root's directories above it too.
     if !root.ancestors().all(|dir| special.readable_in(dir)) {
         return files;
     }
+    let layout = std::sync::Arc::new(Layout::new(dirs, &existing, &root));
     let walk = {
-        let above = above.clone();
+        let layout = layout.clone();
         walker(&root, state_dir, global, special, move |path| {
-            above.contains(path) || owned(path)
+            layout.above.contains(path) || layout.owned(path)
         })
     };
     let mut reached = vec![false; dirs.len()];
     for (path, is_dir) in walk_on_every_core(walk) {
-        if is_dir && let Some(projects) = projects_at.get(&path) {
+        if is_dir && let Some(projects) = layout.projects_at.get(&path) {
             projects.iter().for_each(|&i| reached[i] = true);
         }
         if !is_dir {
-            for i in owners(&path) {
+            for i in layout.owners(&path) {
                 if let Some(list) = &mut files[i] {
                     list.push(path.clone());
                 }
@@ -342,17 +307,81 @@ fn project_files(
         // A project the walk did not enter is walked on its own — unless an ignore file on the
         // way cannot be read (it is then refused, not waited on).
         if !reached[i] && dirs[i].ancestors().all(|dir| special.readable_in(dir)) {
-            let mut found: Vec<PathBuf> =
-                walk_on_every_core(walker(&dirs[i], state_dir, global, special, |_| true))
-                    .into_iter()
-                    .filter(|(_, is_dir)| !is_dir)
-                    .map(|(path, _)| path)
-                    .collect();
-            found.sort();
-            files[i] = Some(found);
+            files[i] = Some(walk_alone(&dirs[i], state_dir, global, special));
         }
     }
     files
+}
+
+/// Where the projects are under the walk's root: each project's directory, and the directories
+/// above them up to the root.
+struct Layout {
+    projects_at: std::collections::HashMap<PathBuf, Vec<usize>>,
+    above: std::collections::HashSet<PathBuf>,
+    /// Every path here is under the root: the directories holding one, up to the root, are its
+    /// ancestors at least as long as the root (no comparison of components).
+    root_len: usize,
+}
+
+impl Layout {
+    fn new(dirs: &[PathBuf], existing: &[usize], root: &Path) -> Layout {
+        let mut layout = Layout {
+            projects_at: Default::default(),
+            above: Default::default(),
+            root_len: root.as_os_str().len(),
+        };
+        for &i in existing {
+            layout
+                .projects_at
+                .entry(dirs[i].clone())
+                .or_default()
+                .push(i);
+            for ancestor in dirs[i].ancestors().skip(1) {
+                if !ancestor.starts_with(root) || !layout.above.insert(ancestor.to_path_buf()) {
+                    break;
+                }
+            }
+        }
+        layout
+    }
+
+    /// The directories holding `path`, itself first, up to the root.
+    fn holding<'p>(&self, path: &'p Path) -> impl Iterator<Item = &'p Path> {
+        let root_len = self.root_len;
+        path.ancestors()
+            .take_while(move |a| a.as_os_str().len() >= root_len)
+    }
+
+    /// The projects whose directory holds `path` (nested projects: each of them).
+    fn owners(&self, path: &Path) -> Vec<usize> {
+        (self.holding(path))
+            .filter_map(|a| self.projects_at.get(a))
+            .flatten()
+            .copied()
+            .collect()
+    }
+
+    /// Whether a project's directory holds `path`.
+    fn owned(&self, path: &Path) -> bool {
+        self.holding(path).any(|a| self.projects_at.contains_key(a))
+    }
+}
+
+/// The files of a project the walk from the root did not reach, by a walk of its own.
+fn walk_alone(
+    dir: &Path,
+    state_dir: &Path,
+    global: &ignore::gitignore::Gitignore,
+    special: &Special,
+) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> =
+        walk_on_every_core(walker(dir, state_dir, global, special, |_| true))
+            .into_iter()
+            .filter(|(_, is_dir)| !is_dir)
+            .map(|(path, _)| path)
+            .collect();
+    found.sort();
+    found
 }
 
 /// What `walk` finds, on every core (a plan's walk is mostly waiting on the file system): each

@@ -12,27 +12,7 @@ use common::Deployment;
 use common::postgres::Server;
 
 fn mara(copy: &Deployment, url: Option<&str>, args: &[&str]) -> Command {
-    let mut command = Command::new(assert_cmd::cargo::cargo_bin("mara"));
-    command
-        .current_dir(copy.root())
-        .env("NO_COLOR", "1")
-        .envs(copy.environment())
-        .args(args)
-        .stdin(Stdio::null());
-    for var in [
-        "MARA_STACK",
-        "MARA_PROVIDER",
-        "PULUMI_STACK",
-        "CI",
-        "PGPASSWORD",
-        "MARA_LEDGER_URL",
-    ] {
-        command.env_remove(var);
-    }
-    if let Some(url) = url {
-        command.env("MARA_LEDGER_URL", url);
-    }
-    command
+    common::mara_on(copy, url, args)
 }
 
 /// The ledgers: the workspace's own, and a server's (when PostgreSQL runs here).

@@ -14,24 +14,7 @@ use common::postgres::Server;
 use common::proxy::Proxy;
 
 fn mara(copy: &Deployment, url: &str, args: &[&str]) -> Command {
-    let mut command = Command::new(assert_cmd::cargo::cargo_bin("mara"));
-    command
-        .current_dir(copy.root())
-        .env("NO_COLOR", "1")
-        .env("MARA_LEDGER_URL", url)
-        .envs(copy.environment())
-        .args(args)
-        .stdin(Stdio::null());
-    for var in [
-        "MARA_STACK",
-        "MARA_PROVIDER",
-        "PULUMI_STACK",
-        "CI",
-        "PGPASSWORD",
-    ] {
-        command.env_remove(var);
-    }
-    command
+    common::mara_on(copy, Some(url), args)
 }
 
 /// The `[start, end]` of every `up` the stand-in ran in `copy`, with its project.

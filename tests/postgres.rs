@@ -11,24 +11,7 @@ use common::postgres::Server;
 
 /// `mara` of a copy, as a plain process (to run several at once), with the ledger's URL.
 fn mara(copy: &Deployment, url: &str, args: &[&str]) -> Command {
-    let mut command = Command::new(assert_cmd::cargo::cargo_bin("mara"));
-    command
-        .current_dir(copy.root())
-        .env("NO_COLOR", "1")
-        .env("MARA_LEDGER_URL", url)
-        .envs(copy.environment())
-        .args(args)
-        .stdin(Stdio::null());
-    for var in [
-        "MARA_STACK",
-        "MARA_PROVIDER",
-        "PULUMI_STACK",
-        "CI",
-        "PGPASSWORD",
-    ] {
-        command.env_remove(var);
-    }
-    command
+    common::mara_on(copy, Some(url), args)
 }
 
 fn output(command: &mut Command) -> (i32, String, String) {

@@ -333,33 +333,27 @@ mod tests {
                 .contains("mara_locks l WHERE l.run_id = mara_runs.run_id")
         );
         assert_eq!(Sqlite::WORDS.render("{lapsed} {live}"), "0 1");
-        // A list's rows, in each dialect.
-        let sql = "SELECT value FROM {list $3} WHERE value <> $1";
-        assert_eq!(
-            Sqlite::WORDS.render(sql),
-            "SELECT value FROM json_each(?3) WHERE value <> ?1"
-        );
-        assert_eq!(
-            Postgres::WORDS.render(sql),
-            "SELECT value FROM unnest(CAST($3 AS TEXT[])) AS list(value) WHERE value <> $1"
-        );
-        let sql = "SELECT a, n FROM {rows $2: a, n:int}";
-        assert_eq!(
-            Sqlite::WORDS.render(sql),
-            "SELECT a, n FROM (SELECT value->>'a' AS a, value->>'n' AS n FROM json_each(?2)) AS rows"
-        );
-        assert_eq!(
-            Postgres::WORDS.render(sql),
-            "SELECT a, n FROM json_to_recordset(CAST(CAST($2 AS TEXT) AS JSON)) AS rows(a TEXT, n INTEGER)"
-        );
-        let sql = "SELECT first, second FROM {pairs $2 $3}";
-        assert_eq!(
-            Sqlite::WORDS.render(sql),
-            "SELECT first, second FROM (SELECT a.value AS first, b.value AS second FROM json_each(?2) a JOIN json_each(?3) b ON a.key = b.key)"
-        );
-        assert_eq!(
-            Postgres::WORDS.render(sql),
-            "SELECT first, second FROM unnest(CAST($2 AS TEXT[]), CAST($3 AS TEXT[])) AS pairs(first, second)"
-        );
+        // Lists' rows, in each dialect: (the statement, SQLite's, PostgreSQL's).
+        let lists = [
+            (
+                "SELECT value FROM {list $3} WHERE value <> $1",
+                "SELECT value FROM json_each(?3) WHERE value <> ?1",
+                "SELECT value FROM unnest(CAST($3 AS TEXT[])) AS list(value) WHERE value <> $1",
+            ),
+            (
+                "SELECT a, n FROM {rows $2: a, n:int}",
+                "SELECT a, n FROM (SELECT value->>'a' AS a, value->>'n' AS n FROM json_each(?2)) AS rows",
+                "SELECT a, n FROM json_to_recordset(CAST(CAST($2 AS TEXT) AS JSON)) AS rows(a TEXT, n INTEGER)",
+            ),
+            (
+                "SELECT first, second FROM {pairs $2 $3}",
+                "SELECT first, second FROM (SELECT a.value AS first, b.value AS second FROM json_each(?2) a JOIN json_each(?3) b ON a.key = b.key)",
+                "SELECT first, second FROM unnest(CAST($2 AS TEXT[]), CAST($3 AS TEXT[])) AS pairs(first, second)",
+            ),
+        ];
+        for (sql, sqlite, postgres) in lists {
+            assert_eq!(Sqlite::WORDS.render(sql), sqlite);
+            assert_eq!(Postgres::WORDS.render(sql), postgres);
+        }
     }
 }

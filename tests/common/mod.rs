@@ -414,3 +414,30 @@ pub fn project<'a>(report: &'a serde_json::Value, path: &str) -> &'a serde_json:
         .find(|p| p["path"] == path)
         .unwrap_or_else(|| panic!("{path} is not in {report:#}"))
 }
+
+/// `mara` run in `copy` as a machine of a team would run it: with its ledger on the server at
+/// `url` (or its own, with `None`), no colour, no stack or provider from this environment, and
+/// standard input closed.
+pub fn mara_on(copy: &Deployment, url: Option<&str>, args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("mara"));
+    command
+        .current_dir(copy.root())
+        .env("NO_COLOR", "1")
+        .envs(copy.environment())
+        .args(args)
+        .stdin(std::process::Stdio::null());
+    for var in [
+        "MARA_STACK",
+        "MARA_PROVIDER",
+        "PULUMI_STACK",
+        "CI",
+        "PGPASSWORD",
+        "MARA_LEDGER_URL",
+    ] {
+        command.env_remove(var);
+    }
+    if let Some(url) = url {
+        command.env("MARA_LEDGER_URL", url);
+    }
+    command
+}
