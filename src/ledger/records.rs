@@ -224,6 +224,26 @@ fn image_values(i: &ImageRecord) -> [Value; 6] {
     .map(Value::from)
 }
 
+/// A project's row, in the order `{p}projects` takes its columns.
+fn project_values(run_id: &str, p: &ProjectRecord) -> [Value; 10] {
+    let changes = match &p.changes {
+        Some(c) => Value::Text(serde_json::to_string(c).expect("counts serialize")),
+        None => Value::Null,
+    };
+    [
+        run_id.into(),
+        (&p.path).into(),
+        p.status.as_str().into(),
+        (&p.started).into(),
+        (&p.finished).into(),
+        p.exit_code.into(),
+        changes,
+        (&p.reason).into(),
+        (&p.log).into(),
+        (&p.fingerprint).into(),
+    ]
+}
+
 /// `an up`, `a preview`.
 fn article(operation: &str) -> String {
     match operation.starts_with(['a', 'e', 'i', 'o', 'u']) {
@@ -279,7 +299,7 @@ impl<S: Store> Ledger for Records<S> {
                     tx.execute(
                         "INSERT INTO {p}projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
-                        &writes::project_values(&run.run_id, p),
+                        &project_values(&run.run_id, p),
                     )?;
                 }
             }
@@ -403,9 +423,12 @@ impl<S: Store> Ledger for Records<S> {
         started: &str,
         fingerprint: Option<&str>,
     ) -> Result<()> {
-        let (sql, params) = writes::started_statement(run_id, path, started, fingerprint);
-        self.store.execute(sql, &params)?;
-        Ok(())
+        self.write_entries(&[Entry::ProjectStarted {
+            run_id: run_id.to_string(),
+            path: path.to_string(),
+            started: started.to_string(),
+            fingerprint: fingerprint.map(str::to_string),
+        }])
     }
 
     /// The project's row, and what it leaves deployed as the run's record says (a run's own

@@ -187,15 +187,7 @@ impl Batch {
 
     pub(super) fn statements(self, store: &impl Store) -> Vec<Statement> {
         let mut statements: Vec<Statement> = (self.rows.into_iter())
-            .map(|(run_id, rows, _)| {
-                (
-                    ROWS,
-                    vec![
-                        Value::Text(run_id),
-                        Value::Text(serde_json::Value::Array(rows).to_string()),
-                    ],
-                )
-            })
+            .map(|(run_id, rows, _)| rows_statement(run_id, rows))
             .collect();
         statements.extend(self.statements);
         for (run_id, lines) in &self.lines {
@@ -273,30 +265,20 @@ fn row_of(p: &ProjectRecord) -> serde_json::Value {
     })
 }
 
-/// A project started (again, when a job is retried: then it has no reason any more).
-pub(super) fn started_statement(
-    run_id: &str,
-    path: &str,
-    started: &str,
-    fingerprint: Option<&str>,
-) -> Statement {
+/// The rows of `rows` (each `row_of` a project) in run `run_id`.
+fn rows_statement(run_id: String, rows: Vec<serde_json::Value>) -> Statement {
     (
-        "INSERT INTO {p}projects (run_id, path, status, started, fingerprint) VALUES ($1, $2, 'running', $3, $4)
-         ON CONFLICT (run_id, path) DO UPDATE SET status = 'running', started = $3, fingerprint = $4, reason = NULL",
-        vec![run_id.into(), path.into(), started.into(), fingerprint.into()],
+        ROWS,
+        vec![
+            Value::Text(run_id),
+            Value::Text(serde_json::Value::Array(rows).to_string()),
+        ],
     )
 }
 
 /// A project's row at its end (it may never have started: a job that failed before it).
 pub(super) fn finished_statement(run_id: &str, project: &ProjectRecord) -> Statement {
-    (
-        "INSERT INTO {p}projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-         ON CONFLICT (run_id, path) DO UPDATE SET status = $3,
-           started = COALESCE($4, {p}projects.started), finished = $5, exit_code = $6,
-           changes = $7, reason = $8, log = $9, fingerprint = COALESCE($10, {p}projects.fingerprint)",
-        project_values(run_id, project).to_vec(),
-    )
+    rows_statement(run_id.to_string(), vec![row_of(project)])
 }
 
 /// The run's end, which releases its lock.
@@ -346,26 +328,6 @@ fn stacks_statements(
         ));
     }
     statements
-}
-
-/// A project's row, in the order `{p}projects` takes its columns.
-pub(super) fn project_values(run_id: &str, p: &ProjectRecord) -> [Value; 10] {
-    let changes = match &p.changes {
-        Some(c) => Value::Text(serde_json::to_string(c).expect("counts serialize")),
-        None => Value::Null,
-    };
-    [
-        run_id.into(),
-        (&p.path).into(),
-        p.status.as_str().into(),
-        (&p.started).into(),
-        (&p.finished).into(),
-        p.exit_code.into(),
-        changes,
-        (&p.reason).into(),
-        (&p.log).into(),
-        (&p.fingerprint).into(),
-    ]
 }
 
 #[cfg(test)]

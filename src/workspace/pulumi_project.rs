@@ -35,11 +35,6 @@ impl Keys {
     }
 }
 
-/// Whether `text` is a YAML mapping (an empty one included), as the whole parse says.
-fn is_mapping(text: &str) -> bool {
-    matches!(yaml::parse_value(Path::new(""), text), Ok(Value::Object(_)))
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PulumiProject {
     pub file: PathBuf,
@@ -102,13 +97,12 @@ impl PulumiProject {
             Some(keys) => keys.into_map(),
             None => match yaml::parse_value(file, &text)? {
                 Value::Object(top) => top,
-                _ => serde_json::Map::new(),
+                _ => {
+                    return Err(Error::config(
+                        Problem::new("a Pulumi project file must be a YAML mapping").in_file(file),
+                    ));
+                }
             },
-        };
-        let Some(top) = Some(top).filter(|top| !top.is_empty() || is_mapping(&text)) else {
-            return Err(Error::config(
-                Problem::new("a Pulumi project file must be a YAML mapping").in_file(file),
-            ));
         };
         let name = match top.get("name") {
             Some(Value::String(name)) if !name.trim().is_empty() => name.clone(),

@@ -109,7 +109,6 @@ impl Recorder {
             // However the writer ends (a panic included), nothing waits on it any more.
             let _ended = Ended(writer.progress.clone());
             writer.follow(&events);
-            writer.progress.update(|made| made.stalled = true);
             // An interrupted run tries what is left once, and keeps what the server does not
             // take: it does not wait a lease for it.
             let lease = lease.filter(|_| !interrupt.is_interrupted());
