@@ -772,11 +772,12 @@ fn both_backends_hold_the_same_history_after_the_same_calls() {
 /// A history as text, to compare.
 fn render(history: &History) -> String {
     format!(
-        "{}\n{:?}\n{:?}\n{:?}",
+        "{}\n{:?}\n{:?}\n{:?}\n{:?}",
         serde_json::to_string_pretty(&history.runs).unwrap(),
         history.deployed,
         history.stacks,
-        history.images
+        history.images,
+        history.outputs
     )
 }
 
@@ -847,6 +848,7 @@ fn a_batch_holding_a_project_twice_is_made_as_its_last_writes_say() {
                 ..ended("vpc", status)
             },
             of: of.clone(),
+            outputs: None,
         };
         let lines = Entry::Logs {
             run_id: "b1".into(),
@@ -878,5 +880,97 @@ fn a_batch_holding_a_project_twice_is_made_as_its_last_writes_say() {
                 .collect();
             assert_eq!(logged, ["one", "two", "one", "two"], "{name}");
         }
+    }
+}
+
+/// The outputs a project's dependents take are recorded by its successful `up` (the secret ones
+/// by name only), replaced by its next, gone with its destroy, read per stack and project, and
+/// moved with the history.
+#[test]
+fn the_outputs_dependents_take_are_recorded_by_an_up_and_forgotten_by_a_destroy() {
+    use mara::ledger::Outputs;
+    use mara::ledger::writes::{Entry, RunOf};
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        let end = |run: &str, operation, outputs: Option<Outputs>| Entry::ProjectFinished {
+            run_id: run.into(),
+            project: ended("network", ProjectStatus::Succeeded),
+            of: Some(RunOf {
+                stack: "dev".into(),
+                operation,
+            }),
+            outputs: outputs.map(Box::new),
+        };
+        let outputs = |subnet: &str| {
+            let values = serde_json::json!({"subnet_id": subnet, "token": "t0k3n"});
+            let secret = ["token".to_string()].into();
+            Outputs::recorded(values.as_object().unwrap(), &secret)
+        };
+        assert!(started(ledger.as_mut(), "o1", "dev", Operation::Up, true));
+        ledger
+            .write(&[end("o1", Operation::Up, Some(outputs("subnet-1")))])
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        ledger.finish("o1", RunStatus::Succeeded, "t1").unwrap();
+        let read = |ledger: &dyn Ledger, stack: &str| {
+            ledger
+                .outputs(stack, &["network".into(), "other".into()])
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let recorded = read(ledger.as_ref(), "dev");
+        assert_eq!(recorded["network"].run_id, "o1", "{name}");
+        assert_eq!(
+            recorded["network"].outputs.values["subnet_id"], "subnet-1",
+            "{name}"
+        );
+        assert!(
+            !recorded["network"].outputs.values.contains_key("token"),
+            "{name}"
+        );
+        assert_eq!(
+            recorded["network"].outputs.secret,
+            ["token".to_string()].into(),
+            "{name}"
+        );
+        assert!(read(ledger.as_ref(), "prod").is_empty(), "{name}");
+        let history = ledger.export().unwrap();
+        assert!(
+            !format!("{:?}", history.outputs).contains("t0k3n"),
+            "{name}"
+        );
+
+        assert!(started(ledger.as_mut(), "o2", "dev", Operation::Up, true));
+        ledger
+            .write(&[end("o2", Operation::Up, Some(outputs("subnet-2")))])
+            .unwrap();
+        ledger.finish("o2", RunStatus::Succeeded, "t2").unwrap();
+        let recorded = read(ledger.as_ref(), "dev");
+        assert_eq!(
+            recorded["network"].outputs.values["subnet_id"], "subnet-2",
+            "{name}"
+        );
+
+        // Moved with the history.
+        let copy = tempfile::tempdir().unwrap();
+        let other = match &backend._server {
+            None => Place::File(copy.path().join("ledger.db")),
+            Some(server) => Place::Server(server.url("contract_outputs_copy")),
+        };
+        let mut other = ledger::open(&other).unwrap();
+        other.import(&ledger.export().unwrap()).unwrap();
+        assert_eq!(read(other.as_ref(), "dev"), recorded, "{name}");
+
+        assert!(started(
+            ledger.as_mut(),
+            "o3",
+            "dev",
+            Operation::Destroy,
+            true
+        ));
+        ledger
+            .write(&[end("o3", Operation::Destroy, None)])
+            .unwrap();
+        ledger.finish("o3", RunStatus::Succeeded, "t3").unwrap();
+        assert!(read(ledger.as_ref(), "dev").is_empty(), "{name}");
     }
 }

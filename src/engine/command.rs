@@ -140,6 +140,12 @@ pub fn output_variable(name: &str) -> String {
 
 /// `prefix` + `name` upper-cased, every character that is not a letter or digit an underscore:
 /// how mara names the variables it derives from keys and outputs.
+/// The variable that gives a command, kubectl or Pulumi project its input `name`:
+/// `subnet-id` → `MARA_INPUT_SUBNET_ID`.
+pub fn input_var(name: &str) -> String {
+    env_var_name("MARA_INPUT_", name)
+}
+
 pub fn env_var_name(prefix: &str, name: &str) -> String {
     let name: String = name
         .chars()

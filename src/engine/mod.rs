@@ -38,6 +38,19 @@ impl EngineKind {
     }
 }
 
+impl EngineKind {
+    /// The variable that gives a project of this engine its input `name` (docs/formats.md,
+    /// "Inputs"): Terraform's `TF_VAR_<name>`, else `MARA_INPUT_<NAME>`.
+    pub fn input_variable(self, name: &str) -> String {
+        match self {
+            EngineKind::Terraform | EngineKind::Tofu => format!("TF_VAR_{name}"),
+            EngineKind::Pulumi | EngineKind::Command | EngineKind::Kubectl => {
+                command::input_var(name)
+            }
+        }
+    }
+}
+
 impl fmt::Display for EngineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -115,9 +128,12 @@ pub struct Target<'a> {
     /// Whether a command hook of the operation receives its outputs: which of them are secret
     /// is read too, so that what the hook prints is redacted.
     pub hook_reads_outputs: bool,
-    /// Whether a hook runs after its `up`: only then are its outputs read (`mara output` reads
-    /// them itself).
+    /// Whether a hook runs after its `up`, or another project takes its outputs as inputs: only
+    /// then are its outputs read (`mara output` reads them itself).
     pub up_hooks: bool,
+    /// Whether another project takes its outputs as inputs: which of them are secret is read
+    /// too, so that they are never recorded.
+    pub outputs_taken: bool,
     /// Whether the ledger knows its stack exists: then `up` and `preview` run without selecting
     /// (or creating) it first, and do so only if the operation finds it missing.
     pub stack_known: bool,
@@ -184,7 +200,7 @@ impl Engines {
         {
             steps.insert(at, outputs);
         }
-        if target.hook_reads_outputs
+        if (target.hook_reads_outputs || (target.outputs_taken && operation == Operation::Up))
             && self.engine_of(target) == EngineKind::Pulumi
             && let Some(at) = steps.iter().position(|s| s.kind == StepKind::Outputs)
         {
@@ -524,6 +540,15 @@ impl Reader {
         }
     }
 
+    /// An apply's outputs, when its own output gave them (Terraform's last message): each
+    /// value, `None` for a sensitive one.
+    pub fn applied_outputs(&self) -> Option<BTreeMap<String, Option<serde_json::Value>>> {
+        match self {
+            Reader::Terraform(reader) => reader.applied().cloned(),
+            _ => None,
+        }
+    }
+
     pub fn changes(&mut self) -> Option<Changes> {
         match self {
             Reader::Pulumi(reader) => reader.changes.take(),
@@ -567,6 +592,48 @@ pub fn secret_outputs(engine: EngineKind, outputs: &str, marks: Option<&str>) ->
         EngineKind::Command | EngineKind::Kubectl => {}
     }
     secrets
+}
+
+/// The names of a project's outputs that are secret, or hold a secret anywhere inside: where
+/// Pulumi's outputs read without `--show-secrets` (`marks`) say `"[secret]"` (all of them when
+/// the marks are that alone), Terraform's `sensitive` ones. A command project's outputs are
+/// none (its hooks' redactor still hides the run's known secrets in them).
+pub fn secret_names(
+    engine: EngineKind,
+    outputs: &str,
+    marks: Option<&str>,
+) -> std::collections::BTreeSet<String> {
+    use serde_json::Value;
+    fn holds_secret(mark: &Value) -> bool {
+        match mark {
+            Value::String(mark) => mark == "[secret]",
+            Value::Object(map) => map.values().any(holds_secret),
+            Value::Array(items) => items.iter().any(holds_secret),
+            _ => false,
+        }
+    }
+    let Ok(Value::Object(shown)) = serde_json::from_str::<Value>(outputs) else {
+        return Default::default();
+    };
+    match engine {
+        EngineKind::Pulumi => {
+            let marks: Value = marks
+                .and_then(|m| serde_json::from_str(m).ok())
+                .unwrap_or(Value::String("[secret]".into()));
+            (shown.keys())
+                .filter(|name| match &marks {
+                    Value::Object(marks) => marks.get(*name).is_none_or(holds_secret),
+                    other => holds_secret(other),
+                })
+                .cloned()
+                .collect()
+        }
+        EngineKind::Terraform | EngineKind::Tofu => (shown.iter())
+            .filter(|(_, output)| output["sensitive"] == Value::Bool(true))
+            .map(|(name, _)| name.clone())
+            .collect(),
+        EngineKind::Command | EngineKind::Kubectl => Default::default(),
+    }
 }
 
 /// The leaves of `shown` where `marks` holds `"[secret]"`.

@@ -278,9 +278,16 @@ pub struct Reader {
     last_shown: Option<String>,
     /// `preview --diff`: each output that changes under the outputs line.
     pub show_diff: bool,
+    /// An apply's outputs, by name: the value, or `None` for a sensitive one.
+    applied: Option<BTreeMap<String, Option<Value>>>,
 }
 
 impl Reader {
+    /// An apply's outputs as its last message gave them: each value, `None` for a sensitive one.
+    pub fn applied(&self) -> Option<&BTreeMap<String, Option<Value>>> {
+        self.applied.as_ref()
+    }
+
     pub fn line(&mut self, line: &str) -> Vec<String> {
         let Ok(message @ Value::Object(_)) = serde_json::from_str::<Value>(line) else {
             return vec![line.to_string()];
@@ -326,6 +333,21 @@ impl Reader {
     /// never shown (they may be sensitive).
     fn planned_outputs(&mut self, message: &Value) -> Vec<String> {
         let outputs = message["outputs"].as_object().cloned().unwrap_or_default();
+        // An apply ends with its outputs' values (a sensitive one's left out): what its
+        // dependents' inputs take, without an `output -json` of its own.
+        if outputs.values().all(|o| o.get("action").is_none()) && !outputs.is_empty() {
+            let applied = (outputs.iter())
+                .map(|(name, o)| match o["sensitive"] == Value::Bool(true) {
+                    true => (name.clone(), None),
+                    false => (
+                        name.clone(),
+                        Some(o.get("value").cloned().unwrap_or(Value::Null)),
+                    ),
+                })
+                .collect();
+            self.applied = Some(applied);
+            return Vec::new();
+        }
         for (name, output) in &outputs {
             if let Some(action) = output.get("action").and_then(Value::as_str) {
                 self.planned.insert(name.clone(), action.to_string());

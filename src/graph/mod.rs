@@ -32,6 +32,8 @@ pub enum EdgeKind {
     Declared,
     /// From the stage rule: infrastructure before kubernetes.
     Stage,
+    /// From an input (`[project.inputs]`): it takes an output of the other.
+    Input,
 }
 
 /// A checked, acyclic execution graph. Node `i` is `projects[i]`, in declaration order.
@@ -119,6 +121,7 @@ impl ExecutionGraph {
                 }
             }
         }
+        add_input_edges(&projects, &index, &mut graph, &mut problems);
         if !problems.is_empty() {
             return Err(Error::Problems(problems));
         }
@@ -222,6 +225,49 @@ impl ExecutionGraph {
                         .join(", ")
                 )),
             ),
+        }
+    }
+}
+
+/// An edge from each project an input takes an output of (`[project.inputs]`), unless one is
+/// declared already; an input naming the project itself, or no project, is a problem.
+fn add_input_edges(
+    projects: &[Project],
+    index: &HashMap<&str, usize>,
+    graph: &mut DiGraph<(), EdgeKind, u32>,
+    problems: &mut Vec<Problem>,
+) {
+    for (i, project) in projects.iter().enumerate() {
+        for input in &project.inputs {
+            let subject = format!("project `{}`, input `{}`", project.path, input.name);
+            match index.get(input.from.target.as_str()) {
+                Some(&j) if j == i => problems.push(
+                    Problem::new("takes an output of the project itself")
+                        .at(input.from.at.clone())
+                        .subject(subject),
+                ),
+                // A declared edge says more than an implied one: it is kept.
+                Some(&j) => {
+                    if graph
+                        .find_edge(NodeIndex::new(j), NodeIndex::new(i))
+                        .is_none()
+                    {
+                        graph.add_edge(NodeIndex::new(j), NodeIndex::new(i), EdgeKind::Input);
+                    }
+                }
+                None => problems.push(
+                    Problem::new(format!(
+                        "takes `{}:{}`, but `{}` is not a project here",
+                        input.from.target, input.output, input.from.target
+                    ))
+                    .at(input.from.at.clone())
+                    .subject(subject)
+                    .maybe_hint(
+                        did_you_mean(&input.from.target, projects.iter().map(|p| p.path.as_str()))
+                            .map(|s| format!("did you mean `{s}`?")),
+                    ),
+                ),
+            }
         }
     }
 }
@@ -349,7 +395,28 @@ fn cycle_problem(
         names.join(" -> ")
     ))
     .at(projects[cycle[0]].declared_at.clone());
-    if through_stage_rule {
+    let inputs: Vec<String> = cycle
+        .iter()
+        .zip(cycle.iter().cycle().skip(1))
+        .filter(|&(&a, &b)| {
+            graph
+                .find_edge(NodeIndex::new(a), NodeIndex::new(b))
+                .is_some_and(|e| graph[e] == EdgeKind::Input)
+        })
+        .flat_map(|(&a, &b)| {
+            projects[b]
+                .inputs
+                .iter()
+                .filter(move |input| input.from.target == projects[a].path)
+                .map(move |input| format!("`{}` of `{}`", input.name, projects[b].path))
+        })
+        .collect();
+    if !inputs.is_empty() {
+        problem.hint(format!(
+            "an input takes an output of the project it comes before: {}; drop it, or the `after`/`before` that closes the cycle",
+            inputs.join(", ")
+        ))
+    } else if through_stage_rule {
         problem.hint(
             "every kubernetes project runs after every infrastructure project, so an infrastructure \
              project cannot come after a kubernetes one: change a `stage`, or drop the `after`/`before` that closes the cycle",
@@ -385,6 +452,7 @@ mod tests {
             on_success: Vec::new(),
             on_destroy: Vec::new(),
             commands: Commands::default(),
+            inputs: Vec::new(),
             declared_at: Location::line("p.toml", 1),
         }
     }

@@ -162,6 +162,12 @@ fn notes(project: &Project, default_engine: EngineKind) -> Vec<String> {
         let keys: Vec<&str> = project.secrets.iter().map(|s| s.key.as_str()).collect();
         notes.push(format!("secrets: {}", keys.join(", ")));
     }
+    if !project.inputs.is_empty() {
+        let inputs: Vec<String> = (project.inputs.iter())
+            .map(|i| format!("{} = {}:{}", i.name, i.from.target, i.output))
+            .collect();
+        notes.push(format!("inputs: {}", inputs.join(", ")));
+    }
     notes
 }
 
@@ -203,6 +209,9 @@ pub fn json<'a>(view: &'a View<'_>) -> JsonPlan<'a> {
                 .chain(p.on_destroy.iter().map(|h| hook_json("destroy", h)))
                 .collect(),
             secrets: p.secrets.iter().map(|s| s.key.as_str()).collect(),
+            inputs: (p.inputs.iter())
+                .map(|i| (i.name.as_str(), format!("{}:{}", i.from.target, i.output)))
+                .collect(),
         })
         .collect();
     JsonPlan {
@@ -231,6 +240,8 @@ struct JsonProject<'a> {
     after: Vec<&'a str>,
     hooks: Vec<Value>,
     secrets: Vec<&'a str>,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    inputs: std::collections::BTreeMap<&'a str, String>,
 }
 
 /// Graphviz: one cluster per stage; stage-rule edges dashed. Nodes are named by path, which is
@@ -274,10 +285,10 @@ pub fn dot(view: &View<'_>) -> String {
     }
     for (i, p) in view.projects() {
         for (j, kind) in view.after(i) {
-            let attributes = if kind == EdgeKind::Stage {
-                " [style=dashed]"
-            } else {
-                ""
+            let attributes = match kind {
+                EdgeKind::Stage => " [style=dashed]".to_string(),
+                EdgeKind::Input => format!(" [label={}]", dot_id(&input_names(p, view, j))),
+                EdgeKind::Declared => String::new(),
             };
             let _ = writeln!(
                 out,
@@ -289,6 +300,17 @@ pub fn dot(view: &View<'_>) -> String {
     }
     out.push_str("}\n");
     out
+}
+
+/// The inputs project `p` takes from project `j`, as an edge's label: `subnet_id, vpc_id`.
+fn input_names(p: &Project, view: &View<'_>, j: usize) -> String {
+    let from = &view.plan.graph.project(j).path;
+    p.inputs
+        .iter()
+        .filter(|input| &input.from.target == from)
+        .map(|input| input.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn dot_id(text: &str) -> String {
@@ -332,10 +354,13 @@ pub fn mermaid(view: &View<'_>, prefix: &str, out: &mut String, indent: &str) {
     }
     for (i, _) in view.projects() {
         for (j, kind) in view.after(i) {
-            let arrow = if kind == EdgeKind::Stage {
-                "-.->"
-            } else {
-                "-->"
+            let arrow = match kind {
+                EdgeKind::Stage => "-.->".to_string(),
+                EdgeKind::Input => format!(
+                    "-->|\"{}\"|",
+                    mermaid_text(&input_names(view.plan.graph.project(i), view, j))
+                ),
+                EdgeKind::Declared => "-->".to_string(),
             };
             let _ = writeln!(out, "{indent}{} {arrow} {}", id(j), id(i));
         }

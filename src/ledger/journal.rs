@@ -194,6 +194,7 @@ mod tests {
                 fingerprint: Some("f".into()),
             },
             of: None,
+            outputs: None,
         }
     }
 

@@ -398,6 +398,39 @@ pub struct ProjectRecord {
     pub fingerprint: Option<String>,
 }
 
+/// A project's stack outputs as its last successful `up` on a stack left them, for the inputs
+/// of its dependents (docs/formats.md, "Inputs"): the values of those that are not secret, and
+/// only the names of those that are — a secret's value is never recorded.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Outputs {
+    pub values: serde_json::Map<String, serde_json::Value>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub secret: std::collections::BTreeSet<String>,
+}
+
+impl Outputs {
+    /// As recorded: `values` less the secret ones, whose names are kept.
+    pub fn recorded(
+        values: &serde_json::Map<String, serde_json::Value>,
+        secret: &std::collections::BTreeSet<String>,
+    ) -> Outputs {
+        Outputs {
+            values: (values.iter())
+                .filter(|(name, _)| !secret.contains(*name))
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+            secret: secret.clone(),
+        }
+    }
+}
+
+/// A project's recorded outputs, with the run that left them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedOutputs {
+    pub run_id: String,
+    pub outputs: Outputs,
+}
+
 /// Everything a ledger holds but its locks: what `mara ledger migrate` copies.
 #[derive(Debug, Clone, Default)]
 pub struct History {
@@ -409,6 +442,8 @@ pub struct History {
     pub stacks: Vec<(String, String, String)>,
     /// The images imported into the stacks' local clusters.
     pub images: Vec<ImageRecord>,
+    /// (stack, project, run, outputs as JSON) of each project's recorded outputs.
+    pub outputs: Vec<(String, String, String, String)>,
 }
 
 /// An image imported into a stack's local cluster (`mara images import`), as it was then: what
@@ -532,6 +567,14 @@ pub trait Ledger: Send {
 
     /// Each project's fingerprint at its last successful `up` on `stack`.
     fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>>;
+
+    /// The outputs each of `projects` recorded at its last successful `up` on `stack` (none once
+    /// destroyed).
+    fn outputs(
+        &self,
+        stack: &str,
+        projects: &[String],
+    ) -> Result<BTreeMap<String, RecordedOutputs>>;
 
     /// The images imported into `stack`'s local cluster on this machine, by name.
     fn images(&self, stack: &str) -> Result<Vec<ImageRecord>>;

@@ -56,6 +56,7 @@ impl<S: Store> Records<S> {
                     run_id,
                     project,
                     of: None,
+                    ..
                 } => {
                     let before = std::mem::take(&mut batch).statements(&self.store);
                     self.store.write_all(&before)?;
@@ -266,6 +267,16 @@ impl<S: Store> Ledger for Records<S> {
             stacks: self
                 .triples("SELECT backend, stack, project FROM {p}stacks ORDER BY 1, 2, 3")?,
             images: self.images_where(None, None)?,
+            outputs: {
+                let rows = self.store.query(
+                    "SELECT stack, project, run_id, outputs FROM {p}outputs ORDER BY 1, 2",
+                    &[],
+                )?;
+                rows.iter()
+                    .map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?, r.text(3)?)))
+                    .collect::<Read<Vec<_>>>()
+                    .map_err(|m| self.unreadable(m))?
+            },
         })
     }
 
@@ -314,6 +325,12 @@ impl<S: Store> Ledger for Records<S> {
                 tx.execute(
                     "INSERT INTO {p}stacks (backend, stack, project) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
                     &[backend.into(), stack.into(), project.into()],
+                )?;
+            }
+            for (stack, project, run_id, outputs) in &history.outputs {
+                tx.execute(
+                    "INSERT INTO {p}outputs (stack, project, run_id, outputs) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                    &[stack.into(), project.into(), run_id.into(), outputs.into()],
                 )?;
             }
             for i in &history.images {
@@ -656,6 +673,35 @@ impl<S: Store> Ledger for Records<S> {
         )?;
         rows.iter()
             .map(|r| Ok((r.text(0)?, r.text(1)?)))
+            .collect::<Read<_>>()
+            .map_err(|m| self.unreadable(m))
+    }
+
+    fn outputs(
+        &self,
+        stack: &str,
+        projects: &[String],
+    ) -> Result<BTreeMap<String, super::RecordedOutputs>> {
+        if projects.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let rows = self.store.query(
+            "SELECT project, run_id, outputs FROM {p}outputs
+             WHERE stack = $1 AND project IN (SELECT value FROM {list $2})",
+            &[stack.into(), Value::Texts(projects.to_vec())],
+        )?;
+        rows.iter()
+            .map(|r| {
+                let outputs = serde_json::from_str(&r.text(2)?)
+                    .map_err(|e| format!("a project's recorded outputs are no JSON: {e}"))?;
+                Ok((
+                    r.text(0)?,
+                    super::RecordedOutputs {
+                        run_id: r.text(1)?,
+                        outputs,
+                    },
+                ))
+            })
             .collect::<Read<_>>()
             .map_err(|m| self.unreadable(m))
     }

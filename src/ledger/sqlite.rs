@@ -88,6 +88,15 @@ const MIGRATIONS: &[&str] = &[
         imported TEXT NOT NULL,
         PRIMARY KEY (host, stack, image)
     );",
+    // 5: each project's stack outputs at its last successful `up` that read them (none once
+    // destroyed), for its dependents' inputs; secret ones by name only.
+    "CREATE TABLE outputs (
+        stack TEXT NOT NULL,
+        project TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        outputs TEXT NOT NULL,
+        PRIMARY KEY (stack, project)
+    );",
 ];
 
 /// The workspace's own ledger.

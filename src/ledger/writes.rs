@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::store::{Statement, Store, Value};
-use super::{Ledger, ProjectRecord};
+use super::{Ledger, Outputs, ProjectRecord};
 use crate::engine::Operation;
 use crate::error::Result;
 use crate::status::RunStatus;
@@ -30,6 +30,9 @@ pub enum Entry {
         /// Absent from what an older mara kept: then they are read from the run's record.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         of: Option<RunOf>,
+        /// Its stack outputs, read after its `up` because a dependent takes them as inputs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outputs: Option<Box<Outputs>>,
     },
     Logs {
         run_id: String,
@@ -103,6 +106,9 @@ pub(super) struct Batch {
     /// By stack and project: what the project's last end in the batch leaves deployed (its
     /// fingerprint, or `None`: nothing).
     deploys: BTreeMap<String, BTreeMap<String, Option<String>>>,
+    /// By stack and project: the outputs the project's last end in the batch leaves recorded
+    /// (its run and the outputs as JSON), or `None`: none.
+    outputs: BTreeMap<String, BTreeMap<String, Option<(String, String)>>>,
 }
 
 impl Batch {
@@ -131,10 +137,12 @@ impl Batch {
                 run_id,
                 project,
                 of,
+                outputs,
             } => {
                 self.row(run_id, project);
                 if let Some(of) = of.as_ref().filter(|_| project.status.is_success()) {
                     self.deploys(of, project);
+                    self.outputs(run_id, of, project, outputs.as_deref());
                 }
             }
             Entry::Logs { run_id, lines } => {
@@ -185,6 +193,26 @@ impl Batch {
         (self.deploys.entry(of.stack.clone()).or_default()).insert(project.path.clone(), leaves);
     }
 
+    /// What `project`, which succeeded in run `run_id` of `of`, leaves recorded of its outputs:
+    /// those it read after its `up`; none after its `destroy`.
+    fn outputs(
+        &mut self,
+        run_id: &str,
+        of: &RunOf,
+        project: &ProjectRecord,
+        read: Option<&Outputs>,
+    ) {
+        let leaves = match (of.operation, read) {
+            (Operation::Up, Some(outputs)) => Some((
+                run_id.to_string(),
+                serde_json::to_string(outputs).unwrap_or_default(),
+            )),
+            (Operation::Destroy, _) => None,
+            _ => return,
+        };
+        (self.outputs.entry(of.stack.clone()).or_default()).insert(project.path.clone(), leaves);
+    }
+
     pub(super) fn statements(self, store: &impl Store) -> Vec<Statement> {
         let mut statements: Vec<Statement> = (self.rows.into_iter())
             .map(|(run_id, rows, _)| rows_statement(run_id, rows))
@@ -207,6 +235,30 @@ impl Batch {
             if !not.is_empty() {
                 let paths = not.into_iter().map(|(path, _)| path).collect();
                 statements.push(undeployed_statement(stack, paths));
+            }
+        }
+        for (stack, projects) in self.outputs {
+            let mut gone = Vec::new();
+            for (path, leaves) in projects {
+                match leaves {
+                    Some((run_id, outputs)) => statements.push((
+                        "INSERT INTO {p}outputs (stack, project, run_id, outputs) VALUES ($1, $2, $3, $4)
+                         ON CONFLICT (stack, project) DO UPDATE SET run_id = excluded.run_id, outputs = excluded.outputs",
+                        vec![
+                            Value::Text(stack.clone()),
+                            Value::Text(path),
+                            Value::Text(run_id),
+                            Value::Text(outputs),
+                        ],
+                    )),
+                    None => gone.push(path),
+                }
+            }
+            if !gone.is_empty() {
+                statements.push((
+                    "DELETE FROM {p}outputs WHERE stack = $1 AND project IN (SELECT value FROM {list $2})",
+                    vec![Value::Text(stack), Value::Texts(gone)],
+                ));
             }
         }
         statements

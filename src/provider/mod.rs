@@ -142,6 +142,17 @@ pub struct Reference {
     pub at: Location,
 }
 
+/// An input of a project (`[project.inputs]`): the output `output` of the project `from`, as
+/// recorded after its last successful `up`, given to the project's engine as `name`
+/// (docs/formats.md, "Inputs").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    pub name: String,
+    /// The project whose output it is (an implied `after`).
+    pub from: Reference,
+    pub output: String,
+}
+
 /// One project of a provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Project {
@@ -159,6 +170,8 @@ pub struct Project {
     pub on_destroy: Vec<Hook>,
     /// The shell commands of a command project.
     pub commands: Commands,
+    /// Where its inputs come from, by name.
+    pub inputs: Vec<Input>,
     pub declared_at: Location,
 }
 

@@ -4,12 +4,13 @@
 //! fields for its kind, a default of the wrong type, a path escaping the workspace) are collected
 //! here, all of them, before the file is used.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{ConfigKind, ConfigSpec, Hook, Project, Reference, SecretSpec, Stage};
+use super::{ConfigKind, ConfigSpec, Hook, Input, Project, Reference, SecretSpec, Stage};
 use crate::engine::EngineKind;
 use crate::engine::command::Commands;
 use crate::error::{LineIndex, Location, Problem};
@@ -75,6 +76,9 @@ pub struct RawProject {
     pub preview: Option<String>,
     pub refresh: Option<String>,
     pub destroy: Option<String>,
+    /// `[project.inputs]`: `name = "project:output"`.
+    #[serde(default)]
+    pub inputs: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -345,6 +349,7 @@ impl Checker<'_> {
             preview,
             refresh,
             destroy,
+            inputs,
         } = raw;
         let declared_at = self.at(&path);
         let path = path.into_inner();
@@ -439,6 +444,7 @@ impl Checker<'_> {
             ),
             _ => {}
         }
+        let inputs = self.inputs(&subject, inputs);
         ParsedProject {
             project: Project {
                 path,
@@ -452,10 +458,67 @@ impl Checker<'_> {
                 on_success,
                 on_destroy,
                 commands: steps,
+                inputs,
                 declared_at,
             },
             insert_after: insert_after.map(|r| self.reference(r)),
         }
+    }
+
+    /// `[project.inputs]`: each name one Terraform would take as a variable's, each source
+    /// `project:output`, and no two names one environment variable (`MARA_INPUT_<NAME>`).
+    fn inputs(
+        &mut self,
+        subject: &str,
+        raw: BTreeMap<Spanned<String>, Spanned<String>>,
+    ) -> Vec<Input> {
+        let mut inputs: Vec<Input> = Vec::new();
+        for (name, source) in raw {
+            let at = self.at(&name);
+            let name = name.into_inner();
+            if let Some(message) = input_name_problem(&name) {
+                self.problem(at.clone(), subject, format!("input `{name}` {message}"));
+            }
+            let from_at = self.at(&source);
+            let Some((project, output)) = source
+                .get_ref()
+                .rsplit_once(':')
+                .filter(|(p, o)| !p.is_empty() && !o.is_empty())
+            else {
+                self.problem(
+                    from_at,
+                    subject,
+                    format!(
+                        "input `{name}` = \"{}\" is not `project:output` (e.g. \"network:subnet_id\")",
+                        source.get_ref()
+                    ),
+                );
+                continue;
+            };
+            let variable = crate::engine::command::input_var(&name);
+            if let Some(other) = inputs
+                .iter()
+                .find(|i| crate::engine::command::input_var(&i.name) == variable)
+            {
+                self.problem(
+                    at.clone(),
+                    subject,
+                    format!(
+                        "inputs `{}` and `{name}` would both be ${variable}",
+                        other.name
+                    ),
+                );
+            }
+            inputs.push(Input {
+                name,
+                from: Reference {
+                    target: project.to_string(),
+                    at: from_at,
+                },
+                output: output.to_string(),
+            });
+        }
+        inputs
     }
 
     fn hook(&mut self, subject: &str, raw: RawHook) -> Option<Hook> {
@@ -516,6 +579,35 @@ fn key_problem(key: &str) -> Option<String> {
 
 pub fn is_namespaced(key: &str) -> bool {
     matches!(key.split_once(':'), Some((ns, name)) if !ns.is_empty() && !name.is_empty())
+}
+
+/// What is wrong with an input's name: what Terraform accepts as a variable's name (a letter or
+/// `_`, then letters, digits, `_` and `-`), less the names it reserves.
+fn input_name_problem(name: &str) -> Option<String> {
+    const RESERVED: &[&str] = &[
+        "source",
+        "version",
+        "providers",
+        "count",
+        "for_each",
+        "lifecycle",
+        "depends_on",
+        "locals",
+    ];
+    let mut chars = name.chars();
+    let starts = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if !starts || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
+        Some(
+            "is not a name Terraform takes for a variable: a letter or `_`, then letters, digits, `_` and `-`"
+                .to_string(),
+        )
+    } else if RESERVED.contains(&name) {
+        Some("is a name Terraform reserves: it cannot be a variable's".to_string())
+    } else {
+        None
+    }
 }
 
 /// Project paths are relative, `/`-separated, and stay inside the projects directory.

@@ -91,6 +91,9 @@ pub struct Finished {
     pub created_stack: bool,
     /// What its preview says its outputs will do.
     pub preview: Preview,
+    /// The outputs its dependents take, as its `up` left them (secret ones by name only): what
+    /// the ledger records.
+    pub outputs: Option<Box<crate::ledger::Outputs>>,
 }
 
 /// What a project's preview says about its stack's outputs, for the projects that read them
@@ -203,6 +206,9 @@ pub struct ProjectReport {
     /// Whether its engine said it created the project's stack (`stack select --create`).
     #[serde(skip)]
     pub created_stack: bool,
+    /// The outputs its dependents take, for the ledger (`Finished::outputs`).
+    #[serde(skip)]
+    pub outputs: Option<Box<crate::ledger::Outputs>>,
 }
 
 impl ProjectReport {
@@ -232,6 +238,7 @@ impl ProjectReport {
             outcome: finished.outcome,
             log: finished.log,
             created_stack: finished.created_stack,
+            outputs: finished.outputs,
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod drain;
 pub mod events;
 pub mod fanout;
 pub mod hooks;
+pub mod inputs;
 pub mod interrupt;
 pub mod kubeconfig;
 pub mod narrow;

@@ -52,7 +52,8 @@ pub fn outputs_of(
 }
 
 /// A Terraform module's outputs in the stack's workspace (`{}` once destroyed; `null` before its
-/// first run).
+/// first run, or without the workspace — which is listed first: `output` in a `TF_WORKSPACE`
+/// the local backend does not have makes it).
 fn terraform_outputs(
     terraform: &terraform::Terraform,
     dir: &Path,
@@ -60,6 +61,19 @@ fn terraform_outputs(
     show_secrets: bool,
 ) -> Result<Value> {
     if !dir.join(".terraform").is_dir() {
+        return Ok(Value::Null);
+    }
+    let mut list = Step::new(
+        crate::engine::StepKind::Prepare,
+        terraform.binary.clone(),
+        ["workspace", "list", "-no-color"]
+            .map(String::from)
+            .to_vec(),
+        dir,
+    );
+    list.unset = vec!["TF_WORKSPACE"];
+    let listed = run_step(&list, env, None)?;
+    if listed.code != Some(0) || !terraform::lists(&listed.stdout, &terraform.stack) {
         return Ok(Value::Null);
     }
     let output = run_step(&terraform.output_step(dir), env, None)?;

@@ -42,6 +42,27 @@ pub struct PlannedProject {
     pub blocked: Option<String>,
     /// The `MARA_*` variables of its hooks.
     pub context: Context,
+    /// Its inputs: each the output of another project, given to its engine as a variable.
+    pub inputs: Vec<PlannedInput>,
+    /// Its outputs that other projects take as inputs: read after its `up` and recorded.
+    pub outputs_taken: Vec<String>,
+}
+
+/// An input of a planned project (docs/formats.md, "Inputs"): `variable` (`TF_VAR_<name>` or
+/// `MARA_INPUT_<NAME>`) gets the output `output` of project `from`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedInput {
+    pub name: String,
+    pub variable: String,
+    pub from: String,
+    pub output: String,
+}
+
+impl PlannedInput {
+    /// `network:subnet_id`, as the provider names it.
+    pub fn source(&self) -> String {
+        format!("{}:{}", self.from, self.output)
+    }
 }
 
 impl PlannedProject {
@@ -243,6 +264,7 @@ impl RunPlan {
                     provider: provider.to_string(),
                     kubeconfig: kubeconfig.to_path_buf(),
                 };
+                let outputs_taken = outputs_taken(graph, i);
                 let mut target = Target {
                     path: &project.path,
                     engine: project.engine,
@@ -251,7 +273,8 @@ impl RunPlan {
                         .on_destroy
                         .iter()
                         .any(|h| matches!(h, Hook::Command { .. })),
-                    up_hooks: !project.on_success.is_empty(),
+                    up_hooks: !project.on_success.is_empty() || !outputs_taken.is_empty(),
+                    outputs_taken: !outputs_taken.is_empty(),
                     stack_known: known_stacks.contains(&project.path),
                     init_stamp: &init_stamp,
                     initialized: false,
@@ -290,9 +313,19 @@ impl RunPlan {
                     .collect();
                 waits_for.sort_unstable();
                 waits_for.dedup();
+                let inputs = (project.inputs.iter())
+                    .map(|input| PlannedInput {
+                        name: input.name.clone(),
+                        variable: engine.input_variable(&input.name),
+                        from: input.from.target.clone(),
+                        output: input.output.clone(),
+                    })
+                    .collect();
                 PlannedProject {
                     path: project.path.clone(),
                     engine,
+                    inputs,
+                    outputs_taken,
                     steps: engines.steps(&target, operation),
                     hooks: match operation {
                         Operation::Up => project.on_success.clone(),
@@ -330,6 +363,9 @@ impl RunPlan {
                 .map(|s| s.cwd.as_path())
                 .unwrap_or(&project.dir);
             text.push_str(&format!("# {} (in {})\n", project.path, shown(dir)));
+            for input in &project.inputs {
+                text.push_str(&format!("#   {} from {}\n", input.variable, input.source()));
+            }
             for step in &project.steps {
                 text.push_str(&step.display());
                 text.push('\n');
@@ -345,6 +381,19 @@ impl RunPlan {
     pub fn is_empty(&self) -> bool {
         self.projects.is_empty()
     }
+}
+
+/// The outputs of project `i` that the projects of `graph` take as inputs, sorted.
+fn outputs_taken(graph: &crate::graph::ExecutionGraph, i: usize) -> Vec<String> {
+    let path = &graph.project(i).path;
+    let mut taken: Vec<String> = (graph.successors(i).into_iter())
+        .flat_map(|(j, _)| graph.project(j).inputs.iter())
+        .filter(|input| &input.from.target == path)
+        .map(|input| input.output.clone())
+        .collect();
+    taken.sort_unstable();
+    taken.dedup();
+    taken
 }
 
 /// Plans of the built-in providers, for the tests of what runs them.

@@ -3,7 +3,7 @@
 //! Every line shown or logged passes through the redactor. The stack outputs (read with
 //! `--show-secrets` for the hooks) are never shown or logged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -19,8 +19,8 @@ use super::process::{self, Stream};
 use super::redact::Redactor;
 use super::scheduler::Release;
 use crate::engine::{
-    Operation, Reader, Step, StepKind, command, has_changes, is_locked, is_missing_stack,
-    parse_outputs,
+    EngineKind, Operation, Reader, Step, StepKind, command, has_changes, is_locked,
+    is_missing_stack, parse_outputs,
 };
 
 /// What the command gives every project of a run.
@@ -34,6 +34,8 @@ pub struct Context {
     /// The command that clears the lock a killed engine may leave, as this invocation would
     /// type it (`Settings::again`: its `-C` and `-s`), for the reasons that name it.
     pub unlock: String,
+    /// The outputs the projects' inputs take, as the run knows them.
+    pub inputs: Arc<super::inputs::Values>,
 }
 
 /// What every project task of a run shares: the command's context and the run's interruption.
@@ -139,6 +141,7 @@ impl Job {
             log: log.as_ref().map(|_| self.project.log.clone()),
             created_stack: self.created(),
             preview: Default::default(),
+            outputs: None,
         }
     }
 
@@ -154,6 +157,7 @@ impl Job {
             log: log.as_ref().map(|_| self.project.log.clone()),
             created_stack: self.created(),
             preview: Default::default(),
+            outputs: None,
         }
     }
 
@@ -168,6 +172,7 @@ impl Job {
             log: log.as_ref().map(|_| self.project.log.clone()),
             created_stack: false,
             preview: Default::default(),
+            outputs: None,
         }
     }
 
@@ -196,9 +201,7 @@ pub struct Prepared {
     /// How its preparation ended it (failed, or found its stack missing): said in its turn.
     ended: Option<Finished>,
     changes: Option<crate::engine::Changes>,
-    outputs: Option<Value>,
-    /// What the outputs step printed, for the secret-marks step.
-    read_outputs: String,
+    outputs: Outputs,
     exit_code: Option<i32>,
     /// What its preview says its outputs will do.
     preview: Preview,
@@ -214,8 +217,7 @@ impl Prepared {
             next: 0,
             ended: None,
             changes: None,
-            outputs: None,
-            read_outputs: String::new(),
+            outputs: Outputs::default(),
             exit_code: None,
             preview: Preview::default(),
         }
@@ -238,6 +240,64 @@ impl Prepared {
         }
     }
 
+    /// Its inputs' values (docs/formats.md, "Inputs") given to the steps it has left, the secret
+    /// ones to its redactor; an input without a value ends it before its operation (a preview
+    /// waits on it): then it is returned, ended.
+    fn take_inputs(&mut self) -> Option<Finished> {
+        let job = &mut self.job;
+        if job.project.inputs.is_empty() {
+            return None;
+        }
+        let resolved = match job.shared.context.inputs.resolve(&job.project.inputs) {
+            Ok(resolved) => resolved,
+            Err(unknown) if job.operation == Operation::Preview => {
+                let mut finished = job.failed(None, String::new(), &self.log);
+                finished.outcome = Outcome::Waits {
+                    on: unknown.on,
+                    reason: unknown.reason,
+                };
+                return Some(finished);
+            }
+            Err(unknown) => return Some(job.failed(None, unknown.reason, &self.log)),
+        };
+        if !resolved.secrets.is_empty() {
+            job.redactor = job.redactor.with(resolved.secrets);
+        }
+        for step in &mut job.project.steps[self.next..] {
+            step.env.extend(resolved.env.clone());
+            for repair in &mut step.repairs {
+                repair.step.env.extend(resolved.env.clone());
+            }
+        }
+        None
+    }
+
+    /// After its `up`, its outputs given to the run's inputs (secret ones too, in memory only),
+    /// and those its dependents take returned as the ledger records them (secret ones by name
+    /// only). An output that
+    /// holds a secret the run knows is secret, whatever its engine says.
+    fn outputs_taken(&self) -> Option<Box<crate::ledger::Outputs>> {
+        let project = &self.job.project;
+        if self.job.operation != Operation::Up || project.outputs_taken.is_empty() {
+            return None;
+        }
+        let all = self.outputs.values.as_ref().and_then(Value::as_object)?;
+        let taken: serde_json::Map<String, Value> = (all.iter())
+            .filter(|(name, _)| project.outputs_taken.contains(name))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        let secret: BTreeSet<String> = (taken.iter())
+            .filter(|(name, value)| {
+                let text = super::inputs::as_text(value);
+                self.outputs.secret.contains(*name) || self.job.redactor.redact(&text) != text
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        let recorded = crate::ledger::Outputs::recorded(&taken, &secret);
+        (self.job.shared.context.inputs).applied(&project.path, all.clone(), secret);
+        Some(Box::new(recorded))
+    }
+
     /// Runs its steps from the next one on (only its leading preparation when `preparing`).
     /// `Err` ends the project.
     async fn advance(&mut self, preparing: bool) -> Result<(), Finished> {
@@ -247,7 +307,6 @@ impl Prepared {
             next,
             changes,
             outputs,
-            read_outputs,
             exit_code,
             preview,
             ..
@@ -262,6 +321,13 @@ impl Prepared {
             if interrupt.is_interrupted() {
                 return Err(job.failed(None, "interrupted".into(), log));
             }
+            // Read for its dependents alone, the outputs its apply said already: no process.
+            if step.kind == StepKind::Outputs
+                && let Some(values) = taken_from_apply(job, outputs.applied.as_ref())
+            {
+                outputs.values = Some(Value::Object(values));
+                continue;
+            }
             if job.stop.as_ref().is_some_and(Stop::is_stopped) {
                 return Err(job.failed(None, "not needed: the run stopped".into(), log));
             }
@@ -273,96 +339,17 @@ impl Prepared {
             if changes_the_stack && let Some(reason) = interrupt.draining() {
                 return Err(job.stopped_before(&reason, log));
             }
-            let mut reader = Reader::new(engine, job.operation).with_diff(job.show_diff);
-            let mut finished = run_step(job, log, step, &mut reader)
-                .await
-                .map_err(|error| job.failed(None, error, log))?;
-            // What the failure says is missing (the stack the ledger knew, a module's `init`):
-            // provided, then the step again; each repair at most once.
-            let mut repairs: Vec<&crate::engine::Repair> = step.repairs.iter().collect();
-            while !step.succeeded(finished.code) && !interrupt.is_interrupted() {
-                let stack = &job.project.context.stack;
-                let Some(at) = repairs.iter().position(|repair| {
-                    let (code, stderr) = (finished.code, &finished.stderr);
-                    repair
-                        .when
-                        .said(engine, stack, code, stderr, reader.error())
-                }) else {
-                    break;
-                };
-                let repair = &repairs.remove(at).step;
-                let mut quiet = Reader::new(engine, job.operation);
-                let made = run_step(job, log, repair, &mut quiet)
-                    .await
-                    .map_err(|error| job.failed(None, error, log))?;
-                if !repair.succeeded(made.code) {
-                    // The step's own failure is the news; the repair's is said after it.
-                    let said = quiet
-                        .error()
-                        .or_else(|| process::last_error(&made.stderr))
-                        .map(|error| job.redactor.redact(error));
-                    let reason = format!(
-                        "{} (then `{}` failed: {})",
-                        failure_reason(job, step, &finished, &reader),
-                        repair.display(),
-                        said.unwrap_or_else(|| match made.code {
-                            Some(code) => format!("exit code {code}"),
-                            None => "ended by a signal".into(),
-                        })
-                    );
-                    return Err(job.failed(finished.code, reason, log));
-                }
-                if let Some(stamp) = &repair.stamp {
-                    crate::fingerprint::record_init(stamp);
-                }
-                reader = Reader::new(engine, job.operation).with_diff(job.show_diff);
-                finished = run_step(job, log, step, &mut reader)
-                    .await
-                    .map_err(|error| job.failed(None, error, log))?;
-            }
+            let (finished, mut reader) = run_repaired(job, log, step).await?;
             if step.kind == StepKind::Operation {
-                for line in reader.finish() {
-                    job.emit(log, Stream::Stdout, &line);
-                }
-                *changes = reader.changes();
-                if let Some((changed, new_stack)) = reader.outputs() {
-                    preview.changed_outputs = Some(changed);
-                    preview.new_stack = new_stack;
-                }
-                preview.diff = reader.diffs();
-                // What people read of the values passes the redactor, as every line does.
-                for property in preview
-                    .diff
-                    .iter_mut()
-                    .flat_map(|d| d.properties.iter_mut())
-                {
-                    for value in [&mut property.old, &mut property.new].into_iter().flatten() {
-                        *value = job.redactor.redact(value);
-                    }
-                }
-                // The engine's exit code outranks its counts: an output-only change on an older
-                // Terraform still exits 2 without naming the outputs.
-                if step.changes_code.is_some()
-                    && step.changes_code == finished.code
-                    && let Some(counts) = changes
-                    && !has_changes(counts)
-                {
-                    counts.insert("output".into(), 1);
-                }
+                *changes = read_operation(job, log, step, &finished, &mut reader, preview);
+                outputs.applied = reader.applied_outputs();
                 *exit_code = finished.code;
             }
             if step.kind == StepKind::SecretMarks {
                 if interrupt.is_interrupted() {
                     return Err(job.failed(*exit_code, "interrupted".into(), log));
                 }
-                // Which outputs are secret: when Pulumi cannot say, every one of them is, for
-                // what the hooks print; the project's own work is done either way.
-                let marks = match step.succeeded(finished.code) {
-                    true => finished.stdout.as_str(),
-                    false => "\"[secret]\"",
-                };
-                let secrets = crate::engine::secret_outputs(engine, read_outputs, Some(marks));
-                job.redactor = job.redactor.with(secrets);
+                outputs.marks(engine, &mut job.redactor, step, &finished);
                 continue;
             }
             if !step.succeeded(finished.code) {
@@ -388,30 +375,11 @@ impl Prepared {
                 return Err(job.absent(finished.code, log));
             }
             if step.kind == StepKind::Outputs {
-                *outputs = Some(parse_outputs(engine, &finished.stdout));
-                // Terraform's sensitive outputs, from here on (a destroy reads them before it
-                // runs).
-                let secrets = crate::engine::secret_outputs(engine, &finished.stdout, None);
-                if !secrets.is_empty() {
-                    job.redactor = job.redactor.with(secrets);
-                }
-                *read_outputs = finished.stdout;
-            }
-            if step.kind == StepKind::Operation
-                && let Some(file) = command::outputs_file(step)
+                outputs.printed(engine, &mut job.redactor, finished.stdout);
+            } else if step.kind == StepKind::Operation
+                && let Err(reason) = outputs.left_by(job, step)
             {
-                match command::read_outputs(file) {
-                    Ok(Some(value)) => {
-                        *outputs = Some(value);
-                        // Destroyed: the hooks still see the outputs, `mara output` no longer
-                        // does.
-                        if job.operation == Operation::Destroy {
-                            let _ = std::fs::remove_file(file);
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(reason) => return Err(job.failed(finished.code, reason, log)),
-                }
+                return Err(job.failed(finished.code, reason, log));
             }
             // Only cleaning up is left (`stack rm` after a destroy), and no hook: what depends
             // on it need not wait for that.
@@ -427,6 +395,177 @@ impl Prepared {
         }
         Ok(())
     }
+}
+
+/// Runs a step, and what its failure says is missing (the stack the ledger knew, a module's
+/// `init`): provided, then the step again; each repair at most once. Its end and its reader.
+async fn run_repaired(
+    job: &Job,
+    log: &mut Option<std::fs::File>,
+    step: &Step,
+) -> Result<(process::Finished, Reader), Finished> {
+    let (engine, interrupt) = (job.project.engine, &job.shared.interrupt);
+    let mut reader = Reader::new(engine, job.operation).with_diff(job.show_diff);
+    let mut finished = run_step(job, log, step, &mut reader)
+        .await
+        .map_err(|error| job.failed(None, error, log))?;
+    let mut repairs: Vec<&crate::engine::Repair> = step.repairs.iter().collect();
+    while !step.succeeded(finished.code) && !interrupt.is_interrupted() {
+        let stack = &job.project.context.stack;
+        let Some(at) = repairs.iter().position(|repair| {
+            let (code, stderr) = (finished.code, &finished.stderr);
+            repair
+                .when
+                .said(engine, stack, code, stderr, reader.error())
+        }) else {
+            break;
+        };
+        let repair = &repairs.remove(at).step;
+        let mut quiet = Reader::new(engine, job.operation);
+        let made = run_step(job, log, repair, &mut quiet)
+            .await
+            .map_err(|error| job.failed(None, error, log))?;
+        if !repair.succeeded(made.code) {
+            // The step's own failure is the news; the repair's is said after it.
+            let said = quiet
+                .error()
+                .or_else(|| process::last_error(&made.stderr))
+                .map(|error| job.redactor.redact(error));
+            let reason = format!(
+                "{} (then `{}` failed: {})",
+                failure_reason(job, step, &finished, &reader),
+                repair.display(),
+                said.unwrap_or_else(|| match made.code {
+                    Some(code) => format!("exit code {code}"),
+                    None => "ended by a signal".into(),
+                })
+            );
+            return Err(job.failed(finished.code, reason, log));
+        }
+        if let Some(stamp) = &repair.stamp {
+            crate::fingerprint::record_init(stamp);
+        }
+        reader = Reader::new(engine, job.operation).with_diff(job.show_diff);
+        finished = run_step(job, log, step, &mut reader)
+            .await
+            .map_err(|error| job.failed(None, error, log))?;
+    }
+    Ok((finished, reader))
+}
+
+/// What a project's steps found of its outputs.
+#[derive(Debug, Default)]
+struct Outputs {
+    /// As its hooks and its dependents get them (secrets in clear, never shown or logged).
+    values: Option<Value>,
+    /// What the outputs step printed, for the secret-marks step.
+    printed: String,
+    /// The names of its secret outputs, once read.
+    secret: BTreeSet<String>,
+    /// Its apply's outputs as the apply itself said them (Terraform), `None` for a sensitive one.
+    applied: Option<BTreeMap<String, Option<Value>>>,
+}
+
+impl Outputs {
+    /// The outputs step printed `stdout`: the values, and Terraform's sensitive ones from here
+    /// on redacted (a destroy reads them before it runs).
+    fn printed(&mut self, engine: EngineKind, redactor: &mut Redactor, stdout: String) {
+        self.values = Some(parse_outputs(engine, &stdout));
+        let secrets = crate::engine::secret_outputs(engine, &stdout, None);
+        if !secrets.is_empty() {
+            *redactor = redactor.with(secrets);
+        }
+        self.secret = crate::engine::secret_names(engine, &stdout, None);
+        self.printed = stdout;
+    }
+
+    /// The secret-marks step ended: which outputs are secret. When Pulumi cannot say, every one
+    /// of them is, for what the hooks print; the project's own work is done either way.
+    fn marks(
+        &mut self,
+        engine: EngineKind,
+        redactor: &mut Redactor,
+        step: &Step,
+        finished: &process::Finished,
+    ) {
+        let marks = match step.succeeded(finished.code) {
+            true => finished.stdout.as_str(),
+            false => "\"[secret]\"",
+        };
+        let secrets = crate::engine::secret_outputs(engine, &self.printed, Some(marks));
+        *redactor = redactor.with(secrets);
+        self.secret = crate::engine::secret_names(engine, &self.printed, Some(marks));
+    }
+
+    /// What a command's operation left in `$MARA_OUTPUTS`, if it is one.
+    fn left_by(&mut self, job: &Job, step: &Step) -> Result<(), String> {
+        let Some(file) = command::outputs_file(step) else {
+            return Ok(());
+        };
+        if let Some(value) = command::read_outputs(file)? {
+            self.values = Some(value);
+            // Destroyed: the hooks still see the outputs, `mara output` no longer does.
+            if job.operation == Operation::Destroy {
+                let _ = std::fs::remove_file(file);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The outputs its dependents take, from what its apply said, when nothing else needs them read
+/// (no hook) and none of them is sensitive.
+fn taken_from_apply(
+    job: &Job,
+    applied: Option<&BTreeMap<String, Option<Value>>>,
+) -> Option<serde_json::Map<String, Value>> {
+    let (applied, project) = (applied?, &job.project);
+    if !project.hooks.is_empty() || project.outputs_taken.is_empty() {
+        return None;
+    }
+    let all_known =
+        (project.outputs_taken.iter()).all(|name| applied.get(name).is_none_or(Option::is_some));
+    all_known.then(|| {
+        (applied.iter())
+            .filter_map(|(name, value)| Some((name.clone(), value.clone()?)))
+            .collect()
+    })
+}
+
+/// Reads what an operation's output said, once it ended: the reader's last lines shown, its
+/// preview of outputs and resources (values redacted, as every line is), and its change counts.
+fn read_operation(
+    job: &Job,
+    log: &mut Option<std::fs::File>,
+    step: &Step,
+    finished: &process::Finished,
+    reader: &mut Reader,
+    preview: &mut Preview,
+) -> Option<crate::engine::Changes> {
+    for line in reader.finish() {
+        job.emit(log, Stream::Stdout, &line);
+    }
+    let mut changes = reader.changes();
+    if let Some((changed, new_stack)) = reader.outputs() {
+        preview.changed_outputs = Some(changed);
+        preview.new_stack = new_stack;
+    }
+    preview.diff = reader.diffs();
+    for property in (preview.diff.iter_mut()).flat_map(|d| d.properties.iter_mut()) {
+        for value in [&mut property.old, &mut property.new].into_iter().flatten() {
+            *value = job.redactor.redact(value);
+        }
+    }
+    // The engine's exit code outranks its counts: an output-only change on an older
+    // Terraform still exits 2 without naming the outputs.
+    if step.changes_code.is_some()
+        && step.changes_code == finished.code
+        && let Some(counts) = &mut changes
+        && !has_changes(counts)
+    {
+        counts.insert("output".into(), 1);
+    }
+    changes
 }
 
 /// Runs a project's preparation (its leading `Prepare` steps: selecting or creating its stack,
@@ -456,26 +595,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
     for (stream, text) in held.into_iter().flatten() {
         prepared.job.send(stream, text);
     }
-    // Not run at all: skipped (a joined run's dependency did not succeed), or without its stack.
-    let project = &prepared.job.project;
-    let untouched = match (&project.blocked, &project.absent) {
-        (Some(reason), _) => Some(Outcome::Skipped {
-            reason: reason.clone(),
-        }),
-        // A preview that cannot reach what it would change (manifests whose cluster is not up)
-        // waits: its changes are not known, and `--expect-no-changes` must not pass on them.
-        (None, Some(reason)) if prepared.job.operation == Operation::Preview => {
-            Some(Outcome::Waits {
-                on: Vec::new(),
-                reason: reason.clone(),
-            })
-        }
-        (None, Some(reason)) => Some(Outcome::Absent {
-            reason: reason.clone(),
-        }),
-        (None, None) => None,
-    };
-    if let Some(outcome) = untouched {
+    if let Some(outcome) = untouched(&prepared.job) {
         return Finished {
             outcome,
             exit_code: None,
@@ -483,6 +603,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
             log: None,
             created_stack: false,
             preview: Default::default(),
+            outputs: None,
         };
     }
     if let Some(finished) = prepared.ended.take() {
@@ -491,9 +612,18 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
     prepared.job.release = Some(release);
     prepared.job.stop = None;
     prepared.open_log();
+    // Its preparation (unless done ahead), which needs no input and may find it without its
+    // stack; then its inputs, and the rest.
+    if let Err(finished) = prepared.advance(true).await {
+        return finished;
+    }
+    if let Some(finished) = prepared.take_inputs() {
+        return finished;
+    }
     if let Err(finished) = prepared.advance(false).await {
         return finished;
     }
+    let recorded = prepared.outputs_taken();
     let Prepared {
         job,
         mut log,
@@ -503,7 +633,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         preview,
         ..
     } = prepared;
-    let outputs = outputs.unwrap_or(Value::Object(Default::default()));
+    let outputs = (outputs.values).unwrap_or(Value::Object(Default::default()));
     for hook in &job.project.hooks {
         let work = hooks::run(
             hook,
@@ -541,6 +671,28 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         log: log.as_ref().map(|_| job.project.log.clone()),
         created_stack: job.created(),
         preview,
+        outputs: recorded,
+    }
+}
+
+/// How a project the run does not touch at all ends: skipped (a joined run's dependency did
+/// not succeed), or without its stack; `None` for one that runs.
+fn untouched(job: &Job) -> Option<Outcome> {
+    let project = &job.project;
+    match (&project.blocked, &project.absent) {
+        (Some(reason), _) => Some(Outcome::Skipped {
+            reason: reason.clone(),
+        }),
+        // A preview that cannot reach what it would change (manifests whose cluster is not up)
+        // waits: its changes are not known, and `--expect-no-changes` must not pass on them.
+        (None, Some(reason)) if job.operation == Operation::Preview => Some(Outcome::Waits {
+            on: Vec::new(),
+            reason: reason.clone(),
+        }),
+        (None, Some(reason)) => Some(Outcome::Absent {
+            reason: reason.clone(),
+        }),
+        (None, None) => None,
     }
 }
 

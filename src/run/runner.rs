@@ -308,6 +308,7 @@ mod tests {
                 stack_name: "dev".into(),
             },
             unlock: "mara unlock --engine".into(),
+            inputs: Default::default(),
         }
     }
 

@@ -262,6 +262,7 @@ pub async fn run<S: Send + 'static>(
             log: None,
             created_stack: false,
             preview: Default::default(),
+            outputs: None,
         };
         let report = ProjectReport::new(project.path.clone(), None, finished);
         let _ = events.send(Event::ProjectFinished {
@@ -338,6 +339,7 @@ fn waits_on(
         log: None,
         created_stack: false,
         preview: Default::default(),
+        outputs: None,
     })
 }
 
@@ -362,6 +364,7 @@ fn panicked(error: tokio::task::JoinError) -> Finished {
         log: None,
         created_stack: false,
         preview: Default::default(),
+        outputs: None,
     }
 }
 
@@ -514,6 +517,7 @@ mod tests {
             log: None,
             created_stack: false,
             preview: Default::default(),
+            outputs: None,
         }
     }
 

@@ -419,6 +419,7 @@ mod tests {
                 log: None,
                 created_stack: false,
                 preview: Default::default(),
+                outputs: None,
             };
             ProjectReport::new(path.to_string(), None, finished)
         };

@@ -137,6 +137,7 @@ mod tests {
                 log: None,
                 created_stack: false,
                 preview: Default::default(),
+                outputs: None,
             },
         )
     }

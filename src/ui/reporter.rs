@@ -269,6 +269,7 @@ mod tests {
                 log: None,
                 created_stack: false,
                 preview: Default::default(),
+                outputs: None,
             },
         );
         report.duration_ms = Some(1200);

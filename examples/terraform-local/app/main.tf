@@ -1,4 +1,6 @@
-# A simulated application on the network: it reads the network module's outputs from its state.
+# A simulated application on the network: the network's outputs reach it as inputs
+# (`[project.inputs]` in providers/local-tf.toml), as TF_VAR_subnets and TF_VAR_network_name,
+# from what the network's last `up` recorded — it needs no access to the network's state.
 terraform {
   backend "local" {}
 }
@@ -8,21 +10,22 @@ variable "replicas" {
   description = "How many replicas (app:replicas)"
 }
 
-data "terraform_remote_state" "network" {
-  backend   = "local"
-  workspace = terraform.workspace
-  config = {
-    path          = "${path.module}/../network/terraform.tfstate"
-    workspace_dir = "${path.module}/../network/terraform.tfstate.d"
-  }
+variable "subnets" {
+  type        = list(string)
+  description = "The network's subnets (input: network:subnets)"
+}
+
+variable "network_name" {
+  type        = string
+  description = "The network's name (input: network:network_name)"
 }
 
 output "subnet" {
-  value = data.terraform_remote_state.network.outputs.subnets[0]
+  value = var.subnets[0]
 }
 
 output "url" {
-  value = "https://app.${data.terraform_remote_state.network.outputs.network_name}.localhost"
+  value = "https://app.${var.network_name}.localhost"
 }
 
 output "replicas" {

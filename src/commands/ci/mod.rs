@@ -311,6 +311,7 @@ fn summary_of(record: &RunRecord, graph: &crate::graph::ExecutionGraph) -> RunSu
                 outcome,
                 log: None,
                 created_stack: false,
+                outputs: None,
             }
         })
         .collect();

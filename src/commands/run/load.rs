@@ -161,6 +161,7 @@ impl Invocation<'_> {
         let Some(absent) = untouched? else {
             return Ok(None);
         };
+        let inputs = self.inputs_before(deployment, loaded, ledger, env, &absent)?;
         let blocked = match &run.join {
             Some(id) => {
                 run::fanout::blocked(ledger.existing()?, id, &loaded.selected, run.operation)?
@@ -174,7 +175,61 @@ impl Invocation<'_> {
             absent,
             blocked,
             destroyed,
+            inputs,
         }))
+    }
+
+    /// The outputs the selected projects' inputs take from projects this run does not apply
+    /// (`run::inputs::before`): recorded in the ledger, else read from their engines; an input
+    /// with no value fails the run here, exit 3, before anything is recorded or run.
+    fn inputs_before(
+        &self,
+        deployment: &Deployment,
+        loaded: &Loaded<'_>,
+        ledger: &mut Opener,
+        env: &BTreeMap<String, String>,
+        absent: &BTreeMap<usize, String>,
+    ) -> Result<BTreeMap<String, run::inputs::Known>> {
+        let selected = &loaded.selected;
+        let graph = selected.graph;
+        let mut upstreams: Vec<String> = (selected.order().iter())
+            .filter(|i| !absent.contains_key(i))
+            .flat_map(|&i| graph.project(i).inputs.iter())
+            .map(|input| input.from.target.clone())
+            .collect();
+        if self.run.dry_run || upstreams.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        upstreams.sort_unstable();
+        upstreams.dedup();
+        let stack = loaded.stack.name.as_str();
+        let recorded = match ledger.existing()? {
+            Some(ledger) => ledger.outputs(stack, &upstreams)?,
+            None => BTreeMap::new(),
+        };
+        let pulumi = run::plan::pulumi(deployment, loaded.stack, &loaded.config, false);
+        let interrupt = self.runner.interrupt();
+        let mut read = |j: usize| {
+            let outputs = |secrets| run::outputs::outputs_of(deployment, &pulumi, j, env, secrets);
+            let (Ok(serde_json::Value::Object(values)), Ok(serde_json::Value::Object(shown))) =
+                (outputs(true), outputs(false))
+            else {
+                return None;
+            };
+            let secret = (shown.iter())
+                .filter(|(name, value)| values.get(*name) != Some(*value))
+                .map(|(name, _)| name.clone())
+                .collect();
+            Some((values, secret))
+        };
+        let operation = self.run.operation;
+        let (known, problems) =
+            run::inputs::before(selected, operation, absent, recorded, &mut read);
+        interrupt.checkpoint()?;
+        match problems.is_empty() {
+            true => Ok(known),
+            false => Err(Error::Problems(problems)),
+        }
     }
 
     /// The selected projects the run leaves untouched, with why (`stacks::untouched`): for

@@ -112,6 +112,8 @@ struct Survey {
     blocked: BTreeMap<usize, String>,
     /// For a destroy, the earlier one that left nothing selected deployed (`stacks::destroyed_by`).
     destroyed: Option<crate::ledger::RunRecord>,
+    /// The outputs its inputs take from projects it does not apply (`inputs_before`).
+    inputs: BTreeMap<String, crate::run::inputs::Known>,
 }
 
 /// What the run goes on from once it is recorded.
@@ -126,6 +128,8 @@ struct Prepared<'a> {
     ledger: Opener,
     /// For a destroy, the earlier one that left nothing selected deployed (`Survey::destroyed`).
     destroyed: Option<crate::ledger::RunRecord>,
+    /// The outputs its inputs take from projects it does not apply (`Survey::inputs`).
+    inputs: BTreeMap<String, crate::run::inputs::Known>,
 }
 
 impl<'a> Invocation<'a> {
@@ -201,6 +205,7 @@ impl<'a> Invocation<'a> {
             started,
             ledger,
             destroyed: found.destroyed,
+            inputs: found.inputs,
         };
         let mut ran = false;
         let result = self.go(&planner, prepared, recorder.as_mut(), &mut ran);

@@ -79,6 +79,7 @@ impl Invocation<'_> {
                 stack_name: planner.stack.name.to_string(),
             },
             unlock: settings.again("unlock --engine"),
+            inputs: std::sync::Arc::new(crate::run::inputs::Values::new(prepared.inputs.clone())),
         };
         // A job of a fanned-out run starts on a runner where no hook of its dependencies ran.
         if run.join.is_some() {

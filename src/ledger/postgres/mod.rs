@@ -105,6 +105,15 @@ const MIGRATIONS: &[&str] = &[
         claimed_until TIMESTAMPTZ NOT NULL,
         PRIMARY KEY (run_id, path)
     );",
+    // 7: each project's stack outputs at its last successful `up` that read them (none once
+    // destroyed), for its dependents' inputs; secret ones by name only.
+    "CREATE TABLE mara_outputs (
+        stack TEXT NOT NULL,
+        project TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        outputs TEXT NOT NULL,
+        PRIMARY KEY (stack, project)
+    );",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2

@@ -220,6 +220,7 @@ impl Recorder {
     ) -> Result<()> {
         let entries: Vec<Entry> = (paths.iter())
             .map(|path| Entry::ProjectFinished {
+                outputs: None,
                 run_id: self.run_id.clone(),
                 project: ProjectRecord {
                     path: path.clone(),
@@ -490,6 +491,7 @@ mod tests {
                 log: Some(PathBuf::from(format!("/w/.mara/logs/r1/{index}.log"))),
                 created_stack: false,
                 preview: Default::default(),
+                outputs: None,
             };
             sink.handle(&Event::ProjectFinished {
                 index,

@@ -365,6 +365,7 @@ impl Writer {
             Event::ProjectFinished { index, report } => Some(Entry::ProjectFinished {
                 run_id,
                 of: Some(self.of.clone()),
+                outputs: report.outputs.clone(),
                 project: ProjectRecord {
                     path: report.path.clone(),
                     status: report.status,

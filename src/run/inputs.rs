@@ -1,0 +1,306 @@
+//! Outputs wired as inputs (docs/formats.md, "Inputs"): the values a run gives its projects'
+//! inputs, and where each comes from.
+//!
+//! A value is the upstream project's output as its last successful `up` left it: in this run
+//! once it applied (`Values::applied`), else as the ledger recorded it, else — for a secret,
+//! whose value the ledger never holds, or an output recorded before mara recorded outputs — as
+//! the upstream's engine gives it (`before`, run before anything else of the run). A project's
+//! inputs are resolved as its turn comes (`Values::resolve`): a value missing then fails it
+//! before its engine runs, or, in a preview, makes it wait.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use serde_json::{Map, Value};
+
+use super::plan::PlannedInput;
+use crate::engine::Operation;
+use crate::error::Problem;
+use crate::graph::Plan;
+use crate::ledger::RecordedOutputs;
+
+/// Where an upstream's outputs were found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// Its `up` in this run.
+    ThisRun,
+    /// Recorded by run `run_id`, or its engine's (`None`).
+    Before(Option<String>),
+}
+
+/// An upstream project's outputs: every value known (secret ones in clear, in memory only), and
+/// which are secret.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Known {
+    pub values: Map<String, Value>,
+    pub secret: BTreeSet<String>,
+    pub found: Found,
+}
+
+/// The outputs a run knows, by project, shared by its projects' tasks.
+#[derive(Debug, Default)]
+pub struct Values {
+    known: Mutex<BTreeMap<String, Known>>,
+}
+
+/// A project's inputs as its engine gets them.
+#[derive(Debug, Default, PartialEq)]
+pub struct Resolved {
+    /// `TF_VAR_<name>` or `MARA_INPUT_<NAME>` → the value as text.
+    pub env: BTreeMap<String, String>,
+    /// The secret values among them, for the redactor.
+    pub secrets: Vec<String>,
+}
+
+/// Why a project's inputs cannot be given: the projects whose outputs it waits on, and why, in
+/// a line.
+#[derive(Debug, PartialEq)]
+pub struct Unknown {
+    pub on: Vec<String>,
+    pub reason: String,
+}
+
+impl Values {
+    pub fn new(known: BTreeMap<String, Known>) -> Values {
+        Values {
+            known: Mutex::new(known),
+        }
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Known>> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Project `project` applied in this run, leaving `values` (`secret` among them).
+    pub fn applied(&self, project: &str, values: Map<String, Value>, secret: BTreeSet<String>) {
+        let known = Known {
+            values,
+            secret,
+            found: Found::ThisRun,
+        };
+        self.known().insert(project.to_string(), known);
+    }
+
+    /// The variables `inputs` give a project, or why they cannot be given.
+    pub fn resolve(&self, inputs: &[PlannedInput]) -> Result<Resolved, Unknown> {
+        let known = self.known();
+        let mut resolved = Resolved::default();
+        let mut missing: Vec<(String, String)> = Vec::new();
+        for input in inputs {
+            let found = known.get(&input.from);
+            match found.and_then(|k| k.values.get(&input.output)) {
+                Some(value) => {
+                    let text = as_text(value);
+                    if found.is_some_and(|k| k.secret.contains(&input.output)) {
+                        resolved.secrets.push(text.clone());
+                    }
+                    resolved.env.insert(input.variable.clone(), text);
+                }
+                None => missing.push((input.source(), why_missing(input, found))),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(resolved);
+        }
+        let reason = missing
+            .iter()
+            .map(|(source, why)| format!("input {source} {why}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut on: Vec<String> = (inputs.iter())
+            .filter(|i| missing.iter().any(|(source, _)| *source == i.source()))
+            .map(|i| i.from.clone())
+            .collect();
+        on.dedup();
+        Err(Unknown { on, reason })
+    }
+}
+
+/// Why an input has no value: its project has no outputs known, or not that one.
+fn why_missing(input: &PlannedInput, found: Option<&Known>) -> String {
+    match found {
+        None => format!(
+            "has no value: {} has not been deployed on this stack",
+            input.from
+        ),
+        Some(known) => {
+            let when = match &known.found {
+                Found::ThisRun => "after its up",
+                Found::Before(_) => "as deployed",
+            };
+            let mut names: Vec<&str> = known.values.keys().map(String::as_str).collect();
+            names.sort_unstable();
+            let has = match names.is_empty() {
+                true => "it has none".to_string(),
+                false => format!("it has {}", names.join(", ")),
+            };
+            format!(
+                "has no value: {} has no output `{}` {when} ({has})",
+                input.from, input.output
+            )
+        }
+    }
+}
+
+/// A value as a variable holds it: a string as it is, anything else as JSON (which Terraform
+/// parses for a variable of another type).
+pub fn as_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A project's outputs as its engine gives them (secret ones in clear), and which are secret.
+pub type Read = (Map<String, Value>, BTreeSet<String>);
+
+/// What a run needs to know of its inputs' upstreams before it starts: those it does not apply
+/// itself (`up` of a selected upstream gives its own), from the ledger's records (`recorded`),
+/// and from the engine (`read`: the upstream's outputs with their secrets, and which of them are
+/// secret) for a secret, or an output the ledger lacks. An input still without a value is a
+/// problem (exit 3) — unless the run is a preview that also previews its upstream (that
+/// project waits), or a destroy or refresh (which may find the project without its stack as it
+/// goes, and otherwise fails it before its operation). A project the run leaves untouched
+/// (`absent`) needs none.
+pub fn before(
+    selected: &Plan<'_>,
+    operation: Operation,
+    absent: &BTreeMap<usize, String>,
+    recorded: BTreeMap<String, RecordedOutputs>,
+    read: &mut dyn FnMut(usize) -> Option<Read>,
+) -> (BTreeMap<String, Known>, Vec<Problem>) {
+    let graph = selected.graph;
+    let mut known: BTreeMap<String, Known> = recorded
+        .into_iter()
+        .map(|(path, r)| {
+            let known = Known {
+                values: r.outputs.values,
+                secret: r.outputs.secret,
+                found: Found::Before(Some(r.run_id)),
+            };
+            (path, known)
+        })
+        .collect();
+    let mut read_already = BTreeSet::new();
+    let mut problems = Vec::new();
+    for &i in selected.order().iter().filter(|i| !absent.contains_key(i)) {
+        let project = graph.project(i);
+        for input in &project.inputs {
+            let Ok(j) = graph.find(&input.from.target) else {
+                continue;
+            };
+            let upstream = &graph.project(j).path;
+            if operation == Operation::Up && selected.contains(j) {
+                continue;
+            }
+            let has = |known: &BTreeMap<String, Known>| {
+                known
+                    .get(upstream)
+                    .is_some_and(|k| k.values.contains_key(&input.output))
+            };
+            // Read from its engine once: what the ledger cannot say (a secret, an output
+            // recorded before it was taken), its secrets as the record or the engine says.
+            if !has(&known)
+                && read_already.insert(j)
+                && let Some((values, mut secret)) = read(j)
+            {
+                secret.extend(
+                    known
+                        .get(upstream)
+                        .into_iter()
+                        .flat_map(|k| k.secret.clone()),
+                );
+                let found = Found::Before(None);
+                let read = Known {
+                    values,
+                    secret,
+                    found,
+                };
+                known.insert(upstream.clone(), read);
+            }
+            // A preview of the upstream too waits on it; a destroy or refresh may find the
+            // project without its stack (a module's workspaces are listed as it runs), and
+            // says so then.
+            let later = match operation {
+                Operation::Preview => selected.contains(j),
+                Operation::Destroy | Operation::Refresh => true,
+                Operation::Up => false,
+            };
+            if has(&known) || later {
+                continue;
+            }
+            problems.push(no_value(project, input, upstream, known.get(upstream)));
+        }
+    }
+    (known, problems)
+}
+
+/// An input that has no value before the run: its upstream has no outputs known, or not that
+/// one.
+fn no_value(
+    project: &crate::provider::Project,
+    input: &crate::provider::Input,
+    upstream: &str,
+    known: Option<&Known>,
+) -> Problem {
+    Problem::new(format!(
+        "takes {upstream}:{}, which has no value: {upstream} {}",
+        input.output,
+        match known {
+            Some(_) => format!("has no output `{}`", input.output),
+            None => "has not been deployed on this stack".to_string(),
+        }
+    ))
+    .at(input.from.at.clone())
+    .subject(format!("project `{}`, input `{}`", project.path, input.name))
+    .hint(format!(
+        "deploy {upstream} first (`mara up --only {upstream}`), or with it (`mara up --only {} --with-dependencies`)",
+        project.path
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(name: &str, from: &str, output: &str) -> PlannedInput {
+        PlannedInput {
+            name: name.into(),
+            variable: format!("TF_VAR_{name}"),
+            from: from.into(),
+            output: output.into(),
+        }
+    }
+
+    #[test]
+    fn inputs_take_the_values_known_and_say_which_are_missing_and_why() {
+        let values = Values::default();
+        let inputs = [
+            input("subnet_id", "network", "subnet_id"),
+            input("token", "network", "token"),
+            input("ports", "network", "ports"),
+        ];
+        let missing = values.resolve(&inputs[..1]).unwrap_err();
+        assert_eq!(missing.on, ["network"]);
+        assert_eq!(
+            missing.reason,
+            "input network:subnet_id has no value: network has not been deployed on this stack"
+        );
+        let mut outputs = Map::new();
+        outputs.insert("subnet_id".into(), "subnet-1".into());
+        outputs.insert("token".into(), "t0k3n".into());
+        outputs.insert("ports".into(), serde_json::json!([80, 443]));
+        values.applied("network", outputs, BTreeSet::from(["token".to_string()]));
+        let resolved = values.resolve(&inputs).unwrap();
+        assert_eq!(resolved.env["TF_VAR_subnet_id"], "subnet-1");
+        assert_eq!(resolved.env["TF_VAR_ports"], "[80,443]");
+        assert_eq!(resolved.secrets, ["t0k3n"]);
+        let missing = values
+            .resolve(&[input("zone", "network", "zone")])
+            .unwrap_err();
+        assert_eq!(
+            missing.reason,
+            "input network:zone has no value: network has no output `zone` after its up (it has ports, subnet_id, token)"
+        );
+    }
+}

@@ -1,0 +1,361 @@
+//! Outputs wired as inputs (docs/formats.md, "Inputs"), with the real `terraform`: a chain of
+//! three modules, each taking the one before's outputs through `[project.inputs]`.
+
+mod common;
+
+use serde_json::Value;
+
+use common::{Workspace, project};
+
+const PROVIDER: &str = r#"description = "Three modules in a chain"
+
+[[project]]
+path = "base"
+stage = "infrastructure"
+
+[[project]]
+path = "middle"
+stage = "infrastructure"
+[project.inputs]
+prefix = "base:prefix"
+token = "base:token"
+
+[[project]]
+path = "top"
+[project.inputs]
+name = "middle:name"
+"#;
+
+/// `base` says its prefix from the configuration, and a sensitive token; `middle` makes a name
+/// of the prefix and checks the token; `top` says the name.
+const BASE: &str = r#"terraform {
+  backend "local" {}
+}
+variable "prefix" {
+  type = string
+}
+output "prefix" {
+  value = var.prefix
+}
+output "token" {
+  value     = "t0k3n-${var.prefix}-s3cr3t"
+  sensitive = true
+}
+"#;
+
+const MIDDLE: &str = r#"terraform {
+  backend "local" {}
+}
+variable "prefix" {
+  type = string
+}
+variable "token" {
+  type = string
+}
+output "name" {
+  value = "${var.prefix}-middle"
+}
+output "token_ok" {
+  value = var.token == "t0k3n-${var.prefix}-s3cr3t"
+}
+output "token_echo" {
+  value = nonsensitive(var.token)
+}
+"#;
+
+const TOP: &str = r#"terraform {
+  backend "local" {}
+}
+variable "name" {
+  type = string
+}
+output "said" {
+  value = "top of ${var.name}"
+}
+"#;
+
+fn chain() -> Option<Workspace> {
+    common::terraform()?;
+    Some(Workspace::new(&[
+        (
+            "mara.toml",
+            "provider = \"chain\"\nengine = \"terraform\"\n",
+        ),
+        ("providers/chain.toml", PROVIDER),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: chain\n  base:prefix: one\n",
+        ),
+        ("base/main.tf", BASE),
+        ("middle/main.tf", MIDDLE),
+        ("top/main.tf", TOP),
+    ]))
+}
+
+fn mara(w: &Workspace) -> assert_cmd::Command {
+    let mut cmd = w.mara();
+    cmd.env("HOME", w.path().join("home"))
+        .env_remove("TF_WORKSPACE")
+        .env_remove("TF_DATA_DIR");
+    cmd
+}
+
+fn run(w: &Workspace, args: &[&str]) -> (i32, Value) {
+    common::json_report(mara(w), args)
+}
+
+/// A module's outputs, as `terraform output -json` gives them (`{}` when it has none).
+fn outputs_of(w: &Workspace, module: &str) -> Value {
+    let output = std::process::Command::new(common::terraform().unwrap())
+        .args(["output", "-json"])
+        .current_dir(w.path().join(module))
+        .env("TF_WORKSPACE", "dev")
+        .output()
+        .unwrap();
+    let all: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    let plain = all.as_object().into_iter().flatten();
+    Value::Object(
+        plain
+            .map(|(k, v)| (k.clone(), v["value"].clone()))
+            .collect(),
+    )
+}
+
+/// Everything mara wrote that a secret must never reach: its ledger, its logs, its reports.
+fn written_by_mara(w: &Workspace) -> String {
+    let mut text = String::new();
+    let mut stack = vec![w.path().join(".mara")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                text.push_str(&String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    text
+}
+
+#[test]
+fn each_module_gets_the_outputs_before_it_as_its_up_left_them() {
+    let Some(w) = chain() else { return };
+    let output = mara(&w).args(["up", "--yes"]).output().unwrap();
+    let shown = format!("{}{}", common::stdout(&output), common::stderr(&output));
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert_eq!(outputs_of(&w, "middle")["name"], "one-middle");
+    assert_eq!(outputs_of(&w, "middle")["token_ok"], true);
+    assert_eq!(outputs_of(&w, "top")["said"], "top of one-middle");
+    // The secret reached middle (its check holds), and nothing mara shows or keeps: its echo
+    // in middle's own output is redacted, and the ledger keeps the token's name alone.
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+    let kept = written_by_mara(&w);
+    assert!(kept.contains(r#"{"values":{"prefix":"one"},"secret":["token"]}"#));
+    assert!(!kept.contains("s3cr3t"));
+
+    // A configuration change moves base's output: its dependents get the new value.
+    let config = w.path().join("config/pulumi/Pulumi.dev.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("base:prefix: one", "base:prefix: two"),
+    )
+    .unwrap();
+    let (code, report) = run(&w, &["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(outputs_of(&w, "top")["said"], "top of two-middle");
+
+    // The values come from the ledger, not base's state: with base's state gone, top alone
+    // is deployed as it was recorded.
+    std::fs::remove_dir_all(w.path().join("base/terraform.tfstate.d")).unwrap();
+    let (code, report) = run(&w, &["up", "--yes", "--only", "top"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(project(&report, "top")["status"], "unchanged", "{report:#}");
+    // The secret is not in the ledger: middle alone needs it from base's engine, which has
+    // none now: it cannot run, and nothing does (exit 3).
+    let output = mara(&w)
+        .args(["up", "--yes", "--only", "middle"])
+        .output()
+        .unwrap();
+    let said = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains(
+            "providers/chain.toml:12: project `middle`, input `token`: takes base:token, which has no value: base has no output `token`"
+        ),
+        "{said}"
+    );
+}
+
+#[test]
+fn an_input_without_a_value_stops_its_project_and_says_why() {
+    let Some(w) = chain() else { return };
+    // Nothing deployed: middle alone has nothing to take; nothing runs, nothing is recorded.
+    let output = mara(&w)
+        .args(["up", "--yes", "--only", "middle"])
+        .output()
+        .unwrap();
+    let said = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains(
+            "providers/chain.toml:11: project `middle`, input `prefix`: takes base:prefix, which has no value: base has not been deployed on this stack"
+        ),
+        "{said}"
+    );
+    assert!(
+        said.contains(
+            "hint: deploy base first (`mara up --only base`), or with it (`mara up --only middle --with-dependencies`)"
+        ),
+        "{said}"
+    );
+    assert!(!w.path().join("middle/.terraform").exists());
+    assert!(
+        !w.path().join(".mara/ledger.db").exists() || {
+            let history = mara(&w)
+                .args(["--output", "json", "history"])
+                .output()
+                .unwrap();
+            !common::stdout(&history).contains("middle")
+        }
+    );
+
+    // A preview of everything: middle and top wait on the outputs not there yet.
+    let (code, report) = run(&w, &["preview"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(
+        project(&report, "middle")["status"],
+        "waiting",
+        "{report:#}"
+    );
+    assert_eq!(
+        project(&report, "middle")["waits_on"],
+        serde_json::json!(["base"])
+    );
+    assert_eq!(
+        project(&report, "middle")["reason"],
+        "waits on base (not deployed yet)"
+    );
+
+    // An output its upstream does not have: the upstream applies, the dependent fails before
+    // its engine runs, naming what there is; what follows it is skipped.
+    let provider = w.path().join("providers/chain.toml");
+    let text = std::fs::read_to_string(&provider).unwrap();
+    std::fs::write(&provider, text.replace("base:prefix", "base:prefx")).unwrap();
+    let (code, report) = run(&w, &["up", "--yes"]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(project(&report, "base")["status"], "succeeded");
+    let middle = project(&report, "middle");
+    assert_eq!(middle["status"], "failed", "{report:#}");
+    assert_eq!(
+        middle["reason"],
+        "input base:prefx has no value: base has no output `prefx` after its up (it has prefix, token)"
+    );
+    assert_eq!(project(&report, "top")["status"], "skipped");
+    assert!(!w.path().join("middle/terraform.tfstate.d").exists());
+}
+
+#[test]
+fn validate_refuses_inputs_that_cannot_be() {
+    let Some(w) = chain() else { return };
+    let provider = w.path().join("providers/chain.toml");
+    let refused = |text: String, expected: &[&str]| {
+        std::fs::write(&provider, &text).unwrap();
+        let output = mara(&w).arg("validate").output().unwrap();
+        let said = format!("{}{}", common::stdout(&output), common::stderr(&output));
+        assert_eq!(output.status.code(), Some(3), "{said}");
+        for line in expected {
+            assert!(said.contains(line), "{line}\n---\n{said}");
+        }
+    };
+    refused(
+        PROVIDER.replace("base:prefix", "bsae:prefix"),
+        &[
+            "providers/chain.toml:11: project `middle`, input `prefix`: takes `bsae:prefix`, but `bsae` is not a project here",
+            "hint: did you mean `base`?",
+        ],
+    );
+    refused(
+        PROVIDER
+            .replace("prefix = ", "2prefix = ")
+            .replace("token = ", "count = "),
+        &[
+            "input `2prefix` is not a name Terraform takes for a variable",
+            "input `count` is a name Terraform reserves",
+        ],
+    );
+    refused(
+        PROVIDER.replace("\"base:prefix\"", "\"prefix\""),
+        &["input `prefix` = \"prefix\" is not `project:output`"],
+    );
+    refused(
+        format!("{PROVIDER}net-name = \"middle:name\"\nnet_name = \"middle:name\"\n"),
+        &["inputs `net-name` and `net_name` would both be $MARA_INPUT_NET_NAME"],
+    );
+    // A cycle through inputs names the inputs that close it.
+    let cyclic = PROVIDER.replace(
+        "path = \"base\"\nstage = \"infrastructure\"\n",
+        "path = \"base\"\nstage = \"infrastructure\"\n[project.inputs]\nback = \"middle:name\"\n",
+    );
+    refused(
+        cyclic,
+        &[
+            "the projects depend on each other in a cycle: base -> middle -> base",
+            "an input takes an output of the project it comes before",
+        ],
+    );
+}
+
+#[test]
+fn a_command_project_gets_its_inputs_as_mara_input_variables() {
+    let w = Workspace::new(&[
+        ("mara.toml", "provider = \"cmds\"\n"),
+        (
+            "providers/cmds.toml",
+            r#"description = "Two commands"
+
+[[project]]
+path = "maker"
+stage = "infrastructure"
+up = "printf '{\"url\": \"https://x.test\", \"port\": 8443}' > \"$MARA_OUTPUTS\""
+destroy = "true"
+
+[[project]]
+path = "user"
+up = "echo \"got $MARA_INPUT_SERVICE_URL:$MARA_INPUT_PORT\""
+destroy = "echo \"gone $MARA_INPUT_SERVICE_URL\""
+[project.inputs]
+service-url = "maker:url"
+port = "maker:port"
+"#,
+        ),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: cmds\n",
+        ),
+    ]);
+    let output = w.mara().args(["up", "--yes"]).output().unwrap();
+    let shown = common::stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    assert!(
+        shown.contains("[user] got https://x.test:8443\n"),
+        "{shown}"
+    );
+    // `--dry-run` says where each input comes from.
+    let output = w.mara().args(["up", "--dry-run"]).output().unwrap();
+    assert!(
+        common::stdout(&output).contains(
+            "# user (in .)\n#   MARA_INPUT_PORT from maker:port\n#   MARA_INPUT_SERVICE_URL from maker:url\n"
+        ),
+        "{}",
+        common::stdout(&output)
+    );
+    // A destroy runs the user first: its inputs are as the ledger recorded them.
+    let output = w.mara().args(["destroy", "--yes"]).output().unwrap();
+    let shown = common::stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    assert!(shown.contains("[user] gone https://x.test\n"), "{shown}");
+}
