@@ -208,6 +208,16 @@ impl DirLock {
 
 /// Whether `path` is a regular file (following symlinks): the only kind mara opens to read
 /// what something else may have put there.
+/// Makes directory `dir` (and those above it) readable by its owner alone: what it holds (a
+/// saved plan) may hold secrets.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 pub fn is_regular(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }

@@ -19,6 +19,7 @@ stage = "infrastructure"
 [project.inputs]
 prefix = "base:prefix"
 token = "base:token"
+stamp = "base:stamp"
 
 [[project]]
 path = "top"
@@ -26,13 +27,24 @@ path = "top"
 name = "middle:name"
 "#;
 
-/// `base` says its prefix from the configuration, and a sensitive token; `middle` makes a name
-/// of the prefix and checks the token; `top` says the name.
+/// `base` says its prefix from the configuration, a sensitive token, and a stamp known only once
+/// applied when its epoch changes; `middle` makes a name of the prefix, checks the token and
+/// says the stamp; `top` says the name.
 const BASE: &str = r#"terraform {
   backend "local" {}
 }
 variable "prefix" {
   type = string
+}
+variable "epoch" {
+  type    = string
+  default = "1"
+}
+resource "terraform_data" "stamp" {
+  input = "stamp-${var.epoch}"
+}
+output "stamp" {
+  value = terraform_data.stamp.output
 }
 output "prefix" {
   value = var.prefix
@@ -51,6 +63,12 @@ variable "prefix" {
 }
 variable "token" {
   type = string
+}
+variable "stamp" {
+  type = string
+}
+output "stamp_seen" {
+  value = var.stamp
 }
 output "name" {
   value = "${var.prefix}-middle"
@@ -152,7 +170,7 @@ fn each_module_gets_the_outputs_before_it_as_its_up_left_them() {
     // in middle's own output is redacted, and the ledger keeps the token's name alone.
     assert!(!shown.contains("s3cr3t"), "{shown}");
     let kept = written_by_mara(&w);
-    assert!(kept.contains(r#"{"values":{"prefix":"one"},"secret":["token"]}"#));
+    assert!(kept.contains(r#"{"values":{"prefix":"one","stamp":"stamp-1"},"secret":["token"]}"#));
     assert!(!kept.contains("s3cr3t"));
 
     // A configuration change moves base's output: its dependents get the new value.
@@ -222,22 +240,16 @@ fn an_input_without_a_value_stops_its_project_and_says_why() {
         }
     );
 
-    // A preview of everything: middle and top wait on the outputs not there yet.
+    // A preview of everything: base's plan knows its prefix and token, not its stamp; middle is
+    // deferred on the stamp, and top waits on it in turn.
     let (code, report) = run(&w, &["preview"]);
     assert_eq!(code, 0, "{report:#}");
-    assert_eq!(
-        project(&report, "middle")["status"],
-        "waiting",
-        "{report:#}"
-    );
-    assert_eq!(
-        project(&report, "middle")["waits_on"],
-        serde_json::json!(["base"])
-    );
-    assert_eq!(
-        project(&report, "middle")["reason"],
-        "waits on base (not deployed yet)"
-    );
+    let middle = project(&report, "middle");
+    assert_eq!(middle["status"], "waiting", "{report:#}");
+    assert_eq!(middle["planned_with"], "deferred", "{report:#}");
+    assert_eq!(middle["waits_on"], serde_json::json!(["base"]));
+    assert_eq!(middle["reason"], "waits on base:stamp, known after apply");
+    assert_eq!(project(&report, "top")["reason"], "waits on middle (itself waiting)");
 
     // An output its upstream does not have: the upstream applies, the dependent fails before
     // its engine runs, naming what there is; what follows it is skipped.
@@ -251,7 +263,7 @@ fn an_input_without_a_value_stops_its_project_and_says_why() {
     assert_eq!(middle["status"], "failed", "{report:#}");
     assert_eq!(
         middle["reason"],
-        "input base:prefx has no value: base has no output `prefx` after its up (it has prefix, token)"
+        "input base:prefx has no value: base has no output `prefx` after its up (it has prefix, stamp, token)"
     );
     assert_eq!(project(&report, "top")["status"], "skipped");
     assert!(!w.path().join("middle/terraform.tfstate.d").exists());
@@ -358,4 +370,127 @@ port = "maker:port"
     let shown = common::stdout(&output);
     assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
     assert!(shown.contains("[user] gone https://x.test\n"), "{shown}");
+}
+
+#[test]
+fn a_preview_plans_each_module_with_the_values_the_update_before_it_plans() {
+    let Some(w) = chain() else { return };
+    let (code, report) = run(&w, &["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    let config = w.path().join("config/pulumi/Pulumi.dev.yaml");
+    let edit = |from: &str, to: &str| {
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, text.replace(from, to)).unwrap();
+    };
+
+    // The prefix changes: middle is previewed with base's planned prefix and token, and top
+    // with middle's planned name, which changes with them; neither preview is stale.
+    edit("base:prefix: one", "base:prefix: two");
+    let (code, report) = run(&w, &["preview"]);
+    assert_eq!(code, 0, "{report:#}");
+    let middle = project(&report, "middle");
+    assert_eq!(middle["planned_with"], "projected", "{report:#}");
+    assert_eq!(middle["projected"], serde_json::json!(["base:prefix", "base:token"]));
+    assert!(middle.get("stale").is_none(), "{report:#}");
+    let top = project(&report, "top");
+    assert_eq!(top["planned_with"], "projected", "{report:#}");
+    assert_eq!(top["changed_outputs"], serde_json::json!(["said"]), "{report:#}");
+    let output = mara(&w).arg("preview").output().unwrap();
+    let shown = common::stdout(&output);
+    assert!(shown.contains("2 outputs (planned inputs)\n"), "{shown}");
+    assert!(
+        shown.contains(
+            "Planned inputs: previewed with the values an update before them plans\n  middle was planned with base:prefix, base:token as they will be after base's update\n  top was planned with middle:name as it will be after middle's update\n"
+        ),
+        "{shown}"
+    );
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+    // The plans it saved to read them are gone with the run.
+    let plans = w.path().join(".mara/plans");
+    assert!(std::fs::read_dir(plans).unwrap().next().is_none());
+
+    // The epoch changes: base's stamp is known only once applied; middle is not previewed on
+    // a guess.
+    edit("base:prefix: two", "base:prefix: two\n  base:epoch: \"2\"");
+    let (code, report) = run(&w, &["preview"]);
+    assert_eq!(code, 0, "{report:#}");
+    let middle = project(&report, "middle");
+    assert_eq!(middle["planned_with"], "deferred", "{report:#}");
+    assert_eq!(middle["reason"], "waits on base:stamp, known after apply");
+    assert_eq!(project(&report, "top")["status"], "waiting", "{report:#}");
+    // Applied, middle gets the stamp base's apply made.
+    let (code, report) = run(&w, &["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(outputs_of(&w, "base")["stamp"], "stamp-2");
+    assert_eq!(outputs_of(&w, "middle")["stamp_seen"], "stamp-2");
+    assert_eq!(outputs_of(&w, "top")["said"], "top of two-middle");
+}
+
+/// A Pulumi project (the stand-in) whose outputs a command project takes: its preview digest's
+/// new outputs are what the command is previewed with.
+#[test]
+fn a_pulumi_preview_s_new_outputs_are_what_its_dependents_are_previewed_with() {
+    let w = Workspace::new(&[
+        ("mara.toml", "provider = \"mixed\"\n"),
+        (
+            "providers/mixed.toml",
+            r#"description = "A Pulumi cluster and a command that takes its size"
+
+[[project]]
+path = "cluster"
+stage = "infrastructure"
+
+[[project]]
+path = "app"
+up = "echo \"deployed on $MARA_INPUT_NODES nodes\""
+preview = "echo \"would deploy on $MARA_INPUT_NODES nodes of $MARA_INPUT_CLUSTER\""
+destroy = "true"
+[project.inputs]
+nodes = "cluster:node_count"
+cluster = "cluster:cluster_name"
+"#,
+        ),
+        (
+            "cluster/Pulumi.yaml",
+            "name: cluster\nruntime: yaml\nconfig:\n  node_count:\n    type: integer\n    default: 3\noutputs:\n  node_count: ${node_count}\n  cluster_name: small\n",
+        ),
+        (
+            "config/pulumi/environment",
+            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=test\n",
+        ),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: mixed\n  cluster:node_count: 3\n",
+        ),
+    ]);
+    let bin = common::stand_in_bin();
+    let mara = || {
+        let mut cmd = w.mara();
+        cmd.env("PATH", common::path_with(bin.path()))
+            .env("HOME", w.path().join("home"));
+        cmd
+    };
+    // Nothing deployed: the cluster's preview plans both outputs; the app is previewed with them.
+    let output = mara().arg("preview").output().unwrap();
+    let shown = common::stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}{}", common::stderr(&output));
+    assert!(shown.contains("[app] would deploy on 3 nodes of small\n"), "{shown}");
+    let output = mara().args(["up", "--yes"]).output().unwrap();
+    assert!(
+        common::stdout(&output).contains("[app] deployed on 3 nodes\n"),
+        "{}",
+        common::stdout(&output)
+    );
+    // The size changes: the app is previewed with the new one, and says it was.
+    let config = w.path().join("config/pulumi/Pulumi.dev.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("node_count: 3", "node_count: 5")).unwrap();
+    let output = mara().arg("preview").output().unwrap();
+    let shown = common::stdout(&output);
+    assert!(shown.contains("[app] would deploy on 5 nodes of small\n"), "{shown}");
+    assert!(
+        shown.contains("  app was planned with cluster:node_count as it will be after cluster's update\n"),
+        "{shown}"
+    );
+    assert!(!shown.contains("Stale previews"), "{shown}");
 }

@@ -139,6 +139,9 @@ pub struct Target<'a> {
     pub stack_known: bool,
     /// Where a Terraform module's init stamp is kept (`<state_dir>/init/<path>.stamp`).
     pub init_stamp: &'a Path,
+    /// Where a Terraform module's preview saves its plan, when its planned outputs are read
+    /// (`<state_dir>/plans/<run>/<path>.tfplan`).
+    pub plan_file: Option<&'a Path>,
     /// Whether its stamp says the module was initialized on its current inputs: then `init` is
     /// left out, and runs only if the operation asks for it.
     pub initialized: bool,
@@ -225,6 +228,7 @@ impl Engines {
                     stamp: self.init_stamp(target, engine),
                     initialized: target.initialized,
                     workspace_known: target.stack_known,
+                    plan_file: target.plan_file,
                 };
                 self.terraform(engine).steps(&module, operation)
             }
@@ -279,7 +283,23 @@ pub enum StepKind {
     SecretMarks,
     /// Cleans up after the operation (`stack rm` for `destroy --remove`).
     Cleanup,
+    /// Reads what a saved plan leaves as outputs (Terraform's `show -json PLANFILE`); never
+    /// shown: it holds the plan's secrets.
+    PlannedOutputs,
 }
+
+/// One output as a preview plans it (docs/commands.md, "Previews across stacks").
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedOutput {
+    /// Its value once the update is applied; `None` when it is known only then.
+    pub value: Option<serde_json::Value>,
+    /// Whether the update changes it (or makes it).
+    pub changes: bool,
+    pub secret: bool,
+}
+
+/// A preview's planned outputs, by name.
+pub type PlannedOutputs = BTreeMap<String, PlannedOutput>;
 
 /// One engine process to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -303,6 +323,8 @@ pub struct Step {
     /// Variables of the run's environment this step does not get (`TF_WORKSPACE`, which
     /// `terraform workspace` refuses to work under).
     pub unset: Vec<&'static str>,
+    /// A file the step writes (a plan): its directory is made first, private.
+    pub writes: Option<PathBuf>,
     /// A list of the project's stacks (`terraform workspace list`): the project is without its
     /// stack unless the list names this one.
     pub listed: Option<String>,
@@ -371,6 +393,7 @@ impl Step {
             stamp: None,
             unset: Vec::new(),
             listed: None,
+            writes: None,
         }
     }
 
@@ -537,6 +560,15 @@ impl Reader {
             Reader::Pulumi(reader) => reader.outputs.clone(),
             Reader::Terraform(reader) => reader.outputs(),
             Reader::Kubectl(_) | Reader::Plain => None,
+        }
+    }
+
+    /// A preview's planned outputs, when its own output gave them (Pulumi's digest; Terraform's
+    /// come from its saved plan, `StepKind::PlannedOutputs`).
+    pub fn planned_outputs(&mut self) -> Option<PlannedOutputs> {
+        match self {
+            Reader::Pulumi(reader) => reader.planned.take(),
+            _ => None,
         }
     }
 

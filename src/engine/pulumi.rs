@@ -469,6 +469,44 @@ pub fn stack_outputs(digest: &Value) -> (Vec<String>, bool) {
     (changed, created)
 }
 
+/// The value Pulumi's preview gives an output known only once applied.
+const UNKNOWN: &str = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+
+/// The root stack's outputs as a preview digest plans them (its step's `newState` outputs):
+/// each value (`None` where it holds the unknown value, or is a secret that changes — the digest
+/// holds its ciphertext), whether it changes, and whether it is secret. `None` when the digest
+/// has no root stack step.
+pub fn planned_outputs(digest: &Value) -> Option<super::PlannedOutputs> {
+    fn holds(value: &Value, wanted: &dyn Fn(&Value) -> bool) -> bool {
+        wanted(value)
+            || match value {
+                Value::Object(map) => map.values().any(|v| holds(v, wanted)),
+                Value::Array(items) => items.iter().any(|v| holds(v, wanted)),
+                _ => false,
+            }
+    }
+    let step = (digest["steps"].as_array().into_iter().flatten()).find(|step| {
+        step["newState"]["type"] == "pulumi:pulumi:Stack"
+            || step["urn"]
+                .as_str()
+                .is_some_and(|urn| urn.contains("::pulumi:pulumi:Stack::"))
+    })?;
+    let old = step["oldState"]["outputs"].as_object();
+    let new = step["newState"]["outputs"].as_object()?;
+    let planned = new.iter().map(|(name, value)| {
+        let changes = old.and_then(|o| o.get(name)) != Some(value);
+        let unknown = holds(value, &|v| v.as_str() == Some(UNKNOWN));
+        let secret = holds(value, &|v| v.get(SECRET_SIGNATURE).is_some());
+        let planned = super::PlannedOutput {
+            value: (!unknown && !secret).then(|| value.clone()),
+            changes,
+            secret,
+        };
+        (name.clone(), planned)
+    });
+    Some(planned.collect())
+}
+
 /// Reads an operation's stdout: lines for people, and the change counts.
 #[derive(Debug)]
 pub struct OutputReader {
@@ -478,6 +516,8 @@ pub struct OutputReader {
     pub changes: Option<Changes>,
     /// A preview's: the root stack's outputs that change, and whether it creates the stack.
     pub outputs: Option<(Vec<String>, bool)>,
+    /// A preview's: the root stack's outputs as it plans them.
+    pub planned: Option<super::PlannedOutputs>,
     /// A preview's: the resources that change, with their properties.
     pub diffs: Vec<super::ResourceDiff>,
     /// Whether a preview shows each change's properties under it.
@@ -494,6 +534,7 @@ impl OutputReader {
             document: String::new(),
             changes: None,
             outputs: None,
+            planned: None,
             diffs: Vec::new(),
             show_diff: false,
             result: None,
@@ -549,6 +590,7 @@ impl OutputReader {
             .is_none_or(|d| d.is_empty())
         {
             self.outputs = Some(stack_outputs(&digest));
+            self.planned = planned_outputs(&digest);
         }
         lines
     }
@@ -650,6 +692,36 @@ fn counts(value: &Value) -> Changes {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_digest_plans_known_values_and_says_which_are_known_only_once_applied() {
+        let digest = serde_json::json!({"steps": [
+            {"op": "update", "urn": "urn:pulumi:dev::vpc::pulumi:pulumi:Stack::vpc-dev",
+             "oldState": {"type": "pulumi:pulumi:Stack", "outputs": {
+                 "cidr": "10.0.0.0/16", "id": "vpc-1", "name": "a",
+                 "token": {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "x"},
+                 "gone": 1}},
+             "newState": {"type": "pulumi:pulumi:Stack", "outputs": {
+                 "cidr": "10.0.0.0/16", "id": "04da6b54-80e4-46f7-96ec-b56ff0331ba9",
+                 "name": "b", "subnets": ["s-1", "04da6b54-80e4-46f7-96ec-b56ff0331ba9"],
+                 "token": {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "y"}}}}
+        ]});
+        let planned = super::planned_outputs(&digest).unwrap();
+        let shown: Vec<(&str, Option<String>, bool, bool)> = (planned.iter())
+            .map(|(n, p)| (n.as_str(), p.value.as_ref().map(|v| v.to_string()), p.changes, p.secret))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("cidr", Some("\"10.0.0.0/16\"".into()), false, false),
+                ("id", None, true, false),
+                ("name", Some("\"b\"".into()), true, false),
+                ("subnets", None, true, false),
+                ("token", None, true, true),
+            ]
+        );
+        assert!(super::planned_outputs(&serde_json::json!({"steps": []})).is_none());
+    }
+
     use super::*;
 
     #[test]

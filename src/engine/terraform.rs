@@ -42,6 +42,8 @@ pub struct Module<'a> {
     pub initialized: bool,
     /// Whether the ledger knows the stack's workspace exists.
     pub workspace_known: bool,
+    /// Where a preview saves its plan, whose planned outputs are then read (`show -json`).
+    pub plan_file: Option<&'a Path>,
 }
 
 impl Terraform {
@@ -104,9 +106,14 @@ impl Terraform {
             Operation::Destroy => &["destroy", "-auto-approve", "-input=false", "-json"],
         };
         let mut op = in_workspace(step(StepKind::Operation, operation_words));
+        let plan_file = module.plan_file.filter(|_| operation == Operation::Preview);
         if operation == Operation::Preview {
             op.ok_codes = vec![0, 2];
             op.changes_code = Some(2);
+        }
+        if let Some(file) = plan_file {
+            op.args.push(format!("-out={}", file.display()));
+            op.writes = Some(file.to_path_buf());
         }
         if module.initialized {
             op.repairs.push(Repair {
@@ -125,6 +132,10 @@ impl Terraform {
         steps.push(op);
         if operation == Operation::Up {
             steps.push(in_workspace(step(StepKind::Outputs, &["output", "-json"])));
+        }
+        if let Some(file) = plan_file {
+            let file = file.display().to_string();
+            steps.push(step(StepKind::PlannedOutputs, &["show", "-json", &file]));
         }
         steps
     }
@@ -232,6 +243,37 @@ pub fn outputs(json: &str, show_secrets: bool) -> Value {
             })
             .collect(),
     )
+}
+
+/// The outputs a saved plan leaves, from `show -json PLANFILE` (its `output_changes`): each
+/// value after the apply (`None` where `after_unknown` says it is known only then), whether the
+/// plan changes it, and whether it is sensitive.
+pub fn planned_outputs(json: &str) -> super::PlannedOutputs {
+    fn any_true(value: &Value) -> bool {
+        match value {
+            Value::Bool(b) => *b,
+            Value::Object(map) => map.values().any(any_true),
+            Value::Array(items) => items.iter().any(any_true),
+            _ => false,
+        }
+    }
+    let Ok(plan) = serde_json::from_str::<Value>(json) else {
+        return Default::default();
+    };
+    let changes = plan["output_changes"].as_object().cloned().unwrap_or_default();
+    changes
+        .into_iter()
+        .filter(|(_, change)| change["actions"] != serde_json::json!(["delete"]))
+        .map(|(name, change)| {
+            let unknown = any_true(&change["after_unknown"]);
+            let planned = super::PlannedOutput {
+                value: (!unknown).then(|| change["after"].clone()),
+                changes: change["actions"] != serde_json::json!(["no-op"]),
+                secret: any_true(&change["after_sensitive"]),
+            };
+            (name, planned)
+        })
+        .collect()
 }
 
 /// A message's `@level` (`info` when it has none).
@@ -503,6 +545,33 @@ impl Reader {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_saved_plan_says_each_output_after_the_apply_or_that_it_is_known_only_then() {
+        let show = r#"{"format_version": "1.2", "output_changes": {
+            "same": {"actions": ["no-op"], "before": "a", "after": "a", "after_unknown": false, "after_sensitive": false},
+            "moved": {"actions": ["update"], "before": "a", "after": "b", "after_unknown": false, "after_sensitive": false},
+            "list": {"actions": ["create"], "after": ["x", null], "after_unknown": [false, true], "after_sensitive": false},
+            "token": {"actions": ["update"], "after": "t", "after_unknown": false, "after_sensitive": true},
+            "gone": {"actions": ["delete"], "before": "z", "after": null}
+        }}"#;
+        let planned = super::planned_outputs(show);
+        let shown: Vec<(&str, Option<String>, bool, bool)> = (planned.iter())
+            .map(|(n, p)| (n.as_str(), p.value.as_ref().map(|v| v.to_string()), p.changes, p.secret))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("list", None, true, false),
+                ("moved", Some("\"b\"".into()), true, false),
+                ("same", Some("\"a\"".into()), false, false),
+                ("token", Some("\"t\"".into()), true, true),
+            ]
+        );
+        for malformed in ["", "{", "[]", r#"{"output_changes": 7}"#, r#"{"output_changes": {"a": 1}}"#] {
+            let _ = super::planned_outputs(malformed);
+        }
+    }
+
     use super::*;
 
     #[test]
@@ -544,6 +613,7 @@ mod tests {
             },
             initialized,
             workspace_known,
+            plan_file: None,
         }
     }
 

@@ -106,6 +106,24 @@ pub struct Preview {
     pub new_stack: bool,
     /// The resources that change, with their properties.
     pub diff: Vec<crate::engine::ResourceDiff>,
+    /// A project with inputs: which values it was previewed with.
+    pub planned_with: Option<PlannedWith>,
+    /// The inputs (`network:subnet_id`) it was previewed with as their upstream's preview
+    /// plans them.
+    pub projected: Vec<String>,
+}
+
+/// Which values a project with inputs was previewed with (docs/commands.md, "Previews across
+/// stacks").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlannedWith {
+    /// Its inputs as they are now.
+    Current,
+    /// Some as their upstream's preview plans them (`projected`).
+    Projected,
+    /// Not previewed: an input is known only once its upstream is applied.
+    Deferred,
 }
 
 /// A preview that used values which the run would change: the project reads `reads`, whose
@@ -172,6 +190,35 @@ pub fn stale_lines(reports: &[ProjectReport], name: &dyn Fn(&str) -> String) -> 
     lines
 }
 
+/// The previews made with planned values, one line per project and upstream:
+/// "app was planned with network:subnet_id as it will be after network's update".
+pub fn projected_lines(reports: &[ProjectReport], name: &dyn Fn(&str) -> String) -> Vec<String> {
+    let mut lines = Vec::new();
+    for report in reports.iter().filter(|r| !r.projected.is_empty()) {
+        let mut by_upstream: Vec<(&str, Vec<String>)> = Vec::new();
+        for source in &report.projected {
+            let upstream = source.rsplit_once(':').map_or(source.as_str(), |(p, _)| p);
+            match by_upstream.iter_mut().find(|(u, _)| *u == upstream) {
+                Some((_, sources)) => sources.push(name(source)),
+                None => by_upstream.push((upstream, vec![name(source)])),
+            }
+        }
+        for (upstream, sources) in by_upstream {
+            let them = match sources.len() {
+                1 => "it",
+                _ => "they",
+            };
+            let will = format!("as {them} will be after {}'s update", name(upstream));
+            lines.push(format!(
+                "{} was planned with {} {will}",
+                name(&report.path),
+                sources.join(", ")
+            ));
+        }
+    }
+    lines
+}
+
 /// One project of a run, as the summary and the report show it (docs/formats.md, "The run
 /// summary").
 #[derive(Debug, Clone, Serialize)]
@@ -196,6 +243,12 @@ pub struct ProjectReport {
     /// A preview's: the resources that change, with their properties.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub diff: Vec<crate::engine::ResourceDiff>,
+    /// A preview's, for a project with inputs: which values it was previewed with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub planned_with: Option<PlannedWith>,
+    /// A preview's: the inputs it was previewed with as planned, not as they are.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub projected: Vec<String>,
     /// A preview's: its stack is not deployed yet.
     #[serde(skip)]
     pub new_stack: bool,
@@ -235,6 +288,8 @@ impl ProjectReport {
             },
             new_stack: finished.preview.new_stack,
             diff: finished.preview.diff,
+            planned_with: finished.preview.planned_with,
+            projected: finished.preview.projected,
             outcome: finished.outcome,
             log: finished.log,
             created_stack: finished.created_stack,

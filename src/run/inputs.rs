@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use serde_json::{Map, Value};
 
 use super::plan::PlannedInput;
-use crate::engine::Operation;
+use crate::engine::{Operation, PlannedOutputs};
 use crate::error::Problem;
 use crate::graph::Plan;
 use crate::ledger::RecordedOutputs;
@@ -35,6 +35,8 @@ pub struct Known {
     pub values: Map<String, Value>,
     pub secret: BTreeSet<String>,
     pub found: Found,
+    /// What its preview in this run plans them to be.
+    pub planned: Option<PlannedOutputs>,
 }
 
 /// The outputs a run knows, by project, shared by its projects' tasks.
@@ -50,6 +52,9 @@ pub struct Resolved {
     pub env: BTreeMap<String, String>,
     /// The secret values among them, for the redactor.
     pub secrets: Vec<String>,
+    /// The inputs (`network:subnet_id`) whose values are those an upstream's preview plans,
+    /// not the current ones.
+    pub projected: Vec<String>,
 }
 
 /// Why a project's inputs cannot be given: the projects whose outputs it waits on, and why, in
@@ -58,6 +63,8 @@ pub struct Resolved {
 pub struct Unknown {
     pub on: Vec<String>,
     pub reason: String,
+    /// Every value it lacks is one its upstream's preview plans, known only once applied.
+    pub deferred: bool,
 }
 
 impl Values {
@@ -77,47 +84,96 @@ impl Values {
             values,
             secret,
             found: Found::ThisRun,
+            planned: None,
         };
         self.known().insert(project.to_string(), known);
     }
 
-    /// The variables `inputs` give a project, or why they cannot be given.
-    pub fn resolve(&self, inputs: &[PlannedInput]) -> Result<Resolved, Unknown> {
+    /// Project `project`'s preview in this run plans its outputs as `planned`.
+    pub fn planned(&self, project: &str, planned: PlannedOutputs) {
+        let mut known = self.known();
+        let entry = known.entry(project.to_string()).or_insert_with(|| Known {
+            values: Map::new(),
+            secret: BTreeSet::new(),
+            found: Found::Before(None),
+            planned: None,
+        });
+        entry.planned = Some(planned);
+    }
+
+    /// The variables `inputs` give a project, or why they cannot be given. A preview
+    /// (`previewing`) takes the values its upstreams' previews in this run plan: a value known
+    /// only once applied defers it.
+    pub fn resolve(&self, inputs: &[PlannedInput], previewing: bool) -> Result<Resolved, Unknown> {
         let known = self.known();
         let mut resolved = Resolved::default();
-        let mut missing: Vec<(String, String)> = Vec::new();
+        let (mut missing, mut deferred) = (Vec::new(), Vec::new());
         for input in inputs {
             let found = known.get(&input.from);
-            match found.and_then(|k| k.values.get(&input.output)) {
-                Some(value) => {
-                    let text = as_text(value);
-                    if found.is_some_and(|k| k.secret.contains(&input.output)) {
-                        resolved.secrets.push(text.clone());
+            let planned = (found.and_then(|k| k.planned.as_ref())).filter(|_| previewing);
+            let (value, secret) = match planned {
+                Some(planned) => match planned.get(&input.output) {
+                    Some(p) if p.changes && p.value.is_none() => {
+                        deferred.push(input);
+                        continue;
                     }
-                    resolved.env.insert(input.variable.clone(), text);
-                }
-                None => missing.push((input.source(), why_missing(input, found))),
+                    Some(p) if p.changes => {
+                        resolved.projected.push(input.source());
+                        (p.value.as_ref(), p.secret)
+                    }
+                    Some(_) => current(found, input),
+                    None => (None, false),
+                },
+                None => current(found, input),
+            };
+            let Some(value) = value else {
+                missing.push((input, why_missing(input, found, planned.is_some())));
+                continue;
+            };
+            let text = as_text(value);
+            if secret {
+                resolved.secrets.push(text.clone());
             }
+            resolved.env.insert(input.variable.clone(), text);
         }
-        if missing.is_empty() {
-            return Ok(resolved);
+        let waits_on = |inputs: Vec<&PlannedInput>| {
+            let mut on: Vec<String> = inputs.iter().map(|i| i.from.clone()).collect();
+            on.dedup();
+            on
+        };
+        if !missing.is_empty() {
+            let reason = (missing.iter())
+                .map(|(input, why)| format!("input {} {why}", input.source()))
+                .collect::<Vec<_>>()
+                .join("; ");
+            let on = waits_on(missing.into_iter().map(|(input, _)| input).collect());
+            return Err(Unknown { on, reason, deferred: false });
         }
-        let reason = missing
-            .iter()
-            .map(|(source, why)| format!("input {source} {why}"))
-            .collect::<Vec<_>>()
-            .join("; ");
-        let mut on: Vec<String> = (inputs.iter())
-            .filter(|i| missing.iter().any(|(source, _)| *source == i.source()))
-            .map(|i| i.from.clone())
-            .collect();
-        on.dedup();
-        Err(Unknown { on, reason })
+        if !deferred.is_empty() {
+            let sources: Vec<String> = deferred.iter().map(|i| i.source()).collect();
+            let reason = format!("waits on {}, known after apply", sources.join(", "));
+            let on = waits_on(deferred);
+            return Err(Unknown { on, reason, deferred: true });
+        }
+        Ok(resolved)
     }
 }
 
+/// An input's value as its upstream's outputs are now, and whether it is secret.
+fn current<'k>(found: Option<&'k Known>, input: &PlannedInput) -> (Option<&'k Value>, bool) {
+    let value = found.and_then(|k| k.values.get(&input.output));
+    let secret = found.is_some_and(|k| k.secret.contains(&input.output));
+    (value, secret)
+}
+
 /// Why an input has no value: its project has no outputs known, or not that one.
-fn why_missing(input: &PlannedInput, found: Option<&Known>) -> String {
+fn why_missing(input: &PlannedInput, found: Option<&Known>, planned: bool) -> String {
+    if planned {
+        return format!(
+            "has no value: {} will have no output `{}` after its update",
+            input.from, input.output
+        );
+    }
     match found {
         None => format!(
             "has no value: {} has not been deployed on this stack",
@@ -177,6 +233,7 @@ pub fn before(
                 values: r.outputs.values,
                 secret: r.outputs.secret,
                 found: Found::Before(Some(r.run_id)),
+                planned: None,
             };
             (path, known)
         })
@@ -215,6 +272,7 @@ pub fn before(
                     values,
                     secret,
                     found,
+                    planned: None,
                 };
                 known.insert(upstream.clone(), read);
             }
@@ -280,7 +338,7 @@ mod tests {
             input("token", "network", "token"),
             input("ports", "network", "ports"),
         ];
-        let missing = values.resolve(&inputs[..1]).unwrap_err();
+        let missing = values.resolve(&inputs[..1], false).unwrap_err();
         assert_eq!(missing.on, ["network"]);
         assert_eq!(
             missing.reason,
@@ -291,12 +349,12 @@ mod tests {
         outputs.insert("token".into(), "t0k3n".into());
         outputs.insert("ports".into(), serde_json::json!([80, 443]));
         values.applied("network", outputs, BTreeSet::from(["token".to_string()]));
-        let resolved = values.resolve(&inputs).unwrap();
+        let resolved = values.resolve(&inputs, false).unwrap();
         assert_eq!(resolved.env["TF_VAR_subnet_id"], "subnet-1");
         assert_eq!(resolved.env["TF_VAR_ports"], "[80,443]");
         assert_eq!(resolved.secrets, ["t0k3n"]);
         let missing = values
-            .resolve(&[input("zone", "network", "zone")])
+            .resolve(&[input("zone", "network", "zone")], false)
             .unwrap_err();
         assert_eq!(
             missing.reason,

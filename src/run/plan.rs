@@ -157,6 +157,23 @@ impl Planner<'_> {
             .join(format!("{}{suffix}", self.run_id))
     }
 
+    /// Where the run's previews save their Terraform plans, `<state_dir>/plans/<run><suffix>`:
+    /// private, and removed once the run ends (`Planner::forget_plans`).
+    pub fn plans(&self, suffix: &str) -> PathBuf {
+        let workspace = &self.deployment.files.workspace;
+        workspace
+            .state_dir()
+            .join("plans")
+            .join(format!("{}{suffix}", self.run_id))
+    }
+
+    /// Removes the plans the run's previews saved (they hold what the modules' secrets plan).
+    pub fn forget_plans(&self) {
+        for suffix in ["", "-preview"] {
+            let _ = std::fs::remove_dir_all(self.plans(suffix));
+        }
+    }
+
     /// The plan of `operation` with the shared configuration `config` (Terraform modules get
     /// its values), logging into `logs(suffix)`.
     pub fn plan(&self, operation: Operation, config: &StackConfigFile, suffix: &str) -> RunPlan {
@@ -182,6 +199,7 @@ impl Planner<'_> {
             workspace,
             provider: &self.deployment.provider.name,
             logs: &self.logs(suffix),
+            plans: &self.plans(suffix),
             fingerprints: self.fingerprints,
             kubeconfig: &workspace.kubeconfig_file(&self.stack.name),
             is_dir: &|dir| dir.is_dir(),
@@ -203,6 +221,8 @@ pub struct Inputs<'a> {
     pub provider: &'a str,
     /// The run's log directory.
     pub logs: &'a Path,
+    /// Where its previews save their Terraform plans.
+    pub plans: &'a Path,
     /// Fingerprints by graph index.
     pub fingerprints: &'a BTreeMap<usize, String>,
     /// `<state_dir>/kube/<stack>.yaml`, the kubeconfig the hooks write.
@@ -230,6 +250,7 @@ impl RunPlan {
             workspace,
             provider,
             logs,
+            plans,
             fingerprints,
             kubeconfig,
             is_dir,
@@ -265,6 +286,9 @@ impl RunPlan {
                     kubeconfig: kubeconfig.to_path_buf(),
                 };
                 let outputs_taken = outputs_taken(graph, i);
+                // A preview's planned outputs are read for the projects that take them.
+                let plan_file = (operation == Operation::Preview && !outputs_taken.is_empty())
+                    .then(|| plans.join(format!("{}.tfplan", project.path)));
                 let mut target = Target {
                     path: &project.path,
                     engine: project.engine,
@@ -277,6 +301,7 @@ impl RunPlan {
                     outputs_taken: !outputs_taken.is_empty(),
                     stack_known: known_stacks.contains(&project.path),
                     init_stamp: &init_stamp,
+                    plan_file: plan_file.as_deref(),
                     initialized: false,
                     hook_reads_outputs: {
                         let hooks: &[Hook] = match operation {
@@ -450,6 +475,7 @@ pub mod fixtures {
             workspace: &workspace(),
             provider: "aws",
             logs: Path::new("/w/.mara/logs/r1"),
+            plans: Path::new("/w/.mara/plans/r1"),
             fingerprints: &fingerprints,
             kubeconfig: Path::new("/w/.mara/kube/dev.yaml"),
             is_dir: &|_| true,

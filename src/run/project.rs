@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::events::{Event, Finished, Outcome, Preview};
+use super::events::{Event, Finished, Outcome, PlannedWith, Preview};
 use super::hooks::{self, Work};
 use super::interrupt::{Interrupt, InterruptLevel, Stop};
 use super::kubeconfig;
@@ -248,20 +248,31 @@ impl Prepared {
         if job.project.inputs.is_empty() {
             return None;
         }
-        let resolved = match job.shared.context.inputs.resolve(&job.project.inputs) {
+        let previewing = job.operation == Operation::Preview;
+        let resolved = match job.shared.context.inputs.resolve(&job.project.inputs, previewing) {
             Ok(resolved) => resolved,
-            Err(unknown) if job.operation == Operation::Preview => {
+            Err(unknown) if previewing => {
                 let mut finished = job.failed(None, String::new(), &self.log);
                 finished.outcome = Outcome::Waits {
                     on: unknown.on,
                     reason: unknown.reason,
                 };
+                if unknown.deferred {
+                    finished.preview.planned_with = Some(PlannedWith::Deferred);
+                }
                 return Some(finished);
             }
             Err(unknown) => return Some(job.failed(None, unknown.reason, &self.log)),
         };
         if !resolved.secrets.is_empty() {
             job.redactor = job.redactor.with(resolved.secrets);
+        }
+        if previewing {
+            self.preview.planned_with = Some(match resolved.projected.is_empty() {
+                true => PlannedWith::Current,
+                false => PlannedWith::Projected,
+            });
+            self.preview.projected = resolved.projected;
         }
         for step in &mut job.project.steps[self.next..] {
             step.env.extend(resolved.env.clone());
@@ -374,7 +385,10 @@ impl Prepared {
             {
                 return Err(job.absent(finished.code, log));
             }
-            if step.kind == StepKind::Outputs {
+            if step.kind == StepKind::PlannedOutputs {
+                let planned = crate::engine::terraform::planned_outputs(&finished.stdout);
+                (job.shared.context.inputs).planned(&job.project.path, planned);
+            } else if step.kind == StepKind::Outputs {
                 outputs.printed(engine, &mut job.redactor, finished.stdout);
             } else if step.kind == StepKind::Operation
                 && let Err(reason) = outputs.left_by(job, step)
@@ -544,6 +558,11 @@ fn read_operation(
 ) -> Option<crate::engine::Changes> {
     for line in reader.finish() {
         job.emit(log, Stream::Stdout, &line);
+    }
+    if let Some(planned) = reader.planned_outputs()
+        && !job.project.outputs_taken.is_empty()
+    {
+        (job.shared.context.inputs).planned(&job.project.path, planned);
     }
     let mut changes = reader.changes();
     if let Some((changed, new_stack)) = reader.outputs() {
@@ -724,6 +743,7 @@ fn failure_reason(job: &Job, step: &Step, finished: &process::Finished, reader: 
         StepKind::Prepare => "preparing the stack failed",
         StepKind::Operation => "failed",
         StepKind::Outputs | StepKind::SecretMarks => "reading the stack outputs failed",
+        StepKind::PlannedOutputs => "reading the planned outputs failed",
         StepKind::Cleanup => "removing the stack failed",
     };
     let redactor = &job.redactor;
@@ -751,6 +771,9 @@ async fn run_step(
             step.cwd.display()
         );
     }
+    if let Some(dir) = step.writes.as_deref().and_then(std::path::Path::parent) {
+        let _ = crate::files::private_dir(dir);
+    }
     // A command's `up` writes its outputs afresh: none from an earlier run may count.
     if job.operation == Operation::Up
         && let Some(file) = command::outputs_file(step)
@@ -769,7 +792,7 @@ async fn run_step(
         match (step.kind, stream) {
             // The outputs hold secrets in plain text: never shown, never logged. A list of
             // workspaces is read, not shown.
-            (StepKind::Outputs | StepKind::SecretMarks, Stream::Stdout) => {}
+            (StepKind::Outputs | StepKind::SecretMarks | StepKind::PlannedOutputs, Stream::Stdout) => {}
             (_, Stream::Stdout) if step.listed.is_some() => {}
             (StepKind::Operation, Stream::Stdout) => {
                 for shown in reader.line(line) {

@@ -168,12 +168,26 @@ fn mark_stale(plan: &RunPlan, reports: &mut [ProjectReport]) {
             continue;
         }
         let mut stale = Vec::new();
-        for &j in &plan.projects[i].waits_for {
+        let project = &plan.projects[i];
+        for &j in &project.waits_for {
             let dependency = &reports[j];
-            let changing = dependency
-                .changed_outputs
-                .as_ref()
-                .filter(|outputs| !outputs.is_empty());
+            // A project that takes inputs from it reads those alone, each as its preview used
+            // it: stale where that was not as planned.
+            let mut taken = (project.inputs.iter())
+                .filter(|input| input.from == dependency.path)
+                .peekable();
+            let outputs = match taken.peek().is_some() {
+                true => {
+                    let taken: Vec<&str> = taken
+                        .filter(|input| !reports[i].projected.contains(&input.source()))
+                        .map(|input| input.output.as_str())
+                        .collect();
+                    (dependency.changed_outputs.as_ref())
+                        .map(|changed| changed.iter().filter(|o| taken.contains(&o.as_str())).cloned().collect())
+                }
+                false => dependency.changed_outputs.clone(),
+            };
+            let changing = outputs.as_ref().filter(|outputs| !outputs.is_empty());
             if let Some(outputs) = changing {
                 stale.push(Stale {
                     reads: dependency.path.clone(),

@@ -304,12 +304,12 @@ fn waits_on(
         return None;
     }
     let (mut on, mut direct, mut through) = (Vec::new(), Vec::new(), Vec::new());
-    for report in plan.projects[i]
-        .waits_for
-        .iter()
-        .filter_map(|j| reports.get(j))
-    {
-        if report.new_stack {
+    let project = &plan.projects[i];
+    for report in project.waits_for.iter().filter_map(|j| reports.get(j)) {
+        // What it takes as inputs from a project not deployed yet is what that project's
+        // preview plans: its inputs decide (`run::inputs`).
+        let takes_inputs = project.inputs.iter().any(|input| input.from == report.path);
+        if report.new_stack && !takes_inputs {
             on.push(report.path.clone());
             direct.push(report.path.as_str());
         } else if !report.waits_on.is_empty() {

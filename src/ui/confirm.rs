@@ -49,7 +49,18 @@ pub fn update(
         if !report.stale.is_empty() {
             changes.push_str(&style.yellow(" (stale)"));
         }
+        if !report.projected.is_empty() {
+            changes.push_str(&style.cyan(" (planned inputs)"));
+        }
         table.push_str(&format!("{:<width$}  {changes}\n", report.path));
+    }
+    let projected = crate::run::events::projected_lines(reports, &str::to_string);
+    if !projected.is_empty() {
+        let notes: String = projected.iter().map(|l| format!("  {l}\n")).collect();
+        table.push_str(&format!(
+            "\n{}\n{notes}",
+            style.bold("Planned inputs: previewed with the values this update plans before them")
+        ));
     }
     // Who approves sees which later projects will be evaluated again, against new values.
     let stale = crate::run::events::stale_lines(reports, &str::to_string);

@@ -122,6 +122,9 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
             if !p.stale.is_empty() {
                 changes.push_str(" (stale)");
             }
+            if !p.projected.is_empty() {
+                changes.push_str(" (planned inputs)");
+            }
             [
                 p.path.clone(),
                 summary.operation.to_string(),
@@ -163,15 +166,20 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
 /// The previews that read what the run would change, one line each, under a heading; nothing
 /// when there are none.
 pub fn stale_notes(summary: &RunSummary, style: Style) -> String {
-    let lines = crate::run::events::stale_lines(&summary.projects, &str::to_string);
-    if lines.is_empty() {
-        return String::new();
+    let mut out = String::new();
+    let projected = crate::run::events::projected_lines(&summary.projects, &str::to_string);
+    if !projected.is_empty() {
+        let notes: String = projected.iter().map(|l| format!("  {l}\n")).collect();
+        let heading = "Planned inputs: previewed with the values an update before them plans";
+        let _ = write!(out, "{}\n{notes}\n", style.bold(heading));
     }
-    let notes: String = lines.iter().map(|l| format!("  {l}\n")).collect();
-    format!(
-        "{}\n{notes}\n",
-        style.bold("Stale previews: they read outputs that an update would change")
-    )
+    let lines = crate::run::events::stale_lines(&summary.projects, &str::to_string);
+    if !lines.is_empty() {
+        let notes: String = lines.iter().map(|l| format!("  {l}\n")).collect();
+        let heading = "Stale previews: they read outputs that an update would change";
+        let _ = write!(out, "{}\n{notes}\n", style.bold(heading));
+    }
+    out
 }
 
 /// `✓ up on stack dev: 14 projects succeeded in 5.2s` and the like.
@@ -379,6 +387,9 @@ pub fn markdown(summary: &RunSummary) -> String {
         if !p.stale.is_empty() {
             detail.push_str(" (stale)");
         }
+        if !p.projected.is_empty() {
+            detail.push_str(" (planned inputs)");
+        }
         let _ = writeln!(
             out,
             "| `{}` | {} | {duration} | {detail} |",
@@ -386,6 +397,14 @@ pub fn markdown(summary: &RunSummary) -> String {
         );
     }
     out.push('\n');
+    let projected = crate::run::events::projected_lines(&summary.projects, &|p| format!("`{p}`"));
+    if !projected.is_empty() {
+        out.push_str("**Planned inputs.** Previewed with the values an update before them plans:\n\n");
+        for line in projected {
+            let _ = writeln!(out, "- {}", markdown_text(&line));
+        }
+        out.push('\n');
+    }
     let stale = crate::run::events::stale_lines(&summary.projects, &|p| format!("`{p}`"));
     if !stale.is_empty() {
         out.push_str("**Stale previews.** They read outputs that an update would change:\n\n");

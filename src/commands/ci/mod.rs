@@ -307,6 +307,8 @@ fn summary_of(record: &RunRecord, graph: &crate::graph::ExecutionGraph) -> RunSu
                 stale: Vec::new(),
                 waits_on: Vec::new(),
                 diff: Vec::new(),
+                planned_with: None,
+                projected: Vec::new(),
                 new_stack: false,
                 outcome,
                 log: None,

@@ -209,6 +209,7 @@ impl<'a> Invocation<'a> {
         };
         let mut ran = false;
         let result = self.go(&planner, prepared, recorder.as_mut(), &mut ran);
+        planner.forget_plans();
         let result = lease_kept(interrupt, result);
         self.close(recorder, &result, ran, &planner);
         result
