@@ -25,6 +25,13 @@ stamp = "base:stamp"
 path = "top"
 [project.inputs]
 name = "middle:name"
+
+[[project]]
+path = "reader"
+up = '''printf '%s\n' "$MARA_INPUT_CREDS" | sed 's/.*"pass":"\([^"]*\)".*/pass=\1/' '''
+destroy = "true"
+[project.inputs]
+creds = "base:creds"
 "#;
 
 /// `base` says its prefix from the configuration, a sensitive token, and a stamp known only once
@@ -51,6 +58,10 @@ output "prefix" {
 }
 output "token" {
   value     = "t0k3n-${var.prefix}-s3cr3t"
+  sensitive = true
+}
+output "creds" {
+  value     = { user = "admin", pass = "p4ss-s3cr3t" }
   sensitive = true
 }
 "#;
@@ -170,7 +181,13 @@ fn each_module_gets_the_outputs_before_it_as_its_up_left_them() {
     // in middle's own output is redacted, and the ledger keeps the token's name alone.
     assert!(!shown.contains("s3cr3t"), "{shown}");
     let kept = written_by_mara(&w);
-    assert!(kept.contains(r#"{"values":{"prefix":"one","stamp":"stamp-1"},"secret":["token"]}"#));
+    assert!(
+        kept.contains(
+            r#"{"values":{"prefix":"one","stamp":"stamp-1"},"secret":["creds","token"]}"#
+        )
+    );
+    // A part of a structured secret is as secret as the whole.
+    assert!(shown.contains("[reader] pass=[secret]\n"), "{shown}");
     assert!(!kept.contains("s3cr3t"));
 
     // A configuration change moves base's output: its dependents get the new value.
@@ -201,7 +218,7 @@ fn each_module_gets_the_outputs_before_it_as_its_up_left_them() {
     assert_eq!(output.status.code(), Some(3), "{said}");
     assert!(
         said.contains(
-            "providers/chain.toml:12: project `middle`, input `token`: takes base:token, which has no value: base has no output `token`"
+            "providers/chain.toml:12: project `middle`, input `token`: takes base:token, which has no value: base keeps `token` secret: the ledger holds no secret, and its engine did not give it"
         ),
         "{said}"
     );
@@ -249,7 +266,10 @@ fn an_input_without_a_value_stops_its_project_and_says_why() {
     assert_eq!(middle["planned_with"], "deferred", "{report:#}");
     assert_eq!(middle["waits_on"], serde_json::json!(["base"]));
     assert_eq!(middle["reason"], "waits on base:stamp, known after apply");
-    assert_eq!(project(&report, "top")["reason"], "waits on middle (itself waiting)");
+    assert_eq!(
+        project(&report, "top")["reason"],
+        "waits on middle (itself waiting)"
+    );
 
     // An output its upstream does not have: the upstream applies, the dependent fails before
     // its engine runs, naming what there is; what follows it is skipped.
@@ -263,7 +283,7 @@ fn an_input_without_a_value_stops_its_project_and_says_why() {
     assert_eq!(middle["status"], "failed", "{report:#}");
     assert_eq!(
         middle["reason"],
-        "input base:prefx has no value: base has no output `prefx` after its up (it has prefix, stamp, token)"
+        "input base:prefx has no value: base has no output `prefx` after its up (it has creds, prefix, stamp, token)"
     );
     assert_eq!(project(&report, "top")["status"], "skipped");
     assert!(!w.path().join("middle/terraform.tfstate.d").exists());
@@ -294,7 +314,7 @@ fn validate_refuses_inputs_that_cannot_be() {
             .replace("prefix = ", "2prefix = ")
             .replace("token = ", "count = "),
         &[
-            "input `2prefix` is not a name Terraform takes for a variable",
+            "input `2prefix` is not an input's name: an ASCII letter or `_`",
             "input `count` is a name Terraform reserves",
         ],
     );
@@ -305,6 +325,23 @@ fn validate_refuses_inputs_that_cannot_be() {
     refused(
         format!("{PROVIDER}net-name = \"middle:name\"\nnet_name = \"middle:name\"\n"),
         &["inputs `net-name` and `net_name` would both be $MARA_INPUT_NET_NAME"],
+    );
+    // Manifests leave no outputs to take.
+    refused(
+        format!("{PROVIDER}\n[[project]]\npath = \"manifests\"\nengine = \"kubectl\"\n")
+            .replace("name = \"middle:name\"", "name = \"manifests:name\""),
+        &[
+            "project `top`, input `name` takes manifests:name, but manifests is applied by kubectl, which leaves no outputs",
+        ],
+    );
+    refused(
+        PROVIDER
+            .replace("\"base:prefix\"", "7")
+            .replace("\"base:token\"", "\"base:to ken\""),
+        &[
+            "providers/chain.toml:11: project `middle`: input `prefix` is integer 7: it is a string, \"project:output\"",
+            "input `token` = \"base:to ken\" is not `project:output`",
+        ],
     );
     // A cycle through inputs names the inputs that close it.
     let cyclic = PROVIDER.replace(
@@ -365,11 +402,52 @@ port = "maker:port"
         "{}",
         common::stdout(&output)
     );
-    // A destroy runs the user first: its inputs are as the ledger recorded them.
-    let output = w.mara().args(["destroy", "--yes"]).output().unwrap();
+    // The maker destroyed alone, the user standing on it is destroyed with what it was
+    // deployed with; an up of the user alone has nothing to deploy on.
+    let output = (w.mara())
+        .args(["destroy", "--yes", "--only", "maker", "--orphan-dependents"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    let output = w
+        .mara()
+        .args(["up", "--yes", "--only", "user"])
+        .output()
+        .unwrap();
+    let said = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains(
+            "takes maker:url, which has no value: maker has not been deployed on this stack"
+        ),
+        "{said}"
+    );
+    let output = w
+        .mara()
+        .args(["destroy", "--yes", "--only", "user"])
+        .output()
+        .unwrap();
     let shown = common::stdout(&output);
     assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
     assert!(shown.contains("[user] gone https://x.test\n"), "{shown}");
+
+    // A maker whose up no longer writes the output: the user fails on it, never on the value
+    // an earlier up recorded.
+    let provider = w.path().join("providers/cmds.toml");
+    let text = std::fs::read_to_string(&provider).unwrap();
+    let (before, after) = text.split_once("up = \"printf").unwrap();
+    let after = after.split_once('\n').unwrap().1;
+    std::fs::write(
+        &provider,
+        format!("{before}up = \"echo no outputs now\"\n{after}"),
+    )
+    .unwrap();
+    let (code, report) = common::json_report(w.mara(), &["up", "--yes"]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(
+        project(&report, "user")["reason"],
+        "input maker:port has no value: maker has no output `port` after its up (it has none); input maker:url has no value: maker has no output `url` after its up (it has none)"
+    );
 }
 
 #[test]
@@ -390,11 +468,18 @@ fn a_preview_plans_each_module_with_the_values_the_update_before_it_plans() {
     assert_eq!(code, 0, "{report:#}");
     let middle = project(&report, "middle");
     assert_eq!(middle["planned_with"], "projected", "{report:#}");
-    assert_eq!(middle["projected"], serde_json::json!(["base:prefix", "base:token"]));
+    assert_eq!(
+        middle["projected"],
+        serde_json::json!(["base:prefix", "base:token"])
+    );
     assert!(middle.get("stale").is_none(), "{report:#}");
     let top = project(&report, "top");
     assert_eq!(top["planned_with"], "projected", "{report:#}");
-    assert_eq!(top["changed_outputs"], serde_json::json!(["said"]), "{report:#}");
+    assert_eq!(
+        top["changed_outputs"],
+        serde_json::json!(["said"]),
+        "{report:#}"
+    );
     let output = mara(&w).arg("preview").output().unwrap();
     let shown = common::stdout(&output);
     assert!(shown.contains("2 outputs (planned inputs)\n"), "{shown}");
@@ -473,8 +558,16 @@ cluster = "cluster:cluster_name"
     // Nothing deployed: the cluster's preview plans both outputs; the app is previewed with them.
     let output = mara().arg("preview").output().unwrap();
     let shown = common::stdout(&output);
-    assert_eq!(output.status.code(), Some(0), "{shown}{}", common::stderr(&output));
-    assert!(shown.contains("[app] would deploy on 3 nodes of small\n"), "{shown}");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{shown}{}",
+        common::stderr(&output)
+    );
+    assert!(
+        shown.contains("[app] would deploy on 3 nodes of small\n"),
+        "{shown}"
+    );
     let output = mara().args(["up", "--yes"]).output().unwrap();
     assert!(
         common::stdout(&output).contains("[app] deployed on 3 nodes\n"),
@@ -487,9 +580,14 @@ cluster = "cluster:cluster_name"
     std::fs::write(&config, text.replace("node_count: 3", "node_count: 5")).unwrap();
     let output = mara().arg("preview").output().unwrap();
     let shown = common::stdout(&output);
-    assert!(shown.contains("[app] would deploy on 5 nodes of small\n"), "{shown}");
     assert!(
-        shown.contains("  app was planned with cluster:node_count as it will be after cluster's update\n"),
+        shown.contains("[app] would deploy on 5 nodes of small\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "  app was planned with cluster:node_count as it will be after cluster's update\n"
+        ),
         "{shown}"
     );
     assert!(!shown.contains("Stale previews"), "{shown}");

@@ -884,10 +884,10 @@ fn a_batch_holding_a_project_twice_is_made_as_its_last_writes_say() {
 }
 
 /// The outputs a project's dependents take are recorded by its successful `up` (the secret ones
-/// by name only), replaced by its next, gone with its destroy, read per stack and project, and
-/// moved with the history.
+/// by name only), replaced by its next, said destroyed by its destroy, read per stack and
+/// project, and moved with the history.
 #[test]
-fn the_outputs_dependents_take_are_recorded_by_an_up_and_forgotten_by_a_destroy() {
+fn the_outputs_dependents_take_are_recorded_by_an_up_and_said_destroyed_by_a_destroy() {
     use mara::ledger::Outputs;
     use mara::ledger::writes::{Entry, RunOf};
     for backend in backends() {
@@ -960,6 +960,9 @@ fn the_outputs_dependents_take_are_recorded_by_an_up_and_forgotten_by_a_destroy(
         other.import(&ledger.export().unwrap()).unwrap();
         assert_eq!(read(other.as_ref(), "dev"), recorded, "{name}");
 
+        // Destroyed, they are kept, said destroyed, for what still stands on the project; its
+        // next up records them afresh.
+        assert_eq!(recorded["network"].destroyed, None, "{name}");
         assert!(started(
             ledger.as_mut(),
             "o3",
@@ -971,6 +974,25 @@ fn the_outputs_dependents_take_are_recorded_by_an_up_and_forgotten_by_a_destroy(
             .write(&[end("o3", Operation::Destroy, None)])
             .unwrap();
         ledger.finish("o3", RunStatus::Succeeded, "t3").unwrap();
-        assert!(read(ledger.as_ref(), "dev").is_empty(), "{name}");
+        let destroyed = read(ledger.as_ref(), "dev");
+        assert_eq!(
+            destroyed["network"].destroyed.as_deref(),
+            Some("o3"),
+            "{name}"
+        );
+        assert_eq!(
+            destroyed["network"].outputs, recorded["network"].outputs,
+            "{name}"
+        );
+        assert!(started(ledger.as_mut(), "o4", "dev", Operation::Up, true));
+        ledger
+            .write(&[end("o4", Operation::Up, Some(outputs("subnet-4")))])
+            .unwrap();
+        ledger.finish("o4", RunStatus::Succeeded, "t4").unwrap();
+        assert_eq!(
+            read(ledger.as_ref(), "dev")["network"].destroyed,
+            None,
+            "{name}"
+        );
     }
 }

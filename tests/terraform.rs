@@ -473,11 +473,23 @@ fn a_deployed_module_costs_one_terraform_process_per_run() {
         calls_since(&log, &mut seen),
         by_module(&[("network", &[apply]), ("app", &[apply])])
     );
-    run(&["preview"]);
+    // A preview: one process for the app; the network, whose outputs the app takes, saves its
+    // plan and reads its planned outputs from it (docs/commands.md, "Previews with planned
+    // values").
+    let report = run(&["preview"]);
     let plan = "dev plan -detailed-exitcode -input=false -json";
+    let plans = m
+        .root()
+        .join(".mara/plans")
+        .join(report["run_id"].as_str().unwrap());
+    let saved = plans.join("network.tfplan").display().to_string();
+    let (saving, show) = (
+        format!("{plan} -out={saved}"),
+        format!("- show -json {saved}"),
+    );
     assert_eq!(
         calls_since(&log, &mut seen),
-        by_module(&[("network", &[plan]), ("app", &[plan])])
+        by_module(&[("network", &[&saving, &show]), ("app", &[plan])])
     );
     run(&["refresh", "--yes"]);
     // The ledger knows the workspaces exist: not selected first.
@@ -569,15 +581,16 @@ fn a_deployed_module_costs_one_terraform_process_per_run() {
 }
 
 #[test]
-fn a_module_preview_says_which_outputs_change_and_who_reads_them() {
+fn a_module_preview_says_which_outputs_change_and_plans_the_app_with_them() {
     if common::terraform().is_none() {
         return;
     }
     let m = Modules::new("terraform-local");
-    // Nothing deployed: the network's plan creates its outputs; the app has nothing to read.
+    // Nothing deployed: the network's plan knows the outputs the app takes, and the app is
+    // previewed with them rather than waiting.
     let (code, report) = m.run(&["preview"]);
     let network = project(&report, "network");
-    // Terraform before 1.1 names no output actions: nothing to go by.
+    // Terraform before 1.1 names no planned output actions: nothing to go by.
     if network.get("changed_outputs").is_none() {
         eprintln!(
             "skipped: this Terraform names no planned output actions (before 1.1): {report:#}"
@@ -586,8 +599,12 @@ fn a_module_preview_says_which_outputs_change_and_who_reads_them() {
     }
     assert_eq!(code, 0, "{report:#}");
     let app = project(&report, "app");
-    assert_eq!(app["status"], "waiting", "{report:#}");
-    assert_eq!(app["waits_on"], serde_json::json!(["network"]));
+    assert_eq!(app["status"], "succeeded", "{report:#}");
+    assert_eq!(app["planned_with"], "projected", "{report:#}");
+    assert_eq!(
+        app["projected"],
+        serde_json::json!(["network:network_name", "network:subnets"])
+    );
 
     let (code, report) = m.run(&["up", "--yes"]);
     assert_eq!(code, 0, "{report:#}");
@@ -603,9 +620,19 @@ fn a_module_preview_says_which_outputs_change_and_who_reads_them() {
         .collect();
     assert!(changed.contains(&"network_name"), "{report:#}");
     assert!(!changed.contains(&"cidr"), "{report:#}");
-    let stale = &project(&report, "app")["stale"];
-    assert_eq!(stale[0]["reads"], "network", "{report:#}");
-    assert_eq!(stale[0]["outputs"], network["changed_outputs"]);
+    // The app is previewed with the name the network plans: its own url changes with it, and
+    // its preview is not stale.
+    let app = project(&report, "app");
+    assert_eq!(
+        app["projected"],
+        serde_json::json!(["network:network_name"])
+    );
+    assert_eq!(
+        app["changed_outputs"],
+        serde_json::json!(["url"]),
+        "{report:#}"
+    );
+    assert!(app.get("stale").is_none(), "{report:#}");
     // --diff names each output that changes, under Terraform's own count.
     let output = m.mara().args(["preview", "--diff"]).output().unwrap();
     let text = common::stdout(&output);

@@ -222,6 +222,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
         checks::one_kubeconfig(checks, workspace, plan.graph, &stack.name);
     }
     checks::mergeable_kubeconfig(checks, plan, &env);
+    checks::inputs_have_outputs(checks, workspace, plan);
     match (&files.stack, config) {
         (Some(stack), Some(config)) => {
             let stored = files.secrets_config(stack);

@@ -689,6 +689,14 @@ fn marked(shown: &serde_json::Value, marks: &serde_json::Value, into: &mut Vec<S
     }
 }
 
+/// What the redactor must hide of a secret `value`: every scalar in it, as text, and a
+/// structured one also whole, as one line of JSON.
+pub fn secret_texts(value: &serde_json::Value) -> Vec<String> {
+    let mut texts = Vec::new();
+    leaves(value, &mut texts);
+    texts
+}
+
 /// Every scalar in `value`, as text; a structured secret also whole, as one line of JSON.
 fn leaves(value: &serde_json::Value, into: &mut Vec<String>) {
     use serde_json::Value;

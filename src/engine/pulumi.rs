@@ -707,7 +707,14 @@ mod tests {
         ]});
         let planned = super::planned_outputs(&digest).unwrap();
         let shown: Vec<(&str, Option<String>, bool, bool)> = (planned.iter())
-            .map(|(n, p)| (n.as_str(), p.value.as_ref().map(|v| v.to_string()), p.changes, p.secret))
+            .map(|(n, p)| {
+                (
+                    n.as_str(),
+                    p.value.as_ref().map(|v| v.to_string()),
+                    p.changes,
+                    p.secret,
+                )
+            })
             .collect();
         assert_eq!(
             shown,

@@ -260,7 +260,10 @@ pub fn planned_outputs(json: &str) -> super::PlannedOutputs {
     let Ok(plan) = serde_json::from_str::<Value>(json) else {
         return Default::default();
     };
-    let changes = plan["output_changes"].as_object().cloned().unwrap_or_default();
+    let changes = plan["output_changes"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
     changes
         .into_iter()
         .filter(|(_, change)| change["actions"] != serde_json::json!(["delete"]))
@@ -556,7 +559,14 @@ mod tests {
         }}"#;
         let planned = super::planned_outputs(show);
         let shown: Vec<(&str, Option<String>, bool, bool)> = (planned.iter())
-            .map(|(n, p)| (n.as_str(), p.value.as_ref().map(|v| v.to_string()), p.changes, p.secret))
+            .map(|(n, p)| {
+                (
+                    n.as_str(),
+                    p.value.as_ref().map(|v| v.to_string()),
+                    p.changes,
+                    p.secret,
+                )
+            })
             .collect();
         assert_eq!(
             shown,
@@ -567,7 +577,13 @@ mod tests {
                 ("token", Some("\"t\"".into()), true, true),
             ]
         );
-        for malformed in ["", "{", "[]", r#"{"output_changes": 7}"#, r#"{"output_changes": {"a": 1}}"#] {
+        for malformed in [
+            "",
+            "{",
+            "[]",
+            r#"{"output_changes": 7}"#,
+            r#"{"output_changes": {"a": 1}}"#,
+        ] {
             let _ = super::planned_outputs(malformed);
         }
     }

@@ -413,7 +413,7 @@ fn cycle_problem(
         .collect();
     if !inputs.is_empty() {
         problem.hint(format!(
-            "an input takes an output of the project it comes before: {}; drop it, or the `after`/`before` that closes the cycle",
+            "an input takes an output of the project it comes before: {}; drop it, or what else closes the cycle (an `after`/`before`, a `stage`)",
             inputs.join(", ")
         ))
     } else if through_stage_rule {

@@ -424,11 +424,13 @@ impl Outputs {
     }
 }
 
-/// A project's recorded outputs, with the run that left them.
+/// A project's recorded outputs, with the run that left them, and the one that destroyed the
+/// project since (its outputs are what its dependents still standing were deployed with).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordedOutputs {
     pub run_id: String,
     pub outputs: Outputs,
+    pub destroyed: Option<String>,
 }
 
 /// Everything a ledger holds but its locks: what `mara ledger migrate` copies.
@@ -442,8 +444,8 @@ pub struct History {
     pub stacks: Vec<(String, String, String)>,
     /// The images imported into the stacks' local clusters.
     pub images: Vec<ImageRecord>,
-    /// (stack, project, run, outputs as JSON) of each project's recorded outputs.
-    pub outputs: Vec<(String, String, String, String)>,
+    /// Each project's recorded outputs: (stack, project, run, outputs as JSON, destroyed by).
+    pub outputs: Vec<(String, String, String, String, Option<String>)>,
 }
 
 /// An image imported into a stack's local cluster (`mara images import`), as it was then: what
@@ -568,8 +570,8 @@ pub trait Ledger: Send {
     /// Each project's fingerprint at its last successful `up` on `stack`.
     fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>>;
 
-    /// The outputs each of `projects` recorded at its last successful `up` on `stack` (none once
-    /// destroyed).
+    /// The outputs each of `projects` recorded at its last successful `up` on `stack`, and the
+    /// run that destroyed it since, if one did.
     fn outputs(
         &self,
         stack: &str,

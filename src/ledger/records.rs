@@ -269,11 +269,19 @@ impl<S: Store> Ledger for Records<S> {
             images: self.images_where(None, None)?,
             outputs: {
                 let rows = self.store.query(
-                    "SELECT stack, project, run_id, outputs FROM {p}outputs ORDER BY 1, 2",
+                    "SELECT stack, project, run_id, outputs, destroyed FROM {p}outputs ORDER BY 1, 2",
                     &[],
                 )?;
                 rows.iter()
-                    .map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?, r.text(3)?)))
+                    .map(|r| {
+                        Ok((
+                            r.text(0)?,
+                            r.text(1)?,
+                            r.text(2)?,
+                            r.text(3)?,
+                            r.opt_text(4)?,
+                        ))
+                    })
                     .collect::<Read<Vec<_>>>()
                     .map_err(|m| self.unreadable(m))?
             },
@@ -327,10 +335,10 @@ impl<S: Store> Ledger for Records<S> {
                     &[backend.into(), stack.into(), project.into()],
                 )?;
             }
-            for (stack, project, run_id, outputs) in &history.outputs {
+            for (stack, project, run_id, outputs, destroyed) in &history.outputs {
                 tx.execute(
-                    "INSERT INTO {p}outputs (stack, project, run_id, outputs) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                    &[stack.into(), project.into(), run_id.into(), outputs.into()],
+                    "INSERT INTO {p}outputs (stack, project, run_id, outputs, destroyed) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                    &[stack.into(), project.into(), run_id.into(), outputs.into(), destroyed.into()],
                 )?;
             }
             for i in &history.images {
@@ -686,7 +694,7 @@ impl<S: Store> Ledger for Records<S> {
             return Ok(BTreeMap::new());
         }
         let rows = self.store.query(
-            "SELECT project, run_id, outputs FROM {p}outputs
+            "SELECT project, run_id, outputs, destroyed FROM {p}outputs
              WHERE stack = $1 AND project IN (SELECT value FROM {list $2})",
             &[stack.into(), Value::Texts(projects.to_vec())],
         )?;
@@ -699,6 +707,7 @@ impl<S: Store> Ledger for Records<S> {
                     super::RecordedOutputs {
                         run_id: r.text(1)?,
                         outputs,
+                        destroyed: r.opt_text(3)?,
                     },
                 ))
             })

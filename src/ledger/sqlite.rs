@@ -89,12 +89,14 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (host, stack, image)
     );",
     // 5: each project's stack outputs at its last successful `up` that read them (none once
-    // destroyed), for its dependents' inputs; secret ones by name only.
+    // destroyed: kept, said destroyed, for what still stands on it), for its dependents'
+    // inputs; secret ones by name only.
     "CREATE TABLE outputs (
         stack TEXT NOT NULL,
         project TEXT NOT NULL,
         run_id TEXT NOT NULL,
         outputs TEXT NOT NULL,
+        destroyed TEXT,
         PRIMARY KEY (stack, project)
     );",
 ];

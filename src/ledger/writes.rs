@@ -106,9 +106,17 @@ pub(super) struct Batch {
     /// By stack and project: what the project's last end in the batch leaves deployed (its
     /// fingerprint, or `None`: nothing).
     deploys: BTreeMap<String, BTreeMap<String, Option<String>>>,
-    /// By stack and project: the outputs the project's last end in the batch leaves recorded
-    /// (its run and the outputs as JSON), or `None`: none.
-    outputs: BTreeMap<String, BTreeMap<String, Option<(String, String)>>>,
+    /// By stack and project: what the project's last end in the batch leaves recorded of its
+    /// outputs.
+    outputs: BTreeMap<String, BTreeMap<String, Leaves>>,
+}
+
+/// What a project's end leaves recorded of its outputs.
+enum Leaves {
+    /// Its `up` in run (first) read them (as JSON).
+    Recorded(String, String),
+    /// Its destroy in run (the one named): kept, said destroyed, for what still stands on it.
+    Destroyed(String),
 }
 
 impl Batch {
@@ -194,7 +202,7 @@ impl Batch {
     }
 
     /// What `project`, which succeeded in run `run_id` of `of`, leaves recorded of its outputs:
-    /// those it read after its `up`; none after its `destroy`.
+    /// those it read after its `up`; after its `destroy`, those it had, said destroyed.
     fn outputs(
         &mut self,
         run_id: &str,
@@ -203,11 +211,11 @@ impl Batch {
         read: Option<&Outputs>,
     ) {
         let leaves = match (of.operation, read) {
-            (Operation::Up, Some(outputs)) => Some((
+            (Operation::Up, Some(outputs)) => Leaves::Recorded(
                 run_id.to_string(),
-                serde_json::to_string(outputs).unwrap_or_default(),
-            )),
-            (Operation::Destroy, _) => None,
+                serde_json::to_string(outputs).unwrap_or_else(|_| r#"{"values":{}}"#.into()),
+            ),
+            (Operation::Destroy, _) => Leaves::Destroyed(run_id.to_string()),
             _ => return,
         };
         (self.outputs.entry(of.stack.clone()).or_default()).insert(project.path.clone(), leaves);
@@ -238,12 +246,12 @@ impl Batch {
             }
         }
         for (stack, projects) in self.outputs {
-            let mut gone = Vec::new();
+            let mut gone: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for (path, leaves) in projects {
                 match leaves {
-                    Some((run_id, outputs)) => statements.push((
+                    Leaves::Recorded(run_id, outputs) => statements.push((
                         "INSERT INTO {p}outputs (stack, project, run_id, outputs) VALUES ($1, $2, $3, $4)
-                         ON CONFLICT (stack, project) DO UPDATE SET run_id = excluded.run_id, outputs = excluded.outputs",
+                         ON CONFLICT (stack, project) DO UPDATE SET run_id = excluded.run_id, outputs = excluded.outputs, destroyed = NULL",
                         vec![
                             Value::Text(stack.clone()),
                             Value::Text(path),
@@ -251,13 +259,13 @@ impl Batch {
                             Value::Text(outputs),
                         ],
                     )),
-                    None => gone.push(path),
+                    Leaves::Destroyed(run_id) => gone.entry(run_id).or_default().push(path),
                 }
             }
-            if !gone.is_empty() {
+            for (run_id, paths) in gone {
                 statements.push((
-                    "DELETE FROM {p}outputs WHERE stack = $1 AND project IN (SELECT value FROM {list $2})",
-                    vec![Value::Text(stack), Value::Texts(gone)],
+                    "UPDATE {p}outputs SET destroyed = $2 WHERE stack = $1 AND project IN (SELECT value FROM {list $3})",
+                    vec![Value::Text(stack.clone()), Value::Text(run_id), Value::Texts(paths)],
                 ));
             }
         }

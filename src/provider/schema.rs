@@ -78,7 +78,7 @@ pub struct RawProject {
     pub destroy: Option<String>,
     /// `[project.inputs]`: `name = "project:output"`.
     #[serde(default)]
-    pub inputs: BTreeMap<Spanned<String>, Spanned<String>>,
+    pub inputs: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -470,7 +470,7 @@ impl Checker<'_> {
     fn inputs(
         &mut self,
         subject: &str,
-        raw: BTreeMap<Spanned<String>, Spanned<String>>,
+        raw: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
     ) -> Vec<Input> {
         let mut inputs: Vec<Input> = Vec::new();
         for (name, source) in raw {
@@ -480,17 +480,28 @@ impl Checker<'_> {
                 self.problem(at.clone(), subject, format!("input `{name}` {message}"));
             }
             let from_at = self.at(&source);
-            let Some((project, output)) = source
-                .get_ref()
+            let Some(text) = source.get_ref().as_str() else {
+                let given = match source.get_ref() {
+                    toml::Value::Table(_) => "a table".to_string(),
+                    other => format!("{} {other}", other.type_str()),
+                };
+                self.problem(
+                    from_at,
+                    subject,
+                    format!("input `{name}` is {given}: it is a string, \"project:output\""),
+                );
+                continue;
+            };
+            let Some((project, output)) = text
                 .rsplit_once(':')
-                .filter(|(p, o)| !p.is_empty() && !o.is_empty())
+                .filter(|(p, o)| !p.is_empty() && is_output_name(o))
             else {
                 self.problem(
                     from_at,
                     subject,
                     format!(
                         "input `{name}` = \"{}\" is not `project:output` (e.g. \"network:subnet_id\")",
-                        source.get_ref()
+                        text.escape_debug()
                     ),
                 );
                 continue;
@@ -581,10 +592,18 @@ pub fn is_namespaced(key: &str) -> bool {
     matches!(key.split_once(':'), Some((ns, name)) if !ns.is_empty() && !name.is_empty())
 }
 
-/// What is wrong with an input's name: what Terraform accepts as a variable's name (a letter or
-/// `_`, then letters, digits, `_` and `-`), less the names it reserves.
+/// Whether an output's name is one: not empty, no white space or control character around or
+/// in it.
+fn is_output_name(name: &str) -> bool {
+    !name.is_empty() && !name.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// What is wrong with an input's name: what both a Terraform variable and an environment
+/// variable take (an ASCII letter or `_`, then letters, digits, `_` and `-`), less the names
+/// Terraform reserves.
 fn input_name_problem(name: &str) -> Option<String> {
     const RESERVED: &[&str] = &[
+        "_",
         "source",
         "version",
         "providers",
@@ -600,7 +619,7 @@ fn input_name_problem(name: &str) -> Option<String> {
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
     if !starts || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
         Some(
-            "is not a name Terraform takes for a variable: a letter or `_`, then letters, digits, `_` and `-`"
+            "is not an input's name: an ASCII letter or `_`, then letters, digits, `_` and `-` (what a Terraform variable and an environment variable both take)"
                 .to_string(),
         )
     } else if RESERVED.contains(&name) {

@@ -90,7 +90,7 @@ pub struct Finished {
     /// Whether its engine said it created the project's stack.
     pub created_stack: bool,
     /// What its preview says its outputs will do.
-    pub preview: Preview,
+    pub preview: Box<Preview>,
     /// The outputs its dependents take, as its `up` left them (secret ones by name only): what
     /// the ledger records.
     pub outputs: Option<Box<crate::ledger::Outputs>>,
@@ -267,6 +267,7 @@ pub struct ProjectReport {
 impl ProjectReport {
     /// The report of a project that started at `started` (`None`: never started) and ended now.
     pub fn new(path: String, started: Option<SystemTime>, finished: Finished) -> ProjectReport {
+        let preview = *finished.preview;
         let end = started.map(|_| SystemTime::now());
         let duration_ms = started
             .zip(end)
@@ -280,16 +281,16 @@ impl ProjectReport {
             exit_code: finished.exit_code,
             changes: finished.changes,
             reason: finished.outcome.reason().map(str::to_string),
-            changed_outputs: finished.preview.changed_outputs,
+            changed_outputs: preview.changed_outputs,
             stale: Vec::new(),
             waits_on: match &finished.outcome {
                 Outcome::Waits { on, .. } => on.clone(),
                 _ => Vec::new(),
             },
-            new_stack: finished.preview.new_stack,
-            diff: finished.preview.diff,
-            planned_with: finished.preview.planned_with,
-            projected: finished.preview.projected,
+            new_stack: preview.new_stack,
+            diff: preview.diff,
+            planned_with: preview.planned_with,
+            projected: preview.projected,
             outcome: finished.outcome,
             log: finished.log,
             created_stack: finished.created_stack,

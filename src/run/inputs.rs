@@ -132,7 +132,12 @@ impl Values {
             };
             let text = as_text(value);
             if secret {
-                resolved.secrets.push(text.clone());
+                // The whole, and every part of a structured one.
+                resolved.secrets.extend(crate::engine::secret_texts(value));
+            }
+            if let Some(why) = unfit(&text) {
+                missing.push((input, why));
+                continue;
             }
             resolved.env.insert(input.variable.clone(), text);
         }
@@ -147,15 +152,39 @@ impl Values {
                 .collect::<Vec<_>>()
                 .join("; ");
             let on = waits_on(missing.into_iter().map(|(input, _)| input).collect());
-            return Err(Unknown { on, reason, deferred: false });
+            return Err(Unknown {
+                on,
+                reason,
+                deferred: false,
+            });
         }
         if !deferred.is_empty() {
             let sources: Vec<String> = deferred.iter().map(|i| i.source()).collect();
             let reason = format!("waits on {}, known after apply", sources.join(", "));
             let on = waits_on(deferred);
-            return Err(Unknown { on, reason, deferred: true });
+            return Err(Unknown {
+                on,
+                reason,
+                deferred: true,
+            });
         }
         Ok(resolved)
+    }
+}
+
+/// Why a value cannot be an environment variable's, if it cannot.
+fn unfit(text: &str) -> Option<String> {
+    // Linux takes no variable longer than 32 pages (MAX_ARG_STRLEN).
+    const LONGEST: usize = 128 * 1024;
+    if text.contains('\0') {
+        Some("holds a NUL byte, which no environment variable can".to_string())
+    } else if text.len() >= LONGEST {
+        Some(format!(
+            "is {} bytes long: an environment variable holds less than 128 KiB",
+            text.len()
+        ))
+    } else {
+        None
     }
 }
 
@@ -226,8 +255,12 @@ pub fn before(
     read: &mut dyn FnMut(usize) -> Option<Read>,
 ) -> (BTreeMap<String, Known>, Vec<Problem>) {
     let graph = selected.graph;
+    // A destroyed upstream's outputs are what its dependents still standing were deployed with:
+    // theirs to be destroyed or refreshed with, nothing to deploy on.
+    let standing = matches!(operation, Operation::Destroy | Operation::Refresh);
     let mut known: BTreeMap<String, Known> = recorded
         .into_iter()
+        .filter(|(_, r)| standing || r.destroyed.is_none())
         .map(|(path, r)| {
             let known = Known {
                 values: r.outputs.values,
@@ -301,20 +334,41 @@ fn no_value(
     upstream: &str,
     known: Option<&Known>,
 ) -> Problem {
-    Problem::new(format!(
+    let problem = Problem::new(format!(
         "takes {upstream}:{}, which has no value: {upstream} {}",
         input.output,
         match known {
+            Some(k) if k.secret.contains(&input.output) => format!(
+                "keeps `{}` secret: the ledger holds no secret, and its engine did not give it",
+                input.output
+            ),
             Some(_) => format!("has no output `{}`", input.output),
             None => "has not been deployed on this stack".to_string(),
         }
     ))
     .at(input.from.at.clone())
-    .subject(format!("project `{}`, input `{}`", project.path, input.name))
-    .hint(format!(
-        "deploy {upstream} first (`mara up --only {upstream}`), or with it (`mara up --only {} --with-dependencies`)",
-        project.path
-    ))
+    .subject(format!(
+        "project `{}`, input `{}`",
+        project.path, input.name
+    ));
+    match known {
+        Some(k) if k.secret.contains(&input.output) => problem.hint(format!(
+            "run with {upstream} selected too, or where its engine can read its state"
+        )),
+        Some(known) => {
+            let mut names: Vec<&str> = known.values.keys().map(String::as_str).collect();
+            names.sort_unstable();
+            let has = match names.is_empty() {
+                true => "none".to_string(),
+                false => names.join(", "),
+            };
+            problem.hint(format!("check the output's name: {upstream} has {has}"))
+        }
+        None => problem.hint(format!(
+            "deploy {upstream} first (`mara up --only {upstream}`), or with it (`mara up --only {} --with-dependencies`)",
+            project.path
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -249,7 +249,12 @@ impl Prepared {
             return None;
         }
         let previewing = job.operation == Operation::Preview;
-        let resolved = match job.shared.context.inputs.resolve(&job.project.inputs, previewing) {
+        let resolved = match job
+            .shared
+            .context
+            .inputs
+            .resolve(&job.project.inputs, previewing)
+        {
             Ok(resolved) => resolved,
             Err(unknown) if previewing => {
                 let mut finished = job.failed(None, String::new(), &self.log);
@@ -292,7 +297,14 @@ impl Prepared {
         if self.job.operation != Operation::Up || project.outputs_taken.is_empty() {
             return None;
         }
-        let all = self.outputs.values.as_ref().and_then(Value::as_object)?;
+        // An up that left no outputs (a command that wrote none) leaves none to take.
+        let none = serde_json::Map::new();
+        let all = self
+            .outputs
+            .values
+            .as_ref()
+            .and_then(Value::as_object)
+            .unwrap_or(&none);
         let taken: serde_json::Map<String, Value> = (all.iter())
             .filter(|(name, _)| project.outputs_taken.contains(name))
             .map(|(name, value)| (name.clone(), value.clone()))
@@ -689,7 +701,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         changes,
         log: log.as_ref().map(|_| job.project.log.clone()),
         created_stack: job.created(),
-        preview,
+        preview: Box::new(preview),
         outputs: recorded,
     }
 }
@@ -792,7 +804,10 @@ async fn run_step(
         match (step.kind, stream) {
             // The outputs hold secrets in plain text: never shown, never logged. A list of
             // workspaces is read, not shown.
-            (StepKind::Outputs | StepKind::SecretMarks | StepKind::PlannedOutputs, Stream::Stdout) => {}
+            (
+                StepKind::Outputs | StepKind::SecretMarks | StepKind::PlannedOutputs,
+                Stream::Stdout,
+            ) => {}
             (_, Stream::Stdout) if step.listed.is_some() => {}
             (StepKind::Operation, Stream::Stdout) => {
                 for shown in reader.line(line) {

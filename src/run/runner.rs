@@ -182,8 +182,13 @@ fn mark_stale(plan: &RunPlan, reports: &mut [ProjectReport]) {
                         .filter(|input| !reports[i].projected.contains(&input.source()))
                         .map(|input| input.output.as_str())
                         .collect();
-                    (dependency.changed_outputs.as_ref())
-                        .map(|changed| changed.iter().filter(|o| taken.contains(&o.as_str())).cloned().collect())
+                    (dependency.changed_outputs.as_ref()).map(|changed| {
+                        changed
+                            .iter()
+                            .filter(|o| taken.contains(&o.as_str()))
+                            .cloned()
+                            .collect()
+                    })
                 }
                 false => dependency.changed_outputs.clone(),
             };

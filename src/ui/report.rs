@@ -399,7 +399,9 @@ pub fn markdown(summary: &RunSummary) -> String {
     out.push('\n');
     let projected = crate::run::events::projected_lines(&summary.projects, &|p| format!("`{p}`"));
     if !projected.is_empty() {
-        out.push_str("**Planned inputs.** Previewed with the values an update before them plans:\n\n");
+        out.push_str(
+            "**Planned inputs.** Previewed with the values an update before them plans:\n\n",
+        );
         for line in projected {
             let _ = writeln!(out, "- {}", markdown_text(&line));
         }

@@ -161,13 +161,16 @@ impl Invocation<'_> {
         let Some(absent) = untouched? else {
             return Ok(None);
         };
-        let inputs = self.inputs_before(deployment, loaded, ledger, env, &absent)?;
         let blocked = match &run.join {
             Some(id) => {
                 run::fanout::blocked(ledger.existing()?, id, &loaded.selected, run.operation)?
             }
             None => BTreeMap::new(),
         };
+        // What the run does not touch, or skips, needs no input.
+        let mut untouched = absent.clone();
+        untouched.extend(blocked.iter().map(|(&i, why)| (i, why.clone())));
+        let inputs = self.inputs_before(deployment, loaded, ledger, env, &untouched)?;
         Ok(Some(Survey {
             backend,
             known_stacks,

@@ -17,7 +17,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 pub use projects::{
-    local_cluster, mergeable_kubeconfig, one_kubeconfig, preflight, projects, terraform_backend,
+    inputs_have_outputs, local_cluster, mergeable_kubeconfig, one_kubeconfig, preflight, projects,
+    terraform_backend,
 };
 pub use tools::{install_hint, tools};
 
@@ -219,6 +220,7 @@ impl RunChecks<'_> {
             );
         }
         preflight(&mut found, workspace, self.selected, stores_secrets);
+        projects::inputs_have_outputs(&mut found, workspace, self.selected);
         local_cluster(&mut found, provider, self.selected, self.stack);
         // A preview checks what the update it previews would meet (a drift check in CI too).
         if matches!(

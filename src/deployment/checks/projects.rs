@@ -482,6 +482,37 @@ pub fn one_kubeconfig(
     );
 }
 
+/// Every input takes an output of a project that has outputs: a kubectl project (manifests) has
+/// none (docs/formats.md, "Inputs").
+pub fn inputs_have_outputs(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
+    let default_engine = workspace.settings.engine;
+    let graph = plan.graph;
+    for &i in plan.order() {
+        let project = graph.project(i);
+        for input in &project.inputs {
+            let Ok(j) = graph.find(&input.from.target) else {
+                continue;
+            };
+            if graph.project(j).engine_or(default_engine) != EngineKind::Kubectl {
+                continue;
+            }
+            let at = &input.from.at;
+            let file = workspace.display(&at.file).display().to_string();
+            let place = at
+                .line
+                .map_or(file.clone(), |line| format!("{file}:{line}"));
+            checks.fail(
+                "inputs",
+                format!(
+                    "{place}: project `{}`, input `{}` takes {}:{}, but {} is applied by kubectl, which leaves no outputs",
+                    project.path, input.name, input.from.target, input.output, input.from.target
+                ),
+                Some("take the value from the project that makes it, or give it as configuration".into()),
+            );
+        }
+    }
+}
+
 /// How many Terraform files (`.tf`, `.tf.json`) `dir` holds.
 fn terraform_files(dir: &Path) -> usize {
     std::fs::read_dir(dir)

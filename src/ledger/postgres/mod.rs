@@ -106,12 +106,14 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, path)
     );",
     // 7: each project's stack outputs at its last successful `up` that read them (none once
-    // destroyed), for its dependents' inputs; secret ones by name only.
+    // destroyed: kept, said destroyed, for what still stands on it), for its dependents'
+    // inputs; secret ones by name only.
     "CREATE TABLE mara_outputs (
         stack TEXT NOT NULL,
         project TEXT NOT NULL,
         run_id TEXT NOT NULL,
         outputs TEXT NOT NULL,
+        destroyed TEXT,
         PRIMARY KEY (stack, project)
     );",
 ];
