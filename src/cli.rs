@@ -288,6 +288,15 @@ pub struct UpArgs {
     #[arg(long, conflicts_with_all = ["resume", "run"])]
     pub changed: bool,
 
+    /// Apply the plans `preview --save-plans DIR` saved, refusing (exit 4) those that no
+    /// longer hold; the plans are the approval: nothing is asked
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "changed", "run"])]
+    pub plans: Option<PathBuf>,
+
+    /// A project whose new plan differs from the approved one applies it all the same
+    #[arg(long)]
+    pub replan: bool,
+
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -305,6 +314,11 @@ pub struct PreviewArgs {
     /// Show the properties that change, under each resource
     #[arg(long)]
     pub diff: bool,
+
+    /// Keep each Terraform plan, and what every project planned against, in DIR (for `up --plans
+    /// DIR`)
+    #[arg(long, value_name = "DIR", conflicts_with = "run")]
+    pub save_plans: Option<PathBuf>,
 
     /// A preview changes nothing and asks nothing: accepted, for scripts that pass it to every
     /// command, and not shown

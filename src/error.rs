@@ -242,6 +242,13 @@ pub enum Error {
     /// `ci generate --check`: the file is not what would be written now (exit 4).
     #[error("{0}")]
     OutOfDate(Box<Problem>),
+    /// Approved plans that no longer hold (`up --plans`), each said: nothing of them ran (exit
+    /// 4).
+    #[error("{}", plans_headline(.0))]
+    NotAsApproved(Vec<Problem>),
+    /// An `up` of approved plans refused projects whose plans no longer held (exit 4).
+    #[error("{}: not applied, nor what follows", match refused { 1 => "the approved plan of 1 project no longer holds".to_string(), n => format!("the approved plans of {n} projects no longer hold") })]
+    PlansRefused { refused: usize },
     /// `preview --expect-no-changes` found changes (exit 4).
     #[error("the preview found changes in {changed} {}", plural(*changed, "project", "projects"))]
     Drift { changed: usize },
@@ -274,6 +281,16 @@ fn problems_headline(problems: &[Problem]) -> String {
     match problems {
         [one] => one.to_string(),
         many => format!("{} problems in the configuration", many.len()),
+    }
+}
+
+fn plans_headline(problems: &[Problem]) -> String {
+    match problems {
+        [one] => one.to_string(),
+        many => format!(
+            "{} of the approved plans no longer hold: nothing ran",
+            many.len()
+        ),
     }
 }
 
@@ -322,7 +339,10 @@ impl Error {
             | Error::Runtime(_)
             | Error::ProjectsFailed { .. }
             | Error::NotRun { .. } => exit::PROJECT_FAILED,
-            Error::Drift { .. } | Error::OutOfDate(_) => exit::DRIFT,
+            Error::Drift { .. }
+            | Error::OutOfDate(_)
+            | Error::NotAsApproved(_)
+            | Error::PlansRefused { .. } => exit::DRIFT,
             Error::Skipped { .. } => exit::SKIPPED,
             Error::Interrupted => exit::INTERRUPTED,
             Error::Locked(_) | Error::LeaseLost { .. } => exit::LOCKED,
@@ -352,6 +372,9 @@ impl Error {
             Error::Problems(problems) => {
                 Error::Problems(problems.into_iter().map(shorten).collect())
             }
+            Error::NotAsApproved(problems) => {
+                Error::NotAsApproved(problems.into_iter().map(shorten).collect())
+            }
             Error::UsageProblems(problems) => {
                 Error::UsageProblems(problems.into_iter().map(shorten).collect())
             }
@@ -378,7 +401,9 @@ impl Error {
             | Error::Locked(problem)
             | Error::Declined(problem)
             | Error::OutOfDate(problem) => std::slice::from_ref(&**problem),
-            Error::Problems(problems) | Error::UsageProblems(problems) => problems,
+            Error::Problems(problems)
+            | Error::UsageProblems(problems)
+            | Error::NotAsApproved(problems) => problems,
             _ => &[],
         }
     }

@@ -603,3 +603,227 @@ cluster = "cluster:cluster_name"
     );
     assert!(!shown.contains("Stale previews"), "{shown}");
 }
+
+/// `preview --save-plans DIR` then `up --plans DIR` (docs/commands.md, "Saved plans").
+#[test]
+fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
+    let Some(w) = chain() else { return };
+    let (code, report) = run(&w, &["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    let config = w.path().join("config/pulumi/Pulumi.dev.yaml");
+    let edit = |from: &str, to: &str| {
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, text.replace(from, to)).unwrap();
+    };
+    let plans = w.path().join("plans");
+    let save = |dir: &str| {
+        let (code, report) = run(&w, &["preview", "--save-plans", dir]);
+        assert_eq!(code, 0, "{report:#}");
+    };
+
+    // Saved, then applied as approved: each module's own plan, its inputs as planned.
+    edit("base:prefix: one", "base:prefix: two");
+    save("plans/a");
+    let manifest = std::fs::read_to_string(plans.join("a/mara-plans.json")).unwrap();
+    let manifest: Value = serde_json::from_str(&manifest).unwrap();
+    assert_eq!(manifest["stack"], "dev");
+    let middle = &manifest["projects"][1];
+    assert_eq!(middle["plan"], "middle.tfplan");
+    assert_eq!(middle["planned_with"], "projected");
+    assert_eq!(middle["inputs"]["prefix"], "two");
+    // A secret input is kept as its digest, never in clear.
+    assert!(
+        middle["inputs"]["token"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert!(!manifest.to_string().contains("s3cr3t"));
+    // The configuration moves on after the preview: what runs is still what was approved.
+    edit("base:prefix: two", "base:prefix: later");
+    let (code, report) = run(&w, &["up", "--plans", "plans/a"]);
+    assert_eq!(code, 0, "{report:#}");
+    for path in ["base", "middle", "top"] {
+        assert_eq!(
+            project(&report, path)["approval"],
+            "applied as approved",
+            "{report:#}"
+        );
+    }
+    assert_eq!(outputs_of(&w, "top")["said"], "top of two-middle");
+    let history = (mara(&w)
+        .args(["--output", "json", "history", "--limit", "1"])
+        .output())
+    .unwrap();
+    assert!(
+        common::stdout(&history).contains("applied as approved"),
+        "{}",
+        common::stdout(&history)
+    );
+
+    // Saved, then a change made outside: base's plan is stale; nothing after it is applied.
+    save("plans/b");
+    let outside = std::process::Command::new(common::terraform().unwrap())
+        .args(["apply", "-auto-approve", "-input=false"])
+        .current_dir(w.path().join("base"))
+        .env("TF_WORKSPACE", "dev")
+        .env("TF_VAR_prefix", "outside")
+        .output()
+        .unwrap();
+    assert!(outside.status.success(), "{outside:?}");
+    let output = mara(&w)
+        .args(["--output", "json", "up", "--plans", "plans/b"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(4), "{}", common::stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let base = project(&report, "base");
+    assert_eq!(base["approval"], "refused", "{report:#}");
+    assert_eq!(
+        base["reason"],
+        "the approved plan no longer holds: Terraform says it is stale (the state changed since it was made)"
+    );
+    assert_eq!(project(&report, "middle")["status"], "skipped");
+    assert_eq!(outputs_of(&w, "top")["said"], "top of two-middle");
+    assert!(
+        common::stderr(&output).contains(
+            "the approved plan of 1 project no longer holds: not applied, nor what follows"
+        ),
+        "{}",
+        common::stderr(&output)
+    );
+
+    // A plan for another stack, or a directory without plans: nothing runs.
+    let output = mara(&w)
+        .args(["up", "--plans", "plans/b", "--stack", "prod"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(4), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output)
+            .contains("were made for stack `dev`, and this run is on stack `prod`"),
+        "{}",
+        common::stderr(&output)
+    );
+    let output = mara(&w)
+        .args(["up", "--plans", "nowhere"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains("nowhere/mara-plans.json"),
+        "{}",
+        common::stderr(&output)
+    );
+
+    // An input known only after apply: the dependent is planned again as its turn comes, and
+    // refused (exit 4) — unless --replan lets its new plan apply.
+    let (code, report) = run(&w, &["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    edit(
+        "base:prefix: later",
+        "base:prefix: later\n  base:epoch: \"2\"",
+    );
+    save("plans/c");
+    let output = mara(&w)
+        .args(["--output", "json", "up", "--plans", "plans/c"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(4), "{}", common::stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(project(&report, "base")["approval"], "applied as approved");
+    assert_eq!(
+        project(&report, "middle")["reason"],
+        "the approved plan no longer holds: it was not previewed (its inputs were known only after apply)"
+    );
+    // Saved again (base's plan above was applied: it is spent), and applied with --replan.
+    let (code, report) = run(&w, &["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    save("plans/e");
+    let (code, report) = run(&w, &["up", "--plans", "plans/e", "--replan"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(
+        project(&report, "base")["approval"],
+        "applied as approved",
+        "{report:#}"
+    );
+    assert_eq!(
+        project(&report, "middle")["approval"],
+        "replanned",
+        "{report:#}"
+    );
+    let stamp = outputs_of(&w, "base")["stamp"].clone();
+    assert_eq!(outputs_of(&w, "middle")["stamp_seen"], stamp);
+}
+
+/// A Pulumi project's saved plan is its preview's changes: `up --plans` checks a fresh preview
+/// against them before it runs `up`.
+#[test]
+fn a_pulumi_project_applies_only_while_a_fresh_preview_shows_what_was_approved() {
+    let w = Workspace::new(&[
+        ("mara.toml", "provider = \"one\"\n"),
+        (
+            "providers/one.toml",
+            "description = \"One Pulumi project\"\n\n[[project]]\npath = \"cluster\"\nstage = \"infrastructure\"\n",
+        ),
+        (
+            "cluster/Pulumi.yaml",
+            "name: cluster\nruntime: yaml\nconfig:\n  node_count:\n    type: integer\n    default: 3\noutputs:\n  node_count: ${node_count}\n",
+        ),
+        (
+            "config/pulumi/environment",
+            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=test\n",
+        ),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: one\n  cluster:node_count: 3\n",
+        ),
+    ]);
+    let bin = common::stand_in_bin();
+    let mara = || {
+        let mut cmd = w.mara();
+        cmd.env("PATH", common::path_with(bin.path()))
+            .env("HOME", w.path().join("home"));
+        cmd
+    };
+    let run = |args: &[&str]| common::json_report(mara(), args);
+    let config = w.path().join("config/pulumi/Pulumi.dev.yaml");
+    let size = |n: &str| {
+        let text = std::fs::read_to_string(&config).unwrap();
+        let text = text.replace("node_count: 3", n).replace("node_count: 5", n);
+        std::fs::write(&config, text).unwrap();
+    };
+    assert_eq!(run(&["up", "--yes"]).0, 0);
+    size("node_count: 5");
+    assert_eq!(run(&["preview", "--save-plans", "plans"]).0, 0);
+    let (code, report) = run(&["up", "--plans", "plans"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(
+        project(&report, "cluster")["approval"],
+        "applied as approved",
+        "{report:#}"
+    );
+
+    // The configuration changes after the preview: a fresh preview's changes are not the
+    // approved ones, and the project is refused — unless --replan.
+    size("node_count: 3");
+    assert_eq!(run(&["preview", "--save-plans", "plans"]).0, 0);
+    size("node_count: 5");
+    let (code, report) = run(&["up", "--plans", "plans"]);
+    assert_eq!(code, 4, "{report:#}");
+    let reason = project(&report, "cluster")["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.starts_with("the approved plan no longer holds: its changes are now"),
+        "{reason}"
+    );
+    let (code, report) = run(&["up", "--plans", "plans", "--replan"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(
+        project(&report, "cluster")["approval"],
+        "replanned",
+        "{report:#}"
+    );
+}

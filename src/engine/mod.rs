@@ -229,6 +229,7 @@ impl Engines {
                     initialized: target.initialized,
                     workspace_known: target.stack_known,
                     plan_file: target.plan_file,
+                    read_planned: target.outputs_taken,
                 };
                 self.terraform(engine).steps(&module, operation)
             }
@@ -250,6 +251,42 @@ impl Engines {
         }
     }
 
+    /// What an `up` of an approved plan may run instead of its operation (docs/commands.md,
+    /// "Saved plans"): `saved` is the approved Terraform plan, `replan` where a new one is saved.
+    pub fn approval_steps(
+        &self,
+        target: &Target<'_>,
+        saved: Option<&Path>,
+        replan: &Path,
+    ) -> ApprovalSteps {
+        match self.engine_of(target) {
+            engine @ (EngineKind::Terraform | EngineKind::Tofu) => {
+                let module = terraform::Module {
+                    dir: target.dir,
+                    variables: terraform::variables(&self.config, target.leaf()),
+                    stamp: self.init_stamp(target, engine),
+                    initialized: target.initialized,
+                    workspace_known: target.stack_known,
+                    plan_file: None,
+                    read_planned: false,
+                };
+                let terraform = self.terraform(engine);
+                ApprovalSteps {
+                    apply_saved: saved.map(|file| terraform.apply_plan(&module, file)),
+                    replan: Some(terraform.plan_to(&module, replan)),
+                    apply_replanned: Some(terraform.apply_plan(&module, replan)),
+                }
+            }
+            // A fresh preview, compared; then the operation as planned.
+            EngineKind::Pulumi => ApprovalSteps {
+                replan: (self.steps(target, Operation::Preview).into_iter())
+                    .find(|s| s.kind == StepKind::Operation),
+                ..ApprovalSteps::default()
+            },
+            EngineKind::Command | EngineKind::Kubectl => ApprovalSteps::default(),
+        }
+    }
+
     /// The init stamp of a Terraform (or OpenTofu) module.
     pub fn init_stamp(&self, target: &Target<'_>, engine: EngineKind) -> terraform::InitStamp {
         terraform::InitStamp {
@@ -267,6 +304,19 @@ impl Engines {
             color: self.pulumi.color,
         }
     }
+}
+
+/// The steps an `up` of an approved plan may run instead of its operation (docs/commands.md,
+/// "Saved plans").
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ApprovalSteps {
+    /// Applies the saved plan (Terraform's `apply PLANFILE`).
+    pub apply_saved: Option<Step>,
+    /// Plans again, to compare with the approved plan: Terraform's `plan -out=NEW`, Pulumi's
+    /// preview.
+    pub replan: Option<Step>,
+    /// Applies what `replan` planned (Terraform's `apply NEW`); `None`: the operation as planned.
+    pub apply_replanned: Option<Step>,
 }
 
 /// Why a step runs: its output is read differently.

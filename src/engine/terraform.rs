@@ -42,24 +42,55 @@ pub struct Module<'a> {
     pub initialized: bool,
     /// Whether the ledger knows the stack's workspace exists.
     pub workspace_known: bool,
-    /// Where a preview saves its plan, whose planned outputs are then read (`show -json`).
+    /// Where a preview saves its plan.
     pub plan_file: Option<&'a Path>,
+    /// Whether a saved plan's outputs are read (`show -json`): another project takes them.
+    pub read_planned: bool,
 }
 
 impl Terraform {
+    /// One call in `module`'s directory, with its variables.
+    fn call(&self, module: &Module<'_>, kind: StepKind, words: &[&str]) -> Step {
+        let mut args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        if !self.color {
+            args.push("-no-color".into());
+        }
+        let mut step = Step::new(kind, self.binary.clone(), args, module.dir);
+        step.env = module.variables.clone();
+        // Terraform's own hint for tools that drive it: no "run terraform apply next" advice.
+        step.env.insert("TF_IN_AUTOMATION".into(), "1".into());
+        step
+    }
+
+    /// A plan of `module` in the stack's workspace saved to `file` (`-detailed-exitcode`: exit
+    /// 2 is changes).
+    pub fn plan_to(&self, module: &Module<'_>, file: &Path) -> Step {
+        let out = format!("-out={}", file.display());
+        let words = ["plan", "-detailed-exitcode", "-input=false", "-json", &out];
+        let mut step = self.call(module, StepKind::Operation, &words);
+        step.env.insert("TF_WORKSPACE".into(), self.stack.clone());
+        step.ok_codes = vec![0, 2];
+        step.changes_code = Some(2);
+        step.writes = Some(file.to_path_buf());
+        step
+    }
+
+    /// The apply of the plan saved in `file` (which holds its variables and workspace: Terraform
+    /// refuses it once the state changed since it was made).
+    pub fn apply_plan(&self, module: &Module<'_>, file: &Path) -> Step {
+        let file = file.display().to_string();
+        let mut step = self.call(
+            module,
+            StepKind::Operation,
+            &["apply", "-input=false", "-json", &file],
+        );
+        step.env.insert("TF_WORKSPACE".into(), self.stack.clone());
+        step
+    }
+
     /// The steps of `operation` on `module`.
     pub fn steps(&self, module: &Module<'_>, operation: Operation) -> Vec<Step> {
-        let step = |kind, words: &[&str]| {
-            let mut args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
-            if !self.color {
-                args.push("-no-color".into());
-            }
-            let mut step = Step::new(kind, self.binary.clone(), args, module.dir);
-            step.env = module.variables.clone();
-            // Terraform's own hint for tools that drive it: no "run terraform apply next" advice.
-            step.env.insert("TF_IN_AUTOMATION".into(), "1".into());
-            step
-        };
+        let step = |kind, words: &[&str]| self.call(module, kind, words);
         let in_workspace = |mut step: Step| {
             step.env.insert("TF_WORKSPACE".into(), self.stack.clone());
             step
@@ -105,15 +136,14 @@ impl Terraform {
             ],
             Operation::Destroy => &["destroy", "-auto-approve", "-input=false", "-json"],
         };
-        let mut op = in_workspace(step(StepKind::Operation, operation_words));
         let plan_file = module.plan_file.filter(|_| operation == Operation::Preview);
+        let mut op = match plan_file {
+            Some(file) => self.plan_to(module, file),
+            None => in_workspace(step(StepKind::Operation, operation_words)),
+        };
         if operation == Operation::Preview {
             op.ok_codes = vec![0, 2];
             op.changes_code = Some(2);
-        }
-        if let Some(file) = plan_file {
-            op.args.push(format!("-out={}", file.display()));
-            op.writes = Some(file.to_path_buf());
         }
         if module.initialized {
             op.repairs.push(Repair {
@@ -133,7 +163,7 @@ impl Terraform {
         if operation == Operation::Up {
             steps.push(in_workspace(step(StepKind::Outputs, &["output", "-json"])));
         }
-        if let Some(file) = plan_file {
+        if let Some(file) = plan_file.filter(|_| module.read_planned) {
             let file = file.display().to_string();
             steps.push(step(StepKind::PlannedOutputs, &["show", "-json", &file]));
         }
@@ -630,6 +660,7 @@ mod tests {
             initialized,
             workspace_known,
             plan_file: None,
+            read_planned: false,
         }
     }
 

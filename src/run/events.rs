@@ -2,6 +2,7 @@
 //! `Sink` — the terminal reporter, the ledger recorder, the confirmation's line collector. The
 //! runner never prints; a sink decides what an event means to it.
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -111,20 +112,13 @@ pub struct Preview {
     /// The inputs (`network:subnet_id`) it was previewed with as their upstream's preview
     /// plans them.
     pub projected: Vec<String>,
+    /// Its inputs as its operation took them, by name (`approval::fingerprint`).
+    pub inputs_taken: BTreeMap<String, String>,
+    /// In an `up` of approved plans: how its approved plan went.
+    pub approval: Option<crate::run::approval::Held>,
 }
 
-/// Which values a project with inputs was previewed with (docs/commands.md, "Previews across
-/// stacks").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PlannedWith {
-    /// Its inputs as they are now.
-    Current,
-    /// Some as their upstream's preview plans them (`projected`).
-    Projected,
-    /// Not previewed: an input is known only once its upstream is applied.
-    Deferred,
-}
+pub use super::approval::PlannedWith;
 
 /// A preview that used values which the run would change: the project reads `reads`, whose
 /// `outputs` change (none named: whose own preview read values that change).
@@ -219,6 +213,16 @@ pub fn projected_lines(reports: &[ProjectReport], name: &dyn Fn(&str) -> String)
     lines
 }
 
+fn approval_text<S: serde::Serializer>(
+    held: &Option<crate::run::approval::Held>,
+    to: S,
+) -> Result<S::Ok, S::Error> {
+    match held {
+        Some(held) => to.serialize_str(held.as_str()),
+        None => to.serialize_none(),
+    }
+}
+
 /// One project of a run, as the summary and the report show it (docs/formats.md, "The run
 /// summary").
 #[derive(Debug, Clone, Serialize)]
@@ -249,6 +253,16 @@ pub struct ProjectReport {
     /// A preview's: the inputs it was previewed with as planned, not as they are.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub projected: Vec<String>,
+    /// Its inputs as its operation took them (`approval::fingerprint`), for a saved plan's
+    /// manifest.
+    #[serde(skip)]
+    pub inputs_taken: BTreeMap<String, String>,
+    /// An `up` of approved plans': `applied as approved`, `replanned` or `refused`.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "approval_text"
+    )]
+    pub approval: Option<crate::run::approval::Held>,
     /// A preview's: its stack is not deployed yet.
     #[serde(skip)]
     pub new_stack: bool,
@@ -291,6 +305,8 @@ impl ProjectReport {
             diff: preview.diff,
             planned_with: preview.planned_with,
             projected: preview.projected,
+            inputs_taken: preview.inputs_taken,
+            approval: preview.approval,
             outcome: finished.outcome,
             log: finished.log,
             created_stack: finished.created_stack,

@@ -55,6 +55,8 @@ pub struct Resolved {
     /// The inputs (`network:subnet_id`) whose values are those an upstream's preview plans,
     /// not the current ones.
     pub projected: Vec<String>,
+    /// Each input's value as the approval compares it, by name (`approval::fingerprint`).
+    pub taken: BTreeMap<String, String>,
 }
 
 /// Why a project's inputs cannot be given: the projects whose outputs it waits on, and why, in
@@ -139,6 +141,8 @@ impl Values {
                 missing.push((input, why));
                 continue;
             }
+            let taken = super::approval::fingerprint(&text, secret);
+            resolved.taken.insert(input.name.clone(), taken);
             resolved.env.insert(input.variable.clone(), text);
         }
         let waits_on = |inputs: Vec<&PlannedInput>| {

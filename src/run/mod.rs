@@ -1,6 +1,7 @@
 //! Running a plan: the run plan (what will be done), the runner (doing it: the scheduler, the
 //! engine processes, the hooks, interruption), and the events it tells its sinks.
 
+pub mod approval;
 pub mod drain;
 pub mod events;
 pub mod fanout;

@@ -46,6 +46,61 @@ pub struct PlannedProject {
     pub inputs: Vec<PlannedInput>,
     /// Its outputs that other projects take as inputs: read after its `up` and recorded.
     pub outputs_taken: Vec<String>,
+    /// In an `up` of approved plans: what was approved, and the steps that apply it or plan
+    /// again (docs/commands.md, "Saved plans").
+    pub approval: Option<Approval>,
+}
+
+/// A project's approved plan, as its `up` applies it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approval {
+    pub approved: crate::run::approval::Planned,
+    pub steps: crate::engine::ApprovalSteps,
+    /// `--replan`: a new plan whose changes differ from the approved ones may apply.
+    pub replan: bool,
+}
+
+impl Approval {
+    /// `--dry-run`'s lines: what its operation will be.
+    fn render(&self) -> String {
+        let steps = &self.steps;
+        let mut text = String::new();
+        if let Some(apply) = steps
+            .apply_saved
+            .as_ref()
+            .filter(|_| !self.approved.deferred())
+        {
+            text.push_str(&format!(
+                "#   approved: {}\n#   when its inputs are as planned; else:\n",
+                apply.display()
+            ));
+        }
+        match (&steps.replan, &steps.apply_replanned) {
+            (Some(replan), Some(apply)) => text.push_str(&format!(
+                "#   planned again: {}\n#   then, if its changes are the approved ones: {}\n",
+                replan.display(),
+                apply.display()
+            )),
+            (Some(replan), None) => text.push_str(&format!(
+                "#   previewed again: {}\n#   then, if its changes are the approved ones:\n",
+                replan.display()
+            )),
+            (None, _) => text.push_str("#   approved: applied when its inputs are as planned\n"),
+        }
+        text
+    }
+}
+
+/// The plans a run works with (docs/commands.md, "Saved plans").
+#[derive(Debug, Clone, Default)]
+pub struct Plans {
+    /// A preview saves every Terraform plan here (`preview --save-plans DIR`, the confirmation
+    /// of `up`); else only those whose planned outputs are read, in the run's own directory.
+    pub save_in: Option<PathBuf>,
+    /// An `up` applies these: the directory and its manifest.
+    pub approved: Option<(PathBuf, crate::run::approval::Manifest)>,
+    /// `--replan`.
+    pub replan: bool,
 }
 
 /// An input of a planned project (docs/formats.md, "Inputs"): `variable` (`TF_VAR_<name>` or
@@ -109,6 +164,8 @@ pub struct Planner<'a> {
     pub known_stacks: &'a std::collections::BTreeSet<String>,
     /// The stack's kubeconfig, for the kubectl engine.
     pub kubeconfig: &'a crate::workspace::kubeconfig::Choice,
+    /// The plans its previews save and its `up` applies.
+    pub plans: &'a Plans,
 }
 
 /// The Pulumi CLI of a run on `stack`, with the shared configuration `config`.
@@ -200,6 +257,7 @@ impl Planner<'_> {
             provider: &self.deployment.provider.name,
             logs: &self.logs(suffix),
             plans: &self.plans(suffix),
+            saved: self.plans,
             fingerprints: self.fingerprints,
             kubeconfig: &workspace.kubeconfig_file(&self.stack.name),
             is_dir: &|dir| dir.is_dir(),
@@ -223,6 +281,8 @@ pub struct Inputs<'a> {
     pub logs: &'a Path,
     /// Where its previews save their Terraform plans.
     pub plans: &'a Path,
+    /// The plans it saves elsewhere, or applies.
+    pub saved: &'a Plans,
     /// Fingerprints by graph index.
     pub fingerprints: &'a BTreeMap<usize, String>,
     /// `<state_dir>/kube/<stack>.yaml`, the kubeconfig the hooks write.
@@ -251,6 +311,7 @@ impl RunPlan {
             provider,
             logs,
             plans,
+            saved,
             fingerprints,
             kubeconfig,
             is_dir,
@@ -286,9 +347,17 @@ impl RunPlan {
                     kubeconfig: kubeconfig.to_path_buf(),
                 };
                 let outputs_taken = outputs_taken(graph, i);
-                // A preview's planned outputs are read for the projects that take them.
-                let plan_file = (operation == Operation::Preview && !outputs_taken.is_empty())
-                    .then(|| plans.join(format!("{}.tfplan", project.path)));
+                // A preview's planned outputs are read for the projects that take them; every
+                // plan is kept where plans are saved.
+                let plan_file = match (operation, &saved.save_in) {
+                    (Operation::Preview, Some(dir)) => {
+                        Some(dir.join(format!("{}.tfplan", project.path)))
+                    }
+                    (Operation::Preview, None) if !outputs_taken.is_empty() => {
+                        Some(plans.join(format!("{}.tfplan", project.path)))
+                    }
+                    _ => None,
+                };
                 let mut target = Target {
                     path: &project.path,
                     engine: project.engine,
@@ -346,11 +415,25 @@ impl RunPlan {
                         output: input.output.clone(),
                     })
                     .collect();
+                let approval = (operation == Operation::Up)
+                    .then_some(saved.approved.as_ref())
+                    .flatten()
+                    .and_then(|(dir, manifest)| {
+                        let approved = manifest.projects.iter().find(|p| p.path == project.path)?;
+                        let replan = plans.join(format!("{}.replan.tfplan", project.path));
+                        let saved_plan = approved.plan.as_ref().map(|file| dir.join(file));
+                        Some(Approval {
+                            approved: approved.clone(),
+                            steps: engines.approval_steps(&target, saved_plan.as_deref(), &replan),
+                            replan: saved.replan,
+                        })
+                    });
                 PlannedProject {
                     path: project.path.clone(),
                     engine,
                     inputs,
                     outputs_taken,
+                    approval,
                     steps: engines.steps(&target, operation),
                     hooks: match operation {
                         Operation::Up => project.on_success.clone(),
@@ -390,6 +473,9 @@ impl RunPlan {
             text.push_str(&format!("# {} (in {})\n", project.path, shown(dir)));
             for input in &project.inputs {
                 text.push_str(&format!("#   {} from {}\n", input.variable, input.source()));
+            }
+            if let Some(approval) = &project.approval {
+                text.push_str(&approval.render());
             }
             for step in &project.steps {
                 text.push_str(&step.display());
@@ -476,6 +562,7 @@ pub mod fixtures {
             provider: "aws",
             logs: Path::new("/w/.mara/logs/r1"),
             plans: Path::new("/w/.mara/plans/r1"),
+            saved: &Plans::default(),
             fingerprints: &fingerprints,
             kubeconfig: Path::new("/w/.mara/kube/dev.yaml"),
             is_dir: &|_| true,

@@ -106,6 +106,13 @@ pub struct RunSettings {
     /// What another command that starts the run says of it, once everything is checked and
     /// before anything runs ("Cluster mara-dev … does not exist: creating it").
     pub announce: Option<String>,
+    /// `preview --save-plans DIR`: every Terraform plan, and what each project planned
+    /// against, kept in DIR.
+    pub save_plans: Option<PathBuf>,
+    /// `up --plans DIR`: the saved plans applied as approved.
+    pub plans: Option<PathBuf>,
+    /// `up --replan`: a new plan whose changes differ from the approved ones applies too.
+    pub replan: bool,
 }
 
 /// The options only some run commands have (each command's own), false where it has none.
@@ -118,6 +125,9 @@ struct Own {
     diff: bool,
     remove: bool,
     orphan_dependents: bool,
+    save_plans: Option<PathBuf>,
+    plans: Option<PathBuf>,
+    replan: bool,
 }
 
 /// A run's id given on the command line (`--run`, `ci open --run`): letters, digits, `.`, `_`
@@ -162,19 +172,24 @@ impl RunSettings {
                 yes,
                 resume,
                 changed,
+                plans,
+                replan,
                 run,
             }) => {
                 (own.yes, own.resume, own.changed) = (yes, resume, changed);
+                (own.plans, own.replan) = (plans, replan);
                 (Operation::Up, run)
             }
             RunCommand::Preview(PreviewArgs {
                 changed,
                 expect_no_changes,
                 diff,
+                save_plans,
                 yes: _,
                 run,
             }) => {
                 (own.changed, own.expect_no_changes, own.diff) = (changed, expect_no_changes, diff);
+                own.save_plans = save_plans;
                 (Operation::Preview, run)
             }
             RunCommand::Refresh(RefreshArgs {
@@ -221,13 +236,17 @@ impl RunSettings {
             (false, true) => Mode::Changed,
             (false, false) => Mode::All,
         };
+        // Saved plans are the approval: nothing is asked.
         let mut run = RunSettings::started(
             operation,
             selection.into(),
-            own.yes || dry_run,
+            own.yes || dry_run || own.plans.is_some(),
             settings,
             workspace,
         );
+        run.save_plans = own.save_plans;
+        run.plans = own.plans;
+        run.replan = own.replan;
         run.mode = mode;
         if let Some(parallel) = parallel {
             run.parallel = usize::from(parallel);
@@ -292,6 +311,9 @@ impl RunSettings {
             join: None,
             open: None,
             announce: None,
+            save_plans: None,
+            plans: None,
+            replan: false,
         }
     }
 }

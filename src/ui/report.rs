@@ -91,6 +91,13 @@ impl RunSummary {
 
     /// The run's result in a word or two: its status, or for a drift check that found changes,
     /// that.
+    /// The projects whose approved plan no longer held (`up --plans`).
+    pub fn refused(&self) -> usize {
+        (self.projects.iter())
+            .filter(|p| p.approval == Some(crate::run::approval::Held::Refused))
+            .count()
+    }
+
     pub fn result(&self) -> String {
         match self.changed() {
             n if self.expect_no_changes && n > 0 && self.status == RunStatus::Succeeded => {
@@ -102,6 +109,25 @@ impl RunSummary {
             _ => self.status.to_string(),
         }
     }
+}
+
+/// What the table says after a project's changes: `(stale)`, `(planned inputs)`, how its
+/// approved plan went.
+fn notes(p: &crate::run::events::ProjectReport) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !p.stale.is_empty() {
+        notes.push("(stale)".to_string());
+    }
+    if !p.projected.is_empty() {
+        notes.push("(planned inputs)".to_string());
+    }
+    if let Some(held) = p
+        .approval
+        .filter(|h| *h != crate::run::approval::Held::Refused)
+    {
+        notes.push(format!("({})", held.as_str()));
+    }
+    notes
 }
 
 /// The summary table and its closing line.
@@ -119,11 +145,11 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
                 (Some(changes), _) => changes_summary(changes),
                 (None, _) => String::new(),
             };
-            if !p.stale.is_empty() {
-                changes.push_str(" (stale)");
-            }
-            if !p.projected.is_empty() {
-                changes.push_str(" (planned inputs)");
+            for note in notes(p) {
+                if !changes.is_empty() {
+                    changes.push(' ');
+                }
+                changes.push_str(&note);
             }
             [
                 p.path.clone(),
@@ -206,7 +232,16 @@ pub fn verdict(summary: &RunSummary, style: Style) -> String {
         .map(|l| format!("; logs in {}", l.display()))
         .unwrap_or_default();
     let drift = summary.changed();
+    let refused = summary.refused();
     match summary.status {
+        RunStatus::Succeeded if refused > 0 => style.red(&format!(
+            "✗ {what}: {}; {}{logs}",
+            counts.join(", "),
+            match refused {
+                1 => "the approved plan of 1 project no longer holds".to_string(),
+                n => format!("the approved plans of {n} projects no longer hold"),
+            }
+        )),
         RunStatus::Succeeded if summary.expect_no_changes && drift > 0 => style.red(&format!(
             "✗ {what}: {drift} {} would change, where no change was expected",
             crate::error::plural(drift, "project", "projects")

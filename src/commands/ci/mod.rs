@@ -309,6 +309,8 @@ fn summary_of(record: &RunRecord, graph: &crate::graph::ExecutionGraph) -> RunSu
                 diff: Vec::new(),
                 planned_with: None,
                 projected: Vec::new(),
+                inputs_taken: Default::default(),
+                approval: None,
                 new_stack: false,
                 outcome,
                 log: None,

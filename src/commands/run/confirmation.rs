@@ -7,7 +7,7 @@ use super::{Invocation, Ready};
 use crate::engine::{EngineKind, Operation};
 use crate::error::{Error, Problem, Result, plural};
 use crate::run::events::Sink;
-use crate::run::plan::{Planner, RunPlan};
+use crate::run::plan::{Planner, Plans, RunPlan};
 use crate::run::project::Context;
 use crate::run::runner::{Runner, Schedule};
 use crate::run::scheduler::FailurePolicy;
@@ -24,7 +24,7 @@ impl Invocation<'_> {
     /// confirmation's preview selected or made — so that no stack is selected twice in a run.
     pub(super) fn confirmed_plan(&self, planner: &Planner<'_>, ready: &Ready) -> Result<RunPlan> {
         let run = self.run;
-        let plan = |known: &BTreeSet<String>| RunPlan {
+        let plan_with = |planner: &Planner<'_>, known: &BTreeSet<String>| RunPlan {
             show_diff: run.diff,
             ..Planner {
                 known_stacks: known,
@@ -32,6 +32,7 @@ impl Invocation<'_> {
             }
             .plan(run.operation, &ready.config, "")
         };
+        let plan = |known: &BTreeSet<String>| plan_with(planner, known);
         let mut known = planner.known_stacks.clone();
         known.extend(ready.selected.iter().cloned());
         let planned = plan(&known);
@@ -39,27 +40,49 @@ impl Invocation<'_> {
             known_stacks: &known,
             ..*planner
         };
-        let selected = self.confirm(&previewed, &planned, ready)?;
-        if selected.is_empty() {
+        let (selected, approved) = self.confirm(&previewed, &planned, ready)?;
+        if selected.is_empty() && approved.is_none() {
             return Ok(planned);
         }
         known.extend(selected);
-        Ok(plan(&known))
+        // What the confirmation showed is what runs: its plans, approved.
+        let plans = Plans {
+            approved,
+            ..planner.plans.clone()
+        };
+        let planner = Planner {
+            plans: &plans,
+            ..*planner
+        };
+        Ok(plan_with(&planner, &known))
     }
 
     /// On a terminal (`Confirmation::Ask`), the person confirms `plan` (`confirm`); a "no" is
     /// `declined`, saying what `up` had already stored (`ready.stored`). Returns the Pulumi
     /// projects whose stack the confirmation's preview selected (or made): the run need not
     /// select them again.
-    fn confirm(&self, planner: &Planner<'_>, plan: &RunPlan, ready: &Ready) -> Result<Vec<String>> {
+    fn confirm(
+        &self,
+        planner: &Planner<'_>,
+        plan: &RunPlan,
+        ready: &Ready,
+    ) -> Result<(Vec<String>, Option<Approved>)> {
         let run = self.run;
         if run.confirmation != Confirmation::Ask {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         }
-        // Its details show each change's properties.
+        // Its details show each change's properties; its plans are kept, to be what runs.
+        let saving = Plans {
+            save_in: Some(planner.plans("-preview")),
+            ..Plans::default()
+        };
+        let previewing = Planner {
+            plans: &saving,
+            ..*planner
+        };
         let preview = || RunPlan {
             show_diff: true,
-            ..planner.plan(Operation::Preview, &ready.config, "-preview")
+            ..previewing.plan(Operation::Preview, &ready.config, "-preview")
         };
         let (stack, context) = (planner.stack, ready.context.clone());
         let decision = confirm(
@@ -72,7 +95,31 @@ impl Invocation<'_> {
             context,
         )?;
         match decision {
-            Decision::Go { selected } => Ok(selected),
+            Decision::Go {
+                selected,
+                previewed,
+            } => {
+                let dir = planner.plans("-preview");
+                // What the confirmation said will be evaluated again (stale, waiting, deferred)
+                // is planned as its turn comes; the rest is approved as shown.
+                let approved = previewed.map(|(preview, reports)| {
+                    let mut manifest = super::plans::manifest(
+                        stack.name.as_str(),
+                        &planner.deployment.provider.name,
+                        planner.run_id,
+                        (&preview, &reports),
+                        &dir,
+                        &|file| file.is_file(),
+                    );
+                    let shown = |path: &str| {
+                        (reports.iter())
+                            .any(|r| r.path == path && r.status.is_success() && r.stale.is_empty())
+                    };
+                    manifest.projects.retain(|p| shown(&p.path));
+                    (dir, manifest)
+                });
+                Ok((selected, approved))
+            }
             Decision::Declined { created } => {
                 let stored = Stored {
                     created,
@@ -85,10 +132,17 @@ impl Invocation<'_> {
     }
 }
 
+/// Approved plans: their directory and manifest.
+type Approved = (std::path::PathBuf, crate::run::approval::Manifest);
+
 /// What the person at the terminal answered.
 enum Decision {
-    /// Confirmed; the Pulumi projects whose stack the preview selected.
-    Go { selected: Vec<String> },
+    /// Confirmed; the Pulumi projects whose stack the preview selected, and the preview with
+    /// its reports (an `up`'s).
+    Go {
+        selected: Vec<String>,
+        previewed: Option<(RunPlan, Vec<crate::run::events::ProjectReport>)>,
+    },
     /// Not confirmed; the projects whose stack the preview created.
     Declined { created: Vec<String> },
 }
@@ -107,11 +161,11 @@ fn confirm(
     let style = settings.stderr_style;
     let stack = stack.name.as_str();
     let mut prompter = TerminalPrompter;
-    let (confirmed, created, selected) = match run.operation {
+    let (confirmed, created, selected, previewed) = match run.operation {
         Operation::Destroy => {
             let projects: Vec<&str> = plan.projects.iter().map(|p| p.path.as_str()).collect();
             let confirmed = confirm::destroy(&mut prompter, stack, &projects, style)?;
-            (confirmed, Vec::new(), Vec::new())
+            (confirmed, Vec::new(), Vec::new(), None)
         }
         _ => {
             let preview = preview();
@@ -149,11 +203,14 @@ fn confirm(
                 .filter(|(_, r)| r.status.is_success() || r.created_stack)
                 .map(|(p, _)| p.path.clone())
                 .collect();
-            (confirmed, created, selected)
+            (confirmed, created, selected, Some((preview, reports)))
         }
     };
     Ok(match confirmed {
-        true => Decision::Go { selected },
+        true => Decision::Go {
+            selected,
+            previewed,
+        },
         false => Decision::Declined { created },
     })
 }

@@ -7,6 +7,7 @@
 mod confirmation;
 mod decide;
 mod load;
+mod plans;
 mod preparation;
 mod record;
 mod summary;
@@ -164,6 +165,7 @@ impl<'a> Invocation<'a> {
             crate::ui::print(text)?;
         }
         interrupt.checkpoint()?;
+        let plans = self.plans(deployment, &loaded)?;
         let env = prepare::engine_env(&loaded.with_secrets, ledger.place());
         let Some(found) = self.survey(deployment, &loaded, &mut ledger, &env)? else {
             return Ok(());
@@ -182,6 +184,7 @@ impl<'a> Invocation<'a> {
             blocked: &found.blocked,
             known_stacks: &found.known_stacks,
             kubeconfig: &found.kubeconfig,
+            plans: &plans,
         };
         if run.dry_run {
             let plan = planner.plan(run.operation, &loaded.config, "");
@@ -265,6 +268,9 @@ impl<'a> Invocation<'a> {
             recorder.as_deref_mut(),
             &workspace.root,
         );
+        if run.operation == Operation::Preview {
+            self.save_manifest(planner, &plan, &reports)?;
+        }
         record::stacks_seen(
             recorder.as_deref(),
             &mut prepared,

@@ -116,6 +116,12 @@ pub(super) fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
     if failed > 0 {
         return Err(Error::ProjectsFailed { failed });
     }
+    let refused = (summary.projects.iter())
+        .filter(|p| p.approval == Some(crate::run::approval::Held::Refused))
+        .count();
+    if refused > 0 {
+        return Err(Error::PlansRefused { refused });
+    }
     // A job of a fanned-out run that ran nothing, a dependency having failed elsewhere: not a
     // green job (docs/commands.md, "ci").
     let skipped = |p: &&ProjectReport| matches!(p.outcome, Outcome::Skipped { .. });

@@ -373,7 +373,9 @@ impl Writer {
                     finished: report.finished.clone(),
                     exit_code: report.exit_code,
                     changes: report.changes.clone(),
-                    reason: report.reason.clone(),
+                    // An applied approved plan says how it went.
+                    reason: (report.reason.clone())
+                        .or_else(|| report.approval.map(|held| held.as_str().to_string())),
                     log: report.log.as_ref().map(|l| {
                         l.strip_prefix(&self.root)
                             .map(PathBuf::from)

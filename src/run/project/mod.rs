@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+mod approve;
+
 use super::events::{Event, Finished, Outcome, PlannedWith, Preview};
 use super::hooks::{self, Work};
 use super::interrupt::{Interrupt, InterruptLevel, Stop};
@@ -272,6 +274,12 @@ impl Prepared {
         if !resolved.secrets.is_empty() {
             job.redactor = job.redactor.with(resolved.secrets);
         }
+        self.preview.inputs_taken = resolved.taken;
+        if let Some(approval) = &mut job.project.approval {
+            for step in [&mut approval.steps.replan].into_iter().flatten() {
+                step.env.extend(resolved.env.clone());
+            }
+        }
         if previewing {
             self.preview.planned_with = Some(match resolved.projected.is_empty() {
                 true => PlannedWith::Current,
@@ -362,7 +370,7 @@ impl Prepared {
             if changes_the_stack && let Some(reason) = interrupt.draining() {
                 return Err(job.stopped_before(&reason, log));
             }
-            let (finished, mut reader) = run_repaired(job, log, step).await?;
+            let (finished, mut reader) = run_repaired(job, log, step, job.operation).await?;
             if step.kind == StepKind::Operation {
                 *changes = read_operation(job, log, step, &finished, &mut reader, preview);
                 outputs.applied = reader.applied_outputs();
@@ -429,9 +437,10 @@ async fn run_repaired(
     job: &Job,
     log: &mut Option<std::fs::File>,
     step: &Step,
+    operation: Operation,
 ) -> Result<(process::Finished, Reader), Finished> {
     let (engine, interrupt) = (job.project.engine, &job.shared.interrupt);
-    let mut reader = Reader::new(engine, job.operation).with_diff(job.show_diff);
+    let mut reader = Reader::new(engine, operation).with_diff(job.show_diff);
     let mut finished = run_step(job, log, step, &mut reader)
         .await
         .map_err(|error| job.failed(None, error, log))?;
@@ -471,7 +480,7 @@ async fn run_repaired(
         if let Some(stamp) = &repair.stamp {
             crate::fingerprint::record_init(stamp);
         }
-        reader = Reader::new(engine, job.operation).with_diff(job.show_diff);
+        reader = Reader::new(engine, operation).with_diff(job.show_diff);
         finished = run_step(job, log, step, &mut reader)
             .await
             .map_err(|error| job.failed(None, error, log))?;
@@ -651,8 +660,11 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
     if let Some(finished) = prepared.take_inputs() {
         return finished;
     }
-    if let Err(finished) = prepared.advance(false).await {
+    if let Err(finished) = prepared.approve().await {
         return finished;
+    }
+    if let Err(finished) = prepared.advance(false).await {
+        return approve::stale(finished);
     }
     let recorded = prepared.outputs_taken();
     let Prepared {
@@ -664,6 +676,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         preview,
         ..
     } = prepared;
+    let changes = approve::counted(job.project.approval.as_ref(), preview.approval, changes);
     let outputs = (outputs.values).unwrap_or(Value::Object(Default::default()));
     for hook in &job.project.hooks {
         let work = hooks::run(
