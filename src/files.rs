@@ -211,11 +211,13 @@ impl DirLock {
 /// Makes directory `dir` (and those above it) readable by its owner alone: what it holds (a
 /// saved plan) may hold secrets.
 pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(dir)
+        .create(dir)?;
+    // One that was there already is made private too.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 pub fn is_regular(path: &Path) -> bool {

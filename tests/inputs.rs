@@ -681,7 +681,7 @@ fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
     assert_eq!(base["approval"], "refused", "{report:#}");
     assert_eq!(
         base["reason"],
-        "the approved plan no longer holds: Terraform says it is stale (the state changed since it was made)"
+        "the approved plan no longer holds: Terraform says it is stale (the state changed since it was made: another apply, or this plan applied already; save new plans)"
     );
     assert_eq!(project(&report, "middle")["status"], "skipped");
     assert_eq!(outputs_of(&w, "top")["said"], "top of two-middle");
@@ -749,7 +749,7 @@ fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
     );
     assert_eq!(
         project(&report, "middle")["approval"],
-        "replanned",
+        "applied as changed",
         "{report:#}"
     );
     let stamp = outputs_of(&w, "base")["stamp"].clone();
@@ -823,7 +823,122 @@ fn a_pulumi_project_applies_only_while_a_fresh_preview_shows_what_was_approved()
     assert_eq!(code, 0, "{report:#}");
     assert_eq!(
         project(&report, "cluster")["approval"],
-        "replanned",
+        "applied as changed",
         "{report:#}"
     );
+}
+
+/// An interactive `up` applies what its confirmation showed; a project whose new plan, once the
+/// projects before it are applied, is not the approved one is shown and asked about again.
+#[test]
+fn an_interactive_up_asks_again_when_a_new_plan_is_not_the_approved_one() {
+    if common::terraform().is_none() {
+        return;
+    }
+    let w = Workspace::new(&[
+        ("mara.toml", "provider = \"asked\"\n"),
+        (
+            "providers/asked.toml",
+            r#"description = "A command whose output a module takes"
+
+[[project]]
+path = "maker"
+stage = "infrastructure"
+up = "printf '{\"v\": \"%s\"}' \"$(cat value.txt)\" > \"$MARA_OUTPUTS\""
+destroy = "true"
+
+[[project]]
+path = "app"
+engine = "terraform"
+[project.inputs]
+v = "maker:v"
+"#,
+        ),
+        ("value.txt", "a"),
+        (
+            "app/main.tf",
+            "terraform {\n  backend \"local\" {}\n}\nvariable \"v\" {\n  type = string\n}\noutput \"seen\" {\n  value = var.v\n}\n",
+        ),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: asked\n",
+        ),
+    ]);
+    let (code, report) = run(&w, &["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(outputs_of(&w, "app")["seen"], "a");
+    // The maker's next up gives another value than the confirmation's preview used.
+    std::fs::write(w.path().join("value.txt"), "b").unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let up = |answer: &str| {
+        let mut terminal = common::Terminal::start(w.path(), bin.path(), "up");
+        terminal.wait_for("Do you want to perform this update?");
+        terminal.type_keys("\x1b[A\r"); // yes
+        terminal.wait_for("Apply app's new plan?");
+        terminal.type_keys(answer);
+        terminal.finish()
+    };
+    let (code, screen) = up("\r"); // no, the default
+    assert_eq!(code, 4, "{screen}");
+    assert!(
+        screen.contains("app: its new plan is not the one you approved"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("its changes are now 1 output, approved no changes; new: update outputs"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("the approved plan no longer holds: its inputs changed (v)"),
+        "{screen}"
+    );
+    assert_eq!(outputs_of(&w, "app")["seen"], "a");
+    std::fs::write(w.path().join("value.txt"), "c").unwrap();
+    let (code, screen) = up("\x1b[A\r"); // yes
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("(applied as changed)"), "{screen}");
+    assert_eq!(outputs_of(&w, "app")["seen"], "c");
+}
+
+/// What a plans directory holds is private, this preview's alone, and a manifest that names what
+/// it cannot vouch for is refused.
+#[test]
+fn saved_plans_are_private_and_a_manifest_names_only_its_own_plans() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(w) = chain() else { return };
+    let (code, report) = run(&w, &["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    let dir = w.path().join("plans");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.join("old.tfplan"), "an earlier preview's").unwrap();
+    let (code, report) = run(&w, &["preview", "--save-plans", "plans"]);
+    assert_eq!(code, 0, "{report:#}");
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{mode:o}");
+    assert!(!dir.join("old.tfplan").exists());
+
+    // A manifest edited to name a file outside its directory: nothing runs.
+    let file = dir.join("mara-plans.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("\"base.tfplan\"", "\"../base/main.tf\""),
+    )
+    .unwrap();
+    let output = mara(&w).args(["up", "--plans", "plans"]).output().unwrap();
+    let said = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(4), "{said}");
+    assert!(
+        said.contains("base: the manifest names `../base/main.tf`, which is no plan file in"),
+        "{said}"
+    );
+
+    // A preview that fails approves nothing: no manifest, no plan kept.
+    std::fs::write(w.path().join("top/main.tf"), "this is not HCL {").unwrap();
+    let (code, report) = run(&w, &["preview", "--save-plans", "plans"]);
+    assert_eq!(code, 1, "{report:#}");
+    assert!(!file.exists());
+    assert!(!dir.join("base.tfplan").exists());
 }

@@ -275,6 +275,8 @@ impl Engines {
                     apply_saved: saved.map(|file| terraform.apply_plan(&module, file)),
                     replan: Some(terraform.plan_to(&module, replan)),
                     apply_replanned: Some(terraform.apply_plan(&module, replan)),
+                    show_saved: saved.map(|file| terraform.show_plan(&module, file)),
+                    show_replanned: Some(terraform.show_plan(&module, replan)),
                 }
             }
             // A fresh preview, compared; then the operation as planned.
@@ -317,6 +319,9 @@ pub struct ApprovalSteps {
     pub replan: Option<Step>,
     /// Applies what `replan` planned (Terraform's `apply NEW`); `None`: the operation as planned.
     pub apply_replanned: Option<Step>,
+    /// Reads what the saved plan and the new one do (Terraform's `show -json`), to compare them.
+    pub show_saved: Option<Step>,
+    pub show_replanned: Option<Step>,
 }
 
 /// Why a step runs: its output is read differently.
@@ -350,6 +355,16 @@ pub struct PlannedOutput {
 
 /// A preview's planned outputs, by name.
 pub type PlannedOutputs = BTreeMap<String, PlannedOutput>;
+
+/// A plan's content as one digest (`sha256:…`): what it does to each resource and output, so
+/// that two plans that do the same thing have the same digest, and no two that differ in a value
+/// do. Secrets count by their digest alone, never kept.
+pub fn plan_digest(content: &serde_json::Value) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(content.to_string().as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
 
 /// One engine process to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -618,6 +633,15 @@ impl Reader {
     pub fn planned_outputs(&mut self) -> Option<PlannedOutputs> {
         match self {
             Reader::Pulumi(reader) => reader.planned.take(),
+            _ => None,
+        }
+    }
+
+    /// What a preview plans, as one digest, when its own output says it (Pulumi's digest;
+    /// Terraform's is read from its saved plan).
+    pub fn plan_digest(&self) -> Option<String> {
+        match self {
+            Reader::Pulumi(reader) => reader.plan_digest.clone(),
             _ => None,
         }
     }

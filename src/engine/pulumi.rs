@@ -507,6 +507,36 @@ pub fn planned_outputs(digest: &Value) -> Option<super::PlannedOutputs> {
     Some(planned.collect())
 }
 
+/// What a preview digest plans, as one digest (`super::plan_digest`): each step's op, resource
+/// and new inputs and outputs, a secret as `[secret]` (its ciphertext changes with each
+/// encryption).
+pub fn plan_digest(digest: &Value) -> String {
+    fn plain(value: &Value) -> Value {
+        match value {
+            Value::Object(map) if map.contains_key(SECRET_SIGNATURE) => Value::from("[secret]"),
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), plain(v))).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(plain).collect()),
+            other => other.clone(),
+        }
+    }
+    let mut steps: Vec<Value> = (digest["steps"].as_array().into_iter().flatten())
+        .filter(|step| step["op"] != "same")
+        .map(|step| {
+            let new = &step["newState"];
+            serde_json::json!([
+                step["urn"],
+                step["op"],
+                plain(&new["inputs"]),
+                plain(&new["outputs"])
+            ])
+        })
+        .collect();
+    steps.sort_by_key(|step| step.to_string());
+    super::plan_digest(&Value::Array(steps))
+}
+
 /// Reads an operation's stdout: lines for people, and the change counts.
 #[derive(Debug)]
 pub struct OutputReader {
@@ -518,6 +548,8 @@ pub struct OutputReader {
     pub outputs: Option<(Vec<String>, bool)>,
     /// A preview's: the root stack's outputs as it plans them.
     pub planned: Option<super::PlannedOutputs>,
+    /// A preview's: what it plans, as one digest (`plan_digest`).
+    pub plan_digest: Option<String>,
     /// A preview's: the resources that change, with their properties.
     pub diffs: Vec<super::ResourceDiff>,
     /// Whether a preview shows each change's properties under it.
@@ -535,6 +567,7 @@ impl OutputReader {
             changes: None,
             outputs: None,
             planned: None,
+            plan_digest: None,
             diffs: Vec::new(),
             show_diff: false,
             result: None,
@@ -591,6 +624,7 @@ impl OutputReader {
         {
             self.outputs = Some(stack_outputs(&digest));
             self.planned = planned_outputs(&digest);
+            self.plan_digest = Some(plan_digest(&digest));
         }
         lines
     }

@@ -88,6 +88,13 @@ impl Terraform {
         step
     }
 
+    /// What the plan saved in `file` does, as JSON (`show -json`): never shown, it holds the
+    /// plan's secrets.
+    pub fn show_plan(&self, module: &Module<'_>, file: &Path) -> Step {
+        let file = file.display().to_string();
+        self.call(module, StepKind::PlannedOutputs, &["show", "-json", &file])
+    }
+
     /// The steps of `operation` on `module`.
     pub fn steps(&self, module: &Module<'_>, operation: Operation) -> Vec<Step> {
         let step = |kind, words: &[&str]| self.call(module, kind, words);
@@ -164,8 +171,7 @@ impl Terraform {
             steps.push(in_workspace(step(StepKind::Outputs, &["output", "-json"])));
         }
         if let Some(file) = plan_file.filter(|_| module.read_planned) {
-            let file = file.display().to_string();
-            steps.push(step(StepKind::PlannedOutputs, &["show", "-json", &file]));
+            steps.push(self.show_plan(module, file));
         }
         steps
     }
@@ -273,6 +279,32 @@ pub fn outputs(json: &str, show_secrets: bool) -> Value {
             })
             .collect(),
     )
+}
+
+/// What a saved plan does, from `show -json PLANFILE`, as one digest (`super::plan_digest`):
+/// each resource's actions and values after the apply (and which are known only then), each
+/// output's; `None` when the text is no plan.
+pub fn plan_digest(json: &str) -> Option<String> {
+    let plan = serde_json::from_str::<Value>(json).ok()?;
+    let resources: Vec<Value> = (plan["resource_changes"].as_array().into_iter().flatten())
+        .map(|r| {
+            let change = &r["change"];
+            serde_json::json!([
+                r["address"],
+                change["actions"],
+                change["after"],
+                change["after_unknown"]
+            ])
+        })
+        .collect();
+    let outputs: Map<String, Value> = (plan["output_changes"].as_object().into_iter().flatten())
+        .map(|(name, change)| {
+            let said =
+                serde_json::json!([change["actions"], change["after"], change["after_unknown"]]);
+            (name.clone(), said)
+        })
+        .collect();
+    Some(super::plan_digest(&serde_json::json!([resources, outputs])))
 }
 
 /// The outputs a saved plan leaves, from `show -json PLANFILE` (its `output_changes`): each

@@ -49,6 +49,10 @@ pub struct Planned {
     /// turn comes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub waited: bool,
+    /// What its preview planned, as one digest (a Pulumi preview's; a Terraform plan's is read
+    /// from its file when it is compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 impl Planned {
@@ -99,9 +103,12 @@ pub enum PlannedWith {
 pub enum Held {
     /// Its saved plan applied, its inputs as planned.
     AsApproved,
-    /// Planned again (its inputs differ from those approved, or it was deferred), and its
-    /// changes equal the approved ones — or `--replan` let a new plan apply.
+    /// Planned again (its inputs differ from those approved), and its new plan does what the
+    /// approved one did.
     Replanned,
+    /// Planned again, its new plan not the approved one, and applied all the same: `--replan`,
+    /// or a yes when asked again.
+    Changed,
     /// Its approved plan no longer holds: not applied, nor what follows it.
     Refused,
 }
@@ -111,23 +118,31 @@ impl Held {
         match self {
             Held::AsApproved => "applied as approved",
             Held::Replanned => "replanned",
+            Held::Changed => "applied as changed",
             Held::Refused => "refused",
         }
     }
 
     pub fn parse(text: &str) -> Option<Held> {
-        [Held::AsApproved, Held::Replanned, Held::Refused]
-            .into_iter()
-            .find(|h| h.as_str() == text)
+        [
+            Held::AsApproved,
+            Held::Replanned,
+            Held::Changed,
+            Held::Refused,
+        ]
+        .into_iter()
+        .find(|h| h.as_str() == text)
     }
 }
 
 /// Why a plan made again as the project's turn came does not hold: its changes differ from the
-/// approved ones (`None`: they are the same).
+/// approved ones, or the same changes set other values (`digests`: the approved plan's and the
+/// new one's, where both are known). `None`: it holds.
 pub fn differs(
     approved: &Planned,
     changes: Option<&Changes>,
     diff: &[ResourceDiff],
+    digests: Option<(&str, &str)>,
 ) -> Option<String> {
     if approved.deferred() {
         return Some("it was not previewed (its inputs were known only after apply)".into());
@@ -136,7 +151,12 @@ pub fn differs(
     let counts = |c: Option<&Changes>| c.map(crate::engine::changes_summary);
     let same_counts = counts(changes) == counts(approved.changes.as_ref());
     if now == approved.resources && same_counts {
-        return None;
+        return match digests {
+            Some((was, is)) if was != is => Some(
+                "the same resources change, but to other values than the approved plan's".into(),
+            ),
+            _ => None,
+        };
     }
     let was = counts(approved.changes.as_ref()).unwrap_or_else(|| "no changes".into());
     let is = counts(changes).unwrap_or_else(|| "no changes".into());
@@ -198,19 +218,40 @@ mod tests {
                 diff("create", "aws_eip.b"),
             ]),
             waited: false,
+            digest: None,
         };
         let same = [
             diff("create", "aws_eip.b"),
             diff("update", "aws_instance.a"),
         ];
-        assert_eq!(differs(&approved, Some(&changes), &same), None);
+        assert_eq!(differs(&approved, Some(&changes), &same, None), None);
+        let digests = |was, is| Some((was, is));
+        assert_eq!(
+            differs(
+                &approved,
+                Some(&changes),
+                &same,
+                digests("sha256:a", "sha256:a")
+            ),
+            None
+        );
+        assert_eq!(
+            differs(
+                &approved,
+                Some(&changes),
+                &same,
+                digests("sha256:a", "sha256:b")
+            )
+            .unwrap(),
+            "the same resources change, but to other values than the approved plan's"
+        );
         let more: Changes = [("create".to_string(), 1), ("replace".to_string(), 1)].into();
         let other = [
             diff("create", "aws_eip.b"),
             diff("replace", "aws_instance.a"),
         ];
         assert_eq!(
-            differs(&approved, Some(&more), &other).unwrap(),
+            differs(&approved, Some(&more), &other, None).unwrap(),
             "its changes are now +1 ±1, approved +1 ~1; new: replace aws_instance.a; no longer: update aws_instance.a"
         );
         let now = [("subnet_id".to_string(), "\"s-2\"".to_string())].into();
@@ -223,6 +264,6 @@ mod tests {
             changes: None,
             ..approved
         };
-        assert!(differs(&deferred, Some(&changes), &same).is_some());
+        assert!(differs(&deferred, Some(&changes), &same, None).is_some());
     }
 }

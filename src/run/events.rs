@@ -114,6 +114,8 @@ pub struct Preview {
     pub projected: Vec<String>,
     /// Its inputs as its operation took them, by name (`approval::fingerprint`).
     pub inputs_taken: BTreeMap<String, String>,
+    /// What it plans, as one digest, where its engine's preview says it (Pulumi).
+    pub plan_digest: Option<String>,
     /// In an `up` of approved plans: how its approved plan went.
     pub approval: Option<crate::run::approval::Held>,
 }
@@ -257,6 +259,9 @@ pub struct ProjectReport {
     /// manifest.
     #[serde(skip)]
     pub inputs_taken: BTreeMap<String, String>,
+    /// What its preview plans, as one digest, for a saved plan's manifest.
+    #[serde(skip)]
+    pub plan_digest: Option<String>,
     /// An `up` of approved plans': `applied as approved`, `replanned` or `refused`.
     #[serde(
         skip_serializing_if = "Option::is_none",
@@ -306,6 +311,7 @@ impl ProjectReport {
             planned_with: preview.planned_with,
             projected: preview.projected,
             inputs_taken: preview.inputs_taken,
+            plan_digest: preview.plan_digest,
             approval: preview.approval,
             outcome: finished.outcome,
             log: finished.log,
@@ -338,6 +344,13 @@ pub enum Event {
         index: usize,
         report: Box<ProjectReport>,
     },
+    /// A project's new plan differs from the one approved: whoever confirms the run is asked
+    /// whether it applies (an interactive `up`); no answer is a no.
+    Asks {
+        index: usize,
+        path: String,
+        question: Question,
+    },
     /// Ctrl-C, SIGTERM or `mara cancel`: the running engines were sent SIGINT (`Graceful`) or
     /// SIGKILL (`Kill`).
     Interrupting {
@@ -347,6 +360,27 @@ pub enum Event {
     RunFinished {
         status: RunStatus,
     },
+}
+
+/// What a project asks of whoever confirms the run (`Event::Asks`).
+#[derive(Debug, Clone)]
+pub struct Question {
+    /// How its new plan differs from the approved one.
+    pub why: String,
+    /// Its new plan: each resource that changes, with its properties (redacted).
+    pub plan: Vec<String>,
+    /// Where the answer goes, once: `true` applies the new plan.
+    pub answer: std::sync::Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<bool>>>>,
+}
+
+impl Question {
+    /// Answers it (the first answer counts).
+    pub fn answer(&self, yes: bool) {
+        let sender = self.answer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(sender) = sender {
+            let _ = sender.send(yes);
+        }
+    }
 }
 
 /// Something that follows a run's events.
@@ -363,7 +397,10 @@ pub trait Sink {
 pub fn run_status(reports: &[ProjectReport], interrupted: bool) -> RunStatus {
     if interrupted {
         RunStatus::Cancelled
-    } else if reports.iter().any(|r| r.status == ProjectStatus::Failed) {
+    } else if reports.iter().any(|r| {
+        r.status == ProjectStatus::Failed || r.approval == Some(crate::run::approval::Held::Refused)
+    }) {
+        // An approved plan that no longer held is a run that did not do what it was to do.
         RunStatus::Failed
     } else {
         RunStatus::Succeeded

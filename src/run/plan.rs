@@ -58,36 +58,77 @@ pub struct Approval {
     pub steps: crate::engine::ApprovalSteps,
     /// `--replan`: a new plan whose changes differ from the approved ones may apply.
     pub replan: bool,
+    /// An interactive `up`: a new plan whose changes differ is shown, and the person asked.
+    pub ask: bool,
 }
 
 impl Approval {
-    /// `--dry-run`'s lines: what its operation will be.
-    fn render(&self) -> String {
+    /// `--dry-run`'s lines in its operation's place: what it will run (`inputs`: whether it has
+    /// any, which may have moved).
+    fn render(&self, inputs: bool) -> String {
         let steps = &self.steps;
         let mut text = String::new();
-        if let Some(apply) = steps
-            .apply_saved
-            .as_ref()
-            .filter(|_| !self.approved.deferred())
-        {
-            text.push_str(&format!(
-                "#   approved: {}\n#   when its inputs are as planned; else:\n",
-                apply.display()
-            ));
+        if let Some(apply) = (steps.apply_saved.as_ref()).filter(|_| !self.approved.deferred()) {
+            text.push_str(&format!("{}\n", apply.display()));
+            if !inputs {
+                return text;
+            }
+            text.push_str("#   when its inputs are as planned; else:\n");
         }
         match (&steps.replan, &steps.apply_replanned) {
             (Some(replan), Some(apply)) => text.push_str(&format!(
-                "#   planned again: {}\n#   then, if its changes are the approved ones: {}\n",
+                "#   planned again: {}\n#   then, if it does what the approved plan did: {}\n",
                 replan.display(),
                 apply.display()
             )),
             (Some(replan), None) => text.push_str(&format!(
-                "#   previewed again: {}\n#   then, if its changes are the approved ones:\n",
+                "#   previewed again: {}\n#   then, if it does what the approved plan did, its up:\n",
                 replan.display()
             )),
-            (None, _) => text.push_str("#   approved: applied when its inputs are as planned\n"),
+            (None, _) => text.push_str("#   its up, when its inputs are as planned:\n"),
         }
         text
+    }
+}
+
+impl Plans {
+    /// Where a preview saves project `path`'s Terraform plan: with the saved plans, or — when
+    /// its planned outputs are read (other projects take them) — in the run's `plans`.
+    fn plan_file(
+        &self,
+        operation: Operation,
+        plans: &Path,
+        path: &str,
+        outputs_taken: &[String],
+    ) -> Option<PathBuf> {
+        match (operation, &self.save_in) {
+            (Operation::Preview, Some(dir)) => Some(dir.join(format!("{path}.tfplan"))),
+            (Operation::Preview, None) if !outputs_taken.is_empty() => {
+                Some(plans.join(format!("{path}.tfplan")))
+            }
+            _ => None,
+        }
+    }
+
+    /// Project `path`'s approved plan in an `up`, with the steps that apply it or plan it
+    /// again (a new plan saved in the run's `plans`).
+    fn approval(
+        &self,
+        path: &str,
+        engines: &Engines,
+        target: &Target<'_>,
+        plans: &Path,
+    ) -> Option<Approval> {
+        let (dir, manifest) = self.approved.as_ref()?;
+        let approved = manifest.projects.iter().find(|p| p.path == path)?;
+        let replan = plans.join(format!("{path}.replan.tfplan"));
+        let saved_plan = approved.plan.as_ref().map(|file| dir.join(file));
+        Some(Approval {
+            approved: approved.clone(),
+            steps: engines.approval_steps(target, saved_plan.as_deref(), &replan),
+            replan: self.replan,
+            ask: self.ask,
+        })
     }
 }
 
@@ -101,6 +142,8 @@ pub struct Plans {
     pub approved: Option<(PathBuf, crate::run::approval::Manifest)>,
     /// `--replan`.
     pub replan: bool,
+    /// An interactive `up`: a new plan that differs is asked about (`Approval::ask`).
+    pub ask: bool,
 }
 
 /// An input of a planned project (docs/formats.md, "Inputs"): `variable` (`TF_VAR_<name>` or
@@ -114,6 +157,18 @@ pub struct PlannedInput {
 }
 
 impl PlannedInput {
+    /// The inputs of `project`, as a project of `engine` gets them.
+    fn of(project: &crate::provider::Project, engine: EngineKind) -> Vec<PlannedInput> {
+        (project.inputs.iter())
+            .map(|input| PlannedInput {
+                name: input.name.clone(),
+                variable: engine.input_variable(&input.name),
+                from: input.from.target.clone(),
+                output: input.output.clone(),
+            })
+            .collect()
+    }
+
     /// `network:subnet_id`, as the provider names it.
     pub fn source(&self) -> String {
         format!("{}:{}", self.from, self.output)
@@ -349,15 +404,7 @@ impl RunPlan {
                 let outputs_taken = outputs_taken(graph, i);
                 // A preview's planned outputs are read for the projects that take them; every
                 // plan is kept where plans are saved.
-                let plan_file = match (operation, &saved.save_in) {
-                    (Operation::Preview, Some(dir)) => {
-                        Some(dir.join(format!("{}.tfplan", project.path)))
-                    }
-                    (Operation::Preview, None) if !outputs_taken.is_empty() => {
-                        Some(plans.join(format!("{}.tfplan", project.path)))
-                    }
-                    _ => None,
-                };
+                let plan_file = saved.plan_file(operation, plans, &project.path, &outputs_taken);
                 let mut target = Target {
                     path: &project.path,
                     engine: project.engine,
@@ -407,27 +454,10 @@ impl RunPlan {
                     .collect();
                 waits_for.sort_unstable();
                 waits_for.dedup();
-                let inputs = (project.inputs.iter())
-                    .map(|input| PlannedInput {
-                        name: input.name.clone(),
-                        variable: engine.input_variable(&input.name),
-                        from: input.from.target.clone(),
-                        output: input.output.clone(),
-                    })
-                    .collect();
+                let inputs = PlannedInput::of(project, engine);
                 let approval = (operation == Operation::Up)
-                    .then_some(saved.approved.as_ref())
-                    .flatten()
-                    .and_then(|(dir, manifest)| {
-                        let approved = manifest.projects.iter().find(|p| p.path == project.path)?;
-                        let replan = plans.join(format!("{}.replan.tfplan", project.path));
-                        let saved_plan = approved.plan.as_ref().map(|file| dir.join(file));
-                        Some(Approval {
-                            approved: approved.clone(),
-                            steps: engines.approval_steps(&target, saved_plan.as_deref(), &replan),
-                            replan: saved.replan,
-                        })
-                    });
+                    .then(|| saved.approval(&project.path, engines, &target, plans))
+                    .flatten();
                 PlannedProject {
                     path: project.path.clone(),
                     engine,
@@ -474,12 +504,23 @@ impl RunPlan {
             for input in &project.inputs {
                 text.push_str(&format!("#   {} from {}\n", input.variable, input.source()));
             }
-            if let Some(approval) = &project.approval {
-                text.push_str(&approval.render());
-            }
+
             for step in &project.steps {
-                text.push_str(&step.display());
-                text.push('\n');
+                match &project.approval {
+                    // What an approved plan runs in its operation's place.
+                    Some(approval) if step.kind == crate::engine::StepKind::Operation => {
+                        text.push_str(&approval.render(!project.inputs.is_empty()));
+                        // Pulumi's, a command's: the operation itself, once it holds.
+                        if approval.steps.apply_replanned.is_none() {
+                            text.push_str(&step.display());
+                            text.push('\n');
+                        }
+                    }
+                    _ => {
+                        text.push_str(&step.display());
+                        text.push('\n');
+                    }
+                }
             }
         }
         text

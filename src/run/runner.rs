@@ -371,6 +371,7 @@ mod tests {
                     format!("end {index} {}", report.status)
                 }
                 Event::Interrupting { .. } => "interrupting".into(),
+                Event::Asks { index, .. } => format!("asks {index}"),
                 Event::RunFinished { status } => format!("finished {status}"),
             })
             .collect();

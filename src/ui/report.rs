@@ -10,7 +10,7 @@ use super::Style;
 use crate::engine::{Operation, changes_summary};
 use crate::error::Error;
 use crate::fingerprint::Change;
-use crate::run::events::ProjectReport;
+use crate::run::events::{PlannedWith, ProjectReport};
 use crate::status::{ProjectStatus, RunStatus};
 
 /// `text` (a status, perhaps padded) in the colour of `status`.
@@ -113,13 +113,15 @@ impl RunSummary {
 
 /// What the table says after a project's changes: `(stale)`, `(planned inputs)`, how its
 /// approved plan went.
-fn notes(p: &crate::run::events::ProjectReport) -> Vec<String> {
+fn notes(p: &ProjectReport) -> Vec<String> {
     let mut notes = Vec::new();
     if !p.stale.is_empty() {
         notes.push("(stale)".to_string());
     }
-    if !p.projected.is_empty() {
-        notes.push("(planned inputs)".to_string());
+    match p.planned_with {
+        Some(PlannedWith::Current) => notes.push("(current inputs)".to_string()),
+        Some(PlannedWith::Projected) => notes.push("(planned inputs)".to_string()),
+        Some(PlannedWith::Deferred) | None => {}
     }
     if let Some(held) = p
         .approval
@@ -234,14 +236,16 @@ pub fn verdict(summary: &RunSummary, style: Style) -> String {
     let drift = summary.changed();
     let refused = summary.refused();
     match summary.status {
-        RunStatus::Succeeded if refused > 0 => style.red(&format!(
-            "✗ {what}: {}; {}{logs}",
-            counts.join(", "),
-            match refused {
-                1 => "the approved plan of 1 project no longer holds".to_string(),
-                n => format!("the approved plans of {n} projects no longer hold"),
-            }
-        )),
+        RunStatus::Failed if refused > 0 && summary.count(ProjectStatus::Failed) == 0 => {
+            style.red(&format!(
+                "✗ {what}: {}; {}{logs}",
+                counts.join(", "),
+                match refused {
+                    1 => "the approved plan of 1 project no longer holds".to_string(),
+                    n => format!("the approved plans of {n} projects no longer hold"),
+                }
+            ))
+        }
         RunStatus::Succeeded if summary.expect_no_changes && drift > 0 => style.red(&format!(
             "✗ {what}: {drift} {} would change, where no change was expected",
             crate::error::plural(drift, "project", "projects")
@@ -419,11 +423,11 @@ pub fn markdown(summary: &RunSummary) -> String {
             (Some(changes), None) => changes_summary(changes),
             (None, None) => String::new(),
         };
-        if !p.stale.is_empty() {
-            detail.push_str(" (stale)");
-        }
-        if !p.projected.is_empty() {
-            detail.push_str(" (planned inputs)");
+        for note in notes(p) {
+            if !detail.is_empty() {
+                detail.push(' ');
+            }
+            detail.push_str(&note);
         }
         let _ = writeln!(
             out,

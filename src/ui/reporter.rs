@@ -15,7 +15,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::Style;
-use crate::run::events::{Event, Sink};
+use crate::run::events::{Event, Question, Sink};
 use crate::run::interrupt::{Cause, InterruptLevel};
 pub use crate::settings::run::LogOrder;
 use crate::status::ProjectStatus;
@@ -54,6 +54,9 @@ pub struct Reporter {
     out: Output,
     /// Where notices go (the interruption): standard error.
     notices: Output,
+    /// Who is asked whether a project's new plan applies (`Event::Asks`); none: nobody, and
+    /// the answer is no.
+    asker: Option<Box<dyn crate::configure::Prompter + Send>>,
 }
 
 impl Reporter {
@@ -70,7 +73,44 @@ impl Reporter {
             held: BTreeMap::new(),
             out,
             notices,
+            asker: None,
         }
+    }
+
+    /// The reporter asking `asker` whether a project's new plan applies.
+    pub fn asking(mut self, asker: Box<dyn crate::configure::Prompter + Send>) -> Reporter {
+        self.asker = Some(asker);
+        self
+    }
+
+    /// A project's new plan differs from the approved one: shown, and asked about (yes, no, or
+    /// its details first). An error asking is a no.
+    fn ask(&mut self, path: &str, question: &Question) {
+        let Some(asker) = self.asker.as_mut() else {
+            return question.answer(false);
+        };
+        let style = self.options.style;
+        let said = format!(
+            "\n{}\n  {}\n",
+            style.bold(&format!("{path}: its new plan is not the one you approved")),
+            question.why
+        );
+        let mut ask = || -> crate::error::Result<bool> {
+            asker.say(&said);
+            let choices = ["yes", "no", "details"].map(String::from);
+            loop {
+                match asker.choose(&format!("Apply {path}'s new plan?"), &choices, 1)? {
+                    0 => return Ok(true),
+                    1 => return Ok(false),
+                    _ => asker.say(&format!("{}\n", question.plan.join("\n"))),
+                }
+            }
+        };
+        let yes = match &self.live {
+            Some(live) => live.multi.suspend(ask),
+            None => ask(),
+        };
+        question.answer(yes.unwrap_or(false));
     }
 
     fn prefix(&self, path: &str) -> String {
@@ -224,6 +264,7 @@ impl Sink for Reporter {
                 let line = self.options.style.yellow(message);
                 self.write(&line, true);
             }
+            Event::Asks { path, question, .. } => self.ask(path, question),
             Event::RunFinished { .. } => self.clear(),
         }
     }

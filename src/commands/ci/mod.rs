@@ -310,6 +310,7 @@ fn summary_of(record: &RunRecord, graph: &crate::graph::ExecutionGraph) -> RunSu
                 planned_with: None,
                 projected: Vec::new(),
                 inputs_taken: Default::default(),
+                plan_digest: None,
                 approval: None,
                 new_stack: false,
                 outcome,

@@ -48,6 +48,7 @@ impl Invocation<'_> {
         // What the confirmation showed is what runs: its plans, approved.
         let plans = Plans {
             approved,
+            ask: true,
             ..planner.plans.clone()
         };
         let planner = Planner {

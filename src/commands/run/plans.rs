@@ -26,6 +26,7 @@ impl Invocation<'_> {
             let dir = absolute(dir)?;
             if !run.dry_run {
                 crate::files::private_dir(&dir).map_err(|e| Error::write(&dir, e))?;
+                forget_saved(&dir).map_err(|e| Error::write(&dir, e))?;
             }
             plans.save_in = Some(dir);
         }
@@ -51,6 +52,12 @@ impl Invocation<'_> {
         let Some(dir) = &planner.plans.save_in else {
             return Ok(());
         };
+        // A preview that failed approves nothing: no manifest, no plans kept.
+        let whole =
+            (reports.iter()).all(|r| r.status.is_success() || r.status == ProjectStatus::Waiting);
+        if !whole {
+            return forget_saved(dir).map_err(|e| Error::write(dir, e));
+        }
         let manifest = manifest(
             planner.stack.name.as_str(),
             &planner.deployment.provider.name,
@@ -91,6 +98,7 @@ pub(super) fn manifest(
                 changes: report.changes.clone().filter(|_| previewed),
                 resources: approval::resources(&report.diff),
                 waited: report.status == ProjectStatus::Waiting,
+                digest: report.plan_digest.clone().filter(|_| previewed),
             }
         })
         .collect();
@@ -101,6 +109,26 @@ pub(super) fn manifest(
         run_id: run_id.to_string(),
         projects,
     }
+}
+
+/// The plans an earlier preview saved in `dir`, and its manifest, removed: what `dir` holds
+/// after this preview is this preview's alone.
+fn forget_saved(dir: &Path) -> std::io::Result<()> {
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if entry.file_type()?.is_dir() {
+                dirs.push(path);
+            } else if name.ends_with(".tfplan") || name == MANIFEST {
+                std::fs::remove_file(&path)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `dir` made absolute (engines run in their projects' directories).
@@ -145,26 +173,79 @@ fn mismatches(
             manifest.provider
         )));
     }
+    if manifest.version != 1 {
+        problems.push(Problem::new(format!(
+            "{made} by another version of mara (manifest version {}, this one reads 1)",
+            manifest.version
+        )));
+    }
+    let default_engine = deployment.files.workspace.settings.engine;
     for &i in loaded.selected.order() {
-        let path = &loaded.selected.graph.project(i).path;
-        match manifest.projects.iter().find(|p| &p.path == path) {
-            None => problems.push(
-                Problem::new(format!(
-                    "{path}: not in the approved plans ({made} without it)"
-                ))
-                .hint("preview it with the others, or leave it out (`--skip`)"),
-            ),
-            Some(planned) => {
-                if let Some(file) = &planned.plan
-                    && !dir.join(file).is_file()
-                {
-                    problems.push(Problem::new(format!(
-                        "{path}: its saved plan {} is gone",
-                        dir.join(file).display()
-                    )));
-                }
+        let project = loaded.selected.graph.project(i);
+        let path = &project.path;
+        let planned: Vec<_> = manifest
+            .projects
+            .iter()
+            .filter(|p| &p.path == path)
+            .collect();
+        let planned = match planned.as_slice() {
+            [] => {
+                problems.push(
+                    Problem::new(format!(
+                        "{path}: not in the approved plans ({made} without it)"
+                    ))
+                    .hint("preview it with the others, or leave it out (`--skip`)"),
+                );
+                continue;
             }
+            [one] => *one,
+            _ => {
+                problems.push(Problem::new(format!("{path}: the manifest holds it twice")));
+                continue;
+            }
+        };
+        let engine = project.engine_or(default_engine);
+        if planned.engine != engine {
+            problems.push(Problem::new(format!(
+                "{path}: planned as a {} project, and it is a {engine} project now",
+                planned.engine
+            )));
         }
+        problems.extend(plan_file_problem(path, planned, engine, dir));
     }
     problems
+}
+
+/// What is wrong with a project's plan file in the manifest: one outside `dir` (or not a plan),
+/// one gone, or none for a Terraform module that was previewed.
+fn plan_file_problem(
+    path: &str,
+    planned: &approval::Planned,
+    engine: crate::engine::EngineKind,
+    dir: &Path,
+) -> Option<Problem> {
+    use crate::engine::EngineKind;
+    let terraform = matches!(engine, EngineKind::Terraform | EngineKind::Tofu);
+    let Some(file) = &planned.plan else {
+        return (terraform && !planned.deferred()).then(|| {
+            Problem::new(format!(
+                "{path}: the manifest names no saved plan for this module"
+            ))
+        });
+    };
+    let inside = Path::new(file)
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside || !file.ends_with(".tfplan") {
+        return Some(Problem::new(format!(
+            "{path}: the manifest names `{file}`, which is no plan file in {}",
+            dir.display()
+        )));
+    }
+    (!dir.join(file).is_file()).then(|| {
+        Problem::new(format!(
+            "{path}: its saved plan {} is gone",
+            dir.join(file).display()
+        ))
+    })
 }

@@ -62,7 +62,15 @@ pub(super) fn terminal(settings: &Settings, run: &RunSettings) -> Reporter {
         (false, OutputFormat::Human) => Box::new(std::io::stdout()),
         _ => Box::new(std::io::stderr()),
     };
-    Reporter::new(options, out, Box::new(std::io::stderr()))
+    let reporter = Reporter::new(options, out, Box::new(std::io::stderr()));
+    // Whoever confirmed an `up` is asked again when a project's new plan is not the one they
+    // approved (docs/commands.md, "Saved plans").
+    match run.operation == Operation::Up
+        && run.confirmation == crate::settings::run::Confirmation::Ask
+    {
+        true => reporter.asking(Box::new(crate::ui::prompt::TerminalPrompter)),
+        false => reporter,
+    }
 }
 
 /// The summary: the table (with `--output json`, the JSON on stdout and the table on stderr),

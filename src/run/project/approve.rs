@@ -30,24 +30,29 @@ impl Prepared {
                 Held::AsApproved
             }
             (_, Some(replan)) => {
-                let why = self.replanned(replan, approved).await?;
+                let (why, plan) = self.replanned(&approval.steps, replan, approved).await?;
                 if let (Some(why), false) = (&why, approval.replan) {
-                    return Err(self.refused(&changed, why));
+                    let yes = approval.ask && self.asked(why, plan).await;
+                    if !yes {
+                        return Err(self.refused(&changed, why));
+                    }
                 }
                 if let Some(apply) = &approval.steps.apply_replanned {
                     self.operation_is(apply.clone());
                 }
                 // A fresh preview that shows what was approved (Pulumi's check) is the plan
-                // as approved; a new plan applied is a replan.
-                let checked = approval.steps.apply_replanned.is_none() && approved.plan.is_none();
-                match why.is_none() && changed.is_empty() && checked {
-                    true => Held::AsApproved,
-                    false => Held::Replanned,
+                // as approved; a new plan that does the same, a replan; one that does not, a
+                // change.
+                let checked = approval.steps.apply_replanned.is_none();
+                match (why.is_none(), changed.is_empty() && checked) {
+                    (true, true) => Held::AsApproved,
+                    (true, false) => Held::Replanned,
+                    (false, _) => Held::Changed,
                 }
             }
             // Nothing to plan again (a command, manifests): its inputs decide.
             (_, None) if changed.is_empty() && !approved.deferred() => Held::AsApproved,
-            (_, None) if approval.replan => Held::Replanned,
+            (_, None) if approval.replan => Held::Changed,
             (_, None) => {
                 let why = match approved.deferred() {
                     true => "it was not previewed (its inputs were known only after apply)",
@@ -64,9 +69,10 @@ impl Prepared {
     /// the approved ones (`None`: they do not).
     async fn replanned(
         &mut self,
+        steps: &crate::engine::ApprovalSteps,
         replan: &Step,
         approved: &approval::Planned,
-    ) -> Result<Option<String>, Finished> {
+    ) -> Result<(Option<String>, Vec<String>), Finished> {
         let job = &self.job;
         let preview = crate::engine::Operation::Preview;
         let (finished, mut reader) = run_repaired(job, &mut self.log, replan, preview).await?;
@@ -89,11 +95,64 @@ impl Prepared {
         {
             counts.insert("output".into(), 1);
         }
-        Ok(approval::differs(
-            approved,
-            changes.as_ref(),
-            &reader.diffs(),
+        let diffs = reader.diffs();
+        let plan = (diffs.iter())
+            .flat_map(|d| d.lines())
+            .map(|l| job.redactor.redact(&l))
+            .collect();
+        // What each plan does, to the values: Pulumi's from its previews; Terraform's read from
+        // its plan files.
+        let (was, is) = match (&steps.show_replanned, reader.plan_digest()) {
+            (Some(show), _) => {
+                let was = match &steps.show_saved {
+                    Some(saved) => self.plan_digest(saved).await?,
+                    None => approved.digest.clone(),
+                };
+                (was, self.plan_digest(show).await?)
+            }
+            (None, is) => (approved.digest.clone(), is),
+        };
+        self.replanned_changes = changes.clone();
+        let digests = was.as_deref().zip(is.as_deref());
+        Ok((
+            approval::differs(approved, changes.as_ref(), &diffs, digests),
+            plan,
         ))
+    }
+
+    /// Asks whoever confirms the run whether its new plan applies (`Event::Asks`); no answer
+    /// (no one to ask, the run interrupted) is a no.
+    async fn asked(&self, why: &str, plan: Vec<String>) -> bool {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let question = crate::run::events::Question {
+            why: why.to_string(),
+            plan,
+            answer: std::sync::Arc::new(std::sync::Mutex::new(Some(sender))),
+        };
+        let job = &self.job;
+        let asks = crate::run::events::Event::Asks {
+            index: job.index,
+            path: job.project.path.clone(),
+            question,
+        };
+        if job.events.send(asks).is_err() {
+            return false;
+        }
+        receiver.await.unwrap_or(false)
+    }
+
+    /// What the plan `show` reads does (`terraform::plan_digest`); `None` when it says nothing
+    /// readable.
+    async fn plan_digest(&mut self, show: &Step) -> Result<Option<String>, Finished> {
+        let job = &self.job;
+        let preview = crate::engine::Operation::Preview;
+        let (finished, _) = run_repaired(job, &mut self.log, show, preview).await?;
+        if !show.succeeded(finished.code) {
+            let said = process::last_error(&finished.stderr).unwrap_or("it failed");
+            let reason = format!("reading a plan failed: {}", job.redactor.redact(said));
+            return Err(job.failed(finished.code, reason, &self.log));
+        }
+        Ok(crate::engine::terraform::plan_digest(&finished.stdout))
     }
 
     /// Its operation is `step` from now on.
@@ -127,19 +186,18 @@ fn refusal(mut finished: Finished, reason: String) -> Finished {
 pub(super) fn counted(
     approval: Option<&crate::run::plan::Approval>,
     held: Option<Held>,
+    replanned: Option<crate::engine::Changes>,
     changes: Option<crate::engine::Changes>,
 ) -> Option<crate::engine::Changes> {
-    let approved = approval.and_then(|a| a.approved.changes.as_ref());
-    let outputs_only = approved.is_some_and(|c| c.keys().all(|op| op == "output" || op == "same"));
-    match (held, approved) {
-        (Some(Held::AsApproved), Some(approved))
-            if outputs_only
-                && changes
-                    .as_ref()
-                    .is_none_or(|c| !crate::engine::has_changes(c)) =>
-        {
-            Some(approved.clone())
+    // A plan file applied is what its plan counted; a Pulumi `up` counts its own.
+    let Some(approval) = approval.filter(|a| a.steps.apply_replanned.is_some()) else {
+        return changes;
+    };
+    match held {
+        Some(Held::AsApproved) if approval.steps.apply_saved.is_some() => {
+            approval.approved.changes.clone().or(changes)
         }
+        Some(Held::Replanned | Held::Changed) => replanned.or(changes),
         _ => changes,
     }
 }
@@ -150,7 +208,7 @@ pub(super) fn stale(mut finished: Finished) -> Finished {
     let said_stale =
         matches!(&finished.outcome, Outcome::Failed { reason, .. } if reason.contains(STALE));
     if said_stale && finished.preview.approval.is_none() {
-        let reason = "the approved plan no longer holds: Terraform says it is stale (the state changed since it was made)".to_string();
+        let reason = "the approved plan no longer holds: Terraform says it is stale (the state changed since it was made: another apply, or this plan applied already; save new plans)".to_string();
         finished = refusal(finished, reason);
     }
     finished

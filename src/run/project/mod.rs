@@ -207,6 +207,8 @@ pub struct Prepared {
     exit_code: Option<i32>,
     /// What its preview says its outputs will do.
     preview: Preview,
+    /// What its plan made again counted, in an `up` of approved plans.
+    replanned_changes: Option<crate::engine::Changes>,
 }
 
 impl Prepared {
@@ -222,6 +224,7 @@ impl Prepared {
             outputs: Outputs::default(),
             exit_code: None,
             preview: Preview::default(),
+            replanned_changes: None,
         }
     }
 
@@ -591,6 +594,7 @@ fn read_operation(
         preview.new_stack = new_stack;
     }
     preview.diff = reader.diffs();
+    preview.plan_digest = reader.plan_digest();
     for property in (preview.diff.iter_mut()).flat_map(|d| d.properties.iter_mut()) {
         for value in [&mut property.old, &mut property.new].into_iter().flatten() {
             *value = job.redactor.redact(value);
@@ -674,9 +678,15 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         outputs,
         exit_code,
         preview,
+        replanned_changes,
         ..
     } = prepared;
-    let changes = approve::counted(job.project.approval.as_ref(), preview.approval, changes);
+    let changes = approve::counted(
+        job.project.approval.as_ref(),
+        preview.approval,
+        replanned_changes,
+        changes,
+    );
     let outputs = (outputs.values).unwrap_or(Value::Object(Default::default()));
     for hook in &job.project.hooks {
         let work = hooks::run(
