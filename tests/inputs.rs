@@ -293,6 +293,36 @@ fn an_input_without_a_value_stops_its_project_and_says_why() {
     );
 }
 
+/// A workspace of provider `provider` (its file `provider_toml`) with a Pulumi project `cluster`
+/// (`cluster_yaml`) on the stand-in, and `mara` there with the stand-in first on PATH.
+fn on_the_stand_in(
+    provider: &str,
+    provider_toml: &str,
+    cluster_yaml: &str,
+) -> (Workspace, tempfile::TempDir) {
+    let w = Workspace::new(&[
+        ("mara.toml", &format!("provider = \"{provider}\"\n")),
+        (&format!("providers/{provider}.toml"), provider_toml),
+        ("cluster/Pulumi.yaml", cluster_yaml),
+        (
+            "config/pulumi/environment",
+            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=test\n",
+        ),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            &format!("config:\n  kubernetes:infra_type: {provider}\n  cluster:node_count: 3\n"),
+        ),
+    ]);
+    (w, common::stand_in_bin())
+}
+
+fn mara_on(w: &Workspace, bin: &tempfile::TempDir) -> assert_cmd::Command {
+    let mut cmd = w.mara();
+    cmd.env("PATH", common::path_with(bin.path()))
+        .env("HOME", w.path().join("home"));
+    cmd
+}
+
 #[test]
 fn validate_refuses_inputs_that_cannot_be() {
     let Some(w) = chain() else { return };
@@ -526,11 +556,9 @@ fn a_preview_plans_each_module_with_the_values_the_update_before_it_plans() {
 /// new outputs are what the command is previewed with.
 #[test]
 fn a_pulumi_preview_s_new_outputs_are_what_its_dependents_are_previewed_with() {
-    let w = Workspace::new(&[
-        ("mara.toml", "provider = \"mixed\"\n"),
-        (
-            "providers/mixed.toml",
-            r#"description = "A Pulumi cluster and a command that takes its size"
+    let (w, bin) = on_the_stand_in(
+        "mixed",
+        r#"description = "A Pulumi cluster and a command that takes its size"
 
 [[project]]
 path = "cluster"
@@ -545,27 +573,9 @@ destroy = "true"
 nodes = "cluster:node_count"
 cluster = "cluster:cluster_name"
 "#,
-        ),
-        (
-            "cluster/Pulumi.yaml",
-            "name: cluster\nruntime: yaml\nconfig:\n  node_count:\n    type: integer\n    default: 3\noutputs:\n  node_count: ${node_count}\n  cluster_name: small\n",
-        ),
-        (
-            "config/pulumi/environment",
-            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=test\n",
-        ),
-        (
-            "config/pulumi/Pulumi.dev.yaml",
-            "config:\n  kubernetes:infra_type: mixed\n  cluster:node_count: 3\n",
-        ),
-    ]);
-    let bin = common::stand_in_bin();
-    let mara = || {
-        let mut cmd = w.mara();
-        cmd.env("PATH", common::path_with(bin.path()))
-            .env("HOME", w.path().join("home"));
-        cmd
-    };
+        "name: cluster\nruntime: yaml\nconfig:\n  node_count:\n    type: integer\n    default: 3\noutputs:\n  node_count: ${node_count}\n  cluster_name: small\n",
+    );
+    let mara = || mara_on(&w, &bin);
     // Nothing deployed: the cluster's preview plans both outputs; the app is previewed with them.
     let output = mara().arg("preview").output().unwrap();
     let shown = common::stdout(&output);
@@ -760,32 +770,12 @@ fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
 /// against them before it runs `up`.
 #[test]
 fn a_pulumi_project_applies_only_while_a_fresh_preview_shows_what_was_approved() {
-    let w = Workspace::new(&[
-        ("mara.toml", "provider = \"one\"\n"),
-        (
-            "providers/one.toml",
-            "description = \"One Pulumi project\"\n\n[[project]]\npath = \"cluster\"\nstage = \"infrastructure\"\n",
-        ),
-        (
-            "cluster/Pulumi.yaml",
-            "name: cluster\nruntime: yaml\nconfig:\n  node_count:\n    type: integer\n    default: 3\noutputs:\n  node_count: ${node_count}\n",
-        ),
-        (
-            "config/pulumi/environment",
-            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=test\n",
-        ),
-        (
-            "config/pulumi/Pulumi.dev.yaml",
-            "config:\n  kubernetes:infra_type: one\n  cluster:node_count: 3\n",
-        ),
-    ]);
-    let bin = common::stand_in_bin();
-    let mara = || {
-        let mut cmd = w.mara();
-        cmd.env("PATH", common::path_with(bin.path()))
-            .env("HOME", w.path().join("home"));
-        cmd
-    };
+    let (w, bin) = on_the_stand_in(
+        "one",
+        "description = \"One Pulumi project\"\n\n[[project]]\npath = \"cluster\"\nstage = \"infrastructure\"\n",
+        "name: cluster\nruntime: yaml\nconfig:\n  node_count:\n    type: integer\n    default: 3\noutputs:\n  node_count: ${node_count}\n",
+    );
+    let mara = || mara_on(&w, &bin);
     let run = |args: &[&str]| common::json_report(mara(), args);
     let config = w.path().join("config/pulumi/Pulumi.dev.yaml");
     let size = |n: &str| {

@@ -223,13 +223,9 @@ impl Engines {
             }
             engine @ (EngineKind::Terraform | EngineKind::Tofu) => {
                 let module = terraform::Module {
-                    dir: target.dir,
-                    variables: terraform::variables(&self.config, target.leaf()),
-                    stamp: self.init_stamp(target, engine),
-                    initialized: target.initialized,
-                    workspace_known: target.stack_known,
                     plan_file: target.plan_file,
                     read_planned: target.outputs_taken,
+                    ..self.module(target, engine)
                 };
                 self.terraform(engine).steps(&module, operation)
             }
@@ -261,15 +257,7 @@ impl Engines {
     ) -> ApprovalSteps {
         match self.engine_of(target) {
             engine @ (EngineKind::Terraform | EngineKind::Tofu) => {
-                let module = terraform::Module {
-                    dir: target.dir,
-                    variables: terraform::variables(&self.config, target.leaf()),
-                    stamp: self.init_stamp(target, engine),
-                    initialized: target.initialized,
-                    workspace_known: target.stack_known,
-                    plan_file: None,
-                    read_planned: false,
-                };
+                let module = self.module(target, engine);
                 let terraform = self.terraform(engine);
                 ApprovalSteps {
                     apply_saved: saved.map(|file| terraform.apply_plan(&module, file)),
@@ -286,6 +274,20 @@ impl Engines {
                 ..ApprovalSteps::default()
             },
             EngineKind::Command | EngineKind::Kubectl => ApprovalSteps::default(),
+        }
+    }
+
+    /// `target` as a Terraform (or OpenTofu) module: its variables from the shared
+    /// configuration, its init stamp; no plan saved.
+    fn module<'t>(&self, target: &Target<'t>, engine: EngineKind) -> terraform::Module<'t> {
+        terraform::Module {
+            dir: target.dir,
+            variables: terraform::variables(&self.config, target.leaf()),
+            stamp: self.init_stamp(target, engine),
+            initialized: target.initialized,
+            workspace_known: target.stack_known,
+            plan_file: None,
+            read_planned: false,
         }
     }
 
