@@ -18,7 +18,7 @@ impl Prepared {
             return Ok(());
         };
         let approved = &approval.approved;
-        // A project not previewed planned with no inputs: planning it is what tells.
+        // A project that was not previewed has no inputs on record: planning it is what tells.
         let changed = match approved.deferred() {
             true => Vec::new(),
             false => approval::inputs_differ(approved, &self.preview.inputs_taken),
@@ -58,7 +58,10 @@ impl Prepared {
                     true => "it was not previewed (its inputs were known only after apply)",
                     false => "it has no plan to compare",
                 };
-                return Err(self.refused(&changed, why));
+                if !(approval.ask && self.asked(why, Vec::new()).await) {
+                    return Err(self.refused(&changed, why));
+                }
+                Held::Changed
             }
         };
         self.preview.approval = Some(held);
