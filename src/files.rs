@@ -208,6 +208,26 @@ impl DirLock {
 
 /// Whether `path` is a regular file (following symlinks): the only kind mara opens to read
 /// what something else may have put there.
+/// Makes mara's own directory `dir` (the workspace's `.mara/`), ignored by git: a `.gitignore`
+/// holding `*` is written in it when it has none (and never rewritten), as cargo and pytest do for
+/// theirs — it holds kubeconfigs, the ledger, logs and plans, none of which belongs in a commit.
+pub fn own_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let ignore = dir.join(".gitignore");
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&ignore)
+    {
+        Ok(mut file) => {
+            use std::io::Write as _;
+            file.write_all(b"# mara's own files: kubeconfigs, the run ledger, logs, plans.\n*\n")
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Makes directory `dir` (and those above it) readable by its owner alone: what it holds (a
 /// saved plan) may hold secrets.
 pub fn private_dir(dir: &Path) -> std::io::Result<()> {

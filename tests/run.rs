@@ -1664,3 +1664,40 @@ fn a_kubeconfig_as_large_as_kubectl_reads_is_merged_into() {
     let merged = std::fs::read_to_string(&kube).unwrap();
     assert!(merged.contains("mara-dev") && merged.contains("name: x8999"));
 }
+
+/// What mara keeps of its own (kubeconfigs, the ledger, logs) is ignored by git wherever it
+/// makes its directory: a `.gitignore` holding `*`, written once and never rewritten.
+#[test]
+fn the_state_directory_is_ignored_by_git_and_its_ignore_file_left_alone() {
+    let d = Deployment::new();
+    let git = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .args(args)
+            .current_dir(d.root())
+            .output()
+            .expect("git runs");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    git(&["init", "-q"]);
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--only", "cluster"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let ignore = d.root().join(".mara/.gitignore");
+    assert!(std::fs::read_to_string(&ignore).unwrap().ends_with("\n*\n"));
+    assert!(d.root().join(".mara/kube/dev.yaml").is_file());
+    let untracked = git(&["status", "--porcelain", "--untracked-files=all"]);
+    assert!(!untracked.contains(".mara/"), "{untracked}");
+    // A person's own ignore file stays theirs.
+    std::fs::write(&ignore, "ledger.db\n").unwrap();
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--only", "cluster"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert_eq!(std::fs::read_to_string(&ignore).unwrap(), "ledger.db\n");
+}

@@ -271,7 +271,7 @@ impl Sqlite {
     /// Opens (creating, and migrating) the ledger at `path`.
     pub fn open(path: &Path) -> Result<SqliteLedger> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
+            crate::files::own_dir(dir).map_err(|e| Error::write(dir, e))?;
         }
         if path.exists() && !writable(path) {
             // Refused before SQLite opens it, which would leave a read-only `-shm` and `-wal`

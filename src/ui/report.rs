@@ -28,6 +28,15 @@ pub fn status_word(status: ProjectStatus, style: Style) -> String {
     paint(status.as_str(), status, style)
 }
 
+/// Where a run's logs are, as its closing line says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Logs {
+    /// In this directory of the workspace.
+    Here(std::path::PathBuf),
+    /// In the team's ledger, under this run: a CI runner's directory is gone once its job ends.
+    Ledger(String),
+}
+
 /// The run as a whole.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunSummary {
@@ -43,7 +52,7 @@ pub struct RunSummary {
     #[serde(skip)]
     pub duration: std::time::Duration,
     #[serde(skip)]
-    pub logs: Option<std::path::PathBuf>,
+    pub logs: Option<Logs>,
     /// `preview --expect-no-changes`: a change is what went wrong.
     #[serde(skip)]
     pub expect_no_changes: bool,
@@ -228,11 +237,11 @@ pub fn verdict(summary: &RunSummary, style: Style) -> String {
     }
     let took = crate::clock::human(summary.duration);
     let what = format!("{} on stack {}", summary.operation, summary.stack);
-    let logs = summary
-        .logs
-        .as_ref()
-        .map(|l| format!("; logs in {}", l.display()))
-        .unwrap_or_default();
+    let logs = match &summary.logs {
+        Some(Logs::Here(dir)) => format!("; logs in {}", dir.display()),
+        Some(Logs::Ledger(run_id)) => format!("; logs: `mara logs {run_id}`"),
+        None => String::new(),
+    };
     let drift = summary.changed();
     let refused = summary.refused();
     match summary.status {
@@ -527,6 +536,34 @@ fn xml(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_run_points_at_its_logs_where_they_stay() {
+        let summary = |logs| RunSummary {
+            run_id: "gl-1".into(),
+            operation: Operation::Up,
+            provider: "aws".into(),
+            stack: "dev".into(),
+            status: RunStatus::Failed,
+            started: String::new(),
+            finished: String::new(),
+            projects: Vec::new(),
+            duration: std::time::Duration::from_secs(2),
+            logs: Some(logs),
+            expect_no_changes: false,
+            exit_code: None,
+        };
+        let here = Logs::Here(".mara/logs/r1".into());
+        assert_eq!(
+            verdict(&summary(here), Style::default()),
+            "✗ up on stack dev failed: ; logs in .mara/logs/r1"
+        );
+        // A job of a fanned-out run: its runner's directory goes with it.
+        assert_eq!(
+            verdict(&summary(Logs::Ledger("gl-1".into())), Style::default()),
+            "✗ up on stack dev failed: ; logs: `mara logs gl-1`"
+        );
+    }
 
     #[test]
     fn xml_is_escaped() {

@@ -483,7 +483,8 @@ fn gitlab(pipeline: &Pipeline) -> String {
         quoted(&pipeline.provider)
     ));
     out.push_str(&format!("  MARA_STACK: {}\n", quoted(&pipeline.stack)));
-    out.push_str("  MARA_RUN: gl-$CI_PROJECT_ID-$CI_PIPELINE_ID\n");
+    // Project and pipeline ids are an instance's own: two GitLabs sharing a ledger have both.
+    out.push_str("  MARA_RUN: gl-$CI_SERVER_HOST-$CI_PROJECT_ID-$CI_PIPELINE_ID\n");
     let names: Vec<&str> = pipeline.secrets.iter().map(String::as_str).collect();
     out.push_str(&format!(
         "# MARA_LEDGER_URL{} are the project's CI/CD variables (protected; masked where GitLab\n# can mask them).\n",

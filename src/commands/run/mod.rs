@@ -192,8 +192,11 @@ impl<'a> Invocation<'a> {
             return crate::ui::print(&plan.render(shown));
         }
         // Recorded, and the stack locked (a preview takes no lock); whatever happens next, the
-        // record says how it ended, and `mara cancel` reaches it.
+        // record says how it ended, and `mara cancel` reaches it. What the run writes of its own
+        // goes in the state directory, which git ignores.
         interrupt.checkpoint()?;
+        let state_dir = files.workspace.state_dir();
+        crate::files::own_dir(&state_dir).map_err(|e| Error::write(&state_dir, e))?;
         let mut recorder = self.record(&mut ledger, &planner, started)?;
         if run.open.is_some() {
             return self.opened(recorder.as_ref(), &planner);

@@ -40,7 +40,14 @@ pub(super) fn of(
         started: clock::rfc3339(started),
         finished: clock::rfc3339(SystemTime::now()),
         duration: took,
-        logs: logs.is_dir().then(|| workspace.display(&logs).into_owned()),
+        // A job of a fanned-out run keeps its logs in the team's ledger; its runner's files go
+        // with it.
+        logs: match &run.join {
+            Some(run_id) => Some(report::Logs::Ledger(run_id.clone())),
+            None => {
+                (logs.is_dir()).then(|| report::Logs::Here(workspace.display(&logs).into_owned()))
+            }
+        },
         projects: reports,
         expect_no_changes: run.expect_no_changes,
         exit_code: None,
