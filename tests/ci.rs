@@ -749,3 +749,95 @@ fn a_fanned_out_destroy_is_refused_when_it_would_leave_orphans_unless_asked() {
         "{err}"
     );
 }
+
+/// Each job gets the secrets its project declares and no other (the secrets project's job:
+/// all it stores; the open job: all a first run's checks need; the close job: none), and the
+/// engines' own: read from the generated files themselves.
+#[test]
+fn each_job_gets_only_the_secrets_its_project_declares() {
+    let copy = Deployment::of("mara-local");
+    let (code, plan, err) = mara(&copy, None, &["show-execution", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let plan: Value = serde_json::from_str(&plan).unwrap();
+    let variable = |key: &str| {
+        let name: String = (key.chars())
+            .map(|c| match c.is_ascii_alphanumeric() {
+                true => c.to_ascii_uppercase(),
+                false => '_',
+            })
+            .collect();
+        format!("MARA_SECRET_{name}")
+    };
+    let declared: BTreeMap<String, BTreeSet<String>> =
+        (plan["projects"].as_array().unwrap().iter())
+            .map(|p| {
+                let secrets = p["secrets"].as_array().unwrap().iter();
+                let names = secrets.map(|s| variable(s.as_str().unwrap())).collect();
+                (p["path"].as_str().unwrap().to_string(), names)
+            })
+            .collect();
+    let all: BTreeSet<String> = declared.values().flatten().cloned().collect();
+    assert!(all.len() >= 5, "{all:?}");
+    let engines = BTreeSet::from(["PULUMI_CONFIG_PASSPHRASE".to_string()]);
+
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &["ci", "generate", "github", "--file", "wf.yml"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(copy.root().join("wf.yml")).unwrap();
+    let workflow: Value = serde_saphyr::from_str(&text).unwrap();
+    for (id, job) in workflow["jobs"].as_object().unwrap() {
+        let mara_step = (job["steps"].as_array().unwrap().iter())
+            .find(|s| s["run"].as_str().is_some_and(|r| r.starts_with("mara ")))
+            .unwrap();
+        let given: BTreeSet<String> = (mara_step["env"].as_object().unwrap().keys())
+            .filter(|k| *k != "MARA_LEDGER_URL")
+            .cloned()
+            .collect();
+        let expected: BTreeSet<String> = match id.as_str() {
+            "mara-open" => all.union(&engines).cloned().collect(),
+            "mara-close" => BTreeSet::new(),
+            _ => {
+                let path = job["name"].as_str().unwrap();
+                let own = match path == "kubernetes/secrets" {
+                    true => all.clone(),
+                    false => declared[path].clone(),
+                };
+                own.union(&engines).cloned().collect()
+            }
+        };
+        assert_eq!(given, expected, "{id}");
+    }
+
+    // GitLab gives every job every variable: a project's job unsets the others first.
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &["ci", "generate", "gitlab", "--file", "gl.yml"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(copy.root().join("gl.yml")).unwrap();
+    let pipeline: Value = serde_saphyr::from_str(&text).unwrap();
+    let prometheus = &pipeline["kubernetes-prometheus"]["script"];
+    let unset: BTreeSet<&str> = prometheus[0].as_str().unwrap().split(' ').skip(1).collect();
+    let kept: BTreeSet<&str> = all
+        .iter()
+        .map(String::as_str)
+        .filter(|s| !unset.contains(s))
+        .collect();
+    assert_eq!(kept, BTreeSet::from(["MARA_SECRET_PROMETHEUS_ADMINPASS"]));
+    assert!(
+        prometheus[1]
+            .as_str()
+            .unwrap()
+            .starts_with("mara up --only kubernetes/prometheus")
+    );
+    assert!(
+        pipeline["mara-open"]["script"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("mara ci open")
+    );
+}

@@ -43,8 +43,12 @@ struct Pipeline {
     selection: String,
     /// The projects in the run's order, each with its job's id and the ids it needs.
     jobs: Vec<Job>,
-    /// The `MARA_SECRET_*` (and engine) variables the jobs take from the CI's secret store.
+    /// The `MARA_SECRET_*` (and engine) variables the jobs take from the CI's secret store:
+    /// the open job all of them (its checks need what a first run needs), a project's job only
+    /// its own (`Job::secrets`) and the engines'.
     secrets: BTreeSet<String>,
+    /// The engines' secrets every project job gets (`PULUMI_CONFIG_PASSPHRASE`).
+    engine_secrets: BTreeSet<String>,
     /// The workspace's directory in the repository (`-C` for every job), empty at its root.
     workspace_dir: String,
     /// `--setup`: what every job runs first.
@@ -57,6 +61,9 @@ struct Job {
     id: String,
     path: String,
     needs: Vec<String>,
+    /// The `MARA_SECRET_*` its project declares (the secrets project's job: every one it
+    /// stores).
+    secrets: BTreeSet<String>,
 }
 
 pub fn generate(
@@ -279,6 +286,12 @@ fn pipeline(
         }
         ids.insert(i, id);
     }
+    let settings = &deployment.files.workspace.settings;
+    let secrets_project = &settings.secrets_project;
+    let all_secrets: BTreeSet<String> = order
+        .iter()
+        .flat_map(|&i| graph.project(i).secrets.iter().map(|s| s.env_var()))
+        .collect();
     let jobs = order
         .iter()
         .map(|&i| {
@@ -295,18 +308,21 @@ fn pipeline(
             if needs.is_empty() {
                 needs.push("mara-open".into());
             }
+            let project = graph.project(i);
+            let secrets = match &project.path == secrets_project {
+                true => all_secrets.clone(),
+                false => project.secrets.iter().map(|s| s.env_var()).collect(),
+            };
             Job {
                 id: ids[&i].clone(),
-                path: graph.project(i).path.clone(),
+                path: project.path.clone(),
                 needs,
+                secrets,
             }
         })
         .collect();
-    let mut secrets: BTreeSet<String> = order
-        .iter()
-        .flat_map(|&i| graph.project(i).secrets.iter().map(|s| s.env_var()))
-        .collect();
-    let settings = &deployment.files.workspace.settings;
+    let mut secrets = all_secrets;
+    let mut engine_secrets = BTreeSet::new();
     let pulumi = order
         .iter()
         .any(|&i| graph.project(i).engine_or(settings.engine) == crate::engine::EngineKind::Pulumi);
@@ -318,8 +334,9 @@ fn pipeline(
             .unwrap_or("passphrase")
             == "passphrase"
     {
-        secrets.insert("PULUMI_CONFIG_PASSPHRASE".into());
+        engine_secrets.insert("PULUMI_CONFIG_PASSPHRASE".to_string());
     }
+    secrets.extend(engine_secrets.iter().cloned());
     Pipeline {
         system,
         operation,
@@ -328,6 +345,7 @@ fn pipeline(
         selection,
         jobs,
         secrets,
+        engine_secrets,
         workspace_dir: String::new(),
         setup: None,
         file: None,
@@ -415,63 +433,88 @@ fn github(pipeline: &Pipeline) -> String {
     out.push_str(&format!("  MARA_STACK: {}\n", quoted(&pipeline.stack)));
     // A workflow run's id is unique across GitHub.
     out.push_str("  MARA_RUN: gh-${{ github.run_id }}-${{ github.run_attempt }}\n");
-    // The secrets reach mara's own step only: not the checkout, not the setup.
-    let mut secrets =
-        String::from("        env:\n          MARA_LEDGER_URL: ${{ secrets.MARA_LEDGER_URL }}\n");
-    for secret in &pipeline.secrets {
-        secrets.push_str(&format!(
-            "          {secret}: ${{{{ secrets.{secret} }}}}\n"
-        ));
-    }
+    // The secrets reach mara's own step only: not the checkout, not the setup; and each job's
+    // only those it needs.
+    let secrets = |names: &BTreeSet<String>| {
+        let mut env = String::from(
+            "        env:\n          MARA_LEDGER_URL: ${{ secrets.MARA_LEDGER_URL }}\n",
+        );
+        for secret in names {
+            env.push_str(&format!(
+                "          {secret}: ${{{{ secrets.{secret} }}}}\n"
+            ));
+        }
+        env
+    };
     out.push_str("\njobs:\n");
-    let job =
-        |out: &mut String, id: &str, name: &str, needs: &[String], always: bool, run: &str| {
-            out.push_str(&format!("  {id}:\n    name: {}\n", quoted(name)));
-            if !needs.is_empty() {
-                out.push_str(&format!("    needs: [{}]\n", needs.join(", ")));
-            }
-            if always {
-                out.push_str("    if: ${{ always() }}\n");
-            }
-            out.push_str(
-                "    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n",
-            );
-            if let Some(setup) = &pipeline.setup {
-                out.push_str(&format!("      - run: {}\n", quoted(setup)));
-            }
-            out.push_str(&format!("      - run: {}\n{secrets}", quoted(run)));
-        };
+    let job = |out: &mut String,
+               (id, name): (&str, &str),
+               needs: &[String],
+               always: bool,
+               run: &str,
+               names: &BTreeSet<String>| {
+        out.push_str(&format!("  {id}:\n    name: {}\n", quoted(name)));
+        if !needs.is_empty() {
+            out.push_str(&format!("    needs: [{}]\n", needs.join(", ")));
+        }
+        if always {
+            out.push_str("    if: ${{ always() }}\n");
+        }
+        out.push_str("    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n");
+        if let Some(setup) = &pipeline.setup {
+            out.push_str(&format!("      - run: {}\n", quoted(setup)));
+        }
+        out.push_str(&format!("      - run: {}\n{}", quoted(run), secrets(names)));
+    };
+    let open = ("mara-open", "open the run");
     job(
         &mut out,
-        "mara-open",
-        "open the run",
+        open,
         &[],
         false,
         &open_command(pipeline),
+        &pipeline.secrets,
     );
     for j in &pipeline.jobs {
         out.push('\n');
+        let run = project_command(pipeline, &j.path);
         job(
             &mut out,
-            &j.id,
-            &j.path,
+            (&j.id, &j.path),
             &j.needs,
             false,
-            &project_command(pipeline, &j.path),
+            &run,
+            &pipeline.job_secrets(j),
         );
     }
     out.push('\n');
     let mut all: Vec<String> = vec!["mara-open".into()];
     all.extend(pipeline.jobs.iter().map(|j| j.id.clone()));
+    let close = ("mara-close", "close the run");
     job(
         &mut out,
-        "mara-close",
-        "close the run",
+        close,
         &all,
         true,
         &close_command(pipeline, ""),
+        &BTreeSet::new(),
     );
     out
+}
+
+impl Pipeline {
+    /// The secrets the job `j` gets: its project's, and the engines'.
+    fn job_secrets(&self, j: &Job) -> BTreeSet<String> {
+        j.secrets.union(&self.engine_secrets).cloned().collect()
+    }
+
+    /// The secrets the job `j` must not see, which GitLab gives every job: unset first.
+    fn withheld(&self, j: &Job) -> Vec<String> {
+        self.secrets
+            .difference(&self.job_secrets(j))
+            .cloned()
+            .collect()
+    }
 }
 
 fn gitlab(pipeline: &Pipeline) -> String {
@@ -504,16 +547,34 @@ fn gitlab(pipeline: &Pipeline) -> String {
     // succeed, recording why, and ends at once in a cancelled run; so each job ends, and the
     // close job after them records the run as it went. A job that skipped its project exits 7,
     // which GitLab shows as a warning, not as a success (docs/commands.md, "ci").
+    // GitLab gives every job every CI/CD variable: a project's job unsets the secrets that are
+    // not its own before mara starts.
     for j in &pipeline.jobs {
+        let withheld = pipeline.withheld(j);
+        let unset = match withheld.is_empty() {
+            true => String::new(),
+            false => format!(
+                "    - {}\n",
+                quoted(&format!("unset {}", withheld.join(" ")))
+            ),
+        };
         out.push_str(&format!(
-            "\n{}:\n  stage: mara-projects\n  needs: [{}]\n  when: always\n  allow_failure:\n    exit_codes: [7]\n  script:\n    - {}\n",
+            "\n{}:\n  stage: mara-projects\n  needs: [{}]\n  when: always\n  allow_failure:\n    exit_codes: [7]\n  script:\n{unset}    - {}\n",
             j.id,
             j.needs.join(", "),
             quoted(&project_command(pipeline, &j.path))
         ));
     }
+    let withheld: Vec<&str> = pipeline.secrets.iter().map(String::as_str).collect();
+    let unset = match withheld.is_empty() {
+        true => String::new(),
+        false => format!(
+            "    - {}\n",
+            quoted(&format!("unset {}", withheld.join(" ")))
+        ),
+    };
     out.push_str(&format!(
-        "\nmara-close:\n  stage: mara-close\n  when: always\n  script:\n    - {}\n  artifacts:\n    when: always\n    paths: [mara-report.json]\n    reports:\n      junit: mara-junit.xml\n",
+        "\nmara-close:\n  stage: mara-close\n  when: always\n  script:\n{unset}    - {}\n  artifacts:\n    when: always\n    paths: [mara-report.json]\n    reports:\n      junit: mara-junit.xml\n",
         quoted(&close_command(pipeline, " --report mara-report.json --junit mara-junit.xml"))
     ));
     out
