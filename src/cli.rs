@@ -435,6 +435,20 @@ pub enum CiSystem {
     Gitlab,
 }
 
+/// A variable's name, as a shell and both CI systems take it.
+fn variable_name(name: &str) -> Result<String, String> {
+    let mut chars = name.chars();
+    let starts = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    match starts && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        true => Ok(name.to_string()),
+        false => {
+            Err("a variable's name is letters, digits and `_`, not starting with a digit".into())
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum CiCommand {
     /// Write a GitHub Actions workflow or a GitLab CI pipeline: a job that opens the run, one job
@@ -456,6 +470,18 @@ pub enum CiCommand {
         /// into the file)
         #[arg(long, value_name = "COMMAND")]
         setup: Option<String>,
+        /// A secret of the CI's secret store given to mara's steps (cloud credentials:
+        /// AWS_SECRET_ACCESS_KEY, DIGITALOCEAN_TOKEN, PULUMI_ACCESS_TOKEN, …); repeatable
+        #[arg(long = "env", value_name = "NAME", value_parser = variable_name)]
+        env: Vec<String>,
+        /// A plain variable given to mara's steps (GitHub's `vars.NAME`, a GitLab CI/CD
+        /// variable); repeatable
+        #[arg(long = "var", value_name = "NAME", value_parser = variable_name)]
+        vars: Vec<String>,
+        /// Let the jobs log in to a cloud with GitHub's OIDC token (`permissions: id-token:
+        /// write`)
+        #[arg(long)]
+        oidc: bool,
         #[command(flatten)]
         selection: SelectionArgs,
     },

