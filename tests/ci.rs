@@ -490,6 +490,17 @@ fn a_job_joins_only_an_open_run_and_stops_when_it_is_cancelled() {
         (0, "Run gl-1 is open already.\n"),
         "{err}"
     );
+    let (code, out, err) = mara(
+        &copy,
+        Some(&url),
+        &["--output", "json", "ci", "open", "--run", "gl-1"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let said: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        said,
+        serde_json::json!({"run_id": "gl-1", "opened": false, "open_already": true})
+    );
     let (code, out, err) = join("kubeconfig", "gl-1");
     assert_eq!(code, 7, "a job that ran nothing is not a success: {err}");
     assert!(
@@ -897,6 +908,20 @@ fn credentials_reach_only_mara_s_steps_and_check_alone_checks_what_was_written()
             }
         }
     }
+    let (code, out, err) = mara(
+        &copy,
+        None,
+        &[
+            "--output", "json", "ci", "generate", "github", "--check", "--file", "wf.yml",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let said: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(said["up_to_date"], true, "{said}");
+    assert!(
+        said["command"].as_str().unwrap().contains("--oidc"),
+        "{said}"
+    );
     // `--check` alone: the options come from the header.
     let (code, out, err) = mara(
         &copy,

@@ -270,26 +270,55 @@ fn write_or_check(
         .display()
         .to_string();
     if check {
-        return checked(&path, &shown, &text, &pipeline);
+        return checked(&path, &shown, &text, &pipeline, settings.output);
     }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
     }
     crate::files::write_atomic(&path, &text, 0o644).map_err(|e| Error::write(&path, e))?;
+    wrote(&pipeline, &shown, settings.output)
+}
+
+/// What `ci generate` says of the file it wrote (`shown`), for people or as JSON.
+fn wrote(pipeline: &Pipeline, shown: &str, output: crate::settings::OutputFormat) -> Result<()> {
+    let projects = pipeline.jobs.len();
+    if output == crate::settings::OutputFormat::Json {
+        let wrote = serde_json::json!({
+            "file": shown,
+            "system": system_word(pipeline.system),
+            "operation": operation_word(pipeline.operation),
+            "stack": pipeline.stack,
+            "projects": projects,
+            "jobs": projects + 2,
+            "command": regenerate(pipeline),
+        });
+        return crate::ui::print(&format!("{wrote:#}\n"));
+    }
     crate::ui::print(&format!(
-        "Wrote {shown}: {} {} of stack {} as {} jobs.\n",
-        pipeline.jobs.len(),
-        crate::error::plural(pipeline.jobs.len(), "project", "projects"),
+        "Wrote {shown}: {projects} {} of stack {} as {} jobs.\n",
+        crate::error::plural(projects, "project", "projects"),
         pipeline.stack,
-        pipeline.jobs.len() + 2,
+        projects + 2,
     ))
 }
 
 /// `--check`: whether the file at `path` (`shown`) is `text`, what would be written now.
-fn checked(path: &std::path::Path, shown: &str, text: &str, pipeline: &Pipeline) -> Result<()> {
+fn checked(
+    path: &std::path::Path,
+    shown: &str,
+    text: &str,
+    pipeline: &Pipeline,
+    output: crate::settings::OutputFormat,
+) -> Result<()> {
     let current = crate::workspace::read_input(path).ok();
     match current.as_deref() == Some(text) {
-        true => crate::ui::print(&format!("{shown} is up to date.\n")),
+        true => crate::ui::print(&match output {
+            crate::settings::OutputFormat::Json => format!(
+                "{:#}\n",
+                serde_json::json!({"file": shown, "up_to_date": true, "command": regenerate(pipeline)})
+            ),
+            crate::settings::OutputFormat::Human => format!("{shown} is up to date.\n"),
+        }),
         false => Err(Error::OutOfDate(Box::new(
             Problem::new(match current {
                 Some(_) => format!("{shown} no longer matches the provider and its graph"),

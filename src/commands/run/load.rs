@@ -313,7 +313,16 @@ impl Invocation<'_> {
             let selected = &loaded.selected;
             fanout::open(ledger.place(), &loaded.with_secrets, deployment, selected)?;
             if run::fanout::open_already(ledger.existing()?, &open.run_id)? {
-                crate::ui::print(&format!("Run {} is open already.\n", open.run_id))?;
+                let said = match self.settings.output {
+                    crate::settings::OutputFormat::Json => format!(
+                        "{:#}\n",
+                        serde_json::json!({"run_id": open.run_id, "opened": false, "open_already": true})
+                    ),
+                    crate::settings::OutputFormat::Human => {
+                        format!("Run {} is open already.\n", open.run_id)
+                    }
+                };
+                crate::ui::print(&said)?;
                 return Ok(None);
             }
         } else if run.join.is_some() {

@@ -88,11 +88,22 @@ impl Invocation<'_> {
             recorder.plan(&paths)?;
         }
         let (id, n) = (planner.run_id, paths.len());
+        let close = self.settings.again(&format!("ci close --run {id}"));
+        if self.settings.output == crate::settings::OutputFormat::Json {
+            let opened = serde_json::json!({
+                "run_id": id,
+                "opened": true,
+                "operation": self.run.operation,
+                "stack": planner.stack.name.as_str(),
+                "projects": paths,
+                "close": close,
+            });
+            return crate::ui::print(&format!("{opened:#}\n"));
+        }
         crate::ui::print(&format!(
-            "Opened run {id}: {n} {} of stack {}, to be joined with `--run {id}` and closed by `{}`.\n",
+            "Opened run {id}: {n} {} of stack {}, to be joined with `--run {id}` and closed by `{close}`.\n",
             plural(n, "project", "projects"),
             planner.stack.name,
-            self.settings.again(&format!("ci close --run {id}"))
         ))
     }
 
