@@ -500,6 +500,10 @@ pub enum CiCommand {
         /// it depend on it
         #[arg(long, conflicts_with = "with_dependents")]
         orphan_dependents: bool,
+        /// The stack configuration the run carries to its jobs, from FILE (a CI secret file)
+        /// rather than the repository's
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
         #[command(flatten)]
         selection: SelectionArgs,
     },

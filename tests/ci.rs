@@ -986,3 +986,94 @@ fn credentials_reach_only_mara_s_steps_and_check_alone_checks_what_was_written()
         .collect();
     assert!(findings.is_empty(), "actionlint found {findings:#?}");
 }
+
+/// A run carries its stack configuration and its environment file's non-secret lines to its
+/// jobs: a job whose checkout has no stack configuration (a repository that git-ignores it), or
+/// another one, deploys with the run's.
+#[test]
+fn a_run_carries_its_configuration_to_jobs_whose_checkouts_lack_it() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("carrying");
+    let state = tempfile::tempdir().unwrap();
+    // The opening runner has the configuration from a CI secret file, with 5 nodes.
+    let opener = Deployment::of("mara-local");
+    shared_state(&opener, state.path());
+    let config = opener.root().join("config/pulumi/Pulumi.dev.yaml");
+    let secret_file = opener.root().join("stack-config.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &secret_file,
+        text.replace("local-cluster:node_count: 3", "local-cluster:node_count: 5"),
+    )
+    .unwrap();
+    std::fs::remove_file(&config).unwrap();
+    let (code, _, err) = mara(
+        &opener,
+        Some(&url),
+        &[
+            "ci",
+            "open",
+            "--run",
+            "c1",
+            "--only",
+            "cluster",
+            "--config",
+            "stack-config.yaml",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    // A job's checkout without it: the run's is used.
+    let job = Deployment::of("mara-local");
+    shared_state(&job, state.path());
+    std::fs::remove_file(job.root().join("config/pulumi/Pulumi.dev.yaml")).unwrap();
+    let (code, out, err) = mara(
+        &job,
+        Some(&url),
+        &["up", "--yes", "--only", "cluster", "--run", "c1"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, outputs, err) = mara(&job, Some(&url), &["--output", "json", "output", "cluster"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(outputs.contains("\"node_count\": 5"), "{outputs}");
+    // Nothing secret went with the run: the ledger holds the environment file's other lines.
+    let carried = server.sql("carrying", "SELECT inputs FROM mara_run_inputs");
+    assert!(carried.contains("PULUMI_STACK=dev"), "{carried}");
+    assert!(
+        !carried.contains("MARA_SECRET_") && !carried.contains("PASSPHRASE"),
+        "{carried}"
+    );
+    let (code, _, err) = mara(&job, Some(&url), &["ci", "close", "--run", "c1"]);
+    assert_eq!(code, 0, "{err}");
+
+    // A job whose checkout holds another configuration says so, and uses the run's.
+    let (code, _, err) = mara(
+        &opener,
+        Some(&url),
+        &[
+            "ci",
+            "open",
+            "--run",
+            "c2",
+            "--only",
+            "cluster",
+            "--config",
+            "stack-config.yaml",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(job.root().join("config/pulumi/Pulumi.dev.yaml"), &text).unwrap();
+    let (code, out, err) = mara(
+        &job,
+        Some(&url),
+        &["up", "--yes", "--only", "cluster", "--run", "c2"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("config/pulumi/Pulumi.dev.yaml differs from the stack configuration run c2 was opened with: the run's is used."),
+        "{err}"
+    );
+    let (_, outputs, _) = mara(&job, Some(&url), &["--output", "json", "output", "cluster"]);
+    assert!(outputs.contains("\"node_count\": 5"), "{outputs}");
+}

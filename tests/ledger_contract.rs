@@ -772,12 +772,13 @@ fn both_backends_hold_the_same_history_after_the_same_calls() {
 /// A history as text, to compare.
 fn render(history: &History) -> String {
     format!(
-        "{}\n{:?}\n{:?}\n{:?}\n{:?}",
+        "{}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
         serde_json::to_string_pretty(&history.runs).unwrap(),
         history.deployed,
         history.stacks,
         history.images,
-        history.outputs
+        history.outputs,
+        history.run_inputs
     )
 }
 
@@ -994,5 +995,40 @@ fn the_outputs_dependents_take_are_recorded_by_an_up_and_said_destroyed_by_a_des
             None,
             "{name}"
         );
+    }
+}
+
+/// What a fanned-out run was opened with is kept with it, read by its jobs, moved with the
+/// history, and forgotten with the run.
+#[test]
+fn a_run_carries_what_it_was_opened_with() {
+    use mara::ledger::RunInputs;
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        assert!(started(ledger.as_mut(), "c1", "dev", Operation::Up, true));
+        assert_eq!(ledger.run_inputs("c1").unwrap(), None, "{name}");
+        let inputs = RunInputs {
+            config: Some("config:\n  aws:region: eu-west-1\n".into()),
+            environment: Some("PULUMI_STACK=dev\n".into()),
+        };
+        ledger
+            .set_run_inputs("c1", &inputs)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            ledger.run_inputs("c1").unwrap(),
+            Some(inputs.clone()),
+            "{name}"
+        );
+        let copy = tempfile::tempdir().unwrap();
+        let other = match &backend._server {
+            None => Place::File(copy.path().join("ledger.db")),
+            Some(server) => Place::Server(server.url("contract_inputs_copy")),
+        };
+        let mut other = ledger::open(&other).unwrap();
+        other.import(&ledger.export().unwrap()).unwrap();
+        assert_eq!(other.run_inputs("c1").unwrap(), Some(inputs), "{name}");
+        ledger.forget("c1").unwrap();
+        assert_eq!(ledger.run_inputs("c1").unwrap(), None, "{name}");
     }
 }

@@ -424,6 +424,17 @@ impl Outputs {
     }
 }
 
+/// What a fanned-out run was opened with, carried to its jobs (docs/commands.md, "ci"): the
+/// stack configuration as the opening runner read it (secure values as they are, encrypted), and
+/// the environment file's lines that hold no secret.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunInputs {
+    /// The stack configuration's text; `None`: there was none (a first run's).
+    pub config: Option<String>,
+    /// The environment file's text, less every line of a secret; `None`: there was none.
+    pub environment: Option<String>,
+}
+
 /// A project's recorded outputs, with the run that left them, and the one that destroyed the
 /// project since (its outputs are what its dependents still standing were deployed with).
 #[derive(Debug, Clone, PartialEq)]
@@ -446,6 +457,8 @@ pub struct History {
     pub images: Vec<ImageRecord>,
     /// Each project's recorded outputs: (stack, project, run, outputs as JSON, destroyed by).
     pub outputs: Vec<(String, String, String, String, Option<String>)>,
+    /// What each fanned-out run was opened with: (run, inputs as JSON).
+    pub run_inputs: Vec<(String, String)>,
 }
 
 /// An image imported into a stack's local cluster (`mara images import`), as it was then: what
@@ -569,6 +582,12 @@ pub trait Ledger: Send {
 
     /// Each project's fingerprint at its last successful `up` on `stack`.
     fn last_fingerprints(&self, stack: &str) -> Result<BTreeMap<String, String>>;
+
+    /// Records what run `run_id` (opened for its jobs) was opened with.
+    fn set_run_inputs(&mut self, run_id: &str, inputs: &RunInputs) -> Result<()>;
+
+    /// What run `run_id` was opened with, if it carries that.
+    fn run_inputs(&self, run_id: &str) -> Result<Option<RunInputs>>;
 
     /// The outputs each of `projects` recorded at its last successful `up` on `stack`, and the
     /// run that destroyed it since, if one did.

@@ -27,7 +27,8 @@ pub struct Records<S> {
 /// The tables a forgotten run's rows are deleted from, in this order (the locks and log lines
 /// name its run, whose projects name it too): whether a store keeps log lines says if the
 /// second is there.
-const FORGET: [&str; 4] = [
+const FORGET: [&str; 5] = [
+    "DELETE FROM {p}run_inputs WHERE run_id = $1",
     "DELETE FROM {p}locks WHERE run_id = $1",
     "DELETE FROM {p}log_lines WHERE run_id = $1",
     "DELETE FROM {p}projects WHERE run_id = $1",
@@ -98,6 +99,14 @@ impl<S: Store> Records<S> {
         let leased = self.store.lease().is_some();
         rows.iter()
             .map(|row| run(row, leased))
+            .collect::<Read<Vec<_>>>()
+            .map_err(|m| self.unreadable(m))
+    }
+
+    fn pairs(&self, sql: &'static str) -> Result<Vec<(String, String)>> {
+        let rows = self.store.query(sql, &[])?;
+        rows.iter()
+            .map(|r| Ok((r.text(0)?, r.text(1)?)))
             .collect::<Read<Vec<_>>>()
             .map_err(|m| self.unreadable(m))
     }
@@ -267,6 +276,7 @@ impl<S: Store> Ledger for Records<S> {
             stacks: self
                 .triples("SELECT backend, stack, project FROM {p}stacks ORDER BY 1, 2, 3")?,
             images: self.images_where(None, None)?,
+            run_inputs: self.pairs("SELECT run_id, inputs FROM {p}run_inputs ORDER BY 1")?,
             outputs: {
                 let rows = self.store.query(
                     "SELECT stack, project, run_id, outputs, destroyed FROM {p}outputs ORDER BY 1, 2",
@@ -333,6 +343,12 @@ impl<S: Store> Ledger for Records<S> {
                 tx.execute(
                     "INSERT INTO {p}stacks (backend, stack, project) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
                     &[backend.into(), stack.into(), project.into()],
+                )?;
+            }
+            for (run_id, inputs) in &history.run_inputs {
+                tx.execute(
+                    "INSERT INTO {p}run_inputs (run_id, inputs) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                    &[run_id.into(), inputs.into()],
                 )?;
             }
             for (stack, project, run_id, outputs, destroyed) in &history.outputs {
@@ -713,6 +729,32 @@ impl<S: Store> Ledger for Records<S> {
             })
             .collect::<Read<_>>()
             .map_err(|m| self.unreadable(m))
+    }
+
+    fn set_run_inputs(&mut self, run_id: &str, inputs: &super::RunInputs) -> Result<()> {
+        let text = serde_json::to_string(inputs).unwrap_or_else(|_| "{}".into());
+        self.store.transaction(None, &mut |tx| {
+            tx.execute(
+                "INSERT INTO {p}run_inputs (run_id, inputs) VALUES ($1, $2)
+                 ON CONFLICT (run_id) DO UPDATE SET inputs = excluded.inputs",
+                &[run_id.into(), (&text).into()],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn run_inputs(&self, run_id: &str) -> Result<Option<super::RunInputs>> {
+        let rows = self.store.query(
+            "SELECT inputs FROM {p}run_inputs WHERE run_id = $1",
+            &[run_id.into()],
+        )?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let text = row.text(0).map_err(|m| self.unreadable(m))?;
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| self.unreadable(format!("a run's inputs are no JSON: {e}")))
     }
 
     fn images(&self, stack: &str) -> Result<Vec<ImageRecord>> {

@@ -99,6 +99,12 @@ const MIGRATIONS: &[&str] = &[
         destroyed TEXT,
         PRIMARY KEY (stack, project)
     );",
+    // 6: what a fanned-out run was opened with (the stack configuration, the environment
+    // file's lines that hold no secret), which its jobs use rather than their checkouts'.
+    "CREATE TABLE run_inputs (
+        run_id TEXT PRIMARY KEY,
+        inputs TEXT NOT NULL
+    );",
 ];
 
 /// The workspace's own ledger.

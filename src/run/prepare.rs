@@ -225,6 +225,14 @@ pub fn write_for_engines(
     config: &StackConfigFile,
     workspace: &crate::workspace::Workspace,
 ) -> Result<()> {
+    // A configuration a fanned-out run carries is kept in the state directory, for its engines.
+    let path = config.path();
+    if path.starts_with(workspace.state_dir()) && !config.text().is_empty() {
+        let dir = path.parent().unwrap_or(path);
+        crate::files::private_dir(dir).map_err(|e| Error::write(dir, e))?;
+        crate::files::write_atomic(path, config.text(), 0o600)
+            .map_err(|e| Error::write(path, e))?;
+    }
     let Some(copy) = config.for_engines(&workspace.root, &workspace.state_dir()) else {
         return Ok(());
     };

@@ -157,6 +157,8 @@ pub fn check_run_id(id: &str) -> Result<()> {
 pub struct OpenRun {
     pub run_id: String,
     pub lease: std::time::Duration,
+    /// `--config FILE`: the stack configuration the run carries, from a CI secret file.
+    pub config: Option<PathBuf>,
 }
 
 impl RunSettings {

@@ -28,6 +28,7 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
             operation,
             lease,
             orphan_dependents,
+            config,
             selection,
         } => {
             crate::settings::run::check_run_id(&run_id)?;
@@ -51,6 +52,7 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
             open.open = Some(OpenRun {
                 run_id,
                 lease: std::time::Duration::from_secs(lease),
+                config,
             });
             run::start(settings, workspace, &open)
         }

@@ -4,6 +4,7 @@
 //! in what order, and what a person sees between them. A run fanned out over CI jobs goes the
 //! same way: `ci open` stops once the run is recorded, a job (`--run`) joins it.
 
+mod carried;
 mod confirmation;
 mod decide;
 mod load;
@@ -144,8 +145,8 @@ impl<'a> Invocation<'a> {
 
     fn load(&self, workspace: Workspace) -> Result<()> {
         let root = workspace.root.clone();
-        let deployment =
-            StackFiles::load_in(self.settings, workspace)?.into_deployment(self.settings)?;
+        let files = self.carried(StackFiles::load_in(self.settings, workspace)?)?;
+        let deployment = files.into_deployment(self.settings)?;
         self.execute(&deployment).map_err(|e| e.relative_to(&root))
     }
 

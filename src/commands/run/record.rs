@@ -86,6 +86,8 @@ impl Invocation<'_> {
         let paths = fanout::waiting(planner.selected, self.run.operation);
         if let Some(recorder) = recorder {
             recorder.plan(&paths)?;
+            // What the jobs deploy with: the files as this runner has them.
+            recorder.carry(&Self::inputs_to_carry(&planner.deployment.files))?;
         }
         let (id, n) = (planner.run_id, paths.len());
         let close = self.settings.again(&format!("ci close --run {id}"));

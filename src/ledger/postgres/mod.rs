@@ -116,6 +116,12 @@ const MIGRATIONS: &[&str] = &[
         destroyed TEXT,
         PRIMARY KEY (stack, project)
     );",
+    // 8: what a fanned-out run was opened with (the stack configuration, the environment
+    // file's lines that hold no secret), which its jobs use rather than their checkouts'.
+    "CREATE TABLE mara_run_inputs (
+        run_id TEXT PRIMARY KEY,
+        inputs TEXT NOT NULL
+    );",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2

@@ -197,6 +197,12 @@ impl Recorder {
         )
     }
 
+    /// Records what the run carries to its jobs (`mara ci open`).
+    pub fn carry(&self, inputs: &crate::ledger::RunInputs) -> Result<()> {
+        let mut ledger = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        ledger.set_run_inputs(&self.run_id, inputs)
+    }
+
     /// A joined run's projects that could not run (the job failed before them), recorded failed
     /// with `reason`.
     fn not_run(mut self, paths: &[String], reason: &str) -> Result<()> {
