@@ -1077,3 +1077,46 @@ fn a_run_carries_its_configuration_to_jobs_whose_checkouts_lack_it() {
     let (_, outputs, _) = mara(&job, Some(&url), &["--output", "json", "output", "cluster"]);
     assert!(outputs.contains("\"node_count\": 5"), "{outputs}");
 }
+
+/// A repository that git-ignores its stack configuration and environment file (as many Pulumi
+/// repositories do): `ci generate` says the runners' checkouts will lack them, and how the
+/// pipeline gets them.
+#[test]
+fn generate_says_when_the_runners_checkouts_will_lack_the_stack_s_files() {
+    let copy = Deployment::of("mara-local");
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(copy.root())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &["ci", "generate", "github", "--file", "wf.yml"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("ignored by git"), "{err}");
+    std::fs::write(
+        copy.root().join(".gitignore"),
+        "config/pulumi/*.yaml\nconfig/pulumi/environment\n",
+    )
+    .unwrap();
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &["ci", "generate", "github", "--file", "wf.yml"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("warning: config/pulumi/Pulumi.dev.yaml (the stack configuration) is ignored by git: the runners' checkouts will not have it; give `mara ci open` the file from a CI secret file"),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: config/pulumi/environment (the environment file) is ignored by git"),
+        "{err}"
+    );
+}

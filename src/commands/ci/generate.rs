@@ -272,6 +272,9 @@ fn write_or_check(
     if check {
         return checked(&path, &shown, &text, &pipeline, settings.output);
     }
+    for warning in ignored_inputs(files, &repository) {
+        eprintln!("{warning}");
+    }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
     }
@@ -327,6 +330,45 @@ fn checked(
             .hint(format!("write it again: {}", regenerate(pipeline))),
         ))),
     }
+}
+
+/// What the runners' checkouts will lack: the stack configuration or the environment file, when
+/// git ignores them (as many Pulumi repositories do), said with how the pipeline gets them.
+fn ignored_inputs(
+    files: &crate::deployment::StackFiles,
+    repository: &std::path::Path,
+) -> Vec<String> {
+    let workspace = &files.workspace;
+    let mut found = Vec::new();
+    let stack = files.stack.as_ref();
+    let config = stack.map(|s| workspace.stack_config_file(&s.name));
+    for (file, what, how) in [
+        (
+            config,
+            "the stack configuration",
+            "give `mara ci open` the file from a CI secret file (`--config \"$MARA_STACK_CONFIG\"` in the open job): the run carries it to every job",
+        ),
+        (
+            Some(workspace.env_file()),
+            "the environment file",
+            "set what it holds as the pipeline's variables (`--var NAME`, `--env NAME` for a secret): the run carries what the opening runner's has",
+        ),
+    ] {
+        let Some(file) = file else { continue };
+        let ignored = std::process::Command::new("git")
+            .args(["check-ignore", "-q"])
+            .arg(&file)
+            .current_dir(repository)
+            .status()
+            .is_ok_and(|s| s.success());
+        if ignored {
+            found.push(format!(
+                "warning: {} ({what}) is ignored by git: the runners' checkouts will not have it; {how}",
+                workspace.display(&file).display()
+            ));
+        }
+    }
+    found
 }
 
 /// The repository `dir` is in (the nearest directory above it with `.git`), else `dir`.
