@@ -482,6 +482,10 @@ pub enum CiCommand {
         /// write`)
         #[arg(long)]
         oidc: bool,
+        /// The stack configuration comes from this CI secret (a GitLab file variable, a GitHub
+        /// secret holding the file), given to `ci open --config`: for a repository without it
+        #[arg(long, value_name = "NAME", value_parser = variable_name)]
+        config_secret: Option<String>,
         #[command(flatten)]
         selection: SelectionArgs,
     },

@@ -1120,3 +1120,84 @@ fn generate_says_when_the_runners_checkouts_will_lack_the_stack_s_files() {
         "{err}"
     );
 }
+
+/// A repository that git-ignores its stack configuration, run through gitlab-ci-local: the open
+/// job gets it from a CI variable (`--config-secret`), and every job, whose checkout lacks it,
+/// deploys with it.
+#[test]
+fn a_pipeline_deploys_every_job_with_the_configuration_its_open_job_was_given() {
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("ignored");
+    let copy = Deployment::of("mara-local");
+    let state = tempfile::tempdir().unwrap();
+    shared_state(&copy, state.path());
+    // The configuration lives outside the repository, as a CI secret would, with 5 nodes.
+    let config = copy.root().join("config/pulumi/Pulumi.dev.yaml");
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    let text = std::fs::read_to_string(&config).unwrap();
+    let five = text.replace("local-cluster:node_count: 3", "local-cluster:node_count: 5");
+    std::fs::write(secret.path(), five).unwrap();
+    std::fs::write(
+        copy.root().join(".gitignore"),
+        "config/pulumi/Pulumi.*.yaml\n",
+    )
+    .unwrap();
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &[
+            "ci",
+            "generate",
+            "gitlab",
+            "--config-secret",
+            "MARA_STACK_CONFIG",
+            "--file",
+            ".gitlab-ci.yml",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !err.contains("ignored by git"),
+        "generated as the warning says: {err}"
+    );
+    std::fs::remove_file(&config).unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.email=ci@mara",
+            "-c",
+            "user.name=ci",
+            "commit",
+            "-qm",
+            "the workspace",
+        ],
+    ] {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(copy.root())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
+    let variables = [
+        format!("MARA_LEDGER_URL={url}"),
+        format!("MARA_STACK_CONFIG={}", secret.path().display()),
+    ];
+    let (code, out) = gitlab_ci_local(&copy, &tools, &variables);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(" PASS  mara-close"), "{out}");
+    let (code, outputs, err) = mara(
+        &copy,
+        Some(&url),
+        &["--output", "json", "output", "cluster"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(outputs.contains("\"node_count\": 5"), "{outputs}");
+}

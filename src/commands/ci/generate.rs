@@ -60,6 +60,8 @@ struct Pipeline {
     vars: Vec<String>,
     /// `--oidc`.
     oidc: bool,
+    /// `--config-secret NAME`.
+    config_secret: Option<String>,
 }
 
 struct Job {
@@ -83,6 +85,8 @@ pub struct Asked {
     pub vars: Vec<String>,
     /// `--oidc`: GitHub's `id-token: write`.
     pub oidc: bool,
+    /// `--config-secret NAME`: the stack configuration from a CI secret.
+    pub config_secret: Option<String>,
     pub selection: SelectionArgs,
 }
 
@@ -95,6 +99,7 @@ impl Asked {
             && self.env.is_empty()
             && self.vars.is_empty()
             && !self.oidc
+            && self.config_secret.is_none()
             && selection_flags(&self.selection).is_empty()
     }
 }
@@ -136,6 +141,7 @@ fn header_asked(text: &str, settings: &Settings) -> Option<(Asked, Settings)> {
         env,
         vars,
         oidc,
+        config_secret,
         selection,
         ..
     }) = cli.command
@@ -156,6 +162,7 @@ fn header_asked(text: &str, settings: &Settings) -> Option<(Asked, Settings)> {
         env,
         vars,
         oidc,
+        config_secret,
         selection,
     };
     Some((asked, settings))
@@ -208,6 +215,7 @@ fn write_or_check(
         env,
         vars,
         oidc,
+        config_secret,
         selection,
     } = asked;
     let deployment = Deployment::load(settings)?;
@@ -244,6 +252,7 @@ fn write_or_check(
     pipeline.setup = setup;
     pipeline.file = file.clone();
     (pipeline.env, pipeline.vars, pipeline.oidc) = (env, vars, oidc);
+    pipeline.config_secret = config_secret;
     let text = match system {
         CiSystem::Github => github(&pipeline),
         CiSystem::Gitlab => gitlab(&pipeline),
@@ -447,6 +456,9 @@ fn command_args(pipeline: &Pipeline) -> String {
     if pipeline.oidc {
         args.push("--oidc".into());
     }
+    if let Some(name) = &pipeline.config_secret {
+        args.push(format!("--config-secret {name}"));
+    }
     if let Some(file) = &pipeline.file {
         args.push(format!("--file {}", file.display()));
     }
@@ -577,6 +589,7 @@ fn pipeline(
         env: Vec::new(),
         vars: Vec::new(),
         oidc: false,
+        config_secret: None,
     }
 }
 
@@ -603,9 +616,19 @@ fn mara(pipeline: &Pipeline) -> String {
 
 /// The `mara` command lines of the three kinds of job.
 fn open_command(pipeline: &Pipeline) -> String {
+    // The stack configuration from a CI secret: a GitLab file variable is a path; a GitHub
+    // secret is the file's text, written to the runner's temporary directory first.
+    let (before, config) = match (&pipeline.config_secret, pipeline.system) {
+        (None, _) => (String::new(), String::new()),
+        (Some(name), CiSystem::Gitlab) => (String::new(), format!(" --config \"${name}\"")),
+        (Some(name), CiSystem::Github) => (
+            format!("printf '%s\\n' \"${name}\" > \"$RUNNER_TEMP/mara-stack-config.yaml\" && "),
+            " --config \"$RUNNER_TEMP/mara-stack-config.yaml\"".to_string(),
+        ),
+    };
     with_selection(
         format!(
-            "{} ci open --run \"$MARA_RUN\" --operation {}",
+            "{before}{} ci open --run \"$MARA_RUN\" --operation {}{config}",
             mara(pipeline),
             operation_word(pipeline.operation)
         ),

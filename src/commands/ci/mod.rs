@@ -66,6 +66,7 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
             env,
             vars,
             oidc,
+            config_secret,
             selection,
         } => generate::generate(
             settings,
@@ -76,6 +77,7 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
                 env,
                 vars,
                 oidc,
+                config_secret,
                 selection,
             },
             (file, check),
