@@ -206,8 +206,6 @@ impl DirLock {
     }
 }
 
-/// Whether `path` is a regular file (following symlinks): the only kind mara opens to read
-/// what something else may have put there.
 /// Makes mara's own directory `dir` (the workspace's `.mara/`), ignored by git: a `.gitignore`
 /// holding `*` is written in it when it has none (and never rewritten), as cargo and pytest do for
 /// theirs — it holds kubeconfigs, the ledger, logs and plans, none of which belongs in a commit.
@@ -240,6 +238,8 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
+/// Whether `path` is a regular file (following symlinks): the only kind mara opens to read
+/// what something else may have put there.
 pub fn is_regular(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }

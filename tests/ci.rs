@@ -891,6 +891,10 @@ fn credentials_reach_only_mara_s_steps_and_check_alone_checks_what_was_written()
             let env = step.get("env").and_then(Value::as_object);
             let mara_step = step["run"].as_str().is_some_and(|r| r.starts_with("mara "));
             match (mara_step, env) {
+                // The close job runs no engine: no credentials.
+                (true, Some(env)) if id == "mara-close" => {
+                    assert_eq!(env.keys().collect::<Vec<_>>(), ["MARA_LEDGER_URL"], "{id}");
+                }
                 (true, Some(env)) => {
                     assert_eq!(
                         env["DIGITALOCEAN_TOKEN"],
@@ -958,6 +962,73 @@ fn credentials_reach_only_mara_s_steps_and_check_alone_checks_what_was_written()
         "{err}"
     );
 
+    // What cannot be written is refused, each said.
+    for (args, said) in [
+        (
+            &["--env", "MARA_RUN"][..],
+            "MARA_RUN is one mara gives the jobs itself",
+        ),
+        (&["--env", "X", "--var", "X"], "X is given twice"),
+        (
+            &["--var", "MARA_SECRET_PROMETHEUS_ADMINPASS"],
+            "is one mara gives the jobs itself",
+        ),
+        (
+            &["--setup", "apt-get update\napt-get install -y x"],
+            "--setup is one line without a backquote",
+        ),
+    ] {
+        let mut all = vec!["ci", "generate", "github", "--file", "refused.yml"];
+        all.extend(args);
+        let (code, _, err) = mara(&copy, None, &all);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(said), "{args:?}: {err}");
+        assert!(!copy.root().join("refused.yml").exists());
+    }
+    let (code, _, err) = mara(&copy, None, &["ci", "generate", "gitlab", "--oidc"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--oidc is GitHub's"), "{err}");
+    // The stack configuration from a GitHub secret: the open step has it, written to a file.
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &[
+            "ci",
+            "generate",
+            "github",
+            "--config-secret",
+            "STACK_CFG",
+            "--file",
+            "cfg.yml",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let cfg: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(copy.root().join("cfg.yml")).unwrap())
+            .unwrap();
+    let open_step = cfg["jobs"]["mara-open"]["steps"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(open_step["env"]["STACK_CFG"], "${{ secrets.STACK_CFG }}");
+    let run = open_step["run"].as_str().unwrap();
+    assert!(run.starts_with("printf '%s\\n' \"$STACK_CFG\" > \"$RUNNER_TEMP/mara-stack-config.yaml\" && mara ci open"), "{run}");
+    assert!(
+        run.contains("--config \"$RUNNER_TEMP/mara-stack-config.yaml\""),
+        "{run}"
+    );
+    // `--check` alone finds the default file, and its options.
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &["ci", "generate", "gitlab", "--var", "REGION"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = mara(&copy, None, &["ci", "generate", "gitlab", "--check"]);
+    assert_eq!(code, 0, "{out}{err}");
+
     // And GitHub takes it as it is.
     let Some(tools) = node_tools() else {
         return;
@@ -1024,6 +1095,24 @@ fn a_run_carries_its_configuration_to_jobs_whose_checkouts_lack_it() {
         ],
     );
     assert_eq!(code, 0, "{err}");
+    // A `--config` file that holds nothing, or no YAML, is said of itself.
+    std::fs::write(opener.root().join("empty.yaml"), "").unwrap();
+    std::fs::write(opener.root().join("bad.yaml"), "config: [\n").unwrap();
+    for (file, said) in [
+        ("empty.yaml", "empty.yaml: holds no configuration"),
+        ("bad.yaml", "bad.yaml"),
+    ] {
+        let (code, _, err) = mara(
+            &opener,
+            Some(&url),
+            &["ci", "open", "--run", "c0", "--config", file],
+        );
+        assert_eq!(code, 3, "{err}");
+        assert!(
+            err.contains(said) && !err.contains("Pulumi.dev.yaml"),
+            "{err}"
+        );
+    }
     // A job's checkout without it: the run's is used.
     let job = Deployment::of("mara-local");
     shared_state(&job, state.path());
@@ -1112,7 +1201,7 @@ fn generate_says_when_the_runners_checkouts_will_lack_the_stack_s_files() {
     );
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("warning: config/pulumi/Pulumi.dev.yaml (the stack configuration) is ignored by git: the runners' checkouts will not have it; give `mara ci open` the file from a CI secret file"),
+        err.contains("warning: config/pulumi/Pulumi.dev.yaml (the stack configuration) is ignored by git: the runners' checkouts will not have it; keep it in a CI secret (a GitLab file variable, a GitHub secret) and generate with `--config-secret NAME`"),
         "{err}"
     );
     assert!(
@@ -1147,45 +1236,44 @@ fn a_pipeline_deploys_every_job_with_the_configuration_its_open_job_was_given() 
         "config/pulumi/Pulumi.*.yaml\n",
     )
     .unwrap();
-    let (code, _, err) = mara(
-        &copy,
-        None,
-        &[
-            "ci",
-            "generate",
-            "gitlab",
-            "--config-secret",
-            "MARA_STACK_CONFIG",
-            "--file",
-            ".gitlab-ci.yml",
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        !err.contains("ignored by git"),
-        "generated as the warning says: {err}"
-    );
-    std::fs::remove_file(&config).unwrap();
-    for args in [
-        &["init", "-q"][..],
-        &["add", "-A"],
-        &[
-            "-c",
-            "user.email=ci@mara",
-            "-c",
-            "user.name=ci",
-            "commit",
-            "-qm",
-            "the workspace",
-        ],
-    ] {
+    let git = |args: &[&str]| {
         let status = Command::new("git")
             .args(args)
             .current_dir(copy.root())
             .status()
             .unwrap();
         assert!(status.success(), "git {args:?}");
-    }
+    };
+    git(&["init", "-q"]);
+    let generate = |extra: &[&str]| {
+        let mut args = vec!["ci", "generate", "gitlab", "--file", ".gitlab-ci.yml"];
+        args.extend(extra);
+        mara(&copy, None, &args)
+    };
+    // Without a way in, the configuration git ignores is warned about.
+    let (code, _, err) = generate(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("Pulumi.dev.yaml (the stack configuration) is ignored by git"),
+        "{err}"
+    );
+    let (code, _, err) = generate(&["--config-secret", "MARA_STACK_CONFIG"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !err.contains("ignored by git"),
+        "generated as the warning says: {err}"
+    );
+    std::fs::remove_file(&config).unwrap();
+    git(&["add", "-A"]);
+    git(&[
+        "-c",
+        "user.email=ci@mara",
+        "-c",
+        "user.name=ci",
+        "commit",
+        "-qm",
+        "the workspace",
+    ]);
     let variables = [
         format!("MARA_LEDGER_URL={url}"),
         format!("MARA_STACK_CONFIG={}", secret.path().display()),

@@ -3,7 +3,7 @@
 //! edges, reversed for destroy), and a job that always runs closes it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::cli::{CiCommand, CiOperation, CiSystem, SelectionArgs};
 use crate::deployment::Deployment;
@@ -90,7 +90,39 @@ pub struct Asked {
     pub selection: SelectionArgs,
 }
 
+/// Variables mara itself gives the jobs: not for `--env` or `--var`.
+const MARAS_OWN: [&str; 6] = [
+    "MARA_LEDGER_URL",
+    "MARA_RUN",
+    "MARA_STACK",
+    "MARA_PROVIDER",
+    "PATH",
+    "HOME",
+];
+
 impl Asked {
+    /// What cannot be written: a setup on more than one line or with a backquote (it would break
+    /// the file, or its header's record of it), OIDC on GitLab.
+    fn refused(&self) -> Result<()> {
+        if let Some(setup) = &self.setup
+            && setup.contains(['\n', '\r', '`'])
+        {
+            return Err(Error::usage(
+                Problem::new("--setup is one line without a backquote: it is written into the file and its header")
+                    .hint("put the commands in a script of the repository and give `--setup 'sh ./ci/setup.sh'`, or join them with `&&` and use $(…)"),
+            ));
+        }
+        if self.oidc && self.system == CiSystem::Gitlab {
+            return Err(Error::usage(
+                Problem::new(
+                    "--oidc is GitHub's: a GitLab job gets its OIDC token from `id_tokens:`",
+                )
+                .hint("leave it out for GitLab"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Nothing asked but the system (and where the file is): `--check` takes the rest from
     /// the file's header.
     fn is_bare(&self) -> bool {
@@ -104,6 +136,14 @@ impl Asked {
     }
 }
 
+/// Where the file is: the `--file` its header records, the file written or checked (`None`:
+/// the default one), and whether it is only checked.
+struct Where {
+    recorded: Option<PathBuf>,
+    path: Option<PathBuf>,
+    check: bool,
+}
+
 pub fn generate(
     settings: &Settings,
     asked: Asked,
@@ -111,25 +151,48 @@ pub fn generate(
 ) -> Result<()> {
     // `--check` alone: the file is checked against what its header says it was written with.
     if check && asked.is_bare() {
-        let here =
-            std::env::current_dir().map_err(|e| Error::read(std::path::Path::new("."), e))?;
-        let written = file
-            .as_ref()
-            .map(|f| here.join(f))
-            .and_then(|f| crate::workspace::read_input(&f).ok());
-        if let Some((then, settings_then)) =
+        let here = std::env::current_dir().map_err(|e| Error::read(Path::new("."), e))?;
+        let path = match &file {
+            Some(file) => Some(here.join(file)),
+            None => default_path(settings, asked.system).ok(),
+        };
+        let written = path.and_then(|p| crate::workspace::read_input(&p).ok());
+        if let Some((then, settings_then, recorded)) =
             written.as_deref().and_then(|t| header_asked(t, settings))
             && then.system == asked.system
         {
-            return write_or_check(&settings_then, then, (file, check));
+            let at = Where {
+                recorded,
+                path: file,
+                check,
+            };
+            return write_or_check(&settings_then, then, at);
         }
     }
-    write_or_check(settings, asked, (file, check))
+    let at = Where {
+        recorded: file.clone(),
+        path: file,
+        check,
+    };
+    write_or_check(settings, asked, at)
 }
 
-/// The options the header of a file mara wrote records (its first line's command), and the
-/// settings with its stack and provider; `None` when the text has no such header.
-fn header_asked(text: &str, settings: &Settings) -> Option<(Asked, Settings)> {
+/// The file `ci generate` writes by default for `system`, with the operation `up`.
+fn default_path(settings: &Settings, system: CiSystem) -> Result<PathBuf> {
+    let deployment = Deployment::load(settings)?;
+    let stack = deployment.files.required_stack()?;
+    let repository = repository_root(&deployment.files.workspace.root);
+    Ok(repository.join(default_file(
+        system,
+        CiOperation::default(),
+        stack.name.as_str(),
+    )))
+}
+
+/// The options the header of a file mara wrote records (its first line's command), the settings
+/// with its workspace, stack and provider where this invocation names none, and its `--file`;
+/// `None` when the text has no such header.
+fn header_asked(text: &str, settings: &Settings) -> Option<(Asked, Settings, Option<PathBuf>)> {
     let line = text.lines().next()?;
     let command = line.strip_prefix("# Written by `")?.split('`').next()?;
     let words = shell_words(command)?;
@@ -143,16 +206,25 @@ fn header_asked(text: &str, settings: &Settings) -> Option<(Asked, Settings)> {
         oidc,
         config_secret,
         selection,
+        file,
         ..
     }) = cli.command
     else {
         return None;
     };
     let mut settings = settings.clone();
-    if let Some(stack) = cli.global.stack {
-        settings.stack = Some(stack);
+    // The header's `-C` is from the repository's root, where the check runs.
+    if let Some(dir) = cli
+        .global
+        .cwd
+        .filter(|_| settings.start_dir == Path::new("."))
+    {
+        settings.start_dir = dir;
     }
-    if let Some(provider) = cli.global.provider {
+    if settings.stack.is_none() {
+        settings.stack = cli.global.stack;
+    }
+    if let (None, Some(provider)) = (&settings.provider, cli.global.provider) {
         settings.provider = Some((provider, crate::settings::ProviderSource::Flag));
     }
     let asked = Asked {
@@ -165,7 +237,7 @@ fn header_asked(text: &str, settings: &Settings) -> Option<(Asked, Settings)> {
         config_secret,
         selection,
     };
-    Some((asked, settings))
+    Some((asked, settings, file))
 }
 
 /// A command line as `shell_quoted` writes it, split into its words (single quotes, `'\''`
@@ -203,11 +275,8 @@ fn shell_words(line: &str) -> Option<Vec<String>> {
     Some(words)
 }
 
-fn write_or_check(
-    settings: &Settings,
-    asked: Asked,
-    (file, check): (Option<PathBuf>, bool),
-) -> Result<()> {
+fn write_or_check(settings: &Settings, asked: Asked, at: Where) -> Result<()> {
+    asked.refused()?;
     let Asked {
         system,
         operation,
@@ -250,7 +319,7 @@ fn write_or_check(
     }
     pipeline.workspace_dir = workspace_dir;
     pipeline.setup = setup;
-    pipeline.file = file.clone();
+    pipeline.file = at.recorded.clone();
     (pipeline.env, pipeline.vars, pipeline.oidc) = (env, vars, oidc);
     pipeline.config_secret = config_secret;
     let text = match system {
@@ -269,7 +338,7 @@ fn write_or_check(
     // A file named on the command line is where mara runs, as `--report` is (`-C` names the
     // workspace, not the file); the default one is in the repository's root, where CI looks.
     let here = std::env::current_dir().map_err(|e| Error::read(std::path::Path::new("."), e))?;
-    let path = match file {
+    let path = match &at.path {
         Some(file) => here.join(file),
         None => repository.join(default_file(system, operation, stack.name.as_str())),
     };
@@ -278,10 +347,11 @@ fn write_or_check(
         .unwrap_or(&path)
         .display()
         .to_string();
-    if check {
+    if at.check {
         return checked(&path, &shown, &text, &pipeline, settings.output);
     }
-    for warning in ignored_inputs(files, &repository) {
+    pipeline.refused_names()?;
+    for warning in ignored_inputs(files, &repository, pipeline.config_secret.is_some()) {
         eprintln!("{warning}");
     }
     if let Some(dir) = path.parent() {
@@ -346,16 +416,18 @@ fn checked(
 fn ignored_inputs(
     files: &crate::deployment::StackFiles,
     repository: &std::path::Path,
+    config_secret: bool,
 ) -> Vec<String> {
     let workspace = &files.workspace;
     let mut found = Vec::new();
     let stack = files.stack.as_ref();
-    let config = stack.map(|s| workspace.stack_config_file(&s.name));
+    // With `--config-secret`, the pipeline has its own way to the stack configuration.
+    let config = (stack.filter(|_| !config_secret)).map(|s| workspace.stack_config_file(&s.name));
     for (file, what, how) in [
         (
             config,
             "the stack configuration",
-            "give `mara ci open` the file from a CI secret file (`--config \"$MARA_STACK_CONFIG\"` in the open job): the run carries it to every job",
+            "keep it in a CI secret (a GitLab file variable, a GitHub secret) and generate with `--config-secret NAME`: the open job gives it to `mara ci open --config`, and the run carries it to every job",
         ),
         (
             Some(workspace.env_file()),
@@ -460,7 +532,10 @@ fn command_args(pipeline: &Pipeline) -> String {
         args.push(format!("--config-secret {name}"));
     }
     if let Some(file) = &pipeline.file {
-        args.push(format!("--file {}", file.display()));
+        args.push(format!(
+            "--file {}",
+            shell_word(&file.display().to_string())
+        ));
     }
     args.join(" ")
 }
@@ -468,6 +543,16 @@ fn command_args(pipeline: &Pipeline) -> String {
 /// The command that writes the pipeline again, from the repository's root.
 fn regenerate(pipeline: &Pipeline) -> String {
     format!("{} ci generate {}", mara(pipeline), command_args(pipeline))
+}
+
+/// `text` as one shell word, quoted only when it needs it.
+fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && (text.chars()).all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c));
+    match plain {
+        true => text.to_string(),
+        false => shell_quoted(text),
+    }
 }
 
 /// `text` as one shell word.
@@ -538,9 +623,10 @@ fn pipeline(
     }
     let settings = &deployment.files.workspace.settings;
     let secrets_project = &settings.secrets_project;
-    let all_secrets: BTreeSet<String> = order
-        .iter()
-        .flat_map(|&i| graph.project(i).secrets.iter().map(|s| s.env_var()))
+    // The secrets project stores every project's secrets, selected or not: the open job's checks
+    // and its job need them all.
+    let all_secrets: BTreeSet<String> = (0..graph.len())
+        .flat_map(|i| graph.project(i).secrets.iter().map(|s| s.env_var()))
         .collect();
     let jobs = order
         .iter()
@@ -665,7 +751,8 @@ fn quoted(text: &str) -> String {
     serde_json::to_string(text).expect("a string serializes")
 }
 
-fn github(pipeline: &Pipeline) -> String {
+/// A workflow's header, trigger, permissions, concurrency and variables.
+fn github_head(pipeline: &Pipeline) -> String {
     let mut out = header(pipeline);
     let operation = operation_word(pipeline.operation);
     // `--oidc`: the token a cloud login action asks GitHub for, and nothing more.
@@ -689,18 +776,28 @@ fn github(pipeline: &Pipeline) -> String {
     out.push_str(&format!("  MARA_STACK: {}\n", quoted(&pipeline.stack)));
     // A workflow run's id is unique across GitHub.
     out.push_str("  MARA_RUN: gh-${{ github.run_id }}-${{ github.run_attempt }}\n");
+    out
+}
+
+fn github(pipeline: &Pipeline) -> String {
+    let mut out = github_head(pipeline);
     // The secrets reach mara's own step only: not the checkout, not the setup; and each job's
     // only those it needs.
-    let secrets = |names: &BTreeSet<String>| {
+    // The engines' credentials (`--env`, `--var`) go to the jobs that run engines, not the close.
+    let secrets = |names: &BTreeSet<String>, credentials: bool| {
         let mut env = String::from(
             "        env:\n          MARA_LEDGER_URL: ${{ secrets.MARA_LEDGER_URL }}\n",
         );
-        for secret in names.iter().chain(&pipeline.env) {
+        let (env_names, var_names): (&[String], &[String]) = match credentials {
+            true => (&pipeline.env, &pipeline.vars),
+            false => (&[], &[]),
+        };
+        for secret in names.iter().chain(env_names) {
             env.push_str(&format!(
                 "          {secret}: ${{{{ secrets.{secret} }}}}\n"
             ));
         }
-        for var in &pipeline.vars {
+        for var in var_names {
             env.push_str(&format!("          {var}: ${{{{ vars.{var} }}}}\n"));
         }
         env
@@ -723,16 +820,22 @@ fn github(pipeline: &Pipeline) -> String {
         if let Some(setup) = &pipeline.setup {
             out.push_str(&format!("      - run: {}\n", quoted(setup)));
         }
-        out.push_str(&format!("      - run: {}\n{}", quoted(run), secrets(names)));
+        out.push_str(&format!(
+            "      - run: {}\n{}",
+            quoted(run),
+            secrets(names, id != "mara-close")
+        ));
     };
     let open = ("mara-open", "open the run");
+    let mut open_secrets = pipeline.secrets.clone();
+    open_secrets.extend(pipeline.config_secret.clone());
     job(
         &mut out,
         open,
         &[],
         false,
         &open_command(pipeline),
-        &pipeline.secrets,
+        &open_secrets,
     );
     for j in &pipeline.jobs {
         out.push('\n');
@@ -762,6 +865,28 @@ fn github(pipeline: &Pipeline) -> String {
 }
 
 impl Pipeline {
+    /// `--env` and `--var` names each given once, and none mara gives the jobs itself.
+    fn refused_names(&self) -> Result<()> {
+        let mut seen = BTreeSet::new();
+        let mut problems = Vec::new();
+        for name in self.env.iter().chain(&self.vars) {
+            if !seen.insert(name) {
+                problems.push(Problem::new(format!(
+                    "{name} is given twice (--env, --var)"
+                )));
+            } else if MARAS_OWN.contains(&name.as_str()) || self.secrets.contains(name) {
+                problems.push(
+                    Problem::new(format!("{name} is one mara gives the jobs itself"))
+                        .hint("leave it out: the pipeline takes it from the CI's store already"),
+                );
+            }
+        }
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(Error::UsageProblems(problems)),
+        }
+    }
+
     /// The secrets the job `j` gets: its project's, and the engines'.
     fn job_secrets(&self, j: &Job) -> BTreeSet<String> {
         j.secrets.union(&self.engine_secrets).cloned().collect()
@@ -813,7 +938,7 @@ fn gitlab(pipeline: &Pipeline) -> String {
     // close job after them records the run as it went. A job that skipped its project exits 7,
     // which GitLab shows as a warning, not as a success (docs/commands.md, "ci").
     // GitLab gives every job every CI/CD variable: a project's job unsets the secrets that are
-    // not its own before mara starts.
+    // not its own before anything runs — its own setup included, which then comes after.
     for j in &pipeline.jobs {
         let withheld = pipeline.withheld(j);
         let unset = match withheld.is_empty() {
@@ -823,8 +948,17 @@ fn gitlab(pipeline: &Pipeline) -> String {
                 quoted(&format!("unset {}", withheld.join(" ")))
             ),
         };
+        let first = match (&pipeline.setup, unset.is_empty()) {
+            (Some(setup), false) => format!("  before_script:\n{unset}    - {}\n", quoted(setup)),
+            _ => String::new(),
+        };
+        let unset = if first.is_empty() {
+            unset
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "\n{}:\n  stage: mara-projects\n  needs: [{}]\n  when: always\n  allow_failure:\n    exit_codes: [7]\n  script:\n{unset}    - {}\n",
+            "\n{}:\n  stage: mara-projects\n  needs: [{}]\n  when: always\n  allow_failure:\n    exit_codes: [7]\n{first}  script:\n{unset}    - {}\n",
             j.id,
             j.needs.join(", "),
             quoted(&project_command(pipeline, &j.path))

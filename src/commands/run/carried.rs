@@ -6,7 +6,7 @@
 
 use super::Invocation;
 use crate::deployment::StackFiles;
-use crate::error::{Error, Result};
+use crate::error::{Error, Problem, Result};
 use crate::ledger::{self, RunInputs};
 use crate::workspace::envfile;
 use crate::workspace::stack_config::StackConfigFile;
@@ -19,6 +19,14 @@ impl Invocation<'_> {
         if let Some(file) = run.open.as_ref().and_then(|o| o.config.as_ref()) {
             let stack = files.required_stack()?;
             let text = crate::workspace::read_input(file).map_err(|e| Error::read(file, e))?;
+            // Read as itself first: what is wrong in it is said of it.
+            if let StackConfigFile::Empty { .. } = StackConfigFile::from_text(file, text.clone())? {
+                return Err(Error::config(
+                    Problem::new("holds no configuration")
+                        .in_file(file.clone())
+                        .hint("--config names the stack configuration the run carries to its jobs"),
+                ));
+            }
             let path = files.workspace.stack_config_file(&stack.name);
             files.config = Some(StackConfigFile::from_text(&path, text)?);
         }
@@ -113,28 +121,43 @@ fn without_secrets(text: &str) -> String {
 }
 
 /// Whether an environment file's line sets a secret, by its variable's name: mara's secrets,
-/// the ledger's URL (it may hold a password), and any name that says password, passphrase,
-/// token, secret, credential, private or access key, or ends in `_KEY`.
+/// the ledger's URL (it may hold a password), any name that says pass (password, passphrase),
+/// pwd, token, secret, credential, private, access key or API key, or ends in `_KEY`, and any URL
+/// with a password in it.
 fn is_secret_line(line: &str) -> bool {
     let line = line.trim_start();
     let line = line.strip_prefix("export ").unwrap_or(line);
-    let Some((name, _)) = line.split_once('=') else {
+    let Some((name, value)) = line.split_once('=') else {
         return false;
     };
     let name = name.trim().to_ascii_uppercase();
-    const SAYS: [&str; 7] = [
-        "PASSWORD",
-        "PASSPHRASE",
+    const SAYS: [&str; 9] = [
+        "PASS",
+        "PWD",
         "TOKEN",
         "SECRET",
         "CREDENTIAL",
         "PRIVATE",
         "ACCESS_KEY",
+        "API_KEY",
+        "APIKEY",
     ];
     name.starts_with("MARA_SECRET_")
         || name == "MARA_LEDGER_URL"
         || name.ends_with("_KEY")
         || SAYS.iter().any(|word| name.contains(word))
+        || holds_a_password(value)
+}
+
+/// Whether a value is a URL with a password in it (`scheme://user:password@host`).
+fn holds_a_password(value: &str) -> bool {
+    let Some((_, rest)) = value.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(user, _)| user.contains(':'))
 }
 
 #[cfg(test)]
@@ -143,10 +166,10 @@ mod tests {
 
     #[test]
     fn what_a_run_carries_of_the_environment_file_holds_no_secret() {
-        let text = "# the stack\nPULUMI_STACK=dev\nexport AWS_REGION=eu-west-1\nPULUMI_CONFIG_PASSPHRASE=x\nMARA_SECRET_DB_PWD=y\nAWS_SECRET_ACCESS_KEY=z\nAWS_ACCESS_KEY_ID=k\nGITHUB_TOKEN=t\nMARA_LEDGER_URL=postgres://u:p@h/d\nPGPASSWORD=p\n";
+        let text = "# the stack\nPULUMI_STACK=dev\nexport AWS_REGION=eu-west-1\nPULUMI_CONFIG_PASSPHRASE=x\nMARA_SECRET_DB_PWD=y\nAWS_SECRET_ACCESS_KEY=z\nAWS_ACCESS_KEY_ID=k\nGITHUB_TOKEN=t\nMARA_LEDGER_URL=postgres://u:p@h/d\nPGPASSWORD=p\nDATABASE_URL=postgres://admin:hunter2@db/app\nPGPASS=p\nTF_VAR_db_pass=p\nAPIKEY=k\nDD_API_KEY_ID=k\nPULUMI_BACKEND_URL=s3://bucket/state\n";
         assert_eq!(
             without_secrets(text),
-            "PULUMI_STACK=dev\nexport AWS_REGION=eu-west-1\n"
+            "PULUMI_STACK=dev\nexport AWS_REGION=eu-west-1\nPULUMI_BACKEND_URL=s3://bucket/state\n"
         );
     }
 }
