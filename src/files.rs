@@ -209,8 +209,15 @@ impl DirLock {
 /// Makes mara's own directory `dir` (the workspace's `.mara/`), ignored by git: a `.gitignore`
 /// holding `*` is written in it when it has none (and never rewritten), as cargo and pytest do for
 /// theirs — it holds kubeconfigs, the ledger, logs and plans, none of which belongs in a commit.
+/// Only in a directory mara makes, or one named `.mara`: a `state_dir` set to a directory of the
+/// repository's own (`.`) must not hide the repository.
 pub fn own_dir(dir: &Path) -> std::io::Result<()> {
+    let made = !dir.exists();
     std::fs::create_dir_all(dir)?;
+    let named = dir.file_name().is_some_and(|n| n == ".mara");
+    if !made && !named {
+        return Ok(());
+    }
     let ignore = dir.join(".gitignore");
     match std::fs::OpenOptions::new()
         .write(true)

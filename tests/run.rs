@@ -1701,3 +1701,23 @@ fn the_state_directory_is_ignored_by_git_and_its_ignore_file_left_alone() {
     assert!(output.status.success(), "{}", common::stderr(&output));
     assert_eq!(std::fs::read_to_string(&ignore).unwrap(), "ledger.db\n");
 }
+
+/// A state directory set to the workspace's own root is no directory of mara's: no ignore file
+/// there would hide the repository.
+#[test]
+fn a_state_directory_that_is_the_workspace_gets_no_ignore_file() {
+    let d = Deployment::new();
+    let toml = d.root().join("mara.toml");
+    let text = std::fs::read_to_string(&toml).unwrap_or_default();
+    std::fs::write(&toml, format!("state_dir = \".\"\n{text}")).unwrap();
+    // Without an ignore file of the repository's own.
+    let _ = std::fs::remove_file(d.root().join(".gitignore"));
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--only", "cluster"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(d.root().join("ledger.db").exists() || d.root().join("kube").exists());
+    assert!(!d.root().join(".gitignore").exists());
+}
