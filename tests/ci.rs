@@ -501,6 +501,17 @@ fn a_job_joins_only_an_open_run_and_stops_when_it_is_cancelled() {
         said,
         serde_json::json!({"run_id": "gl-1", "opened": false, "open_already": true})
     );
+    // Another operation under the same id is not the same run.
+    let (code, _, err) = mara(
+        &copy,
+        Some(&url),
+        &["ci", "open", "--run", "gl-1", "--operation", "destroy"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("run `gl-1` is open already as up of stack dev, not destroy of stack dev"),
+        "{err}"
+    );
     let (code, out, err) = join("kubeconfig", "gl-1");
     assert_eq!(code, 7, "a job that ran nothing is not a success: {err}");
     assert!(

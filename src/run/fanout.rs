@@ -19,11 +19,25 @@ use crate::status::{ProjectStatus, RunStatus};
 
 /// What `ci open` finds of a run of its id: none yet, or one open already (a retried job).
 /// A run that was closed cannot be opened again.
-pub fn open_already(ledger: Option<&dyn Ledger>, run_id: &str) -> Result<bool> {
+pub fn open_already(
+    ledger: Option<&dyn Ledger>,
+    run_id: &str,
+    (operation, stack): (Operation, &str),
+) -> Result<bool> {
     let Some(found) = ledger.map(|l| l.run(run_id)).transpose()?.flatten() else {
         return Ok(false);
     };
     match found.status {
+        // A retried open job is the same open; another operation or stack under the id is not.
+        RunStatus::Running if found.operation != operation || found.stack != stack => {
+            Err(Error::usage(
+                Problem::new(format!(
+                    "run `{run_id}` is open already as {} of stack {}, not {operation} of stack {stack}",
+                    found.operation, found.stack
+                ))
+                .hint("a run id names one pipeline: give this one an id of its own"),
+            ))
+        }
         RunStatus::Running => Ok(true),
         status => Err(Error::usage(Problem::new(format!(
             "run `{run_id}` is {status} already: it cannot be opened again"

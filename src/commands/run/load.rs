@@ -312,7 +312,8 @@ impl Invocation<'_> {
         if let Some(open) = &run.open {
             let selected = &loaded.selected;
             fanout::open(ledger.place(), &loaded.with_secrets, deployment, selected)?;
-            if run::fanout::open_already(ledger.existing()?, &open.run_id)? {
+            let this = (run.operation, loaded.stack.name.as_str());
+            if run::fanout::open_already(ledger.existing()?, &open.run_id, this)? {
                 let said = match self.settings.output {
                     crate::settings::OutputFormat::Json => format!(
                         "{:#}\n",
