@@ -449,46 +449,50 @@ fn variable_name(name: &str) -> Result<String, String> {
     }
 }
 
+/// What `mara ci generate` takes.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    #[arg(value_enum)]
+    pub system: CiSystem,
+    /// The operation the pipeline runs
+    #[arg(long, value_enum, default_value_t)]
+    pub operation: CiOperation,
+    /// Where to write it [default, in the repository's root:
+    /// .github/workflows/mara-STACK-OPERATION.yml, or mara-STACK-OPERATION.gitlab-ci.yml]
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Write nothing; exit 4 when the file differs from what would be written
+    #[arg(long)]
+    pub check: bool,
+    /// A command every job runs first, to put mara and the engines on the runner (written
+    /// into the file)
+    #[arg(long, value_name = "COMMAND")]
+    pub setup: Option<String>,
+    /// A secret of the CI's secret store given to mara's steps (cloud credentials:
+    /// AWS_SECRET_ACCESS_KEY, DIGITALOCEAN_TOKEN, PULUMI_ACCESS_TOKEN, …); repeatable
+    #[arg(long = "env", value_name = "NAME", value_parser = variable_name)]
+    pub env: Vec<String>,
+    /// A plain variable given to mara's steps (GitHub's `vars.NAME`, a GitLab CI/CD
+    /// variable); repeatable
+    #[arg(long = "var", value_name = "NAME", value_parser = variable_name)]
+    pub vars: Vec<String>,
+    /// Let the jobs log in to a cloud with GitHub's OIDC token (`permissions: id-token:
+    /// write`)
+    #[arg(long)]
+    pub oidc: bool,
+    /// The stack configuration comes from this CI secret (a GitLab file variable, a GitHub
+    /// secret holding the file), given to `ci open --config`: for a repository without it
+    #[arg(long, value_name = "NAME", value_parser = variable_name)]
+    pub config_secret: Option<String>,
+    #[command(flatten)]
+    pub selection: SelectionArgs,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum CiCommand {
     /// Write a GitHub Actions workflow or a GitLab CI pipeline: a job that opens the run, one job
     /// per project (needs: the graph's edges), a job that closes it
-    Generate {
-        #[arg(value_enum)]
-        system: CiSystem,
-        /// The operation the pipeline runs
-        #[arg(long, value_enum, default_value_t)]
-        operation: CiOperation,
-        /// Where to write it [default, in the repository's root:
-        /// .github/workflows/mara-STACK-OPERATION.yml, or mara-STACK-OPERATION.gitlab-ci.yml]
-        #[arg(long, value_name = "FILE")]
-        file: Option<PathBuf>,
-        /// Write nothing; exit 4 when the file differs from what would be written
-        #[arg(long)]
-        check: bool,
-        /// A command every job runs first, to put mara and the engines on the runner (written
-        /// into the file)
-        #[arg(long, value_name = "COMMAND")]
-        setup: Option<String>,
-        /// A secret of the CI's secret store given to mara's steps (cloud credentials:
-        /// AWS_SECRET_ACCESS_KEY, DIGITALOCEAN_TOKEN, PULUMI_ACCESS_TOKEN, …); repeatable
-        #[arg(long = "env", value_name = "NAME", value_parser = variable_name)]
-        env: Vec<String>,
-        /// A plain variable given to mara's steps (GitHub's `vars.NAME`, a GitLab CI/CD
-        /// variable); repeatable
-        #[arg(long = "var", value_name = "NAME", value_parser = variable_name)]
-        vars: Vec<String>,
-        /// Let the jobs log in to a cloud with GitHub's OIDC token (`permissions: id-token:
-        /// write`)
-        #[arg(long)]
-        oidc: bool,
-        /// The stack configuration comes from this CI secret (a GitLab file variable, a GitHub
-        /// secret holding the file), given to `ci open --config`: for a repository without it
-        #[arg(long, value_name = "NAME", value_parser = variable_name)]
-        config_secret: Option<String>,
-        #[command(flatten)]
-        selection: SelectionArgs,
-    },
+    Generate(GenerateArgs),
     /// Open a fanned-out run: check everything `up` checks, record the run, take the stack's lock
     Open {
         /// The run's id (the pipeline's, so that every job names the same run)

@@ -560,7 +560,7 @@ pub fn record_init(stamp: &InitStamp) {
     }
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

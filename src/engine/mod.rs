@@ -362,8 +362,13 @@ pub type PlannedOutputs = BTreeMap<String, PlannedOutput>;
 /// that two plans that do the same thing have the same digest, and no two that differ in a value
 /// do. Secrets count by their digest alone, never kept.
 pub fn plan_digest(content: &serde_json::Value) -> String {
+    sha256(&content.to_string())
+}
+
+/// `sha256:<hex>` of `text`: how a plan's digest, and a secret an approval compares, are kept.
+pub fn sha256(text: &str) -> String {
     use sha2::Digest;
-    let digest = sha2::Sha256::digest(content.to_string().as_bytes());
+    let digest = sha2::Sha256::digest(text.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
 }

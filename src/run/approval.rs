@@ -76,11 +76,7 @@ pub fn resources(diff: &[ResourceDiff]) -> Vec<String> {
 pub fn fingerprint(value: &str, secret: bool) -> String {
     match secret {
         false => value.to_string(),
-        true => {
-            use sha2::Digest;
-            let digest = sha2::Sha256::digest(value.as_bytes());
-            format!("sha256:{}", crate::fingerprint::hex(&digest))
-        }
+        true => crate::engine::sha256(value),
     }
 }
 

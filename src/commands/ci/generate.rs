@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::cli::{CiCommand, CiOperation, CiSystem, SelectionArgs};
+use crate::cli::{CiCommand, CiOperation, CiSystem, GenerateArgs, SelectionArgs};
 use crate::deployment::Deployment;
 use crate::error::{Error, Problem, Result};
 use crate::graph::{Plan, Selection};
@@ -101,6 +101,34 @@ const MARAS_OWN: [&str; 6] = [
 ];
 
 impl Asked {
+    /// What `ci generate` is asked, and where the file is (`--file`, `--check`): from the
+    /// command line, or the command a file's header records.
+    pub fn of(args: GenerateArgs) -> (Asked, (Option<PathBuf>, bool)) {
+        let GenerateArgs {
+            system,
+            operation,
+            file,
+            check,
+            setup,
+            env,
+            vars,
+            oidc,
+            config_secret,
+            selection,
+        } = args;
+        let asked = Asked {
+            system,
+            operation,
+            setup,
+            env,
+            vars,
+            oidc,
+            config_secret,
+            selection,
+        };
+        (asked, (file, check))
+    }
+
     /// What cannot be written: a setup on more than one line or with a backquote (it would break
     /// the file, or its header's record of it), OIDC on GitLab.
     fn refused(&self) -> Result<()> {
@@ -197,21 +225,10 @@ fn header_asked(text: &str, settings: &Settings) -> Option<(Asked, Settings, Opt
     let command = line.strip_prefix("# Written by `")?.split('`').next()?;
     let words = shell_words(command)?;
     let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(words).ok()?;
-    let crate::cli::Command::Ci(CiCommand::Generate {
-        system,
-        operation,
-        setup,
-        env,
-        vars,
-        oidc,
-        config_secret,
-        selection,
-        file,
-        ..
-    }) = cli.command
-    else {
+    let crate::cli::Command::Ci(CiCommand::Generate(args)) = cli.command else {
         return None;
     };
+    let (asked, (file, _)) = Asked::of(args);
     let mut settings = settings.clone();
     // The header's `-C` is from the repository's root, where the check runs.
     if let Some(dir) = cli
@@ -227,16 +244,6 @@ fn header_asked(text: &str, settings: &Settings) -> Option<(Asked, Settings, Opt
     if let (None, Some(provider)) = (&settings.provider, cli.global.provider) {
         settings.provider = Some((provider, crate::settings::ProviderSource::Flag));
     }
-    let asked = Asked {
-        system,
-        operation,
-        setup,
-        env,
-        vars,
-        oidc,
-        config_secret,
-        selection,
-    };
     Some((asked, settings, file))
 }
 

@@ -57,31 +57,10 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
             run::start(settings, workspace, &open)
         }
         CiCommand::Close { run, report, junit } => close(settings, &run, report, junit),
-        CiCommand::Generate {
-            system,
-            operation,
-            file,
-            check,
-            setup,
-            env,
-            vars,
-            oidc,
-            config_secret,
-            selection,
-        } => generate::generate(
-            settings,
-            generate::Asked {
-                system,
-                operation,
-                setup,
-                env,
-                vars,
-                oidc,
-                config_secret,
-                selection,
-            },
-            (file, check),
-        ),
+        CiCommand::Generate(args) => {
+            let (asked, at) = generate::Asked::of(args);
+            generate::generate(settings, asked, at)
+        }
     }
 }
 
