@@ -173,13 +173,12 @@ impl Prepared {
             changed => format!("its inputs changed ({}), and ", changed.join(", ")),
         };
         let reason = format!("the approved plan no longer holds: {inputs}{why}");
-        refusal(self.job.failed(None, String::new(), &self.log), reason)
+        refusal(self.job.ended(Outcome::Skipped { reason }, &self.log))
     }
 }
 
-/// `finished` as a refusal, for `reason`.
-fn refusal(mut finished: Finished, reason: String) -> Finished {
-    finished.outcome = Outcome::Skipped { reason };
+/// `finished`, skipped, as a refusal.
+fn refusal(mut finished: Finished) -> Finished {
     finished.preview.approval = Some(Held::Refused);
     finished
 }
@@ -212,7 +211,8 @@ pub(super) fn stale(mut finished: Finished) -> Finished {
         matches!(&finished.outcome, Outcome::Failed { reason, .. } if reason.contains(STALE));
     if said_stale && finished.preview.approval.is_none() {
         let reason = "the approved plan no longer holds: Terraform says it is stale (the state changed since it was made: another apply, or this plan applied already; save new plans)".to_string();
-        finished = refusal(finished, reason);
+        finished.outcome = Outcome::Skipped { reason };
+        finished = refusal(finished);
     }
     finished
 }

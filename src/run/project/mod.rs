@@ -137,8 +137,17 @@ impl Job {
             Outcome::Failed { code, reason }
         };
         Finished {
-            outcome,
             exit_code: code,
+            ..self.ended(outcome, log)
+        }
+    }
+
+    /// The project ended as `outcome` before its operation changed anything: its log, if it
+    /// has one, and whether it made its stack.
+    fn ended(&self, outcome: Outcome, log: &Option<std::fs::File>) -> Finished {
+        Finished {
+            outcome,
+            exit_code: None,
             changes: None,
             log: log.as_ref().map(|_| self.project.log.clone()),
             created_stack: self.created(),
@@ -150,31 +159,17 @@ impl Job {
     /// The project stopped before a step that changes its stack, the run draining (`reason`):
     /// its operation did not run.
     fn stopped_before(&self, reason: &str, log: &Option<std::fs::File>) -> Finished {
-        Finished {
-            outcome: Outcome::Skipped {
-                reason: format!("stopped before its {}: {reason}", self.operation),
-            },
-            exit_code: None,
-            changes: None,
-            log: log.as_ref().map(|_| self.project.log.clone()),
-            created_stack: self.created(),
-            preview: Default::default(),
-            outputs: None,
-        }
+        let reason = format!("stopped before its {}: {reason}", self.operation);
+        self.ended(Outcome::Skipped { reason }, log)
     }
 
     /// The project without its stack: not touched.
     fn absent(&self, code: Option<i32>, log: &Option<std::fs::File>) -> Finished {
+        let reason = absent(&self.project.context.stack);
         Finished {
-            outcome: Outcome::Absent {
-                reason: absent(&self.project.context.stack),
-            },
             exit_code: code,
-            changes: None,
-            log: log.as_ref().map(|_| self.project.log.clone()),
             created_stack: false,
-            preview: Default::default(),
-            outputs: None,
+            ..self.ended(Outcome::Absent { reason }, log)
         }
     }
 
@@ -262,11 +257,11 @@ impl Prepared {
         {
             Ok(resolved) => resolved,
             Err(unknown) if previewing => {
-                let mut finished = job.failed(None, String::new(), &self.log);
-                finished.outcome = Outcome::Waits {
+                let waits = Outcome::Waits {
                     on: unknown.on,
                     reason: unknown.reason,
                 };
+                let mut finished = job.ended(waits, &self.log);
                 if unknown.deferred {
                     finished.preview.planned_with = Some(PlannedWith::Deferred);
                 }
