@@ -1,0 +1,413 @@
+//! `mara ci generate github|gitlab`: the pipeline of a fanned-out run (docs/commands.md, "ci").
+//! A job opens the run, one job per project runs it within the run (its `needs:` the graph's
+//! edges, reversed for destroy), and a job that always runs closes it.
+
+mod github;
+mod gitlab;
+mod pipeline;
+
+use std::path::{Path, PathBuf};
+
+use crate::cli::{CiCommand, CiOperation, CiSystem, GenerateArgs, SelectionArgs};
+use crate::deployment::Deployment;
+use crate::error::{Error, Problem, Result};
+use crate::graph::{Plan, Selection};
+use crate::settings::Settings;
+use github::{GITHUB_MAX_FILE, GITHUB_MAX_JOBS};
+use pipeline::{Pipeline, operation_word, regenerate, selection_flags, system_word};
+
+/// What `mara ci generate` is asked for, besides where the file goes: what the file's header
+/// records, so that `--check` alone checks the file as it was written.
+pub struct Asked {
+    pub system: CiSystem,
+    pub operation: CiOperation,
+    pub setup: Option<String>,
+    /// `--env NAME`: secrets of the CI's store for mara's steps.
+    pub env: Vec<String>,
+    /// `--var NAME`: plain variables for mara's steps.
+    pub vars: Vec<String>,
+    /// `--oidc`: GitHub's `id-token: write`.
+    pub oidc: bool,
+    /// `--config-secret NAME`: the stack configuration from a CI secret.
+    pub config_secret: Option<String>,
+    pub selection: SelectionArgs,
+}
+
+impl Asked {
+    /// What `ci generate` is asked, and where the file is (`--file`, `--check`): from the
+    /// command line, or the command a file's header records.
+    pub fn of(args: GenerateArgs) -> (Asked, (Option<PathBuf>, bool)) {
+        let GenerateArgs {
+            system,
+            operation,
+            file,
+            check,
+            setup,
+            env,
+            vars,
+            oidc,
+            config_secret,
+            selection,
+        } = args;
+        let asked = Asked {
+            system,
+            operation,
+            setup,
+            env,
+            vars,
+            oidc,
+            config_secret,
+            selection,
+        };
+        (asked, (file, check))
+    }
+
+    /// What cannot be written: a setup on more than one line or with a backquote (it would break
+    /// the file, or its header's record of it), OIDC on GitLab.
+    fn refused(&self) -> Result<()> {
+        if let Some(setup) = &self.setup
+            && setup.contains(['\n', '\r', '`'])
+        {
+            return Err(Error::usage(
+                Problem::new("--setup is one line without a backquote: it is written into the file and its header")
+                    .hint("put the commands in a script of the repository and give `--setup 'sh ./ci/setup.sh'`, or join them with `&&` and use $(…)"),
+            ));
+        }
+        if self.oidc && self.system == CiSystem::Gitlab {
+            return Err(Error::usage(
+                Problem::new(
+                    "--oidc is GitHub's: a GitLab job gets its OIDC token from `id_tokens:`",
+                )
+                .hint("leave it out for GitLab"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Nothing asked but the system (and where the file is): `--check` takes the rest from
+    /// the file's header.
+    fn is_bare(&self) -> bool {
+        self.operation == CiOperation::default()
+            && self.setup.is_none()
+            && self.env.is_empty()
+            && self.vars.is_empty()
+            && !self.oidc
+            && self.config_secret.is_none()
+            && selection_flags(&self.selection).is_empty()
+    }
+}
+
+/// Where the file is: the `--file` its header records, the file written or checked (`None`:
+/// the default one), and whether it is only checked.
+struct Where {
+    recorded: Option<PathBuf>,
+    path: Option<PathBuf>,
+    check: bool,
+}
+
+pub fn generate(
+    settings: &Settings,
+    asked: Asked,
+    (file, check): (Option<PathBuf>, bool),
+) -> Result<()> {
+    // `--check` alone: the file is checked against what its header says it was written with.
+    if check && asked.is_bare() {
+        let here = std::env::current_dir().map_err(|e| Error::read(Path::new("."), e))?;
+        let path = match &file {
+            Some(file) => Some(here.join(file)),
+            None => default_path(settings, asked.system).ok(),
+        };
+        let written = path.and_then(|p| crate::workspace::read_input(&p).ok());
+        if let Some((then, settings_then, recorded)) =
+            written.as_deref().and_then(|t| header_asked(t, settings))
+            && then.system == asked.system
+        {
+            let at = Where {
+                recorded,
+                path: file,
+                check,
+            };
+            return write_or_check(&settings_then, then, at);
+        }
+    }
+    let at = Where {
+        recorded: file.clone(),
+        path: file,
+        check,
+    };
+    write_or_check(settings, asked, at)
+}
+
+/// The file `ci generate` writes by default for `system`, with the operation `up`.
+fn default_path(settings: &Settings, system: CiSystem) -> Result<PathBuf> {
+    let deployment = Deployment::load(settings)?;
+    let stack = deployment.files.required_stack()?;
+    let repository = repository_root(&deployment.files.workspace.root);
+    Ok(repository.join(default_file(
+        system,
+        CiOperation::default(),
+        stack.name.as_str(),
+    )))
+}
+
+/// The options the header of a file mara wrote records (its first line's command), the settings
+/// with its workspace, stack and provider where this invocation names none, and its `--file`;
+/// `None` when the text has no such header.
+fn header_asked(text: &str, settings: &Settings) -> Option<(Asked, Settings, Option<PathBuf>)> {
+    let line = text.lines().next()?;
+    let command = line.strip_prefix("# Written by `")?.split('`').next()?;
+    let words = shell_words(command)?;
+    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(words).ok()?;
+    let crate::cli::Command::Ci(CiCommand::Generate(args)) = cli.command else {
+        return None;
+    };
+    let (asked, (file, _)) = Asked::of(args);
+    let mut settings = settings.clone();
+    // The header's `-C` is from the repository's root, where the check runs.
+    if let Some(dir) = cli
+        .global
+        .cwd
+        .filter(|_| settings.start_dir == Path::new("."))
+    {
+        settings.start_dir = dir;
+    }
+    if settings.stack.is_none() {
+        settings.stack = cli.global.stack;
+    }
+    if let (None, Some(provider)) = (&settings.provider, cli.global.provider) {
+        settings.provider = Some((provider, crate::settings::ProviderSource::Flag));
+    }
+    Some((asked, settings, file))
+}
+
+/// A command line as `shell_quoted` writes it, split into its words (single quotes, `'\''`
+/// for a quote); `None` for one it does not write.
+fn shell_words(line: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let (mut quoted, mut started) = (false, false);
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                started = true;
+            }
+            '\\' if !quoted && chars.peek() == Some(&'\'') => {
+                word.push('\'');
+                chars.next();
+            }
+            ' ' if !quoted => {
+                if started || !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                started = false;
+            }
+            c => word.push(c),
+        }
+    }
+    if quoted {
+        return None;
+    }
+    if started || !word.is_empty() {
+        words.push(word);
+    }
+    Some(words)
+}
+
+fn write_or_check(settings: &Settings, asked: Asked, at: Where) -> Result<()> {
+    asked.refused()?;
+    let Asked {
+        system,
+        operation,
+        setup,
+        env,
+        vars,
+        oidc,
+        config_secret,
+        selection,
+    } = asked;
+    let deployment = Deployment::load(settings)?;
+    let files = &deployment.files;
+    let workspace = &files.workspace;
+    let stack = files.required_stack()?;
+    let flags = selection_flags(&selection);
+    let selection = Selection::from(selection);
+    let plan = Plan::select(&deployment.graph, &selection)?;
+    // The jobs start at the repository's root: the workspace may be a directory of it.
+    let repository = repository_root(&workspace.root);
+    let workspace_dir = (workspace.root.strip_prefix(&repository))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let mut pipeline = pipeline::pipeline(
+        &deployment,
+        &plan,
+        (system, operation),
+        stack.name.as_str(),
+        flags,
+    );
+    // GitHub runs at most 256 jobs per workflow run: the projects, and the open and close jobs.
+    if system == CiSystem::Github && pipeline.jobs.len() + 2 > GITHUB_MAX_JOBS {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "a GitHub workflow runs at most {GITHUB_MAX_JOBS} jobs, and this one would have {} ({} projects, and the jobs that open and close the run)",
+                pipeline.jobs.len() + 2,
+                pipeline.jobs.len()
+            ))
+            .hint("split the deployment: one workflow per selection (--only, --skip, --from), or use GitLab"),
+        ));
+    }
+    pipeline.workspace_dir = workspace_dir;
+    pipeline.setup = setup;
+    pipeline.file = at.recorded.clone();
+    (pipeline.env, pipeline.vars, pipeline.oidc) = (env, vars, oidc);
+    pipeline.config_secret = config_secret;
+    let text = match system {
+        CiSystem::Github => github::github(&pipeline),
+        CiSystem::Gitlab => gitlab::gitlab(&pipeline),
+    };
+    if system == CiSystem::Github && text.len() > GITHUB_MAX_FILE {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "GitHub starts no run of a workflow file over 500 KB, and this one would be {} KB",
+                text.len().div_ceil(1024)
+            ))
+            .hint("split the deployment: one workflow per selection (--only, --skip, --from)"),
+        ));
+    }
+    // A file named on the command line is where mara runs, as `--report` is (`-C` names the
+    // workspace, not the file); the default one is in the repository's root, where CI looks.
+    let here = std::env::current_dir().map_err(|e| Error::read(std::path::Path::new("."), e))?;
+    let path = match &at.path {
+        Some(file) => here.join(file),
+        None => repository.join(default_file(system, operation, stack.name.as_str())),
+    };
+    let shown = path
+        .strip_prefix(&here)
+        .unwrap_or(&path)
+        .display()
+        .to_string();
+    if at.check {
+        return checked(&path, &shown, &text, &pipeline, settings.output);
+    }
+    pipeline.refused_names()?;
+    for warning in ignored_inputs(files, &repository, pipeline.config_secret.is_some()) {
+        eprintln!("{warning}");
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
+    }
+    crate::files::write_atomic(&path, &text, 0o644).map_err(|e| Error::write(&path, e))?;
+    wrote(&pipeline, &shown, settings.output)
+}
+
+/// What `ci generate` says of the file it wrote (`shown`), for people or as JSON.
+fn wrote(pipeline: &Pipeline, shown: &str, output: crate::settings::OutputFormat) -> Result<()> {
+    let projects = pipeline.jobs.len();
+    if output == crate::settings::OutputFormat::Json {
+        let wrote = serde_json::json!({
+            "file": shown,
+            "system": system_word(pipeline.system),
+            "operation": operation_word(pipeline.operation),
+            "stack": pipeline.stack,
+            "projects": projects,
+            "jobs": projects + 2,
+            "command": regenerate(pipeline),
+        });
+        return crate::ui::print(&format!("{wrote:#}\n"));
+    }
+    crate::ui::print(&format!(
+        "Wrote {shown}: {projects} {} of stack {} as {} jobs.\n",
+        crate::error::plural(projects, "project", "projects"),
+        pipeline.stack,
+        projects + 2,
+    ))
+}
+
+/// `--check`: whether the file at `path` (`shown`) is `text`, what would be written now.
+fn checked(
+    path: &std::path::Path,
+    shown: &str,
+    text: &str,
+    pipeline: &Pipeline,
+    output: crate::settings::OutputFormat,
+) -> Result<()> {
+    let current = crate::workspace::read_input(path).ok();
+    match current.as_deref() == Some(text) {
+        true => crate::ui::print(&match output {
+            crate::settings::OutputFormat::Json => format!(
+                "{:#}\n",
+                serde_json::json!({"file": shown, "up_to_date": true, "command": regenerate(pipeline)})
+            ),
+            crate::settings::OutputFormat::Human => format!("{shown} is up to date.\n"),
+        }),
+        false => Err(Error::OutOfDate(Box::new(
+            Problem::new(match current {
+                Some(_) => format!("{shown} no longer matches the provider and its graph"),
+                None => format!("{shown} does not exist"),
+            })
+            .hint(format!("write it again: {}", regenerate(pipeline))),
+        ))),
+    }
+}
+
+/// What the runners' checkouts will lack: the stack configuration or the environment file, when
+/// git ignores them (as many Pulumi repositories do), said with how the pipeline gets them.
+fn ignored_inputs(
+    files: &crate::deployment::StackFiles,
+    repository: &std::path::Path,
+    config_secret: bool,
+) -> Vec<String> {
+    let workspace = &files.workspace;
+    let mut found = Vec::new();
+    let stack = files.stack.as_ref();
+    // With `--config-secret`, the pipeline has its own way to the stack configuration.
+    let config = (stack.filter(|_| !config_secret)).map(|s| workspace.stack_config_file(&s.name));
+    for (file, what, how) in [
+        (
+            config,
+            "the stack configuration",
+            "keep it in a CI secret (a GitLab file variable, a GitHub secret) and generate with `--config-secret NAME`: the open job gives it to `mara ci open --config`, and the run carries it to every job",
+        ),
+        (
+            Some(workspace.env_file()),
+            "the environment file",
+            "set what it holds as the pipeline's variables (`--var NAME`, `--env NAME` for a secret): the run carries what the opening runner's has",
+        ),
+    ] {
+        let Some(file) = file else { continue };
+        let ignored = std::process::Command::new("git")
+            .args(["check-ignore", "-q"])
+            .arg(&file)
+            .current_dir(repository)
+            .status()
+            .is_ok_and(|s| s.success());
+        if ignored {
+            found.push(format!(
+                "warning: {} ({what}) is ignored by git: the runners' checkouts will not have it; {how}",
+                workspace.display(&file).display()
+            ));
+        }
+    }
+    found
+}
+
+/// The repository `dir` is in (the nearest directory above it with `.git`), else `dir`.
+fn repository_root(dir: &std::path::Path) -> PathBuf {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(dir)
+        .to_path_buf()
+}
+
+/// `.github/workflows/mara-dev-up.yml`, `mara-dev-up.gitlab-ci.yml` (for a parent pipeline to
+/// include, or to be the project's `.gitlab-ci.yml`).
+fn default_file(system: CiSystem, operation: CiOperation, stack: &str) -> PathBuf {
+    let operation = operation_word(operation);
+    match system {
+        CiSystem::Github => {
+            PathBuf::from(format!(".github/workflows/mara-{stack}-{operation}.yml"))
+        }
+        CiSystem::Gitlab => PathBuf::from(format!("mara-{stack}-{operation}.gitlab-ci.yml")),
+    }
+}
