@@ -266,6 +266,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
 
+    /// Write the summary as one pull-request comment in Markdown to FILE
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+
     /// Record the projects under run ID, opened by `mara ci open` (a job of a fanned-out run)
     #[arg(long, value_name = "ID", conflicts_with = "dry_run")]
     pub run: Option<String>,
@@ -426,6 +430,21 @@ pub enum CiOperation {
     Destroy,
 }
 
+/// What starts a generated pipeline besides a person (GitHub's `workflow_dispatch`; on GitLab,
+/// the pipeline that includes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CiTrigger {
+    /// Each push to a pull request (GitHub's `pull_request`, GitLab's merge-request pipelines):
+    /// for a preview, its summary posted on the pull request
+    #[value(
+        name = "pull-request",
+        alias = "pull_request",
+        alias = "merge-request",
+        alias = "merge_request"
+    )]
+    PullRequest,
+}
+
 /// The CI systems `mara ci generate` writes for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CiSystem {
@@ -484,6 +503,9 @@ pub struct GenerateArgs {
     /// secret holding the file), given to `ci open --config`: for a repository without it
     #[arg(long, value_name = "NAME", value_parser = variable_name)]
     pub config_secret: Option<String>,
+    /// Run on each push to a pull request (a merge request), besides by hand
+    #[arg(long, value_enum, value_name = "EVENT")]
+    pub on: Option<CiTrigger>,
     #[command(flatten)]
     pub selection: SelectionArgs,
 }
@@ -527,6 +549,9 @@ pub enum CiCommand {
         /// Write a JUnit XML report to FILE (one test case per project)
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Write the summary as one pull-request comment in Markdown to FILE
+        #[arg(long, value_name = "FILE")]
+        markdown: Option<PathBuf>,
     },
 }
 

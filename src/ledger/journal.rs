@@ -195,6 +195,7 @@ mod tests {
             },
             of: None,
             outputs: None,
+            preview: None,
         }
     }
 

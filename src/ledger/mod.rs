@@ -435,6 +435,24 @@ pub struct RunInputs {
     pub environment: Option<String>,
 }
 
+/// What a project's preview showed beyond its counts, kept for the run's summary made elsewhere
+/// (`mara ci close` of a fanned-out preview, docs/commands.md "ci"): the outputs it changes, the
+/// resources that change with their properties (a secret's values as `[secret]`, as the engine
+/// shows them), how its inputs were taken, and the projects it waits on.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Previewed {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_outputs: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diff: Vec<crate::engine::ResourceDiff>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_with: Option<crate::status::PlannedWith>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub projected: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waits_on: Vec<String>,
+}
+
 /// A project's recorded outputs, with the run that left them, and the one that destroyed the
 /// project since (its outputs are what its dependents still standing were deployed with).
 #[derive(Debug, Clone, PartialEq)]
@@ -459,6 +477,8 @@ pub struct History {
     pub outputs: Vec<(String, String, String, String, Option<String>)>,
     /// What each fanned-out run was opened with: (run, inputs as JSON).
     pub run_inputs: Vec<(String, String)>,
+    /// What the projects' previews showed: (run, project, `Previewed` as JSON).
+    pub previews: Vec<(String, String, String)>,
 }
 
 /// An image imported into a stack's local cluster (`mara images import`), as it was then: what
@@ -588,6 +608,9 @@ pub trait Ledger: Send {
 
     /// What run `run_id` was opened with, if it carries that.
     fn run_inputs(&self, run_id: &str) -> Result<Option<RunInputs>>;
+
+    /// What the previews of run `run_id` showed beyond their counts, by project.
+    fn previews(&self, run_id: &str) -> Result<BTreeMap<String, Previewed>>;
 
     /// The outputs each of `projects` recorded at its last successful `up` on `stack`, and the
     /// run that destroyed it since, if one did.

@@ -27,8 +27,9 @@ pub struct Records<S> {
 /// The tables a forgotten run's rows are deleted from, in this order (the locks and log lines
 /// name its run, whose projects name it too): whether a store keeps log lines says if the
 /// second is there.
-const FORGET: [&str; 5] = [
+const FORGET: [&str; 6] = [
     "DELETE FROM {p}run_inputs WHERE run_id = $1",
+    "DELETE FROM {p}previews WHERE run_id = $1",
     "DELETE FROM {p}locks WHERE run_id = $1",
     "DELETE FROM {p}log_lines WHERE run_id = $1",
     "DELETE FROM {p}projects WHERE run_id = $1",
@@ -277,6 +278,8 @@ impl<S: Store> Ledger for Records<S> {
                 .triples("SELECT backend, stack, project FROM {p}stacks ORDER BY 1, 2, 3")?,
             images: self.images_where(None, None)?,
             run_inputs: self.pairs("SELECT run_id, inputs FROM {p}run_inputs ORDER BY 1")?,
+            previews: self
+                .triples("SELECT run_id, path, preview FROM {p}previews ORDER BY 1, 2")?,
             outputs: {
                 let rows = self.store.query(
                     "SELECT stack, project, run_id, outputs, destroyed FROM {p}outputs ORDER BY 1, 2",
@@ -349,6 +352,12 @@ impl<S: Store> Ledger for Records<S> {
                 tx.execute(
                     "INSERT INTO {p}run_inputs (run_id, inputs) VALUES ($1, $2) ON CONFLICT DO NOTHING",
                     &[run_id.into(), inputs.into()],
+                )?;
+            }
+            for (run_id, path, preview) in &history.previews {
+                tx.execute(
+                    "INSERT INTO {p}previews (run_id, path, preview) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                    &[run_id.into(), path.into(), preview.into()],
                 )?;
             }
             for (stack, project, run_id, outputs, destroyed) in &history.outputs {
@@ -755,6 +764,21 @@ impl<S: Store> Ledger for Records<S> {
         serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| self.unreadable(format!("a run's inputs are no JSON: {e}")))
+    }
+
+    fn previews(&self, run_id: &str) -> Result<BTreeMap<String, super::Previewed>> {
+        let rows = self.store.query(
+            "SELECT path, preview FROM {p}previews WHERE run_id = $1",
+            &[run_id.into()],
+        )?;
+        rows.iter()
+            .map(|r| {
+                let preview = serde_json::from_str(&r.text(1)?)
+                    .map_err(|e| format!("a project's preview is no JSON: {e}"))?;
+                Ok((r.text(0)?, preview))
+            })
+            .collect::<Read<_>>()
+            .map_err(|m| self.unreadable(m))
     }
 
     fn images(&self, stack: &str) -> Result<Vec<ImageRecord>> {

@@ -105,6 +105,14 @@ const MIGRATIONS: &[&str] = &[
         run_id TEXT PRIMARY KEY,
         inputs TEXT NOT NULL
     );",
+    // 7: what each project's preview showed beyond its counts (changed outputs, property
+    // diffs), for the summary of a fanned-out preview, which its close job makes.
+    "CREATE TABLE previews (
+        run_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        preview TEXT NOT NULL,
+        PRIMARY KEY (run_id, path)
+    );",
 ];
 
 /// The workspace's own ledger.

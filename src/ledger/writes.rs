@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::store::{Statement, Store, Value};
-use super::{Ledger, Outputs, ProjectRecord};
+use super::{Ledger, Outputs, Previewed, ProjectRecord};
 use crate::engine::Operation;
 use crate::error::Result;
 use crate::status::RunStatus;
@@ -33,6 +33,9 @@ pub enum Entry {
         /// Its stack outputs, read after its `up` because a dependent takes them as inputs.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         outputs: Option<Box<Outputs>>,
+        /// What its preview showed beyond its counts (a preview's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        preview: Option<Box<Previewed>>,
     },
     Logs {
         run_id: String,
@@ -109,6 +112,21 @@ pub(super) struct Batch {
     /// By stack and project: what the project's last end in the batch leaves recorded of its
     /// outputs.
     outputs: BTreeMap<String, BTreeMap<String, Leaves>>,
+    /// What the previews of the batch's projects showed.
+    previews: Vec<Statement>,
+}
+
+/// What a project's preview showed, in place of what an earlier job of its project recorded.
+fn preview_statement(run_id: &str, path: &str, preview: &Previewed) -> Statement {
+    (
+        "INSERT INTO {p}previews (run_id, path, preview) VALUES ($1, $2, $3)
+         ON CONFLICT (run_id, path) DO UPDATE SET preview = excluded.preview",
+        vec![
+            Value::Text(run_id.to_string()),
+            Value::Text(path.to_string()),
+            Value::Text(serde_json::to_string(preview).unwrap_or_else(|_| "{}".into())),
+        ],
+    )
 }
 
 /// What a project's end leaves recorded of its outputs.
@@ -146,8 +164,13 @@ impl Batch {
                 project,
                 of,
                 outputs,
+                preview,
             } => {
                 self.row(run_id, project);
+                if let Some(preview) = preview {
+                    self.previews
+                        .push(preview_statement(run_id, &project.path, preview));
+                }
                 if let Some(of) = of.as_ref().filter(|_| project.status.is_success()) {
                     self.deploys(of, project);
                     self.outputs(run_id, of, project, outputs.as_deref());
@@ -226,6 +249,7 @@ impl Batch {
             .map(|(run_id, rows, _)| rows_statement(run_id, rows))
             .collect();
         statements.extend(self.statements);
+        statements.extend(self.previews);
         for (run_id, lines) in &self.lines {
             if !lines.is_empty() {
                 statements.extend(store.logs_statement(run_id, lines));

@@ -80,18 +80,7 @@ pub fn fingerprint(value: &str, secret: bool) -> String {
     }
 }
 
-/// Which values a project with inputs was previewed with (docs/commands.md, "Previews across
-/// stacks").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PlannedWith {
-    /// Its inputs as they are now.
-    Current,
-    /// Some as their upstream's preview plans them (`projected`).
-    Projected,
-    /// Not previewed: an input is known only once its upstream is applied.
-    Deferred,
-}
+pub use crate::status::PlannedWith;
 
 /// How a project's approved plan went in `up` (the report's and the ledger's `approval`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -161,6 +161,65 @@ impl Stale {
     }
 }
 
+/// What a project of a preview reads of those before it: the positions (among the reports) of
+/// those it waits for, and its inputs as (project, output).
+pub struct Reads {
+    pub waits_for: Vec<usize>,
+    pub inputs: Vec<(String, String)>,
+}
+
+/// A preview's projects that read what the run would change (docs/commands.md, "Previews across
+/// stacks"): a dependency whose outputs change, named with them, or whose own preview is stale.
+/// `reports` are in the run's order, where every dependency comes first; `reads` is each one's.
+pub fn mark_stale(reports: &mut [ProjectReport], reads: &[Reads]) {
+    for i in 0..reports.len() {
+        if !reports[i].status.is_success() {
+            continue;
+        }
+        let mut stale = Vec::new();
+        let project = &reads[i];
+        for &j in &project.waits_for {
+            let dependency = &reports[j];
+            // A project that takes inputs from it reads those alone, each as its preview used
+            // it: stale where that was not as planned.
+            let mut taken = (project.inputs.iter())
+                .filter(|(from, _)| *from == dependency.path)
+                .peekable();
+            let outputs = match taken.peek().is_some() {
+                true => {
+                    let taken: Vec<&str> = taken
+                        .filter(|(from, output)| {
+                            !reports[i].projected.contains(&format!("{from}:{output}"))
+                        })
+                        .map(|(_, output)| output.as_str())
+                        .collect();
+                    (dependency.changed_outputs.as_ref()).map(|changed| {
+                        changed
+                            .iter()
+                            .filter(|o| taken.contains(&o.as_str()))
+                            .cloned()
+                            .collect()
+                    })
+                }
+                false => dependency.changed_outputs.clone(),
+            };
+            let changing = outputs.as_ref().filter(|outputs| !outputs.is_empty());
+            if let Some(outputs) = changing {
+                stale.push(Stale {
+                    reads: dependency.path.clone(),
+                    outputs: outputs.clone(),
+                });
+            } else if !dependency.stale.is_empty() {
+                stale.push(Stale {
+                    reads: dependency.path.clone(),
+                    outputs: Vec::new(),
+                });
+            }
+        }
+        reports[i].stale = stale;
+    }
+}
+
 /// The stale previews of a run for people: one line per output a project reads that changes,
 /// then how many more projects read those stale previews in turn (marked in the table).
 pub fn stale_lines(reports: &[ProjectReport], name: &dyn Fn(&str) -> String) -> Vec<String> {
@@ -284,6 +343,18 @@ pub struct ProjectReport {
 }
 
 impl ProjectReport {
+    /// What its preview showed beyond its counts, for the ledger; `None` when nothing.
+    pub fn previewed(&self) -> Option<Box<crate::ledger::Previewed>> {
+        let previewed = crate::ledger::Previewed {
+            changed_outputs: self.changed_outputs.clone(),
+            diff: self.diff.clone(),
+            planned_with: self.planned_with,
+            projected: self.projected.clone(),
+            waits_on: self.waits_on.clone(),
+        };
+        (previewed != Default::default()).then(|| Box::new(previewed))
+    }
+
     /// The report of a project that started at `started` (`None`: never started) and ended now.
     pub fn new(path: String, started: Option<SystemTime>, finished: Finished) -> ProjectReport {
         let preview = *finished.preview;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc;
 
-use super::events::{Event, ProjectReport, Sink, Stale, run_status};
+use super::events::{Event, ProjectReport, Reads, Sink, mark_stale, run_status};
 use super::interrupt::{Cause, Interrupt, InterruptLevel};
 use super::plan::RunPlan;
 use super::project::{self, Context, Job, Prepared, Shared};
@@ -148,7 +148,9 @@ async fn walk(
     for (report, created) in reports.iter_mut().zip(&created) {
         report.created_stack |= created.load(Ordering::Relaxed);
     }
-    mark_stale(&plan, &mut reports);
+    if plan.operation == crate::engine::Operation::Preview {
+        mark_stale(&mut reports, &reads(&plan));
+    }
     // An escalation that came as the last project ended is said too.
     say(&mut said, interrupt.level(), interrupt.cause(), &events);
     let status = run_status(&reports, interrupt.is_interrupted());
@@ -156,57 +158,16 @@ async fn walk(
     reports
 }
 
-/// A preview's projects that read what the run would change (docs/commands.md, "Previews across
-/// stacks"): a dependency whose outputs change, named with them, or whose own preview is stale.
-/// `reports` are in the plan's order, where every dependency comes first.
-fn mark_stale(plan: &RunPlan, reports: &mut [ProjectReport]) {
-    if plan.operation != crate::engine::Operation::Preview {
-        return;
-    }
-    for i in 0..reports.len() {
-        if !reports[i].status.is_success() {
-            continue;
-        }
-        let mut stale = Vec::new();
-        let project = &plan.projects[i];
-        for &j in &project.waits_for {
-            let dependency = &reports[j];
-            // A project that takes inputs from it reads those alone, each as its preview used
-            // it: stale where that was not as planned.
-            let mut taken = (project.inputs.iter())
-                .filter(|input| input.from == dependency.path)
-                .peekable();
-            let outputs = match taken.peek().is_some() {
-                true => {
-                    let taken: Vec<&str> = taken
-                        .filter(|input| !reports[i].projected.contains(&input.source()))
-                        .map(|input| input.output.as_str())
-                        .collect();
-                    (dependency.changed_outputs.as_ref()).map(|changed| {
-                        changed
-                            .iter()
-                            .filter(|o| taken.contains(&o.as_str()))
-                            .cloned()
-                            .collect()
-                    })
-                }
-                false => dependency.changed_outputs.clone(),
-            };
-            let changing = outputs.as_ref().filter(|outputs| !outputs.is_empty());
-            if let Some(outputs) = changing {
-                stale.push(Stale {
-                    reads: dependency.path.clone(),
-                    outputs: outputs.clone(),
-                });
-            } else if !dependency.stale.is_empty() {
-                stale.push(Stale {
-                    reads: dependency.path.clone(),
-                    outputs: Vec::new(),
-                });
-            }
-        }
-        reports[i].stale = stale;
-    }
+/// What each project of a preview reads of those before it (`events::mark_stale`).
+fn reads(plan: &RunPlan) -> Vec<Reads> {
+    (plan.projects.iter())
+        .map(|p| Reads {
+            waits_for: p.waits_for.clone(),
+            inputs: (p.inputs.iter())
+                .map(|i| (i.from.clone(), i.output.clone()))
+                .collect(),
+        })
+        .collect()
 }
 
 /// Says every level of interruption up to `level` not said yet, in order: a SIGINT and a SIGKILL

@@ -75,6 +75,8 @@ pub struct Reports {
     pub junit: Option<PathBuf>,
     /// `$GITHUB_STEP_SUMMARY`: a Markdown section appended.
     pub github_summary: Option<PathBuf>,
+    /// `--markdown FILE`: the summary as one pull-request comment.
+    pub markdown: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -222,6 +224,7 @@ impl RunSettings {
             log_order,
             report,
             junit,
+            markdown,
             run: run_id,
             selection,
         } = args;
@@ -263,6 +266,7 @@ impl RunSettings {
         };
         run.reports.json = report;
         run.reports.junit = junit;
+        run.reports.markdown = markdown;
         run.expect_no_changes = own.expect_no_changes;
         run.remove_stacks = own.remove;
         run.orphan_dependents = own.orphan_dependents;

@@ -276,8 +276,14 @@ pub fn write_files(
     json: Option<&Path>,
     junit: Option<&Path>,
     github_summary: Option<&Path>,
+    comment: Option<&Path>,
 ) -> Vec<Error> {
     let mut failed = Vec::new();
+    if let Some(path) = comment
+        && let Err(e) = std::fs::write(path, self::comment(summary))
+    {
+        failed.push(Error::write(path, e));
+    }
     if let Some(path) = json
         && let Err(e) = std::fs::write(path, summary.to_json())
     {
@@ -415,36 +421,136 @@ pub fn junit(summary: &RunSummary) -> String {
 /// A Markdown section for `$GITHUB_STEP_SUMMARY` (docs/commands.md, "Preview in CI"): the table;
 /// for a preview, the stale previews and each project's diff, collapsed under its name.
 pub fn markdown(summary: &RunSummary) -> String {
+    markdown_as(summary, Markdown::STEP_SUMMARY)
+}
+
+/// The summary as one pull-request comment (`--markdown FILE`, docs/commands.md "ci"): first
+/// the line that finds the comment again (`comment_marker`); the table lists only the projects
+/// that change, fail or have a note, and the diffs are kept within what GitHub takes of a
+/// comment.
+pub fn comment(summary: &RunSummary) -> String {
     let mut out = format!(
-        "### mara {} on stack `{}` ({}): {}\n\n| project | result | duration | changes |\n|---|---|---|---|\n",
+        "{}
+{}",
+        comment_marker(&summary.provider, &summary.stack),
+        markdown_as(summary, Markdown::COMMENT)
+    );
+    if out.len() > COMMENT_MAX {
+        // At a line's end: a row or a diff line is whole or gone.
+        let mut end = COMMENT_MAX - 200;
+        while !out.is_char_boundary(end) {
+            end -= 1;
+        }
+        let end = out[..end].rfind('\n').map_or(end, |at| at + 1);
+        out.truncate(end);
+        out.push_str("\n_Cut here: a comment holds 65,536 characters. The whole summary is in the run's step summary and its JSON report (`--report`)._\n");
+    }
+    out
+}
+
+/// The HTML comment that begins a pull request's comment of the previews of `stack` of
+/// `provider`: how the workflow finds it again to update it (a name's characters beyond
+/// `[A-Za-z0-9_.-]` as `-`, so that it is safe in the workflow's shell and jq).
+pub fn comment_marker(provider: &str, stack: &str) -> String {
+    let safe = |name: &str| -> String {
+        (name.chars())
+            .map(|c| match c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                true => c,
+                false => '-',
+            })
+            .collect()
+    };
+    format!(
+        "<!-- mara preview: provider {}, stack {} -->",
+        safe(provider),
+        safe(stack)
+    )
+}
+
+/// The most GitHub takes of a comment's body.
+const COMMENT_MAX: usize = 65_536;
+
+/// How much a Markdown summary shows.
+struct Markdown {
+    /// Every project in the table, or only those that change, fail or have a note.
+    every_project: bool,
+    /// Diff lines shown per project, and characters of diff in all.
+    diff_lines: usize,
+    diff_budget: usize,
+}
+
+impl Markdown {
+    /// GitHub keeps 1 MiB per step.
+    const STEP_SUMMARY: Markdown = Markdown {
+        every_project: true,
+        diff_lines: 400,
+        diff_budget: 512 * 1024,
+    };
+    const COMMENT: Markdown = Markdown {
+        every_project: false,
+        diff_lines: 150,
+        diff_budget: 40 * 1024,
+    };
+}
+
+fn markdown_as(summary: &RunSummary, shape: Markdown) -> String {
+    let mut out = format!(
+        "### mara {} on stack `{}` ({}): {}\n\n",
         summary.operation,
         summary.stack,
         summary.provider,
         summary.result()
     );
-    for p in &summary.projects {
-        let duration = p
-            .duration_ms
-            .map(|ms| crate::clock::human(std::time::Duration::from_millis(ms)))
-            .unwrap_or_default();
-        let mut detail = match (&p.changes, &p.reason) {
-            (_, Some(reason)) => reason.replace('|', "\\|"),
-            (Some(changes), None) => changes_summary(changes),
-            (None, None) => String::new(),
-        };
-        for note in notes(p) {
-            if !detail.is_empty() {
-                detail.push(' ');
-            }
-            detail.push_str(&note);
-        }
+    let listed = |p: &&ProjectReport| {
+        shape.every_project
+            || !p.status.is_success()
+            || p.changes.as_ref().is_some_and(crate::engine::has_changes)
+            || !notes(p).is_empty()
+    };
+    let rows: Vec<&ProjectReport> = summary.projects.iter().filter(listed).collect();
+    if !rows.is_empty() {
+        out.push_str("| project | result | duration | changes |\n|---|---|---|---|\n");
+    }
+    for p in &rows {
+        out.push_str(&markdown_row(p));
+    }
+    let unlisted = summary.projects.len() - rows.len();
+    if unlisted > 0 {
         let _ = writeln!(
             out,
-            "| `{}` | {} | {duration} | {detail} |",
-            p.path, p.status
+            "\n{unlisted} more {}: no changes.",
+            crate::error::plural(unlisted, "project", "projects")
         );
     }
     out.push('\n');
+    out.push_str(&markdown_notes(summary));
+    out.push_str(&markdown_diffs(summary, &shape));
+    out
+}
+
+/// A project's row of the table.
+fn markdown_row(p: &ProjectReport) -> String {
+    let duration = p
+        .duration_ms
+        .map(|ms| crate::clock::human(std::time::Duration::from_millis(ms)))
+        .unwrap_or_default();
+    let mut detail = match (&p.changes, &p.reason) {
+        (_, Some(reason)) => reason.replace('|', "\\|"),
+        (Some(changes), None) => changes_summary(changes),
+        (None, None) => String::new(),
+    };
+    for note in notes(p) {
+        if !detail.is_empty() {
+            detail.push(' ');
+        }
+        detail.push_str(&note);
+    }
+    format!("| `{}` | {} | {duration} | {detail} |\n", p.path, p.status)
+}
+
+/// The previews made with planned inputs, and the stale ones.
+fn markdown_notes(summary: &RunSummary) -> String {
+    let mut out = String::new();
     let projected = crate::run::events::projected_lines(&summary.projects, &|p| format!("`{p}`"));
     if !projected.is_empty() {
         out.push_str(
@@ -463,7 +569,13 @@ pub fn markdown(summary: &RunSummary) -> String {
         }
         out.push('\n');
     }
-    let mut budget = DIFF_BUDGET;
+    out
+}
+
+/// Each project's diff, collapsed under its name, within `shape`'s budget.
+fn markdown_diffs(summary: &RunSummary, shape: &Markdown) -> String {
+    let mut out = String::new();
+    let mut budget = shape.diff_budget;
     for p in summary.projects.iter().filter(|p| !p.diff.is_empty()) {
         let lines: Vec<String> = p.diff.iter().flat_map(|d| d.lines()).collect();
         let changes = p.changes.as_ref().map(changes_summary).unwrap_or_default();
@@ -477,7 +589,7 @@ pub fn markdown(summary: &RunSummary) -> String {
         let _ = writeln!(out, "{fence}diff");
         let mut shown = 0;
         for line in &lines {
-            if budget < line.len() + 1 || shown == DIFF_LINES {
+            if budget < line.len() + 1 || shown == shape.diff_lines {
                 break;
             }
             budget -= line.len() + 1;
@@ -497,10 +609,6 @@ pub fn markdown(summary: &RunSummary) -> String {
     }
     out
 }
-
-/// Diff lines shown per project in the step summary, and in all (GitHub keeps 1 MiB per step).
-const DIFF_LINES: usize = 400;
-const DIFF_BUDGET: usize = 512 * 1024;
 
 /// The longest run of backticks in `line`: a code fence must be longer.
 fn backticks(line: &str) -> usize {
@@ -562,6 +670,128 @@ mod tests {
         assert_eq!(
             verdict(&summary(Logs::Ledger("gl-1".into())), Style::default()),
             "✗ up on stack dev failed: ; logs: `mara logs gl-1`"
+        );
+    }
+
+    fn preview_of(projects: Vec<ProjectReport>) -> RunSummary {
+        RunSummary {
+            run_id: "gh-1-1".into(),
+            operation: Operation::Preview,
+            provider: "my provider".into(),
+            stack: "dev".into(),
+            status: RunStatus::Failed,
+            started: String::new(),
+            finished: String::new(),
+            projects,
+            duration: std::time::Duration::from_secs(2),
+            logs: None,
+            expect_no_changes: false,
+            exit_code: None,
+        }
+    }
+
+    fn previewed(
+        path: &str,
+        outcome: crate::run::events::Outcome,
+        changes: &[(&str, u64)],
+    ) -> ProjectReport {
+        let changes = changes.iter().map(|(op, n)| (op.to_string(), *n)).collect();
+        ProjectReport::new(
+            path.into(),
+            None,
+            crate::run::events::Finished {
+                outcome,
+                exit_code: None,
+                changes: Some(changes),
+                log: None,
+                created_stack: false,
+                preview: Default::default(),
+                outputs: None,
+            },
+        )
+    }
+
+    #[test]
+    fn a_pull_request_comment_lists_what_changes_and_starts_with_its_marker() {
+        use crate::run::events::Outcome;
+        let mut vpc = previewed("infra/vpc", Outcome::Succeeded, &[("update", 1)]);
+        vpc.diff = vec![crate::engine::ResourceDiff {
+            op: "update".into(),
+            resource: "aws:ec2/vpc:Vpc (main)".into(),
+            properties: vec![crate::engine::PropertyDiff {
+                path: "tags.team".into(),
+                kind: "update".into(),
+                old: Some("\"a\"".into()),
+                new: Some("\"b\"".into()),
+            }],
+        }];
+        let dns = previewed("infra/dns", Outcome::Unchanged, &[("same", 3)]);
+        let mut app = previewed("apps/web", Outcome::Unchanged, &[("same", 2)]);
+        app.stale = vec![crate::run::events::Stale {
+            reads: "infra/vpc".into(),
+            outputs: vec!["vpc_id".into()],
+        }];
+        let failed = previewed(
+            "apps/api",
+            Outcome::Failed {
+                code: Some(255),
+                reason: "the engine failed | exit 255".into(),
+            },
+            &[],
+        );
+        let summary = preview_of(vec![vpc, dns, app, failed]);
+        assert_eq!(
+            comment(&summary),
+            "<!-- mara preview: provider my-provider, stack dev -->
+### mara preview on stack `dev` (my provider): failed
+
+| project | result | duration | changes |
+|---|---|---|---|
+| `infra/vpc` | succeeded |  | ~1 |
+| `apps/web` | unchanged |  | no changes (stale) |
+| `apps/api` | failed |  | the engine failed \\| exit 255 |
+
+1 more project: no changes.
+
+**Stale previews.** They read outputs that an update would change:
+
+- `apps/web` reads `infra/vpc`, whose output `vpc_id` changes: this preview used its current value
+
+<details><summary><code>infra/vpc</code>: ~1</summary>
+
+```diff
+~ aws:ec2/vpc:Vpc (main)
+    ~ tags.team: \"a\" => \"b\"
+```
+
+</details>
+
+"
+        );
+        // The step summary lists every project.
+        assert!(markdown(&summary).contains("| `infra/dns` | unchanged |"));
+    }
+
+    #[test]
+    fn a_pull_request_comment_is_cut_to_what_github_takes() {
+        use crate::run::events::Outcome;
+        let reason = "x".repeat(300);
+        let projects = (0..400)
+            .map(|i| {
+                let outcome = Outcome::Failed {
+                    code: Some(1),
+                    reason: reason.clone(),
+                };
+                previewed(&format!("p{i}"), outcome, &[])
+            })
+            .collect();
+        let text = comment(&preview_of(projects));
+        assert!(text.len() <= COMMENT_MAX, "{}", text.len());
+        assert!(text.starts_with("<!-- mara preview: provider my-provider, stack dev -->\n"));
+        assert!(
+            text.ends_with("its JSON report (`--report`)._\n"),
+            "{}",
+            &text[text.len() - 300..]
         );
     }
 

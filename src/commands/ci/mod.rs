@@ -5,6 +5,7 @@
 
 mod generate;
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use super::run;
@@ -14,10 +15,10 @@ use crate::deployment::{self, Deployment};
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::graph::Selection;
-use crate::ledger::{self, ProjectRecord, RunRecord};
-use crate::run::events::{Outcome, ProjectReport};
+use crate::ledger::{self, Ledger, Previewed, ProjectRecord, RunRecord};
+use crate::run::events::{Outcome, ProjectReport, Reads, mark_stale};
 use crate::settings::Settings;
-use crate::settings::run::{OpenRun, RunSettings};
+use crate::settings::run::{OpenRun, Reports, RunSettings};
 use crate::status::{ProjectStatus, RunStatus};
 use crate::ui::report::RunSummary;
 
@@ -56,7 +57,20 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
             });
             run::start(settings, workspace, &open)
         }
-        CiCommand::Close { run, report, junit } => close(settings, &run, report, junit),
+        CiCommand::Close {
+            run,
+            report,
+            junit,
+            markdown,
+        } => {
+            let reports = Reports {
+                json: report,
+                junit,
+                markdown,
+                github_summary: None,
+            };
+            close(settings, &run, reports)
+        }
         CiCommand::Generate(args) => {
             let (asked, at) = generate::Asked::of(args);
             generate::generate(settings, asked, at)
@@ -75,12 +89,7 @@ fn operation_of(operation: CiOperation) -> Operation {
 
 /// `mara ci close --run ID`: the run's end, whatever its jobs did (it runs even when they
 /// failed or were cancelled).
-fn close(
-    settings: &Settings,
-    run_id: &str,
-    report: Option<std::path::PathBuf>,
-    junit: Option<std::path::PathBuf>,
-) -> Result<()> {
+fn close(settings: &Settings, run_id: &str, reports: Reports) -> Result<()> {
     let deployment = Deployment::load(settings)?;
     let files = &deployment.files;
     let stack = files.required_stack()?;
@@ -90,106 +99,129 @@ fn close(
     let record = ledger.run(run_id)?.ok_or_else(|| {
         Error::usage(Problem::new(format!("there is no run `{run_id}` to close")))
     })?;
-    // Its summary, as the run's own would show it.
-    let workspace_settings = &files.workspace.settings;
-    let mut shown = RunSettings::started(
-        record.operation,
-        Selection::default(),
-        true,
-        settings,
-        workspace_settings,
-    );
-    shown.reports.json = report;
-    shown.reports.junit = junit;
     if record.stack != stack.name.as_str() {
         return Err(Error::usage(Problem::new(format!(
             "run `{run_id}` is of stack {}, not {}",
             record.stack, stack.name
         ))));
     }
-
-    // What no job recorded, with why; then the run's status, and its lock released.
-    let finished = crate::clock::rfc3339(SystemTime::now());
     // Closed: its end recorded. A run whose lease lapsed is shown abandoned, but is not closed.
     let closed = record.finished.is_some();
     if !closed {
-        // A job still deploying keeps the run open: releasing its lock now would let another
-        // run deploy the stack beside it.
-        if let Some(running) = record
-            .projects
-            .iter()
-            .find(|p| p.status == ProjectStatus::Running)
-            .filter(|_| record.status == RunStatus::Running)
-        {
-            return Err(Error::Locked(Box::new(
-                Problem::new(format!(
-                    "{} is still running in run {run_id}: the run cannot be closed yet",
-                    running.path
-                ))
-                .hint(format!(
-                    "close it once its job has ended, or stop the run with `{}`",
-                    settings.again("cancel")
-                )),
-            )));
-        }
-        let cancelled = ledger.cancel_requested(run_id)?;
-        // A project whose job stopped without recording its end (killed, its runner lost) is
-        // abandoned: its engine may hold its stack's own lock.
-        for project in record
-            .projects
-            .iter()
-            .filter(|p| matches!(p.status, ProjectStatus::Running | ProjectStatus::Abandoned))
-        {
-            ledger.project_finished(
-                run_id,
-                &ProjectRecord {
-                    status: ProjectStatus::Abandoned,
-                    finished: Some(finished.clone()),
-                    reason: Some(
-                        "abandoned: its job stopped without recording its end; if its engine holds the stack's lock, clear it (`mara unlock` says how)"
-                            .into(),
-                    ),
-                    ..project.clone()
-                },
-            )?;
-        }
-        for (path, reason) in unrecorded(&deployment, &record, cancelled) {
-            ledger.project_finished(
-                run_id,
-                &ProjectRecord {
-                    path,
-                    status: ProjectStatus::Skipped,
-                    started: None,
-                    finished: Some(finished.clone()),
-                    exit_code: None,
-                    changes: None,
-                    reason: Some(reason),
-                    log: None,
-                    fingerprint: None,
-                },
-            )?;
-        }
-        let record = ledger.run(run_id)?.expect("the run was read above");
-        let all_done = record.projects.iter().all(|p| {
-            matches!(
-                p.status,
-                ProjectStatus::Succeeded | ProjectStatus::Unchanged
-            )
-        });
-        let status = match (cancelled, all_done) {
-            (true, _) => RunStatus::Cancelled,
-            (false, true) => RunStatus::Succeeded,
-            (false, false) => RunStatus::Failed,
-        };
-        ledger.finish(run_id, status, &finished)?;
+        record_end(settings, ledger.as_mut(), &deployment, &record)?;
     }
     let record = ledger.run(run_id)?.expect("the run was read above");
     if closed {
         eprintln!("Run {run_id} was closed already ({}).", record.status);
     }
-    let mut summary = summary_of(&record, &deployment.graph);
+    let previews = match record.operation {
+        Operation::Preview => ledger.previews(run_id)?,
+        _ => Default::default(),
+    };
+    let mut summary = summary_of(&record, &deployment.graph, previews);
+    let result = verdict(&record, &summary);
+    summary.exit_code = Some(result.as_ref().map_or_else(Error::exit_code, |()| 0));
+    // Its summary, as the run's own would show it.
+    let mut shown = RunSettings::started(
+        record.operation,
+        Selection::default(),
+        true,
+        settings,
+        &files.workspace.settings,
+    );
+    shown.reports = Reports {
+        github_summary: shown.reports.github_summary.take(),
+        ..reports
+    };
+    run::summarize(settings, &shown, &summary)?;
+    result
+}
+
+/// Records the end of run `record`: what no job recorded, with why, its status, and its lock
+/// released.
+fn record_end(
+    settings: &Settings,
+    ledger: &mut dyn Ledger,
+    deployment: &Deployment,
+    record: &RunRecord,
+) -> Result<()> {
+    let run_id = record.run_id.as_str();
+    let finished = crate::clock::rfc3339(SystemTime::now());
+    // A job still deploying keeps the run open: releasing its lock now would let another
+    // run deploy the stack beside it.
+    if let Some(running) = record
+        .projects
+        .iter()
+        .find(|p| p.status == ProjectStatus::Running)
+        .filter(|_| record.status == RunStatus::Running)
+    {
+        return Err(Error::Locked(Box::new(
+            Problem::new(format!(
+                "{} is still running in run {run_id}: the run cannot be closed yet",
+                running.path
+            ))
+            .hint(format!(
+                "close it once its job has ended, or stop the run with `{}`",
+                settings.again("cancel")
+            )),
+        )));
+    }
+    let cancelled = ledger.cancel_requested(run_id)?;
+    // A project whose job stopped without recording its end (killed, its runner lost) is
+    // abandoned: its engine may hold its stack's own lock.
+    for project in record
+        .projects
+        .iter()
+        .filter(|p| matches!(p.status, ProjectStatus::Running | ProjectStatus::Abandoned))
+    {
+        ledger.project_finished(
+            run_id,
+            &ProjectRecord {
+                status: ProjectStatus::Abandoned,
+                finished: Some(finished.clone()),
+                reason: Some(
+                    "abandoned: its job stopped without recording its end; if its engine holds the stack's lock, clear it (`mara unlock` says how)"
+                        .into(),
+                ),
+                ..project.clone()
+            },
+        )?;
+    }
+    for (path, reason) in unrecorded(deployment, record, cancelled) {
+        ledger.project_finished(
+            run_id,
+            &ProjectRecord {
+                path,
+                status: ProjectStatus::Skipped,
+                started: None,
+                finished: Some(finished.clone()),
+                exit_code: None,
+                changes: None,
+                reason: Some(reason),
+                log: None,
+                fingerprint: None,
+            },
+        )?;
+    }
+    let record = ledger.run(run_id)?.expect("the run was read above");
+    let all_done = record.projects.iter().all(|p| {
+        matches!(
+            p.status,
+            ProjectStatus::Succeeded | ProjectStatus::Unchanged
+        )
+    });
+    let status = match (cancelled, all_done) {
+        (true, _) => RunStatus::Cancelled,
+        (false, true) => RunStatus::Succeeded,
+        (false, false) => RunStatus::Failed,
+    };
+    ledger.finish(run_id, status, &finished)
+}
+
+/// What a closed run's status means as the close job's exit.
+fn verdict(record: &RunRecord, summary: &RunSummary) -> Result<()> {
     let count = |status| summary.count(status);
-    let result = match record.status {
+    match record.status {
         RunStatus::Succeeded => Ok(()),
         RunStatus::Cancelled => Err(Error::Interrupted),
         _ => match count(ProjectStatus::Failed) {
@@ -201,10 +233,7 @@ fn close(
             }),
             failed => Err(Error::ProjectsFailed { failed }),
         },
-    };
-    summary.exit_code = Some(result.as_ref().map_or_else(Error::exit_code, |()| 0));
-    run::summarize(settings, &shown, &summary)?;
-    result
+    }
 }
 
 /// The run's projects no job recorded (still waiting), in the run's order, with why: the run
@@ -255,8 +284,13 @@ fn unrecorded(
     missing
 }
 
-/// The run as its summary shows it, the projects in the run's order.
-fn summary_of(record: &RunRecord, graph: &crate::graph::ExecutionGraph) -> RunSummary {
+/// The run as its summary shows it, the projects in the run's order; a preview's with what each
+/// showed (`previews`), and which read what another's would change.
+fn summary_of(
+    record: &RunRecord,
+    graph: &crate::graph::ExecutionGraph,
+    mut previews: BTreeMap<String, Previewed>,
+) -> RunSummary {
     let position = |path: &str| {
         graph
             .find(path)
@@ -272,6 +306,7 @@ fn summary_of(record: &RunRecord, graph: &crate::graph::ExecutionGraph) -> RunSu
     let reports = projects
         .into_iter()
         .map(|p| {
+            let previewed = previews.remove(&p.path).unwrap_or_default();
             let reason = p.reason.clone().unwrap_or_default();
             let outcome = match p.status {
                 ProjectStatus::Succeeded => Outcome::Succeeded,
@@ -295,12 +330,12 @@ fn summary_of(record: &RunRecord, graph: &crate::graph::ExecutionGraph) -> RunSu
                 exit_code: p.exit_code,
                 changes: p.changes.clone(),
                 reason: p.reason.clone(),
-                changed_outputs: None,
+                changed_outputs: previewed.changed_outputs,
                 stale: Vec::new(),
-                waits_on: Vec::new(),
-                diff: Vec::new(),
-                planned_with: None,
-                projected: Vec::new(),
+                waits_on: previewed.waits_on,
+                diff: previewed.diff,
+                planned_with: previewed.planned_with,
+                projected: previewed.projected,
                 inputs_taken: Default::default(),
                 plan_digest: None,
                 approval: None,
@@ -312,6 +347,11 @@ fn summary_of(record: &RunRecord, graph: &crate::graph::ExecutionGraph) -> RunSu
             }
         })
         .collect();
+    let mut reports: Vec<ProjectReport> = reports;
+    if record.operation == Operation::Preview {
+        let reads = reads(graph, &reports);
+        mark_stale(&mut reports, &reads);
+    }
     let started = at(&Some(record.started.clone()));
     let finished = at(&record.finished);
     RunSummary {
@@ -331,4 +371,29 @@ fn summary_of(record: &RunRecord, graph: &crate::graph::ExecutionGraph) -> RunSu
         expect_no_changes: false,
         exit_code: None,
     }
+}
+
+/// What each of `reports` (in the run's order) reads of those before it, from the graph.
+fn reads(graph: &crate::graph::ExecutionGraph, reports: &[ProjectReport]) -> Vec<Reads> {
+    let at: BTreeMap<&str, usize> = (reports.iter().enumerate())
+        .map(|(k, r)| (r.path.as_str(), k))
+        .collect();
+    (reports.iter())
+        .map(|r| {
+            let Ok(i) = graph.find(&r.path) else {
+                return Reads {
+                    waits_for: Vec::new(),
+                    inputs: Vec::new(),
+                };
+            };
+            let waits_for = (graph.predecessors(i).into_iter())
+                .filter_map(|(d, _)| at.get(graph.project(d).path.as_str()).copied())
+                .filter(|&k| k < at[r.path.as_str()])
+                .collect();
+            let inputs = (graph.project(i).inputs.iter())
+                .map(|input| (input.from.target.clone(), input.output.clone()))
+                .collect();
+            Reads { waits_for, inputs }
+        })
+        .collect()
 }

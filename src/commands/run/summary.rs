@@ -108,6 +108,7 @@ pub fn summarize(settings: &Settings, run: &RunSettings, summary: &RunSummary) -
         reports.json.as_deref(),
         reports.junit.as_deref(),
         reports.github_summary.as_deref(),
+        reports.markdown.as_deref(),
     );
     // The deployment happened as the summary says: a report that cannot be written is a
     // warning, and the exit stays the deployment's.

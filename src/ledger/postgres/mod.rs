@@ -122,6 +122,14 @@ const MIGRATIONS: &[&str] = &[
         run_id TEXT PRIMARY KEY,
         inputs TEXT NOT NULL
     );",
+    // 9: what each project's preview showed beyond its counts (changed outputs, property
+    // diffs), for the summary of a fanned-out preview, which its close job makes.
+    "CREATE TABLE mara_previews (
+        run_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        preview TEXT NOT NULL,
+        PRIMARY KEY (run_id, path)
+    );",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2

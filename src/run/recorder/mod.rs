@@ -227,6 +227,7 @@ impl Recorder {
         let entries: Vec<Entry> = (paths.iter())
             .map(|path| Entry::ProjectFinished {
                 outputs: None,
+                preview: None,
                 run_id: self.run_id.clone(),
                 project: ProjectRecord {
                     path: path.clone(),

@@ -366,6 +366,7 @@ impl Writer {
                 run_id,
                 of: Some(self.of.clone()),
                 outputs: report.outputs.clone(),
+                preview: report.previewed(),
                 project: ProjectRecord {
                     path: report.path.clone(),
                     status: report.status,

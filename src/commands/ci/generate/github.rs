@@ -3,8 +3,10 @@
 use std::collections::BTreeSet;
 
 use super::pipeline::{
-    Pipeline, close_command, header, open_command, operation_word, project_command, quoted,
+    PREVIEW_FILE, Pipeline, close_command, header, open_command, operation_word, project_command,
+    quoted,
 };
+use crate::cli::CiTrigger;
 
 /// The most jobs GitHub Actions runs in one workflow run.
 pub(super) const GITHUB_MAX_JOBS: usize = 256;
@@ -21,14 +23,28 @@ fn github_head(pipeline: &Pipeline) -> String {
         true => "  id-token: write\n",
         false => "",
     };
+    let pull_requests = pipeline.on == Some(CiTrigger::PullRequest);
+    // A pull request's preview: on each push to it, its summary posted as one comment.
+    let (on, comment) = match pull_requests {
+        true => ("  pull_request: {}\n", "  pull-requests: write\n"),
+        false => ("", ""),
+    };
     out.push_str(&format!(
-        "name: mara {operation} {}\n\non:\n  workflow_dispatch: {{}}\n\npermissions:\n  contents: read\n{id_token}\n",
+        "name: mara {operation} {}\n\non:\n{on}  workflow_dispatch: {{}}\n\npermissions:\n  contents: read\n{comment}{id_token}\n",
         pipeline.stack
     ));
-    out.push_str(&format!(
-        "# One fanned-out run of the stack at a time; mara's lease guards it across workflows too.\nconcurrency:\n  group: mara-{}\n  cancel-in-progress: false\n\n",
-        pipeline.stack
-    ));
+    out.push_str(&match pull_requests {
+        // Previews hold no lock: each pull request's run at once, a newer push replacing its
+        // pull request's run in progress.
+        true => format!(
+            "# One preview per pull request at a time, the newest push's.\nconcurrency:\n  group: mara-{}-preview-${{{{ github.event.pull_request.number || github.ref }}}}\n  cancel-in-progress: true\n\n",
+            pipeline.stack
+        ),
+        false => format!(
+            "# One fanned-out run of the stack at a time; mara's lease guards it across workflows too.\nconcurrency:\n  group: mara-{}\n  cancel-in-progress: false\n\n",
+            pipeline.stack
+        ),
+    });
     out.push_str("env:\n");
     out.push_str(&format!(
         "  MARA_PROVIDER: {}\n",
@@ -122,5 +138,42 @@ pub(super) fn github(pipeline: &Pipeline) -> String {
         &close_command(pipeline, ""),
         &BTreeSet::new(),
     );
+    if pipeline.on == Some(CiTrigger::PullRequest) {
+        out.push_str(&comment_step(pipeline));
+    }
     out
+}
+
+/// The close job's last step on a pull request: its preview's summary posted as one comment,
+/// the one found by its first line (`report::comment_marker`) updated on every later push. It
+/// runs when the close job fails too (the preview failed): the comment says why. A forked
+/// repository's pull request gets a read-only token, and no comment.
+fn comment_step(pipeline: &Pipeline) -> String {
+    let marker = crate::ui::report::comment_marker(&pipeline.provider, &pipeline.stack);
+    let comments = "repos/$GITHUB_REPOSITORY/issues";
+    let script = [
+        format!("test -f {PREVIEW_FILE} || exit 0"),
+        format!("jq -Rs '{{body: .}}' {PREVIEW_FILE} > \"$RUNNER_TEMP/mara-comment.json\""),
+        format!(
+            "ids=$(gh api \"{comments}/$PR/comments\" --paginate --jq '.[] | select(.user.login == \"github-actions[bot]\" and (.body | startswith(\"{marker}\"))) | .id')"
+        ),
+        // Not `| head`: it would end the pipeline early, which the step's `pipefail` fails.
+        "id=$(printf '%s\\n' \"$ids\" | sed -n 1p)".into(),
+        "if [ -n \"$id\" ]; then".into(),
+        format!(
+            "  gh api --method PATCH \"{comments}/comments/$id\" --input \"$RUNNER_TEMP/mara-comment.json\" > /dev/null"
+        ),
+        "else".into(),
+        format!(
+            "  gh api --method POST \"{comments}/$PR/comments\" --input \"$RUNNER_TEMP/mara-comment.json\" > /dev/null"
+        ),
+        "fi".into(),
+    ];
+    let mut step = String::from(
+        "      - name: post the preview on the pull request\n        if: ${{ always() && github.event_name == 'pull_request' }}\n        env:\n          GH_TOKEN: ${{ github.token }}\n          PR: ${{ github.event.pull_request.number }}\n        run: |\n",
+    );
+    for line in script {
+        step.push_str(&format!("          {line}\n"));
+    }
+    step
 }

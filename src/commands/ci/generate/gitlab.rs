@@ -1,9 +1,20 @@
 //! A fanned-out run as a GitLab CI pipeline.
 
-use super::pipeline::{Pipeline, close_command, header, open_command, project_command, quoted};
+use super::pipeline::{
+    PREVIEW_FILE, Pipeline, close_command, header, open_command, project_command, quoted,
+};
+use crate::cli::{CiOperation, CiTrigger};
 
 pub(super) fn gitlab(pipeline: &Pipeline) -> String {
     let mut out = header(pipeline);
+    // A merge request's preview: GitLab's merge-request pipelines only, or a child pipeline
+    // whose parent's trigger job decides when (two of mara's files cannot be included in one
+    // pipeline: their jobs have the same names).
+    if pipeline.on == Some(CiTrigger::PullRequest) {
+        out.push_str(
+            "\nworkflow:\n  rules:\n    - if: $CI_PIPELINE_SOURCE == \"merge_request_event\" || $CI_PIPELINE_SOURCE == \"parent_pipeline\"\n",
+        );
+    }
     out.push_str("\nstages: [mara-open, mara-projects, mara-close]\n\n");
     out.push_str("variables:\n");
     out.push_str(&format!(
@@ -73,8 +84,16 @@ pub(super) fn gitlab(pipeline: &Pipeline) -> String {
             quoted(&format!("unset {}", withheld.join(" ")))
         ),
     };
+    // A preview's summary is shown on its merge request, as an exposed artifact.
+    let (paths, exposed) = match pipeline.operation {
+        CiOperation::Preview => (
+            format!("mara-report.json, {PREVIEW_FILE}"),
+            "    expose_as: \"mara preview\"\n",
+        ),
+        _ => ("mara-report.json".to_string(), ""),
+    };
     out.push_str(&format!(
-        "\nmara-close:\n  stage: mara-close\n  when: always\n  script:\n{unset}    - {}\n  artifacts:\n    when: always\n    paths: [mara-report.json]\n    reports:\n      junit: mara-junit.xml\n",
+        "\nmara-close:\n  stage: mara-close\n  when: always\n  script:\n{unset}    - {}\n  artifacts:\n    when: always\n{exposed}    paths: [{paths}]\n    reports:\n      junit: mara-junit.xml\n",
         quoted(&close_command(pipeline, " --report mara-report.json --junit mara-junit.xml"))
     ));
     out

@@ -8,7 +8,7 @@ mod pipeline;
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::{CiCommand, CiOperation, CiSystem, GenerateArgs, SelectionArgs};
+use crate::cli::{CiCommand, CiOperation, CiSystem, CiTrigger, GenerateArgs, SelectionArgs};
 use crate::deployment::Deployment;
 use crate::error::{Error, Problem, Result};
 use crate::graph::{Plan, Selection};
@@ -30,6 +30,8 @@ pub struct Asked {
     pub oidc: bool,
     /// `--config-secret NAME`: the stack configuration from a CI secret.
     pub config_secret: Option<String>,
+    /// `--on pull-request`.
+    pub on: Option<CiTrigger>,
     pub selection: SelectionArgs,
 }
 
@@ -47,6 +49,7 @@ impl Asked {
             vars,
             oidc,
             config_secret,
+            on,
             selection,
         } = args;
         let asked = Asked {
@@ -57,6 +60,7 @@ impl Asked {
             vars,
             oidc,
             config_secret,
+            on,
             selection,
         };
         (asked, (file, check))
@@ -71,6 +75,19 @@ impl Asked {
             return Err(Error::usage(
                 Problem::new("--setup is one line without a backquote: it is written into the file and its header")
                     .hint("put the commands in a script of the repository and give `--setup 'sh ./ci/setup.sh'`, or join them with `&&` and use $(…)"),
+            ));
+        }
+        if self.on == Some(CiTrigger::PullRequest) && self.operation != CiOperation::Preview {
+            return Err(Error::usage(
+                Problem::new(format!(
+                    "--on pull-request is for a preview: {} of a pull request's code would change the stack before the code is reviewed and merged",
+                    match self.operation {
+                        CiOperation::Up => "an up",
+                        CiOperation::Refresh => "a refresh",
+                        _ => "a destroy",
+                    }
+                ))
+                .hint("generate `--operation preview --on pull-request` for pull requests, and the `up` on its own (run by hand, or from the default branch's pipeline)"),
             ));
         }
         if self.oidc && self.system == CiSystem::Gitlab {
@@ -93,6 +110,7 @@ impl Asked {
             && self.vars.is_empty()
             && !self.oidc
             && self.config_secret.is_none()
+            && self.on.is_none()
             && selection_flags(&self.selection).is_empty()
     }
 }
@@ -225,6 +243,7 @@ fn write_or_check(settings: &Settings, asked: Asked, at: Where) -> Result<()> {
         vars,
         oidc,
         config_secret,
+        on,
         selection,
     } = asked;
     let deployment = Deployment::load(settings)?;
@@ -262,6 +281,7 @@ fn write_or_check(settings: &Settings, asked: Asked, at: Where) -> Result<()> {
     pipeline.file = at.recorded.clone();
     (pipeline.env, pipeline.vars, pipeline.oidc) = (env, vars, oidc);
     pipeline.config_secret = config_secret;
+    pipeline.on = on;
     let text = match system {
         CiSystem::Github => github::github(&pipeline),
         CiSystem::Gitlab => gitlab::gitlab(&pipeline),

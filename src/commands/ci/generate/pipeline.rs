@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use crate::cli::{CiOperation, CiSystem, SelectionArgs};
+use crate::cli::{CiOperation, CiSystem, CiTrigger, SelectionArgs};
 use crate::deployment::Deployment;
 use crate::error::{Error, Problem, Result};
 use crate::graph::Plan;
@@ -53,6 +53,8 @@ pub(super) struct Pipeline {
     pub(super) oidc: bool,
     /// `--config-secret NAME`.
     pub(super) config_secret: Option<String>,
+    /// `--on pull-request`: a preview of each pull request, its summary posted on it.
+    pub(super) on: Option<CiTrigger>,
 }
 
 pub(super) struct Job {
@@ -132,6 +134,9 @@ pub(super) fn command_args(pipeline: &Pipeline) -> String {
     }
     if let Some(name) = &pipeline.config_secret {
         args.push(format!("--config-secret {name}"));
+    }
+    if pipeline.on == Some(CiTrigger::PullRequest) {
+        args.push("--on pull-request".into());
     }
     if let Some(file) = &pipeline.file {
         args.push(format!(
@@ -278,6 +283,7 @@ pub(super) fn pipeline(
         vars: Vec::new(),
         oidc: false,
         config_secret: None,
+        on: None,
     }
 }
 
@@ -325,10 +331,12 @@ pub(super) fn open_command(pipeline: &Pipeline) -> String {
 }
 
 pub(super) fn project_command(pipeline: &Pipeline, path: &str) -> String {
-    // Only what changes something is confirmed.
+    // Only what changes something is confirmed; a preview shows the properties that change,
+    // for the run's summary.
     let yes = match pipeline.operation {
         CiOperation::Up | CiOperation::Destroy => " --yes",
-        CiOperation::Preview | CiOperation::Refresh => "",
+        CiOperation::Preview => " --diff",
+        CiOperation::Refresh => "",
     };
     format!(
         "{} {} --only {path} --run \"$MARA_RUN\"{yes}",
@@ -337,9 +345,21 @@ pub(super) fn project_command(pipeline: &Pipeline, path: &str) -> String {
     )
 }
 
-pub(super) fn close_command(pipeline: &Pipeline, extra: &str) -> String {
-    format!("{} ci close --run \"$MARA_RUN\"{extra}", mara(pipeline))
+/// The close job's command, with `reports` (`--report FILE`, …); a preview's summary is written
+/// for a pull request's comment too.
+pub(super) fn close_command(pipeline: &Pipeline, reports: &str) -> String {
+    let markdown = match pipeline.operation {
+        CiOperation::Preview => format!(" --markdown {PREVIEW_FILE}"),
+        _ => String::new(),
+    };
+    format!(
+        "{} ci close --run \"$MARA_RUN\"{reports}{markdown}",
+        mara(pipeline)
+    )
 }
+
+/// Where the close job of a preview writes its summary as Markdown.
+pub(super) const PREVIEW_FILE: &str = "mara-preview.md";
 
 pub(super) fn with_selection(command: String, pipeline: &Pipeline) -> String {
     match pipeline.selection.is_empty() {
