@@ -461,7 +461,6 @@ fn a_pull_request_preview_posts_one_comment_and_updates_it() {
     let text = std::fs::read_to_string(copy.root().join(file)).unwrap();
     let workflow: Value = serde_saphyr::from_str(&text).unwrap();
     assert!(workflow["on"].get("pull_request").is_some(), "{text}");
-    assert_eq!(workflow["permissions"]["pull-requests"], "write");
     let jobs = workflow["jobs"].as_object().unwrap();
     for (id, job) in jobs.iter().filter(|(id, _)| !id.starts_with("mara-")) {
         let run = job["steps"][1]["run"].as_str().unwrap();
@@ -476,11 +475,11 @@ fn a_pull_request_preview_posts_one_comment_and_updates_it() {
     assert!(script.contains(marker), "{script}");
     assert_eq!(
         comment["if"],
-        "${{ always() && github.event_name == 'pull_request' }}"
+        "${{ !cancelled() && github.event_name == 'pull_request' }}"
     );
 
-    // The step as a runner runs it (bash -eo pipefail), twice, with `gh` on a pull request's
-    // comments.
+    // The step as a runner runs it (GitHub's `bash -e`; and with `pipefail`, as `shell: bash`
+    // would), on each push, with `gh` on a pull request's comments.
     let runner = tempfile::tempdir().unwrap();
     let bin = runner.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
@@ -490,8 +489,12 @@ fn a_pull_request_preview_posts_one_comment_and_updates_it() {
     let comments = runner.path().join("comments.json");
     let quoted = serde_json::json!([{"id": 1, "user": {"login": "someone"}, "body": format!("{marker}\nquoted")}]);
     std::fs::write(&comments, quoted.to_string()).unwrap();
-    let step = |preview: &str| {
-        std::fs::write(runner.path().join("mara-preview.md"), preview).unwrap();
+    let step = |preview: Option<&str>| {
+        let file = runner.path().join("mara-preview.md");
+        match preview {
+            Some(text) => std::fs::write(&file, text).unwrap(),
+            None => std::fs::remove_file(&file).unwrap(),
+        }
         let output = Command::new("bash")
             .args(["-eo", "pipefail", "-c", script])
             .current_dir(runner.path())
@@ -502,6 +505,9 @@ fn a_pull_request_preview_posts_one_comment_and_updates_it() {
             .env("GH_TOKEN", "t")
             .env("PR", "7")
             .env("GITHUB_REPOSITORY", "o/r")
+            .env("GITHUB_SERVER_URL", "https://github.com")
+            .env("GITHUB_RUN_ID", "42")
+            .env("GITHUB_SHA", "c0ffee")
             .env("RUNNER_TEMP", runner.path())
             .env("COMMENTS", &comments)
             .output()
@@ -515,25 +521,43 @@ fn a_pull_request_preview_posts_one_comment_and_updates_it() {
             serde_json::from_str(&std::fs::read_to_string(&comments).unwrap()).unwrap();
         now
     };
-    let first = step(&format!("{marker}\n### first push\n"));
+    let link = "\n[The workflow run](https://github.com/o/r/actions/runs/42) · commit c0ffee\n";
+    let first = step(Some(&format!("{marker}\n### first push\n")));
     assert_eq!(first.as_array().unwrap().len(), 2, "{first:#}");
-    assert_eq!(first[1]["body"], format!("{marker}\n### first push\n"));
-    let second = step(&format!("{marker}\n### second push\n"));
+    assert_eq!(
+        first[1]["body"],
+        format!("{marker}\n### first push\n{link}")
+    );
+    let second = step(Some(&format!("{marker}\n### second push\n")));
     assert_eq!(
         second.as_array().unwrap().len(),
         2,
         "updated, not added: {second:#}"
     );
-    assert_eq!(second[1]["body"], format!("{marker}\n### second push\n"));
+    assert_eq!(
+        second[1]["body"],
+        format!("{marker}\n### second push\n{link}")
+    );
     assert_eq!(second[0], quoted[0], "a person's comment is left alone");
-    // No summary (the close job failed before writing it): nothing is posted.
-    std::fs::remove_file(runner.path().join("mara-preview.md")).unwrap();
-    let output = Command::new("bash")
-        .args(["-eo", "pipefail", "-c", script])
-        .current_dir(runner.path())
-        .output()
-        .unwrap();
-    assert!(output.status.success());
+    // No summary (the close job failed before writing it): the comment says so, rather than
+    // showing the last push's.
+    let third = step(None);
+    assert_eq!(third.as_array().unwrap().len(), 2, "{third:#}");
+    assert_eq!(
+        third[1]["body"],
+        format!(
+            "{marker}\n\nThe preview of this push could not be summarized: see the workflow run.\n{link}"
+        )
+    );
+    // Only the close job may write on the pull request.
+    assert_eq!(
+        workflow["permissions"],
+        serde_json::json!({"contents": "read"})
+    );
+    assert_eq!(
+        jobs["mara-close"]["permissions"],
+        serde_json::json!({"contents": "read", "pull-requests": "write"})
+    );
 }
 
 #[test]
@@ -1457,15 +1481,6 @@ fn a_merge_request_preview_is_summarized_with_its_stale_previews_and_diffs() {
     let copy = Deployment::of("mara-local");
     let state = tempfile::tempdir().unwrap();
     shared_state(&copy, state.path());
-    // Deployed with 3 nodes; the merge request asks for 5.
-    let (code, out, err) = mara(&copy, Some(&url), &["up", "--yes"]);
-    assert_eq!(code, 0, "{out}{err}");
-    let (code, _, err) = mara(
-        &copy,
-        None,
-        &["config", "set", "local-cluster:node_count", "5"],
-    );
-    assert_eq!(code, 0, "{err}");
     let (code, _, err) = mara(
         &copy,
         None,
@@ -1490,25 +1505,24 @@ fn a_merge_request_preview_is_summarized_with_its_stale_previews_and_diffs() {
             .unwrap();
         assert!(status.success(), "git {args:?}");
     };
+    let commit = |message: &str| {
+        git(&["add", "-A"]);
+        git(&[
+            "-c",
+            "user.email=ci@mara",
+            "-c",
+            "user.name=ci",
+            "commit",
+            "-qm",
+            message,
+        ]);
+    };
     git(&["init", "-q"]);
-    git(&["add", "-A"]);
-    git(&[
-        "-c",
-        "user.email=ci@mara",
-        "-c",
-        "user.name=ci",
-        "commit",
-        "-qm",
-        "five nodes",
-    ]);
-    // Only merge-request pipelines run it (gitlab-ci-local does not evaluate `workflow:`; GitLab
-    // does).
+    commit("the workspace");
     let text = std::fs::read_to_string(copy.root().join(".gitlab-ci.yml")).unwrap();
     let pipeline: Value = serde_saphyr::from_str(&text).unwrap();
-    assert_eq!(
-        pipeline["workflow"]["rules"],
-        serde_json::json!([{"if": "$CI_PIPELINE_SOURCE == \"merge_request_event\" || $CI_PIPELINE_SOURCE == \"parent_pipeline\""}])
-    );
+    // Each job's rule, not the pipeline's: a pipeline that includes the file keeps its own.
+    assert!(pipeline.get("workflow").is_none(), "{text}");
     let close = &pipeline["mara-close"];
     assert_eq!(close["artifacts"]["expose_as"], "mara preview", "{text}");
     assert!(
@@ -1516,11 +1530,49 @@ fn a_merge_request_preview_is_summarized_with_its_stale_previews_and_diffs() {
         "{text}"
     );
     let ledger = format!("MARA_LEDGER_URL={url}");
-    let (code, out) = gitlab_ci_local(
+    // A branch's pipeline runs none of it.
+    let (code, out) = gitlab_ci_local(&copy, &tools, std::slice::from_ref(&ledger));
+    assert!(!out.contains("mara-open "), "{code}: {out}");
+    let merge_request = [
+        ledger.clone(),
+        "CI_PIPELINE_SOURCE=merge_request_event".into(),
+    ];
+
+    // Nothing deployed yet: as one `preview`, the projects that depend on nothing are
+    // previewed, and every other one waits on what it reads that is not deployed yet; the run
+    // succeeds.
+    let (code, out) = gitlab_ci_local(&copy, &tools, &merge_request);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(" PASS  mara-close"), "{out}");
+    let report = std::fs::read_to_string(copy.root().join("mara-report.json")).unwrap();
+    let report: Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["status"], "succeeded", "{report:#}");
+    let needs = edges(&copy);
+    for project in report["projects"].as_array().unwrap() {
+        let path = project["path"].as_str().unwrap();
+        let reason = project["reason"].as_str().unwrap_or_default();
+        match needs[path].is_empty() {
+            true => assert_eq!(project["status"], "succeeded", "{project:#}"),
+            false => {
+                assert_eq!(project["status"], "waiting", "{project:#}");
+                let roots = needs[path].iter().any(|n| needs[n].is_empty());
+                assert_eq!(reason.contains("(not deployed yet)"), roots, "{reason}");
+                assert!(!project["waits_on"].as_array().unwrap().is_empty());
+            }
+        }
+    }
+
+    // Deployed with 3 nodes; the merge request asks for 5.
+    let (code, out, err) = mara(&copy, Some(&url), &["up", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = mara(
         &copy,
-        &tools,
-        &[ledger, "CI_PIPELINE_SOURCE=merge_request_event".into()],
+        None,
+        &["config", "set", "local-cluster:node_count", "5"],
     );
+    assert_eq!(code, 0, "{err}");
+    commit("five nodes");
+    let (code, out) = gitlab_ci_local(&copy, &tools, &merge_request);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains(" PASS  mara-close"), "{out}");
     let found = std::fs::read_to_string(copy.root().join("mara-preview.md"));

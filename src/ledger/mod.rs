@@ -451,6 +451,9 @@ pub struct Previewed {
     pub projected: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waits_on: Vec<String>,
+    /// Its stack is not deployed yet: its dependents' previews wait on it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub new_stack: bool,
 }
 
 /// A project's recorded outputs, with the run that left them, and the one that destroyed the

@@ -25,8 +25,8 @@ pub struct Records<S> {
 }
 
 /// The tables a forgotten run's rows are deleted from, in this order (the locks and log lines
-/// name its run, whose projects name it too): whether a store keeps log lines says if the
-/// second is there.
+/// name its run, whose projects name it too): whether a store keeps log lines says if
+/// `log_lines` is there.
 const FORGET: [&str; 6] = [
     "DELETE FROM {p}run_inputs WHERE run_id = $1",
     "DELETE FROM {p}previews WHERE run_id = $1",

@@ -284,6 +284,10 @@ fn approval_text<S: serde::Serializer>(
     }
 }
 
+/// The most of a preview's diff the ledger keeps, in characters of its lines: what a step
+/// summary shows of it.
+pub const PREVIEWED_DIFF: usize = 512 * 1024;
+
 /// One project of a run, as the summary and the report show it (docs/formats.md, "The run
 /// summary").
 #[derive(Debug, Clone, Serialize)]
@@ -343,16 +347,25 @@ pub struct ProjectReport {
 }
 
 impl ProjectReport {
-    /// What its preview showed beyond its counts, for the ledger; `None` when nothing.
-    pub fn previewed(&self) -> Option<Box<crate::ledger::Previewed>> {
-        let previewed = crate::ledger::Previewed {
+    /// What its preview showed beyond its counts, for the ledger: its diff kept within what a
+    /// summary shows (`PREVIEWED_DIFF`), whole resources.
+    pub fn previewed(&self) -> Box<crate::ledger::Previewed> {
+        let mut size = 0;
+        let diff = (self.diff.iter())
+            .take_while(|d| {
+                size += d.lines().iter().map(|l| l.len() + 1).sum::<usize>();
+                size <= PREVIEWED_DIFF
+            })
+            .cloned()
+            .collect();
+        Box::new(crate::ledger::Previewed {
             changed_outputs: self.changed_outputs.clone(),
-            diff: self.diff.clone(),
+            diff,
             planned_with: self.planned_with,
             projected: self.projected.clone(),
             waits_on: self.waits_on.clone(),
-        };
-        (previewed != Default::default()).then(|| Box::new(previewed))
+            new_stack: self.new_stack,
+        })
     }
 
     /// The report of a project that started at `started` (`None`: never started) and ended now.

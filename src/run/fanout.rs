@@ -11,11 +11,38 @@ use crate::engine::Operation;
 use crate::engine::pulumi::Pulumi;
 use crate::error::{Error, Problem, Result};
 use crate::graph::{ExecutionGraph, Plan};
-use crate::ledger::{Ledger, RunRecord};
+use crate::ledger::{Ledger, Previewed, RunRecord};
 use crate::provider::Hook;
 use crate::run::kubeconfig;
 use crate::run::plan::Planner;
 use crate::status::{ProjectStatus, RunStatus};
+
+/// Why a job of a fanned-out run does not run one of its projects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocked {
+    /// A dependency (for destroy, a dependent) did not succeed in the run, or has not run in it
+    /// yet: skipped.
+    Skipped(String),
+    /// A preview whose dependency is not deployed yet, as that dependency's job found: it waits
+    /// on `on`, as it would in one `preview`.
+    Waits { on: Vec<String>, reason: String },
+}
+
+impl Blocked {
+    pub fn reason(&self) -> &str {
+        match self {
+            Blocked::Skipped(reason) | Blocked::Waits { reason, .. } => reason,
+        }
+    }
+}
+
+/// What a job sees of the run it joins: the projects it does not run, and which projects the run
+/// has (another job's preview of an upstream stands for this one's: its inputs may wait on it).
+#[derive(Debug, Default)]
+pub struct Joined {
+    pub blocked: BTreeMap<usize, Blocked>,
+    pub in_run: BTreeSet<String>,
+}
 
 /// What `ci open` finds of a run of its id: none yet, or one open already (a retried job).
 /// A run that was closed cannot be opened again.
@@ -56,19 +83,35 @@ pub fn waiting(selected: &Plan<'_>, operation: Operation) -> Vec<String> {
         .collect()
 }
 
-/// A job of run `run_id`: the selected projects its record rules out, with why. Its projects
-/// must be the run's.
-pub fn blocked(
+/// A job of run `run_id`: the selected projects its record rules out, with why, and the run's
+/// projects. Its projects must be the run's.
+pub fn joined(
     ledger: Option<&dyn Ledger>,
     run_id: &str,
     selected: &Plan<'_>,
     operation: Operation,
-) -> Result<BTreeMap<usize, String>> {
-    let Some(record) = ledger.map(|l| l.run(run_id)).transpose()?.flatten() else {
-        return Ok(BTreeMap::new());
+) -> Result<Joined> {
+    let Some(ledger) = ledger else {
+        return Ok(Joined::default());
+    };
+    let Some(record) = ledger.run(run_id)? else {
+        return Ok(Joined::default());
     };
     of_the_run(selected, &record)?;
-    Ok(blocked_in(selected, operation, &record))
+    let previews = match operation {
+        Operation::Preview => ledger.previews(run_id)?,
+        _ => BTreeMap::new(),
+    };
+    Ok(Joined {
+        blocked: blocked_in(selected, operation, &record, &previews),
+        in_run: record.projects.iter().map(|p| p.path.clone()).collect(),
+    })
+}
+
+/// Whether project `path`'s job ended it waiting (a preview whose dependency is not deployed
+/// yet), not `ci open`'s record of it waiting for its job.
+pub fn waited(project: &crate::ledger::ProjectRecord) -> bool {
+    project.status == ProjectStatus::Waiting && project.finished.is_some()
 }
 
 /// Refuses selected projects the run was not opened with.
@@ -101,7 +144,8 @@ fn blocked_in(
     selected: &Plan<'_>,
     operation: Operation,
     record: &RunRecord,
-) -> BTreeMap<usize, String> {
+    previews: &BTreeMap<String, Previewed>,
+) -> BTreeMap<usize, Blocked> {
     let graph = selected.graph;
     let mut blocked = BTreeMap::new();
     for &i in selected.order() {
@@ -109,9 +153,18 @@ fn blocked_in(
             Operation::Destroy => graph.successors(i),
             _ => graph.predecessors(i),
         };
+        let mut waits = Waits::default();
         for (d, _) in first.into_iter().filter(|(d, _)| !selected.contains(*d)) {
             let path = &graph.project(d).path;
+            let previewed = previews.get(path.as_str());
             let reason = match record.projects.iter().find(|p| p.path == *path) {
+                // What a preview of the run found of the projects before it: as one `preview`,
+                // a project waits on one not deployed yet (`scheduler::waits_on`).
+                Some(p) if waited(p) => {
+                    let on = previewed.map(|p| p.waits_on.clone()).unwrap_or_default();
+                    waits.through(path, on);
+                    continue;
+                }
                 Some(p) if p.status == ProjectStatus::Waiting => format!(
                     "depends on {path}, which has not run in run {} yet",
                     record.run_id
@@ -119,12 +172,61 @@ fn blocked_in(
                 Some(p) if !p.status.is_success() => {
                     format!("depends on {path}, which did not succeed")
                 }
+                Some(_) if previewed.is_some_and(|p| p.new_stack) => {
+                    waits.direct(path);
+                    continue;
+                }
                 _ => continue,
             };
-            blocked.entry(i).or_insert(reason);
+            blocked.entry(i).or_insert(Blocked::Skipped(reason));
+        }
+        if let Some(waits) = waits.blocked() {
+            blocked.entry(i).or_insert(waits);
         }
     }
     blocked
+}
+
+/// The projects not deployed yet that a project's preview would read, directly or through a
+/// dependency itself waiting, said as `scheduler::waits_on` says them.
+#[derive(Default)]
+struct Waits {
+    on: Vec<String>,
+    direct: Vec<String>,
+    through: Vec<String>,
+}
+
+impl Waits {
+    fn direct(&mut self, path: &str) {
+        self.on.push(path.to_string());
+        self.direct.push(path.to_string());
+    }
+
+    fn through(&mut self, path: &str, on: Vec<String>) {
+        self.on.extend(on);
+        self.through.push(path.to_string());
+    }
+
+    fn blocked(mut self) -> Option<Blocked> {
+        if self.direct.is_empty() && self.through.is_empty() {
+            return None;
+        }
+        self.on.sort();
+        self.on.dedup();
+        let mut said = Vec::new();
+        if !self.direct.is_empty() {
+            said.push(format!("{} (not deployed yet)", self.direct.join(", ")));
+        }
+        if !self.through.is_empty() {
+            let waiting =
+                crate::error::plural(self.through.len(), "itself waiting", "themselves waiting");
+            said.push(format!("{} ({waiting})", self.through.join(", ")));
+        }
+        Some(Blocked::Waits {
+            on: self.on,
+            reason: format!("waits on {}", said.join(" and ")),
+        })
+    }
 }
 
 /// Writes the kubeconfig of every project the runnable selected ones follow (however far back,
@@ -245,9 +347,58 @@ mod tests {
         operation: Operation,
         record: &RunRecord,
     ) -> Vec<(String, String)> {
-        (blocked_in(selected, operation, record).into_iter())
-            .map(|(i, why)| (graph.project(i).path.clone(), why))
+        (blocked_in(selected, operation, record, &BTreeMap::new()).into_iter())
+            .map(|(i, why)| (graph.project(i).path.clone(), why.reason().to_string()))
             .collect()
+    }
+
+    /// A preview's job waits, as one `preview` would, on a dependency whose job found its stack
+    /// not deployed yet, or itself waiting; `ci open`'s waiting record is a job not run yet.
+    #[test]
+    fn a_preview_job_waits_on_what_another_job_found_not_deployed() {
+        let graph = aws();
+        let selected = select(&graph, &["kubernetes/logstore"]);
+        let mut run = record(&graph, &[]);
+        run.operation = Operation::Preview;
+        let new = Previewed {
+            new_stack: true,
+            ..Previewed::default()
+        };
+        let previews = BTreeMap::from([("infrastructure/kubeconfig".to_string(), new)]);
+        let found = blocked_in(&selected, Operation::Preview, &run, &previews);
+        assert_eq!(
+            found.values().collect::<Vec<_>>(),
+            [&Blocked::Waits {
+                on: vec!["infrastructure/kubeconfig".into()],
+                reason: "waits on infrastructure/kubeconfig (not deployed yet)".into()
+            }]
+        );
+        // Its job ended it waiting, on the cluster.
+        let kubeconfig = (run.projects.iter_mut())
+            .find(|p| p.path == "infrastructure/kubeconfig")
+            .unwrap();
+        kubeconfig.status = ProjectStatus::Waiting;
+        kubeconfig.finished = Some("t1".into());
+        let waits = Previewed {
+            waits_on: vec!["infrastructure/aws/eks".into()],
+            ..Previewed::default()
+        };
+        let previews = BTreeMap::from([("infrastructure/kubeconfig".to_string(), waits)]);
+        let found = blocked_in(&selected, Operation::Preview, &run, &previews);
+        assert_eq!(
+            found.values().collect::<Vec<_>>(),
+            [&Blocked::Waits {
+                on: vec!["infrastructure/aws/eks".into()],
+                reason: "waits on infrastructure/kubeconfig (itself waiting)".into()
+            }]
+        );
+        // Not run yet: skipped, as before.
+        let kubeconfig = (run.projects.iter_mut())
+            .find(|p| p.path == "infrastructure/kubeconfig")
+            .unwrap();
+        kubeconfig.finished = None;
+        let found = blocked_in(&selected, Operation::Preview, &run, &previews);
+        assert!(matches!(found.values().next(), Some(Blocked::Skipped(_))));
     }
 
     #[test]

@@ -247,7 +247,8 @@ pub type Read = (Map<String, Value>, BTreeSet<String>);
 /// itself (`up` of a selected upstream gives its own), from the ledger's records (`recorded`),
 /// and from the engine (`read`: the upstream's outputs with their secrets, and which of them are
 /// secret) for a secret, or an output the ledger lacks. An input still without a value is a
-/// problem (exit 3) — unless the run is a preview that also previews its upstream (that
+/// problem (exit 3) — unless the run is a preview that also previews its upstream, or a job of
+/// a fanned-out preview whose upstream another job previews (`previewed_elsewhere`: that
 /// project waits), or a destroy or refresh (which may find the project without its stack as it
 /// goes, and otherwise fails it before its operation). A project the run leaves untouched
 /// (`absent`) needs none.
@@ -257,6 +258,7 @@ pub fn before(
     absent: &BTreeMap<usize, String>,
     recorded: BTreeMap<String, RecordedOutputs>,
     read: &mut dyn FnMut(usize) -> Option<Read>,
+    previewed_elsewhere: &dyn Fn(usize) -> bool,
 ) -> (BTreeMap<String, Known>, Vec<Problem>) {
     let graph = selected.graph;
     // A destroyed upstream's outputs are what its dependents still standing were deployed with:
@@ -317,7 +319,7 @@ pub fn before(
             // project without its stack (a module's workspaces are listed as it runs), and
             // says so then.
             let later = match operation {
-                Operation::Preview => selected.contains(j),
+                Operation::Preview => selected.contains(j) || previewed_elsewhere(j),
                 Operation::Destroy | Operation::Refresh => true,
                 Operation::Up => false,
             };

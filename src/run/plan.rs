@@ -39,7 +39,7 @@ pub struct PlannedProject {
     pub absent: Option<String>,
     /// Why it is skipped before it starts: a project it follows did not succeed in the run it
     /// joined (`--run`), on another runner.
-    pub blocked: Option<String>,
+    pub blocked: Option<crate::run::fanout::Blocked>,
     /// The `MARA_*` variables of its hooks.
     pub context: Context,
     /// Its inputs: each the output of another project, given to its engine as a variable.
@@ -214,7 +214,7 @@ pub struct Planner<'a> {
     /// The projects (graph index) known not to have the stack, with why.
     pub absent: &'a BTreeMap<usize, String>,
     /// The projects (graph index) skipped before they start, with why.
-    pub blocked: &'a BTreeMap<usize, String>,
+    pub blocked: &'a BTreeMap<usize, crate::run::fanout::Blocked>,
     /// The projects (path) the ledger knows to have the stack on this backend.
     pub known_stacks: &'a std::collections::BTreeSet<String>,
     /// The stack's kubeconfig, for the kubectl engine.
@@ -351,7 +351,7 @@ pub struct Inputs<'a> {
     /// The projects (graph index) known not to have the stack, with why.
     pub absent: &'a BTreeMap<usize, String>,
     /// The projects (graph index) skipped before they start, with why (`PlannedProject::blocked`).
-    pub blocked: &'a BTreeMap<usize, String>,
+    pub blocked: &'a BTreeMap<usize, crate::run::fanout::Blocked>,
     /// The projects (path) the ledger knows to have the stack on this backend.
     pub known_stacks: &'a std::collections::BTreeSet<String>,
 }

@@ -24,6 +24,13 @@ impl Redactor {
             if secret.contains(['\n', '\r']) {
                 all.extend(secret.split(['\n', '\r']).map(str::to_string));
             }
+            // As JSON text shows it (a property's value in a diff): quotes, backslashes and
+            // control characters escaped.
+            let json = serde_json::to_string(&secret).unwrap_or_default();
+            let escaped = json.strip_prefix('"').and_then(|j| j.strip_suffix('"'));
+            if let Some(escaped) = escaped.filter(|e| *e != secret) {
+                all.push(escaped.to_string());
+            }
             all.push(secret);
         }
         let mut secrets: Vec<String> = all
@@ -86,6 +93,16 @@ fn replace_words(text: &str, word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_is_found_as_json_text_shows_it_too() {
+        let redactor = Redactor::new(["p\"ss\\w0rd".to_string()]);
+        assert_eq!(
+            redactor.redact(r#"~ password: "old" => "p\"ss\\w0rd""#),
+            r#"~ password: "old" => "[secret]""#
+        );
+        assert_eq!(redactor.redact("p\"ss\\w0rd"), "[secret]");
+    }
 
     #[test]
     fn every_occurrence_longest_first() {

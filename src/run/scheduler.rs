@@ -58,220 +58,354 @@ pub async fn run<S: Send + 'static>(
     policy: FailurePolicy,
     interrupt: &Interrupt,
     events: &mpsc::UnboundedSender<Event>,
-    mut prepare: impl FnMut(usize, Stop) -> PrepareFuture<S>,
-    mut start: impl FnMut(usize, Option<S>, Release) -> ProjectFuture,
+    prepare: impl FnMut(usize, Stop) -> PrepareFuture<S>,
+    start: impl FnMut(usize, Option<S>, Release) -> ProjectFuture,
 ) -> Vec<ProjectReport> {
-    let projects = &plan.projects;
-    let mut waiting: Vec<usize> = projects.iter().map(|p| p.waits_for.len()).collect();
-    let mut unblocks: Vec<Vec<usize>> = vec![Vec::new(); projects.len()];
-    for (i, project) in projects.iter().enumerate() {
-        for &j in &project.waits_for {
-            unblocks[j].push(i);
+    let mut walk = Walk::new(plan, parallel, policy, interrupt, events, prepare, start);
+    loop {
+        walk.fill();
+        match walk.next().await {
+            Next::Ended(i, finished) => walk.ended(i, finished),
+            Next::Again => continue,
+            Next::Done => break,
         }
     }
-    // Ready projects, earliest in the plan first.
-    let mut ready: BinaryHeap<Reverse<usize>> = (0..projects.len())
-        .filter(|&i| waiting[i] == 0)
-        .map(Reverse)
-        .collect();
-    // Waiting projects that can prepare ahead of their turn, and what that made.
-    // Not for a preview: a project that turns out to wait on one not deployed yet is not
-    // previewed, and preparing it would have created its stack for nothing. (A preview
-    // prepares only stacks the ledger does not know, so steady state loses nothing.)
-    let mut early: BTreeSet<usize> = (0..projects.len())
-        .filter(|&i| waiting[i] > 0 && projects[i].prepares_first())
-        .filter(|_| plan.operation != crate::engine::Operation::Preview)
-        .collect();
-    let mut preparing: BTreeSet<usize> = BTreeSet::new();
-    let (stop_preparing, stop) = Stop::new();
-    // At most half the slots prepare, so that a preparation that takes long (a provider
-    // download) never holds back more than half of what becomes ready meanwhile.
-    let preparers = parallel / 2;
-    let mut prepared: BTreeMap<usize, S> = BTreeMap::new();
-    let (releases, mut released_rx) = mpsc::unbounded_channel::<usize>();
-    let mut released: BTreeSet<usize> = BTreeSet::new();
-    let mut reports: BTreeMap<usize, ProjectReport> = BTreeMap::new();
-    let mut started_at: BTreeMap<usize, SystemTime> = BTreeMap::new();
-    let mut running: JoinSet<Done<S>> = JoinSet::new();
-    let mut task_of: BTreeMap<tokio::task::Id, usize> = BTreeMap::new();
-    let mut first_failure: Option<String> = None;
-    // A project whose dependency failed: why it will not run.
-    let mut blocked: BTreeMap<usize, String> = BTreeMap::new();
-    // Counted by the tests: each dependency edge of the plan is followed once.
-    let mut unblocked = 0usize;
-    // Projects that end as they come up, without a task (a preview waiting on another).
-    let mut instant: Vec<(usize, Finished)> = Vec::new();
+    tracing::debug!(
+        target: "mara::graph",
+        projects = walk.reports.len(),
+        unblocked = walk.unblocked,
+        "scheduled"
+    );
+    walk.not_run()
+}
 
-    loop {
-        // Asked before each start: a lease may run out by the clock between two (`run::drain`).
-        let stopping = |first_failure: &Option<String>| {
-            interrupt.is_interrupted()
-                || interrupt.draining().is_some()
-                || (policy == FailurePolicy::StopAll && first_failure.is_some())
-        };
-        while !stopping(&first_failure) && running.len() < parallel.max(1) {
-            if let Some(Reverse(i)) = ready.pop() {
-                early.remove(&i);
-                // A preview that would read a project not deployed yet has nothing to read.
-                if let Some(waits) = waits_on(plan, i, &reports) {
-                    prepared.remove(&i);
-                    instant.push((i, waits));
-                    continue;
-                }
-                let path = projects[i].path.clone();
-                started_at.insert(i, SystemTime::now());
-                let _ = events.send(Event::ProjectStarted { index: i, path });
-                let release = Release {
-                    index: i,
-                    to: releases.clone(),
-                };
-                let project = start(i, prepared.remove(&i), release);
-                let handle = running.spawn(async move { Done::Finished(project.await) });
-                task_of.insert(handle.id(), i);
+/// What the walk waits for next.
+enum Next {
+    /// A project ended.
+    Ended(usize, Finished),
+    /// Something else happened (a preparation ended, a project let its dependents go, an
+    /// interruption came): fill the slots again.
+    Again,
+    /// Nothing runs and nothing more can start.
+    Done,
+}
+
+/// The walk's state: what waits, what is ready, what runs, and what ended.
+struct Walk<'a, S, P, St> {
+    plan: &'a RunPlan,
+    parallel: usize,
+    policy: FailurePolicy,
+    interrupt: &'a Interrupt,
+    events: &'a mpsc::UnboundedSender<Event>,
+    prepare: P,
+    start: St,
+    /// How many of its dependencies each project still waits for, and whom each one's end lets
+    /// go.
+    waiting: Vec<usize>,
+    unblocks: Vec<Vec<usize>>,
+    /// Ready projects, earliest in the plan first.
+    ready: BinaryHeap<Reverse<usize>>,
+    /// Waiting projects that can prepare ahead of their turn, those preparing, and what that
+    /// made.
+    early: BTreeSet<usize>,
+    preparing: BTreeSet<usize>,
+    prepared: BTreeMap<usize, S>,
+    stop_preparing: tokio::sync::watch::Sender<bool>,
+    stop: Stop,
+    /// At most half the slots prepare, so that a preparation that takes long (a provider
+    /// download) never holds back more than half of what becomes ready meanwhile.
+    preparers: usize,
+    releases: mpsc::UnboundedSender<usize>,
+    released_rx: mpsc::UnboundedReceiver<usize>,
+    released: BTreeSet<usize>,
+    reports: BTreeMap<usize, ProjectReport>,
+    started_at: BTreeMap<usize, SystemTime>,
+    running: JoinSet<Done<S>>,
+    task_of: BTreeMap<tokio::task::Id, usize>,
+    first_failure: Option<String>,
+    /// A project whose dependency failed: why it will not run.
+    blocked: BTreeMap<usize, String>,
+    /// Counted by the tests: each dependency edge of the plan is followed once.
+    unblocked: usize,
+    /// Projects that end as they come up, without a task (a preview waiting on another).
+    instant: Vec<(usize, Finished)>,
+}
+
+impl<'a, S, P, St> Walk<'a, S, P, St>
+where
+    S: Send + 'static,
+    P: FnMut(usize, Stop) -> PrepareFuture<S>,
+    St: FnMut(usize, Option<S>, Release) -> ProjectFuture,
+{
+    fn new(
+        plan: &'a RunPlan,
+        parallel: usize,
+        policy: FailurePolicy,
+        interrupt: &'a Interrupt,
+        events: &'a mpsc::UnboundedSender<Event>,
+        prepare: P,
+        start: St,
+    ) -> Self {
+        let projects = &plan.projects;
+        let waiting: Vec<usize> = projects.iter().map(|p| p.waits_for.len()).collect();
+        let mut unblocks: Vec<Vec<usize>> = vec![Vec::new(); projects.len()];
+        for (i, project) in projects.iter().enumerate() {
+            for &j in &project.waits_for {
+                unblocks[j].push(i);
+            }
+        }
+        let ready = (0..projects.len())
+            .filter(|&i| waiting[i] == 0)
+            .map(Reverse)
+            .collect();
+        // Not for a preview: a project that turns out to wait on one not deployed yet is not
+        // previewed, and preparing it would have created its stack for nothing. (A preview
+        // prepares only stacks the ledger does not know, so steady state loses nothing.)
+        let early = (0..projects.len())
+            .filter(|&i| waiting[i] > 0 && projects[i].prepares_first())
+            .filter(|_| plan.operation != crate::engine::Operation::Preview)
+            .collect();
+        let (stop_preparing, stop) = Stop::new();
+        let (releases, released_rx) = mpsc::unbounded_channel::<usize>();
+        Walk {
+            plan,
+            parallel,
+            policy,
+            interrupt,
+            events,
+            prepare,
+            start,
+            waiting,
+            unblocks,
+            ready,
+            early,
+            preparing: BTreeSet::new(),
+            prepared: BTreeMap::new(),
+            stop_preparing,
+            stop,
+            preparers: parallel / 2,
+            releases,
+            released_rx,
+            released: BTreeSet::new(),
+            reports: BTreeMap::new(),
+            started_at: BTreeMap::new(),
+            running: JoinSet::new(),
+            task_of: BTreeMap::new(),
+            first_failure: None,
+            blocked: BTreeMap::new(),
+            unblocked: 0,
+            instant: Vec::new(),
+        }
+    }
+
+    /// Whether nothing more starts. Asked before each start: a lease may run out by the clock
+    /// between two (`run::drain`).
+    fn stopping(&self) -> bool {
+        self.interrupt.is_interrupted()
+            || self.interrupt.draining().is_some()
+            || (self.policy == FailurePolicy::StopAll && self.first_failure.is_some())
+    }
+
+    /// Fills the free slots: ready projects first, then preparations.
+    fn fill(&mut self) {
+        while !self.stopping() && self.running.len() < self.parallel.max(1) {
+            if let Some(Reverse(i)) = self.ready.pop() {
+                self.start_project(i);
                 continue;
             }
-            if preparing.len() >= preparers {
+            if self.preparing.len() >= self.preparers {
                 break;
             }
-            let Some(i) = early.iter().copied().find(|i| !blocked.contains_key(i)) else {
+            let blocked = &self.blocked;
+            let Some(i) = self
+                .early
+                .iter()
+                .copied()
+                .find(|i| !blocked.contains_key(i))
+            else {
                 break;
             };
-            early.remove(&i);
-            let preparation = prepare(i, stop.clone());
-            let handle = running.spawn(async move { Done::Prepared(preparation.await) });
-            task_of.insert(handle.id(), i);
-            preparing.insert(i);
+            self.early.remove(&i);
+            let preparation = (self.prepare)(i, self.stop.clone());
+            let handle = self
+                .running
+                .spawn(async move { Done::Prepared(preparation.await) });
+            self.task_of.insert(handle.id(), i);
+            self.preparing.insert(i);
         }
         // Stopped by a failure: what is being prepared will not be used. Its processes are
         // asked to stop as Ctrl-C would (an interruption has reached them already).
-        if stopping(&first_failure) && !interrupt.is_interrupted() && !preparing.is_empty() {
-            let _ = stop_preparing.send(true);
+        if self.stopping() && !self.interrupt.is_interrupted() && !self.preparing.is_empty() {
+            let _ = self.stop_preparing.send(true);
         }
-        let (i, finished) = if let Some(done) = instant.pop() {
-            done
-        } else {
-            if running.is_empty() {
-                break;
+    }
+
+    fn start_project(&mut self, i: usize) {
+        self.early.remove(&i);
+        // A preview that would read a project not deployed yet has nothing to read.
+        if let Some(waits) = waits_on(self.plan, i, &self.reports) {
+            self.prepared.remove(&i);
+            self.instant.push((i, waits));
+            return;
+        }
+        let path = self.plan.projects[i].path.clone();
+        self.started_at.insert(i, SystemTime::now());
+        let _ = self.events.send(Event::ProjectStarted { index: i, path });
+        let release = Release {
+            index: i,
+            to: self.releases.clone(),
+        };
+        let project = (self.start)(i, self.prepared.remove(&i), release);
+        let handle = self
+            .running
+            .spawn(async move { Done::Finished(project.await) });
+        self.task_of.insert(handle.id(), i);
+    }
+
+    /// Waits for what comes next.
+    async fn next(&mut self) -> Next {
+        if let Some((i, finished)) = self.instant.pop() {
+            return Next::Ended(i, finished);
+        }
+        if self.running.is_empty() {
+            return Next::Done;
+        }
+        let joined = tokio::select! {
+            joined = self.running.join_next_with_id() => joined,
+            Some(i) = self.released_rx.recv() => {
+                // Its end may have been taken first, and its dependents released with it.
+                if !self.reports.contains_key(&i) && self.released.insert(i) {
+                    self.let_go(i);
+                }
+                return Next::Again;
             }
-            let joined = tokio::select! {
-                joined = running.join_next_with_id() => joined,
-                Some(i) = released_rx.recv() => {
-                    // Its end may have been taken first, and its dependents released with it.
-                    if reports.contains_key(&i) || !released.insert(i) {
-                        continue;
-                    }
-                    unblocked += let_go(&unblocks[i], &mut waiting, &blocked, &preparing, &mut ready);
-                    continue;
-                }
-                () = interrupt.requested(), if !interrupt.is_interrupted() => continue,
-            };
-            match joined {
-                Some(Ok((id, Done::Prepared(state)))) => {
-                    let i = task_of[&id];
-                    preparing.remove(&i);
-                    prepared.insert(i, state);
-                    if waiting[i] == 0 && !blocked.contains_key(&i) {
-                        ready.push(Reverse(i));
-                    }
-                    continue;
-                }
-                Some(Ok((id, Done::Finished(finished)))) => (task_of[&id], finished),
-                Some(Err(error)) => {
-                    let i = task_of[&error.id()];
-                    // A preparation that panicked: the project's turn, if it comes, starts from its
-                    // first step.
-                    if preparing.remove(&i) {
-                        if waiting[i] == 0 && !blocked.contains_key(&i) {
-                            ready.push(Reverse(i));
-                        }
-                        continue;
-                    }
-                    (i, panicked(error))
-                }
-                None => continue,
+            () = self.interrupt.requested(), if !self.interrupt.is_interrupted() => {
+                return Next::Again;
             }
         };
-        let path = projects[i].path.clone();
+        match joined {
+            Some(Ok((id, Done::Prepared(state)))) => {
+                let i = self.task_of[&id];
+                self.preparing.remove(&i);
+                self.prepared.insert(i, state);
+                self.ready_if_free(i);
+                Next::Again
+            }
+            Some(Ok((id, Done::Finished(finished)))) => Next::Ended(self.task_of[&id], finished),
+            Some(Err(error)) => {
+                let i = self.task_of[&error.id()];
+                // A preparation that panicked: the project's turn, if it comes, starts from its
+                // first step.
+                if self.preparing.remove(&i) {
+                    self.ready_if_free(i);
+                    return Next::Again;
+                }
+                Next::Ended(i, panicked(error))
+            }
+            None => Next::Again,
+        }
+    }
+
+    /// Project `i` is ready if it waits for nothing and nothing it depends on failed.
+    fn ready_if_free(&mut self, i: usize) {
+        if self.waiting[i] == 0 && !self.blocked.contains_key(&i) {
+            self.ready.push(Reverse(i));
+        }
+    }
+
+    /// Project `i`'s dependents no longer wait for it.
+    fn let_go(&mut self, i: usize) {
+        self.unblocked += let_go(
+            &self.unblocks[i],
+            &mut self.waiting,
+            &self.blocked,
+            &self.preparing,
+            &mut self.ready,
+        );
+    }
+
+    /// Project `i` ended: its dependents go on, or are blocked, and its report is sent.
+    fn ended(&mut self, i: usize, finished: Finished) {
+        let path = self.plan.projects[i].path.clone();
         // Started before the drain began and ended after (stopped before its operation, or let
         // finish): running when the drain began.
-        if started_at.contains_key(&i)
-            && interrupt
-                .lease()
-                .began_before(crate::run::drain::Moment::now())
+        if self.started_at.contains_key(&i)
+            && (self.interrupt.lease()).began_before(crate::run::drain::Moment::now())
         {
-            interrupt.lease().ran_through(&path);
+            self.interrupt.lease().ran_through(&path);
         }
         if !finished.outcome.lets_dependents_run() {
-            first_failure.get_or_insert_with(|| path.clone());
+            self.first_failure.get_or_insert_with(|| path.clone());
             // Released before it failed (cleaning up): its dependents already went on.
-            let mut stack = match released.contains(&i) {
+            let mut stack = match self.released.contains(&i) {
                 true => Vec::new(),
                 false => vec![i],
             };
             while let Some(j) = stack.pop() {
-                for &k in &unblocks[j] {
-                    if let std::collections::btree_map::Entry::Vacant(entry) = blocked.entry(k) {
+                for &k in &self.unblocks[j] {
+                    if let std::collections::btree_map::Entry::Vacant(entry) = self.blocked.entry(k)
+                    {
                         entry.insert(path.clone());
                         stack.push(k);
                     }
                 }
             }
-        } else if !released.contains(&i) {
-            unblocked += let_go(&unblocks[i], &mut waiting, &blocked, &preparing, &mut ready);
+        } else if !self.released.contains(&i) {
+            self.let_go(i);
         }
-        let report = ProjectReport::new(path, started_at.get(&i).copied(), finished);
-        let _ = events.send(Event::ProjectFinished {
+        let report = ProjectReport::new(path, self.started_at.get(&i).copied(), finished);
+        let _ = self.events.send(Event::ProjectFinished {
             index: i,
             report: Box::new(report.clone()),
         });
-        reports.insert(i, report);
+        self.reports.insert(i, report);
     }
 
-    tracing::debug!(
-        target: "mara::graph",
-        projects = reports.len(),
-        unblocked,
-        "scheduled"
-    );
-    // Everything that did not run, with the reason.
-    for (i, project) in projects.iter().enumerate() {
-        if reports.contains_key(&i) {
-            continue;
+    /// Every project's report: those that did not run, with the reason.
+    fn not_run(mut self) -> Vec<ProjectReport> {
+        for (i, project) in self.plan.projects.iter().enumerate() {
+            if self.reports.contains_key(&i) {
+                continue;
+            }
+            let finished = Finished {
+                outcome: Outcome::Skipped {
+                    reason: self.not_run_because(i),
+                },
+                exit_code: None,
+                changes: None,
+                log: None,
+                created_stack: false,
+                preview: Default::default(),
+                outputs: None,
+            };
+            let report = ProjectReport::new(project.path.clone(), None, finished);
+            let _ = self.events.send(Event::ProjectFinished {
+                index: i,
+                report: Box::new(report.clone()),
+            });
+            self.reports.insert(i, report);
         }
+        self.reports.into_values().collect()
+    }
+
+    fn not_run_because(&self, i: usize) -> String {
         // A dependency stopped by the interruption did not fail: the interruption is the reason.
         let stopped = |path: &String| {
-            reports
-                .values()
+            (self.reports.values())
                 .any(|r| r.path == *path && r.status == crate::status::ProjectStatus::Cancelled)
         };
-        let reason = if let Some(failed) = blocked.get(&i).filter(|f| !stopped(f)) {
+        if let Some(failed) = self.blocked.get(&i).filter(|f| !stopped(f)) {
             format!("depends on {failed}, which did not succeed")
-        } else if interrupt.is_interrupted() {
+        } else if self.interrupt.is_interrupted() {
             "not started: the run was interrupted".to_string()
-        } else if let Some(reason) = interrupt.draining() {
+        } else if let Some(reason) = self.interrupt.draining() {
             format!("not started: {reason}")
-        } else if let Some(failed) = &first_failure {
+        } else if let Some(failed) = &self.first_failure {
             format!("not started: the run stopped after {failed} failed")
         } else {
             "not started".to_string()
-        };
-        let finished = Finished {
-            outcome: Outcome::Skipped { reason },
-            exit_code: None,
-            changes: None,
-            log: None,
-            created_stack: false,
-            preview: Default::default(),
-            outputs: None,
-        };
-        let report = ProjectReport::new(project.path.clone(), None, finished);
-        let _ = events.send(Event::ProjectFinished {
-            index: i,
-            report: Box::new(report.clone()),
-        });
-        reports.insert(i, report);
+        }
     }
-    reports.into_values().collect()
 }
 
 /// A project's dependents (`dependents`) no longer wait for it: each one whose last dependency

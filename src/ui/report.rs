@@ -429,21 +429,29 @@ pub fn markdown(summary: &RunSummary) -> String {
 /// that change, fail or have a note, and the diffs are kept within what GitHub takes of a
 /// comment.
 pub fn comment(summary: &RunSummary) -> String {
-    let mut out = format!(
-        "{}
-{}",
-        comment_marker(&summary.provider, &summary.stack),
-        markdown_as(summary, Markdown::COMMENT)
-    );
+    let marker = comment_marker(summary.operation, &summary.provider, &summary.stack);
+    let mut out = format!("{marker}\n{}", markdown_as(summary, Markdown::COMMENT));
     if out.len() > COMMENT_MAX {
-        // At a line's end: a row or a diff line is whole or gone.
-        let mut end = COMMENT_MAX - 200;
+        // The table and notes first: the diffs go.
+        let bare = Markdown {
+            diff_budget: 0,
+            ..Markdown::COMMENT
+        };
+        out = format!("{marker}\n{}", markdown_as(summary, bare));
+    }
+    if out.len() > COMMENT_MAX {
+        // At a line's end: a row is whole or gone.
+        let mut end = COMMENT_MAX - 300;
         while !out.is_char_boundary(end) {
             end -= 1;
         }
         let end = out[..end].rfind('\n').map_or(end, |at| at + 1);
         out.truncate(end);
-        out.push_str("\n_Cut here: a comment holds 65,536 characters. The whole summary is in the run's step summary and its JSON report (`--report`)._\n");
+        let _ = writeln!(
+            out,
+            "\n_Cut here: a comment holds 65,536 characters. The run's step summary has every project, and `mara logs {}` every log._",
+            summary.run_id
+        );
     }
     out
 }
@@ -451,7 +459,7 @@ pub fn comment(summary: &RunSummary) -> String {
 /// The HTML comment that begins a pull request's comment of the previews of `stack` of
 /// `provider`: how the workflow finds it again to update it (a name's characters beyond
 /// `[A-Za-z0-9_.-]` as `-`, so that it is safe in the workflow's shell and jq).
-pub fn comment_marker(provider: &str, stack: &str) -> String {
+pub fn comment_marker(operation: Operation, provider: &str, stack: &str) -> String {
     let safe = |name: &str| -> String {
         (name.chars())
             .map(|c| match c.is_ascii_alphanumeric() || "_.-".contains(c) {
@@ -461,7 +469,7 @@ pub fn comment_marker(provider: &str, stack: &str) -> String {
             .collect()
     };
     format!(
-        "<!-- mara preview: provider {}, stack {} -->",
+        "<!-- mara {operation}: provider {}, stack {} -->",
         safe(provider),
         safe(stack)
     )
@@ -501,11 +509,14 @@ fn markdown_as(summary: &RunSummary, shape: Markdown) -> String {
         summary.provider,
         summary.result()
     );
+    // A comment lists what a reviewer acts on: changes, failures, stale or planned previews.
     let listed = |p: &&ProjectReport| {
         shape.every_project
             || !p.status.is_success()
             || p.changes.as_ref().is_some_and(crate::engine::has_changes)
-            || !notes(p).is_empty()
+            || !p.stale.is_empty()
+            || !p.projected.is_empty()
+            || p.approval.is_some()
     };
     let rows: Vec<&ProjectReport> = summary.projects.iter().filter(listed).collect();
     if !rows.is_empty() {
@@ -525,6 +536,13 @@ fn markdown_as(summary: &RunSummary, shape: Markdown) -> String {
     out.push('\n');
     out.push_str(&markdown_notes(summary));
     out.push_str(&markdown_diffs(summary, &shape));
+    if !summary.run_id.is_empty() {
+        let _ = writeln!(
+            out,
+            "Run `{}`: `mara logs {}` shows every project's log.",
+            summary.run_id, summary.run_id
+        );
+    }
     out
 }
 
@@ -572,41 +590,71 @@ fn markdown_notes(summary: &RunSummary) -> String {
     out
 }
 
-/// Each project's diff, collapsed under its name, within `shape`'s budget.
+/// Each project's diff, collapsed under its name, within `shape`'s budget: every character of
+/// the section counts, and a project whose diff would not begin within it is counted at the end.
 fn markdown_diffs(summary: &RunSummary, shape: &Markdown) -> String {
     let mut out = String::new();
-    let mut budget = shape.diff_budget;
-    for p in summary.projects.iter().filter(|p| !p.diff.is_empty()) {
-        let lines: Vec<String> = p.diff.iter().flat_map(|d| d.lines()).collect();
-        let changes = p.changes.as_ref().map(changes_summary).unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "<details><summary><code>{}</code>: {}</summary>\n",
-            html(&p.path),
-            html(&changes)
-        );
-        let fence = "`".repeat(lines.iter().map(|l| backticks(l)).max().unwrap_or(0).max(2) + 1);
-        let _ = writeln!(out, "{fence}diff");
-        let mut shown = 0;
-        for line in &lines {
-            if budget < line.len() + 1 || shown == shape.diff_lines {
-                break;
-            }
-            budget -= line.len() + 1;
-            shown += 1;
-            let _ = writeln!(out, "{line}");
-        }
-        let _ = writeln!(out, "{fence}");
-        if shown < lines.len() {
+    let with_diffs: Vec<&ProjectReport> = (summary.projects.iter())
+        .filter(|p| !p.diff.is_empty())
+        .collect();
+    for (n, p) in with_diffs.iter().enumerate() {
+        // Room for its header, its first lines and its note.
+        if out.len() + 1024 > shape.diff_budget {
+            let left = with_diffs.len() - n;
             let _ = writeln!(
                 out,
-                "\n{} more {}: the whole diff is in the JSON report (`--report`).",
-                lines.len() - shown,
-                crate::error::plural(lines.len() - shown, "line", "lines")
+                "{left} more {} diffs not shown here: `mara logs {}` shows them.\n",
+                crate::error::plural(left, "project's", "projects'"),
+                summary.run_id
             );
+            break;
         }
-        out.push_str("\n</details>\n\n");
+        out.push_str(&markdown_diff(
+            p,
+            shape.diff_lines,
+            shape.diff_budget - out.len(),
+            &summary.run_id,
+        ));
     }
+    out
+}
+
+/// One project's diff within `budget` characters and `most` lines.
+fn markdown_diff(p: &ProjectReport, most: usize, budget: usize, run_id: &str) -> String {
+    let mut out = String::new();
+    let lines: Vec<String> = p.diff.iter().flat_map(|d| d.lines()).collect();
+    let changes = p.changes.as_ref().map(changes_summary).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "<details><summary><code>{}</code>: {}</summary>\n",
+        html(&p.path),
+        html(&changes)
+    );
+    let fence = "`".repeat(lines.iter().map(|l| backticks(l)).max().unwrap_or(0).max(2) + 1);
+    let _ = writeln!(out, "{fence}diff");
+    let mut shown = 0;
+    // What closes it: the fence, the note, the tags.
+    let room = budget.saturating_sub(out.len() + 512);
+    let mut used = 0;
+    for line in &lines {
+        if used + line.len() + 1 > room || shown == most {
+            break;
+        }
+        used += line.len() + 1;
+        shown += 1;
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(out, "{fence}");
+    if shown < lines.len() {
+        let _ = writeln!(
+            out,
+            "\n{} more {}: `mara logs {run_id} {}` shows the whole diff.",
+            lines.len() - shown,
+            crate::error::plural(lines.len() - shown, "line", "lines"),
+            p.path
+        );
+    }
+    out.push_str("\n</details>\n\n");
     out
 }
 
@@ -766,6 +814,7 @@ mod tests {
 
 </details>
 
+Run `gh-1-1`: `mara logs gh-1-1` shows every project's log.
 "
         );
         // The step summary lists every project.
@@ -789,7 +838,7 @@ mod tests {
         assert!(text.len() <= COMMENT_MAX, "{}", text.len());
         assert!(text.starts_with("<!-- mara preview: provider my-provider, stack dev -->\n"));
         assert!(
-            text.ends_with("its JSON report (`--report`)._\n"),
+            text.ends_with("and `mara logs gh-1-1` every log._\n"),
             "{}",
             &text[text.len() - 300..]
         );

@@ -10,13 +10,14 @@ use std::time::SystemTime;
 
 use super::run;
 use crate::cli::{CiCommand, CiOperation};
-use crate::deployment::checks::fanout;
+use crate::deployment::checks::fanout as checks;
 use crate::deployment::{self, Deployment};
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::graph::Selection;
 use crate::ledger::{self, Ledger, Previewed, ProjectRecord, RunRecord};
 use crate::run::events::{Outcome, ProjectReport, Reads, mark_stale};
+use crate::run::fanout;
 use crate::settings::Settings;
 use crate::settings::run::{OpenRun, Reports, RunSettings};
 use crate::status::{ProjectStatus, RunStatus};
@@ -94,7 +95,7 @@ fn close(settings: &Settings, run_id: &str, reports: Reports) -> Result<()> {
     let files = &deployment.files;
     let stack = files.required_stack()?;
     let place = ledger::place(&files.workspace, &settings.env)?;
-    fanout::team_ledger(&place, Some(&format!("cannot close run `{run_id}`")))?;
+    checks::team_ledger(&place, Some(&format!("cannot close run `{run_id}`")))?;
     let mut ledger = ledger::open(&place)?;
     let record = ledger.run(run_id)?.ok_or_else(|| {
         Error::usage(Problem::new(format!("there is no run `{run_id}` to close")))
@@ -204,11 +205,13 @@ fn record_end(
         )?;
     }
     let record = ledger.run(run_id)?.expect("the run was read above");
+    // A preview its job ended waiting (on a project not deployed yet) is done, as in one
+    // `preview`.
     let all_done = record.projects.iter().all(|p| {
         matches!(
             p.status,
             ProjectStatus::Succeeded | ProjectStatus::Unchanged
-        )
+        ) || fanout::waited(p)
     });
     let status = match (cancelled, all_done) {
         (true, _) => RunStatus::Cancelled,
@@ -256,7 +259,7 @@ fn unrecorded(
     for project in record
         .projects
         .iter()
-        .filter(|p| p.status == ProjectStatus::Waiting)
+        .filter(|p| p.status == ProjectStatus::Waiting && !fanout::waited(p))
     {
         let Ok(i) = graph.find(&project.path) else {
             missing.push((project.path.clone(), "not run: no job recorded it".into()));
@@ -314,6 +317,10 @@ fn summary_of(
                 ProjectStatus::Skipped => Outcome::Skipped { reason },
                 ProjectStatus::Cancelled => Outcome::Cancelled { killed: None },
                 ProjectStatus::Abandoned => Outcome::Skipped { reason },
+                ProjectStatus::Waiting if fanout::waited(p) => Outcome::Waits {
+                    on: previewed.waits_on.clone(),
+                    reason,
+                },
                 _ => Outcome::Failed {
                     code: p.exit_code,
                     reason,
@@ -339,7 +346,7 @@ fn summary_of(
                 inputs_taken: Default::default(),
                 plan_digest: None,
                 approval: None,
-                new_stack: false,
+                new_stack: previewed.new_stack,
                 outcome,
                 log: None,
                 created_stack: false,

@@ -161,16 +161,17 @@ impl Invocation<'_> {
         let Some(absent) = untouched? else {
             return Ok(None);
         };
-        let blocked = match &run.join {
+        let joined = match &run.join {
             Some(id) => {
-                run::fanout::blocked(ledger.existing()?, id, &loaded.selected, run.operation)?
+                run::fanout::joined(ledger.existing()?, id, &loaded.selected, run.operation)?
             }
-            None => BTreeMap::new(),
+            None => run::fanout::Joined::default(),
         };
         // What the run does not touch, or skips, needs no input.
         let mut untouched = absent.clone();
-        untouched.extend(blocked.iter().map(|(&i, why)| (i, why.clone())));
-        let inputs = self.inputs_before(deployment, loaded, ledger, env, &untouched)?;
+        untouched.extend((joined.blocked.iter()).map(|(&i, why)| (i, why.reason().to_string())));
+        let inputs = self.inputs_before(deployment, loaded, ledger, env, &untouched, &joined)?;
+        let blocked = joined.blocked;
         Ok(Some(Survey {
             backend,
             known_stacks,
@@ -192,6 +193,7 @@ impl Invocation<'_> {
         ledger: &mut Opener,
         env: &BTreeMap<String, String>,
         absent: &BTreeMap<usize, String>,
+        joined: &run::fanout::Joined,
     ) -> Result<BTreeMap<String, run::inputs::Known>> {
         let selected = &loaded.selected;
         let graph = selected.graph;
@@ -226,8 +228,11 @@ impl Invocation<'_> {
             Some((values, secret))
         };
         let operation = self.run.operation;
+        // A joined preview's upstream of the run is previewed by its own job: an input it will
+        // have only once applied makes this project's preview wait, as in one `preview`.
+        let elsewhere = |j: usize| joined.in_run.contains(&graph.project(j).path);
         let (known, problems) =
-            run::inputs::before(selected, operation, absent, recorded, &mut read);
+            run::inputs::before(selected, operation, absent, recorded, &mut read, &elsewhere);
         interrupt.checkpoint()?;
         match problems.is_empty() {
             true => Ok(known),

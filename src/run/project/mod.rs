@@ -3,6 +3,7 @@
 //! Every line shown or logged passes through the redactor. The stack outputs (read with
 //! `--show-secrets` for the hooks) are never shown or logged.
 
+use crate::run::fanout::Blocked;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -729,7 +730,11 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
 fn untouched(job: &Job) -> Option<Outcome> {
     let project = &job.project;
     match (&project.blocked, &project.absent) {
-        (Some(reason), _) => Some(Outcome::Skipped {
+        (Some(Blocked::Skipped(reason)), _) => Some(Outcome::Skipped {
+            reason: reason.clone(),
+        }),
+        (Some(Blocked::Waits { on, reason }), _) => Some(Outcome::Waits {
+            on: on.clone(),
             reason: reason.clone(),
         }),
         // A preview that cannot reach what it would change (manifests whose cluster is not up)

@@ -366,7 +366,9 @@ impl Writer {
                 run_id,
                 of: Some(self.of.clone()),
                 outputs: report.outputs.clone(),
-                preview: report.previewed(),
+                // Every preview's, in place of what an earlier job of the project recorded.
+                preview: (self.of.operation == crate::engine::Operation::Preview)
+                    .then(|| report.previewed()),
                 project: ProjectRecord {
                     path: report.path.clone(),
                     status: report.status,

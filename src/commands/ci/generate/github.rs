@@ -24,21 +24,25 @@ fn github_head(pipeline: &Pipeline) -> String {
         false => "",
     };
     let pull_requests = pipeline.on == Some(CiTrigger::PullRequest);
-    // A pull request's preview: on each push to it, its summary posted as one comment.
-    let (on, comment) = match pull_requests {
-        true => ("  pull_request: {}\n", "  pull-requests: write\n"),
-        false => ("", ""),
+    // A pull request's preview: on each push to it, its summary posted as one comment (by the
+    // close job, which alone may write on the pull request).
+    let on = match pull_requests {
+        true => "  pull_request: {}\n",
+        false => "",
     };
     out.push_str(&format!(
-        "name: mara {operation} {}\n\non:\n{on}  workflow_dispatch: {{}}\n\npermissions:\n  contents: read\n{comment}{id_token}\n",
+        "name: mara {operation} {}\n\non:\n{on}  workflow_dispatch: {{}}\n\npermissions:\n  contents: read\n{id_token}\n",
         pipeline.stack
     ));
     out.push_str(&match pull_requests {
         // Previews hold no lock: each pull request's run at once, a newer push replacing its
         // pull request's run in progress.
         true => format!(
-            "# One preview per pull request at a time, the newest push's.\nconcurrency:\n  group: mara-{}-preview-${{{{ github.event.pull_request.number || github.ref }}}}\n  cancel-in-progress: true\n\n",
-            pipeline.stack
+            "# One preview per pull request at a time, the newest push's.\nconcurrency:\n  group: {}\n  cancel-in-progress: true\n\n",
+            quoted(&format!(
+                "mara-{}-{}-preview-${{{{ github.event.pull_request.number || github.ref }}}}",
+                pipeline.provider, pipeline.stack
+            ))
         ),
         false => format!(
             "# One fanned-out run of the stack at a time; mara's lease guards it across workflows too.\nconcurrency:\n  group: mara-{}\n  cancel-in-progress: false\n\n",
@@ -58,106 +62,131 @@ fn github_head(pipeline: &Pipeline) -> String {
 
 pub(super) fn github(pipeline: &Pipeline) -> String {
     let mut out = github_head(pipeline);
-    // The secrets reach mara's own step only: not the checkout, not the setup; and each job's
-    // only those it needs.
-    // The engines' credentials (`--env`, `--var`) go to the jobs that run engines, not the close.
-    let secrets = |names: &BTreeSet<String>, credentials: bool| {
-        let mut env = String::from(
-            "        env:\n          MARA_LEDGER_URL: ${{ secrets.MARA_LEDGER_URL }}\n",
-        );
-        let (env_names, var_names): (&[String], &[String]) = match credentials {
-            true => (&pipeline.env, &pipeline.vars),
-            false => (&[], &[]),
-        };
-        for secret in names.iter().chain(env_names) {
-            env.push_str(&format!(
-                "          {secret}: ${{{{ secrets.{secret} }}}}\n"
-            ));
-        }
-        for var in var_names {
-            env.push_str(&format!("          {var}: ${{{{ vars.{var} }}}}\n"));
-        }
-        env
-    };
     out.push_str("\njobs:\n");
-    let job = |out: &mut String,
-               (id, name): (&str, &str),
-               needs: &[String],
-               always: bool,
-               run: &str,
-               names: &BTreeSet<String>| {
-        out.push_str(&format!("  {id}:\n    name: {}\n", quoted(name)));
-        if !needs.is_empty() {
-            out.push_str(&format!("    needs: [{}]\n", needs.join(", ")));
-        }
-        if always {
-            out.push_str("    if: ${{ always() }}\n");
-        }
-        out.push_str("    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n");
-        if let Some(setup) = &pipeline.setup {
-            out.push_str(&format!("      - run: {}\n", quoted(setup)));
-        }
-        out.push_str(&format!(
-            "      - run: {}\n{}",
-            quoted(run),
-            secrets(names, id != "mara-close")
-        ));
-    };
-    let open = ("mara-open", "open the run");
     let mut open_secrets = pipeline.secrets.clone();
     open_secrets.extend(pipeline.config_secret.clone());
-    job(
-        &mut out,
-        open,
-        &[],
-        false,
-        &open_command(pipeline),
-        &open_secrets,
-    );
+    let open = Job {
+        id: "mara-open",
+        name: "open the run",
+        needs: &[],
+        run: &open_command(pipeline),
+        secrets: &open_secrets,
+    };
+    out.push_str(&job(pipeline, &open));
     for j in &pipeline.jobs {
+        let project = Job {
+            id: &j.id,
+            name: &j.path,
+            needs: &j.needs,
+            run: &project_command(pipeline, &j.path),
+            secrets: &pipeline.job_secrets(j),
+        };
         out.push('\n');
-        let run = project_command(pipeline, &j.path);
-        job(
-            &mut out,
-            (&j.id, &j.path),
-            &j.needs,
-            false,
-            &run,
-            &pipeline.job_secrets(j),
-        );
+        out.push_str(&job(pipeline, &project));
     }
-    out.push('\n');
     let mut all: Vec<String> = vec!["mara-open".into()];
     all.extend(pipeline.jobs.iter().map(|j| j.id.clone()));
-    let close = ("mara-close", "close the run");
-    job(
-        &mut out,
-        close,
-        &all,
-        true,
-        &close_command(pipeline, ""),
-        &BTreeSet::new(),
-    );
+    let close = Job {
+        id: "mara-close",
+        name: "close the run",
+        needs: &all,
+        run: &close_command(pipeline, ""),
+        secrets: &BTreeSet::new(),
+    };
+    out.push('\n');
+    out.push_str(&job(pipeline, &close));
     if pipeline.on == Some(CiTrigger::PullRequest) {
         out.push_str(&comment_step(pipeline));
     }
     out
 }
 
+/// One job of the workflow, as `job` writes it.
+struct Job<'a> {
+    id: &'a str,
+    name: &'a str,
+    needs: &'a [String],
+    run: &'a str,
+    /// The secrets of the CI's store its mara step gets.
+    secrets: &'a BTreeSet<String>,
+}
+
+fn job(pipeline: &Pipeline, job: &Job<'_>) -> String {
+    let closing = job.id == "mara-close";
+    let mut out = format!("  {}:\n    name: {}\n", job.id, quoted(job.name));
+    if !job.needs.is_empty() {
+        out.push_str(&format!("    needs: [{}]\n", job.needs.join(", ")));
+    }
+    if closing {
+        // It closes the run whatever the jobs did.
+        out.push_str("    if: ${{ always() }}\n");
+        // The pull request's comment is the close job's alone: the project jobs run the pull
+        // request's code, and never get the token that writes on it.
+        if pipeline.on == Some(CiTrigger::PullRequest) {
+            out.push_str("    permissions:\n      contents: read\n      pull-requests: write\n");
+        }
+    }
+    out.push_str("    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n");
+    if let Some(setup) = &pipeline.setup {
+        out.push_str(&format!("      - run: {}\n", quoted(setup)));
+    }
+    out.push_str(&format!(
+        "      - run: {}\n{}",
+        quoted(job.run),
+        step_env(pipeline, job.secrets, !closing)
+    ));
+    out
+}
+
+/// A mara step's variables: the ledger's URL and `names` from the CI's secret store — the
+/// secrets reach mara's own step only, not the checkout, not the setup — and, for a job that
+/// runs engines (`credentials`), the engines' credentials (`--env`, `--var`).
+fn step_env(pipeline: &Pipeline, names: &BTreeSet<String>, credentials: bool) -> String {
+    let mut env =
+        String::from("        env:\n          MARA_LEDGER_URL: ${{ secrets.MARA_LEDGER_URL }}\n");
+    let (env_names, var_names): (&[String], &[String]) = match credentials {
+        true => (&pipeline.env, &pipeline.vars),
+        false => (&[], &[]),
+    };
+    for secret in names.iter().chain(env_names) {
+        env.push_str(&format!(
+            "          {secret}: ${{{{ secrets.{secret} }}}}\n"
+        ));
+    }
+    for var in var_names {
+        env.push_str(&format!("          {var}: ${{{{ vars.{var} }}}}\n"));
+    }
+    env
+}
+
 /// The close job's last step on a pull request: its preview's summary posted as one comment,
-/// the one found by its first line (`report::comment_marker`) updated on every later push. It
-/// runs when the close job fails too (the preview failed): the comment says why. A forked
-/// repository's pull request gets a read-only token, and no comment.
+/// the one found by its first line (`report::comment_marker`) updated on every later push, with
+/// a link to the workflow run. It runs when the close job failed too (the preview failed: the
+/// comment says why; the summary could not be made: the comment says so, rather than showing
+/// an earlier push's), but not in a run that was cancelled (a newer push's run replaces it). A
+/// forked repository's pull request gets a read-only token, and no comment.
 fn comment_step(pipeline: &Pipeline) -> String {
-    let marker = crate::ui::report::comment_marker(&pipeline.provider, &pipeline.stack);
+    let marker = crate::ui::report::comment_marker(
+        crate::engine::Operation::Preview,
+        &pipeline.provider,
+        &pipeline.stack,
+    );
     let comments = "repos/$GITHUB_REPOSITORY/issues";
     let script = [
-        format!("test -f {PREVIEW_FILE} || exit 0"),
+        "run=\"$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID\"".to_string(),
+        format!("if [ ! -f {PREVIEW_FILE} ]; then"),
+        format!(
+            "  printf '%s\\n\\nThe preview of this push could not be summarized: see the workflow run.\\n' '{marker}' > {PREVIEW_FILE}"
+        ),
+        "fi".into(),
+        format!(
+            "printf '\\n[The workflow run](%s) · commit %s\\n' \"$run\" \"$GITHUB_SHA\" >> {PREVIEW_FILE}"
+        ),
         format!("jq -Rs '{{body: .}}' {PREVIEW_FILE} > \"$RUNNER_TEMP/mara-comment.json\""),
         format!(
             "ids=$(gh api \"{comments}/$PR/comments\" --paginate --jq '.[] | select(.user.login == \"github-actions[bot]\" and (.body | startswith(\"{marker}\"))) | .id')"
         ),
-        // Not `| head`: it would end the pipeline early, which the step's `pipefail` fails.
+        // The first; not `| head`, which may end a pipeline before its writer does.
         "id=$(printf '%s\\n' \"$ids\" | sed -n 1p)".into(),
         "if [ -n \"$id\" ]; then".into(),
         format!(
@@ -170,7 +199,7 @@ fn comment_step(pipeline: &Pipeline) -> String {
         "fi".into(),
     ];
     let mut step = String::from(
-        "      - name: post the preview on the pull request\n        if: ${{ always() && github.event_name == 'pull_request' }}\n        env:\n          GH_TOKEN: ${{ github.token }}\n          PR: ${{ github.event.pull_request.number }}\n        run: |\n",
+        "      - name: post the preview on the pull request\n        if: ${{ !cancelled() && github.event_name == 'pull_request' }}\n        env:\n          GH_TOKEN: ${{ github.token }}\n          PR: ${{ github.event.pull_request.number }}\n        run: |\n",
     );
     for line in script {
         step.push_str(&format!("          {line}\n"));

@@ -1,20 +1,12 @@
 //! A fanned-out run as a GitLab CI pipeline.
 
 use super::pipeline::{
-    PREVIEW_FILE, Pipeline, close_command, header, open_command, project_command, quoted,
+    Job, PREVIEW_FILE, Pipeline, close_command, header, open_command, project_command, quoted,
 };
 use crate::cli::{CiOperation, CiTrigger};
 
 pub(super) fn gitlab(pipeline: &Pipeline) -> String {
     let mut out = header(pipeline);
-    // A merge request's preview: GitLab's merge-request pipelines only, or a child pipeline
-    // whose parent's trigger job decides when (two of mara's files cannot be included in one
-    // pipeline: their jobs have the same names).
-    if pipeline.on == Some(CiTrigger::PullRequest) {
-        out.push_str(
-            "\nworkflow:\n  rules:\n    - if: $CI_PIPELINE_SOURCE == \"merge_request_event\" || $CI_PIPELINE_SOURCE == \"parent_pipeline\"\n",
-        );
-    }
     out.push_str("\nstages: [mara-open, mara-projects, mara-close]\n\n");
     out.push_str("variables:\n");
     out.push_str(&format!(
@@ -31,10 +23,16 @@ pub(super) fn gitlab(pipeline: &Pipeline) -> String {
         .chain(&pipeline.vars))
     .map(String::as_str)
     .collect();
-    out.push_str(&format!(
-        "# MARA_LEDGER_URL{} are the project's CI/CD variables (protected; masked where GitLab\n# can mask them).\n",
-        names.iter().map(|n| format!(", {n}")).collect::<String>()
-    ));
+    let names: String = names.iter().map(|n| format!(", {n}")).collect();
+    out.push_str(&match pipeline.on {
+        None => format!(
+            "# MARA_LEDGER_URL{names} are the project's CI/CD variables (protected; masked where GitLab\n# can mask them).\n"
+        ),
+        // A merge request's pipeline runs on its source branch, which is seldom protected.
+        Some(CiTrigger::PullRequest) => format!(
+            "# MARA_LEDGER_URL{names} are the project's CI/CD variables (masked where GitLab can\n# mask them; not protected: GitLab gives protected variables only to protected branches'\n# pipelines, and a merge request's runs on its source branch — give a preview read-only\n# credentials).\n"
+        ),
+    });
     if let Some(setup) = &pipeline.setup {
         out.push_str(&format!(
             "\ndefault:\n  before_script:\n    - {}\n",
@@ -42,49 +40,61 @@ pub(super) fn gitlab(pipeline: &Pipeline) -> String {
         ));
     }
     out.push_str(&format!(
-        "\nmara-open:\n  stage: mara-open\n  script:\n    - {}\n",
+        "\nmara-open:\n  stage: mara-open\n{}  script:\n    - {}\n",
+        when(pipeline, false),
         quoted(&open_command(pipeline))
     ));
-    // Every project job runs, even after a failure: mara skips a project whose dependency did not
-    // succeed, recording why, and ends at once in a cancelled run; so each job ends, and the
-    // close job after them records the run as it went. A job that skipped its project exits 7,
-    // which GitLab shows as a warning, not as a success (docs/commands.md, "ci").
-    // GitLab gives every job every CI/CD variable: a project's job unsets the secrets that are
-    // not its own before anything runs — its own setup included, which then comes after.
     for j in &pipeline.jobs {
-        let withheld = pipeline.withheld(j);
-        let unset = match withheld.is_empty() {
-            true => String::new(),
-            false => format!(
-                "    - {}\n",
-                quoted(&format!("unset {}", withheld.join(" ")))
-            ),
-        };
-        let first = match (&pipeline.setup, unset.is_empty()) {
-            (Some(setup), false) => format!("  before_script:\n{unset}    - {}\n", quoted(setup)),
-            _ => String::new(),
-        };
-        let unset = if first.is_empty() {
-            unset
-        } else {
-            String::new()
-        };
-        out.push_str(&format!(
-            "\n{}:\n  stage: mara-projects\n  needs: [{}]\n  when: always\n  allow_failure:\n    exit_codes: [7]\n{first}  script:\n{unset}    - {}\n",
-            j.id,
-            j.needs.join(", "),
-            quoted(&project_command(pipeline, &j.path))
-        ));
+        out.push_str(&project_job(pipeline, j));
     }
-    let withheld: Vec<&str> = pipeline.secrets.iter().map(String::as_str).collect();
-    let unset = match withheld.is_empty() {
-        true => String::new(),
-        false => format!(
-            "    - {}\n",
-            quoted(&format!("unset {}", withheld.join(" ")))
-        ),
+    out.push_str(&close_job(pipeline));
+    out
+}
+
+/// When a job runs: `always` (after a failure too), and for a merge request's preview only in
+/// merge-request pipelines, or in a child pipeline whose parent's trigger job decides — as each
+/// job's rule, not `workflow:`, which would rule the whole pipeline a file is included in.
+fn when(pipeline: &Pipeline, always: bool) -> String {
+    let rule = "if: $CI_PIPELINE_SOURCE == \"merge_request_event\" || $CI_PIPELINE_SOURCE == \"parent_pipeline\"";
+    match (pipeline.on, always) {
+        (None, false) => String::new(),
+        (None, true) => "  when: always\n".into(),
+        (Some(CiTrigger::PullRequest), false) => format!("  rules:\n    - {rule}\n"),
+        (Some(CiTrigger::PullRequest), true) => {
+            format!("  rules:\n    - {rule}\n      when: always\n")
+        }
+    }
+}
+
+/// A project's job. It runs even after a failure: mara skips a project whose dependency did not
+/// succeed, recording why, and ends at once in a cancelled run; so each job ends, and the close
+/// job after them records the run as it went. A job that skipped its project exits 7, which
+/// GitLab shows as a warning, not as a success (docs/commands.md, "ci"). GitLab gives every job
+/// every CI/CD variable: the job unsets the secrets that are not its own before anything runs —
+/// its own setup included, which then comes after.
+fn project_job(pipeline: &Pipeline, j: &Job) -> String {
+    let unset = unset(&pipeline.withheld(j));
+    let first = match (&pipeline.setup, unset.is_empty()) {
+        (Some(setup), false) => format!("  before_script:\n{unset}    - {}\n", quoted(setup)),
+        _ => String::new(),
     };
-    // A preview's summary is shown on its merge request, as an exposed artifact.
+    let unset = match first.is_empty() {
+        true => unset,
+        false => String::new(),
+    };
+    format!(
+        "\n{}:\n  stage: mara-projects\n  needs: [{}]\n{}  allow_failure:\n    exit_codes: [7]\n{first}  script:\n{unset}    - {}\n",
+        j.id,
+        j.needs.join(", "),
+        when(pipeline, true),
+        quoted(&project_command(pipeline, &j.path))
+    )
+}
+
+/// The close job: no secret but the ledger's URL; its reports as artifacts, a preview's summary
+/// exposed on its merge request.
+fn close_job(pipeline: &Pipeline) -> String {
+    let withheld: Vec<String> = pipeline.secrets.iter().cloned().collect();
     let (paths, exposed) = match pipeline.operation {
         CiOperation::Preview => (
             format!("mara-report.json, {PREVIEW_FILE}"),
@@ -92,9 +102,21 @@ pub(super) fn gitlab(pipeline: &Pipeline) -> String {
         ),
         _ => ("mara-report.json".to_string(), ""),
     };
-    out.push_str(&format!(
-        "\nmara-close:\n  stage: mara-close\n  when: always\n  script:\n{unset}    - {}\n  artifacts:\n    when: always\n{exposed}    paths: [{paths}]\n    reports:\n      junit: mara-junit.xml\n",
-        quoted(&close_command(pipeline, " --report mara-report.json --junit mara-junit.xml"))
-    ));
-    out
+    format!(
+        "\nmara-close:\n  stage: mara-close\n{}  script:\n{}    - {}\n  artifacts:\n    when: always\n{exposed}    paths: [{paths}]\n    reports:\n      junit: mara-junit.xml\n",
+        when(pipeline, true),
+        unset(&withheld),
+        quoted(&close_command(
+            pipeline,
+            " --report mara-report.json --junit mara-junit.xml"
+        ))
+    )
+}
+
+/// The script line that unsets `names`, if any.
+fn unset(names: &[String]) -> String {
+    match names.is_empty() {
+        true => String::new(),
+        false => format!("    - {}\n", quoted(&format!("unset {}", names.join(" ")))),
+    }
 }

@@ -136,7 +136,10 @@ pub(super) fn command_args(pipeline: &Pipeline) -> String {
         args.push(format!("--config-secret {name}"));
     }
     if pipeline.on == Some(CiTrigger::PullRequest) {
-        args.push("--on pull-request".into());
+        args.push(match pipeline.system {
+            CiSystem::Github => "--on pull-request".into(),
+            CiSystem::Gitlab => "--on merge-request".into(),
+        });
     }
     if let Some(file) = &pipeline.file {
         args.push(format!(
