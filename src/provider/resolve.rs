@@ -49,6 +49,7 @@ pub(super) fn resolve(
             extends: Vec::new(),
             config: parsed.config,
             projects: parsed.projects.into_iter().map(|p| p.project).collect(),
+            pools: parsed.pools,
         });
     };
 
@@ -165,6 +166,9 @@ pub(super) fn resolve(
     }
     let mut extends = vec![base.name.clone()];
     extends.extend(base.extends.iter().cloned());
+    // A pool the file sets comes over its base's.
+    let mut pools = base.pools.clone();
+    pools.extend(parsed.pools);
     Ok(Provider {
         name: source.name.clone(),
         description: parsed.description.unwrap_or(base.description),
@@ -174,6 +178,7 @@ pub(super) fn resolve(
         extends,
         config,
         projects,
+        pools,
     })
 }
 

@@ -14,6 +14,7 @@ use super::{ConfigKind, ConfigSpec, Hook, Input, Project, Reference, SecretSpec,
 use crate::engine::EngineKind;
 use crate::engine::command::Commands;
 use crate::error::{LineIndex, Location, Problem};
+use crate::workspace::budgets::{Checked, RawRetry};
 use crate::workspace::mara_toml::toml_problem;
 
 #[derive(Debug, Deserialize)]
@@ -30,6 +31,8 @@ pub struct RawProvider {
     pub config: Vec<RawConfig>,
     #[serde(default, rename = "project")]
     pub projects: Vec<RawProject>,
+    #[serde(default)]
+    pub pools: BTreeMap<String, Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -79,6 +82,8 @@ pub struct RawProject {
     /// `[project.inputs]`: `name = "project:output"`.
     #[serde(default)]
     pub inputs: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+    pub pool: Option<Spanned<String>>,
+    pub retry: Option<RawRetry>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,6 +120,7 @@ pub struct ParsedProvider {
     pub is_abstract: bool,
     pub config: Vec<ConfigSpec>,
     pub projects: Vec<ParsedProject>,
+    pub pools: BTreeMap<String, usize>,
 }
 
 /// A project entry and the ordering hint that only matters when it is added by `extends`.
@@ -179,6 +185,7 @@ impl Checker<'_> {
             is_abstract,
             config,
             projects,
+            pools,
         } = raw;
         let extends = extends.map(|name| {
             let at = self.at(&name);
@@ -235,6 +242,12 @@ impl Checker<'_> {
                 "must not be empty",
             );
         }
+        let pools = Checked {
+            path: self.file,
+            text: self.text,
+            problems: &mut self.problems,
+        }
+        .pools(pools);
         ParsedProvider {
             description,
             infra_type,
@@ -243,6 +256,7 @@ impl Checker<'_> {
             is_abstract,
             config,
             projects,
+            pools,
         }
     }
 
@@ -350,6 +364,8 @@ impl Checker<'_> {
             refresh,
             destroy,
             inputs,
+            pool,
+            retry,
         } = raw;
         let declared_at = self.at(&path);
         let path = path.into_inner();
@@ -445,6 +461,15 @@ impl Checker<'_> {
             _ => {}
         }
         let inputs = self.inputs(&subject, inputs);
+        let pool = pool.map(|pool| self.reference(pool));
+        let retry = retry.and_then(|retry| {
+            Checked {
+                path: self.file,
+                text: self.text,
+                problems: &mut self.problems,
+            }
+            .retry(retry, "project.retry")
+        });
         ParsedProject {
             project: Project {
                 path,
@@ -459,6 +484,8 @@ impl Checker<'_> {
                 on_destroy,
                 commands: steps,
                 inputs,
+                pool,
+                retry,
                 declared_at,
             },
             insert_after: insert_after.map(|r| self.reference(r)),

@@ -14,27 +14,8 @@ use crate::graph::{ExecutionGraph, Plan};
 use crate::ledger::{Ledger, Previewed, RunRecord};
 use crate::provider::Hook;
 use crate::run::kubeconfig;
-use crate::run::plan::Planner;
+use crate::run::plan::{Blocked, Planner};
 use crate::status::{ProjectStatus, RunStatus};
-
-/// Why a job of a fanned-out run does not run one of its projects.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Blocked {
-    /// A dependency (for destroy, a dependent) did not succeed in the run, or has not run in it
-    /// yet: skipped.
-    Skipped(String),
-    /// A preview whose dependency is not deployed yet, as that dependency's job found: it waits
-    /// on `on`, as it would in one `preview`.
-    Waits { on: Vec<String>, reason: String },
-}
-
-impl Blocked {
-    pub fn reason(&self) -> &str {
-        match self {
-            Blocked::Skipped(reason) | Blocked::Waits { reason, .. } => reason,
-        }
-    }
-}
 
 /// What a job sees of the run it joins: the projects it does not run, and which projects the run
 /// has (another job's preview of an upstream stands for this one's: its inputs may wait on it).

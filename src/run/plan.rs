@@ -39,7 +39,7 @@ pub struct PlannedProject {
     pub absent: Option<String>,
     /// Why it is skipped before it starts: a project it follows did not succeed in the run it
     /// joined (`--run`), on another runner.
-    pub blocked: Option<crate::run::fanout::Blocked>,
+    pub blocked: Option<Blocked>,
     /// The `MARA_*` variables of its hooks.
     pub context: Context,
     /// Its inputs: each the output of another project, given to its engine as a variable.
@@ -49,6 +49,35 @@ pub struct PlannedProject {
     /// In an `up` of approved plans: what was approved, and the steps that apply it or plan
     /// again (docs/commands.md, "Saved plans").
     pub approval: Option<Approval>,
+    /// The pool whose budget it counts against.
+    pub pool: Option<String>,
+}
+
+/// How many projects of a pool, and of an engine, run at once, within `--parallel`
+/// (docs/formats.md, "Budgets and retries").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Budgets {
+    pub pools: BTreeMap<String, usize>,
+    pub engines: BTreeMap<EngineKind, usize>,
+}
+
+/// Why a job of a fanned-out run does not run one of its projects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocked {
+    /// A dependency (for destroy, a dependent) did not succeed in the run, or has not run in it
+    /// yet: skipped.
+    Skipped(String),
+    /// A preview whose dependency is not deployed yet, as that dependency's job found: it waits
+    /// on `on`, as it would in one `preview`.
+    Waits { on: Vec<String>, reason: String },
+}
+
+impl Blocked {
+    pub fn reason(&self) -> &str {
+        match self {
+            Blocked::Skipped(reason) | Blocked::Waits { reason, .. } => reason,
+        }
+    }
 }
 
 /// A project's approved plan, as its `up` applies it.
@@ -197,6 +226,7 @@ pub struct RunPlan {
     /// A preview's: each change's properties are shown under it (`preview --diff`, and the
     /// preview of `up`'s confirmation, for its details).
     pub show_diff: bool,
+    pub budgets: Budgets,
 }
 
 /// Makes the plans of one run from its deployment: the run's own, and the preview its
@@ -214,7 +244,7 @@ pub struct Planner<'a> {
     /// The projects (graph index) known not to have the stack, with why.
     pub absent: &'a BTreeMap<usize, String>,
     /// The projects (graph index) skipped before they start, with why.
-    pub blocked: &'a BTreeMap<usize, crate::run::fanout::Blocked>,
+    pub blocked: &'a BTreeMap<usize, Blocked>,
     /// The projects (path) the ledger knows to have the stack on this backend.
     pub known_stacks: &'a std::collections::BTreeSet<String>,
     /// The stack's kubeconfig, for the kubectl engine.
@@ -321,6 +351,10 @@ impl Planner<'_> {
             absent: self.absent,
             blocked: self.blocked,
             known_stacks: self.known_stacks,
+            budgets: &Budgets {
+                pools: self.deployment.pools.clone(),
+                engines: workspace.settings.limits.clone(),
+            },
         })
     }
 }
@@ -351,9 +385,10 @@ pub struct Inputs<'a> {
     /// The projects (graph index) known not to have the stack, with why.
     pub absent: &'a BTreeMap<usize, String>,
     /// The projects (graph index) skipped before they start, with why (`PlannedProject::blocked`).
-    pub blocked: &'a BTreeMap<usize, crate::run::fanout::Blocked>,
+    pub blocked: &'a BTreeMap<usize, Blocked>,
     /// The projects (path) the ledger knows to have the stack on this backend.
     pub known_stacks: &'a std::collections::BTreeSet<String>,
+    pub budgets: &'a Budgets,
 }
 
 impl RunPlan {
@@ -375,6 +410,7 @@ impl RunPlan {
             absent,
             blocked,
             known_stacks,
+            budgets,
         } = inputs;
         let operation = *operation;
         let graph = selected.graph;
@@ -475,6 +511,7 @@ impl RunPlan {
                     fingerprint: fingerprints.get(&i).cloned(),
                     absent: absent.get(&i).cloned(),
                     blocked: blocked.get(&i).cloned(),
+                    pool: project.pool.as_ref().map(|pool| pool.target.clone()),
                     dir: if has_dir {
                         dir.clone()
                     } else {
@@ -488,6 +525,7 @@ impl RunPlan {
             operation,
             projects,
             show_diff: false,
+            budgets: (*budgets).clone(),
         }
     }
 
@@ -612,6 +650,7 @@ pub mod fixtures {
             absent: &BTreeMap::new(),
             blocked: &BTreeMap::new(),
             known_stacks: &Default::default(),
+            budgets: &Budgets::default(),
         })
     }
 }

@@ -475,8 +475,9 @@ pub fn comment_marker(operation: Operation, provider: &str, stack: &str) -> Stri
     )
 }
 
-/// The most GitHub takes of a comment's body.
-const COMMENT_MAX: usize = 65_536;
+/// The most of a comment's body mara writes: GitHub takes 65,536 characters, and the workflow's
+/// step adds its own first line and a link to the run.
+const COMMENT_MAX: usize = 64_000;
 
 /// How much a Markdown summary shows.
 struct Markdown {
@@ -485,6 +486,8 @@ struct Markdown {
     /// Diff lines shown per project, and characters of diff in all.
     diff_lines: usize,
     diff_budget: usize,
+    /// The most characters of a project's reason in the table.
+    reason_max: usize,
 }
 
 impl Markdown {
@@ -493,11 +496,13 @@ impl Markdown {
         every_project: true,
         diff_lines: 400,
         diff_budget: 512 * 1024,
+        reason_max: usize::MAX,
     };
     const COMMENT: Markdown = Markdown {
         every_project: false,
         diff_lines: 150,
         diff_budget: 40 * 1024,
+        reason_max: 600,
     };
 }
 
@@ -523,15 +528,18 @@ fn markdown_as(summary: &RunSummary, shape: Markdown) -> String {
         out.push_str("| project | result | duration | changes |\n|---|---|---|---|\n");
     }
     for p in &rows {
-        out.push_str(&markdown_row(p));
+        out.push_str(&markdown_row(p, shape.reason_max));
     }
     let unlisted = summary.projects.len() - rows.len();
-    if unlisted > 0 {
-        let _ = writeln!(
-            out,
-            "\n{unlisted} more {}: no changes.",
-            crate::error::plural(unlisted, "project", "projects")
-        );
+    let projects = crate::error::plural(unlisted, "project", "projects");
+    match (unlisted, rows.is_empty()) {
+        (0, _) => {}
+        (_, true) => {
+            let _ = writeln!(out, "No changes in the {unlisted} {projects}.");
+        }
+        (_, false) => {
+            let _ = writeln!(out, "\n{unlisted} more {projects}: no changes.");
+        }
     }
     out.push('\n');
     out.push_str(&markdown_notes(summary));
@@ -546,13 +554,17 @@ fn markdown_as(summary: &RunSummary, shape: Markdown) -> String {
     out
 }
 
-/// A project's row of the table.
-fn markdown_row(p: &ProjectReport) -> String {
+/// A project's row of the table, its reason cut at `reason_max` characters.
+fn markdown_row(p: &ProjectReport, reason_max: usize) -> String {
     let duration = p
         .duration_ms
         .map(|ms| crate::clock::human(std::time::Duration::from_millis(ms)))
         .unwrap_or_default();
     let mut detail = match (&p.changes, &p.reason) {
+        (_, Some(reason)) if reason.chars().count() > reason_max => {
+            let cut: String = reason.chars().take(reason_max).collect();
+            format!("{}… (its log has the rest)", cut.replace('|', "\\|"))
+        }
         (_, Some(reason)) => reason.replace('|', "\\|"),
         (Some(changes), None) => changes_summary(changes),
         (None, None) => String::new(),

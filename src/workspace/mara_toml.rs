@@ -1,10 +1,12 @@
 //! `mara.toml`: the workspace's own settings (docs/formats.md, "mara.toml"). Every key is optional; unknown keys are errors.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::budgets::{Checked, RawRetry, Retry};
 use crate::engine::EngineKind;
 use crate::error::{Error, Location, Problem, Result};
 
@@ -22,6 +24,12 @@ pub struct WorkspaceSettings {
     pub pulumi: PulumiSettings,
     /// A PostgreSQL server's URL (without a password) for a team's ledger.
     pub ledger: Option<String>,
+    /// `[pools]`: how many projects of each pool run at once.
+    pub pools: BTreeMap<String, usize>,
+    /// `[limits]`: how many projects of each engine run at once.
+    pub limits: BTreeMap<EngineKind, usize>,
+    /// `[retry]`: which failures run a project's operation again.
+    pub retry: Option<Retry>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +54,9 @@ impl Default for WorkspaceSettings {
                 secrets_provider: None,
             },
             ledger: None,
+            pools: BTreeMap::new(),
+            limits: BTreeMap::new(),
+            retry: None,
         }
     }
 }
@@ -63,6 +74,11 @@ struct RawMaraToml {
     engine: Option<EngineKind>,
     pulumi: Option<RawPulumi>,
     ledger: Option<Spanned<String>>,
+    #[serde(default)]
+    pools: BTreeMap<String, Spanned<i64>>,
+    #[serde(default)]
+    limits: BTreeMap<EngineKind, Spanned<i64>>,
+    retry: Option<RawRetry>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -87,6 +103,9 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         engine,
         pulumi,
         ledger,
+        pools,
+        limits,
+        retry,
     } = raw;
     let defaults = WorkspaceSettings::default();
     let mut problems = Vec::new();
@@ -172,6 +191,14 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
             None => Some(value),
         }
     });
+    let mut checked = Checked {
+        path,
+        text,
+        problems: &mut problems,
+    };
+    let pools = checked.pools(pools);
+    let limits = checked.limits(limits);
+    let retry = retry.and_then(|retry| checked.retry(retry, "retry"));
     if !problems.is_empty() {
         problems.sort_by_key(|p| p.location.as_ref().and_then(|l| l.line));
         return Err(Error::Problems(problems));
@@ -187,6 +214,9 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         engine: engine.unwrap_or(defaults.engine),
         pulumi,
         ledger,
+        pools,
+        limits,
+        retry,
     })
 }
 

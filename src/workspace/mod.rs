@@ -3,6 +3,7 @@
 //! The root is the nearest ancestor of the starting directory that holds `mara.toml`; with none,
 //! the starting directory itself, with every setting at its default. Nothing here writes.
 
+pub mod budgets;
 pub mod config_path;
 pub mod envfile;
 pub mod kubeconfig;

@@ -149,12 +149,13 @@ fn record_end(
     let run_id = record.run_id.as_str();
     let finished = crate::clock::rfc3339(SystemTime::now());
     // A job still deploying keeps the run open: releasing its lock now would let another
-    // run deploy the stack beside it.
+    // run deploy the stack beside it. A preview holds no lock: a job killed without recording
+    // its end (a cancelled workflow's) is closed as abandoned.
     if let Some(running) = record
         .projects
         .iter()
         .find(|p| p.status == ProjectStatus::Running)
-        .filter(|_| record.status == RunStatus::Running)
+        .filter(|_| record.status == RunStatus::Running && record.operation != Operation::Preview)
     {
         return Err(Error::Locked(Box::new(
             Problem::new(format!(

@@ -111,7 +111,7 @@ struct Survey {
     /// The projects the run leaves untouched, with why (`stacks::untouched`).
     absent: BTreeMap<usize, String>,
     /// For a job of a fanned-out run, the projects it skips, with why (`fanout::blocked`).
-    blocked: BTreeMap<usize, crate::run::fanout::Blocked>,
+    blocked: BTreeMap<usize, crate::run::plan::Blocked>,
     /// For a destroy, the earlier one that left nothing selected deployed (`stacks::destroyed_by`).
     destroyed: Option<crate::ledger::RunRecord>,
     /// The outputs its inputs take from projects it does not apply (`inputs_before`).

@@ -3,7 +3,7 @@
 //! Every line shown or logged passes through the redactor. The stack outputs (read with
 //! `--show-secrets` for the hooks) are never shown or logged.
 
-use crate::run::fanout::Blocked;
+use crate::run::plan::Blocked;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::{Arc, Mutex};

@@ -40,8 +40,8 @@ fn github_head(pipeline: &Pipeline) -> String {
         true => format!(
             "# One preview per pull request at a time, the newest push's.\nconcurrency:\n  group: {}\n  cancel-in-progress: true\n\n",
             quoted(&format!(
-                "mara-{}-{}-preview-${{{{ github.event.pull_request.number || github.ref }}}}",
-                pipeline.provider, pipeline.stack
+                "mara-preview-{}-${{{{ github.event.pull_request.number || github.ref }}}}",
+                pipeline.in_repository
             ))
         ),
         false => format!(
@@ -159,6 +159,19 @@ fn step_env(pipeline: &Pipeline, names: &BTreeSet<String>, credentials: bool) ->
     env
 }
 
+/// The first line of the pull-request comment of the workflow at `file` (in the repository):
+/// how its step finds the comment again. A character beyond `[A-Za-z0-9_./-]` is `-`, so that
+/// it is safe in the step's shell and jq.
+pub(super) fn comment_marker(file: &str) -> String {
+    let safe: String = (file.chars())
+        .map(|c| match c.is_ascii_alphanumeric() || "_./-".contains(c) {
+            true => c,
+            false => '-',
+        })
+        .collect();
+    format!("<!-- mara preview: {safe} -->")
+}
+
 /// The close job's last step on a pull request: its preview's summary posted as one comment,
 /// the one found by its first line (`report::comment_marker`) updated on every later push, with
 /// a link to the workflow run. It runs when the close job failed too (the preview failed: the
@@ -166,23 +179,25 @@ fn step_env(pipeline: &Pipeline, names: &BTreeSet<String>, credentials: bool) ->
 /// an earlier push's), but not in a run that was cancelled (a newer push's run replaces it). A
 /// forked repository's pull request gets a read-only token, and no comment.
 fn comment_step(pipeline: &Pipeline) -> String {
-    let marker = crate::ui::report::comment_marker(
-        crate::engine::Operation::Preview,
-        &pipeline.provider,
-        &pipeline.stack,
-    );
+    // The workflow's own marker in place of mara's first line: two workflows of one stack (two
+    // selections) keep a comment each.
+    let marker = comment_marker(&pipeline.in_repository);
     let comments = "repos/$GITHUB_REPOSITORY/issues";
+    let body = "$RUNNER_TEMP/mara-comment.md";
     let script = [
         "run=\"$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID\"".to_string(),
-        format!("if [ ! -f {PREVIEW_FILE} ]; then"),
+        format!("printf '%s\\n' '{marker}' > \"{body}\""),
+        format!("if [ -f {PREVIEW_FILE} ]; then"),
+        format!("  tail -n +2 {PREVIEW_FILE} >> \"{body}\""),
+        "else".into(),
         format!(
-            "  printf '%s\\n\\nThe preview of this push could not be summarized: see the workflow run.\\n' '{marker}' > {PREVIEW_FILE}"
+            "  printf '\\nThe preview of this push could not be summarized: see the workflow run.\\n' >> \"{body}\""
         ),
         "fi".into(),
         format!(
-            "printf '\\n[The workflow run](%s) · commit %s\\n' \"$run\" \"$GITHUB_SHA\" >> {PREVIEW_FILE}"
+            "printf '\\n[The workflow run](%s) · commit %s\\n' \"$run\" \"$HEAD_SHA\" >> \"{body}\""
         ),
-        format!("jq -Rs '{{body: .}}' {PREVIEW_FILE} > \"$RUNNER_TEMP/mara-comment.json\""),
+        format!("jq -Rs '{{body: .}}' \"{body}\" > \"$RUNNER_TEMP/mara-comment.json\""),
         format!(
             "ids=$(gh api \"{comments}/$PR/comments\" --paginate --jq '.[] | select(.user.login == \"github-actions[bot]\" and (.body | startswith(\"{marker}\"))) | .id')"
         ),
@@ -199,7 +214,7 @@ fn comment_step(pipeline: &Pipeline) -> String {
         "fi".into(),
     ];
     let mut step = String::from(
-        "      - name: post the preview on the pull request\n        if: ${{ !cancelled() && github.event_name == 'pull_request' }}\n        env:\n          GH_TOKEN: ${{ github.token }}\n          PR: ${{ github.event.pull_request.number }}\n        run: |\n",
+        "      - name: post the preview on the pull request\n        if: ${{ !cancelled() && github.event_name == 'pull_request' }}\n        env:\n          GH_TOKEN: ${{ github.token }}\n          PR: ${{ github.event.pull_request.number }}\n          HEAD_SHA: ${{ github.event.pull_request.head.sha }}\n        run: |\n",
     );
     for line in script {
         step.push_str(&format!("          {line}\n"));

@@ -87,7 +87,7 @@ impl Asked {
                         _ => "a destroy",
                     }
                 ))
-                .hint("generate `--operation preview --on pull-request` for pull requests, and the `up` on its own (run by hand, or from the default branch's pipeline)"),
+                .hint(format!("generate `--operation preview --on pull-request` for pull requests, and the {} on its own (run by hand, or from the default branch's pipeline)", operation_word(self.operation))),
             ));
         }
         if self.oidc && self.system == CiSystem::Gitlab {
@@ -282,6 +282,16 @@ fn write_or_check(settings: &Settings, asked: Asked, at: Where) -> Result<()> {
     (pipeline.env, pipeline.vars, pipeline.oidc) = (env, vars, oidc);
     pipeline.config_secret = config_secret;
     pipeline.on = on;
+    // A file named on the command line is where mara runs, as `--report` is (`-C` names the
+    // workspace, not the file); the default one is in the repository's root, where CI looks.
+    let here = std::env::current_dir().map_err(|e| Error::read(std::path::Path::new("."), e))?;
+    let path = match &at.path {
+        Some(file) => here.join(file),
+        None => repository.join(default_file(system, operation, stack.name.as_str())),
+    };
+    pipeline.in_repository = (path.strip_prefix(&repository).unwrap_or(&path))
+        .display()
+        .to_string();
     let text = match system {
         CiSystem::Github => github::github(&pipeline),
         CiSystem::Gitlab => gitlab::gitlab(&pipeline),
@@ -295,13 +305,6 @@ fn write_or_check(settings: &Settings, asked: Asked, at: Where) -> Result<()> {
             .hint("split the deployment: one workflow per selection (--only, --skip, --from)"),
         ));
     }
-    // A file named on the command line is where mara runs, as `--report` is (`-C` names the
-    // workspace, not the file); the default one is in the repository's root, where CI looks.
-    let here = std::env::current_dir().map_err(|e| Error::read(std::path::Path::new("."), e))?;
-    let path = match &at.path {
-        Some(file) => here.join(file),
-        None => repository.join(default_file(system, operation, stack.name.as_str())),
-    };
     let shown = path
         .strip_prefix(&here)
         .unwrap_or(&path)
@@ -361,13 +364,41 @@ fn checked(
             ),
             crate::settings::OutputFormat::Human => format!("{shown} is up to date.\n"),
         }),
-        false => Err(Error::OutOfDate(Box::new(
-            Problem::new(match current {
-                Some(_) => format!("{shown} no longer matches the provider and its graph"),
-                None => format!("{shown} does not exist"),
-            })
-            .hint(format!("write it again: {}", regenerate(pipeline))),
-        ))),
+        false => Err(Error::OutOfDate(Box::new(out_of_date(
+            shown,
+            current.as_deref(),
+            pipeline,
+        )))),
+    }
+}
+
+/// Why the file at `shown` (holding `current`) is not what would be written: it is missing,
+/// it was written with other options than this check gives, or the provider, its graph or a
+/// hand changed it.
+fn out_of_date(shown: &str, current: Option<&str>, pipeline: &Pipeline) -> Problem {
+    let now = regenerate(pipeline);
+    let Some(current) = current else {
+        return Problem::new(format!("{shown} does not exist")).hint(format!("write it: {now}"));
+    };
+    let written_by = (current.lines().next())
+        .and_then(|line| line.strip_prefix("# Written by `"))
+        .and_then(|rest| rest.split('`').next());
+    match written_by {
+        Some(then) if then != now => Problem::new(format!(
+            "{shown} was written by `{then}`, and this check asks for `{now}`"
+        ))
+        .hint(format!(
+            "check it as it was written with `--check` and no other options (`mara ci generate {} --check{}`), or write it again as asked: {now}",
+            system_word(pipeline.system),
+            match &pipeline.file {
+                Some(file) => format!(" --file {}", file.display()),
+                None => String::new(),
+            }
+        )),
+        _ => Problem::new(format!(
+            "{shown} no longer matches the provider and its graph, or was edited by hand"
+        ))
+        .hint(format!("write it again: {now}")),
     }
 }
 

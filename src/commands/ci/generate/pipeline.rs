@@ -55,6 +55,9 @@ pub(super) struct Pipeline {
     pub(super) config_secret: Option<String>,
     /// `--on pull-request`: a preview of each pull request, its summary posted on it.
     pub(super) on: Option<CiTrigger>,
+    /// Where the file is in the repository: what tells its pull-request comment from another
+    /// workflow's.
+    pub(super) in_repository: String,
 }
 
 pub(super) struct Job {
@@ -287,6 +290,7 @@ pub(super) fn pipeline(
         oidc: false,
         config_secret: None,
         on: None,
+        in_repository: String::new(),
     }
 }
 
