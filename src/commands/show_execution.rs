@@ -87,16 +87,28 @@ fn plan(
             _ => Vec::new(),
         })
         .collect();
+    let budgets: Vec<crate::workspace::budgets::Budgets> = (providers.iter())
+        .map(|provider| {
+            let mut pools = provider.pools.clone();
+            pools.extend(workspace.settings.pools.clone());
+            crate::workspace::budgets::Budgets {
+                pools,
+                engines: workspace.settings.limits.clone(),
+            }
+        })
+        .collect();
     let views: Vec<View<'_>> = providers
         .iter()
         .zip(&plans)
         .zip(&names)
-        .map(|((provider, plan), names)| View {
+        .zip(&budgets)
+        .map(|(((provider, plan), names), budgets)| View {
             provider,
             plan,
             names,
             default_engine: workspace.settings.engine,
             style: settings.stdout_style,
+            budgets,
         })
         .collect();
     ui::print(&render_all(&views, format, all))

@@ -168,22 +168,10 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
         .as_ref()
         .and_then(|r| check_provider(checks, settings, workspace, r, config.as_ref()));
     report.provider = provider.as_ref().map(|p| p.name.clone());
-    let graph = provider
-        .as_ref()
-        .and_then(|provider| match ExecutionGraph::build(provider) {
-            Ok(graph) => {
-                let n = graph.len();
-                checks.pass(
-                    "graph",
-                    format!("{n} {}, no cycle", plural(n, "project", "projects")),
-                );
-                Some(graph)
-            }
-            Err(error) => {
-                checks.fail_with("graph", error);
-                None
-            }
-        });
+    let graph = (provider.as_ref()).and_then(|provider| graph_of(checks, provider));
+    if let Some(provider) = &provider {
+        check_pools(checks, provider, &workspace.settings.pools);
+    }
     let plan = graph
         .as_ref()
         .and_then(|graph| match Plan::select(graph, selection) {
@@ -265,6 +253,42 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
     short_secrets(checks, &env);
     checks::tools(checks, workspace, plan, &env);
     report
+}
+
+/// The provider's graph, checked.
+fn graph_of(checks: &mut Checks, provider: &Provider) -> Option<ExecutionGraph> {
+    match ExecutionGraph::build(provider) {
+        Ok(graph) => {
+            let n = graph.len();
+            checks.pass(
+                "graph",
+                format!("{n} {}, no cycle", plural(n, "project", "projects")),
+            );
+            Some(graph)
+        }
+        Err(error) => {
+            checks.fail_with("graph", error);
+            None
+        }
+    }
+}
+
+/// Each pool a project names has a limit (docs/formats.md, "Budgets and retries").
+fn check_pools(
+    checks: &mut Checks,
+    provider: &Provider,
+    set: &std::collections::BTreeMap<String, usize>,
+) {
+    match deployment::pools(provider, set) {
+        Ok(pools) if pools.is_empty() => {}
+        Ok(pools) => {
+            let limits: Vec<String> = (pools.iter())
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect();
+            checks.pass("pools", format!("at most {} at once", limits.join(", ")));
+        }
+        Err(error) => checks.fail_with("pools", error),
+    }
 }
 
 fn check_provider(

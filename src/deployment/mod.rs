@@ -121,13 +121,18 @@ impl StackFiles {
 
 /// Each pool's limit: the provider's `[pools]`, mara.toml's over them; a project whose pool has
 /// none is refused, with where it names it.
-fn pools(provider: &Provider, set: &BTreeMap<String, usize>) -> Result<BTreeMap<String, usize>> {
+pub fn pools(
+    provider: &Provider,
+    set: &BTreeMap<String, usize>,
+) -> Result<BTreeMap<String, usize>> {
     let mut pools = provider.pools.clone();
     pools.extend(set.iter().map(|(name, limit)| (name.clone(), *limit)));
+    // Said once a pool, where its first project names it.
+    let mut said = std::collections::BTreeSet::new();
     let problems: Vec<Problem> = (provider.projects.iter())
         .filter_map(|project| {
             let pool = project.pool.as_ref()?;
-            if pools.contains_key(&pool.target) {
+            if pools.contains_key(&pool.target) || !said.insert(pool.target.clone()) {
                 return None;
             }
             let hint =
@@ -138,8 +143,15 @@ fn pools(provider: &Provider, set: &BTreeMap<String, usize>) -> Result<BTreeMap<
                         pool.target
                     ),
                 };
+            let naming = (provider.projects.iter())
+                .filter(|p| p.pool.as_ref().is_some_and(|p| p.target == pool.target))
+                .count();
+            let others = match naming {
+                1 => String::new(),
+                n => format!(" ({n} projects name it)"),
+            };
             Some(
-                Problem::new(format!("pool `{}` has no limit", pool.target))
+                Problem::new(format!("pool `{}` has no limit{others}", pool.target))
                     .at(pool.at.clone())
                     .subject(format!("project `{}`", project.path))
                     .hint(hint),

@@ -20,6 +20,9 @@ pub struct View<'a> {
     /// The workspace's engine, for projects that do not name one.
     pub default_engine: EngineKind,
     pub style: Style,
+    /// How many projects of each pool, and of each engine, run at once (the provider's
+    /// `[pools]`, mara.toml's over them, and mara.toml's `[limits]`).
+    pub budgets: &'a crate::workspace::budgets::Budgets,
 }
 
 impl View<'_> {
@@ -212,11 +215,16 @@ pub fn json<'a>(view: &'a View<'_>) -> JsonPlan<'a> {
             inputs: (p.inputs.iter())
                 .map(|i| (i.name.as_str(), format!("{}:{}", i.from.target, i.output)))
                 .collect(),
+            pool: p.pool.as_ref().map(|pool| pool.target.as_str()),
         })
         .collect();
     JsonPlan {
         provider: &view.provider.name,
         infra_type: view.provider.infra_type.as_deref(),
+        pools: &view.budgets.pools,
+        limits: (view.budgets.engines.iter())
+            .map(|(engine, n)| (engine.as_str(), *n))
+            .collect(),
         projects,
     }
 }
@@ -227,6 +235,10 @@ pub fn json<'a>(view: &'a View<'_>) -> JsonPlan<'a> {
 pub struct JsonPlan<'a> {
     provider: &'a str,
     infra_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pools: &'a std::collections::BTreeMap<String, usize>,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    limits: std::collections::BTreeMap<&'static str, usize>,
     projects: Vec<JsonProject<'a>>,
 }
 
@@ -242,6 +254,8 @@ struct JsonProject<'a> {
     secrets: Vec<&'a str>,
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     inputs: std::collections::BTreeMap<&'a str, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pool: Option<&'a str>,
 }
 
 /// Graphviz: one cluster per stage; stage-rule edges dashed. Nodes are named by path, which is

@@ -90,6 +90,8 @@ pub struct Finished {
     pub log: Option<std::path::PathBuf>,
     /// Whether its engine said it created the project's stack.
     pub created_stack: bool,
+    /// How many times its operation ran (`[retry]`); 0: it did not run.
+    pub attempts: u32,
     /// What its preview says its outputs will do.
     pub preview: Box<Preview>,
     /// The outputs its dependents take, as its `up` left them (secret ones by name only): what
@@ -274,6 +276,10 @@ pub fn projected_lines(reports: &[ProjectReport], name: &dyn Fn(&str) -> String)
     lines
 }
 
+fn attempted_once(attempts: &u32) -> bool {
+    *attempts <= 1
+}
+
 fn approval_text<S: serde::Serializer>(
     held: &Option<crate::run::approval::Held>,
     to: S,
@@ -341,6 +347,9 @@ pub struct ProjectReport {
     /// Whether its engine said it created the project's stack (`stack select --create`).
     #[serde(skip)]
     pub created_stack: bool,
+    /// How many times its operation ran, when a retry ran it again.
+    #[serde(skip_serializing_if = "attempted_once")]
+    pub attempts: u32,
     /// The outputs its dependents take, for the ledger (`Finished::outputs`).
     #[serde(skip)]
     pub outputs: Option<Box<crate::ledger::Outputs>>,
@@ -400,6 +409,7 @@ impl ProjectReport {
             outcome: finished.outcome,
             log: finished.log,
             created_stack: finished.created_stack,
+            attempts: finished.attempts,
             outputs: finished.outputs,
         }
     }
@@ -427,6 +437,13 @@ pub enum Event {
     ProjectFinished {
         index: usize,
         report: Box<ProjectReport>,
+    },
+    /// A ready project that a free slot would start but for its pool's or engine's budget
+    /// (`why`); said once, before it starts.
+    Held {
+        index: usize,
+        path: String,
+        why: String,
     },
     /// A project's new plan differs from the one approved: whoever confirms the run is asked
     /// whether it applies (an interactive `up`); no answer is a no.

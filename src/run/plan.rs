@@ -51,15 +51,12 @@ pub struct PlannedProject {
     pub approval: Option<Approval>,
     /// The pool whose budget it counts against.
     pub pool: Option<String>,
+    /// Which failures of its operation run it again: its own `[project.retry]`, else
+    /// mara.toml's `[retry]`.
+    pub retry: Option<crate::workspace::budgets::Retry>,
 }
 
-/// How many projects of a pool, and of an engine, run at once, within `--parallel`
-/// (docs/formats.md, "Budgets and retries").
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Budgets {
-    pub pools: BTreeMap<String, usize>,
-    pub engines: BTreeMap<EngineKind, usize>,
-}
+pub use crate::workspace::budgets::Budgets;
 
 /// Why a job of a fanned-out run does not run one of its projects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -512,6 +509,7 @@ impl RunPlan {
                     absent: absent.get(&i).cloned(),
                     blocked: blocked.get(&i).cloned(),
                     pool: project.pool.as_ref().map(|pool| pool.target.clone()),
+                    retry: (project.retry.clone()).or_else(|| workspace.settings.retry.clone()),
                     dir: if has_dir {
                         dir.clone()
                     } else {

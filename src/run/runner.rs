@@ -333,6 +333,7 @@ mod tests {
                 }
                 Event::Interrupting { .. } => "interrupting".into(),
                 Event::Asks { index, .. } => format!("asks {index}"),
+                Event::Held { index, .. } => format!("held {index}"),
                 Event::RunFinished { status } => format!("finished {status}"),
             })
             .collect();

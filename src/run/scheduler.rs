@@ -19,7 +19,8 @@ use tokio::task::JoinSet;
 
 use super::events::{Event, Finished, Outcome, ProjectReport};
 use super::interrupt::{Interrupt, Stop};
-use super::plan::RunPlan;
+use super::plan::{Budgets, RunPlan};
+use crate::engine::EngineKind;
 
 pub use crate::settings::run::FailurePolicy;
 
@@ -79,6 +80,106 @@ pub async fn run<S: Send + 'static>(
     walk.not_run()
 }
 
+/// The ready projects, earliest in the plan first within each budget class (a pool and an
+/// engine), and how many of each pool and engine run: a project starts only when its pool and
+/// its engine have room (docs/formats.md, "Budgets and retries").
+struct Ready {
+    budgets: Budgets,
+    /// Each project's class, and each class's pool and engine.
+    class_of: Vec<usize>,
+    classes: Vec<(Option<String>, EngineKind)>,
+    queues: Vec<BinaryHeap<Reverse<usize>>>,
+    pools: BTreeMap<String, usize>,
+    engines: BTreeMap<EngineKind, usize>,
+}
+
+impl Ready {
+    fn new(plan: &RunPlan) -> Ready {
+        let mut classes: Vec<(Option<String>, EngineKind)> = Vec::new();
+        let class_of = (plan.projects.iter())
+            .map(|p| {
+                let class = (p.pool.clone(), p.engine);
+                match classes.iter().position(|c| *c == class) {
+                    Some(at) => at,
+                    None => {
+                        classes.push(class);
+                        classes.len() - 1
+                    }
+                }
+            })
+            .collect();
+        Ready {
+            budgets: plan.budgets.clone(),
+            queues: vec![BinaryHeap::new(); classes.len()],
+            class_of,
+            classes,
+            pools: BTreeMap::new(),
+            engines: BTreeMap::new(),
+        }
+    }
+
+    fn push(&mut self, i: usize) {
+        self.queues[self.class_of[i]].push(Reverse(i));
+    }
+
+    /// Why class `c` cannot start one more now, if it cannot.
+    fn held_by(&self, c: usize) -> Option<String> {
+        let (pool, engine) = &self.classes[c];
+        if let Some(pool) = pool {
+            let limit = self.budgets.pools.get(pool).copied().unwrap_or(usize::MAX);
+            let running = self.pools.get(pool).copied().unwrap_or(0);
+            if running >= limit {
+                return Some(format!(
+                    "waits for pool {pool} ({running} of {limit} running)"
+                ));
+            }
+        }
+        let limit = self
+            .budgets
+            .engines
+            .get(engine)
+            .copied()
+            .unwrap_or(usize::MAX);
+        let running = self.engines.get(engine).copied().unwrap_or(0);
+        (running >= limit).then(|| {
+            format!(
+                "waits for the {} limit ({running} of {limit} running)",
+                engine.as_str()
+            )
+        })
+    }
+
+    /// The earliest ready project whose budgets have room.
+    fn pop(&mut self) -> Option<usize> {
+        let c = (0..self.queues.len())
+            .filter(|&c| self.held_by(c).is_none())
+            .filter_map(|c| self.queues[c].peek().map(|Reverse(i)| (*i, c)))
+            .min()?
+            .1;
+        self.queues[c].pop().map(|Reverse(i)| i)
+    }
+
+    /// The first ready project of each class its budget holds back, with why.
+    fn held(&self) -> Vec<(usize, String)> {
+        (0..self.queues.len())
+            .filter_map(|c| {
+                let Reverse(i) = self.queues[c].peek()?;
+                self.held_by(c).map(|why| (*i, why))
+            })
+            .collect()
+    }
+
+    /// Project `i` started (`1`) or ended (`-1`): its pool and engine count it.
+    fn count(&mut self, i: usize, by: isize) {
+        let (pool, engine) = &self.classes[self.class_of[i]];
+        let add = |n: &mut usize| *n = n.saturating_add_signed(by);
+        if let Some(pool) = pool {
+            add(self.pools.entry(pool.clone()).or_default());
+        }
+        add(self.engines.entry(*engine).or_default());
+    }
+}
+
 /// What the walk waits for next.
 enum Next {
     /// A project ended.
@@ -103,8 +204,10 @@ struct Walk<'a, S, P, St> {
     /// go.
     waiting: Vec<usize>,
     unblocks: Vec<Vec<usize>>,
-    /// Ready projects, earliest in the plan first.
-    ready: BinaryHeap<Reverse<usize>>,
+    /// Ready projects, earliest in the plan first, within their budgets.
+    ready: Ready,
+    /// The projects a budget held back, said once each (`Event::Held`).
+    held: BTreeSet<usize>,
     /// Waiting projects that can prepare ahead of their turn, those preparing, and what that
     /// made.
     early: BTreeSet<usize>,
@@ -154,10 +257,10 @@ where
                 unblocks[j].push(i);
             }
         }
-        let ready = (0..projects.len())
-            .filter(|&i| waiting[i] == 0)
-            .map(Reverse)
-            .collect();
+        let mut ready = Ready::new(plan);
+        for i in (0..projects.len()).filter(|&i| waiting[i] == 0) {
+            ready.push(i);
+        }
         // Not for a preview: a project that turns out to wait on one not deployed yet is not
         // previewed, and preparing it would have created its stack for nothing. (A preview
         // prepares only stacks the ledger does not know, so steady state loses nothing.)
@@ -178,6 +281,7 @@ where
             waiting,
             unblocks,
             ready,
+            held: BTreeSet::new(),
             early,
             preparing: BTreeSet::new(),
             prepared: BTreeMap::new(),
@@ -209,10 +313,11 @@ where
     /// Fills the free slots: ready projects first, then preparations.
     fn fill(&mut self) {
         while !self.stopping() && self.running.len() < self.parallel.max(1) {
-            if let Some(Reverse(i)) = self.ready.pop() {
+            if let Some(i) = self.ready.pop() {
                 self.start_project(i);
                 continue;
             }
+            self.say_held();
             if self.preparing.len() >= self.preparers {
                 break;
             }
@@ -240,6 +345,21 @@ where
         }
     }
 
+    /// A ready project that a free slot would start but for its pool's or engine's budget says
+    /// so, once.
+    fn say_held(&mut self) {
+        for (i, why) in self.ready.held() {
+            if self.held.insert(i) {
+                let path = self.plan.projects[i].path.clone();
+                let _ = (self.events).send(Event::Held {
+                    index: i,
+                    path,
+                    why,
+                });
+            }
+        }
+    }
+
     fn start_project(&mut self, i: usize) {
         self.early.remove(&i);
         // A preview that would read a project not deployed yet has nothing to read.
@@ -250,6 +370,7 @@ where
         }
         let path = self.plan.projects[i].path.clone();
         self.started_at.insert(i, SystemTime::now());
+        self.ready.count(i, 1);
         let _ = self.events.send(Event::ProjectStarted { index: i, path });
         let release = Release {
             index: i,
@@ -309,7 +430,7 @@ where
     /// Project `i` is ready if it waits for nothing and nothing it depends on failed.
     fn ready_if_free(&mut self, i: usize) {
         if self.waiting[i] == 0 && !self.blocked.contains_key(&i) {
-            self.ready.push(Reverse(i));
+            self.ready.push(i);
         }
     }
 
@@ -327,6 +448,10 @@ where
     /// Project `i` ended: its dependents go on, or are blocked, and its report is sent.
     fn ended(&mut self, i: usize, finished: Finished) {
         let path = self.plan.projects[i].path.clone();
+        // Its budget is free again (a project that waited without a task never took it).
+        if self.started_at.contains_key(&i) {
+            self.ready.count(i, -1);
+        }
         // Started before the drain began and ended after (stopped before its operation, or let
         // finish): running when the drain began.
         if self.started_at.contains_key(&i)
@@ -375,6 +500,7 @@ where
                 changes: None,
                 log: None,
                 created_stack: false,
+                attempts: 0,
                 preview: Default::default(),
                 outputs: None,
             };
@@ -415,12 +541,12 @@ fn let_go(
     waiting: &mut [usize],
     blocked: &BTreeMap<usize, String>,
     preparing: &BTreeSet<usize>,
-    ready: &mut BinaryHeap<Reverse<usize>>,
+    ready: &mut Ready,
 ) -> usize {
     for &k in dependents {
         waiting[k] -= 1;
         if waiting[k] == 0 && !blocked.contains_key(&k) && !preparing.contains(&k) {
-            ready.push(Reverse(k));
+            ready.push(k);
         }
     }
     dependents.len()
@@ -472,6 +598,7 @@ fn waits_on(
         changes: None,
         log: None,
         created_stack: false,
+        attempts: 0,
         preview: Default::default(),
         outputs: None,
     })
@@ -497,6 +624,7 @@ fn panicked(error: tokio::task::JoinError) -> Finished {
         changes: None,
         log: None,
         created_stack: false,
+        attempts: 0,
         preview: Default::default(),
         outputs: None,
     }
@@ -650,6 +778,7 @@ mod tests {
             changes: None,
             log: None,
             created_stack: false,
+            attempts: 0,
             preview: Default::default(),
             outputs: None,
         }

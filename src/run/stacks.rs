@@ -418,6 +418,7 @@ mod tests {
                 changes: None,
                 log: None,
                 created_stack: false,
+                attempts: 0,
                 preview: Default::default(),
                 outputs: None,
             };

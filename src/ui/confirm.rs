@@ -147,6 +147,7 @@ mod tests {
                 changes,
                 log: None,
                 created_stack: false,
+                attempts: 0,
                 preview: Default::default(),
                 outputs: None,
             },

@@ -120,10 +120,13 @@ impl RunSummary {
     }
 }
 
-/// What the table says after a project's changes: `(stale)`, `(planned inputs)`, how its
-/// approved plan went.
+/// What the table says after a project's changes: how many times a retry ran it, `(stale)`,
+/// `(planned inputs)`, how its approved plan went.
 fn notes(p: &ProjectReport) -> Vec<String> {
     let mut notes = Vec::new();
+    if p.attempts > 1 {
+        notes.push(format!("({} attempts)", p.attempts));
+    }
     if !p.stale.is_empty() {
         notes.push("(stale)".to_string());
     }
@@ -765,6 +768,7 @@ mod tests {
                 changes: Some(changes),
                 log: None,
                 created_stack: false,
+                attempts: 0,
                 preview: Default::default(),
                 outputs: None,
             },

@@ -150,6 +150,34 @@ impl Reporter {
         }
     }
 
+    /// A ready project its pool's or engine's budget holds back: a line of its own in the live
+    /// view until it starts, or a line in the stream.
+    fn waits_for_budget(&mut self, index: usize, path: &str, why: &str) {
+        let Options {
+            style,
+            quiet,
+            order,
+            ..
+        } = self.options;
+        if let Some(Live { multi, bars, total }) = &mut self.live {
+            let bar = match total {
+                Some(total) => multi.insert_before(total, ProgressBar::new_spinner()),
+                None => multi.add(ProgressBar::new_spinner()),
+            };
+            let template = match style.enabled {
+                true => "  {msg:.dim}",
+                false => "  {msg}",
+            };
+            bar.set_style(ProgressStyle::with_template(template).expect("a valid template"));
+            bar.set_message(format!("{path} {why}"));
+            bar.tick();
+            bars.insert(index, bar);
+        } else if !quiet && order == LogOrder::Stream {
+            let line = format!("{} {}", self.prefix(path), style.dim(why));
+            self.write(&line, false);
+        }
+    }
+
     fn started(&mut self, index: usize, path: &str) {
         let Options {
             style,
@@ -159,6 +187,10 @@ impl Reporter {
             ..
         } = self.options;
         if let Some(Live { multi, bars, total }) = &mut self.live {
+            // In place of the line that said it waited for a budget.
+            if let Some(waited) = bars.remove(&index) {
+                waited.finish_and_clear();
+            }
             // Above the count, which stays the last line.
             let bar = match total {
                 Some(total) => multi.insert_before(total, ProgressBar::new_spinner()),
@@ -265,6 +297,7 @@ impl Sink for Reporter {
                 self.write(&line, true);
             }
             Event::Asks { path, question, .. } => self.ask(path, question),
+            Event::Held { index, path, why } => self.waits_for_budget(*index, path, why),
             Event::RunFinished { .. } => self.clear(),
         }
     }
@@ -309,6 +342,7 @@ mod tests {
                 changes,
                 log: None,
                 created_stack: false,
+                attempts: 0,
                 preview: Default::default(),
                 outputs: None,
             },

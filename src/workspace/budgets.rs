@@ -12,6 +12,13 @@ use toml::Spanned;
 use crate::engine::EngineKind;
 use crate::error::{Location, Problem};
 
+/// How many projects of a pool, and of an engine, run at once, within `--parallel`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Budgets {
+    pub pools: BTreeMap<String, usize>,
+    pub engines: BTreeMap<EngineKind, usize>,
+}
+
 /// The most of anything mara runs at once.
 const MOST: i64 = u16::MAX as i64;
 

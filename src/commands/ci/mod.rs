@@ -351,6 +351,7 @@ fn summary_of(
                 outcome,
                 log: None,
                 created_stack: false,
+                attempts: 0,
                 outputs: None,
             }
         })

@@ -70,6 +70,8 @@ pub struct Job {
     stop: Option<Stop>,
     /// A preview's: each change's properties are shown under it.
     pub show_diff: bool,
+    /// How many times its operation ran so far (`[retry]`).
+    attempts: std::sync::atomic::AtomicU32,
 }
 
 impl Job {
@@ -94,6 +96,7 @@ impl Job {
             release: None,
             stop: None,
             show_diff: false,
+            attempts: Default::default(),
         }
     }
 
@@ -152,6 +155,7 @@ impl Job {
             changes: None,
             log: log.as_ref().map(|_| self.project.log.clone()),
             created_stack: self.created(),
+            attempts: self.attempts(),
             preview: Default::default(),
             outputs: None,
         }
@@ -172,6 +176,10 @@ impl Job {
             created_stack: false,
             ..self.ended(Outcome::Absent { reason }, log)
         }
+    }
+
+    fn attempts(&self) -> u32 {
+        self.attempts.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn created(&self) -> bool {
@@ -369,7 +377,10 @@ impl Prepared {
             if changes_the_stack && let Some(reason) = interrupt.draining() {
                 return Err(job.stopped_before(&reason, log));
             }
-            let (finished, mut reader) = run_repaired(job, log, step, job.operation).await?;
+            let (finished, mut reader) = match step.kind {
+                StepKind::Operation => run_operation(job, log, step).await?,
+                _ => run_repaired(job, log, step, job.operation).await?,
+            };
             if step.kind == StepKind::Operation {
                 *changes = read_operation(job, log, step, &finished, &mut reader, preview);
                 outputs.applied = reader.applied_outputs();
@@ -427,6 +438,54 @@ impl Prepared {
             }
         }
         Ok(())
+    }
+}
+
+/// Runs the operation step; after a failure its retry policy names (`[retry]`, docs/formats.md
+/// "Budgets and retries") runs it again, after its backoff, doubled each time — a held lock is
+/// never a transient failure. Each attempt is counted, and a failed one said; an interruption
+/// ends the wait at once.
+async fn run_operation(
+    job: &Job,
+    log: &mut Option<std::fs::File>,
+    step: &Step,
+) -> Result<(process::Finished, Reader), Finished> {
+    let interrupt = job.shared.interrupt.clone();
+    let mut attempt = 1;
+    loop {
+        (job.attempts).store(attempt, std::sync::atomic::Ordering::Relaxed);
+        let (finished, reader) = run_repaired(job, log, step, job.operation).await?;
+        let Some(retry) = job.project.retry.clone() else {
+            return Ok((finished, reader));
+        };
+        if step.succeeded(finished.code)
+            || attempt >= retry.attempts
+            || interrupt.level() > InterruptLevel::None
+        {
+            return Ok((finished, reader));
+        }
+        let reason = failure_reason(job, step, &finished, &reader);
+        let locked = crate::engine::is_locked(&finished.stderr)
+            || reader.error().is_some_and(crate::engine::is_locked);
+        let said = [reason.as_str(), &finished.stdout, &finished.stderr];
+        let transient = (retry.errors.iter()).any(|p| said.iter().any(|text| p.0.is_match(text)));
+        if locked || !transient {
+            return Ok((finished, reader));
+        }
+        let wait = retry.backoff.saturating_mul(1 << (attempt - 1).min(16));
+        let line = format!(
+            "attempt {attempt} of {} failed ({reason}): trying again in {}",
+            retry.attempts,
+            crate::clock::human(wait)
+        );
+        job.emit(log, Stream::Stderr, &line);
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = interrupt.requested() => {
+                return Err(job.failed(finished.code, "interrupted".into(), log));
+            }
+        }
+        attempt += 1;
     }
 }
 
@@ -642,6 +701,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
             changes: None,
             log: None,
             created_stack: false,
+            attempts: 0,
             preview: Default::default(),
             outputs: None,
         };
@@ -720,6 +780,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         changes,
         log: log.as_ref().map(|_| job.project.log.clone()),
         created_stack: job.created(),
+        attempts: job.attempts(),
         preview: Box::new(preview),
         outputs: recorded,
     }

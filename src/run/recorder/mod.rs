@@ -497,6 +497,7 @@ mod tests {
                 changes: None,
                 log: Some(PathBuf::from(format!("/w/.mara/logs/r1/{index}.log"))),
                 created_stack: false,
+                attempts: 0,
                 preview: Default::default(),
                 outputs: None,
             };

@@ -11,6 +11,9 @@
 //!   operation takes, holding its lock.
 //! - `PULUMI_STAND_IN_FAIL=<project>` or `<operation>:<project>`, comma-separated: that operation
 //!   fails as a resource error would (exit 1).
+//! - `PULUMI_STAND_IN_FLAKY=<project>=<n>:<message>`, comma-separated: that project's `up`
+//!   fails its first `n` times with `error: <message>` (exit 1), as a cloud API's transient
+//!   error does; the times are counted in the backend (`.stand-in-flaky-<project>`).
 //! - `PULUMI_STAND_IN_CRASH=<project>`: the operation of that project ends as a program that
 //!   crashed before Pulumi could report it does: a Python traceback on stderr, no `error:` line,
 //!   exit 1.
@@ -601,6 +604,31 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// The transient error this `up` fails with (`PULUMI_STAND_IN_FLAKY`), counting it.
+    fn flaky(&self) -> Result<Option<String>, Failure> {
+        let Some(knob) = env("PULUMI_STAND_IN_FLAKY") else {
+            return Ok(None);
+        };
+        let entry = knob.split(',').find_map(|entry| {
+            let (project, rest) = entry.trim().split_once('=')?;
+            let (times, message) = rest.split_once(':')?;
+            (project == self.project.name).then(|| (times.parse::<u32>().ok(), message))
+        });
+        let Some((Some(times), message)) = entry else {
+            return Ok(None);
+        };
+        let counter = (self.backend.root).join(format!(".stand-in-flaky-{}", self.project.name));
+        let failed: u32 = std::fs::read_to_string(&counter)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0);
+        if failed >= times {
+            return Ok(None);
+        }
+        std::fs::write(&counter, (failed + 1).to_string()).map_err(|e| Failure::io(&counter, e))?;
+        Ok(Some(message.to_string()))
+    }
+
     /// `up`, `preview`, `refresh` and `destroy`.
     fn operation(&self) -> Result<(), Failure> {
         let op = self.args.command.as_str();
@@ -627,6 +655,11 @@ impl Ctx<'_> {
                 "Traceback (most recent call last):\n  File \"/usr/lib/python3/dist-packages/pulumi/runtime/stack.py\", line 138, in run_in_stack\n    await run_pulumi_func(run)\n  File \"__main__.py\", line 12, in <module>\n    cluster = config.require_object(\"cluster\")\nKeyError: 'aws:profile'\n"
             );
             std::process::exit(1);
+        }
+        if op == "up"
+            && let Some(message) = self.flaky()?
+        {
+            return Err(self.bail(op, &message));
         }
         if fails(op, &self.project.name) {
             let message = format!(

@@ -1,0 +1,301 @@
+//! Concurrency budgets and retries (docs/formats.md, "Budgets and retries"), on the Pulumi
+//! stand-in, which logs each call's start and end: the scheduler is judged by the intervals it
+//! recorded, never by wall time.
+
+mod common;
+
+use common::Workspace;
+use serde_json::Value;
+
+/// A workspace of 24 Pulumi projects with no edges between them: `slow/s00`… in pool `slow`
+/// (its limit in mara.toml's `[pools]`), `fast/f00`… in none; `toml` is added to mara.toml.
+fn wide(toml: &str) -> (Workspace, tempfile::TempDir) {
+    let mut provider = String::from("description = \"Wide\"\ninfra_type = \"wide\"\n");
+    let w = Workspace::new(&[
+        ("mara.toml", &format!("provider = \"wide\"\n{toml}")),
+        (
+            "config/pulumi/environment",
+            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=test\n",
+        ),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: wide\n",
+        ),
+    ]);
+    for i in 0..12 {
+        for (group, pool) in [("slow/s", "\npool = \"slow\""), ("fast/f", "")] {
+            let path = format!("{group}{i:02}");
+            provider.push_str(&format!("\n[[project]]\npath = \"{path}\"{pool}\n"));
+            w.project(&path, &path.replace('/', "-"));
+        }
+    }
+    w.write("providers/wide.toml", &provider);
+    (w, common::stand_in_bin())
+}
+
+fn mara(w: &Workspace, bin: &tempfile::TempDir) -> assert_cmd::Command {
+    let mut cmd = w.mara();
+    cmd.env("PATH", common::path_with(bin.path()))
+        .env("HOME", w.path().join("home"))
+        .env("PULUMI_STAND_IN_LOG", w.path().join("calls.jsonl"));
+    cmd
+}
+
+/// Each `up` the stand-in ran: (project directory, start, end).
+fn ups(w: &Workspace) -> Vec<(String, f64, f64)> {
+    let log = std::fs::read_to_string(w.path().join("calls.jsonl")).unwrap_or_default();
+    log.lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|call| (call["argv"].as_array().unwrap().iter()).any(|a| a == "up"))
+        .map(|call| {
+            let cwd = call["cwd"].as_str().unwrap();
+            let project = cwd.strip_prefix(w.path().to_str().unwrap()).unwrap();
+            (
+                project.trim_start_matches('/').to_string(),
+                call["start"].as_f64().unwrap(),
+                call["end"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The most of `intervals` that overlap at once.
+fn most_at_once<'a>(intervals: impl Iterator<Item = &'a (String, f64, f64)>) -> usize {
+    let mut edges: Vec<(f64, i32)> = intervals
+        .flat_map(|(_, start, end)| [(*start, 1), (*end, -1)])
+        .collect();
+    // An end before a start at the same moment: touching is not overlapping.
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut now, mut most) = (0, 0);
+    for (_, step) in edges {
+        now += step;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+#[test]
+fn a_pool_runs_no_more_than_its_limit_and_the_rest_runs_as_wide_as_parallel() {
+    let (w, bin) = wide("[pools]\nslow = 2\n");
+    // The plan shows the pools.
+    let output = mara(&w, &bin)
+        .args(["show-execution", "--format", "json"])
+        .output()
+        .unwrap();
+    let plan: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(plan["pools"], serde_json::json!({"slow": 2}));
+    assert_eq!(plan["projects"][0]["pool"], "slow", "{plan:#}");
+    assert!(plan["projects"][1].get("pool").is_none(), "{plan:#}");
+    let output = mara(&w, &bin)
+        .args(["up", "--yes", "--parallel", "8"])
+        .env("PULUMI_STAND_IN_DELAY_MS", "300")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let ups = ups(&w);
+    assert_eq!(ups.len(), 24, "{ups:?}");
+    let slow = most_at_once(ups.iter().filter(|(p, ..)| p.starts_with("slow/")));
+    assert_eq!(slow, 2, "the pool's limit, reached and never passed");
+    let all = most_at_once(ups.iter());
+    assert_eq!(all, 8, "--parallel, reached and never passed");
+    // The stream says which project a free slot waited on the pool for, once each.
+    let said = common::stdout(&output);
+    let waited: Vec<&str> = (said.lines())
+        .filter(|l| l.ends_with("waits for pool slow (2 of 2 running)"))
+        .collect();
+    assert!(!waited.is_empty(), "{said}");
+    let mut projects: Vec<&str> = waited
+        .iter()
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    projects.dedup();
+    assert_eq!(projects.len(), waited.len(), "{said}");
+    assert!(projects.iter().all(|p| p.starts_with("[slow/")), "{said}");
+}
+
+#[test]
+fn an_engine_limit_holds_every_project_of_the_engine() {
+    let (w, bin) = wide("[pools]\nslow = 12\n[limits]\npulumi = 3\n");
+    let output = mara(&w, &bin)
+        .args(["up", "--yes", "--parallel", "8"])
+        .env("PULUMI_STAND_IN_DELAY_MS", "200")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let ups = ups(&w);
+    assert_eq!(ups.len(), 24);
+    assert_eq!(most_at_once(ups.iter()), 3);
+}
+
+#[test]
+fn validate_refuses_an_unknown_pool_and_a_limit_below_one() {
+    let (w, bin) = wide("[pools]\nslwo = 2\n");
+    let output = mara(&w, &bin).arg("validate").output().unwrap();
+    let said = common::stdout(&output) + &common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains("providers/wide.toml:6: project `slow/s00`: pool `slow` has no limit (12 projects name it)"),
+        "{said}"
+    );
+    assert_eq!(said.matches("has no limit").count(), 1, "{said}");
+    // A run refuses it before anything runs.
+    let output = mara(&w, &bin).args(["up", "--yes"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(common::stderr(&output).contains("pool `slow` has no limit"));
+    assert!(said.contains("hint: did you mean `slwo`?"), "{said}");
+    assert!(ups(&w).is_empty());
+
+    let (w, bin) = wide("[pools]\nslow = 0\n[limits]\nterraform = -1\n");
+    let output = mara(&w, &bin).arg("validate").output().unwrap();
+    let said = common::stdout(&output) + &common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains(
+            "mara.toml:3: `pools.slow`: must be at least 1, not 0: a limit of 0 would run nothing"
+        ),
+        "{said}"
+    );
+    assert!(
+        said.contains("mara.toml:5: `limits.terraform`: must be at least 1, not -1"),
+        "{said}"
+    );
+    let (w, bin) = wide("[limits]\nterrafrom = 2\n");
+    let output = mara(&w, &bin).arg("validate").output().unwrap();
+    let said = common::stdout(&output) + &common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{said}");
+    assert!(said.contains("mara.toml:3"), "{said}");
+    assert!(said.contains("unknown variant `terrafrom`"), "{said}");
+}
+
+/// One Pulumi project `app` whose `up` fails its first `times` times with `message`, and
+/// mara.toml's `retry`.
+fn flaky(retry: &str) -> (Workspace, tempfile::TempDir) {
+    let w = Workspace::new(&[
+        ("mara.toml", &format!("provider = \"one\"\n{retry}")),
+        (
+            "providers/one.toml",
+            "description = \"One\"\ninfra_type = \"one\"\n\n[[project]]\npath = \"app\"\n",
+        ),
+        (
+            "config/pulumi/environment",
+            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=test\n",
+        ),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: one\n",
+        ),
+    ]);
+    w.project("app", "app");
+    (w, common::stand_in_bin())
+}
+
+const RETRY: &str = "[retry]\nerrors = [\"rate exceeded\", \"(?i)tls handshake timeout\"]\nattempts = 3\nbackoff = \"50ms\"\n";
+
+#[test]
+fn a_transient_failure_runs_the_operation_again_and_the_report_counts_the_attempts() {
+    let (w, bin) = flaky(RETRY);
+    let report = w.path().join("report.json");
+    let output = mara(&w, &bin)
+        .args(["up", "--yes", "--report"])
+        .arg(&report)
+        .env("PULUMI_STAND_IN_FLAKY", "app=2:Throttling: rate exceeded")
+        .output()
+        .unwrap();
+    let said = common::stdout(&output);
+    assert!(output.status.success(), "{said}{}", common::stderr(&output));
+    assert_eq!(ups(&w).len(), 3, "two failures, then the success");
+    assert!(
+        said.contains(
+            "[app] attempt 1 of 3 failed (Throttling: rate exceeded): trying again in 0.1s"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("[app] attempt 2 of 3 failed"), "{said}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["projects"][0]["status"], "succeeded");
+    assert_eq!(report["projects"][0]["attempts"], 3, "{report:#}");
+    assert!(said.contains("(3 attempts)"), "the table says it: {said}");
+
+    // One failure more than the attempts: the run fails, having tried three times.
+    let (w, bin) = flaky(RETRY);
+    let output = mara(&w, &bin)
+        .args(["up", "--yes"])
+        .env("PULUMI_STAND_IN_FLAKY", "app=3:TLS handshake timeout")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(ups(&w).len(), 3);
+}
+
+#[test]
+fn a_failure_no_pattern_names_and_a_held_lock_are_not_retried() {
+    for message in [
+        "quota exhausted",
+        "Conflict: Another update is currently in progress",
+    ] {
+        let retry =
+            "[retry]\nerrors = [\"rate exceeded\", \"update\", \"quota\"]\nbackoff = \"10ms\"\n";
+        let retry = match message.starts_with("quota") {
+            true => retry.replace(", \"quota\"", ""),
+            false => retry.to_string(),
+        };
+        let (w, bin) = flaky(&retry);
+        let output = mara(&w, &bin)
+            .args(["up", "--yes"])
+            .env("PULUMI_STAND_IN_FLAKY", format!("app=1:{message}"))
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{message}");
+        assert_eq!(ups(&w).len(), 1, "{message}: not run again");
+        assert!(!common::stdout(&output).contains("trying again"));
+    }
+    // Without [retry], nothing is retried.
+    let (w, bin) = flaky("");
+    let output = mara(&w, &bin)
+        .args(["up", "--yes"])
+        .env("PULUMI_STAND_IN_FLAKY", "app=1:rate exceeded")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(ups(&w).len(), 1);
+}
+
+#[test]
+fn ctrl_c_during_a_backoff_ends_the_wait_at_once() {
+    let (w, bin) = flaky("[retry]\nerrors = [\"rate exceeded\"]\nbackoff = \"10m\"\n");
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("mara"))
+        .current_dir(w.path())
+        .env("PATH", common::path_with(bin.path()))
+        .env("HOME", w.path().join("home"))
+        .env("PULUMI_STAND_IN_LOG", w.path().join("calls.jsonl"))
+        .env("PULUMI_STAND_IN_FLAKY", "app=1:rate exceeded")
+        .args(["up", "--yes"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first attempt ended: the run waits its backoff (ten minutes).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while ups(&w).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first attempt never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    unsafe { libc::kill(run.id() as i32, libc::SIGINT) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still waiting out its backoff"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(ups(&w).len(), 1, "not run again");
+}
