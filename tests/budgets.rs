@@ -299,3 +299,75 @@ fn ctrl_c_during_a_backoff_ends_the_wait_at_once() {
     assert_eq!(status.code(), Some(130));
     assert_eq!(ups(&w).len(), 1, "not run again");
 }
+
+/// A project a budget holds back when its dependencies end is started once, not also prepared
+/// beside it (found by review: it ran twice, and its dependents' count went below zero).
+#[test]
+fn a_project_a_budget_holds_after_its_dependencies_runs_once() {
+    let provider = "description = \"Held\"\ninfra_type = \"held\"\n
+[[project]]\npath = \"a\"\npool = \"p\"\n
+[[project]]\npath = \"x\"\n
+[[project]]\npath = \"b\"\npool = \"p\"\nafter = [\"x\"]\n
+[[project]]\npath = \"d\"\nafter = [\"b\"]\n";
+    let w = Workspace::new(&[
+        ("mara.toml", "provider = \"held\"\n[pools]\np = 1\n"),
+        ("providers/held.toml", provider),
+        (
+            "config/pulumi/environment",
+            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=test\n",
+        ),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: held\n",
+        ),
+    ]);
+    for project in ["a", "x", "b", "d"] {
+        w.project(project, project);
+    }
+    let bin = common::stand_in_bin();
+    let output = mara(&w, &bin)
+        .args(["up", "--yes", "--parallel", "2"])
+        .env("PULUMI_STAND_IN_DELAY_MS", "a=1500,x=200,*=300")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        common::stdout(&output),
+        common::stderr(&output)
+    );
+    let mut ran: Vec<String> = ups(&w).into_iter().map(|(p, ..)| p).collect();
+    ran.sort();
+    assert_eq!(ran, ["a", "b", "d", "x"], "each once");
+    let said = common::stdout(&output);
+    assert_eq!(said.matches("[b] up started").count(), 1, "{said}");
+}
+
+#[test]
+fn a_retry_that_cannot_be_is_refused_with_its_line() {
+    let (w, bin) = flaky("[retry]\nerrors = [\"\", \"(rate\"]\nattempts = 0\nbackoff = \"2h\"\n");
+    let output = mara(&w, &bin).arg("validate").output().unwrap();
+    let said = common::stdout(&output) + &common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{said}");
+    for line in [
+        "mara.toml:3: `retry.errors`: an empty pattern finds every failure",
+        "mara.toml:3: `retry.errors`: `(rate` is not a regular expression: unclosed group",
+        "mara.toml:4: `retry.attempts`: must be from 1 to 10",
+        "mara.toml:5: `retry.backoff`: `2h` is not a duration",
+    ] {
+        assert!(said.contains(line), "{line}\n---\n{said}");
+    }
+    // A project's own, naming no error: said where it is, with the project.
+    let (w, bin) = flaky("");
+    w.write(
+        "providers/one.toml",
+        "description = \"One\"\ninfra_type = \"one\"\n\n[[project]]\npath = \"app\"\n[project.retry]\nattempts = 2\n",
+    );
+    let output = mara(&w, &bin).arg("validate").output().unwrap();
+    let said = common::stdout(&output) + &common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains("providers/one.toml:6: project `app`, `retry.errors`: names no error"),
+        "{said}"
+    );
+}

@@ -68,81 +68,20 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
 
     // The workspace: its root and mara.toml. A broken mara.toml is reported, and the rest is
     // checked with the default settings so that one mistake does not hide the others.
-    let start =
-        std::path::absolute(&settings.start_dir).unwrap_or_else(|_| settings.start_dir.clone());
-    let (workspace, error) = Workspace::discover_leniently(&start);
-    checks.root = Some(workspace.root.clone());
-    checks.mara = settings.invoked();
-    match (&workspace.settings_file, error) {
-        (None, _) => checks.pass(
-            "workspace",
-            format!(
-                "{} (no mara.toml: every setting at its default)",
-                start.display()
-            ),
-        ),
-        (Some(_), None) => checks.pass(
-            "workspace",
-            format!("{} (settings from mara.toml)", workspace.root.display()),
-        ),
-        (Some(_), Some(error)) => checks.fail_with("workspace", error),
-    }
+    let (workspace, settings_read) = check_workspace(checks, settings);
     report.workspace = Some(workspace.root.clone());
-    let shown = |path: &std::path::Path| workspace.display(path).display().to_string();
 
     // The environment file.
-    let env_path = workspace.env_file();
-    let mut env_unreadable = false;
-    let env_file = match EnvFile::load(&env_path) {
-        Ok(Some(file)) => {
-            let n = file.entries.len();
-            checks.pass(
-                "environment",
-                format!(
-                    "{}: {n} {}",
-                    shown(&env_path),
-                    plural(n, "variable", "variables")
-                ),
-            );
-            Some(file)
-        }
-        Ok(None) => {
-            checks.pass(
-                "environment",
-                format!("{} does not exist (optional)", shown(&env_path)),
-            );
-            None
-        }
-        Err(error) => {
-            checks.fail_with("environment", error);
-            env_unreadable = true;
-            None
-        }
-    };
+    let (env_file, env_unreadable) = check_environment(checks, &workspace);
 
     // The stack name, and its shared configuration (reported further down).
-    let stack = match stack::resolve(settings.stack.as_deref(), &settings.env, env_file.as_ref()) {
-        Ok(Some(stack)) => {
-            checks.pass("stack", format!("{} (from {})", stack.name, stack.source));
-            Some(stack)
-        }
-        Ok(None) if env_unreadable => {
-            checks.skip(
-                "stack",
-                "not checked: the environment file, which may name it, could not be read",
-            );
-            None
-        }
-        Ok(None) => {
-            let problem = stack::missing_stack_problem(&workspace.display(&env_path));
-            checks.fail("stack", problem.message, problem.hint);
-            None
-        }
-        Err(error) => {
-            checks.fail_with("stack", error);
-            None
-        }
-    };
+    let stack = check_stack(
+        checks,
+        settings,
+        &workspace,
+        env_file.as_ref(),
+        env_unreadable,
+    );
     report.stack = stack.as_ref().map(|s| s.name.to_string());
     let config = stack
         .as_ref()
@@ -170,7 +109,14 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
     report.provider = provider.as_ref().map(|p| p.name.clone());
     let graph = (provider.as_ref()).and_then(|provider| graph_of(checks, provider));
     if let Some(provider) = &provider {
-        check_pools(checks, provider, &workspace.settings.pools);
+        // Pools mara.toml sets are not known when it could not be read.
+        match settings_read {
+            true => check_pools(checks, provider, &workspace.settings.pools),
+            false if provider.projects.iter().any(|p| p.pool.is_some()) => {
+                checks.skip("pools", "not checked: mara.toml could not be read")
+            }
+            false => {}
+        }
     }
     let plan = graph
         .as_ref()
@@ -211,6 +157,115 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
     }
     checks::mergeable_kubeconfig(checks, plan, &env);
     checks::inputs_have_outputs(checks, workspace, plan);
+    check_stack_files(checks, settings, &files, (provider, plan), config, &env);
+    short_secrets(checks, &env);
+    checks::tools(checks, workspace, plan, &env);
+    report
+}
+
+/// The workspace: its root and mara.toml, checked (a broken mara.toml is reported; the rest is
+/// checked with the default settings).
+fn check_workspace(checks: &mut Checks, settings: &Settings) -> (Workspace, bool) {
+    let start =
+        std::path::absolute(&settings.start_dir).unwrap_or_else(|_| settings.start_dir.clone());
+    let (workspace, error) = Workspace::discover_leniently(&start);
+    checks.root = Some(workspace.root.clone());
+    checks.mara = settings.invoked();
+    let settings_read = error.is_none();
+    match (&workspace.settings_file, error) {
+        (None, _) => checks.pass(
+            "workspace",
+            format!(
+                "{} (no mara.toml: every setting at its default)",
+                start.display()
+            ),
+        ),
+        (Some(_), None) => checks.pass(
+            "workspace",
+            format!("{} (settings from mara.toml)", workspace.root.display()),
+        ),
+        (Some(_), Some(error)) => checks.fail_with("workspace", error),
+    }
+    (workspace, settings_read)
+}
+
+/// The stack's name, checked: from `--stack`, the environment, or the environment file.
+fn check_stack(
+    checks: &mut Checks,
+    settings: &Settings,
+    workspace: &Workspace,
+    env_file: Option<&EnvFile>,
+    env_unreadable: bool,
+) -> Option<stack::ResolvedStack> {
+    let env_path = workspace.env_file();
+    match stack::resolve(settings.stack.as_deref(), &settings.env, env_file) {
+        Ok(Some(stack)) => {
+            checks.pass("stack", format!("{} (from {})", stack.name, stack.source));
+            Some(stack)
+        }
+        Ok(None) if env_unreadable => {
+            checks.skip(
+                "stack",
+                "not checked: the environment file, which may name it, could not be read",
+            );
+            None
+        }
+        Ok(None) => {
+            let problem = stack::missing_stack_problem(&workspace.display(&env_path));
+            checks.fail("stack", problem.message, problem.hint);
+            None
+        }
+        Err(error) => {
+            checks.fail_with("stack", error);
+            None
+        }
+    }
+}
+
+/// The environment file, checked; and whether it could not be read.
+fn check_environment(checks: &mut Checks, workspace: &Workspace) -> (Option<EnvFile>, bool) {
+    let shown = |path: &std::path::Path| workspace.display(path).display().to_string();
+    let env_path = workspace.env_file();
+    let mut env_unreadable = false;
+    let env_file = match EnvFile::load(&env_path) {
+        Ok(Some(file)) => {
+            let n = file.entries.len();
+            checks.pass(
+                "environment",
+                format!(
+                    "{}: {n} {}",
+                    shown(&env_path),
+                    plural(n, "variable", "variables")
+                ),
+            );
+            Some(file)
+        }
+        Ok(None) => {
+            checks.pass(
+                "environment",
+                format!("{} does not exist (optional)", shown(&env_path)),
+            );
+            None
+        }
+        Err(error) => {
+            checks.fail_with("environment", error);
+            env_unreadable = true;
+            None
+        }
+    };
+    (env_file, env_unreadable)
+}
+
+/// The stack's configuration and its stored secrets, checked against what the provider needs.
+fn check_stack_files(
+    checks: &mut Checks,
+    settings: &Settings,
+    files: &deployment::StackFiles,
+    (provider, plan): (&Provider, &Plan<'_>),
+    config: Option<Result<StackConfigFile>>,
+    env: &std::collections::BTreeMap<String, String>,
+) {
+    let workspace = &files.workspace;
     match (&files.stack, config) {
         (Some(stack), Some(config)) => {
             let stored = files.secrets_config(stack);
@@ -224,7 +279,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
                         &stack.name,
                         &config,
                         stored.as_ref().ok(),
-                        &env,
+                        env,
                         settings.interactive,
                     );
                     checks::receivable(checks, workspace, plan, &config);
@@ -239,7 +294,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
                     plan,
                     &stack.name,
                     &stored,
-                    &env,
+                    env,
                     settings.interactive,
                 ),
                 Err(error) => checks.fail_with("secrets", error),
@@ -250,9 +305,6 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
             checks.skip("secrets", "not checked: no stack");
         }
     }
-    short_secrets(checks, &env);
-    checks::tools(checks, workspace, plan, &env);
-    report
 }
 
 /// The provider's graph, checked.

@@ -83,7 +83,7 @@ pub struct RawProject {
     #[serde(default)]
     pub inputs: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
     pub pool: Option<Spanned<String>>,
-    pub retry: Option<RawRetry>,
+    pub retry: Option<Spanned<RawRetry>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -468,7 +468,7 @@ impl Checker<'_> {
                 text: self.text,
                 problems: &mut self.problems,
             }
-            .retry(retry, "project.retry")
+            .retry(retry, Some(&path))
         });
         ParsedProject {
             project: Project {

@@ -122,6 +122,18 @@ impl Ready {
         self.queues[self.class_of[i]].push(Reverse(i));
     }
 
+    /// Whether class `c` can start one more now.
+    fn has_room(&self, c: usize) -> bool {
+        let (pool, engine) = &self.classes[c];
+        let room = |running: Option<&usize>, limit: Option<&usize>| {
+            running.copied().unwrap_or(0) < limit.copied().unwrap_or(usize::MAX)
+        };
+        let pool_room = pool
+            .as_ref()
+            .is_none_or(|pool| room(self.pools.get(pool), self.budgets.pools.get(pool)));
+        pool_room && room(self.engines.get(engine), self.budgets.engines.get(engine))
+    }
+
     /// Why class `c` cannot start one more now, if it cannot.
     fn held_by(&self, c: usize) -> Option<String> {
         let (pool, engine) = &self.classes[c];
@@ -152,7 +164,7 @@ impl Ready {
     /// The earliest ready project whose budgets have room.
     fn pop(&mut self) -> Option<usize> {
         let c = (0..self.queues.len())
-            .filter(|&c| self.held_by(c).is_none())
+            .filter(|&c| self.has_room(c))
             .filter_map(|c| self.queues[c].peek().map(|Reverse(i)| (*i, c)))
             .min()?
             .1;
@@ -172,7 +184,10 @@ impl Ready {
     /// Project `i` started (`1`) or ended (`-1`): its pool and engine count it.
     fn count(&mut self, i: usize, by: isize) {
         let (pool, engine) = &self.classes[self.class_of[i]];
-        let add = |n: &mut usize| *n = n.saturating_add_signed(by);
+        let add = |n: &mut usize| {
+            debug_assert!(by > 0 || *n > 0, "a budget counts what started");
+            *n = n.saturating_add_signed(by)
+        };
         if let Some(pool) = pool {
             add(self.pools.entry(pool.clone()).or_default());
         }
@@ -321,11 +336,12 @@ where
             if self.preparing.len() >= self.preparers {
                 break;
             }
-            let blocked = &self.blocked;
-            let Some(i) = self
-                .early
-                .iter()
-                .copied()
+            // Only what still waits for its dependencies: a ready project a budget holds back is
+            // in the ready queue, and is not prepared beside it.
+            let (blocked, waiting) = (&self.blocked, &self.waiting);
+            let early = self.early.iter().copied();
+            let Some(i) = early
+                .filter(|&i| waiting[i] > 0)
                 .find(|i| !blocked.contains_key(i))
             else {
                 break;
@@ -361,6 +377,7 @@ where
     }
 
     fn start_project(&mut self, i: usize) {
+        debug_assert!(!self.started_at.contains_key(&i), "a project starts once");
         self.early.remove(&i);
         // A preview that would read a project not deployed yet has nothing to read.
         if let Some(waits) = waits_on(self.plan, i, &self.reports) {

@@ -78,26 +78,35 @@ impl Checked<'_> {
             .collect()
     }
 
-    /// `[retry]` (`subject`: where it is, `retry` or a project's).
-    pub fn retry(&mut self, raw: RawRetry, subject: &str) -> Option<Retry> {
+    /// `[retry]`: mara.toml's, or the project `owner`'s (`[project.retry]`).
+    pub fn retry(&mut self, raw: Spanned<RawRetry>, owner: Option<&str>) -> Option<Retry> {
+        let subject = |key: &str| match owner {
+            Some(path) => format!("project `{path}`, `retry.{key}`"),
+            None => format!("`retry.{key}`"),
+        };
+        let at = raw.span().start;
         let RawRetry {
             errors,
             attempts,
             backoff,
-        } = raw;
+        } = raw.into_inner();
         let before = self.problems.len();
         let errors: Vec<Pattern> = (errors.iter())
-            .filter_map(|pattern| match regex::Regex::new(pattern.get_ref()) {
-                Ok(regex) => Some(Pattern(regex)),
-                Err(error) => {
-                    let message = format!(
+            .filter_map(|pattern| {
+                let refused = match regex::Regex::new(pattern.get_ref()) {
+                    Ok(_) if pattern.get_ref().is_empty() => {
+                        "an empty pattern finds every failure: name the errors that pass"
+                            .to_string()
+                    }
+                    Ok(regex) => return Some(Pattern(regex)),
+                    Err(error) => format!(
                         "`{}` is not a regular expression: {}",
                         pattern.get_ref(),
-                        first_line(&error.to_string())
-                    );
-                    self.problem(pattern, format!("`{subject}.errors`"), message);
-                    None
-                }
+                        regex_error(&error.to_string())
+                    ),
+                };
+                self.problem(pattern, subject("errors"), refused);
+                None
             })
             .collect();
         let attempts = match attempts {
@@ -108,7 +117,7 @@ impl Checked<'_> {
                     "must be from 1 to {MOST_ATTEMPTS} (the runs in all, the first included), not {}",
                     n.get_ref()
                 );
-                self.problem(&n, format!("`{subject}.attempts`"), message);
+                self.problem(&n, subject("attempts"), message);
                 DEFAULT_ATTEMPTS
             }
         };
@@ -117,7 +126,7 @@ impl Checked<'_> {
             Some(text) => match parse_duration(text.get_ref()) {
                 Ok(backoff) => backoff,
                 Err(message) => {
-                    self.problem(&text, format!("`{subject}.backoff`"), message);
+                    self.problem(&text, subject("backoff"), message);
                     DEFAULT_BACKOFF
                 }
             },
@@ -126,8 +135,8 @@ impl Checked<'_> {
             let message = "names no error: `errors = [\"rate exceeded\", \"TLS handshake timeout\"]` (regular expressions) says which failures run again".to_string();
             self.problems.push(
                 Problem::new(message)
-                    .at(Location::file(self.path))
-                    .subject(format!("`{subject}`")),
+                    .at(Location::at_offset(self.path, self.text, at))
+                    .subject(subject("errors")),
             );
         }
         (self.problems.len() == before).then_some(Retry {
@@ -208,13 +217,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
-fn first_line(text: &str) -> String {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    lines.join(" ")
+/// The regex crate's message without its picture of the pattern: its `error:` line.
+fn regex_error(text: &str) -> String {
+    (text.lines())
+        .find_map(|line| line.trim().strip_prefix("error: "))
+        .unwrap_or_else(|| text.lines().next().unwrap_or(text))
+        .to_string()
 }
 
 #[cfg(test)]

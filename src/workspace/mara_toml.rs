@@ -78,7 +78,7 @@ struct RawMaraToml {
     pools: BTreeMap<String, Spanned<i64>>,
     #[serde(default)]
     limits: BTreeMap<EngineKind, Spanned<i64>>,
-    retry: Option<RawRetry>,
+    retry: Option<Spanned<RawRetry>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -198,7 +198,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
     };
     let pools = checked.pools(pools);
     let limits = checked.limits(limits);
-    let retry = retry.and_then(|retry| checked.retry(retry, "retry"));
+    let retry = retry.and_then(|retry| checked.retry(retry, None));
     if !problems.is_empty() {
         problems.sort_by_key(|p| p.location.as_ref().and_then(|l| l.line));
         return Err(Error::Problems(problems));

@@ -458,21 +458,30 @@ async fn run_operation(
         let Some(retry) = job.project.retry.clone() else {
             return Ok((finished, reader));
         };
+        // Not again: what succeeded, what was asked to stop, a run that may no longer own its
+        // stack, an approved plan (a partial apply left it stale), a stack that is not there.
+        let stack = &job.project.context.stack;
         if step.succeeded(finished.code)
             || attempt >= retry.attempts
             || interrupt.level() > InterruptLevel::None
+            || interrupt.draining().is_some()
+            || job.project.approval.is_some()
+            || is_missing_stack(job.project.engine, stack, finished.code, &finished.stderr)
         {
             return Ok((finished, reader));
         }
         let reason = failure_reason(job, step, &finished, &reader);
         let locked = crate::engine::is_locked(&finished.stderr)
+            || crate::engine::is_locked(&finished.stdout)
             || reader.error().is_some_and(crate::engine::is_locked);
         let said = [reason.as_str(), &finished.stdout, &finished.stderr];
         let transient = (retry.errors.iter()).any(|p| said.iter().any(|text| p.0.is_match(text)));
         if locked || !transient {
             return Ok((finished, reader));
         }
-        let wait = retry.backoff.saturating_mul(1 << (attempt - 1).min(16));
+        // Doubled each time, an hour at most.
+        let wait = (retry.backoff.saturating_mul(1 << (attempt - 1).min(16)))
+            .min(std::time::Duration::from_secs(3600));
         let line = format!(
             "attempt {attempt} of {} failed ({reason}): trying again in {}",
             retry.attempts,
@@ -484,6 +493,10 @@ async fn run_operation(
             () = interrupt.requested() => {
                 return Err(job.failed(finished.code, "interrupted".into(), log));
             }
+        }
+        // The run's lease may have run out meanwhile: its last failure stands.
+        if interrupt.draining().is_some() {
+            return Ok((finished, reader));
         }
         attempt += 1;
     }

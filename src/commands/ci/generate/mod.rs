@@ -235,76 +235,17 @@ fn shell_words(line: &str) -> Option<Vec<String>> {
 
 fn write_or_check(settings: &Settings, asked: Asked, at: Where) -> Result<()> {
     asked.refused()?;
-    let Asked {
-        system,
-        operation,
-        setup,
-        env,
-        vars,
-        oidc,
-        config_secret,
-        on,
-        selection,
-    } = asked;
     let deployment = Deployment::load(settings)?;
     let files = &deployment.files;
-    let workspace = &files.workspace;
-    let stack = files.required_stack()?;
-    let flags = selection_flags(&selection);
-    let selection = Selection::from(selection);
-    let plan = Plan::select(&deployment.graph, &selection)?;
     // The jobs start at the repository's root: the workspace may be a directory of it.
-    let repository = repository_root(&workspace.root);
-    let workspace_dir = (workspace.root.strip_prefix(&repository))
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    let mut pipeline = pipeline::pipeline(
-        &deployment,
-        &plan,
-        (system, operation),
-        stack.name.as_str(),
-        flags,
-    );
-    // GitHub runs at most 256 jobs per workflow run: the projects, and the open and close jobs.
-    if system == CiSystem::Github && pipeline.jobs.len() + 2 > GITHUB_MAX_JOBS {
-        return Err(Error::usage(
-            Problem::new(format!(
-                "a GitHub workflow runs at most {GITHUB_MAX_JOBS} jobs, and this one would have {} ({} projects, and the jobs that open and close the run)",
-                pipeline.jobs.len() + 2,
-                pipeline.jobs.len()
-            ))
-            .hint("split the deployment: one workflow per selection (--only, --skip, --from), or use GitLab"),
-        ));
-    }
-    pipeline.workspace_dir = workspace_dir;
-    pipeline.setup = setup;
-    pipeline.file = at.recorded.clone();
-    (pipeline.env, pipeline.vars, pipeline.oidc) = (env, vars, oidc);
-    pipeline.config_secret = config_secret;
-    pipeline.on = on;
-    // A file named on the command line is where mara runs, as `--report` is (`-C` names the
-    // workspace, not the file); the default one is in the repository's root, where CI looks.
-    let here = std::env::current_dir().map_err(|e| Error::read(std::path::Path::new("."), e))?;
-    let path = match &at.path {
-        Some(file) => here.join(file),
-        None => repository.join(default_file(system, operation, stack.name.as_str())),
-    };
-    pipeline.in_repository = (path.strip_prefix(&repository).unwrap_or(&path))
-        .display()
-        .to_string();
-    let text = match system {
+    let repository = repository_root(&files.workspace.root);
+    let (pipeline, path) = planned(&deployment, asked, &at, &repository)?;
+    let text = match pipeline.system {
         CiSystem::Github => github::github(&pipeline),
         CiSystem::Gitlab => gitlab::gitlab(&pipeline),
     };
-    if system == CiSystem::Github && text.len() > GITHUB_MAX_FILE {
-        return Err(Error::usage(
-            Problem::new(format!(
-                "GitHub starts no run of a workflow file over 500 KB, and this one would be {} KB",
-                text.len().div_ceil(1024)
-            ))
-            .hint("split the deployment: one workflow per selection (--only, --skip, --from)"),
-        ));
-    }
+    github_takes(&pipeline, &text)?;
+    let here = std::env::current_dir().map_err(|e| Error::read(Path::new("."), e))?;
     let shown = path
         .strip_prefix(&here)
         .unwrap_or(&path)
@@ -322,6 +263,84 @@ fn write_or_check(settings: &Settings, asked: Asked, at: Where) -> Result<()> {
     }
     crate::files::write_atomic(&path, &text, 0o644).map_err(|e| Error::write(&path, e))?;
     wrote(&pipeline, &shown, settings.output)
+}
+
+/// The pipeline `asked` for, and where its file goes: a file named on the command line is where
+/// mara runs, as `--report` is (`-C` names the workspace, not the file); the default one is in
+/// the repository's root, where CI looks.
+fn planned(
+    deployment: &Deployment,
+    asked: Asked,
+    at: &Where,
+    repository: &Path,
+) -> Result<(Pipeline, PathBuf)> {
+    let Asked {
+        system,
+        operation,
+        setup,
+        env,
+        vars,
+        oidc,
+        config_secret,
+        on,
+        selection,
+    } = asked;
+    let workspace = &deployment.files.workspace;
+    let stack = deployment.files.required_stack()?;
+    let flags = selection_flags(&selection);
+    let plan = Plan::select(&deployment.graph, &Selection::from(selection))?;
+    let mut pipeline = pipeline::pipeline(
+        deployment,
+        &plan,
+        (system, operation),
+        stack.name.as_str(),
+        flags,
+    );
+    pipeline.workspace_dir = (workspace.root.strip_prefix(repository))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    pipeline.setup = setup;
+    pipeline.file = at.recorded.clone();
+    (pipeline.env, pipeline.vars, pipeline.oidc) = (env, vars, oidc);
+    pipeline.config_secret = config_secret;
+    pipeline.on = on;
+    let here = std::env::current_dir().map_err(|e| Error::read(Path::new("."), e))?;
+    let path = match &at.path {
+        Some(file) => here.join(file),
+        None => repository.join(default_file(system, operation, stack.name.as_str())),
+    };
+    pipeline.in_repository = (path.strip_prefix(repository).unwrap_or(&path))
+        .display()
+        .to_string();
+    Ok((pipeline, path))
+}
+
+/// What GitHub would not run: more than 256 jobs in a workflow run (the projects, and the open
+/// and close jobs), or a file over 500 KB.
+fn github_takes(pipeline: &Pipeline, text: &str) -> Result<()> {
+    if pipeline.system != CiSystem::Github {
+        return Ok(());
+    }
+    let jobs = pipeline.jobs.len();
+    if jobs + 2 > GITHUB_MAX_JOBS {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "a GitHub workflow runs at most {GITHUB_MAX_JOBS} jobs, and this one would have {} ({jobs} projects, and the jobs that open and close the run)",
+                jobs + 2,
+            ))
+            .hint("split the deployment: one workflow per selection (--only, --skip, --from), or use GitLab"),
+        ));
+    }
+    if text.len() > GITHUB_MAX_FILE {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "GitHub starts no run of a workflow file over 500 KB, and this one would be {} KB",
+                text.len().div_ceil(1024)
+            ))
+            .hint("split the deployment: one workflow per selection (--only, --skip, --from)"),
+        ));
+    }
+    Ok(())
 }
 
 /// What `ci generate` says of the file it wrote (`shown`), for people or as JSON.

@@ -192,23 +192,11 @@ pub(super) fn engine_secrets(deployment: &Deployment, order: &[usize]) -> BTreeS
     }
 }
 
-pub(super) fn pipeline(
-    deployment: &Deployment,
-    plan: &Plan<'_>,
-    (system, operation): (CiSystem, CiOperation),
-    stack: &str,
-    selection: String,
-) -> Pipeline {
-    let graph = &deployment.graph;
-    let destroy = operation == CiOperation::Destroy;
-    let order: Vec<usize> = match destroy {
-        true => plan.reverse_order().collect(),
-        false => plan.order().to_vec(),
-    };
-    // Job ids: the path, in the characters both systems take, unique.
+/// Each project's job id: its path, in the characters both systems take, unique.
+fn job_ids(graph: &crate::graph::ExecutionGraph, order: &[usize]) -> BTreeMap<usize, String> {
     let mut ids: BTreeMap<usize, String> = BTreeMap::new();
     let mut taken = BTreeSet::from(["mara-open".to_string(), "mara-close".to_string()]);
-    for &i in &order {
+    for &i in order {
         let base: String = graph
             .project(i)
             .path
@@ -234,6 +222,23 @@ pub(super) fn pipeline(
         }
         ids.insert(i, id);
     }
+    ids
+}
+
+pub(super) fn pipeline(
+    deployment: &Deployment,
+    plan: &Plan<'_>,
+    (system, operation): (CiSystem, CiOperation),
+    stack: &str,
+    selection: String,
+) -> Pipeline {
+    let graph = &deployment.graph;
+    let destroy = operation == CiOperation::Destroy;
+    let order: Vec<usize> = match destroy {
+        true => plan.reverse_order().collect(),
+        false => plan.order().to_vec(),
+    };
+    let ids = job_ids(graph, &order);
     let settings = &deployment.files.workspace.settings;
     let secrets_project = &settings.secrets_project;
     // The secrets project stores every project's secrets, selected or not: the open job's checks
