@@ -106,13 +106,14 @@ pub enum LogOrderArg {
     Grouped,
 }
 
-/// The four commands that run projects, with their options.
+/// The commands that run projects, with their options.
 #[derive(Debug)]
 pub enum RunCommand {
     Up(UpArgs),
     Preview(PreviewArgs),
     Refresh(RefreshArgs),
     Destroy(DestroyArgs),
+    Drift(DriftArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -129,6 +130,10 @@ pub enum Command {
     /// Destroy the selected projects in reverse graph order
     #[command(visible_alias = "down")]
     Destroy(DestroyArgs),
+
+    /// Check, changing nothing, whether each deployed project still matches the cloud and its
+    /// code: exit 4 when one does not
+    Drift(DriftArgs),
 
     /// Print the stack outputs of every project (or one) as JSON
     Output(OutputArgs),
@@ -334,6 +339,16 @@ pub struct PreviewArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct DriftArgs {
+    /// Show the properties that drifted, and that applying would change, under each resource
+    #[arg(long)]
+    pub diff: bool,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Args)]
 pub struct RefreshArgs {
     /// Repeat the last refresh on this stack, without the projects it completed
     #[arg(long, conflicts_with_all = ["only", "skip", "from", "with_dependencies", "with_dependents", "run"])]
@@ -428,6 +443,23 @@ pub enum CiOperation {
     Preview,
     Refresh,
     Destroy,
+    Drift,
+}
+
+/// A cron schedule as GitHub and GitLab take it: five fields (minute, hour, day of the month,
+/// month, day of the week) of digits, names and `*/,-`.
+fn cron(text: &str) -> Result<String, String> {
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    let fits = |f: &&str| {
+        f.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "*/,-".contains(c))
+    };
+    match fields.len() == 5 && fields.iter().all(fits) {
+        true => Ok(fields.join(" ")),
+        false => Err(format!(
+            "`{text}` is not a cron schedule: five fields, minute hour day month weekday (\"0 6 * * 1-5\")"
+        )),
+    }
 }
 
 /// What starts a generated pipeline besides a person (GitHub's `workflow_dispatch`; on GitLab,
@@ -503,6 +535,10 @@ pub struct GenerateArgs {
     /// secret holding the file), given to `ci open --config`: for a repository without it
     #[arg(long, value_name = "NAME", value_parser = variable_name)]
     pub config_secret: Option<String>,
+    /// Run on a schedule too, as cron writes it ("0 6 * * 1-5"): GitHub's `schedule`; on GitLab
+    /// the jobs run in scheduled pipelines, whose schedule is set in the project
+    #[arg(long, value_name = "CRON", value_parser = cron)]
+    pub schedule: Option<String>,
     /// Run the preview on each push to a pull request (`pull-request`; on GitLab, `merge-request`:
     /// only in merge-request pipelines)
     #[arg(long, value_enum, value_name = "EVENT")]

@@ -252,6 +252,9 @@ pub enum Error {
     /// `preview --expect-no-changes` found changes (exit 4).
     #[error("the preview found changes in {changed} {}", plural(*changed, "project", "projects"))]
     Drift { changed: usize },
+    /// `mara drift` found projects that no longer match the cloud or their code (exit 4).
+    #[error("{drifted} {} drifted", plural(*drifted, "project", "projects"))]
+    Drifted { drifted: usize },
     /// Another run holds the stack's lock (exit 5).
     #[error("{0}")]
     Locked(Box<Problem>),
@@ -340,6 +343,7 @@ impl Error {
             | Error::ProjectsFailed { .. }
             | Error::NotRun { .. } => exit::PROJECT_FAILED,
             Error::Drift { .. }
+            | Error::Drifted { .. }
             | Error::OutOfDate(_)
             | Error::NotAsApproved(_)
             | Error::PlansRefused { .. } => exit::DRIFT,

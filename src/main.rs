@@ -34,6 +34,7 @@ fn main() {
         Command::Up(args) => commands::run::run(&settings, RunCommand::Up(args)),
         Command::Preview(args) => commands::run::run(&settings, RunCommand::Preview(args)),
         Command::Refresh(args) => commands::run::run(&settings, RunCommand::Refresh(args)),
+        Command::Drift(args) => commands::run::run(&settings, RunCommand::Drift(args)),
         Command::Destroy(args) => commands::run::run(&settings, RunCommand::Destroy(args)),
         Command::Output(args) => commands::output::run(&settings, args),
         Command::Config(command) => commands::config::run(&settings, command),

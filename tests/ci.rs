@@ -1684,3 +1684,70 @@ fn a_merge_request_preview_is_summarized_with_its_stale_previews_and_diffs() {
         assert!(!markdown.contains(value), "{value} in {markdown}");
     }
 }
+
+/// A scheduled drift check fanned out over CI (docs/commands.md, "drift"): GitHub runs it on its
+/// `schedule` (actionlint takes it), GitLab's jobs run in scheduled pipelines only; each job
+/// checks its project with its diff. A schedule that is no cron is refused.
+#[test]
+fn a_drift_check_is_generated_to_run_on_a_schedule() {
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    let copy = Deployment::of("mara-local");
+    let generate = |system: &str, file: &str, cron: &str| {
+        mara(
+            &copy,
+            None,
+            &[
+                "ci",
+                "generate",
+                system,
+                "--operation",
+                "drift",
+                "--schedule",
+                cron,
+                "--file",
+                file,
+            ],
+        )
+    };
+    let (code, _, err) = generate("github", "drift.yml", "0 6 * * 1-5");
+    assert_eq!(code, 0, "{err}");
+    let findings = actionlint(&tools, &copy.root().join("drift.yml"));
+    assert_eq!(findings, serde_json::json!([]), "actionlint: {findings:#}");
+    let text = std::fs::read_to_string(copy.root().join("drift.yml")).unwrap();
+    let workflow: Value = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(
+        workflow["on"]["schedule"],
+        serde_json::json!([{"cron": "0 6 * * 1-5"}])
+    );
+    let cluster = &workflow["jobs"]["infrastructure-local-cluster"]["steps"][1]["run"];
+    assert_eq!(
+        cluster,
+        "mara drift --only infrastructure/local/cluster --run \"$MARA_RUN\" --diff"
+    );
+    let (code, out, err) = mara(
+        &copy,
+        None,
+        &["ci", "generate", "github", "--check", "--file", "drift.yml"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+
+    let (code, _, err) = generate("gitlab", "drift.gitlab-ci.yml", "0 6 * * 1-5");
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(copy.root().join("drift.gitlab-ci.yml")).unwrap();
+    assert!(text.contains("set the schedule (`0 6 * * 1-5`)"), "{text}");
+    let pipeline: Value = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(
+        pipeline["mara-open"]["rules"],
+        serde_json::json!([{"if": "$CI_PIPELINE_SOURCE == \"schedule\" || $CI_PIPELINE_SOURCE == \"parent_pipeline\""}])
+    );
+
+    let (code, _, err) = generate("github", "bad.yml", "every morning");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("`every morning` is not a cron schedule"),
+        "{err}"
+    );
+    assert!(!copy.root().join("bad.yml").exists());
+}

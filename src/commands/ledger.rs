@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::deployment::StackFiles;
+use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::ledger::{self, Holder, Ledger, RunRecord, process_exists, whoami};
 use crate::settings::{OutputFormat, Settings};
@@ -66,23 +67,36 @@ pub fn status(settings: &Settings, watch: bool) -> Result<()> {
             }
         };
         let mut runs = Vec::new();
+        let mut checks = Vec::new();
         for stack in &stacks {
             if let Some(last) = ledger.runs(Some(stack), 1)?.into_iter().next() {
                 runs.push(ledger.run(&last.run_id)?.unwrap_or(last).as_seen());
+                checks.push(last_drift_check(ledger.as_ref(), stack)?);
             }
         }
         let running = runs.iter().any(|r| r.status == RunStatus::Running);
         let text = match settings.output {
-            OutputFormat::Json => format!(
-                "{}\n",
-                serde_json::to_string_pretty(&runs).expect("runs serialize")
-            ),
+            OutputFormat::Json => {
+                let shown: Vec<serde_json::Value> = (runs.iter().zip(&checks))
+                    .map(|(run, check)| {
+                        let mut run = serde_json::to_value(run).expect("runs serialize");
+                        run["last_drift_check"] = serde_json::to_value(check).expect("serializes");
+                        run
+                    })
+                    .collect();
+                format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&shown).expect("runs serialize")
+                )
+            }
             OutputFormat::Human if runs.is_empty() => {
                 format!("No run recorded for stack {}.\n", stacks.join(", "))
             }
-            OutputFormat::Human => runs
-                .iter()
-                .map(|r| render_run(r, settings.stdout_style))
+            OutputFormat::Human => (runs.iter().zip(&checks))
+                .map(|(r, check)| {
+                    let check = check.as_ref().map(|c| c.said(settings.stdout_style));
+                    render_run(r, settings.stdout_style) + &check.unwrap_or_default()
+                })
                 .collect::<Vec<_>>()
                 .join("\n"),
         };
@@ -97,6 +111,53 @@ pub fn status(settings: &Settings, watch: bool) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// A stack's last drift check (`mara drift`): when, and which of the projects it checked
+/// drifted (docs/commands.md, "drift").
+#[derive(Debug, serde::Serialize)]
+struct DriftCheck {
+    run_id: String,
+    finished: Option<String>,
+    checked: usize,
+    drifted: Vec<String>,
+}
+
+impl DriftCheck {
+    fn said(&self, style: Style) -> String {
+        let when = self.finished.as_deref().unwrap_or("(not finished)");
+        let found = match self.drifted.len() {
+            0 => style.green("nothing drifted"),
+            n => style.red(&format!(
+                "{n} of {} drifted: {}",
+                self.checked,
+                self.drifted.join(", ")
+            )),
+        };
+        format!("Last drift check {when} (run {}): {found}\n", self.run_id)
+    }
+}
+
+/// The last drift check of `stack`, if one ran: a project drifted when its check found it
+/// changed outside its engine, or that applying its code would change it.
+fn last_drift_check(ledger: &dyn Ledger, stack: &str) -> Result<Option<DriftCheck>> {
+    let Some(run) = ledger.last_run(stack, Operation::Drift)? else {
+        return Ok(None);
+    };
+    let previews = ledger.previews(&run.run_id)?;
+    let drifted = (run.projects.iter())
+        .filter(|p| {
+            p.changes.as_ref().is_some_and(crate::engine::has_changes)
+                || previews.get(&p.path).is_some_and(|v| !v.drifted.is_empty())
+        })
+        .map(|p| p.path.clone())
+        .collect();
+    Ok(Some(DriftCheck {
+        run_id: run.run_id,
+        finished: run.finished,
+        checked: run.projects.len(),
+        drifted,
+    }))
 }
 
 /// A run and its projects, for people.

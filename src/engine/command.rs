@@ -16,13 +16,15 @@ use super::{Operation, Step, StepKind};
 pub const OUTPUTS_VARIABLE: &str = "MARA_OUTPUTS";
 
 /// The shell commands of an `engine = "command"` project, one per operation (`up` and `destroy`
-/// are required, `preview` and `refresh` optional).
+/// are required, `preview`, `refresh` and `drift` optional).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Commands {
     pub up: Option<String>,
     pub preview: Option<String>,
     pub refresh: Option<String>,
     pub destroy: Option<String>,
+    /// `mara drift`'s check: exit 0 when nothing drifted, 2 when something did.
+    pub drift: Option<String>,
 }
 
 impl Commands {
@@ -31,10 +33,16 @@ impl Commands {
     }
 
     pub fn all(&self) -> impl Iterator<Item = &str> {
-        [&self.up, &self.preview, &self.refresh, &self.destroy]
-            .into_iter()
-            .flatten()
-            .map(String::as_str)
+        [
+            &self.up,
+            &self.preview,
+            &self.refresh,
+            &self.destroy,
+            &self.drift,
+        ]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
     }
 
     pub fn of(&self, operation: Operation) -> Option<&str> {
@@ -43,6 +51,7 @@ impl Commands {
             Operation::Preview => self.preview.as_deref(),
             Operation::Refresh => self.refresh.as_deref(),
             Operation::Destroy => self.destroy.as_deref(),
+            Operation::Drift => self.drift.as_deref(),
         }
     }
 }
@@ -91,6 +100,11 @@ pub fn steps(
         .insert(OUTPUTS_VARIABLE.to_string(), outputs.display().to_string());
     step.env
         .insert("MARA_OPERATION".to_string(), operation.to_string());
+    // A drift check says it found drift as `terraform plan -detailed-exitcode` does: exit 2.
+    if operation == Operation::Drift {
+        step.ok_codes = vec![0, 2];
+        step.changes_code = Some(2);
+    }
     vec![step]
 }
 

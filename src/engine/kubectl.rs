@@ -95,7 +95,10 @@ impl Kubectl {
     pub fn steps(&self, dir: &Path, source: Source, operation: Operation) -> Vec<Step> {
         let (verb, flags): (&str, &[&str]) = match operation {
             Operation::Up => ("apply", &["--server-side", "--field-manager=mara"]),
-            Operation::Preview => ("diff", &["--server-side", "--field-manager=mara"]),
+            // Drift: the live objects against the manifests, as a preview sees them.
+            Operation::Preview | Operation::Drift => {
+                ("diff", &["--server-side", "--field-manager=mara"])
+            }
             Operation::Refresh => ("get", &["--ignore-not-found"]),
             Operation::Destroy => ("delete", &["--ignore-not-found", "--wait"]),
         };
@@ -113,7 +116,7 @@ impl Kubectl {
             args.push(format!("--context={context}"));
         }
         let mut step = Step::new(StepKind::Operation, "kubectl", args, dir);
-        if operation == Operation::Preview {
+        if matches!(operation, Operation::Preview | Operation::Drift) {
             // `kubectl diff` exits 1 when it found differences, above 1 when it failed. Its diff
             // program is the one it defaults to whatever the user set: the reader reads its
             // headers.
@@ -147,7 +150,7 @@ impl Reader {
 
     pub fn line(&mut self, line: &str) -> Vec<String> {
         match self.operation {
-            Operation::Preview => {
+            Operation::Preview | Operation::Drift => {
                 // `diff -u -N /tmp/LIVE-1/apps.v1.Deployment.demo.web /tmp/MERGED-1/…`
                 if let Some(rest) = line.strip_prefix("diff -u -N ") {
                     let name = rest
@@ -182,7 +185,7 @@ impl Reader {
     /// says what it applied, not what changed: it reports no counts.
     pub fn changes(&mut self) -> Option<Changes> {
         match self.operation {
-            Operation::Preview => {
+            Operation::Preview | Operation::Drift => {
                 let mut changes = Changes::new();
                 for (_, op) in &self.objects {
                     *changes

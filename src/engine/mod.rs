@@ -65,6 +65,8 @@ pub enum Operation {
     Preview,
     Refresh,
     Destroy,
+    /// `mara drift`: whether what is deployed still matches the cloud and the code, read-only.
+    Drift,
 }
 
 impl Operation {
@@ -74,6 +76,7 @@ impl Operation {
             Operation::Preview => "preview",
             Operation::Refresh => "refresh",
             Operation::Destroy => "destroy",
+            Operation::Drift => "drift",
         }
     }
 
@@ -83,6 +86,7 @@ impl Operation {
             Operation::Preview,
             Operation::Refresh,
             Operation::Destroy,
+            Operation::Drift,
         ]
         .into_iter()
         .find(|o| o.as_str() == text)
@@ -90,7 +94,7 @@ impl Operation {
 
     /// Whether it changes infrastructure (and so takes locks and asks for confirmation).
     pub fn mutates(self) -> bool {
-        !matches!(self, Operation::Preview)
+        !matches!(self, Operation::Preview | Operation::Drift)
     }
 }
 
@@ -612,6 +616,17 @@ impl Reader {
             Reader::Terraform(reader) => reader.diffs(),
             Reader::Kubectl(reader) => reader.diffs(),
             Reader::Plain => Vec::new(),
+        }
+    }
+
+    /// A drift check's resources changed outside the engine: Terraform's `resource_drift`,
+    /// Pulumi's refresh steps. (`kubectl diff` cannot tell an object changed in the cluster from
+    /// a manifest changed in the code: what it finds is what applying would change.)
+    pub fn drifted(&self) -> Vec<ResourceDiff> {
+        match self {
+            Reader::Pulumi(reader) => reader.drifted.clone(),
+            Reader::Terraform(reader) => reader.drifted().to_vec(),
+            Reader::Kubectl(_) | Reader::Plain => Vec::new(),
         }
     }
 

@@ -43,6 +43,9 @@ impl Pulumi {
         let mut op = owned(&["--non-interactive", operation.as_str()]);
         match operation {
             Operation::Preview => {}
+            // A preview of the code against the cloud as it is, which writes no state: its
+            // refresh steps are what changed outside.
+            Operation::Drift => op = owned(&["--non-interactive", "preview", "--refresh"]),
             Operation::Up | Operation::Refresh | Operation::Destroy => {
                 op.extend(owned(&["--yes", "--skip-preview"]))
             }
@@ -59,11 +62,11 @@ impl Pulumi {
             if self.color { "always" } else { "never" },
             "--json",
         ]));
-        // `destroy` and `refresh` never create a stack: they name it, and a stack that does not
-        // exist fails them (exit 6), which the run reports as such.
+        // `destroy`, `refresh` and a drift check never create a stack: they name it, and a
+        // stack that does not exist fails them (exit 6), which the run reports as such.
         let mut steps = match operation {
             Operation::Up | Operation::Preview => vec![self.select_step(dir)],
-            Operation::Refresh | Operation::Destroy => Vec::new(),
+            Operation::Refresh | Operation::Destroy | Operation::Drift => Vec::new(),
         };
         steps.push(Step::new(StepKind::Operation, self.binary.clone(), op, dir));
         let stack = self.stack.as_str();
@@ -552,6 +555,9 @@ pub struct OutputReader {
     pub plan_digest: Option<String>,
     /// A preview's: the resources that change, with their properties.
     pub diffs: Vec<super::ResourceDiff>,
+    /// A drift check's: the resources its refresh found changed outside Pulumi (the digest's
+    /// `refresh` steps).
+    pub drifted: Vec<super::ResourceDiff>,
     /// Whether a preview shows each change's properties under it.
     pub show_diff: bool,
     pub result: Option<String>,
@@ -569,6 +575,7 @@ impl OutputReader {
             planned: None,
             plan_digest: None,
             diffs: Vec::new(),
+            drifted: Vec::new(),
             show_diff: false,
             result: None,
             error: None,
@@ -577,7 +584,7 @@ impl OutputReader {
 
     /// The lines to show for one line of stdout.
     pub fn line(&mut self, line: &str) -> Vec<String> {
-        if self.operation == Operation::Preview {
+        if matches!(self.operation, Operation::Preview | Operation::Drift) {
             self.document.push_str(line);
             self.document.push('\n');
             return Vec::new();
@@ -590,7 +597,8 @@ impl OutputReader {
 
     /// The lines still to show once stdout has ended.
     pub fn finish(&mut self) -> Vec<String> {
-        if self.operation != Operation::Preview || self.document.trim().is_empty() {
+        let previews = matches!(self.operation, Operation::Preview | Operation::Drift);
+        if !previews || self.document.trim().is_empty() {
             return Vec::new();
         }
         let Ok(digest) = serde_json::from_str::<Value>(&self.document) else {
@@ -599,7 +607,18 @@ impl OutputReader {
         let mut lines = Vec::new();
         for step in digest["steps"].as_array().into_iter().flatten() {
             let op = step["op"].as_str().unwrap_or_default();
-            if op != "same" {
+            if op == "refresh" {
+                // What the refresh found changed outside Pulumi.
+                let diff = resource_diff(step);
+                lines.push(format!(
+                    "drifted {}",
+                    urn_name(step["urn"].as_str().unwrap_or_default())
+                ));
+                if self.show_diff {
+                    lines.extend(diff.lines().into_iter().skip(1));
+                }
+                self.drifted.push(diff);
+            } else if op != "same" {
                 lines.push(format!(
                     "{op} {}",
                     urn_name(step["urn"].as_str().unwrap_or_default())

@@ -119,7 +119,11 @@ impl Terraform {
         // they write): its module's workspaces are listed first, and a module without it is
         // reported as such and not touched. Always before a destroy; before a refresh, unless
         // the ledger knows the workspace exists.
-        let mutates_only = matches!(operation, Operation::Destroy | Operation::Refresh);
+        // A drift check, which writes nothing, too: a module without the workspace is not checked.
+        let mutates_only = matches!(
+            operation,
+            Operation::Destroy | Operation::Refresh | Operation::Drift
+        );
         if operation == Operation::Destroy || (mutates_only && !module.workspace_known) {
             let mut list = outside(&["workspace", "list"]);
             list.listed = Some(self.stack.clone());
@@ -133,7 +137,11 @@ impl Terraform {
         }
         let operation_words: &[&str] = match operation {
             Operation::Up => &["apply", "-auto-approve", "-input=false", "-json"],
-            Operation::Preview => &["plan", "-detailed-exitcode", "-input=false", "-json"],
+            // A drift check is a plan with its refresh (Terraform's default), kept nowhere: its
+            // `resource_drift` messages are what changed outside.
+            Operation::Preview | Operation::Drift => {
+                &["plan", "-detailed-exitcode", "-input=false", "-json"]
+            }
             Operation::Refresh => &[
                 "apply",
                 "-refresh-only",
@@ -148,7 +156,7 @@ impl Terraform {
             Some(file) => self.plan_to(module, file),
             None => in_workspace(step(StepKind::Operation, operation_words)),
         };
-        if operation == Operation::Preview {
+        if matches!(operation, Operation::Preview | Operation::Drift) {
             op.ok_codes = vec![0, 2];
             op.changes_code = Some(2);
         }
@@ -376,10 +384,11 @@ pub struct Reader {
     outputs_changed: u64,
     /// The planned outputs' actions, by name (Terraform 1.1 and later name them).
     planned: BTreeMap<String, String>,
-    /// The planned resource changes (`planned_change`), and the drift a plan found
-    /// (`resource_drift`): address and action; Terraform's machine-readable output has no
-    /// attributes.
+    /// The planned resource changes (`planned_change`): address and action; Terraform's
+    /// machine-readable output has no attributes.
     changes: Vec<super::ResourceDiff>,
+    /// What the plan's refresh found changed outside Terraform (`resource_drift`).
+    drift: Vec<super::ResourceDiff>,
     /// The first error diagnostic, for the summary's reason.
     error: Option<String>,
     last_shown: Option<String>,
@@ -495,11 +504,14 @@ impl Reader {
     fn planned_change(&mut self, kind: &str, change: &Value) {
         let action = change["action"].as_str().unwrap_or("update");
         if let Some(address) = change["resource"]["addr"].as_str() {
-            let resource = match kind {
-                "resource_drift" => format!("{address} (changed outside Terraform)"),
-                _ => address.to_string(),
+            let (resource, found) = match kind {
+                "resource_drift" => (
+                    format!("{address} (changed outside Terraform)"),
+                    &mut self.drift,
+                ),
+                _ => (address.to_string(), &mut self.changes),
             };
-            self.changes.push(super::ResourceDiff {
+            found.push(super::ResourceDiff {
                 op: action.to_string(),
                 resource,
                 properties: Vec::new(),
@@ -547,8 +559,14 @@ impl Reader {
     /// (their planned values are not in the plan's messages).
     pub fn diffs(&self) -> Vec<super::ResourceDiff> {
         let mut diffs = self.changes.clone();
+        diffs.extend(self.drift.iter().cloned());
         diffs.extend(self.output_diff());
         diffs
+    }
+
+    /// What the plan's refresh found changed outside Terraform.
+    pub fn drifted(&self) -> &[super::ResourceDiff] {
+        &self.drift
     }
 
     fn output_diff(&self) -> Option<super::ResourceDiff> {

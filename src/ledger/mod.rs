@@ -454,6 +454,9 @@ pub struct Previewed {
     /// Its stack is not deployed yet: its dependents' previews wait on it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub new_stack: bool,
+    /// A drift check's: the resources changed outside the engine.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifted: Vec<crate::engine::ResourceDiff>,
 }
 
 /// A project's recorded outputs, with the run that left them, and the one that destroyed the

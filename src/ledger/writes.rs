@@ -91,7 +91,7 @@ pub(super) fn deployed(operation: Operation, fingerprint: Option<&str>) -> Deplo
     match (operation, fingerprint) {
         (Operation::Up, Some(fingerprint)) => Deployed::Is(fingerprint),
         (Operation::Up, None) | (Operation::Destroy, _) => Deployed::Not,
-        (Operation::Preview | Operation::Refresh, _) => Deployed::Kept,
+        (Operation::Preview | Operation::Refresh | Operation::Drift, _) => Deployed::Kept,
     }
 }
 

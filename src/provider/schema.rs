@@ -79,6 +79,7 @@ pub struct RawProject {
     pub preview: Option<String>,
     pub refresh: Option<String>,
     pub destroy: Option<String>,
+    pub drift: Option<String>,
     /// `[project.inputs]`: `name = "project:output"`.
     #[serde(default)]
     pub inputs: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
@@ -363,6 +364,7 @@ impl Checker<'_> {
             preview,
             refresh,
             destroy,
+            drift,
             inputs,
             pool,
             retry,
@@ -432,6 +434,7 @@ impl Checker<'_> {
             preview,
             refresh,
             destroy,
+            drift,
         };
         // A project with commands and no engine is a command project.
         let engine = match engine {
@@ -456,7 +459,7 @@ impl Checker<'_> {
             _ if steps.any() => self.problem(
                 declared_at.clone(),
                 &subject,
-                "`up`, `preview`, `refresh` and `destroy` commands are only for engine = \"command\"",
+                "`up`, `preview`, `refresh`, `destroy` and `drift` commands are only for engine = \"command\"",
             ),
             _ => {}
         }

@@ -109,6 +109,8 @@ pub struct Preview {
     pub new_stack: bool,
     /// The resources that change, with their properties.
     pub diff: Vec<crate::engine::ResourceDiff>,
+    /// A drift check's: the resources changed outside the engine, with their properties.
+    pub drifted: Vec<crate::engine::ResourceDiff>,
     /// A project with inputs: which values it was previewed with.
     pub planned_with: Option<PlannedWith>,
     /// The inputs (`network:subnet_id`) it was previewed with as their upstream's preview
@@ -318,6 +320,9 @@ pub struct ProjectReport {
     /// A preview's: the resources that change, with their properties.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub diff: Vec<crate::engine::ResourceDiff>,
+    /// A drift check's: the resources changed outside the engine, with their properties.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drifted: Vec<crate::engine::ResourceDiff>,
     /// A preview's, for a project with inputs: which values it was previewed with.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub planned_with: Option<PlannedWith>,
@@ -374,6 +379,7 @@ impl ProjectReport {
             projected: self.projected.clone(),
             waits_on: self.waits_on.clone(),
             new_stack: self.new_stack,
+            drifted: self.drifted.clone(),
         })
     }
 
@@ -401,6 +407,7 @@ impl ProjectReport {
             },
             new_stack: preview.new_stack,
             diff: preview.diff,
+            drifted: preview.drifted,
             planned_with: preview.planned_with,
             projected: preview.projected,
             inputs_taken: preview.inputs_taken,

@@ -320,7 +320,7 @@ pub fn before(
             // says so then.
             let later = match operation {
                 Operation::Preview => selected.contains(j) || previewed_elsewhere(j),
-                Operation::Destroy | Operation::Refresh => true,
+                Operation::Destroy | Operation::Refresh | Operation::Drift => true,
                 Operation::Up => false,
             };
             if has(&known) || later {

@@ -388,6 +388,19 @@ pub struct Inputs<'a> {
     pub budgets: &'a Budgets,
 }
 
+/// Why a drift check does not check a project: a command project says how only with a `drift`
+/// command.
+fn unchecked(
+    operation: Operation,
+    project: &crate::provider::Project,
+    engine: EngineKind,
+) -> Option<String> {
+    let no_check = operation == Operation::Drift
+        && engine == EngineKind::Command
+        && project.commands.drift.is_none();
+    no_check.then(|| "not checked: it has no `drift` command".to_string())
+}
+
 impl RunPlan {
     pub fn build(inputs: &Inputs<'_>) -> RunPlan {
         let Inputs {
@@ -501,12 +514,15 @@ impl RunPlan {
                     hooks: match operation {
                         Operation::Up => project.on_success.clone(),
                         Operation::Destroy => project.on_destroy.clone(),
-                        Operation::Preview | Operation::Refresh => Vec::new(),
+                        Operation::Preview | Operation::Refresh | Operation::Drift => Vec::new(),
                     },
                     log: logs.join(format!("{}.log", project.path)),
                     waits_for,
                     fingerprint: fingerprints.get(&i).cloned(),
-                    absent: absent.get(&i).cloned(),
+                    absent: absent
+                        .get(&i)
+                        .cloned()
+                        .or_else(|| unchecked(operation, project, engine)),
                     blocked: blocked.get(&i).cloned(),
                     pool: project.pool.as_ref().map(|pool| pool.target.clone()),
                     retry: (project.retry.clone()).or_else(|| workspace.settings.retry.clone()),

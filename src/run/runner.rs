@@ -148,7 +148,12 @@ async fn walk(
     for (report, created) in reports.iter_mut().zip(&created) {
         report.created_stack |= created.load(Ordering::Relaxed);
     }
-    if plan.operation == crate::engine::Operation::Preview {
+    // What a preview would change, and what applying would change after drift, is read by
+    // the projects after them.
+    if matches!(
+        plan.operation,
+        crate::engine::Operation::Preview | crate::engine::Operation::Drift
+    ) {
         mark_stale(&mut reports, &reads(&plan));
     }
     // An escalation that came as the last project ended is said too.

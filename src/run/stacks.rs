@@ -155,6 +155,7 @@ pub fn untouched(
         Operation::Preview => "waits for its cluster (not previewed)",
         Operation::Up => return Ok(untouched),
         Operation::Destroy | Operation::Refresh => "not touched",
+        Operation::Drift => "not checked: its cluster is not reachable",
     };
     if kubeconfig.is_file() {
         return Ok(untouched);

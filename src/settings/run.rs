@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 
 use super::Settings;
-use crate::cli::{DestroyArgs, LogOrderArg, PreviewArgs, RefreshArgs, RunArgs, RunCommand, UpArgs};
+use crate::cli::{
+    DestroyArgs, DriftArgs, LogOrderArg, PreviewArgs, RefreshArgs, RunArgs, RunCommand, UpArgs,
+};
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::graph::Selection;
@@ -196,6 +198,10 @@ impl RunSettings {
                 own.save_plans = save_plans;
                 (Operation::Preview, run)
             }
+            RunCommand::Drift(DriftArgs { diff, run }) => {
+                own.diff = diff;
+                (Operation::Drift, run)
+            }
             RunCommand::Refresh(RefreshArgs {
                 resume,
                 changed,
@@ -340,6 +346,7 @@ mod tests {
             crate::cli::Command::Up(a) => RunCommand::Up(a),
             crate::cli::Command::Preview(a) => RunCommand::Preview(a),
             crate::cli::Command::Refresh(a) => RunCommand::Refresh(a),
+            crate::cli::Command::Drift(a) => RunCommand::Drift(a),
             crate::cli::Command::Destroy(a) => RunCommand::Destroy(a),
             other => panic!("not a run: {other:?}"),
         };

@@ -107,7 +107,26 @@ impl RunSummary {
             .count()
     }
 
+    /// A drift check's projects that no longer match: changed outside their engine, or that
+    /// applying would change.
+    pub fn drifted(&self) -> usize {
+        (self.projects.iter())
+            .filter(|p| {
+                !p.drifted.is_empty() || p.changes.as_ref().is_some_and(crate::engine::has_changes)
+            })
+            .count()
+    }
+
     pub fn result(&self) -> String {
+        if self.operation == Operation::Drift && self.status == RunStatus::Succeeded {
+            return match self.drifted() {
+                0 => "nothing drifted".to_string(),
+                n => format!(
+                    "{n} {} drifted",
+                    crate::error::plural(n, "project", "projects")
+                ),
+            };
+        }
         match self.changed() {
             n if self.expect_no_changes && n > 0 && self.status == RunStatus::Succeeded => {
                 format!(
@@ -118,6 +137,41 @@ impl RunSummary {
             _ => self.status.to_string(),
         }
     }
+}
+
+/// A drift check's finding for a project: what changed outside its engine, and what applying
+/// its code would change.
+fn drift_summary(p: &ProjectReport) -> String {
+    let applying = (p.changes.as_ref()).filter(|c| crate::engine::has_changes(c));
+    match (p.drifted.len(), applying) {
+        (0, None) => "no drift".to_string(),
+        (0, Some(changes)) => format!("applying would change {}", changes_summary(changes)),
+        (n, None) => format!("{n} drifted"),
+        (n, Some(changes)) => format!(
+            "{n} drifted; applying would change {}",
+            changes_summary(changes)
+        ),
+    }
+}
+
+/// The resources a drift check found changed outside their engines, a line each (with their
+/// properties when it showed them).
+pub fn drift_lines(summary: &RunSummary) -> Vec<String> {
+    let mut lines = Vec::new();
+    for p in summary.projects.iter().filter(|p| !p.drifted.is_empty()) {
+        for diff in &p.drifted {
+            let mut resource = diff.lines().into_iter();
+            if let Some(first) = resource.next() {
+                lines.push(format!(
+                    "{}: {}",
+                    p.path,
+                    first.trim_start_matches(['~', '+', '-', ' '])
+                ));
+            }
+            lines.extend(resource.map(|l| format!("  {}", l.trim_start())));
+        }
+    }
+    lines
 }
 
 /// What the table says after a project's changes: how many times a retry ran it, `(stale)`,
@@ -156,6 +210,7 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
                 .unwrap_or_else(|| "-".into());
             let mut changes = match (&p.changes, p.reason.as_deref()) {
                 (_, Some(reason)) if p.status != ProjectStatus::Succeeded => reason.to_string(),
+                _ if summary.operation == Operation::Drift => drift_summary(p),
                 (Some(changes), _) => changes_summary(changes),
                 (None, _) => String::new(),
             };
@@ -216,7 +271,16 @@ pub fn stale_notes(summary: &RunSummary, style: Style) -> String {
     let lines = crate::run::events::stale_lines(&summary.projects, &str::to_string);
     if !lines.is_empty() {
         let notes: String = lines.iter().map(|l| format!("  {l}\n")).collect();
-        let heading = "Stale previews: they read outputs that an update would change";
+        let heading = match summary.operation {
+            Operation::Drift => "Stale: they read outputs that applying would change",
+            _ => "Stale previews: they read outputs that an update would change",
+        };
+        let _ = write!(out, "{}\n{notes}\n", style.bold(heading));
+    }
+    let drifted = drift_lines(summary);
+    if !drifted.is_empty() {
+        let notes: String = drifted.iter().map(|l| format!("  {l}\n")).collect();
+        let heading = "Drifted: changed outside their engines";
         let _ = write!(out, "{}\n{notes}\n", style.bold(heading));
     }
     out
@@ -258,6 +322,16 @@ pub fn verdict(summary: &RunSummary, style: Style) -> String {
                 }
             ))
         }
+        RunStatus::Succeeded if summary.operation == Operation::Drift => match summary.drifted() {
+            0 => style.green(&format!(
+                "✓ {what}: nothing drifted ({}) in {took}",
+                counts.join(", ")
+            )),
+            n => style.red(&format!(
+                "✗ {what}: {n} {} drifted: what is deployed no longer matches the cloud or the code",
+                crate::error::plural(n, "project", "projects")
+            )),
+        },
         RunStatus::Succeeded if summary.expect_no_changes && drift > 0 => style.red(&format!(
             "✗ {what}: {drift} {} would change, where no change was expected",
             crate::error::plural(drift, "project", "projects")
@@ -599,6 +673,14 @@ fn markdown_notes(summary: &RunSummary) -> String {
         out.push_str("**Stale previews.** They read outputs that an update would change:\n\n");
         for line in stale {
             let _ = writeln!(out, "- {}", markdown_text(&line));
+        }
+        out.push('\n');
+    }
+    let drifted = drift_lines(summary);
+    if !drifted.is_empty() {
+        out.push_str("**Drifted.** Changed outside their engines:\n\n");
+        for line in drifted {
+            let _ = writeln!(out, "    {}", line.replace('`', "'"));
         }
         out.push('\n');
     }

@@ -85,6 +85,7 @@ fn operation_of(operation: CiOperation) -> Operation {
         CiOperation::Preview => Operation::Preview,
         CiOperation::Refresh => Operation::Refresh,
         CiOperation::Destroy => Operation::Destroy,
+        CiOperation::Drift => Operation::Drift,
     }
 }
 
@@ -116,7 +117,7 @@ fn close(settings: &Settings, run_id: &str, reports: Reports) -> Result<()> {
         eprintln!("Run {run_id} was closed already ({}).", record.status);
     }
     let previews = match record.operation {
-        Operation::Preview => ledger.previews(run_id)?,
+        Operation::Preview | Operation::Drift => ledger.previews(run_id)?,
         _ => Default::default(),
     };
     let mut summary = summary_of(&record, &deployment.graph, previews);
@@ -222,10 +223,16 @@ fn record_end(
     ledger.finish(run_id, status, &finished)
 }
 
-/// What a closed run's status means as the close job's exit.
+/// What a closed run's status means as the close job's exit: a drift check that found drift
+/// exits 4, as `mara drift` does.
 fn verdict(record: &RunRecord, summary: &RunSummary) -> Result<()> {
     let count = |status| summary.count(status);
     match record.status {
+        RunStatus::Succeeded if record.operation == Operation::Drift && summary.drifted() > 0 => {
+            Err(Error::Drifted {
+                drifted: summary.drifted(),
+            })
+        }
         RunStatus::Succeeded => Ok(()),
         RunStatus::Cancelled => Err(Error::Interrupted),
         _ => match count(ProjectStatus::Failed) {
@@ -342,6 +349,7 @@ fn summary_of(
                 stale: Vec::new(),
                 waits_on: previewed.waits_on,
                 diff: previewed.diff,
+                drifted: previewed.drifted,
                 planned_with: previewed.planned_with,
                 projected: previewed.projected,
                 inputs_taken: Default::default(),
@@ -357,7 +365,7 @@ fn summary_of(
         })
         .collect();
     let mut reports: Vec<ProjectReport> = reports;
-    if record.operation == Operation::Preview {
+    if matches!(record.operation, Operation::Preview | Operation::Drift) {
         let reads = reads(graph, &reports);
         mark_stale(&mut reports, &reads);
     }

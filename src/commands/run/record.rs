@@ -22,8 +22,8 @@ use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfigFile};
 
 impl Invocation<'_> {
     /// The run's record: a job joins its run; `up`, `refresh`, `destroy` and `ci open` record
-    /// the run and take the stack's lock (exit 5 when another run holds it); a preview records
-    /// nothing here.
+    /// the run and take the stack's lock (exit 5 when another run holds it); a drift check is
+    /// recorded without one, and a preview records nothing here.
     pub(super) fn record(
         &self,
         ledger: &mut Opener,
@@ -47,7 +47,10 @@ impl Invocation<'_> {
             });
         }
         let locks = run.operation.mutates();
-        if !locks && run.open.is_none() {
+        // A drift check is recorded, as a run of its own kind, and holds no lock; a preview
+        // records nothing.
+        let drift = run.operation == crate::engine::Operation::Drift;
+        if !locks && !drift && run.open.is_none() {
             return Ok(None);
         }
         let start = RunStart {

@@ -148,6 +148,12 @@ pub(super) fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
         let skipped = summary.projects.len();
         return Err(Error::Skipped { skipped });
     }
+    if run.operation == Operation::Drift {
+        let drifted = summary.drifted();
+        if drifted > 0 {
+            return Err(Error::Drifted { drifted });
+        }
+    }
     if run.operation == Operation::Preview && run.expect_no_changes {
         let changed = summary.changed();
         if changed > 0 {

@@ -170,7 +170,13 @@ impl Job {
 
     /// The project without its stack: not touched.
     fn absent(&self, code: Option<i32>, log: &Option<std::fs::File>) -> Finished {
-        let reason = absent(&self.project.context.stack);
+        let stack = &self.project.context.stack;
+        let reason = match self.operation {
+            Operation::Drift => format!(
+                "stack `{stack}` does not exist here (never deployed, or removed): not checked"
+            ),
+            _ => absent(stack),
+        };
         Finished {
             exit_code: code,
             created_stack: false,
@@ -398,8 +404,10 @@ impl Prepared {
                     return Err(job.failed(finished.code, "interrupted".into(), log));
                 }
                 let stack = &job.project.context.stack;
-                if matches!(job.operation, Operation::Destroy | Operation::Refresh)
-                    && is_missing_stack(engine, stack, finished.code, &finished.stderr)
+                if matches!(
+                    job.operation,
+                    Operation::Destroy | Operation::Refresh | Operation::Drift
+                ) && is_missing_stack(engine, stack, finished.code, &finished.stderr)
                 {
                     return Err(job.absent(finished.code, log));
                 }
@@ -663,7 +671,21 @@ fn read_operation(
     }
     preview.diff = reader.diffs();
     preview.plan_digest = reader.plan_digest();
-    for property in (preview.diff.iter_mut()).flat_map(|d| d.properties.iter_mut()) {
+    if job.operation == Operation::Drift {
+        preview.drifted = reader.drifted();
+        // What applying would change, apart from what changed outside.
+        preview.diff.retain(|d| !preview.drifted.contains(d));
+        // A command's drift check says it found drift by its exit code alone.
+        if job.project.engine == EngineKind::Command && finished.code == Some(2) {
+            preview.drifted.push(crate::engine::ResourceDiff {
+                op: "update".into(),
+                resource: "(what its drift command checks)".into(),
+                properties: Vec::new(),
+            });
+        }
+    }
+    let all = preview.diff.iter_mut().chain(preview.drifted.iter_mut());
+    for property in all.flat_map(|d| d.properties.iter_mut()) {
         for value in [&mut property.old, &mut property.new].into_iter().flatten() {
             *value = job.redactor.redact(value);
         }

@@ -286,7 +286,8 @@ impl Recorder {
             let _ = ledger.release(&self.run_id);
         }
         match (result, ran) {
-            (Ok(()), true) => self.finish(RunStatus::Succeeded),
+            // A drift check that found drift ran as it should: what it found is its projects'.
+            (Ok(()) | Err(Error::Drifted { .. }), true) => self.finish(RunStatus::Succeeded),
             // It found nothing to do (a stack destroyed already).
             (Ok(()), false) => self.forget(),
             (Err(Error::Interrupted | Error::Declined(_)), true) => {

@@ -367,8 +367,11 @@ impl Writer {
                 of: Some(self.of.clone()),
                 outputs: report.outputs.clone(),
                 // Every preview's, in place of what an earlier job of the project recorded.
-                preview: (self.of.operation == crate::engine::Operation::Preview)
-                    .then(|| report.previewed()),
+                preview: matches!(
+                    self.of.operation,
+                    crate::engine::Operation::Preview | crate::engine::Operation::Drift
+                )
+                .then(|| report.previewed()),
                 project: ProjectRecord {
                     path: report.path.clone(),
                     status: report.status,

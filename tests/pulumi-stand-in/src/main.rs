@@ -14,6 +14,9 @@
 //! - `PULUMI_STAND_IN_FLAKY=<project>=<n>:<message>`, comma-separated: that project's `up`
 //!   fails its first `n` times with `error: <message>` (exit 1), as a cloud API's transient
 //!   error does; the times are counted in the backend (`.stand-in-flaky-<project>`).
+//! - `PULUMI_STAND_IN_DRIFT=<project>:<output>=<value>`, comma-separated: the cloud holds that
+//!   root stack output as `<value>`, which `preview --refresh` finds (its refresh steps) and
+//!   compares the program with; nothing is written.
 //! - `PULUMI_STAND_IN_CRASH=<project>`: the operation of that project ends as a program that
 //!   crashed before Pulumi could report it does: a Python traceback on stderr, no `error:` line,
 //!   exit 1.
@@ -629,6 +632,40 @@ impl Ctx<'_> {
         Ok(Some(message.to_string()))
     }
 
+    /// The recorded resources as the cloud has them: the root stack's outputs that
+    /// `PULUMI_STAND_IN_DRIFT=<project>:<output>=<value>,…` names set to those values (strings),
+    /// and the refresh steps that say so.
+    fn refreshed(&self, recorded: &[Value]) -> (Vec<Value>, Vec<Value>) {
+        let mut cloud = recorded.to_vec();
+        let knob = env("PULUMI_STAND_IN_DRIFT").unwrap_or_default();
+        for entry in knob.split(',').map(str::trim) {
+            let Some((project, rest)) = entry.split_once(':') else {
+                continue;
+            };
+            let Some((output, value)) = rest.split_once('=') else {
+                continue;
+            };
+            if project != self.project.name {
+                continue;
+            }
+            for resource in &mut cloud {
+                if resource["type"] == "pulumi:pulumi:Stack" {
+                    resource["outputs"][output] = Value::String(value.to_string());
+                }
+            }
+        }
+        let steps = step_ops(recorded, &cloud)
+            .into_iter()
+            .filter(|(op, _)| *op == "update")
+            .map(|(_, urn)| {
+                let mut step = digest_step("update", &urn, recorded, &cloud);
+                step["op"] = Value::String("refresh".into());
+                step
+            })
+            .collect();
+        (cloud, steps)
+    }
+
     /// `up`, `preview`, `refresh` and `destroy`.
     fn operation(&self) -> Result<(), Failure> {
         let op = self.args.command.as_str();
@@ -668,10 +705,16 @@ impl Ctx<'_> {
             );
             return Err(self.bail(op, &message));
         }
-        let before = checkpoint["checkpoint"]["latest"]["resources"]
+        let recorded = checkpoint["checkpoint"]["latest"]["resources"]
             .as_array()
             .cloned()
             .unwrap_or_default();
+        // `preview --refresh`: the resources as the cloud has them (`PULUMI_STAND_IN_DRIFT`),
+        // without writing them; the preview compares the program with those.
+        let (before, drifted) = match op == "preview" && self.args.has("refresh") {
+            true => self.refreshed(&recorded),
+            false => (recorded, Vec::new()),
+        };
         let after = match op {
             "destroy" => Vec::new(),
             "refresh" => before.clone(),
@@ -706,7 +749,7 @@ impl Ctx<'_> {
             self.backend.write(&self.project.name, &self.stack, &next)?;
         }
         let duration = backend::now_secs_f64() - started;
-        self.report(op, &before, &after, &changes, duration, mutates);
+        self.report(op, (&before, &drifted), &after, &changes, duration, mutates);
         if op == "destroy" && self.args.has("remove") {
             self.backend.remove(&self.project.name, &self.stack)?;
             let _ = std::fs::remove_file(self.project.stack_config_path(&self.stack));
@@ -817,7 +860,7 @@ impl Ctx<'_> {
     fn report(
         &self,
         op: &str,
-        before: &[Value],
+        (before, drifted): (&[Value], &[Value]),
         after: &[Value],
         changes: &Map<String, Value>,
         duration: f64,
@@ -825,11 +868,14 @@ impl Ctx<'_> {
     ) {
         let json = self.args.has("json");
         if json && op == "preview" {
-            let steps: Vec<Value> = step_ops(before, after)
-                .into_iter()
-                .filter(|(op, _)| *op != "same")
-                .map(|(op, urn)| digest_step(op, &urn, before, after))
-                .collect();
+            // The refresh's steps first: what it found changed outside Pulumi.
+            let mut steps: Vec<Value> = drifted.to_vec();
+            steps.extend(
+                step_ops(before, after)
+                    .into_iter()
+                    .filter(|(op, _)| *op != "same")
+                    .map(|(op, urn)| digest_step(op, &urn, before, after)),
+            );
             let digest = json!({"steps": steps, "duration": (duration * 1e9) as u64, "changeSummary": changes});
             let mut text = Vec::new();
             let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");

@@ -26,10 +26,13 @@ fn github_head(pipeline: &Pipeline) -> String {
     let pull_requests = pipeline.on == Some(CiTrigger::PullRequest);
     // A pull request's preview: on each push to it, its summary posted as one comment (by the
     // close job, which alone may write on the pull request).
-    let on = match pull_requests {
-        true => "  pull_request: {}\n",
-        false => "",
+    let mut on = match pull_requests {
+        true => "  pull_request: {}\n".to_string(),
+        false => String::new(),
     };
+    if let Some(cron) = &pipeline.schedule {
+        on.push_str(&format!("  schedule:\n    - cron: {}\n", quoted(cron)));
+    }
     out.push_str(&format!(
         "name: mara {operation} {}\n\non:\n{on}  workflow_dispatch: {{}}\n\npermissions:\n  contents: read\n{id_token}\n",
         pipeline.stack

@@ -24,6 +24,11 @@ pub(super) fn gitlab(pipeline: &Pipeline) -> String {
     .map(String::as_str)
     .collect();
     let names: String = names.iter().map(|n| format!(", {n}")).collect();
+    if let Some(cron) = &pipeline.schedule {
+        out.push_str(&format!(
+            "# Its jobs run in scheduled pipelines: set the schedule (`{cron}`) in the project's\n# Build > Pipeline schedules; GitLab keeps schedules outside the file.\n"
+        ));
+    }
     out.push_str(&match pipeline.on {
         None => format!(
             "# MARA_LEDGER_URL{names} are the project's CI/CD variables (protected; masked where GitLab\n# can mask them).\n"
@@ -55,15 +60,30 @@ pub(super) fn gitlab(pipeline: &Pipeline) -> String {
 /// merge-request pipelines, or in a child pipeline whose parent's trigger job decides — as each
 /// job's rule, not `workflow:`, which would rule the whole pipeline a file is included in.
 fn when(pipeline: &Pipeline, always: bool) -> String {
-    let rule = "if: $CI_PIPELINE_SOURCE == \"merge_request_event\" || $CI_PIPELINE_SOURCE == \"parent_pipeline\"";
-    match (pipeline.on, always) {
-        (None, false) => String::new(),
-        (None, true) => "  when: always\n".into(),
-        (Some(CiTrigger::PullRequest), false) => format!("  rules:\n    - {rule}\n"),
-        (Some(CiTrigger::PullRequest), true) => {
-            format!("  rules:\n    - {rule}\n      when: always\n")
-        }
+    // The pipelines it runs in: a merge request's, a scheduled one, or a child pipeline whose
+    // parent's trigger job decides.
+    let mut sources = Vec::new();
+    if pipeline.on == Some(CiTrigger::PullRequest) {
+        sources.push("merge_request_event");
     }
+    if pipeline.schedule.is_some() {
+        sources.push("schedule");
+    }
+    if sources.is_empty() {
+        return match always {
+            true => "  when: always\n".into(),
+            false => String::new(),
+        };
+    }
+    sources.push("parent_pipeline");
+    let rule: Vec<String> = (sources.iter())
+        .map(|s| format!("$CI_PIPELINE_SOURCE == \"{s}\""))
+        .collect();
+    let when = match always {
+        true => "      when: always\n",
+        false => "",
+    };
+    format!("  rules:\n    - if: {}\n{when}", rule.join(" || "))
 }
 
 /// A project's job. It runs even after a failure: mara skips a project whose dependency did not

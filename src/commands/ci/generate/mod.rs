@@ -32,6 +32,8 @@ pub struct Asked {
     pub config_secret: Option<String>,
     /// `--on pull-request`.
     pub on: Option<CiTrigger>,
+    /// `--schedule CRON`.
+    pub schedule: Option<String>,
     pub selection: SelectionArgs,
 }
 
@@ -50,6 +52,7 @@ impl Asked {
             oidc,
             config_secret,
             on,
+            schedule,
             selection,
         } = args;
         let asked = Asked {
@@ -61,6 +64,7 @@ impl Asked {
             oidc,
             config_secret,
             on,
+            schedule,
             selection,
         };
         (asked, (file, check))
@@ -111,6 +115,7 @@ impl Asked {
             && !self.oidc
             && self.config_secret.is_none()
             && self.on.is_none()
+            && self.schedule.is_none()
             && selection_flags(&self.selection).is_empty()
     }
 }
@@ -283,6 +288,7 @@ fn planned(
         oidc,
         config_secret,
         on,
+        schedule,
         selection,
     } = asked;
     let workspace = &deployment.files.workspace;
@@ -304,6 +310,7 @@ fn planned(
     (pipeline.env, pipeline.vars, pipeline.oidc) = (env, vars, oidc);
     pipeline.config_secret = config_secret;
     pipeline.on = on;
+    pipeline.schedule = schedule;
     let here = std::env::current_dir().map_err(|e| Error::read(Path::new("."), e))?;
     let path = match &at.path {
         Some(file) => here.join(file),

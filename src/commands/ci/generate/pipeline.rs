@@ -55,6 +55,8 @@ pub(super) struct Pipeline {
     pub(super) config_secret: Option<String>,
     /// `--on pull-request`: a preview of each pull request, its summary posted on it.
     pub(super) on: Option<CiTrigger>,
+    /// `--schedule CRON`: run on a schedule too.
+    pub(super) schedule: Option<String>,
     /// Where the file is in the repository: what tells its pull-request comment from another
     /// workflow's.
     pub(super) in_repository: String,
@@ -85,6 +87,7 @@ pub(super) fn operation_word(operation: CiOperation) -> &'static str {
         CiOperation::Preview => "preview",
         CiOperation::Refresh => "refresh",
         CiOperation::Destroy => "destroy",
+        CiOperation::Drift => "drift",
     }
 }
 
@@ -137,6 +140,9 @@ pub(super) fn command_args(pipeline: &Pipeline) -> String {
     }
     if let Some(name) = &pipeline.config_secret {
         args.push(format!("--config-secret {name}"));
+    }
+    if let Some(schedule) = &pipeline.schedule {
+        args.push(format!("--schedule {}", shell_quoted(schedule)));
     }
     if pipeline.on == Some(CiTrigger::PullRequest) {
         args.push(match pipeline.system {
@@ -295,6 +301,7 @@ pub(super) fn pipeline(
         oidc: false,
         config_secret: None,
         on: None,
+        schedule: None,
         in_repository: String::new(),
     }
 }
@@ -347,7 +354,7 @@ pub(super) fn project_command(pipeline: &Pipeline, path: &str) -> String {
     // for the run's summary.
     let yes = match pipeline.operation {
         CiOperation::Up | CiOperation::Destroy => " --yes",
-        CiOperation::Preview => " --diff",
+        CiOperation::Preview | CiOperation::Drift => " --diff",
         CiOperation::Refresh => "",
     };
     format!(

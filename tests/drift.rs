@@ -1,0 +1,198 @@
+//! `mara drift` (docs/commands.md, "drift"): read-only, whether every selected deployed project
+//! still matches the cloud and its code — with the real `terraform`, through the Pulumi
+//! stand-in (whose `preview --refresh` finds what `PULUMI_STAND_IN_DRIFT` says the cloud holds),
+//! and a command project's own check.
+
+mod common;
+
+use std::path::Path;
+
+use common::{Deployment, Workspace, project};
+use serde_json::Value;
+
+/// Terraform's version, when it is one with `terraform_data` (1.4 and later).
+fn terraform_with_data() -> Option<std::path::PathBuf> {
+    let terraform = common::terraform()?;
+    let output = std::process::Command::new(&terraform)
+        .args(["version", "-json"])
+        .output()
+        .unwrap();
+    let version: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    let said = version["terraform_version"].as_str().unwrap_or("0.0.0");
+    let mut parts = said.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    match (major, minor) >= (1, 4) {
+        true => Some(terraform),
+        false => common::tools::missing(&format!(
+            "terraform {said} has no terraform_data (1.4 and later)"
+        )),
+    }
+}
+
+/// `mara --output json <args>` in `dir`: its exit code and report.
+fn report(dir: &Path, args: &[&str]) -> (i32, Value) {
+    let mut cmd = common::mara(dir);
+    cmd.env("HOME", dir.join("home"))
+        .env_remove("TF_WORKSPACE")
+        .env_remove("TF_DATA_DIR");
+    common::json_report(cmd, args)
+}
+
+#[test]
+fn terraform_drift_is_found_recorded_and_leaves_the_state_as_it_found_it() {
+    let Some(terraform) = terraform_with_data() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    common::copy_example(&common::example("terraform-local"), dir.path());
+    let network = dir.path().join("network/main.tf");
+    let mut module = std::fs::read_to_string(&network).unwrap();
+    module.push_str("\nresource \"terraform_data\" \"marker\" {\n  input = var.name\n}\n");
+    std::fs::write(&network, module).unwrap();
+    let (code, up) = report(dir.path(), &["up", "--yes"]);
+    assert_eq!(code, 0, "{up:#}");
+
+    // Nothing changed: nothing drifted, exit 0.
+    let (code, drift) = report(dir.path(), &["drift"]);
+    assert_eq!(code, 0, "{drift:#}");
+    assert_eq!(drift["operation"], "drift");
+    assert_eq!(project(&drift, "network")["status"], "unchanged");
+
+    // Applied outside mara with another value: found, exit 4, and the state is left as it was.
+    let outside = std::process::Command::new(&terraform)
+        .args(["apply", "-auto-approve", "-input=false"])
+        .args(["-var", "cidr=10.20.0.0/16", "-var", "name=outside"])
+        .env("TF_WORKSPACE", "dev")
+        .current_dir(dir.path().join("network"))
+        .output()
+        .unwrap();
+    assert!(outside.status.success(), "{}", common::stderr(&outside));
+    let state = || {
+        let file = dir
+            .path()
+            .join("network/terraform.tfstate.d/dev/terraform.tfstate");
+        std::fs::read_to_string(file).unwrap()
+    };
+    let before = state();
+    let (code, drift) = report(dir.path(), &["drift"]);
+    assert_eq!(code, 4, "{drift:#}");
+    let network = project(&drift, "network");
+    assert_eq!(network["changes"]["update"], 1, "{drift:#}");
+    assert_eq!(network["diff"][0]["resource"], "terraform_data.marker");
+    // Its dependent reads an output applying would change back.
+    assert_eq!(
+        project(&drift, "app")["stale"][0]["reads"],
+        "network",
+        "{drift:#}"
+    );
+    assert_eq!(state(), before, "a drift check writes no state");
+    assert!(state().contains("outside"));
+
+    // Recorded as a drift run, which status shows as the last check.
+    let (_, history) = report(dir.path(), &["history"]);
+    assert_eq!(history[0]["operation"], "drift", "{history:#}");
+    assert_eq!(
+        history[0]["status"], "succeeded",
+        "a check that found drift ran well"
+    );
+    let output = common::mara(dir.path())
+        .env("HOME", dir.path().join("home"))
+        .arg("status")
+        .output()
+        .unwrap();
+    let said = common::stdout(&output);
+    assert!(said.contains("Last drift check"), "{said}");
+    assert!(said.contains(": 1 of 2 drifted: network"), "{said}");
+}
+
+#[test]
+fn pulumi_drift_finds_what_the_cloud_changed_and_changes_nothing() {
+    let d = Deployment::of("mara-local");
+    // Not deployed yet: not checked, and no stack made.
+    let (code, drift) = common::json_report(d.mara(), &["drift", "--only", "cluster"]);
+    assert_eq!(code, 0, "{drift:#}");
+    let cluster = project(&drift, "infrastructure/local/cluster");
+    assert_eq!(cluster["status"], "skipped");
+    assert_eq!(
+        cluster["reason"],
+        "stack `dev` does not exist here (never deployed, or removed): not checked"
+    );
+    let output = d.mara().args(["up", "--yes"]).output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let calls_before = d.calls().len();
+    let (code, drift) = common::json_report(d.mara(), &["drift"]);
+    assert_eq!(code, 0, "{drift:#}");
+    let (code, drift) = common::json_report(
+        {
+            let mut cmd = d.mara();
+            cmd.env("PULUMI_STAND_IN_DRIFT", "local-cluster:node_count=7");
+            cmd
+        },
+        &["drift", "--diff"],
+    );
+    assert_eq!(code, 4, "{drift:#}");
+    let cluster = project(&drift, "infrastructure/local/cluster");
+    assert_eq!(
+        cluster["drifted"][0]["properties"][0],
+        serde_json::json!({"path": "outputs.node_count", "kind": "update", "old": "3", "new": "\"7\""}),
+        "{cluster:#}"
+    );
+    assert_eq!(
+        cluster["changed_outputs"],
+        serde_json::json!(["node_count"])
+    );
+    // Read-only: a preview with its refresh on the stack it names (and the stored secrets read
+    // for redaction), never an update or a refresh that writes, nor a stack made.
+    let calls = &d.calls()[calls_before..];
+    let previews = calls.iter().filter(|c| c["argv"][1] == "preview").count();
+    assert_eq!(previews, 28, "each project, twice");
+    for call in calls {
+        let argv: Vec<&str> = (call["argv"].as_array().unwrap().iter())
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        match argv[1] {
+            "preview" => assert_eq!(argv[2], "--refresh", "{argv:?}"),
+            "config" => assert!(!argv.contains(&"set"), "{argv:?}"),
+            _ => panic!("a drift check ran {argv:?}"),
+        }
+        assert!(argv.contains(&"--stack"), "{argv:?}");
+        assert!(!argv.contains(&"--create"), "{argv:?}");
+    }
+}
+
+#[test]
+fn a_command_project_is_checked_by_its_drift_command_or_said_unchecked() {
+    let provider = "description = \"Tools\"\n
+[[project]]\npath = \"checked\"\nup = \"true\"\ndestroy = \"true\"\ndrift = \"echo 'the bucket policy differs'; exit 2\"\n
+[[project]]\npath = \"fine\"\nup = \"true\"\ndestroy = \"true\"\ndrift = \"true\"\n
+[[project]]\npath = \"unchecked\"\nup = \"true\"\ndestroy = \"true\"\n";
+    let w = Workspace::new(&[
+        ("mara.toml", "provider = \"tools\"\nengine = \"command\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        ("config/pulumi/Pulumi.dev.yaml", "config: {}\n"),
+        ("providers/tools.toml", provider),
+    ]);
+    let (code, drift) = common::json_report(w.mara(), &["drift"]);
+    assert_eq!(code, 4, "{drift:#}");
+    assert_eq!(project(&drift, "checked")["status"], "succeeded");
+    assert_eq!(
+        project(&drift, "checked")["drifted"][0]["resource"],
+        "(what its drift command checks)"
+    );
+    assert_eq!(project(&drift, "fine")["status"], "succeeded");
+    assert!(project(&drift, "fine").get("drifted").is_none());
+    let unchecked = project(&drift, "unchecked");
+    assert_eq!(unchecked["status"], "skipped", "{drift:#}");
+    assert_eq!(
+        unchecked["reason"],
+        "not checked: it has no `drift` command"
+    );
+    // Its output is the check's.
+    let output = w.mara().arg("drift").output().unwrap();
+    assert!(common::stdout(&output).contains("[checked] the bucket policy differs"));
+    assert!(
+        common::stdout(&output).contains("✗ drift on stack dev: 1 project drifted"),
+        "{}",
+        common::stdout(&output)
+    );
+}
