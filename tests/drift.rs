@@ -122,15 +122,23 @@ fn pulumi_drift_finds_what_the_cloud_changed_and_changes_nothing() {
     let calls_before = d.calls().len();
     let (code, drift) = common::json_report(d.mara(), &["drift"]);
     assert_eq!(code, 0, "{drift:#}");
+    let junit = d.root().join("drift.xml");
     let (code, drift) = common::json_report(
         {
             let mut cmd = d.mara();
             cmd.env("PULUMI_STAND_IN_DRIFT", "local-cluster:node_count=7");
             cmd
         },
-        &["drift", "--diff"],
+        &["drift", "--diff", "--junit", junit.to_str().unwrap()],
     );
     assert_eq!(code, 4, "{drift:#}");
+    // CI's test reports show the drifted project as a failure.
+    let junit = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        junit.contains("<failure message=\"drifted: 1 drifted; applying would change ~1\">"),
+        "{junit}"
+    );
+    assert!(junit.contains("failures=\"1\""), "{junit}");
     let cluster = project(&drift, "infrastructure/local/cluster");
     assert_eq!(
         cluster["drifted"][0]["properties"][0],

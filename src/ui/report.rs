@@ -402,12 +402,20 @@ pub fn changes(changes: &[(String, Change)], style: Style) -> String {
 
 /// A JUnit XML report: one test case per project.
 pub fn junit(summary: &RunSummary) -> String {
-    // A drift check (`preview --expect-no-changes`) fails each project that would change.
+    // A drift check (`mara drift`, `preview --expect-no-changes`) fails each project that
+    // drifted, or would change.
     let drifted = |p: &ProjectReport| {
-        summary.expect_no_changes
-            && p.status != ProjectStatus::Failed
-            && (p.status == ProjectStatus::Waiting
-                || p.changes.as_ref().is_some_and(crate::engine::has_changes))
+        let changes = p.changes.as_ref().is_some_and(crate::engine::has_changes);
+        match summary.operation {
+            Operation::Drift => {
+                p.status != ProjectStatus::Failed && (changes || !p.drifted.is_empty())
+            }
+            _ => {
+                summary.expect_no_changes
+                    && p.status != ProjectStatus::Failed
+                    && (p.status == ProjectStatus::Waiting || changes)
+            }
+        }
     };
     let failures = summary.count(ProjectStatus::Failed)
         + summary.projects.iter().filter(|p| drifted(p)).count();
@@ -454,7 +462,10 @@ pub fn junit(summary: &RunSummary) -> String {
                     Some(changes) => changes_summary(changes),
                     None => reason.clone(),
                 };
-                let message = format!("would change, where no change was expected: {changes}");
+                let message = match summary.operation {
+                    Operation::Drift => format!("drifted: {}", drift_summary(project)),
+                    _ => format!("would change, where no change was expected: {changes}"),
+                };
                 let _ = writeln!(
                     out,
                     ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>",
