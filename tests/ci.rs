@@ -1751,3 +1751,101 @@ fn a_drift_check_is_generated_to_run_on_a_schedule() {
     );
     assert!(!copy.root().join("bad.yml").exists());
 }
+
+/// A drift check fanned out over GitLab's jobs: a job whose project drifted records it and
+/// passes (its CI would otherwise skip the checks after it), the project after one not there to
+/// check is still checked, and the close job says the run found drift, exit 4.
+#[test]
+fn a_fanned_out_drift_check_leaves_its_verdict_to_the_close() {
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("drift");
+    let provider = "description = \"Tools\"\n
+[[project]]\npath = \"checked\"\nup = \"true\"\ndestroy = \"true\"\ndrift = \"echo 'the bucket policy differs'; exit 2\"\n
+[[project]]\npath = \"unchecked\"\nup = \"true\"\ndestroy = \"true\"\n
+[[project]]\npath = \"after\"\nafter = [\"unchecked\", \"checked\"]\nup = \"true\"\ndestroy = \"true\"\ndrift = \"true\"\n";
+    let w = common::Workspace::new(&[
+        ("mara.toml", "provider = \"tools\"\nengine = \"command\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        ("config/pulumi/Pulumi.dev.yaml", "config: {}\n"),
+        ("providers/tools.toml", provider),
+    ]);
+    let generate = w
+        .mara()
+        .args(["ci", "generate", "gitlab", "--operation", "drift"])
+        .args(["--schedule", "0 6 * * *", "--file", ".gitlab-ci.yml"])
+        .output()
+        .unwrap();
+    assert!(generate.status.success(), "{}", common::stderr(&generate));
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.email=ci@mara",
+            "-c",
+            "user.name=ci",
+            "commit",
+            "-qm",
+            "tools",
+        ],
+    ] {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(w.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
+    let mara_dir = assert_cmd::cargo::cargo_bin("mara")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let output = Command::new(tools.join("node_modules/.bin/gitlab-ci-local"))
+        .current_dir(w.path())
+        .env(
+            "PATH",
+            format!("{}:{}", mara_dir.display(), std::env::var("PATH").unwrap()),
+        )
+        .env("HOME", w.path().join("home"))
+        .env("NO_COLOR", "1")
+        .env_remove("MARA_LEDGER_URL")
+        .env_remove("CI")
+        .args([
+            "--shell-isolation",
+            "--variable",
+            &format!("MARA_LEDGER_URL={url}"),
+        ])
+        .args(["--variable", "CI_PIPELINE_SOURCE=schedule"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    for job in ["checked", "unchecked", "after"] {
+        assert!(out.contains(&format!(" PASS  {job}")), "{job}: {out}");
+    }
+    assert!(out.contains(" FAIL  mara-close"), "{out}");
+    assert!(out.contains("1 project drifted"), "{out}");
+    let report = std::fs::read_to_string(w.path().join("mara-report.json")).unwrap();
+    let report: Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["status"], "succeeded", "the check ran: {report:#}");
+    assert_eq!(report["exit_code"], 4, "{report:#}");
+    let status = |path: &str| {
+        (report["projects"].as_array().unwrap().iter())
+            .find(|p| p["path"] == path)
+            .map(|p| p["status"].clone())
+            .unwrap()
+    };
+    assert_eq!(status("checked"), "succeeded");
+    assert_eq!(status("unchecked"), "skipped");
+    assert_eq!(
+        status("after"),
+        "succeeded",
+        "checked after one not there: {report:#}"
+    );
+}

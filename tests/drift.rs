@@ -108,9 +108,10 @@ fn terraform_drift_is_found_recorded_and_leaves_the_state_as_it_found_it() {
 #[test]
 fn pulumi_drift_finds_what_the_cloud_changed_and_changes_nothing() {
     let d = Deployment::of("mara-local");
-    // Not deployed yet: not checked, and no stack made.
+    // Not deployed yet: not checked, no stack made, and a check of nothing is no pass (a
+    // mistyped stack would stay green forever).
     let (code, drift) = common::json_report(d.mara(), &["drift", "--only", "cluster"]);
-    assert_eq!(code, 0, "{drift:#}");
+    assert_eq!(code, 3, "{drift:#}");
     let cluster = project(&drift, "infrastructure/local/cluster");
     assert_eq!(cluster["status"], "skipped");
     assert_eq!(
@@ -202,5 +203,55 @@ fn a_command_project_is_checked_by_its_drift_command_or_said_unchecked() {
         common::stdout(&output).contains("✗ drift on stack dev: 1 project drifted"),
         "{}",
         common::stdout(&output)
+    );
+}
+
+/// A drift check does not read a stack a live run is changing (exit 5), and `status` keeps
+/// showing the last deployment, with the last check under it.
+#[test]
+fn a_drift_check_waits_for_a_deployment_and_status_keeps_showing_it() {
+    let d = Deployment::of("mara-local");
+    let output = d.mara().args(["up", "--yes"]).output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let mut up = std::process::Command::new(assert_cmd::cargo::cargo_bin("mara"))
+        .current_dir(d.root())
+        .envs(d.environment())
+        .env("PULUMI_STAND_IN_DELAY_MS", "3000")
+        .args(["up", "--yes", "--only", "cluster"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (_, status) = common::json_report(d.mara(), &["status"]);
+        if status[0]["status"] == "running" && status[0]["operation"] == "up" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the up never started: {status:#}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let output = d.mara().arg("drift").output().unwrap();
+    assert_eq!(output.status.code(), Some(5), "{}", common::stderr(&output));
+    assert!(
+        common::stderr(&output).contains("a drift check now would read it mid-change"),
+        "{}",
+        common::stderr(&output)
+    );
+    assert!(up.wait().unwrap().success());
+    let output = d.mara().arg("drift").output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::stdout(&output));
+    let output = d.mara().arg("status").output().unwrap();
+    let said = common::stdout(&output);
+    assert!(
+        said.contains(" up on stack dev"),
+        "the last deployment: {said}"
+    );
+    assert!(
+        said.contains("Last drift check") && said.contains("nothing drifted in 14 checked"),
+        "{said}"
     );
 }

@@ -69,8 +69,8 @@ pub fn status(settings: &Settings, watch: bool) -> Result<()> {
         let mut runs = Vec::new();
         let mut checks = Vec::new();
         for stack in &stacks {
-            if let Some(last) = ledger.runs(Some(stack), 1)?.into_iter().next() {
-                runs.push(ledger.run(&last.run_id)?.unwrap_or(last).as_seen());
+            if let Some(last) = last_deployment(ledger.as_ref(), stack)? {
+                runs.push(last.as_seen());
                 checks.push(last_drift_check(ledger.as_ref(), stack)?);
             }
         }
@@ -113,27 +113,59 @@ pub fn status(settings: &Settings, watch: bool) -> Result<()> {
     }
 }
 
+/// The last run of `stack` that is not a drift check (a scheduled check would otherwise hide
+/// the last deployment from `status` and `unlock`), with its projects; else its last drift check.
+fn last_deployment(ledger: &dyn Ledger, stack: &str) -> Result<Option<RunRecord>> {
+    let recent = ledger.runs(Some(stack), 200)?;
+    let Some(last) = (recent.iter())
+        .find(|r| r.operation != Operation::Drift)
+        .or_else(|| recent.first())
+    else {
+        return Ok(None);
+    };
+    Ok(Some(
+        ledger.run(&last.run_id)?.unwrap_or_else(|| last.clone()),
+    ))
+}
+
 /// A stack's last drift check (`mara drift`): when, and which of the projects it checked
 /// drifted (docs/commands.md, "drift").
 #[derive(Debug, serde::Serialize)]
 struct DriftCheck {
     run_id: String,
+    status: RunStatus,
     finished: Option<String>,
+    /// The projects checked (their check ran), and of those, the drifted ones.
     checked: usize,
     drifted: Vec<String>,
+    /// The projects whose check failed, or did not run (not there to check, skipped, cancelled).
+    failed: Vec<String>,
+    not_checked: usize,
 }
 
 impl DriftCheck {
     fn said(&self, style: Style) -> String {
         let when = self.finished.as_deref().unwrap_or("(not finished)");
-        let found = match self.drifted.len() {
-            0 => style.green("nothing drifted"),
-            n => style.red(&format!(
+        let mut found = match (self.drifted.len(), self.status) {
+            (0, RunStatus::Succeeded) if self.failed.is_empty() => {
+                style.green(&format!("nothing drifted in {} checked", self.checked))
+            }
+            (0, _) => style.yellow(&format!(
+                "{}, nothing drifted in {} checked",
+                self.status, self.checked
+            )),
+            (n, _) => style.red(&format!(
                 "{n} of {} drifted: {}",
                 self.checked,
                 self.drifted.join(", ")
             )),
         };
+        if !self.failed.is_empty() {
+            found.push_str(&format!("; failed: {}", self.failed.join(", ")));
+        }
+        if self.not_checked > 0 {
+            found.push_str(&format!("; {} not checked", self.not_checked));
+        }
         format!("Last drift check {when} (run {}): {found}\n", self.run_id)
     }
 }
@@ -144,19 +176,30 @@ fn last_drift_check(ledger: &dyn Ledger, stack: &str) -> Result<Option<DriftChec
     let Some(run) = ledger.last_run(stack, Operation::Drift)? else {
         return Ok(None);
     };
+    let run = run.as_seen();
     let previews = ledger.previews(&run.run_id)?;
-    let drifted = (run.projects.iter())
+    let checked: Vec<&crate::ledger::ProjectRecord> = (run.projects.iter())
+        .filter(|p| p.status.is_success())
+        .collect();
+    let drifted = (checked.iter())
         .filter(|p| {
             p.changes.as_ref().is_some_and(crate::engine::has_changes)
                 || previews.get(&p.path).is_some_and(|v| !v.drifted.is_empty())
         })
         .map(|p| p.path.clone())
         .collect();
+    let failed = (run.projects.iter())
+        .filter(|p| p.status == ProjectStatus::Failed)
+        .map(|p| p.path.clone())
+        .collect::<Vec<_>>();
     Ok(Some(DriftCheck {
+        not_checked: run.projects.len() - checked.len() - failed.len(),
         run_id: run.run_id,
+        status: run.status,
         finished: run.finished,
-        checked: run.projects.len(),
+        checked: checked.len(),
         drifted,
+        failed,
     }))
 }
 
@@ -544,10 +587,7 @@ pub fn unlock(settings: &Settings, force: bool, engine: bool) -> Result<()> {
         // Not locked by mara; a run killed mid-operation may have left its engines' own locks.
         (None, ledger) => {
             let last = match &ledger {
-                Some(ledger) => match ledger.runs(Some(&stack), 1)?.into_iter().next() {
-                    Some(last) => ledger.run(&last.run_id)?,
-                    None => None,
-                },
+                Some(ledger) => last_deployment(ledger.as_ref(), &stack)?,
                 None => None,
             };
             (format!("Stack {stack} is not locked by mara.\n"), last)

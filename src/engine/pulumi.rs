@@ -608,7 +608,11 @@ impl OutputReader {
         for step in digest["steps"].as_array().into_iter().flatten() {
             let op = step["op"].as_str().unwrap_or_default();
             if op == "refresh" {
-                // What the refresh found changed outside Pulumi.
+                // What the refresh found changed outside Pulumi: a refresh step that found the
+                // resource as recorded is no drift.
+                if !refresh_changed(step) {
+                    continue;
+                }
                 let diff = resource_diff(step);
                 lines.push(format!(
                     "drifted {}",
@@ -634,7 +638,9 @@ impl OutputReader {
             self.keep_error(diagnostic);
             lines.push(diagnostic_line(diagnostic));
         }
-        let changes = counts(&digest["changeSummary"]);
+        let mut changes = counts(&digest["changeSummary"]);
+        // What a refresh read is no change of the preview's.
+        changes.remove("refresh");
         lines.push(format!("Preview: {}", changes_summary(&changes)));
         self.changes = Some(changes);
         if digest["diagnostics"]
@@ -718,6 +724,19 @@ fn diagnostic_line(diagnostic: &Value) -> String {
     } else {
         format!("{severity}: {message}")
     }
+}
+
+/// Whether a refresh step found the resource other than recorded: properties that differ
+/// (`detailedDiff`, `diffReasons`), or other outputs.
+fn refresh_changed(step: &Value) -> bool {
+    let said = |key: &str| match &step[key] {
+        Value::Object(map) => !map.is_empty(),
+        Value::Array(list) => !list.is_empty(),
+        _ => false,
+    };
+    said("detailedDiff")
+        || said("diffReasons")
+        || step["oldState"]["outputs"] != step["newState"]["outputs"]
 }
 
 /// `urn:pulumi:dev::proj::pulumi:pulumi:StackReference::cluster` → `pulumi:pulumi:StackReference cluster`.
@@ -922,6 +941,42 @@ mod tests {
             ["update pulumi:pulumi:Stack p-dev", "Preview: ~1"]
         );
         assert_eq!(reader.changes.as_ref().unwrap()["update"], 1);
+    }
+
+    /// A `preview --refresh` lists a refresh step for every resource it read: only one that
+    /// found the resource other than recorded is drift, and refresh steps are not counted.
+    #[test]
+    fn only_a_refresh_step_that_found_a_difference_is_drift() {
+        let mut reader = OutputReader::new(Operation::Drift);
+        let digest = serde_json::json!({
+            "steps": [
+                {"op": "refresh", "urn": "urn:pulumi:dev::p::aws:s3/bucket:Bucket::same",
+                 "oldState": {"outputs": {"acl": "private"}}, "newState": {"outputs": {"acl": "private"}}},
+                {"op": "refresh", "urn": "urn:pulumi:dev::p::aws:s3/bucket:Bucket::changed",
+                 "oldState": {"outputs": {"acl": "private"}}, "newState": {"outputs": {"acl": "public-read"}},
+                 "diffReasons": ["acl"], "detailedDiff": {"acl": {"kind": "update"}}},
+                {"op": "update", "urn": "urn:pulumi:dev::p::aws:s3/bucket:Bucket::changed"}
+            ],
+            "changeSummary": {"update": 1, "same": 1, "refresh": 2}
+        });
+        reader.line(&digest.to_string());
+        let lines = reader.finish();
+        assert_eq!(reader.drifted.len(), 1, "{lines:?}");
+        assert_eq!(reader.drifted[0].resource, "aws:s3/bucket:Bucket (changed)");
+        assert!(
+            lines.contains(&"drifted aws:s3/bucket:Bucket changed".to_string()),
+            "{lines:?}"
+        );
+        assert_eq!(
+            reader.diffs.len(),
+            1,
+            "what applying would change: {:?}",
+            reader.diffs
+        );
+        assert_eq!(
+            reader.changes,
+            Some(Changes::from([("update".into(), 1), ("same".into(), 1)]))
+        );
     }
 
     #[test]

@@ -89,6 +89,13 @@ pub fn joined(
     })
 }
 
+/// Whether a drift check's job found the project not there to check (no stack, no `drift`
+/// command): done, as far as the check goes.
+pub fn not_checked(project: &crate::ledger::ProjectRecord) -> bool {
+    project.status == ProjectStatus::Skipped
+        && (project.reason.as_deref()).is_some_and(|r| r.contains("not checked"))
+}
+
 /// Whether project `path`'s job ended it waiting (a preview whose dependency is not deployed
 /// yet), not `ci open`'s record of it waiting for its job.
 pub fn waited(project: &crate::ledger::ProjectRecord) -> bool {
@@ -150,6 +157,8 @@ fn blocked_in(
                     "depends on {path}, which has not run in run {} yet",
                     record.run_id
                 ),
+                // A drift check of what follows one not there to check still checks.
+                Some(p) if operation == Operation::Drift && not_checked(p) => continue,
                 Some(p) if !p.status.is_success() => {
                     format!("depends on {path}, which did not succeed")
                 }

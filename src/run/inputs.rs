@@ -263,7 +263,10 @@ pub fn before(
     let graph = selected.graph;
     // A destroyed upstream's outputs are what its dependents still standing were deployed with:
     // theirs to be destroyed or refreshed with, nothing to deploy on.
-    let standing = matches!(operation, Operation::Destroy | Operation::Refresh);
+    let standing = matches!(
+        operation,
+        Operation::Destroy | Operation::Refresh | Operation::Drift
+    );
     let mut known: BTreeMap<String, Known> = recorded
         .into_iter()
         .filter(|(_, r)| standing || r.destroyed.is_none())

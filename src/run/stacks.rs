@@ -179,11 +179,11 @@ pub fn untouched(
 /// name is likely wrong). Manifests whose cluster is gone are untouched for another reason, and a
 /// run of nothing else but them did what it could.
 pub fn none_has_it(reports: &[ProjectReport], stack: &str) -> bool {
-    let reason = absent(stack);
+    let reasons = [absent(stack), crate::run::project::not_checked(stack)];
     !reports.is_empty()
         && reports
             .iter()
-            .all(|p| matches!(&p.outcome, Outcome::Absent { reason: r } if *r == reason))
+            .all(|p| matches!(&p.outcome, Outcome::Absent { reason: r } if reasons.contains(r)))
 }
 
 /// The projects the ledger knows to have `stack` on `backend`: those are not selected first, nor

@@ -210,7 +210,9 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
                 .unwrap_or_else(|| "-".into());
             let mut changes = match (&p.changes, p.reason.as_deref()) {
                 (_, Some(reason)) if p.status != ProjectStatus::Succeeded => reason.to_string(),
-                _ if summary.operation == Operation::Drift => drift_summary(p),
+                _ if summary.operation == Operation::Drift && p.status.is_success() => {
+                    drift_summary(p)
+                }
                 (Some(changes), _) => changes_summary(changes),
                 (None, _) => String::new(),
             };

@@ -150,13 +150,13 @@ fn record_end(
     let run_id = record.run_id.as_str();
     let finished = crate::clock::rfc3339(SystemTime::now());
     // A job still deploying keeps the run open: releasing its lock now would let another
-    // run deploy the stack beside it. A preview holds no lock: a job killed without recording
-    // its end (a cancelled workflow's) is closed as abandoned.
+    // run deploy the stack beside it. A preview or a drift check holds no lock: a job killed
+    // without recording its end (a cancelled workflow's) is closed as abandoned.
     if let Some(running) = record
         .projects
         .iter()
         .find(|p| p.status == ProjectStatus::Running)
-        .filter(|_| record.status == RunStatus::Running && record.operation != Operation::Preview)
+        .filter(|_| record.status == RunStatus::Running && record.operation.mutates())
     {
         return Err(Error::Locked(Box::new(
             Problem::new(format!(
@@ -214,6 +214,7 @@ fn record_end(
             p.status,
             ProjectStatus::Succeeded | ProjectStatus::Unchanged
         ) || fanout::waited(p)
+            || (record.operation == Operation::Drift && fanout::not_checked(p))
     });
     let status = match (cancelled, all_done) {
         (true, _) => RunStatus::Cancelled,

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use super::{Invocation, Prepared};
 use crate::clock;
-use crate::error::{Error, Result, plural};
+use crate::error::{Error, Problem, Result, plural};
 use crate::ledger::journal::Journal;
 use crate::ledger::{Opener, RunStart};
 use crate::run::events::ProjectReport;
@@ -52,6 +52,19 @@ impl Invocation<'_> {
         let drift = run.operation == crate::engine::Operation::Drift;
         if !locks && !drift && run.open.is_none() {
             return Ok(None);
+        }
+        // A drift check takes no lock, and does not read a stack a live run is changing.
+        if drift
+            && let Some(existing) = ledger.existing()?
+            && let Some(holder) = existing.holder(stack)?
+            && holder.is_live(&crate::ledger::whoami().1)
+        {
+            return Err(Error::Locked(Box::new(
+                Problem::new(format!(
+                    "stack `{stack}` is being changed by {holder}: a drift check now would read it mid-change"
+                ))
+                .hint("check it once that run has ended"),
+            )));
         }
         let start = RunStart {
             run_id: planner.run_id.to_string(),

@@ -249,11 +249,13 @@ impl RunChecks<'_> {
     }
 
     fn configuration_into_found(&self, operation: crate::engine::Operation, found: &mut Checks) {
-        // What the programs read must be there and fit for an update, and for a preview, which
-        // runs the same programs; refresh and destroy do not run them.
+        // What the programs read must be there and fit for an update, and for a preview or a
+        // drift check, which run the same programs; refresh and destroy do not run them.
         let runs_programs = matches!(
             operation,
-            crate::engine::Operation::Up | crate::engine::Operation::Preview
+            crate::engine::Operation::Up
+                | crate::engine::Operation::Preview
+                | crate::engine::Operation::Drift
         );
         if runs_programs && !self.config.is_first_run() {
             self.configuration_into(found);

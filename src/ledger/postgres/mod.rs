@@ -472,7 +472,7 @@ impl Store for Postgres {
         order: "seq",
         lease_left: "GREATEST(0, CEIL(EXTRACT(EPOCH FROM l.lease_until - now())))::BIGINT",
         live: "l.lease_until >= now()",
-        lapsed: "(status = 'running' AND operation <> 'preview' AND NOT EXISTS (SELECT 1 FROM {p}locks l WHERE l.run_id = {p}runs.run_id AND l.lease_until >= now()))",
+        lapsed: "(status = 'running' AND operation NOT IN ('preview', 'drift') AND NOT EXISTS (SELECT 1 FROM {p}locks l WHERE l.run_id = {p}runs.run_id AND l.lease_until >= now()))",
         list: "unnest(CAST(# AS TEXT[])) AS list(value)",
         pairs: "unnest(CAST(#1 AS TEXT[]), CAST(#2 AS TEXT[])) AS pairs(first, second)",
         json_rows: super::store::JsonRows::ToRecordset,

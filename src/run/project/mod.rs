@@ -172,9 +172,7 @@ impl Job {
     fn absent(&self, code: Option<i32>, log: &Option<std::fs::File>) -> Finished {
         let stack = &self.project.context.stack;
         let reason = match self.operation {
-            Operation::Drift => format!(
-                "stack `{stack}` does not exist here (never deployed, or removed): not checked"
-            ),
+            Operation::Drift => not_checked(stack),
             _ => absent(stack),
         };
         Finished {
@@ -844,6 +842,11 @@ fn untouched(job: &Job) -> Option<Outcome> {
         }),
         (None, None) => None,
     }
+}
+
+/// Why a drift check does not check a project whose stack does not exist.
+pub fn not_checked(stack: &str) -> String {
+    format!("stack `{stack}` does not exist here (never deployed, or removed): not checked")
 }
 
 /// Why a project whose stack does not exist is not touched.

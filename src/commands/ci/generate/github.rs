@@ -6,7 +6,7 @@ use super::pipeline::{
     PREVIEW_FILE, Pipeline, close_command, header, open_command, operation_word, project_command,
     quoted,
 };
-use crate::cli::CiTrigger;
+use crate::cli::{CiOperation, CiTrigger};
 
 /// The most jobs GitHub Actions runs in one workflow run.
 pub(super) const GITHUB_MAX_JOBS: usize = 256;
@@ -46,6 +46,11 @@ fn github_head(pipeline: &Pipeline) -> String {
                 "mara-preview-{}-${{{{ github.event.pull_request.number || github.ref }}}}",
                 pipeline.in_repository
             ))
+        ),
+        // A drift check holds no lock: its runs queue among themselves, not with deployments'.
+        false if pipeline.operation == CiOperation::Drift => format!(
+            "# One drift check of the stack at a time.\nconcurrency:\n  group: mara-{}-drift\n  cancel-in-progress: false\n\n",
+            pipeline.stack
         ),
         false => format!(
             "# One fanned-out run of the stack at a time; mara's lease guards it across workflows too.\nconcurrency:\n  group: mara-{}\n  cancel-in-progress: false\n\n",

@@ -88,6 +88,7 @@ impl Asked {
                     match self.operation {
                         CiOperation::Up => "an up",
                         CiOperation::Refresh => "a refresh",
+                        CiOperation::Drift => "a drift check",
                         _ => "a destroy",
                     }
                 ))
