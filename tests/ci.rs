@@ -88,26 +88,27 @@ fn repository(copy: &Deployment, state: &Path) {
         out,
         "Wrote .gitlab-ci.yml: 14 projects of stack dev as 16 jobs.\n"
     );
-    for args in [
-        &["init", "-q"][..],
-        &["add", "-A"],
-        &[
-            "-c",
-            "user.email=ci@mara",
-            "-c",
-            "user.name=ci",
-            "commit",
-            "-qm",
-            "the workspace",
-        ],
-    ] {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(copy.root())
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
+    commit_all(copy.root(), true, "the workspace");
+}
+
+/// `git ARGS` in `dir`, which must succeed.
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+/// Everything in `dir` committed, as a repository (made first when `init`).
+fn commit_all(dir: &Path, init: bool, message: &str) {
+    if init {
+        git(dir, &["init", "-q"]);
     }
+    git(dir, &["add", "-A"]);
+    let who = ["-c", "user.email=ci@mara", "-c", "user.name=ci"];
+    git(dir, &[&who[..], &["commit", "-qm", message]].concat());
 }
 
 /// Runs the repository's pipeline with gitlab-ci-local: its exit code and output.
@@ -1423,14 +1424,7 @@ fn a_run_carries_its_configuration_to_jobs_whose_checkouts_lack_it() {
 #[test]
 fn generate_says_when_the_runners_checkouts_will_lack_the_stack_s_files() {
     let copy = Deployment::of("mara-local");
-    let git = |args: &[&str]| {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(copy.root())
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
-    };
+    let git = |args: &[&str]| git(copy.root(), args);
     git(&["init", "-q"]);
     let (code, _, err) = mara(
         &copy,
@@ -1486,14 +1480,7 @@ fn a_pipeline_deploys_every_job_with_the_configuration_its_open_job_was_given() 
         "config/pulumi/Pulumi.*.yaml\n",
     )
     .unwrap();
-    let git = |args: &[&str]| {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(copy.root())
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
-    };
+    let git = |args: &[&str]| git(copy.root(), args);
     git(&["init", "-q"]);
     let generate = |extra: &[&str]| {
         let mut args = vec!["ci", "generate", "gitlab", "--file", ".gitlab-ci.yml"];
@@ -1572,14 +1559,7 @@ fn a_merge_request_preview_is_summarized_with_its_stale_previews_and_diffs() {
         ],
     );
     assert_eq!(code, 0, "{err}");
-    let git = |args: &[&str]| {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(copy.root())
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
-    };
+    let git = |args: &[&str]| git(copy.root(), args);
     let commit = |message: &str| {
         git(&["add", "-A"]);
         git(&[
@@ -1781,26 +1761,7 @@ fn a_fanned_out_drift_check_leaves_its_verdict_to_the_close() {
         .output()
         .unwrap();
     assert!(generate.status.success(), "{}", common::stderr(&generate));
-    for args in [
-        &["init", "-q"][..],
-        &["add", "-A"],
-        &[
-            "-c",
-            "user.email=ci@mara",
-            "-c",
-            "user.name=ci",
-            "commit",
-            "-qm",
-            "tools",
-        ],
-    ] {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(w.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
-    }
+    commit_all(w.path(), true, "tools");
     let mara_dir = assert_cmd::cargo::cargo_bin("mara")
         .parent()
         .unwrap()

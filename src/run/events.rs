@@ -99,6 +99,23 @@ pub struct Finished {
     pub outputs: Option<Box<crate::ledger::Outputs>>,
 }
 
+impl Finished {
+    /// A project that ended as `outcome` without running anything: no exit code, no changes,
+    /// no log.
+    pub fn without_running(outcome: Outcome) -> Finished {
+        Finished {
+            outcome,
+            exit_code: None,
+            changes: None,
+            log: None,
+            created_stack: false,
+            attempts: 0,
+            preview: Default::default(),
+            outputs: None,
+        }
+    }
+}
+
 /// What a project's preview says about its stack's outputs, for the projects that read them
 /// (docs/commands.md, "Previews across stacks").
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -509,18 +509,8 @@ where
             if self.reports.contains_key(&i) {
                 continue;
             }
-            let finished = Finished {
-                outcome: Outcome::Skipped {
-                    reason: self.not_run_because(i),
-                },
-                exit_code: None,
-                changes: None,
-                log: None,
-                created_stack: false,
-                attempts: 0,
-                preview: Default::default(),
-                outputs: None,
-            };
+            let reason = self.not_run_because(i);
+            let finished = Finished::without_running(Outcome::Skipped { reason });
             let report = ProjectReport::new(project.path.clone(), None, finished);
             let _ = self.events.send(Event::ProjectFinished {
                 index: i,
@@ -609,16 +599,7 @@ fn waits_on(
         said.push(format!("{} ({waiting})", through.join(", ")));
     }
     let reason = format!("waits on {}", said.join(" and "));
-    Some(Finished {
-        outcome: Outcome::Waits { on, reason },
-        exit_code: None,
-        changes: None,
-        log: None,
-        created_stack: false,
-        attempts: 0,
-        preview: Default::default(),
-        outputs: None,
-    })
+    Some(Finished::without_running(Outcome::Waits { on, reason }))
 }
 
 /// A project's task that ended without finishing: a panic (a bug in mara, said as such), or a
@@ -635,16 +616,7 @@ fn panicked(error: tokio::task::JoinError) -> Finished {
     } else {
         "mara's task for it was cancelled".to_string()
     };
-    Finished {
-        outcome: Outcome::Failed { code: None, reason },
-        exit_code: None,
-        changes: None,
-        log: None,
-        created_stack: false,
-        attempts: 0,
-        preview: Default::default(),
-        outputs: None,
-    }
+    Finished::without_running(Outcome::Failed { code: None, reason })
 }
 
 #[cfg(test)]

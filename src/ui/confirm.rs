@@ -142,14 +142,8 @@ mod tests {
             path.into(),
             None,
             Finished {
-                outcome,
-                exit_code: None,
                 changes,
-                log: None,
-                created_stack: false,
-                attempts: 0,
-                preview: Default::default(),
-                outputs: None,
+                ..Finished::without_running(outcome)
             },
         )
     }

@@ -858,14 +858,8 @@ mod tests {
             path.into(),
             None,
             crate::run::events::Finished {
-                outcome,
-                exit_code: None,
                 changes: Some(changes),
-                log: None,
-                created_stack: false,
-                attempts: 0,
-                preview: Default::default(),
-                outputs: None,
+                ..crate::run::events::Finished::without_running(outcome)
             },
         )
     }

@@ -150,14 +150,10 @@ impl Job {
     /// has one, and whether it made its stack.
     fn ended(&self, outcome: Outcome, log: &Option<std::fs::File>) -> Finished {
         Finished {
-            outcome,
-            exit_code: None,
-            changes: None,
             log: log.as_ref().map(|_| self.project.log.clone()),
             created_stack: self.created(),
             attempts: self.attempts(),
-            preview: Default::default(),
-            outputs: None,
+            ..Finished::without_running(outcome)
         }
     }
 
@@ -728,16 +724,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         prepared.job.send(stream, text);
     }
     if let Some(outcome) = untouched(&prepared.job) {
-        return Finished {
-            outcome,
-            exit_code: None,
-            changes: None,
-            log: None,
-            created_stack: false,
-            attempts: 0,
-            preview: Default::default(),
-            outputs: None,
-        };
+        return Finished::without_running(outcome);
     }
     if let Some(finished) = prepared.ended.take() {
         return finished;

@@ -280,22 +280,11 @@ fn planned(
     at: &Where,
     repository: &Path,
 ) -> Result<(Pipeline, PathBuf)> {
-    let Asked {
-        system,
-        operation,
-        setup,
-        env,
-        vars,
-        oidc,
-        config_secret,
-        on,
-        schedule,
-        selection,
-    } = asked;
+    let (system, operation) = (asked.system, asked.operation);
     let workspace = &deployment.files.workspace;
     let stack = deployment.files.required_stack()?;
-    let flags = selection_flags(&selection);
-    let plan = Plan::select(&deployment.graph, &Selection::from(selection))?;
+    let flags = selection_flags(&asked.selection);
+    let plan = Plan::select(&deployment.graph, &Selection::from(asked.selection))?;
     let mut pipeline = pipeline::pipeline(
         deployment,
         &plan,
@@ -306,12 +295,11 @@ fn planned(
     pipeline.workspace_dir = (workspace.root.strip_prefix(repository))
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    pipeline.setup = setup;
+    pipeline.setup = asked.setup;
     pipeline.file = at.recorded.clone();
-    (pipeline.env, pipeline.vars, pipeline.oidc) = (env, vars, oidc);
-    pipeline.config_secret = config_secret;
-    pipeline.on = on;
-    pipeline.schedule = schedule;
+    (pipeline.env, pipeline.vars, pipeline.oidc) = (asked.env, asked.vars, asked.oidc);
+    pipeline.config_secret = asked.config_secret;
+    (pipeline.on, pipeline.schedule) = (asked.on, asked.schedule);
     let here = std::env::current_dir().map_err(|e| Error::read(Path::new("."), e))?;
     let path = match &at.path {
         Some(file) => here.join(file),
