@@ -81,8 +81,22 @@ impl Driver {
     where
         Failure: From<E>,
     {
+        let before = self.escalation.as_ref().map_or(0, Escalation::level);
+        self.call_since(before, limit, work)
+    }
+
+    /// `work`, bounded by `limit` and abandoned when the interruption has gone past `before`
+    /// (the level its caller saw: an escalation between that look and this call counts too).
+    fn call_since<T, E>(
+        &self,
+        before: u8,
+        limit: Duration,
+        work: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, Failure>
+    where
+        Failure: From<E>,
+    {
         let escalation = self.escalation.clone();
-        let before = escalation.as_ref().map_or(0, Escalation::level);
         let escalated = async move {
             match escalation {
                 Some(escalation) => loop {
@@ -109,7 +123,10 @@ impl Driver {
     /// process is interrupted: a run that is ending does not wait to connect again (what it
     /// could not write is kept, `ledger::journal`).
     pub fn connect(&self, config: &tokio_postgres::Config) -> Result<Link, Failure> {
-        if self.escalation.as_ref().is_some_and(|e| e.level() > 0) {
+        // Looked at once: an interruption that comes while the connection is being made (its
+        // TLS roots read from the system can take a while) abandons it too.
+        let before = self.escalation.as_ref().map_or(0, Escalation::level);
+        if before > 0 {
             return Err(Failure::Interrupted);
         }
         let mut config = config.clone();
@@ -119,11 +136,12 @@ impl Driver {
                 // libpq ignores `sslmode` on a socket; so does mara.
                 config.ssl_mode(tokio_postgres::config::SslMode::Disable);
                 let (client, connection) =
-                    self.call(CONNECT_LIMIT, config.connect(tokio_postgres::NoTls))?;
+                    self.call_since(before, CONNECT_LIMIT, config.connect(tokio_postgres::NoTls))?;
                 (client, self.runtime().spawn(drive(connection)))
             }
             false => {
-                let (client, connection) = self.call(CONNECT_LIMIT, config.connect(tls()))?;
+                let (client, connection) =
+                    self.call_since(before, CONNECT_LIMIT, config.connect(tls()))?;
                 (client, self.runtime().spawn(drive(connection)))
             }
         };
