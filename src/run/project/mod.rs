@@ -504,6 +504,19 @@ async fn run_operation(
     }
 }
 
+/// What `run_step` says of a step it did not start, the run having begun to drain.
+const NOT_STARTED: &str = "not started: the run is draining";
+
+impl Job {
+    /// A step that could not run (`error`): failed, or not started because the run drains.
+    fn step_error(&self, error: String, log: &Option<std::fs::File>) -> Finished {
+        match (error == NOT_STARTED, self.shared.interrupt.draining()) {
+            (true, Some(reason)) => self.stopped_before(&reason, log),
+            _ => self.failed(None, error, log),
+        }
+    }
+}
+
 /// Runs a step, and what its failure says is missing (the stack the ledger knew, a module's
 /// `init`): provided, then the step again; each repair at most once. Its end and its reader.
 async fn run_repaired(
@@ -516,7 +529,7 @@ async fn run_repaired(
     let mut reader = Reader::new(engine, operation).with_diff(job.show_diff);
     let mut finished = run_step(job, log, step, &mut reader)
         .await
-        .map_err(|error| job.failed(None, error, log))?;
+        .map_err(|error| job.step_error(error, log))?;
     let mut repairs: Vec<&crate::engine::Repair> = step.repairs.iter().collect();
     while !step.succeeded(finished.code) && !interrupt.is_interrupted() {
         let stack = &job.project.context.stack;
@@ -532,7 +545,7 @@ async fn run_repaired(
         let mut quiet = Reader::new(engine, job.operation);
         let made = run_step(job, log, repair, &mut quiet)
             .await
-            .map_err(|error| job.failed(None, error, log))?;
+            .map_err(|error| job.step_error(error, log))?;
         if !repair.succeeded(made.code) {
             // The step's own failure is the news; the repair's is said after it.
             let said = quiet
@@ -556,7 +569,7 @@ async fn run_repaired(
         reader = Reader::new(engine, operation).with_diff(job.show_diff);
         finished = run_step(job, log, step, &mut reader)
             .await
-            .map_err(|error| job.failed(None, error, log))?;
+            .map_err(|error| job.step_error(error, log))?;
     }
     Ok((finished, reader))
 }
@@ -903,6 +916,13 @@ async fn run_step(
         if let Some(parent) = file.parent() {
             let _ = std::fs::create_dir_all(parent);
         }
+    }
+    // Looked at again right before the process starts: a run stopped (a laptop's lid closed)
+    // between the look before the step and here would otherwise start it with its lease gone.
+    if matches!(step.kind, StepKind::Prepare | StepKind::Operation)
+        && job.shared.interrupt.draining().is_some()
+    {
+        return Err(NOT_STARTED.to_string());
     }
     let created = format!("Created stack '{}'", job.project.context.stack);
     stream(job, log, step, |job, log, stream, line| {
