@@ -7,30 +7,46 @@ mod common;
 use common::Workspace;
 use serde_json::Value;
 
-/// A workspace of 24 Pulumi projects with no edges between them: `slow/s00`… in pool `slow`
-/// (its limit in mara.toml's `[pools]`), `fast/f00`… in none; `toml` is added to mara.toml.
-fn wide(toml: &str) -> (Workspace, tempfile::TempDir) {
-    let mut provider = String::from("description = \"Wide\"\ninfra_type = \"wide\"\n");
+/// A workspace of provider `name` (its file `provider`, its Pulumi projects `projects`) on the
+/// stand-in, with `toml` added to mara.toml.
+fn on_the_stand_in(
+    name: &str,
+    provider: &str,
+    projects: &[&str],
+    toml: &str,
+) -> (Workspace, tempfile::TempDir) {
     let w = Workspace::new(&[
-        ("mara.toml", &format!("provider = \"wide\"\n{toml}")),
+        ("mara.toml", &format!("provider = \"{name}\"\n{toml}")),
+        (&format!("providers/{name}.toml"), provider),
         (
             "config/pulumi/environment",
             "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=test\n",
         ),
         (
             "config/pulumi/Pulumi.dev.yaml",
-            "config:\n  kubernetes:infra_type: wide\n",
+            &format!("config:\n  kubernetes:infra_type: {name}\n"),
         ),
     ]);
+    for path in projects {
+        w.project(path, &path.replace('/', "-"));
+    }
+    (w, common::stand_in_bin())
+}
+
+/// A workspace of 24 Pulumi projects with no edges between them: `slow/s00`… in pool `slow`
+/// (its limit in mara.toml's `[pools]`), `fast/f00`… in none; `toml` is added to mara.toml.
+fn wide(toml: &str) -> (Workspace, tempfile::TempDir) {
+    let mut provider = String::from("description = \"Wide\"\ninfra_type = \"wide\"\n");
+    let mut paths = Vec::new();
     for i in 0..12 {
         for (group, pool) in [("slow/s", "\npool = \"slow\""), ("fast/f", "")] {
             let path = format!("{group}{i:02}");
             provider.push_str(&format!("\n[[project]]\npath = \"{path}\"{pool}\n"));
-            w.project(&path, &path.replace('/', "-"));
+            paths.push(path);
         }
     }
-    w.write("providers/wide.toml", &provider);
-    (w, common::stand_in_bin())
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    on_the_stand_in("wide", &provider, &paths, toml)
 }
 
 fn mara(w: &Workspace, bin: &tempfile::TempDir) -> assert_cmd::Command {
@@ -170,23 +186,8 @@ fn validate_refuses_an_unknown_pool_and_a_limit_below_one() {
 /// One Pulumi project `app` whose `up` fails its first `times` times with `message`, and
 /// mara.toml's `retry`.
 fn flaky(retry: &str) -> (Workspace, tempfile::TempDir) {
-    let w = Workspace::new(&[
-        ("mara.toml", &format!("provider = \"one\"\n{retry}")),
-        (
-            "providers/one.toml",
-            "description = \"One\"\ninfra_type = \"one\"\n\n[[project]]\npath = \"app\"\n",
-        ),
-        (
-            "config/pulumi/environment",
-            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=test\n",
-        ),
-        (
-            "config/pulumi/Pulumi.dev.yaml",
-            "config:\n  kubernetes:infra_type: one\n",
-        ),
-    ]);
-    w.project("app", "app");
-    (w, common::stand_in_bin())
+    let provider = "description = \"One\"\ninfra_type = \"one\"\n\n[[project]]\npath = \"app\"\n";
+    on_the_stand_in("one", provider, &["app"], retry)
 }
 
 const RETRY: &str = "[retry]\nerrors = [\"rate exceeded\", \"(?i)tls handshake timeout\"]\nattempts = 3\nbackoff = \"50ms\"\n";
@@ -309,22 +310,7 @@ fn a_project_a_budget_holds_after_its_dependencies_runs_once() {
 [[project]]\npath = \"x\"\n
 [[project]]\npath = \"b\"\npool = \"p\"\nafter = [\"x\"]\n
 [[project]]\npath = \"d\"\nafter = [\"b\"]\n";
-    let w = Workspace::new(&[
-        ("mara.toml", "provider = \"held\"\n[pools]\np = 1\n"),
-        ("providers/held.toml", provider),
-        (
-            "config/pulumi/environment",
-            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=test\n",
-        ),
-        (
-            "config/pulumi/Pulumi.dev.yaml",
-            "config:\n  kubernetes:infra_type: held\n",
-        ),
-    ]);
-    for project in ["a", "x", "b", "d"] {
-        w.project(project, project);
-    }
-    let bin = common::stand_in_bin();
+    let (w, bin) = on_the_stand_in("held", provider, &["a", "x", "b", "d"], "[pools]\np = 1\n");
     let output = mara(&w, &bin)
         .args(["up", "--yes", "--parallel", "2"])
         .env("PULUMI_STAND_IN_DELAY_MS", "a=1500,x=200,*=300")

@@ -762,14 +762,8 @@ mod tests {
     fn done(outcome: Outcome) -> Finished {
         let failed = matches!(outcome, Outcome::Failed { .. });
         Finished {
-            outcome,
             exit_code: Some(i32::from(failed)),
-            changes: None,
-            log: None,
-            created_stack: false,
-            attempts: 0,
-            preview: Default::default(),
-            outputs: None,
+            ..Finished::without_running(outcome)
         }
     }
 

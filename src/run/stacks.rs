@@ -414,14 +414,8 @@ mod tests {
         use crate::run::plan::fixtures;
         let report = |path: &str, outcome: Outcome| {
             let finished = Finished {
-                outcome,
                 exit_code: Some(0),
-                changes: None,
-                log: None,
-                created_stack: false,
-                attempts: 0,
-                preview: Default::default(),
-                outputs: None,
+                ..Finished::without_running(outcome)
             };
             ProjectReport::new(path.to_string(), None, finished)
         };

@@ -337,14 +337,9 @@ mod tests {
             path.into(),
             None,
             Finished {
-                outcome,
                 exit_code: Some(0),
                 changes,
-                log: None,
-                created_stack: false,
-                attempts: 0,
-                preview: Default::default(),
-                outputs: None,
+                ..Finished::without_running(outcome)
             },
         );
         report.duration_ms = Some(1200);
