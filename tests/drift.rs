@@ -130,9 +130,25 @@ fn pulumi_drift_finds_what_the_cloud_changed_and_changes_nothing() {
             cmd.env("PULUMI_STAND_IN_DRIFT", "local-cluster:node_count=7");
             cmd
         },
-        &["drift", "--diff", "--junit", junit.to_str().unwrap()],
+        &[
+            "drift",
+            "--diff",
+            "--junit",
+            junit.to_str().unwrap(),
+            "--markdown",
+            "drift.md",
+        ],
     );
     assert_eq!(code, 4, "{drift:#}");
+    // The comment's row says what the table's says.
+    let markdown = std::fs::read_to_string(d.root().join("drift.md")).unwrap();
+    let row = (markdown.lines())
+        .find(|l| l.starts_with("| `infrastructure/local/cluster` | succeeded |"))
+        .unwrap_or_else(|| panic!("{markdown}"));
+    assert!(
+        row.ends_with("| 1 drifted; applying would change ~1 |"),
+        "{row}"
+    );
     // CI's test reports show the drifted project as a failure.
     let junit = std::fs::read_to_string(&junit).unwrap();
     assert!(

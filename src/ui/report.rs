@@ -139,6 +139,26 @@ impl RunSummary {
     }
 }
 
+/// What a project's row says of its changes: its counts, or for a drift check what it found.
+fn changes_cell(p: &ProjectReport, operation: Operation) -> String {
+    match &p.changes {
+        _ if operation == Operation::Drift && p.status.is_success() => drift_summary(p),
+        Some(changes) => changes_summary(changes),
+        None => String::new(),
+    }
+}
+
+/// `text`, then the project's notes (`notes`).
+fn with_notes(mut text: String, p: &ProjectReport) -> String {
+    for note in notes(p) {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(&note);
+    }
+    text
+}
+
 /// A drift check's finding for a project: what changed outside its engine, and what applying
 /// its code would change.
 fn drift_summary(p: &ProjectReport) -> String {
@@ -208,20 +228,11 @@ pub fn table(summary: &RunSummary, style: Style) -> String {
                 .duration_ms
                 .map(|ms| crate::clock::human(std::time::Duration::from_millis(ms)))
                 .unwrap_or_else(|| "-".into());
-            let mut changes = match (&p.changes, p.reason.as_deref()) {
-                (_, Some(reason)) if p.status != ProjectStatus::Succeeded => reason.to_string(),
-                _ if summary.operation == Operation::Drift && p.status.is_success() => {
-                    drift_summary(p)
-                }
-                (Some(changes), _) => changes_summary(changes),
-                (None, _) => String::new(),
+            let changes = match p.reason.as_deref() {
+                Some(reason) if p.status != ProjectStatus::Succeeded => reason.to_string(),
+                _ => changes_cell(p, summary.operation),
             };
-            for note in notes(p) {
-                if !changes.is_empty() {
-                    changes.push(' ');
-                }
-                changes.push_str(&note);
-            }
+            let changes = with_notes(changes, p);
             [
                 p.path.clone(),
                 summary.operation.to_string(),
@@ -618,7 +629,7 @@ fn markdown_as(summary: &RunSummary, shape: Markdown) -> String {
         out.push_str("| project | result | duration | changes |\n|---|---|---|---|\n");
     }
     for p in &rows {
-        out.push_str(&markdown_row(p, shape.reason_max));
+        out.push_str(&markdown_row(p, summary.operation, shape.reason_max));
     }
     let unlisted = summary.projects.len() - rows.len();
     let projects = crate::error::plural(unlisted, "project", "projects");
@@ -645,26 +656,20 @@ fn markdown_as(summary: &RunSummary, shape: Markdown) -> String {
 }
 
 /// A project's row of the table, its reason cut at `reason_max` characters.
-fn markdown_row(p: &ProjectReport, reason_max: usize) -> String {
+fn markdown_row(p: &ProjectReport, operation: Operation, reason_max: usize) -> String {
     let duration = p
         .duration_ms
         .map(|ms| crate::clock::human(std::time::Duration::from_millis(ms)))
         .unwrap_or_default();
-    let mut detail = match (&p.changes, &p.reason) {
-        (_, Some(reason)) if reason.chars().count() > reason_max => {
+    let detail = match &p.reason {
+        Some(reason) if reason.chars().count() > reason_max => {
             let cut: String = reason.chars().take(reason_max).collect();
             format!("{}… (its log has the rest)", cut.replace('|', "\\|"))
         }
-        (_, Some(reason)) => reason.replace('|', "\\|"),
-        (Some(changes), None) => changes_summary(changes),
-        (None, None) => String::new(),
+        Some(reason) => reason.replace('|', "\\|"),
+        None => changes_cell(p, operation),
     };
-    for note in notes(p) {
-        if !detail.is_empty() {
-            detail.push(' ');
-        }
-        detail.push_str(&note);
-    }
+    let detail = with_notes(detail, p);
     format!("| `{}` | {} | {duration} | {detail} |\n", p.path, p.status)
 }
 
