@@ -25,8 +25,8 @@ Examples:
   mara validate --provider aws --stack dev
 
 Exit codes: 0 success · 1 a project failed · 2 usage error · 3 validation or configuration error
-            4 preview found changes · 5 the stack is locked by another run · 6 not confirmed
-            130 interrupted";
+            4 drift found drift, or preview found changes · 5 the stack is locked by another run
+            6 not confirmed · 130 interrupted";
 
 #[derive(Debug, Parser)]
 #[command(name = "mara", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]

@@ -108,15 +108,22 @@ fn terraform_drift_is_found_recorded_and_leaves_the_state_as_it_found_it() {
 #[test]
 fn pulumi_drift_finds_what_the_cloud_changed_and_changes_nothing() {
     let d = Deployment::of("mara-local");
-    // Not deployed yet: not checked, no stack made, and a check of nothing is no pass (a
-    // mistyped stack would stay green forever).
-    let (code, drift) = common::json_report(d.mara(), &["drift", "--only", "cluster"]);
-    assert_eq!(code, 3, "{drift:#}");
-    let cluster = project(&drift, "infrastructure/local/cluster");
-    assert_eq!(cluster["status"], "skipped");
-    assert_eq!(
-        cluster["reason"],
-        "stack `dev` does not exist here (never deployed, or removed): not checked"
+    // Not deployed yet: a check of nothing is no pass (a mistyped stack would stay green
+    // forever), said before any check runs, as refresh says it; no stack made.
+    let output = d
+        .mara()
+        .args(["drift", "--only", "cluster"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        common::stderr(&output).contains("stack `dev` does not exist in any selected project"),
+        "{}",
+        common::stderr(&output)
+    );
+    assert!(
+        !(d.calls().iter()).any(|c| c["argv"][1] == "preview"),
+        "no check ran"
     );
     let output = d.mara().args(["up", "--yes"]).output().unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));
@@ -220,6 +227,18 @@ fn a_command_project_is_checked_by_its_drift_command_or_said_unchecked() {
         "{}",
         common::stdout(&output)
     );
+
+    // A check that fails (an expired token) holds back no other, nor what follows it.
+    w.write(
+        "providers/tools.toml",
+        "description = \"Tools\"\n
+[[project]]\npath = \"probe\"\nstage = \"infrastructure\"\nup = \"true\"\ndestroy = \"true\"\ndrift = \"echo 'AccessDenied: token expired'; exit 1\"\n
+[[project]]\npath = \"app\"\nup = \"true\"\ndestroy = \"true\"\ndrift = \"true\"\n",
+    );
+    let (code, drift) = common::json_report(w.mara(), &["drift"]);
+    assert_eq!(code, 1, "{drift:#}");
+    assert_eq!(project(&drift, "probe")["status"], "failed");
+    assert_eq!(project(&drift, "app")["status"], "succeeded", "{drift:#}");
 }
 
 /// A drift check does not read a stack a live run is changing (exit 5), and `status` keeps

@@ -157,8 +157,9 @@ fn blocked_in(
                     "depends on {path}, which has not run in run {} yet",
                     record.run_id
                 ),
-                // A drift check of what follows one not there to check still checks.
-                Some(p) if operation == Operation::Drift && not_checked(p) => continue,
+                // A drift check of what follows one not checked, or whose check failed, still
+                // checks: a check holds back none.
+                Some(_) if operation == Operation::Drift => continue,
                 Some(p) if !p.status.is_success() => {
                     format!("depends on {path}, which did not succeed")
                 }

@@ -322,7 +322,15 @@ where
     fn stopping(&self) -> bool {
         self.interrupt.is_interrupted()
             || self.interrupt.draining().is_some()
-            || (self.policy == FailurePolicy::StopAll && self.first_failure.is_some())
+            || (self.policy == FailurePolicy::StopAll
+                && self.first_failure.is_some()
+                && !self.checks_only())
+    }
+
+    /// Whether the run only reads (a drift check): a check that failed (an expired token) holds
+    /// back no other, nor what follows it.
+    fn checks_only(&self) -> bool {
+        self.plan.operation == crate::engine::Operation::Drift
     }
 
     /// Fills the free slots: ready projects first, then preparations.
@@ -478,6 +486,8 @@ where
         }
         if !finished.outcome.lets_dependents_run() {
             self.first_failure.get_or_insert_with(|| path.clone());
+        }
+        if !finished.outcome.lets_dependents_run() && !self.checks_only() {
             // Released before it failed (cleaning up): its dependents already went on.
             let mut stack = match self.released.contains(&i) {
                 true => Vec::new(),

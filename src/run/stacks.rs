@@ -148,7 +148,10 @@ pub fn untouched(
         if found.none_has_it(selected.len()) {
             return Err(no_such_stack(stack, &found.stacks));
         }
-        let reason = absent(stack.name.as_str());
+        let reason = match operation {
+            Operation::Drift => crate::run::project::not_checked(stack.name.as_str()),
+            _ => absent(stack.name.as_str()),
+        };
         untouched.extend(found.absent.into_iter().map(|i| (i, reason.clone())));
     }
     let not = match operation {

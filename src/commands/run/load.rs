@@ -261,7 +261,9 @@ impl Invocation<'_> {
         }
         let workspace = &deployment.files.workspace;
         let found: Option<Found> = match run.operation {
-            Operation::Destroy | Operation::Refresh => {
+            // Which projects have the stack, asked first by what never creates one: a drift
+            // check of a stack nothing has fails before any check runs, as refresh does.
+            Operation::Destroy | Operation::Refresh | Operation::Drift => {
                 let color = self.settings.stdout_style.enabled;
                 let pulumi = run::plan::pulumi(deployment, loaded.stack, &loaded.config, color);
                 let interrupt = self.runner.interrupt();
