@@ -187,6 +187,16 @@ pub enum Command {
     #[command(subcommand)]
     Ci(CiCommand),
 
+    /// Show the ledger's runs, locks and logs on a web page, live
+    #[command(
+        after_help = "The page and its JSON (/api/runs, /api/stacks) are read-only. With MARA_SERVE_TOKEN set, POST /api/runs/ID/cancel and /api/stacks/NAME/unlock act with `Authorization: Bearer TOKEN`, and the page offers both. An address other than loopback needs MARA_SERVE_TOKEN."
+    )]
+    Serve {
+        /// Where to listen: an address and port (port 0: any free one)
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7300")]
+        listen: String,
+    },
+
     /// Clear the stack's lock when the run holding it is gone
     Unlock {
         /// Clear mara's lock of the stack (its run must be gone: clearing a lock lets another

@@ -280,6 +280,22 @@ pub fn write_atomic(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
     })
 }
 
+/// What `file` holds past `offset` (whole lines only), moving `offset` on.
+pub fn read_from(file: &Path, offset: &mut u64) -> Option<String> {
+    // A log replaced by a FIFO is not waited on.
+    if !is_regular(file) {
+        return None;
+    }
+    use std::io::{Read, Seek, SeekFrom};
+    let mut handle = std::fs::File::open(file).ok()?;
+    handle.seek(SeekFrom::Start(*offset)).ok()?;
+    let mut text = String::new();
+    handle.read_to_string(&mut text).ok()?;
+    let whole = text.rfind('\n').map(|i| i + 1)?;
+    *offset += whole as u64;
+    Some(text[..whole].to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

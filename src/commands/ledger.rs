@@ -4,8 +4,7 @@
 mod unlock_engines;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
@@ -416,7 +415,7 @@ pub fn logs(
         let running = now.is_some_and(|r| r.status == RunStatus::Running);
         for (path, file) in &files {
             let offset = offsets.entry(path.clone()).or_default();
-            if let Some(text) = read_from(file, offset) {
+            if let Some(text) = crate::files::read_from(file, offset) {
                 let lines: Vec<(&str, &str)> = text.lines().map(|l| (path.as_str(), l)).collect();
                 ui::print(&followed(settings, &lines))?;
             }
@@ -539,21 +538,6 @@ fn followed(settings: &Settings, lines: &[(&str, &str)]) -> String {
             OutputFormat::Human => format!("[{path}] {line}\n"),
         })
         .collect()
-}
-
-/// What `file` holds past `offset` (whole lines only), moving `offset` on.
-fn read_from(file: &Path, offset: &mut u64) -> Option<String> {
-    // A log replaced by a FIFO is not waited on.
-    if !crate::files::is_regular(file) {
-        return None;
-    }
-    let mut handle = std::fs::File::open(file).ok()?;
-    handle.seek(SeekFrom::Start(*offset)).ok()?;
-    let mut text = String::new();
-    handle.read_to_string(&mut text).ok()?;
-    let whole = text.rfind('\n').map(|i| i + 1)?;
-    *offset += whole as u64;
-    Some(text[..whole].to_string())
 }
 
 pub fn cancel(settings: &Settings) -> Result<()> {

@@ -8,5 +8,6 @@ pub mod ledger;
 pub mod list_providers;
 pub mod output;
 pub mod run;
+pub mod serve;
 pub mod show_execution;
 pub mod validate;

@@ -139,6 +139,12 @@ impl RunSummary {
     }
 }
 
+/// A project's changes and notes as one plain line, as its row in the table says them: for the
+/// web page (`serve`).
+pub fn changes_with_notes(p: &ProjectReport, operation: Operation) -> String {
+    with_notes(changes_cell(p, operation), p)
+}
+
 /// What a project's row says of its changes: its counts, or for a drift check what it found.
 fn changes_cell(p: &ProjectReport, operation: Operation) -> String {
     match &p.changes {

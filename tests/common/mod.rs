@@ -13,6 +13,7 @@ use assert_cmd::Command;
 pub mod postgres;
 pub mod proxy;
 pub mod tools;
+pub mod web;
 
 /// The repository's example workspace.
 pub fn example(name: &str) -> PathBuf {

@@ -5,7 +5,6 @@
 
 mod generate;
 
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use super::run;
@@ -15,8 +14,7 @@ use crate::deployment::{self, Deployment};
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::graph::Selection;
-use crate::ledger::{self, Ledger, Previewed, ProjectRecord, RunRecord};
-use crate::run::events::{Outcome, ProjectReport, Reads, mark_stale};
+use crate::ledger::{self, Ledger, ProjectRecord, RunRecord};
 use crate::run::fanout;
 use crate::settings::Settings;
 use crate::settings::run::{OpenRun, Reports, RunSettings};
@@ -120,7 +118,7 @@ fn close(settings: &Settings, run_id: &str, reports: Reports) -> Result<()> {
         Operation::Preview | Operation::Drift => ledger.previews(run_id)?,
         _ => Default::default(),
     };
-    let mut summary = summary_of(&record, &deployment.graph, previews);
+    let mut summary = crate::run::recorded::summary_of(&record, &deployment.graph, previews);
     let result = verdict(&record, &summary);
     summary.exit_code = Some(result.as_ref().map_or_else(Error::exit_code, |()| 0));
     // Its summary, as the run's own would show it.
@@ -294,124 +292,4 @@ fn unrecorded(
         missing.push((project.path.clone(), reason));
     }
     missing
-}
-
-/// The run as its summary shows it, the projects in the run's order; a preview's with what each
-/// showed (`previews`), and which read what another's would change.
-fn summary_of(
-    record: &RunRecord,
-    graph: &crate::graph::ExecutionGraph,
-    mut previews: BTreeMap<String, Previewed>,
-) -> RunSummary {
-    let position = |path: &str| {
-        graph
-            .find(path)
-            .map(|i| graph.position(i))
-            .unwrap_or(usize::MAX)
-    };
-    let mut projects: Vec<&ProjectRecord> = record.projects.iter().collect();
-    projects.sort_by_key(|p| position(&p.path));
-    if record.operation == Operation::Destroy {
-        projects.reverse();
-    }
-    let at = |s: &Option<String>| s.as_deref().and_then(crate::clock::parse_rfc3339);
-    let reports = projects
-        .into_iter()
-        .map(|p| {
-            let previewed = previews.remove(&p.path).unwrap_or_default();
-            let reason = p.reason.clone().unwrap_or_default();
-            let outcome = match p.status {
-                ProjectStatus::Succeeded => Outcome::Succeeded,
-                ProjectStatus::Unchanged => Outcome::Unchanged,
-                ProjectStatus::Skipped => Outcome::Skipped { reason },
-                ProjectStatus::Cancelled => Outcome::Cancelled { killed: None },
-                ProjectStatus::Abandoned => Outcome::Skipped { reason },
-                ProjectStatus::Waiting if fanout::waited(p) => Outcome::Waits {
-                    on: previewed.waits_on.clone(),
-                    reason,
-                },
-                _ => Outcome::Failed {
-                    code: p.exit_code,
-                    reason,
-                },
-            };
-            ProjectReport {
-                path: p.path.clone(),
-                status: p.status,
-                started: p.started.clone(),
-                finished: p.finished.clone(),
-                duration_ms: at(&p.started)
-                    .zip(at(&p.finished))
-                    .map(|(s, e)| e.duration_since(s).unwrap_or_default().as_millis() as u64),
-                exit_code: p.exit_code,
-                changes: p.changes.clone(),
-                reason: p.reason.clone(),
-                changed_outputs: previewed.changed_outputs,
-                stale: Vec::new(),
-                waits_on: previewed.waits_on,
-                diff: previewed.diff,
-                drifted: previewed.drifted,
-                planned_with: previewed.planned_with,
-                projected: previewed.projected,
-                inputs_taken: Default::default(),
-                plan_digest: None,
-                approval: None,
-                new_stack: previewed.new_stack,
-                outcome,
-                log: None,
-                created_stack: false,
-                attempts: 0,
-                outputs: None,
-            }
-        })
-        .collect();
-    let mut reports: Vec<ProjectReport> = reports;
-    if matches!(record.operation, Operation::Preview | Operation::Drift) {
-        let reads = reads(graph, &reports);
-        mark_stale(&mut reports, &reads);
-    }
-    let started = at(&Some(record.started.clone()));
-    let finished = at(&record.finished);
-    RunSummary {
-        run_id: record.run_id.clone(),
-        operation: record.operation,
-        provider: record.provider.clone(),
-        stack: record.stack.clone(),
-        status: record.status,
-        started: record.started.clone(),
-        finished: record.finished.clone().unwrap_or_default(),
-        projects: reports,
-        duration: started
-            .zip(finished)
-            .map(|(s, e)| e.duration_since(s).unwrap_or_default())
-            .unwrap_or_default(),
-        logs: None,
-        expect_no_changes: false,
-        exit_code: None,
-    }
-}
-
-/// What each of `reports` (in the run's order) reads of those before it, from the graph.
-fn reads(graph: &crate::graph::ExecutionGraph, reports: &[ProjectReport]) -> Vec<Reads> {
-    let at: BTreeMap<&str, usize> = (reports.iter().enumerate())
-        .map(|(k, r)| (r.path.as_str(), k))
-        .collect();
-    (reports.iter())
-        .map(|r| {
-            let Ok(i) = graph.find(&r.path) else {
-                return Reads {
-                    waits_for: Vec::new(),
-                    inputs: Vec::new(),
-                };
-            };
-            let waits_for = (graph.predecessors(i).into_iter())
-                .filter_map(|(d, _)| at.get(graph.project(d).path.as_str()).copied())
-                .filter(|&k| k < at[r.path.as_str()])
-                .collect();
-            let inputs = (graph.project(i).inputs.iter())
-                .map(|input| (input.from.target.clone(), input.output.clone()))
-                .collect();
-            Reads { waits_for, inputs }
-        })
-        .collect()
 }

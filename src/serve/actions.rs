@@ -1,0 +1,169 @@
+//! The two things `mara serve` does to the ledger (docs/commands.md, "serve"), only for a caller
+//! with `Authorization: Bearer TOKEN` equal to `MARA_SERVE_TOKEN`: cancel a run, as `mara
+//! cancel` does, and clear a stack's lock, as `mara unlock --force` does. Without a token set
+//! the server has no actions (403); a missing or wrong token is 401. No cookie is read or set,
+//! so no other site can act through a browser that has the page open.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::ledger::{Holder, process_exists, whoami};
+use crate::status::RunStatus;
+
+use super::Shared;
+use super::routes::Failure;
+
+/// The refusal of a request that does not carry the server's token; `None` when it does.
+fn refusal(app: &Shared, headers: &HeaderMap) -> Option<Response> {
+    let Some(token) = &app.token else {
+        return Some(Failure::new(
+            StatusCode::FORBIDDEN,
+            "Actions are off: this server was started without MARA_SERVE_TOKEN.",
+        )
+        .into_response());
+    };
+    let given = (headers.get(header::AUTHORIZATION))
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(given) if same(given.trim(), token) => None,
+        _ => {
+            let mut response = Failure::new(
+                StatusCode::UNAUTHORIZED,
+                "This action needs the server's token: `Authorization: Bearer MARA_SERVE_TOKEN`.",
+            )
+            .into_response();
+            (response.headers_mut()).insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            Some(response)
+        }
+    }
+}
+
+/// `a == b` in a time that says nothing of where they differ, nor of the token's length: their
+/// digests are compared, every byte.
+fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (Sha256::digest(a.as_bytes()), Sha256::digest(b.as_bytes()));
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+/// What an action found: done (with what to say), or why not.
+type Done = Result<(serde_json::Value, String), Failure>;
+
+fn answer(done: crate::error::Result<Option<Done>>) -> Response {
+    match done {
+        Ok(Some(Ok((mut value, message)))) => {
+            value["message"] = json!(message);
+            Json(value).into_response()
+        }
+        Ok(Some(Err(failure))) => failure.into_response(),
+        Ok(None) => Failure::new(StatusCode::NOT_FOUND, "No run is recorded yet.").into_response(),
+        Err(error) => Failure::from(error).into_response(),
+    }
+}
+
+/// `POST /api/runs/ID/cancel`: asks run ID, which must be running and hold its stack, to stop.
+pub async fn cancel(
+    State(app): State<Shared>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = refusal(&app, &headers) {
+        return refused;
+    }
+    answer(
+        app.source
+            .act(move |ledger| {
+                let Some(record) = ledger.run(&run_id)?.map(|r| r.as_seen()) else {
+                    return Ok(Err(Failure::new(
+                        StatusCode::NOT_FOUND,
+                        format!("No run `{run_id}` in this ledger."),
+                    )));
+                };
+                if record.status != RunStatus::Running {
+                    return Ok(Err(conflict(format!(
+                        "Run `{run_id}` is not running: it {}.",
+                        ended(record.status)
+                    ))));
+                }
+                let holds = (ledger.holder(&record.stack)?).is_some_and(|h| h.run_id == run_id);
+                if !holds {
+                    return Ok(Err(conflict(format!(
+                        "Run `{run_id}` no longer holds stack {}'s lock.",
+                        record.stack
+                    ))));
+                }
+                Ok(match ledger.request_cancel(&record.stack)? {
+                    Some(holder) => Ok((
+                        json!({"cancelled": holder}),
+                        format!("Asked {holder} to stop; its engines are cancelling."),
+                    )),
+                    None => Err(conflict(format!("Run `{run_id}` has just ended."))),
+                })
+            })
+            .await,
+    )
+}
+
+/// `POST /api/stacks/NAME/unlock`: clears stack NAME's lock, as `mara unlock --force` does —
+/// refused while the run holding it is alive on this machine (cancel it instead).
+pub async fn unlock(
+    State(app): State<Shared>,
+    Path(stack): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = refusal(&app, &headers) {
+        return refused;
+    }
+    answer(
+        app.source
+            .act(move |ledger| {
+                let Some(holder) = ledger.holder(&stack)? else {
+                    return Ok(Err(conflict(format!("Stack {stack} is not locked."))));
+                };
+                if alive_here(&holder) {
+                    return Ok(Err(conflict(format!(
+                        "Stack {stack} is locked by {holder}, which is alive on this host: \
+                         cancel it instead."
+                    ))));
+                }
+                Ok(match ledger.unlock(&stack)? {
+                    Some(holder) => Ok((
+                        json!({"cleared": holder}),
+                        format!("Cleared the lock of {holder}; that run is recorded abandoned."),
+                    )),
+                    None => Err(conflict(format!("Stack {stack} is not locked."))),
+                })
+            })
+            .await,
+    )
+}
+
+/// A lock of this machine's own ledger held by a process that is alive here: `unlock --force`
+/// refuses it too.
+fn alive_here(holder: &Holder) -> bool {
+    holder.lease_left.is_none() && holder.host == whoami().1 && process_exists(holder.pid)
+}
+
+fn conflict(message: String) -> Failure {
+    Failure::new(StatusCode::CONFLICT, message)
+}
+
+fn ended(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Running => "is running",
+        RunStatus::Succeeded => "succeeded",
+        RunStatus::Failed => "failed",
+        RunStatus::Cancelled => "was cancelled",
+        RunStatus::Abandoned => "was abandoned",
+    }
+}

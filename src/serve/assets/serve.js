@@ -1,0 +1,175 @@
+// mara serve (docs/commands.md, "serve"): keeps a running run's page current through the run's
+// event stream, and sends the two actions with the token typed on the page. Every value from the
+// server goes into the page as text, never as HTML.
+"use strict";
+
+(function () {
+  const run = document.body.dataset.run;
+
+  // The actions: the token is sent as a bearer token and kept nowhere.
+  for (const form of document.querySelectorAll("form.action")) {
+    form.addEventListener("submit", async (submitted) => {
+      submitted.preventDefault();
+      const token = form.querySelector("input[name=token]");
+      const said = form.querySelector("output");
+      said.textContent = "…";
+      try {
+        const response = await fetch(form.dataset.url, {
+          method: "POST",
+          headers: { Authorization: "Bearer " + token.value },
+        });
+        const body = await response.json().catch(() => ({}));
+        said.textContent = body.message || body.error || response.statusText;
+        said.className = response.ok ? "done" : "refused";
+        if (response.ok) token.value = "";
+      } catch (error) {
+        said.textContent = String(error);
+        said.className = "refused";
+      }
+    });
+  }
+
+  if (!run || document.body.dataset.live !== "true") return;
+
+  const byProject = (selector) => {
+    const found = new Map();
+    for (const element of document.querySelectorAll(selector)) {
+      found.set(element.dataset.project, element);
+    }
+    return found;
+  };
+  const rows = byProject("tr[data-project]");
+  const nodes = byProject("g.node[data-project]");
+  const logs = byProject("pre.log[data-project]");
+
+  const svgNS = "http://www.w3.org/2000/svg";
+  const make = (ns, name, attributes, text) => {
+    const element = ns ? document.createElementNS(ns, name) : document.createElement(name);
+    for (const [key, value] of Object.entries(attributes || {})) {
+      element.setAttribute(key, String(value));
+    }
+    if (text !== undefined) element.textContent = text;
+    return element;
+  };
+  const logLink = (path) =>
+    "/runs/" + encodeURIComponent(run) + "/log?project=" + encodeURIComponent(path);
+
+  // A project that started after the page was rendered: its row and its log.
+  const addProject = (path) => {
+    const tbody = document.querySelector("table.projects tbody");
+    if (tbody) {
+      const row = make(null, "tr", { "data-project": path });
+      const name = make(null, "td");
+      name.append(make(null, "a", { href: logLink(path) }, path));
+      row.append(
+        name,
+        make(null, "td", { class: "status-cell" }),
+        make(null, "td", { class: "num duration" }),
+        make(null, "td", { class: "changes" }),
+        make(null, "td", { class: "reason" }),
+      );
+      tbody.append(row);
+      rows.set(path, row);
+    }
+    const section = document.getElementById("logs");
+    if (section) {
+      const details = make(null, "details", { open: "" });
+      const summary = make(null, "summary", {}, path + " ");
+      summary.append(make(null, "a", { href: logLink(path) }, "(own page)"));
+      const pre = make(null, "pre", { class: "log", "data-project": path, "data-lines": 0 });
+      details.append(summary, pre);
+      section.append(details);
+      logs.set(path, pre);
+    }
+  };
+
+  // The graph drawn again from the server's drawing (`svg::Drawing`).
+  const redraw = (drawing) => {
+    const old = document.querySelector("svg.graph");
+    if (!old) return;
+    const box = "0 0 " + drawing.width + " " + drawing.height;
+    const svg = make(svgNS, "svg", {
+      class: "graph", role: "img", width: drawing.width, height: drawing.height, viewBox: box,
+    });
+    svg.append(make(svgNS, "title", {}, "The run's projects and the order between them"));
+    const defs = make(svgNS, "defs");
+    const marker = make(svgNS, "marker", {
+      id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7,
+      orient: "auto-start-reverse",
+    });
+    marker.append(make(svgNS, "path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrowhead" }));
+    defs.append(marker);
+    svg.append(defs);
+    for (const curve of drawing.curves) {
+      svg.append(make(svgNS, "path", { class: "edge", "marker-end": "url(#arrow)", d: curve }));
+    }
+    nodes.clear();
+    for (const node of drawing.nodes) {
+      const g = make(svgNS, "g", { class: "node " + node.status, "data-project": node.path });
+      g.append(
+        make(svgNS, "title", {}, node.path + " — " + node.status),
+        make(svgNS, "rect", { x: node.x, y: node.y, width: 180, height: 30, rx: 5 }),
+        make(svgNS, "text", { x: node.x + 10, y: node.y + 19 }, node.label),
+      );
+      svg.append(g);
+      nodes.set(node.path, g);
+    }
+    old.replaceWith(svg);
+  };
+
+  const badge = (cell, status) => {
+    const span = document.createElement("span");
+    span.className = "status " + status;
+    span.textContent = status;
+    cell.replaceChildren(span);
+  };
+
+  const events = new EventSource("/api/runs/" + encodeURIComponent(run) + "/events");
+
+  events.addEventListener("graph", (event) => redraw(JSON.parse(event.data)));
+
+  events.addEventListener("project", (event) => {
+    const p = JSON.parse(event.data);
+    if (!rows.has(p.path)) addProject(p.path);
+    const row = rows.get(p.path);
+    if (row) {
+      badge(row.querySelector(".status-cell"), p.status);
+      row.querySelector(".duration").textContent = p.duration;
+      row.querySelector(".changes").textContent = p.changes;
+      row.querySelector(".reason").textContent = p.reason || "";
+    }
+    const node = nodes.get(p.path);
+    if (node) {
+      node.setAttribute("class", "node " + p.status);
+      const title = node.querySelector("title");
+      if (title) title.textContent = p.path + " — " + p.status;
+    }
+  });
+
+  events.addEventListener("log", (event) => {
+    const l = JSON.parse(event.data);
+    const pre = logs.get(l.project);
+    if (!pre) return;
+    const shown = Number(pre.dataset.lines || 0);
+    if (l.n <= shown) return;
+    pre.append(document.createTextNode(l.line + "\n"));
+    pre.dataset.lines = String(l.n);
+  });
+
+  events.addEventListener("run", (event) => {
+    const r = JSON.parse(event.data);
+    const status = document.getElementById("run-status");
+    if (status) badge(status, r.status);
+    const duration = document.getElementById("run-duration");
+    if (duration) duration.textContent = r.duration;
+    const result = document.getElementById("run-result");
+    if (result) result.textContent = r.result;
+    if (r.status !== "running") {
+      events.close();
+      document.body.dataset.live = "false";
+      for (const form of document.querySelectorAll("form.action[data-url$='/cancel']")) {
+        form.remove();
+      }
+    }
+  });
+})();

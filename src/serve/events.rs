@@ -1,0 +1,177 @@
+//! `/api/runs/ID/events` (docs/commands.md, "serve"): a running run as a stream of Server-Sent
+//! Events, read from the ledger every half second — `project` when a project's row changes
+//! (its status, duration, changes, reason), `log` for each new log line (numbered within its
+//! project, so that a page that already shows a line skips it), `run` when the run's status
+//! changes, and `graph` (the drawing, `svg::Drawing`) when a project starts that the graph did
+//! not have. The stream ends after the run's end, or when the server stops.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::{Stream, StreamExt, stream};
+use serde_json::json;
+
+use crate::graph::ExecutionGraph;
+use crate::ledger::RunRecord;
+use crate::status::RunStatus;
+
+use super::Shared;
+use super::routes::{Failure, shaped};
+use super::source::LogCursor;
+use super::views::{self, ProjectRow};
+
+/// How often the ledger is read for a running run.
+const EVERY: Duration = Duration::from_millis(500);
+
+pub async fn stream(
+    State(app): State<Shared>,
+    Path(run_id): Path<String>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Failure> {
+    let id = run_id.clone();
+    let exists = app
+        .source
+        .read(move |ledger| Ok(ledger.run(&id)?.map(|r| r.provider)))
+        .await?
+        .flatten();
+    if exists.is_none() {
+        return Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            format!("No run `{run_id}` in this ledger."),
+        ));
+    }
+    let mut stopping = app.stopping.clone();
+    let provider = exists.expect("the run exists");
+    let graph = app.source.graph(provider).await;
+    let watch = Watch {
+        app,
+        run_id,
+        graph,
+        drawn: None,
+        shown: BTreeMap::new(),
+        lines: BTreeMap::new(),
+        cursor: LogCursor::default(),
+        status: None,
+        first: true,
+        done: false,
+    };
+    let events = stream::unfold(watch, |mut watch| async move {
+        if watch.done {
+            return None;
+        }
+        if !watch.first {
+            tokio::time::sleep(EVERY).await;
+        }
+        watch.first = false;
+        let events = watch.tick().await;
+        Some((stream::iter(events.into_iter().map(Ok)), watch))
+    })
+    .flatten()
+    .take_until(async move {
+        let _ = stopping.wait_for(|stopping| *stopping).await;
+    });
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+}
+
+/// What the stream has said of its run so far.
+struct Watch {
+    app: Shared,
+    run_id: String,
+    /// The graph of the run's provider, as the workspace defines it.
+    graph: Option<ExecutionGraph>,
+    /// The projects the graph last sent had.
+    drawn: Option<Vec<String>>,
+    /// Each project's row as last sent.
+    shown: BTreeMap<String, serde_json::Value>,
+    /// How many of each project's log lines were sent.
+    lines: BTreeMap<String, usize>,
+    cursor: LogCursor,
+    status: Option<(RunStatus, String)>,
+    first: bool,
+    done: bool,
+}
+
+impl Watch {
+    /// The events since the last look: rows that changed, new log lines, the run's status.
+    async fn tick(&mut self) -> Vec<Event> {
+        let id = self.run_id.clone();
+        let record = match self.app.source.read(move |l| l.run(&id)).await {
+            Ok(Some(Some(record))) => record.as_seen(),
+            // The ledger did not answer this time: the next look tries again.
+            Ok(_) | Err(_) => return Vec::new(),
+        };
+        let mut events = self.rows(&record);
+        events.extend(self.logs(&record).await);
+        let status = (
+            record.status,
+            views::duration(views::RunRow::of(&record).duration_ms),
+        );
+        if self.status.as_ref() != Some(&status) {
+            let page = shaped(&record, None, BTreeMap::new(), None);
+            events.push(event(
+                "run",
+                json!({"status": record.status, "duration": status.1, "result": page.result}),
+            ));
+            self.status = Some(status);
+        }
+        self.done = record.status != RunStatus::Running;
+        events
+    }
+
+    /// A `project` event for each project whose row is not as last sent.
+    fn rows(&mut self, record: &RunRecord) -> Vec<Event> {
+        let page = shaped(record, self.graph.as_ref(), BTreeMap::new(), None);
+        let mut events = Vec::new();
+        let paths: Vec<String> = page.projects.iter().map(|p| p.path.clone()).collect();
+        // At the first look too: projects may have started since the page was rendered.
+        if self.drawn.as_ref() != Some(&paths) {
+            events.push(event("graph", json!(page.graph)));
+        }
+        self.drawn = Some(paths);
+        for project in &page.projects {
+            let row = said(project);
+            if self.shown.get(&project.path) != Some(&row) {
+                self.shown.insert(project.path.clone(), row.clone());
+                events.push(event("project", row));
+            }
+        }
+        events
+    }
+
+    /// A `log` event for each line written since the last look.
+    async fn logs(&mut self, record: &RunRecord) -> Vec<Event> {
+        let paths = record.projects.iter().map(|p| p.path.clone()).collect();
+        let read = (self.app.source)
+            .logs(self.run_id.clone(), paths, self.cursor.clone())
+            .await;
+        let Ok((lines, cursor)) = read else {
+            return Vec::new();
+        };
+        self.cursor = cursor;
+        (lines.into_iter())
+            .map(|(project, line)| {
+                let n = self.lines.entry(project.clone()).or_default();
+                *n += 1;
+                event("log", json!({"project": project, "n": *n, "line": line}))
+            })
+            .collect()
+    }
+}
+
+/// A project's row as the page shows it.
+fn said(project: &ProjectRow) -> serde_json::Value {
+    json!({
+        "path": project.path,
+        "status": project.status,
+        "duration": views::duration(project.duration_ms),
+        "changes": project.said,
+        "reason": project.reason,
+    })
+}
+
+fn event(name: &str, data: serde_json::Value) -> Event {
+    Event::default().event(name).data(data.to_string())
+}

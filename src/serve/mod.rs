@@ -1,0 +1,157 @@
+//! `mara serve` (docs/commands.md, "serve"): the ledger's runs, locks and logs on a web page and
+//! as JSON, a running run's page kept current through a stream of its events, and two actions
+//! (cancel a run, clear a stack's lock) only for a caller with the server's token.
+//!
+//! `source` reads the ledger, the logs and the graphs; `views` shapes what they hold for the
+//! pages (`pages`, `svg`) and the JSON (`routes`); `events` streams a running run; `actions` are
+//! the two writes. The server writes nothing else.
+
+mod actions;
+mod events;
+mod pages;
+mod routes;
+mod source;
+mod svg;
+mod views;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tokio::sync::watch;
+
+pub use source::Source;
+
+/// What every request is served with.
+pub struct App {
+    pub source: Source,
+    /// `MARA_SERVE_TOKEN`: the two actions are off without it.
+    pub token: Option<String>,
+    /// Listening on a loopback address: requests must name this machine (`guard`).
+    pub loopback: bool,
+    /// Becomes `true` when the server stops: the streams of running runs end.
+    pub stopping: watch::Receiver<bool>,
+}
+
+type Shared = Arc<App>;
+
+/// The routes, each response with the headers `guard` adds.
+pub fn router(app: App) -> Router {
+    let app: Shared = Arc::new(app);
+    Router::new()
+        .route("/", get(routes::index))
+        .route("/runs/{id}", get(routes::run_page))
+        .route("/runs/{id}/log", get(routes::log_page))
+        .route("/stacks", get(routes::stacks_page))
+        .route("/api/runs", get(routes::runs_json))
+        .route("/api/runs/{id}", get(routes::run_json))
+        .route("/api/runs/{id}/log", get(routes::log_json))
+        .route("/api/runs/{id}/events", get(events::stream))
+        .route("/api/runs/{id}/cancel", post(actions::cancel))
+        .route("/api/stacks", get(routes::stacks_json))
+        .route("/api/stacks/{name}/unlock", post(actions::unlock))
+        .route("/assets/{file}", get(asset))
+        .fallback(routes::not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .with_state(app)
+}
+
+/// Serves `listener` until `stop` resolves; then the running runs' streams end, and requests
+/// still open get a few seconds to finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    stopping: watch::Sender<bool>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (stopped, on_stop) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        let _ = on_stop.await;
+    });
+    let server = tokio::spawn(async move { server.await });
+    stop.await;
+    let _ = stopping.send(true);
+    let _ = stopped.send(());
+    match tokio::time::timeout(Duration::from_secs(5), server).await {
+        Ok(Ok(result)) => result,
+        // A request still open after that is dropped with the process.
+        Ok(Err(_)) | Err(_) => Ok(()),
+    }
+}
+
+/// Whether `address` is one only this machine can reach.
+pub fn is_loopback(address: &SocketAddr) -> bool {
+    match address.ip() {
+        IpAddr::V4(ip) => ip.is_loopback(),
+        IpAddr::V6(ip) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// The content security policy of every response: the page's own script and stylesheet, nothing
+/// inline, nothing from another origin, no frame.
+const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+    connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/// Refuses, on a loopback listener, a request that names a host other than this machine (a
+/// page of another site whose name was rebound to 127.0.0.1 could read the ledger otherwise);
+/// adds the security headers to every response.
+async fn guard(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let mut response = match app.loopback && !names_this_machine(request.headers()) {
+        true => (
+            StatusCode::MISDIRECTED_REQUEST,
+            "This server answers only requests for localhost or an IP address.\n",
+        )
+            .into_response(),
+        false => next.run(request).await,
+    };
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, POLICY),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::CACHE_CONTROL, "no-store"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// Whether the request's `Host` is `localhost` or an IP address (with or without a port).
+fn names_this_machine(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return true;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => {
+            return rest
+                .split(']')
+                .next()
+                .is_some_and(|ip| ip.parse::<IpAddr>().is_ok());
+        }
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok()
+}
+
+/// The stylesheet, the script and the icon, from the binary: the pages work offline.
+async fn asset(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
+    let (body, kind) = match file.as_str() {
+        "serve.css" => (include_str!("assets/serve.css"), "text/css; charset=utf-8"),
+        "serve.js" => (
+            include_str!("assets/serve.js"),
+            "text/javascript; charset=utf-8",
+        ),
+        "icon.svg" => (include_str!("assets/icon.svg"), "image/svg+xml"),
+        _ => return routes::missing(&format!("/assets/{file}")),
+    };
+    ([(header::CONTENT_TYPE, kind)], body).into_response()
+}

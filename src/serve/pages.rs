@@ -1,0 +1,300 @@
+//! The pages of `mara serve` (docs/commands.md, "serve"), as templates checked when mara is
+//! compiled. Every value is escaped by the template (engine output is input from outside); the
+//! pages load the stylesheet and the one script from the binary, and carry no script of their own.
+
+use maud::{DOCTYPE, Markup, html};
+
+use crate::ledger::Holder;
+use crate::status::RunStatus;
+
+use super::views::{self, OPERATIONS, RunPage, RunRow, StackRow};
+
+/// What every page has around its content.
+pub struct Chrome<'a> {
+    pub title: String,
+    /// Where the ledger is.
+    pub place: &'a str,
+    /// The run the page shows, for the script that keeps it current.
+    pub run: Option<&'a str>,
+    /// Whether that run is running: the page keeps itself current.
+    pub live: bool,
+}
+
+fn layout(chrome: &Chrome<'_>, content: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (chrome.title) " · mara" }
+                link rel="stylesheet" href="/assets/serve.css";
+                link rel="icon" href="/assets/icon.svg" type="image/svg+xml";
+                script src="/assets/serve.js" defer {}
+            }
+            body data-run=[chrome.run] data-live=(chrome.live) {
+                header {
+                    a.brand href="/" { "mara" }
+                    nav {
+                        a href="/" { "Runs" }
+                        a href="/stacks" { "Stacks" }
+                    }
+                    span.place title="The run ledger" { (chrome.place) }
+                }
+                main { (content) }
+            }
+        }
+    }
+}
+
+/// A status as a coloured word.
+fn badge(status: &str) -> Markup {
+    html! { span class={"status " (status)} { (status) } }
+}
+
+/// A recorded instant as people read it: `2026-11-26 04:42:41`.
+fn when(instant: &str) -> Markup {
+    let shown = instant.replace('T', " ");
+    let shown = shown
+        .split('.')
+        .next()
+        .unwrap_or(&shown)
+        .trim_end_matches('Z');
+    html! { time datetime=(instant) { (shown) } }
+}
+
+fn run_link(run_id: &str) -> String {
+    format!("/runs/{}", encode(run_id))
+}
+
+fn log_link(run_id: &str, project: &str) -> String {
+    format!("/runs/{}/log?project={}", encode(run_id), encode(project))
+}
+
+/// `text` for a URL's path segment or query value.
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                out.push(byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+/// What the list of runs is filtered by.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub stack: Option<String>,
+    pub status: Option<RunStatus>,
+    pub limit: usize,
+}
+
+/// `/`: the runs, newest first.
+pub fn runs(chrome: &Chrome<'_>, rows: &[RunRow], stacks: &[String], filter: &Filter) -> Markup {
+    let content = html! {
+        h1 { "Runs" }
+        form.filter method="get" action="/" {
+            label { "Stack "
+                select name="stack" {
+                    option value="" { "every stack" }
+                    @for stack in stacks {
+                        option value=(stack) selected[filter.stack.as_deref() == Some(stack)] { (stack) }
+                    }
+                }
+            }
+            label { "Status "
+                select name="status" {
+                    option value="" { "any" }
+                    @for status in RunStatus::ALL {
+                        option value=(status.as_str()) selected[filter.status == Some(status)] { (status.as_str()) }
+                    }
+                }
+            }
+            button type="submit" { "Filter" }
+        }
+        @if rows.is_empty() {
+            p.empty { "No run recorded" @if filter.stack.is_some() || filter.status.is_some() { " matches" } "." }
+        } @else {
+            table.runs {
+                thead { tr { th { "Run" } th { "Operation" } th { "Stack" } th { "Provider" } th { "Status" }
+                    th { "By" } th { "Started" } th.num { "Duration" } th { "Projects" } } }
+                tbody {
+                    @for row in rows {
+                        tr {
+                            td { a href=(run_link(&row.run_id)) { code { (row.run_id) } } }
+                            td { (row.operation.as_str()) }
+                            td { (row.stack) }
+                            td { (row.provider) }
+                            td { (badge(row.status.as_str())) }
+                            td { (row.user) "@" (row.host) }
+                            td { (when(&row.started)) }
+                            td.num { (views::duration(row.duration_ms)) }
+                            td { (row.counts_said()) }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout(chrome, content)
+}
+
+/// `/runs/ID`: the run, its graph, its projects, what they change, and their logs.
+pub fn run(
+    chrome: &Chrome<'_>,
+    page: &RunPage,
+    logs: &[(String, Vec<String>)],
+    actions: bool,
+) -> Markup {
+    let run = &page.run;
+    let content = html! {
+        h1 { (run.operation.as_str()) " of " (run.stack) " " span #run-status { (badge(run.status.as_str())) } }
+        p.meta {
+            "Run " code { (run.run_id) } " · provider " (run.provider) " · by " (run.user) "@" (run.host)
+            " · started " (when(&run.started))
+            " · " span #run-duration { (views::duration(run.duration_ms)) }
+        }
+        p.meta { code { (run.command) } }
+        p.result #run-result { (page.result) }
+        @if actions && run.status == RunStatus::Running {
+            (action_form("Cancel this run", &format!("/api/runs/{}/cancel", encode(&run.run_id))))
+        }
+        section {
+            h2 { "Graph" }
+            @if let Some(note) = &page.graph.note { p.note { (note) } }
+            div.graph-box { (page.graph.svg()) }
+        }
+        section {
+            h2 { "Projects" }
+            table.projects {
+                thead { tr { th { "Project" } th { "Status" } th.num { "Duration" } th { "Changes" } th { "Reason" } } }
+                tbody {
+                    @for p in &page.projects {
+                        tr data-project=(p.path) {
+                            td { a href=(log_link(&run.run_id, &p.path)) { (p.path) } }
+                            td.status-cell { (badge(p.status.as_str())) }
+                            td.num.duration { (views::duration(p.duration_ms)) }
+                            td.changes { (p.said) }
+                            td.reason { @if let Some(reason) = &p.reason { (reason) } }
+                        }
+                    }
+                }
+            }
+        }
+        @if page.projects.iter().any(|p| !p.diff.is_empty() || !p.drifted.is_empty()) {
+            section {
+                h2 { "What changes" }
+                @for p in page.projects.iter().filter(|p| !p.diff.is_empty() || !p.drifted.is_empty()) {
+                    details open {
+                        summary { (p.path) }
+                        @if !p.drifted.is_empty() {
+                            p.note { "Changed outside its engine:" }
+                            pre.diff { @for d in &p.drifted { @for line in d.lines() { (line) "\n" } } }
+                        }
+                        @if !p.diff.is_empty() {
+                            pre.diff { @for d in &p.diff { @for line in d.lines() { (line) "\n" } } }
+                        }
+                    }
+                }
+            }
+        }
+        section #logs {
+            h2 { "Logs" }
+            @for (path, lines) in logs {
+                details open[page.projects.iter().any(|p| &p.path == path && matches!(p.status.as_str(), "running" | "failed"))] {
+                    summary { (path) " " a href=(log_link(&run.run_id, path)) { "(own page)" } }
+                    (log_block(path, lines))
+                }
+            }
+        }
+    };
+    layout(chrome, content)
+}
+
+/// A project's log lines, numbered for the script that appends those that come.
+fn log_block(path: &str, lines: &[String]) -> Markup {
+    html! {
+        pre.log data-project=(path) data-lines=(lines.len()) {
+            @for line in lines { (line) "\n" }
+        }
+    }
+}
+
+/// `/runs/ID/log?project=PATH`: one project's log.
+pub fn log(chrome: &Chrome<'_>, run: &RunRow, path: &str, lines: &[String]) -> Markup {
+    let content = html! {
+        h1 { "Log of " code { (path) } }
+        p.meta { "In " a href=(run_link(&run.run_id)) { (run.operation.as_str()) " of " (run.stack) " (" code { (run.run_id) } ")" }
+            " " span #run-status { (badge(run.status.as_str())) } }
+        @if lines.is_empty() && run.status != RunStatus::Running { p.empty { "(no log)" } }
+        (log_block(path, lines))
+    };
+    layout(chrome, content)
+}
+
+/// `/stacks`: each stack's lock and its last run of each operation.
+pub fn stacks(chrome: &Chrome<'_>, rows: &[StackRow], actions: bool) -> Markup {
+    let content = html! {
+        h1 { "Stacks" }
+        @if rows.is_empty() {
+            p.empty { "No run recorded yet." }
+        } @else {
+            table.stacks {
+                thead { tr { th { "Stack" } th { "Lock" }
+                    @for op in OPERATIONS { th { "Last " (op.as_str()) } } } }
+                tbody {
+                    @for row in rows {
+                        tr {
+                            td { (row.stack) }
+                            td { @match &row.lock {
+                                Some(holder) => { (lock(holder)) @if actions {
+                                    (action_form("Unlock", &format!("/api/stacks/{}/unlock", encode(&row.stack))))
+                                } }
+                                None => { span.muted { "not locked" } }
+                            } }
+                            @for op in OPERATIONS {
+                                td { @if let Some(run) = row.last.get(&op) {
+                                    a href=(run_link(&run.run_id)) { (badge(run.status.as_str())) }
+                                    " " (when(&run.started))
+                                } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout(chrome, content)
+}
+
+fn lock(holder: &Holder) -> Markup {
+    html! {
+        a href=(run_link(&holder.run_id)) { code { (holder.run_id) } }
+        " by " (holder.user) "@" (holder.host) " since " (when(&holder.started))
+        @if let Some(left) = holder.lease_left { " · lease " (left) "s left" }
+    }
+}
+
+/// A button that acts with the server's token, asked for on the page (sent as a bearer token
+/// by the script; nothing is kept, so no other site can act through the browser).
+fn action_form(label: &str, url: &str) -> Markup {
+    html! {
+        form.action data-url=(url) {
+            input type="password" name="token" placeholder="MARA_SERVE_TOKEN" autocomplete="off" required;
+            button type="submit" { (label) }
+            output {}
+        }
+    }
+}
+
+/// A page that says what went wrong: a run or project that is not there, a bad query.
+pub fn problem(chrome: &Chrome<'_>, message: &str) -> Markup {
+    layout(
+        chrome,
+        html! { h1 { (chrome.title) } p.problem { (message) } p { a href="/" { "All runs" } } },
+    )
+}

@@ -1,0 +1,150 @@
+//! Where `mara serve` reads (docs/commands.md, "serve"): the workspace's ledger, driven on a
+//! thread of its own (a ledger is synchronous, and a server's drives a runtime of its own), the
+//! runs' log lines (kept by a server's ledger, else in the log files of this machine), and the
+//! graph of a run's provider, read from the workspace.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+
+use tokio::sync::oneshot;
+
+use crate::error::{Error, Result};
+use crate::graph::ExecutionGraph;
+use crate::ledger::{self, Ledger, Place};
+use crate::workspace::Workspace;
+
+/// Work for the ledger's thread: given the ledger (`None` while there is none yet).
+type Job = Box<dyn FnOnce(Result<Option<&mut dyn Ledger>>) + Send>;
+
+/// The ledger, the logs and the graphs, shared by every request.
+pub struct Source {
+    jobs: mpsc::Sender<Job>,
+    workspace: Workspace,
+    /// Where the ledger is, as `mara ledger` names it.
+    pub place: String,
+}
+
+impl Source {
+    /// Starts the ledger's thread. The ledger is opened at the first request, and again at each
+    /// while there is none (a workspace that has run nothing yet is served empty).
+    pub fn start(workspace: Workspace, place: Place) -> Source {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let shown = place.to_string();
+        std::thread::Builder::new()
+            .name("mara-serve-ledger".into())
+            .spawn(move || {
+                let mut opened: Option<Box<dyn Ledger>> = None;
+                for job in queue {
+                    if opened.is_none() {
+                        match ledger::open_existing(&place) {
+                            Ok(ledger) => opened = ledger,
+                            Err(error) => {
+                                job(Err(error));
+                                continue;
+                            }
+                        }
+                    }
+                    job(Ok(opened.as_deref_mut().map(|l| l as &mut dyn Ledger)));
+                }
+            })
+            .expect("a thread for the ledger");
+        Source {
+            jobs,
+            workspace,
+            place: shown,
+        }
+    }
+
+    /// `work` done on the ledger's thread; `None` while there is no ledger (a workspace that
+    /// has recorded no run yet).
+    pub async fn read<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&dyn Ledger) -> Result<T> + Send + 'static,
+    ) -> Result<Option<T>> {
+        self.act(move |ledger| work(ledger)).await
+    }
+
+    /// `work` done on the ledger's thread, which may write: the two actions only.
+    pub async fn act<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut dyn Ledger) -> Result<T> + Send + 'static,
+    ) -> Result<Option<T>> {
+        let (answer, answered) = oneshot::channel();
+        let job: Job = Box::new(move |ledger| {
+            let result = match ledger {
+                Ok(Some(ledger)) => work(ledger).map(Some),
+                Ok(None) => Ok(None),
+                Err(error) => Err(error),
+            };
+            let _ = answer.send(result);
+        });
+        self.jobs.send(job).map_err(|_| stopped())?;
+        answered.await.map_err(|_| stopped())?
+    }
+
+    /// The execution graph of provider `name` as the workspace defines it now; `None` when it
+    /// does not (a run of a provider since removed, or a ledger served from another checkout).
+    pub async fn graph(&self, name: String) -> Option<ExecutionGraph> {
+        let workspace = self.workspace.clone();
+        tokio::task::spawn_blocking(move || {
+            let registry = crate::deployment::registry(&workspace).ok()?;
+            let provider = crate::deployment::resolve_runnable(&registry, &name).ok()?;
+            ExecutionGraph::build(&provider).ok()
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// The log lines of run `run_id` past `cursor`, of `projects` (the run's, or the one asked
+    /// for): from the ledger when it keeps them, else from this machine's log files.
+    pub async fn logs(
+        &self,
+        run_id: String,
+        projects: Vec<String>,
+        mut cursor: LogCursor,
+    ) -> Result<(Vec<(String, String)>, LogCursor)> {
+        let dir = self.workspace.state_dir().join("logs").join(&run_id);
+        let kept = self.read(|ledger| Ok(ledger.stores_logs())).await?;
+        if kept == Some(true) {
+            let after = cursor.position;
+            let one = (projects.len() == 1).then(|| projects[0].clone());
+            let lines = self
+                .read(move |ledger| ledger.logs(&run_id, one.as_deref(), after))
+                .await?
+                .unwrap_or_default();
+            if let Some((last, _, _)) = lines.last() {
+                cursor.position = *last;
+            }
+            let lines = (lines.into_iter())
+                .filter(|(_, project, _)| projects.contains(project))
+                .map(|(_, project, line)| (project, line))
+                .collect();
+            return Ok((lines, cursor));
+        }
+        tokio::task::spawn_blocking(move || {
+            let mut lines = Vec::new();
+            for project in projects {
+                let file = dir.join(format!("{project}.log"));
+                let offset = cursor.offsets.entry(project.clone()).or_default();
+                if let Some(text) = crate::files::read_from(&file, offset) {
+                    lines.extend(text.lines().map(|l| (project.clone(), l.to_string())));
+                }
+            }
+            Ok((lines, cursor))
+        })
+        .await
+        .map_err(|e| Error::Runtime(std::io::Error::other(e)))?
+    }
+}
+
+/// How far a reader of a run's logs has read: the ledger's position, or each log file's offset.
+#[derive(Debug, Clone, Default)]
+pub struct LogCursor {
+    position: i64,
+    offsets: BTreeMap<String, u64>,
+}
+
+fn stopped() -> Error {
+    Error::Runtime(std::io::Error::other("the ledger's thread has stopped"))
+}

@@ -1,0 +1,186 @@
+//! A run's graph as the run's page draws it (docs/commands.md, "serve"): its projects in columns
+//! by how many projects come before them, each coloured by its status, and the edges of the
+//! provider's graph between them — through the projects the run left out, so that a run of a
+//! selection still shows what waited on what.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use maud::{Markup, html};
+use serde::Serialize;
+
+use crate::graph::ExecutionGraph;
+use crate::status::ProjectStatus;
+
+const COLUMN: u32 = 210;
+const ROW: u32 = 46;
+const NODE_WIDTH: u32 = 180;
+const NODE_HEIGHT: u32 = 30;
+const MARGIN: u32 = 10;
+
+/// A project as drawn: its box's place and what it says.
+#[derive(Debug, Clone, Serialize)]
+pub struct Node {
+    pub path: String,
+    pub status: ProjectStatus,
+    pub column: u32,
+    pub row: u32,
+    pub x: u32,
+    pub y: u32,
+    pub label: String,
+}
+
+/// The graph of a run: its projects, the edges between them as indices into `nodes`, and how
+/// each edge is drawn (an SVG path, for the page's script to draw the graph again when a
+/// running run starts a project).
+#[derive(Debug, Clone, Serialize)]
+pub struct Drawing {
+    pub nodes: Vec<Node>,
+    pub edges: Vec<(usize, usize)>,
+    pub curves: Vec<String>,
+    pub width: u32,
+    pub height: u32,
+    /// Why no edge is drawn, when the provider's graph could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Drawing {
+    /// `projects` (path and status, in the run's order) placed on `graph`, the graph of the
+    /// run's provider as the workspace defines it now (`None`: it does not).
+    pub fn of(projects: &[(String, ProjectStatus)], graph: Option<&ExecutionGraph>) -> Drawing {
+        let Some(graph) = graph else {
+            let nodes = (projects.iter().enumerate())
+                .map(|(row, (path, status))| node(path, *status, 0, row as u32))
+                .collect();
+            let note = "the run's provider is not in this workspace: its edges are not drawn";
+            return Drawing::laid(nodes, Vec::new(), Some(note.to_string()));
+        };
+        let at: BTreeMap<usize, usize> = (projects.iter().enumerate())
+            .filter_map(|(k, (path, _))| graph.find(path).ok().map(|i| (i, k)))
+            .collect();
+        let edges = edges(graph, &at);
+        // In the graph's order (a destroy lists its projects the other way round), each one
+        // column past the furthest of the projects it comes after.
+        let mut order: Vec<usize> = (0..projects.len()).collect();
+        let position = |k: &usize| {
+            (graph.find(&projects[*k].0).ok()).map_or(usize::MAX, |i| graph.position(i))
+        };
+        order.sort_by_key(position);
+        let mut column = vec![0u32; projects.len()];
+        for &k in &order {
+            for &(from, to) in &edges {
+                if to == k {
+                    column[k] = column[k].max(column[from] + 1);
+                }
+            }
+        }
+        let mut rows: BTreeMap<u32, u32> = BTreeMap::new();
+        let mut nodes: Vec<Option<Node>> = vec![None; projects.len()];
+        for &k in &order {
+            let row = rows.entry(column[k]).or_default();
+            nodes[k] = Some(node(&projects[k].0, projects[k].1, column[k], *row));
+            *row += 1;
+        }
+        Drawing::laid(nodes.into_iter().flatten().collect(), edges, None)
+    }
+
+    fn laid(nodes: Vec<Node>, edges: Vec<(usize, usize)>, note: Option<String>) -> Drawing {
+        let columns = nodes.iter().map(|n| n.column + 1).max().unwrap_or(1);
+        let rows = nodes.iter().map(|n| n.row + 1).max().unwrap_or(1);
+        let curves = (edges.iter())
+            .map(|&(from, to)| {
+                let (a, b) = (&nodes[from], &nodes[to]);
+                let (x1, y1) = (a.x + NODE_WIDTH, a.y + NODE_HEIGHT / 2);
+                let (x2, y2) = (b.x, b.y + NODE_HEIGHT / 2);
+                format!(
+                    "M {x1} {y1} C {} {y1}, {} {y2}, {x2} {y2}",
+                    x1 + 20,
+                    x2.saturating_sub(20)
+                )
+            })
+            .collect();
+        Drawing {
+            nodes,
+            edges,
+            curves,
+            width: columns * COLUMN - (COLUMN - NODE_WIDTH) + 2 * MARGIN,
+            height: rows * ROW - (ROW - NODE_HEIGHT) + 2 * MARGIN,
+            note,
+        }
+    }
+
+    /// The drawing as SVG: each project a box (its path in full on hover) whose class names its
+    /// status, for the stylesheet and for the page's script to change as the run goes.
+    pub fn svg(&self) -> Markup {
+        let (width, height) = (self.width, self.height);
+        html! {
+            svg class="graph" xmlns="http://www.w3.org/2000/svg" role="img"
+                width=(width) height=(height) viewBox={"0 0 " (width) " " (height)} {
+                title { "The run's projects and the order between them" }
+                defs {
+                    marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7"
+                        markerHeight="7" orient="auto-start-reverse" {
+                        path d="M 0 0 L 10 5 L 0 10 z" class="arrowhead" {}
+                    }
+                }
+                @for curve in &self.curves {
+                    path class="edge" marker-end="url(#arrow)" d=(curve) {}
+                }
+                @for node in &self.nodes {
+                    g class={"node " (node.status.as_str())} data-project=(node.path) {
+                        title { (node.path) " — " (node.status.as_str()) }
+                        rect x=(node.x) y=(node.y) width=(NODE_WIDTH) height=(NODE_HEIGHT) rx="5" {}
+                        text x=(node.x + 10) y=(node.y + 19) { (node.label) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn node(path: &str, status: ProjectStatus, column: u32, row: u32) -> Node {
+    Node {
+        path: path.to_string(),
+        status,
+        column,
+        row,
+        x: MARGIN + column * COLUMN,
+        y: MARGIN + row * ROW,
+        label: label(path),
+    }
+}
+
+/// What a box says: the path's end when the whole does not fit.
+fn label(path: &str) -> String {
+    const FITS: usize = 24;
+    if path.chars().count() <= FITS {
+        return path.to_string();
+    }
+    let end: String = (path.rsplit('/').next().unwrap_or(path).chars()).collect();
+    match end.chars().count() {
+        n if n + 2 <= FITS => format!("…/{end}"),
+        _ => format!("{}…", end.chars().take(FITS - 1).collect::<String>()),
+    }
+}
+
+/// The edges between the run's projects (`at`: graph index → index in the run), each project
+/// to the nearest of the run's that come after it, through any left out of the run.
+fn edges(graph: &ExecutionGraph, at: &BTreeMap<usize, usize>) -> Vec<(usize, usize)> {
+    let mut edges = BTreeSet::new();
+    for (&i, &from) in at {
+        let mut seen = BTreeSet::new();
+        let mut next: Vec<usize> = graph.successors(i).into_iter().map(|(j, _)| j).collect();
+        while let Some(j) = next.pop() {
+            if !seen.insert(j) {
+                continue;
+            }
+            match at.get(&j) {
+                Some(&to) => {
+                    edges.insert((from, to));
+                }
+                None => next.extend(graph.successors(j).into_iter().map(|(n, _)| n)),
+            }
+        }
+    }
+    edges.into_iter().collect()
+}

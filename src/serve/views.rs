@@ -1,0 +1,177 @@
+//! What the pages and the JSON show of the ledger (docs/commands.md, "serve"): a run as a row of
+//! the list, a run with its projects as its summary shows them, a stack with its lock. The same
+//! values feed the HTML and the JSON, so that the two never say different things.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use crate::clock::parse_rfc3339;
+use crate::engine::{Changes, Operation, ResourceDiff};
+use crate::ledger::{Holder, RunRecord};
+use crate::status::{ProjectStatus, RunStatus};
+use crate::ui::report::RunSummary;
+
+use super::svg::Drawing;
+
+/// A run as the list shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    pub run_id: String,
+    pub operation: Operation,
+    pub stack: String,
+    pub provider: String,
+    pub status: RunStatus,
+    pub user: String,
+    pub host: String,
+    pub command: String,
+    pub started: String,
+    pub finished: Option<String>,
+    /// Until it finished, or until now while it runs.
+    pub duration_ms: Option<u64>,
+    /// How many of its projects ended in each status.
+    pub counts: BTreeMap<ProjectStatus, usize>,
+}
+
+impl RunRow {
+    /// `record` as seen (`RunRecord::as_seen`), its projects counted when it has them.
+    pub fn of(record: &RunRecord) -> RunRow {
+        let mut counts = BTreeMap::new();
+        for project in &record.projects {
+            *counts.entry(project.status).or_default() += 1;
+        }
+        RunRow {
+            run_id: record.run_id.clone(),
+            operation: record.operation,
+            stack: record.stack.clone(),
+            provider: record.provider.clone(),
+            status: record.status,
+            user: record.user.clone(),
+            host: record.host.clone(),
+            command: record.command.clone(),
+            started: record.started.clone(),
+            finished: record.finished.clone(),
+            duration_ms: millis(
+                Some(&record.started),
+                record.finished.as_ref(),
+                record.status,
+            ),
+            counts,
+        }
+    }
+
+    /// Its projects' counts as words: `3 succeeded, 1 failed`.
+    pub fn counts_said(&self) -> String {
+        (self.counts.iter())
+            .map(|(status, n)| format!("{n} {status}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Milliseconds from `started` to `finished`, or to now while the run is running.
+fn millis(started: Option<&String>, finished: Option<&String>, status: RunStatus) -> Option<u64> {
+    let started = parse_rfc3339(started?)?;
+    let end = match finished {
+        Some(finished) => parse_rfc3339(finished)?,
+        None if status == RunStatus::Running => SystemTime::now(),
+        None => return None,
+    };
+    Some(end.duration_since(started).unwrap_or_default().as_millis() as u64)
+}
+
+/// A project of a run, as the run's page shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectRow {
+    pub path: String,
+    pub status: ProjectStatus,
+    pub started: Option<String>,
+    pub finished: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub exit_code: Option<i32>,
+    pub changes: Option<Changes>,
+    /// Its changes and notes as the summary table says them: `2 to update (stale)`.
+    pub said: String,
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub diff: Vec<ResourceDiff>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drifted: Vec<ResourceDiff>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waits_on: Vec<String>,
+}
+
+/// A run with its projects, in the run's order.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunPage {
+    #[serde(flatten)]
+    pub run: RunRow,
+    /// What its summary's last line says: `succeeded`, `2 projects drifted`, ….
+    pub result: String,
+    pub projects: Vec<ProjectRow>,
+    pub graph: Drawing,
+    /// Who holds its stack's lock, when this run does.
+    pub lock: Option<Holder>,
+}
+
+impl RunPage {
+    pub fn of(
+        record: &RunRecord,
+        summary: &RunSummary,
+        graph: Drawing,
+        lock: Option<Holder>,
+    ) -> RunPage {
+        let projects = (summary.projects.iter())
+            .map(|p| ProjectRow {
+                path: p.path.clone(),
+                status: p.status,
+                started: p.started.clone(),
+                finished: p.finished.clone(),
+                duration_ms: match p.status {
+                    ProjectStatus::Running => millis(p.started.as_ref(), None, RunStatus::Running),
+                    _ => millis(p.started.as_ref(), p.finished.as_ref(), record.status),
+                },
+                exit_code: p.exit_code,
+                changes: p.changes.clone(),
+                said: crate::ui::report::changes_with_notes(p, record.operation),
+                reason: p.reason.clone(),
+                diff: p.diff.clone(),
+                drifted: p.drifted.clone(),
+                waits_on: p.waits_on.clone(),
+            })
+            .collect();
+        RunPage {
+            run: RunRow::of(record),
+            result: summary.result(),
+            projects,
+            graph,
+            lock: lock.filter(|l| l.run_id == record.run_id),
+        }
+    }
+}
+
+/// A stack: who holds its lock, and its last run of each operation.
+#[derive(Debug, Clone, Serialize)]
+pub struct StackRow {
+    pub stack: String,
+    pub lock: Option<Holder>,
+    pub last: BTreeMap<Operation, RunRow>,
+}
+
+/// The operations a stack's row has a column for, in that order.
+pub const OPERATIONS: [Operation; 5] = [
+    Operation::Up,
+    Operation::Preview,
+    Operation::Refresh,
+    Operation::Drift,
+    Operation::Destroy,
+];
+
+/// A duration in milliseconds as people read it: `4.2s`, `3m05s`.
+pub fn duration(millis: Option<u64>) -> String {
+    match millis {
+        None => String::new(),
+        Some(ms) => crate::clock::human(std::time::Duration::from_millis(ms)),
+    }
+}

@@ -1,0 +1,237 @@
+//! `mara serve` for a test: started on a free loopback port in a workspace, asked over plain
+//! HTTP/1.1 (a request a connection, as any client may), and stopped with Ctrl-C's signal.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub struct Serve {
+    /// `None`: a second client of a server another `Serve` started (`probe`).
+    child: Option<Child>,
+    pub port: u16,
+    /// What the server wrote on stderr after its first line.
+    said: Arc<Mutex<String>>,
+}
+
+impl Serve {
+    /// `mara serve --listen 127.0.0.1:0` in `dir` with `env`, once it listens.
+    pub fn start(dir: &Path, env: &[(&str, &str)]) -> Serve {
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("mara"));
+        command
+            .current_dir(dir)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("NO_COLOR", "1")
+            .env_remove("MARA_SERVE_TOKEN")
+            .env_remove("MARA_LEDGER_URL")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("start mara serve");
+        let mut stderr = BufReader::new(child.stderr.take().expect("its stderr"));
+        let mut first = String::new();
+        stderr
+            .read_line(&mut first)
+            .expect("read what mara serve says");
+        let port = (first.split("http://127.0.0.1:").nth(1))
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|port| port.parse().ok())
+            .unwrap_or_else(|| panic!("mara serve did not say where it listens: {first:?}"));
+        let said = Arc::new(Mutex::new(String::new()));
+        let rest = said.clone();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            rest.lock().unwrap().push_str(&text);
+        });
+        Serve {
+            child: Some(child),
+            port,
+            said,
+        }
+    }
+
+    /// A client of the server on `port`, which it does not stop.
+    pub fn probe(port: u16) -> Serve {
+        Serve {
+            child: None,
+            port,
+            said: Arc::default(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn get(&self, path: &str) -> Reply {
+        self.request("GET", path, &[])
+    }
+
+    pub fn post(&self, path: &str, token: Option<&str>) -> Reply {
+        let bearer = token.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = match &bearer {
+            Some(value) => vec![("Authorization", value.as_str())],
+            None => Vec::new(),
+        };
+        self.request("POST", path, &headers)
+    }
+
+    /// One request, its whole answer read.
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut stream = self.send(method, path, headers);
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).expect("read the answer");
+        Reply::parse(&raw)
+    }
+
+    fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> TcpStream {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        if !headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+        {
+            request.push_str(&format!("Host: 127.0.0.1:{}\r\n", self.port));
+        }
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if method == "POST" {
+            request.push_str("Content-Length: 0\r\n");
+        }
+        request.push_str("\r\n");
+        stream
+            .write_all(request.as_bytes())
+            .expect("send the request");
+        stream
+    }
+
+    /// The event stream at `path`, as text, read until `enough` holds of what came, the stream
+    /// ends, or `limit` passes.
+    pub fn events(&self, path: &str, enough: impl Fn(&str) -> bool, limit: Duration) -> String {
+        let mut reader = BufReader::new(self.send("GET", path, &[]));
+        let mut line = String::new();
+        // The status line and the headers.
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+        }
+        let start = Instant::now();
+        let mut text = String::new();
+        while start.elapsed() < limit && !enough(&text) {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            let size = usize::from_str_radix(line.trim(), 16).unwrap_or(0);
+            if size == 0 {
+                break;
+            }
+            let mut chunk = vec![0; size + 2];
+            if reader.read_exact(&mut chunk).is_err() {
+                break;
+            }
+            text.push_str(&String::from_utf8_lossy(&chunk[..size]));
+        }
+        text
+    }
+
+    /// Ctrl-C's signal; its exit status, within ten seconds.
+    pub fn stop(mut self) -> (Option<i32>, String) {
+        let child = self.child.as_mut().expect("a server this test started");
+        // SAFETY: kill(2) on the server's own pid.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGINT);
+        }
+        let start = Instant::now();
+        let code = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status.code();
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        let said = self.said.lock().unwrap().clone();
+        (code, said)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// An answer: its status, headers (names in lower case) and body.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Reply {
+    fn parse(raw: &[u8]) -> Reply {
+        let text = String::from_utf8_lossy(raw).to_string();
+        let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
+        let mut lines = head.lines();
+        let status = (lines.next().and_then(|l| l.split(' ').nth(1)))
+            .and_then(|s| s.parse().ok())
+            .expect("a status");
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        let chunked = headers
+            .iter()
+            .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
+        let body = match chunked {
+            true => unchunk(body),
+            false => body.to_string(),
+        };
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        (self.headers.iter())
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: not JSON: {}", self.body))
+    }
+}
+
+fn unchunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}

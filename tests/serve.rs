@@ -1,0 +1,554 @@
+//! `mara serve` (docs/commands.md, "serve"): every page and JSON route against a ledger the
+//! tests fill by running mara — this machine's SQLite one and a real PostgreSQL server's —, the
+//! answers to what is not there or makes no sense, the token rules of the two actions, the
+//! listen address it refuses, a hostile log line shown as text, and a clean stop on Ctrl-C.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Workspace;
+use common::web::Serve;
+use serde_json::Value;
+
+/// A network, an application on it and its web front, each a command: the network's log has a
+/// line that is HTML (`<script>alert(1)</script>`), the others sleep `MARA_TEST_SLEEP` seconds,
+/// and the web front exits with `MARA_TEST_WEB_EXIT`.
+const PROVIDER: &str = r#"
+description = "A network, an application on it, and its web front"
+infra_type = "web"
+
+[[project]]
+path = "net"
+stage = "infrastructure"
+engine = "command"
+up = '''
+echo '<script>alert(1)</script>'
+echo "network up"
+'''
+destroy = "echo network down"
+
+[[project]]
+path = "app"
+after = ["net"]
+engine = "command"
+up = '''
+sleep "${MARA_TEST_SLEEP:-0}"
+echo "application up"
+'''
+destroy = "echo application down"
+
+[[project]]
+path = "web"
+after = ["app"]
+engine = "command"
+up = '''
+sleep "${MARA_TEST_SLEEP:-0}"
+echo "web up"
+exit "${MARA_TEST_WEB_EXIT:-0}"
+'''
+destroy = "echo web down"
+"#;
+
+fn workspace() -> Workspace {
+    let w = Workspace::new(&[
+        ("mara.toml", "provider = \"web\"\n"),
+        ("providers/web.toml", PROVIDER),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+    ]);
+    for dir in ["net", "app", "web"] {
+        w.write(&format!("{dir}/README"), "a command project\n");
+    }
+    w
+}
+
+/// `mara ARGS` in `w` (its ledger on `url`, if given), to its end.
+fn mara(w: &Workspace, url: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
+    let mut cmd = w.mara();
+    cmd.env_remove("MARA_LEDGER_URL").envs(env.iter().copied());
+    if let Some(url) = url {
+        cmd.env("MARA_LEDGER_URL", url);
+    }
+    let output = cmd.args(args).output().unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        common::stderr(&output) + &common::stdout(&output),
+    )
+}
+
+/// The runs as `/api/runs` lists them.
+fn runs(serve: &Serve) -> Vec<Value> {
+    let reply = serve.get("/api/runs");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply.json().as_array().unwrap().clone()
+}
+
+fn ledger_env(url: Option<&str>) -> Vec<(&str, &str)> {
+    url.map(|u| vec![("MARA_LEDGER_URL", u)])
+        .unwrap_or_default()
+}
+
+/// Every page and its JSON, on a ledger with one run that succeeded and one that failed.
+fn pages_and_json(url: Option<&str>) {
+    let w = workspace();
+    assert_eq!(mara(&w, url, &[], &["up", "--yes"]).0, 0);
+    let (code, said) = mara(&w, url, &[("MARA_TEST_WEB_EXIT", "3")], &["up", "--yes"]);
+    assert_eq!(code, 1, "{said}");
+    let serve = Serve::start(w.path(), &ledger_env(url));
+
+    // The list: newest first, counted, filtered.
+    let listed = runs(&serve);
+    assert_eq!(listed.len(), 2, "{listed:#?}");
+    assert_eq!(listed[0]["status"], "failed");
+    assert_eq!(listed[0]["counts"]["failed"], 1);
+    assert_eq!(
+        listed[0]["counts"]["unchanged"].as_u64().unwrap_or(0)
+            + listed[0]["counts"]["succeeded"].as_u64().unwrap_or(0),
+        2
+    );
+    assert_eq!(listed[1]["status"], "succeeded");
+    let (failed, succeeded) = (
+        listed[0]["run_id"].as_str().unwrap().to_string(),
+        listed[1]["run_id"].as_str().unwrap().to_string(),
+    );
+    let only = serve.get("/api/runs?status=succeeded&stack=dev").json();
+    assert_eq!(only.as_array().unwrap().len(), 1);
+    assert_eq!(only[0]["run_id"], succeeded.as_str());
+    assert_eq!(
+        serve.get("/api/runs?stack=prod").json(),
+        serde_json::json!([])
+    );
+    let page = serve.get("/?status=failed");
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains(&failed) && !page.body.contains(&succeeded),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(r#"<option value="failed" selected>"#),
+        "{}",
+        page.body
+    );
+
+    // A run: its graph, its projects, its reason, its logs, the hostile line as text.
+    let run = serve.get(&format!("/api/runs/{failed}")).json();
+    let paths: Vec<&str> = (run["projects"].as_array().unwrap().iter())
+        .map(|p| p["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["net", "app", "web"]);
+    assert_eq!(run["projects"][2]["status"], "failed");
+    assert_eq!(run["projects"][2]["exit_code"], 3);
+    assert_eq!(run["graph"]["edges"], serde_json::json!([[0, 1], [1, 2]]));
+    let page = serve.get(&format!("/runs/{failed}"));
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains(r#"<svg class="graph""#), "{}", page.body);
+    assert_eq!(page.body.matches(r#"class="edge""#).count(), 2);
+    assert!(
+        page.body
+            .contains(r#"<g class="node failed" data-project="web">"#)
+    );
+    assert!(page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(!page.body.contains("<script>alert"), "{}", page.body);
+    // The page's only script is the server's own file.
+    assert_eq!(page.body.matches("<script").count(), 1);
+    assert!(
+        page.body
+            .contains(r#"<script src="/assets/serve.js" defer>"#)
+    );
+
+    // One project's log, as a page and as JSON.
+    let log = serve.get(&format!("/runs/{failed}/log?project=net"));
+    assert_eq!(log.status, 200);
+    assert!(
+        log.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;\n"),
+        "{}",
+        log.body
+    );
+    let lines = serve
+        .get(&format!("/api/runs/{failed}/log?project=net"))
+        .json();
+    assert!((lines["lines"].as_array().unwrap().iter()).any(|l| l == "<script>alert(1)</script>"));
+
+    // The stacks: no lock, the last up.
+    let stacks = serve.get("/api/stacks").json();
+    assert_eq!(stacks[0]["stack"], "dev");
+    assert_eq!(stacks[0]["lock"], Value::Null);
+    assert_eq!(stacks[0]["last"]["up"]["run_id"], failed.as_str());
+    let page = serve.get("/stacks");
+    assert!(
+        page.status == 200 && page.body.contains("not locked"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("Unlock"),
+        "no token, no button: {}",
+        page.body
+    );
+
+    // What is not there, and what makes no sense.
+    for (path, status) in [
+        ("/runs/nope", 404),
+        ("/api/runs/nope", 404),
+        ("/api/runs/nope/events", 404),
+        (&format!("/runs/{failed}/log?project=nope") as &str, 404),
+        (&format!("/runs/{failed}/log") as &str, 400),
+        ("/nowhere", 404),
+        ("/api/nowhere", 404),
+        ("/?status=sideways", 400),
+        ("/api/runs?limit=0", 400),
+        ("/api/runs?limit=many", 400),
+        ("/api/runs?colour=blue", 400),
+        ("/api/runs?stack=a&stack=b", 400),
+        ("/assets/nothing.js", 404),
+    ] {
+        let reply = serve.get(path);
+        assert_eq!(reply.status, status, "{path}: {}", reply.body);
+        match path.starts_with("/api/") {
+            true => assert!(reply.json()["error"].is_string(), "{path}: {}", reply.body),
+            false => assert!(
+                reply.body.contains("<!DOCTYPE html>"),
+                "{path}: {}",
+                reply.body
+            ),
+        }
+    }
+    let said = serve.get("/?status=sideways").body;
+    assert!(said.contains("Unknown status `sideways`"), "{said}");
+
+    // Every answer forbids inline script and other origins; a page for another host is refused.
+    let reply = serve.get("/");
+    let policy = reply.header("content-security-policy").unwrap();
+    assert!(policy.contains("script-src 'self'") && !policy.contains("unsafe-inline"));
+    assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
+    let rebound = serve.request("GET", "/api/runs", &[("Host", "evil.example:7300")]);
+    assert_eq!(rebound.status, 421, "{}", rebound.body);
+    assert_eq!(
+        serve
+            .request("GET", "/", &[("Host", "localhost:7300")])
+            .status,
+        200
+    );
+
+    // The assets are in the binary.
+    let script = serve.get("/assets/serve.js");
+    assert_eq!(
+        script.header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+    assert!(script.body.contains("EventSource"));
+
+    let (code, said) = serve.stop();
+    assert_eq!(code, Some(0), "{said}");
+}
+
+#[test]
+fn pages_and_json_of_this_machines_ledger() {
+    pages_and_json(None);
+}
+
+#[test]
+fn pages_and_json_of_a_team_ledger_on_postgresql_which_it_does_not_write() {
+    let Some(server) = common::postgres::Server::start() else {
+        return;
+    };
+    let url = server.url("serve");
+    pages_and_json(Some(&url));
+    // Served, then read again: the ledger is as the runs left it.
+    // (pg_dump's `\restrict` key differs from one dump to the next.)
+    let dump = || -> String {
+        (server.dump("serve").lines())
+            .filter(|l| !l.starts_with("\\restrict") && !l.starts_with("\\unrestrict"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let before = dump();
+    let w = workspace();
+    let serve = Serve::start(w.path(), &[("MARA_LEDGER_URL", &url)]);
+    for run in runs(&serve) {
+        let id = run["run_id"].as_str().unwrap();
+        assert_eq!(serve.get(&format!("/runs/{id}")).status, 200);
+        assert_eq!(
+            serve.get(&format!("/runs/{id}/log?project=net")).status,
+            200
+        );
+    }
+    assert_eq!(serve.get("/stacks").status, 200);
+    drop(serve);
+    assert!(dump() == before, "serving changed the ledger");
+}
+
+/// `mara up` with projects that sleep `seconds`, started in the background.
+fn slow_up(w: &Workspace, seconds: &str) -> std::process::Child {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("mara"));
+    cmd.current_dir(w.path())
+        .args(["up", "--yes"])
+        .env("NO_COLOR", "1")
+        .env("MARA_TEST_SLEEP", seconds)
+        .env_remove("MARA_LEDGER_URL")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd.spawn().unwrap()
+}
+
+/// The run in progress once `project` of it is running.
+fn run_running(serve: &Serve, project: &str) -> String {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let Some(run) = runs(serve).first().filter(|r| r["status"] == "running") {
+            let id = run["run_id"].as_str().unwrap().to_string();
+            let detail = serve.get(&format!("/api/runs/{id}")).json();
+            let found = (detail["projects"].as_array().unwrap().iter())
+                .any(|p| p["path"] == project && p["status"] == "running");
+            if found {
+                return id;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no run got to running {project}");
+}
+
+#[test]
+fn the_event_stream_follows_a_running_run_to_its_end() {
+    let w = workspace();
+    let serve = Serve::start(w.path(), &[]);
+    let mut up = slow_up(&w, "1");
+    let id = run_running(&serve, "app");
+    let text = serve.events(
+        &format!("/api/runs/{id}/events"),
+        |text| text.contains("event: run\ndata: {\"status\":\"succeeded\""),
+        Duration::from_secs(30),
+    );
+    assert!(up.wait().unwrap().success());
+    // The rows as they change, the lines as they come, the run's end; then the stream ends.
+    assert!(
+        text.contains("event: project\ndata: {\"path\":\"app\",\"status\":\"running\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("event: project\ndata: {\"path\":\"app\",\"status\":\"succeeded\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("event: project\ndata: {\"path\":\"web\""),
+        "{text}"
+    );
+    assert!(text.contains("event: graph\n"), "{text}");
+    assert!(
+        text.contains(r#"{"project":"app","n":"#) && text.contains(r#""line":"application up"}"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#""line":"<script>alert(1)</script>""#),
+        "{text}"
+    );
+    assert!(
+        text.contains("event: run\ndata: {\"status\":\"succeeded\""),
+        "{text}"
+    );
+    // A finished run's stream says its state once, and ends.
+    let again = serve.events(
+        &format!("/api/runs/{id}/events"),
+        |_| false,
+        Duration::from_secs(10),
+    );
+    assert!(
+        again.contains("event: run\ndata: {\"status\":\"succeeded\""),
+        "{again}"
+    );
+}
+
+#[test]
+fn the_actions_need_the_servers_token() {
+    let w = workspace();
+    mara(&w, None, &[], &["up", "--yes"]);
+    let id = runs_of(&w)[0].clone();
+
+    // No token set: no action at all, and no button.
+    let serve = Serve::start(w.path(), &[]);
+    let reply = serve.post(&format!("/api/runs/{id}/cancel"), Some("anything"));
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    assert!(
+        reply.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("MARA_SERVE_TOKEN")
+    );
+    assert_eq!(serve.post("/api/stacks/dev/unlock", None).status, 403);
+    drop(serve);
+
+    let token = "s3cret-token-of-the-team";
+    let serve = Serve::start(w.path(), &[("MARA_SERVE_TOKEN", token)]);
+    // A missing or wrong token.
+    let reply = serve.post(&format!("/api/runs/{id}/cancel"), None);
+    assert_eq!(reply.status, 401);
+    assert_eq!(reply.header("www-authenticate"), Some("Bearer"));
+    assert_eq!(
+        serve
+            .post(&format!("/api/runs/{id}/cancel"), Some("s3cret"))
+            .status,
+        401
+    );
+    assert_eq!(
+        serve.post("/api/stacks/dev/unlock", Some("wrong")).status,
+        401
+    );
+    // The right one, on a run that ended and a stack nobody holds.
+    let reply = serve.post(&format!("/api/runs/{id}/cancel"), Some(token));
+    assert_eq!(reply.status, 409, "{}", reply.body);
+    assert!(
+        reply.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("is not running: it succeeded")
+    );
+    assert_eq!(serve.post("/api/runs/nope/cancel", Some(token)).status, 404);
+    assert_eq!(
+        serve.post("/api/stacks/dev/unlock", Some(token)).status,
+        409
+    );
+    // A GET is no action.
+    assert_eq!(serve.get(&format!("/api/runs/{id}/cancel")).status, 405);
+
+    // A running run: the page offers the button, and the right token cancels it as `mara
+    // cancel` does.
+    let mut up = slow_up(&w, "20");
+    let running = run_running(&serve, "app");
+    let page = serve.get(&format!("/runs/{running}"));
+    assert!(
+        page.body
+            .contains(&format!(r#"data-url="/api/runs/{running}/cancel""#)),
+        "{}",
+        page.body
+    );
+    let unlock = serve.post("/api/stacks/dev/unlock", Some(token));
+    assert_eq!(
+        unlock.status, 409,
+        "a live run's lock is not cleared: {}",
+        unlock.body
+    );
+    assert!(
+        unlock.body.contains("alive on this host"),
+        "{}",
+        unlock.body
+    );
+    let reply = serve.post(&format!("/api/runs/{running}/cancel"), Some(token));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["cancelled"]["run_id"], running.as_str());
+    let code = wait_for(&mut up, Duration::from_secs(30));
+    assert_eq!(code, Some(130), "the run stops as Ctrl-C would stop it");
+    let run = serve.get(&format!("/api/runs/{running}")).json();
+    assert_eq!(run["status"], "cancelled", "{run:#}");
+    assert_eq!(token_count(&w, token), 0, "the token is written nowhere");
+
+    // A run killed holding the lock: unlock clears it, and the run is recorded abandoned.
+    let mut up = slow_up(&w, "20");
+    let killed = run_running(&serve, "app");
+    up.kill().unwrap();
+    up.wait().unwrap();
+    let stacks = serve.get("/api/stacks").json();
+    assert_eq!(stacks[0]["lock"]["run_id"], killed.as_str());
+    let page = serve.get("/stacks");
+    assert!(
+        page.body.contains(r#"data-url="/api/stacks/dev/unlock""#),
+        "{}",
+        page.body
+    );
+    let reply = serve.post("/api/stacks/dev/unlock", Some(token));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["cleared"]["run_id"], killed.as_str());
+    assert_eq!(serve.get("/api/stacks").json()[0]["lock"], Value::Null);
+    assert_eq!(
+        serve.get(&format!("/api/runs/{killed}")).json()["status"],
+        "abandoned"
+    );
+}
+
+/// The run ids `mara history` lists, newest first.
+fn runs_of(w: &Workspace) -> Vec<String> {
+    let output = w
+        .mara()
+        .args(["history", "--output", "json"])
+        .output()
+        .unwrap();
+    let runs: Value = serde_json::from_slice(&output.stdout).unwrap();
+    (runs.as_array().unwrap().iter())
+        .map(|r| r["run_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// How many files under the workspace hold `token`.
+fn token_count(w: &Workspace, token: &str) -> usize {
+    (common::tree(w.path()).values().flatten())
+        .filter(|bytes| String::from_utf8_lossy(bytes).contains(token))
+        .count()
+}
+
+fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    None
+}
+
+#[test]
+fn an_address_other_machines_reach_needs_a_token() {
+    let w = workspace();
+    let output = w
+        .mara()
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .env_remove("MARA_SERVE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    insta::assert_snapshot!(common::stderr(&output), @r"
+    error: refusing to serve on 0.0.0.0:0 without MARA_SERVE_TOKEN: it is not a loopback address, so other machines could reach the page
+      hint: set MARA_SERVE_TOKEN (cancel and unlock then need it), or listen on 127.0.0.1
+    ");
+    let output = w
+        .mara()
+        .args(["serve", "--listen", "7300"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    insta::assert_snapshot!(common::stderr(&output), @r"
+    error: --listen `7300` is not an address with a port
+      hint: such as 127.0.0.1:7300, [::1]:7300, or 0.0.0.0:7300 with MARA_SERVE_TOKEN
+    ");
+}
+
+#[test]
+fn ctrl_c_stops_the_server_with_a_stream_open() {
+    let w = workspace();
+    let serve = Serve::start(w.path(), &[]);
+    let mut up = slow_up(&w, "20");
+    let id = run_running(&serve, "app");
+    let port = serve.port;
+    let reader = std::thread::spawn(move || {
+        let serve_url = format!("/api/runs/{id}/events");
+        let probe = common::web::Serve::probe(port);
+        probe.events(&serve_url, |_| false, Duration::from_secs(60))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let start = Instant::now();
+    let (code, said) = serve.stop();
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        start.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(said.contains("Stopped."), "{said}");
+    let text = reader.join().unwrap();
+    assert!(text.contains("event: project"), "{text}");
+    up.kill().unwrap();
+    up.wait().unwrap();
+}
