@@ -8,59 +8,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::Workspace;
-use common::web::Serve;
+use common::web::{Serve, run_running, runs, slow_up, workspace};
 use serde_json::Value;
-
-/// A network, an application on it and its web front, each a command: the network's log has a
-/// line that is HTML (`<script>alert(1)</script>`), the others sleep `MARA_TEST_SLEEP` seconds,
-/// and the web front exits with `MARA_TEST_WEB_EXIT`.
-const PROVIDER: &str = r#"
-description = "A network, an application on it, and its web front"
-infra_type = "web"
-
-[[project]]
-path = "net"
-stage = "infrastructure"
-engine = "command"
-up = '''
-echo '<script>alert(1)</script>'
-echo "network up"
-'''
-destroy = "echo network down"
-
-[[project]]
-path = "app"
-after = ["net"]
-engine = "command"
-up = '''
-sleep "${MARA_TEST_SLEEP:-0}"
-echo "application up"
-'''
-destroy = "echo application down"
-
-[[project]]
-path = "web"
-after = ["app"]
-engine = "command"
-up = '''
-sleep "${MARA_TEST_SLEEP:-0}"
-echo "web up"
-exit "${MARA_TEST_WEB_EXIT:-0}"
-'''
-destroy = "echo web down"
-"#;
-
-fn workspace() -> Workspace {
-    let w = Workspace::new(&[
-        ("mara.toml", "provider = \"web\"\n"),
-        ("providers/web.toml", PROVIDER),
-        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
-    ]);
-    for dir in ["net", "app", "web"] {
-        w.write(&format!("{dir}/README"), "a command project\n");
-    }
-    w
-}
 
 /// `mara ARGS` in `w` (its ledger on `url`, if given), to its end.
 fn mara(w: &Workspace, url: Option<&str>, env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
@@ -74,13 +23,6 @@ fn mara(w: &Workspace, url: Option<&str>, env: &[(&str, &str)], args: &[&str]) -
         output.status.code().unwrap_or(-1),
         common::stderr(&output) + &common::stdout(&output),
     )
-}
-
-/// The runs as `/api/runs` lists them.
-fn runs(serve: &Serve) -> Vec<Value> {
-    let reply = serve.get("/api/runs");
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    reply.json().as_array().unwrap().clone()
 }
 
 fn ledger_env(url: Option<&str>) -> Vec<(&str, &str)> {
@@ -244,6 +186,58 @@ fn pages_and_json(url: Option<&str>) {
 }
 
 #[test]
+fn the_pages_as_people_see_them() {
+    let w = workspace();
+    assert_eq!(
+        mara(&w, None, &[("MARA_TEST_WEB_EXIT", "3")], &["up", "--yes"]).0,
+        1
+    );
+    let serve = Serve::start(w.path(), &[("MARA_SERVE_TOKEN", "t")]);
+    let id = runs(&serve)[0]["run_id"].as_str().unwrap().to_string();
+    let snap = |name: &str, path: &str| {
+        let reply = serve.get(path);
+        let mut settings = insta::Settings::clone_current();
+        for (pattern, with) in FILTERS {
+            settings.add_filter(pattern, *with);
+        }
+        let who = runs(&serve)[0]["user"].as_str().unwrap().to_string()
+            + "@"
+            + runs(&serve)[0]["host"].as_str().unwrap();
+        settings.add_filter(&regex_escape(&who), "[user]@[host]");
+        settings.bind(|| {
+            insta::assert_snapshot!(
+                name,
+                format!("{}\n{}", reply.status, reply.body.replace("><", ">\n<"))
+            )
+        });
+    };
+    snap("page_runs", "/");
+    snap("page_run", &format!("/runs/{id}"));
+    snap("page_log", &format!("/runs/{id}/log?project=web"));
+    snap("page_stacks", "/stacks");
+    snap("page_missing_run", "/runs/20990101-000000-abcdef");
+}
+
+/// What differs from one run of the tests to the next: ids, instants, durations, directories.
+const FILTERS: &[(&str, &str)] = &[
+    (r"\d{8}-\d{6}-[0-9a-f]{6}", "[run]"),
+    (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", "[instant]"),
+    (r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", "[time]"),
+    (r"\b\d+\.\ds\b", "[duration]"),
+    (r"/tmp/[^/\s<\x22']+", "[workspace]"),
+    (r"[^\s>]+/mara up", "mara up"),
+];
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .map(|c| match c.is_ascii_alphanumeric() || c == '@' {
+            true => c.to_string(),
+            false => format!("\\{c}"),
+        })
+        .collect()
+}
+
+#[test]
 fn pages_and_json_of_this_machines_ledger() {
     pages_and_json(None);
 }
@@ -277,38 +271,6 @@ fn pages_and_json_of_a_team_ledger_on_postgresql_which_it_does_not_write() {
     assert_eq!(serve.get("/stacks").status, 200);
     drop(serve);
     assert!(dump() == before, "serving changed the ledger");
-}
-
-/// `mara up` with projects that sleep `seconds`, started in the background.
-fn slow_up(w: &Workspace, seconds: &str) -> std::process::Child {
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("mara"));
-    cmd.current_dir(w.path())
-        .args(["up", "--yes"])
-        .env("NO_COLOR", "1")
-        .env("MARA_TEST_SLEEP", seconds)
-        .env_remove("MARA_LEDGER_URL")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    cmd.spawn().unwrap()
-}
-
-/// The run in progress once `project` of it is running.
-fn run_running(serve: &Serve, project: &str) -> String {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(30) {
-        if let Some(run) = runs(serve).first().filter(|r| r["status"] == "running") {
-            let id = run["run_id"].as_str().unwrap().to_string();
-            let detail = serve.get(&format!("/api/runs/{id}")).json();
-            let found = (detail["projects"].as_array().unwrap().iter())
-                .any(|p| p["path"] == project && p["status"] == "running");
-            if found {
-                return id;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("no run got to running {project}");
 }
 
 #[test]

@@ -20,11 +20,13 @@ use super::routes::Failure;
 /// The refusal of a request that does not carry the server's token; `None` when it does.
 fn refusal(app: &Shared, headers: &HeaderMap) -> Option<Response> {
     let Some(token) = &app.token else {
-        return Some(Failure::new(
-            StatusCode::FORBIDDEN,
-            "Actions are off: this server was started without MARA_SERVE_TOKEN.",
-        )
-        .into_response());
+        return Some(
+            Failure::new(
+                StatusCode::FORBIDDEN,
+                "Actions are off: this server was started without MARA_SERVE_TOKEN.",
+            )
+            .into_response(),
+        );
     };
     let given = (headers.get(header::AUTHORIZATION))
         .and_then(|v| v.to_str().ok())

@@ -111,9 +111,11 @@ impl Watch {
         );
         if self.status.as_ref() != Some(&status) {
             let page = shaped(&record, None, BTreeMap::new(), None);
+            // The page shows what the run came to only where its status does not say it.
+            let result = Some(page.result).filter(|r| r != record.status.as_str());
             events.push(event(
                 "run",
-                json!({"status": record.status, "duration": status.1, "result": page.result}),
+                json!({"status": record.status, "duration": status.1, "result": result}),
             ));
             self.status = Some(status);
         }

@@ -39,7 +39,7 @@ fn layout(chrome: &Chrome<'_>, content: Markup) -> Markup {
                         a href="/" { "Runs" }
                         a href="/stacks" { "Stacks" }
                     }
-                    span.place title="The run ledger" { (chrome.place) }
+                    @if !chrome.place.is_empty() { span.place title="The run ledger" { (chrome.place) } }
                 }
                 main { (content) }
             }
@@ -159,7 +159,8 @@ pub fn run(
             " · " span #run-duration { (views::duration(run.duration_ms)) }
         }
         p.meta { code { (run.command) } }
-        p.result #run-result { (page.result) }
+        // What the run came to, when its status alone does not say it (`2 projects drifted`).
+        p.result #run-result { @if page.result != run.status.as_str() { (page.result) } }
         @if actions && run.status == RunStatus::Running {
             (action_form("Cancel this run", &format!("/api/runs/{}/cancel", encode(&run.run_id))))
         }

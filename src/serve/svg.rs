@@ -152,7 +152,7 @@ fn node(path: &str, status: ProjectStatus, column: u32, row: u32) -> Node {
 
 /// What a box says: the path's end when the whole does not fit.
 fn label(path: &str) -> String {
-    const FITS: usize = 24;
+    const FITS: usize = 22;
     if path.chars().count() <= FITS {
         return path.to_string();
     }

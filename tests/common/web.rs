@@ -8,6 +8,98 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::Workspace;
+
+/// A network, an application on it and its web front, each a command: the network's log has a
+/// line that is HTML (`<script>alert(1)</script>`), the others sleep `MARA_TEST_SLEEP` seconds,
+/// and the web front exits with `MARA_TEST_WEB_EXIT`.
+const PROVIDER: &str = r#"
+description = "A network, an application on it, and its web front"
+infra_type = "web"
+
+[[project]]
+path = "net"
+stage = "infrastructure"
+engine = "command"
+up = '''
+echo '<script>alert(1)</script>'
+echo "network up"
+'''
+destroy = "echo network down"
+
+[[project]]
+path = "app"
+after = ["net"]
+engine = "command"
+up = '''
+sleep "${MARA_TEST_SLEEP:-0}"
+echo "application up"
+'''
+destroy = "echo application down"
+
+[[project]]
+path = "web"
+after = ["app"]
+engine = "command"
+up = '''
+sleep "${MARA_TEST_SLEEP:-0}"
+echo "web up"
+exit "${MARA_TEST_WEB_EXIT:-0}"
+'''
+destroy = "echo web down"
+"#;
+
+pub fn workspace() -> Workspace {
+    let w = Workspace::new(&[
+        ("mara.toml", "provider = \"web\"\n"),
+        ("providers/web.toml", PROVIDER),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+    ]);
+    for dir in ["net", "app", "web"] {
+        w.write(&format!("{dir}/README"), "a command project\n");
+    }
+    w
+}
+
+/// `mara up` with projects that sleep `seconds`, started in the background.
+pub fn slow_up(w: &Workspace, seconds: &str) -> std::process::Child {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("mara"));
+    cmd.current_dir(w.path())
+        .args(["up", "--yes"])
+        .env("NO_COLOR", "1")
+        .env("MARA_TEST_SLEEP", seconds)
+        .env_remove("MARA_LEDGER_URL")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd.spawn().unwrap()
+}
+
+/// The run in progress once `project` of it is running.
+pub fn run_running(serve: &Serve, project: &str) -> String {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let Some(run) = runs(serve).first().filter(|r| r["status"] == "running") {
+            let id = run["run_id"].as_str().unwrap().to_string();
+            let detail = serve.get(&format!("/api/runs/{id}")).json();
+            let found = (detail["projects"].as_array().unwrap().iter())
+                .any(|p| p["path"] == project && p["status"] == "running");
+            if found {
+                return id;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no run got to running {project}");
+}
+
+/// The runs as `/api/runs` lists them.
+pub fn runs(serve: &Serve) -> Vec<serde_json::Value> {
+    let reply = serve.get("/api/runs");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply.json().as_array().unwrap().clone()
+}
+
 pub struct Serve {
     /// `None`: a second client of a server another `Serve` started (`probe`).
     child: Option<Child>,

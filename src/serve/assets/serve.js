@@ -163,7 +163,7 @@
     const duration = document.getElementById("run-duration");
     if (duration) duration.textContent = r.duration;
     const result = document.getElementById("run-result");
-    if (result) result.textContent = r.result;
+    if (result) result.textContent = r.result || "";
     if (r.status !== "running") {
       events.close();
       document.body.dataset.live = "false";

@@ -1,0 +1,199 @@
+//! `mara serve` in a real browser (docs/commands.md, "serve"): Debian's chromium, driven by its
+//! chromedriver over WebDriver, opens the page of a running run and sees its projects go from
+//! running to succeeded with no reload, and a hostile log line shown as text with no alert. The
+//! page's screenshot is kept under target/test-artifacts/.
+
+mod common;
+
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+
+use common::web::{Serve, run_running, slow_up, workspace};
+
+/// chromedriver on a free port, stopped with the test.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Driver {
+    fn start(program: &PathBuf) -> Driver {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(program)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let start = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "chromedriver did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Driver { child, port }
+    }
+}
+
+/// The browser itself: Debian's binary behind its wrapper script, where it is.
+fn chromium(wrapper: PathBuf) -> PathBuf {
+    let binary = PathBuf::from("/usr/lib/chromium/chromium");
+    if binary.is_file() { binary } else { wrapper }
+}
+
+/// Where the screenshot goes: target/test-artifacts/.
+fn artifacts() -> PathBuf {
+    let mara = assert_cmd::cargo::cargo_bin("mara");
+    let target = mara
+        .parent()
+        .and_then(|debug| debug.parent())
+        .expect("target/");
+    let dir = target.join("test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_running_runs_page_follows_it_in_a_real_browser() {
+    let why = "the browser test of mara serve";
+    let Some(browser) = common::tools::tool("chromium", why) else {
+        return;
+    };
+    let Some(chromedriver) = common::tools::tool("chromedriver", why) else {
+        return;
+    };
+    let driver = Driver::start(&chromedriver);
+    let w = workspace();
+    let serve = Serve::start(w.path(), &[]);
+    let mut up = slow_up(&w, "3");
+    let run = run_running(&serve, "app");
+    let page = serve.url(&format!("/runs/{run}"));
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let shot = runtime.block_on(async {
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": chromium(browser),
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1280,1100"],
+            }),
+        );
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let client = ClientBuilder::new(connector)
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{}", driver.port))
+            .await
+            .expect("a browser session");
+        let shot = follow(&client, &page).await;
+        client.close().await.unwrap();
+        shot
+    });
+    assert!(up.wait().unwrap().success());
+    let file = artifacts().join("serve-run-page.png");
+    std::fs::write(&file, shot).unwrap();
+    eprintln!("screenshot: {}", file.display());
+}
+
+/// The text of the first element `css` finds.
+async fn text(client: &Client, css: &str) -> String {
+    match client.find(Locator::Css(css)).await {
+        Ok(element) => element.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Waits, up to 30 s, for `css`'s text to be `want`.
+async fn wait_for_text(client: &Client, css: &str, want: &str) {
+    let start = Instant::now();
+    loop {
+        let now = text(client, css).await;
+        if now == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{css} says {now:?}, not {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Opens the running run's page and watches it follow the run; its screenshot.
+async fn follow(client: &Client, page: &str) -> Vec<u8> {
+    client.goto(page).await.unwrap();
+    // A mark that a reload would wipe out.
+    client
+        .execute("window.maraTestMark = 'kept'; return true;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(
+        text(client, "tr[data-project='app'] .status-cell").await,
+        "running"
+    );
+
+    // The application, then the web front (which started after the page was rendered, so its
+    // row and its box are added), succeed; then the run does.
+    wait_for_text(client, "tr[data-project='app'] .status-cell", "succeeded").await;
+    wait_for_text(client, "tr[data-project='web'] .status-cell", "running").await;
+    wait_for_text(client, "tr[data-project='web'] .status-cell", "succeeded").await;
+    wait_for_text(client, "#run-status", "succeeded").await;
+    let web = client
+        .find(Locator::Css("g.node[data-project='web']"))
+        .await
+        .unwrap();
+    assert_eq!(
+        web.attr("class").await.unwrap().as_deref(),
+        Some("node succeeded")
+    );
+    let duration = text(client, "tr[data-project='app'] .duration").await;
+    assert!(
+        duration.ends_with('s') && duration != "0.0s",
+        "{duration:?}"
+    );
+    let mark = client
+        .execute("return window.maraTestMark;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(mark, json!("kept"), "the page was reloaded");
+
+    // The log line that is HTML is shown as text: no element made of it, no alert.
+    // (Its project's log is folded, as a succeeded project's is: read what it holds.)
+    let log = client
+        .execute(
+            "return document.querySelector(\"pre.log[data-project='net']\").textContent;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let log = log.as_str().unwrap_or_default().to_string();
+    assert!(log.contains("<script>alert(1)</script>"), "{log}");
+    let made = "return document.querySelectorAll('main script').length;";
+    assert_eq!(client.execute(made, vec![]).await.unwrap(), json!(0));
+    assert!(client.get_alert_text().await.is_err(), "an alert is open");
+    let log_line = "web up";
+    let web_log = text(client, "pre.log[data-project='web']").await;
+    assert!(
+        web_log.contains(log_line),
+        "the new project's log came too: {web_log}"
+    );
+    client.screenshot().await.unwrap()
+}
