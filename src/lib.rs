@@ -20,7 +20,6 @@ pub mod ledger;
 pub mod parallel;
 pub mod provider;
 pub mod run;
-pub mod serve;
 pub mod settings;
 pub mod status;
 pub mod style;

@@ -259,7 +259,21 @@ fn pages_and_json_of_a_team_ledger_on_postgresql_which_it_does_not_write() {
     };
     let before = dump();
     let w = workspace();
-    let serve = Serve::start(w.path(), &[("MARA_LEDGER_URL", &url)]);
+    // With a password in the URL (the test's server trusts every local user): shown nowhere.
+    let password = "Zq7-ledger-password-leak-check";
+    let with_password = url.replacen("mara@", &format!("mara:{password}@"), 1);
+    let serve = Serve::start(w.path(), &[("MARA_LEDGER_URL", &with_password)]);
+    for path in ["/", "/stacks", "/api/runs", "/api/stacks", "/nowhere"] {
+        let reply = serve.get(path);
+        assert!(!reply.body.contains(password), "{path}: {}", reply.body);
+        if ["/", "/stacks"].contains(&path) {
+            assert!(
+                reply.body.contains("127.0.0.1"),
+                "the ledger named: {}",
+                reply.body
+            );
+        }
+    }
     for run in runs(&serve) {
         let id = run["run_id"].as_str().unwrap();
         assert_eq!(serve.get(&format!("/runs/{id}")).status, 200);
@@ -269,7 +283,8 @@ fn pages_and_json_of_a_team_ledger_on_postgresql_which_it_does_not_write() {
         );
     }
     assert_eq!(serve.get("/stacks").status, 200);
-    drop(serve);
+    let (_, said) = serve.stop();
+    assert!(!said.contains(password), "{said}");
     assert!(dump() == before, "serving changed the ledger");
 }
 

@@ -15,7 +15,6 @@ pub mod plan;
 pub mod prepare;
 pub mod process;
 pub mod project;
-pub mod recorded;
 pub mod recorder;
 pub mod redact;
 pub mod runner;

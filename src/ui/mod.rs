@@ -6,6 +6,7 @@
 pub mod confirm;
 pub mod ledger;
 pub mod prompt;
+pub mod recorded;
 pub mod report;
 pub mod reporter;
 

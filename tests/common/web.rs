@@ -104,7 +104,7 @@ pub struct Serve {
     /// `None`: a second client of a server another `Serve` started (`probe`).
     child: Option<Child>,
     pub port: u16,
-    /// What the server wrote on stderr after its first line.
+    /// What the server wrote on stderr.
     said: Arc<Mutex<String>>,
 }
 
@@ -132,7 +132,7 @@ impl Serve {
             .and_then(|rest| rest.split('/').next())
             .and_then(|port| port.parse().ok())
             .unwrap_or_else(|| panic!("mara serve did not say where it listens: {first:?}"));
-        let said = Arc::new(Mutex::new(String::new()));
+        let said = Arc::new(Mutex::new(first.clone()));
         let rest = said.clone();
         std::thread::spawn(move || {
             let mut text = String::new();

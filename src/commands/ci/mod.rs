@@ -118,7 +118,7 @@ fn close(settings: &Settings, run_id: &str, reports: Reports) -> Result<()> {
         Operation::Preview | Operation::Drift => ledger.previews(run_id)?,
         _ => Default::default(),
     };
-    let mut summary = crate::run::recorded::summary_of(&record, &deployment.graph, previews);
+    let mut summary = crate::ui::recorded::summary_of(&record, &deployment.graph, previews);
     let result = verdict(&record, &summary);
     summary.exit_code = Some(result.as_ref().map_or_else(Error::exit_code, |()| 0));
     // Its summary, as the run's own would show it.

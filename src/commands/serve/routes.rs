@@ -259,7 +259,7 @@ pub fn shaped(
     lock: Option<Holder>,
 ) -> RunPage {
     let none = ExecutionGraph::from_projects(Vec::new()).expect("an empty graph is one");
-    let summary = crate::run::recorded::summary_of(record, graph.unwrap_or(&none), previews);
+    let summary = crate::ui::recorded::summary_of(record, graph.unwrap_or(&none), previews);
     let statuses: Vec<_> = (summary.projects.iter())
         .map(|p| (p.path.clone(), p.status))
         .collect();

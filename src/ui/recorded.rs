@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use super::report::RunSummary;
 use crate::engine::Operation;
 use crate::ledger::{Previewed, ProjectRecord, RunRecord};
 use crate::run::events::{Outcome, ProjectReport, Reads, mark_stale};
 use crate::run::fanout;
 use crate::status::ProjectStatus;
-use crate::ui::report::RunSummary;
 
 /// The run as its summary shows it, the projects in the run's order; a preview's with what each
 /// showed (`previews`), and which read what another's would change.

@@ -1,6 +1,7 @@
 //! `mara serve` (docs/commands.md, "serve"): the ledger's runs, locks and logs on a web page and
 //! as JSON, a running run's page kept current through a stream of its events, and two actions
-//! (cancel a run, clear a stack's lock) only for a caller with the server's token.
+//! (cancel a run, clear a stack's lock) only for a caller with the server's token. `run` checks
+//! where it may listen and the token, then serves until Ctrl-C or SIGTERM.
 //!
 //! `source` reads the ledger, the logs and the graphs; `views` shapes what they hold for the
 //! pages (`pages`, `svg`) and the JSON (`routes`); `events` streams a running run; `actions` are
@@ -26,23 +27,111 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::watch;
 
-pub use source::Source;
+use crate::error::{Error, Problem, Result};
+use crate::settings::Settings;
+
+use source::Source;
+
+/// The variable whose value the two actions need.
+const TOKEN: &str = "MARA_SERVE_TOKEN";
+
+pub fn run(settings: &Settings, listen: &str) -> Result<()> {
+    let address = address(listen)?;
+    let token = (settings.env.get(TOKEN).map(|t| t.trim().to_string())).filter(|t| !t.is_empty());
+    let loopback = is_loopback(&address);
+    if !loopback && token.is_none() {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "refusing to serve on {address} without {TOKEN}: it is not a loopback address, \
+                 so other machines could reach the page"
+            ))
+            .hint(format!(
+                "set {TOKEN} (cancel and unlock then need it), or listen on 127.0.0.1"
+            )),
+        ));
+    }
+    let workspace = crate::deployment::discover(settings)?;
+    let place = crate::ledger::place(&workspace, &settings.env)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| Error::usage(Problem::new(format!("cannot listen on {address}: {e}"))))?;
+        let bound = listener.local_addr().map_err(Error::Runtime)?;
+        let source = Source::start(workspace, place);
+        let actions = match &token {
+            Some(_) => "cancel and unlock need the token in MARA_SERVE_TOKEN",
+            None => "read-only: set MARA_SERVE_TOKEN to cancel and unlock from the page",
+        };
+        eprintln!(
+            "Serving the run ledger {} on http://{bound}/ ({actions}). Ctrl-C stops.",
+            source.place
+        );
+        let (stopping, stopped) = tokio::sync::watch::channel(false);
+        let router = router(App {
+            source,
+            token,
+            loopback,
+            stopping: stopped,
+        });
+        serve(listener, router, stopping, stop_signal())
+            .await
+            .map_err(Error::Runtime)
+    })
+}
+
+/// `--listen`: an address with its port.
+fn address(listen: &str) -> Result<SocketAddr> {
+    let resolved = match listen.split_once(':') {
+        Some(("localhost", port)) => format!("127.0.0.1:{port}"),
+        _ => listen.to_string(),
+    };
+    resolved.parse().map_err(|_| {
+        Error::usage(
+            Problem::new(format!("--listen `{listen}` is not an address with a port"))
+                .hint("such as 127.0.0.1:7300, [::1]:7300, or 0.0.0.0:7300 with MARA_SERVE_TOKEN"),
+        )
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let terminated = async {
+        match term.as_mut() {
+            Some(term) => {
+                term.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminated => {}
+    }
+    eprintln!("Stopped.");
+}
 
 /// What every request is served with.
-pub struct App {
-    pub source: Source,
+struct App {
+    source: Source,
     /// `MARA_SERVE_TOKEN`: the two actions are off without it.
-    pub token: Option<String>,
+    token: Option<String>,
     /// Listening on a loopback address: requests must name this machine (`guard`).
-    pub loopback: bool,
+    loopback: bool,
     /// Becomes `true` when the server stops: the streams of running runs end.
-    pub stopping: watch::Receiver<bool>,
+    stopping: watch::Receiver<bool>,
 }
 
 type Shared = Arc<App>;
 
 /// The routes, each response with the headers `guard` adds.
-pub fn router(app: App) -> Router {
+fn router(app: App) -> Router {
     let app: Shared = Arc::new(app);
     Router::new()
         .route("/", get(routes::index))
@@ -64,7 +153,7 @@ pub fn router(app: App) -> Router {
 
 /// Serves `listener` until `stop` resolves; then the running runs' streams end, and requests
 /// still open get a few seconds to finish.
-pub async fn serve(
+async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     stopping: watch::Sender<bool>,
@@ -86,7 +175,7 @@ pub async fn serve(
 }
 
 /// Whether `address` is one only this machine can reach.
-pub fn is_loopback(address: &SocketAddr) -> bool {
+fn is_loopback(address: &SocketAddr) -> bool {
     match address.ip() {
         IpAddr::V4(ip) => ip.is_loopback(),
         IpAddr::V6(ip) => {

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::ledger::{Holder, process_exists, whoami};
+use crate::ledger::{Holder, Ledger, process_exists, whoami};
 use crate::status::RunStatus;
 
 use super::Shared;
@@ -61,8 +61,16 @@ fn same(a: &str, b: &str) -> bool {
 /// What an action found: done (with what to say), or why not.
 type Done = Result<(serde_json::Value, String), Failure>;
 
-fn answer(done: crate::error::Result<Option<Done>>) -> Response {
-    match done {
+/// `work` done on the ledger for a request that carries the token; its answer.
+async fn acting(
+    app: &Shared,
+    headers: &HeaderMap,
+    work: impl FnOnce(&mut dyn Ledger) -> crate::error::Result<Done> + Send + 'static,
+) -> Response {
+    if let Some(refused) = refusal(app, headers) {
+        return refused;
+    }
+    match app.source.act(work).await {
         Ok(Some(Ok((mut value, message)))) => {
             value["message"] = json!(message);
             Json(value).into_response()
@@ -79,41 +87,35 @@ pub async fn cancel(
     Path(run_id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = refusal(&app, &headers) {
-        return refused;
-    }
-    answer(
-        app.source
-            .act(move |ledger| {
-                let Some(record) = ledger.run(&run_id)?.map(|r| r.as_seen()) else {
-                    return Ok(Err(Failure::new(
-                        StatusCode::NOT_FOUND,
-                        format!("No run `{run_id}` in this ledger."),
-                    )));
-                };
-                if record.status != RunStatus::Running {
-                    return Ok(Err(conflict(format!(
-                        "Run `{run_id}` is not running: it {}.",
-                        ended(record.status)
-                    ))));
-                }
-                let holds = (ledger.holder(&record.stack)?).is_some_and(|h| h.run_id == run_id);
-                if !holds {
-                    return Ok(Err(conflict(format!(
-                        "Run `{run_id}` no longer holds stack {}'s lock.",
-                        record.stack
-                    ))));
-                }
-                Ok(match ledger.request_cancel(&record.stack)? {
-                    Some(holder) => Ok((
-                        json!({"cancelled": holder}),
-                        format!("Asked {holder} to stop; its engines are cancelling."),
-                    )),
-                    None => Err(conflict(format!("Run `{run_id}` has just ended."))),
-                })
-            })
-            .await,
-    )
+    acting(&app, &headers, move |ledger| {
+        let Some(record) = ledger.run(&run_id)?.map(|r| r.as_seen()) else {
+            return Ok(Err(Failure::new(
+                StatusCode::NOT_FOUND,
+                format!("No run `{run_id}` in this ledger."),
+            )));
+        };
+        if record.status != RunStatus::Running {
+            return Ok(Err(conflict(format!(
+                "Run `{run_id}` is not running: it {}.",
+                ended(record.status)
+            ))));
+        }
+        let holds = (ledger.holder(&record.stack)?).is_some_and(|h| h.run_id == run_id);
+        if !holds {
+            return Ok(Err(conflict(format!(
+                "Run `{run_id}` no longer holds stack {}'s lock.",
+                record.stack
+            ))));
+        }
+        Ok(match ledger.request_cancel(&record.stack)? {
+            Some(holder) => Ok((
+                json!({"cancelled": holder}),
+                format!("Asked {holder} to stop; its engines are cancelling."),
+            )),
+            None => Err(conflict(format!("Run `{run_id}` has just ended."))),
+        })
+    })
+    .await
 }
 
 /// `POST /api/stacks/NAME/unlock`: clears stack NAME's lock, as `mara unlock --force` does —
@@ -123,31 +125,25 @@ pub async fn unlock(
     Path(stack): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = refusal(&app, &headers) {
-        return refused;
-    }
-    answer(
-        app.source
-            .act(move |ledger| {
-                let Some(holder) = ledger.holder(&stack)? else {
-                    return Ok(Err(conflict(format!("Stack {stack} is not locked."))));
-                };
-                if alive_here(&holder) {
-                    return Ok(Err(conflict(format!(
-                        "Stack {stack} is locked by {holder}, which is alive on this host: \
+    acting(&app, &headers, move |ledger| {
+        let Some(holder) = ledger.holder(&stack)? else {
+            return Ok(Err(conflict(format!("Stack {stack} is not locked."))));
+        };
+        if alive_here(&holder) {
+            return Ok(Err(conflict(format!(
+                "Stack {stack} is locked by {holder}, which is alive on this host: \
                          cancel it instead."
-                    ))));
-                }
-                Ok(match ledger.unlock(&stack)? {
-                    Some(holder) => Ok((
-                        json!({"cleared": holder}),
-                        format!("Cleared the lock of {holder}; that run is recorded abandoned."),
-                    )),
-                    None => Err(conflict(format!("Stack {stack} is not locked."))),
-                })
-            })
-            .await,
-    )
+            ))));
+        }
+        Ok(match ledger.unlock(&stack)? {
+            Some(holder) => Ok((
+                json!({"cleared": holder}),
+                format!("Cleared the lock of {holder}; that run is recorded abandoned."),
+            )),
+            None => Err(conflict(format!("Stack {stack} is not locked."))),
+        })
+    })
+    .await
 }
 
 /// A lock of this machine's own ledger held by a process that is alive here: `unlock --force`
