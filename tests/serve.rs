@@ -503,6 +503,38 @@ fn an_address_other_machines_reach_needs_a_token() {
 }
 
 #[test]
+fn a_port_in_use_and_a_ledger_out_of_reach_are_said_before_serving() {
+    let w = workspace();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let output = (w.mara())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let said = common::stderr(&output).replace(&port.to_string(), "PORT");
+    insta::assert_snapshot!(said, @r"
+    error: cannot listen on 127.0.0.1:PORT: Address already in use (os error 98)
+      hint: another port: `--listen 127.0.0.1:PORT` (port 0: any free one)
+    ");
+    // No server listens on port 1: the ledger cannot be reached, and nothing is served.
+    let output = (w.mara())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env(
+            "MARA_LEDGER_URL",
+            "postgres://mara@127.0.0.1:1/mara?sslmode=disable",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    let said = common::stderr(&output);
+    assert!(
+        said.contains("ledger") && !said.contains("Serving"),
+        "{said}"
+    );
+}
+
+#[test]
 fn ctrl_c_stops_the_server_with_a_stream_open() {
     let w = workspace();
     let serve = Serve::start(w.path(), &[]);

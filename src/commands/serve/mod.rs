@@ -58,11 +58,17 @@ pub fn run(settings: &Settings, listen: &str) -> Result<()> {
         .build()
         .map_err(Error::Runtime)?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
-            .map_err(|e| Error::usage(Problem::new(format!("cannot listen on {address}: {e}"))))?;
-        let bound = listener.local_addr().map_err(Error::Runtime)?;
+        // The ledger is reached once before anything is served: a server that cannot be
+        // reached, or refuses mara, is said now (exit 3), not on every page.
         let source = Source::start(workspace, place);
+        source.read(|_| Ok(())).await?;
+        let listener = tokio::net::TcpListener::bind(address).await.map_err(|e| {
+            Error::Problems(vec![
+                Problem::new(format!("cannot listen on {address}: {e}"))
+                    .hint("another port: `--listen 127.0.0.1:PORT` (port 0: any free one)"),
+            ])
+        })?;
+        let bound = listener.local_addr().map_err(Error::Runtime)?;
         let actions = match &token {
             Some(_) => "cancel and unlock need the token in MARA_SERVE_TOKEN",
             None => "read-only: set MARA_SERVE_TOKEN to cancel and unlock from the page",
