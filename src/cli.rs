@@ -195,6 +195,10 @@ pub enum Command {
         /// Where to listen: an address and port (port 0: any free one)
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7300")]
         listen: String,
+        /// A host name the pages may be asked for, besides localhost, IP addresses and this
+        /// machine's name (repeatable): the name a load balancer or DNS gives the server
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_host: Vec<String>,
     },
 
     /// Clear the stack's lock when the run holding it is gone

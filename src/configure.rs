@@ -579,10 +579,21 @@ pub fn first_run_document(values: &Map<String, Value>, infra_type: Option<&str>)
 
 pub use crate::workspace::envfile::SECRET_PREFIX;
 
-/// `MARA_SECRET_*` and `MARA_LEDGER_URL` (which may hold the ledger's password) never reach an
-/// engine or a hook: they are only for mara.
+/// The token of `mara serve`'s two actions (docs/commands.md, "serve"): a secret of mara's.
+pub const SERVE_TOKEN_VARIABLE: &str = "MARA_SERVE_TOKEN";
+
+/// `MARA_SECRET_*`, `MARA_LEDGER_URL` (which may hold the ledger's password) and
+/// `MARA_SERVE_TOKEN` never reach an engine or a hook: they are only for mara.
 pub fn strip_secret_variables(env: &mut BTreeMap<String, String>) {
-    env.retain(|key, _| !key.starts_with(SECRET_PREFIX) && key != "MARA_LEDGER_URL");
+    env.retain(|key, _| {
+        !key.starts_with(SECRET_PREFIX) && key != "MARA_LEDGER_URL" && key != SERVE_TOKEN_VARIABLE
+    });
+}
+
+/// `MARA_SERVE_TOKEN`'s value, when it is set: redacted from what a run writes, as a secret is
+/// (an engine never gets it, but a program may find it elsewhere and print it).
+pub fn serve_token(env: &BTreeMap<String, String>) -> Option<String> {
+    (env.get(SERVE_TOKEN_VARIABLE).map(|t| t.trim().to_string())).filter(|t| !t.is_empty())
 }
 
 #[cfg(test)]

@@ -49,7 +49,9 @@ fn main() {
         } => commands::ledger::logs(&settings, run, project, follow),
         Command::Cancel => commands::ledger::cancel(&settings),
         Command::Ci(command) => commands::ci::run(&settings, command),
-        Command::Serve { listen } => commands::serve::run(&settings, &listen),
+        Command::Serve { listen, allow_host } => {
+            commands::serve::run(&settings, &listen, allow_host)
+        }
         Command::Unlock { force, engine } => commands::ledger::unlock(&settings, force, engine),
         Command::Ledger { command } => commands::ledger::ledger(&settings, command),
         Command::Kubectl { args } => commands::cluster::kubectl(&settings, args),

@@ -166,11 +166,26 @@ fn pages_and_json(url: Option<&str>) {
     assert_eq!(reply.header("x-content-type-options"), Some("nosniff"));
     let rebound = serve.request("GET", "/api/runs", &[("Host", "evil.example:7300")]);
     assert_eq!(rebound.status, 421, "{}", rebound.body);
+    assert!(
+        rebound.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-host")
+    );
     assert_eq!(
         serve
             .request("GET", "/", &[("Host", "localhost:7300")])
             .status,
         200
+    );
+    let twice = [("Host", "localhost"), ("Host", "evil.example")];
+    assert_eq!(serve.request("GET", "/", &twice).status, 421);
+    // A method an address does not take: said as the rest.
+    let wrong = serve.request("DELETE", "/api/runs", &[]);
+    assert_eq!(wrong.status, 405);
+    assert_eq!(
+        wrong.json()["error"],
+        "This address does not take that method."
     );
 
     // The assets are in the binary.
@@ -373,6 +388,13 @@ fn the_actions_need_the_servers_token() {
         serve.post("/api/stacks/dev/unlock", Some("wrong")).status,
         401
     );
+    // The scheme's name in any case.
+    let lower = serve.request(
+        "POST",
+        &format!("/api/runs/{id}/cancel"),
+        &[("Authorization", &format!("bearer {token}"))],
+    );
+    assert_eq!(lower.status, 409, "{}", lower.body);
     // The right one, on a run that ended and a stack nobody holds.
     let reply = serve.post(&format!("/api/runs/{id}/cancel"), Some(token));
     assert_eq!(reply.status, 409, "{}", reply.body);
@@ -419,6 +441,19 @@ fn the_actions_need_the_servers_token() {
     assert_eq!(code, Some(130), "the run stops as Ctrl-C would stop it");
     let run = serve.get(&format!("/api/runs/{running}")).json();
     assert_eq!(run["status"], "cancelled", "{run:#}");
+    assert_eq!(token_count(&w, token), 0, "the token is written nowhere");
+    // A run started where the token is set: its engines never get it.
+    let (code, said) = mara(&w, None, &[("MARA_SERVE_TOKEN", token)], &["up", "--yes"]);
+    assert_eq!(code, 0, "{said}");
+    let latest = runs(&serve)[0]["run_id"].as_str().unwrap().to_string();
+    let log = serve
+        .get(&format!("/api/runs/{latest}/log?project=net"))
+        .json();
+    assert!(
+        (log["lines"].as_array().unwrap().iter())
+            .any(|l| l == "network up; the serve token: not given"),
+        "{log:#}"
+    );
     assert_eq!(token_count(&w, token), 0, "the token is written nowhere");
 
     // A run killed holding the lock: unlock clears it, and the run is recorded abandoned.
@@ -560,4 +595,106 @@ fn ctrl_c_stops_the_server_with_a_stream_open() {
     assert!(text.contains("event: project"), "{text}");
     up.kill().unwrap();
     up.wait().unwrap();
+}
+
+#[test]
+fn a_drift_check_that_found_drift_says_so_everywhere() {
+    let w = workspace();
+    assert_eq!(mara(&w, None, &[], &["up", "--yes"]).0, 0);
+    let (code, said) = mara(&w, None, &[("MARA_TEST_DRIFT", "2")], &["drift"]);
+    assert_eq!(code, 4, "{said}");
+    let serve = Serve::start(w.path(), &[]);
+    let check = runs(&serve)[0].clone();
+    assert_eq!(check["operation"], "drift");
+    assert_eq!(check["status"], "succeeded", "the check itself ran");
+    assert_eq!(check["result"], "1 project drifted");
+    let id = check["run_id"].as_str().unwrap();
+    let list = serve.get("/").body;
+    assert!(
+        list.contains(r#"<span class="status drifted">1 project drifted</span>"#),
+        "{list}"
+    );
+    let stacks = serve.get("/stacks").body;
+    assert!(
+        stacks.contains(r#"<span class="status drifted">1 project drifted</span>"#),
+        "{stacks}"
+    );
+    let page = serve.get(&format!("/runs/{id}")).body;
+    assert!(
+        page.contains(r#"<g class="node drifted" data-project="app">"#),
+        "{page}"
+    );
+    let app = serve.get(&format!("/api/runs/{id}")).json()["projects"][1].clone();
+    assert_eq!(
+        (app["path"].as_str(), app["shown"].as_str()),
+        (Some("app"), Some("drifted"))
+    );
+}
+
+#[test]
+fn a_ledger_made_anew_is_the_one_read() {
+    let w = workspace();
+    assert_eq!(mara(&w, None, &[], &["up", "--yes"]).0, 0);
+    let serve = Serve::start(w.path(), &[]);
+    let first = runs(&serve)[0]["run_id"].clone();
+    std::fs::remove_dir_all(w.path().join(".mara")).unwrap();
+    assert_eq!(serve.get("/api/runs").json(), serde_json::json!([]));
+    assert_eq!(mara(&w, None, &[], &["up", "--yes"]).0, 0);
+    let now = runs(&serve);
+    assert_eq!(now.len(), 1);
+    assert_ne!(now[0]["run_id"], first);
+}
+
+#[test]
+fn a_script_reads_where_the_server_listens_and_names_its_hosts() {
+    let w = workspace();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("mara"))
+        .current_dir(w.path())
+        .args(["--output", "json", "serve", "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let said: Value = serde_json::from_str(&line).unwrap();
+    assert!(
+        said["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:"),
+        "{said}"
+    );
+    assert_eq!(said["actions"], false);
+    assert!(
+        said["ledger"].as_str().unwrap().ends_with("ledger.db"),
+        "{said}"
+    );
+
+    // A name of the server's own, given: served; another: refused.
+    let serve = Serve::start_with(w.path(), &[], &["--allow-host", "mara.example"]);
+    assert_eq!(
+        serve
+            .request("GET", "/", &[("Host", "mara.example:7300")])
+            .status,
+        200
+    );
+    assert_eq!(
+        serve
+            .request("GET", "/", &[("Host", "MARA.example")])
+            .status,
+        200
+    );
+    assert_eq!(
+        serve
+            .request("GET", "/", &[("Host", "other.example")])
+            .status,
+        421
+    );
 }

@@ -80,6 +80,7 @@ fn known_secrets(
     if let Ok(place) = crate::ledger::place(workspace, &with_secrets) {
         known.extend(place.password(&settings.env));
     }
+    known.extend(crate::configure::serve_token(&settings.env));
     if let Ok(stack) = files.required_stack() {
         let stored = files.secrets_config(stack).unwrap_or_else(|_| {
             StackConfigFile::Missing(workspace.secrets_config_file(&stack.name))

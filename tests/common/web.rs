@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use super::Workspace;
 
 /// A network, an application on it and its web front, each a command: the network's log has a
-/// line that is HTML (`<script>alert(1)</script>`), the others sleep `MARA_TEST_SLEEP` seconds,
-/// and the web front exits with `MARA_TEST_WEB_EXIT`.
+/// line that is HTML (`<script>alert(1)</script>`) and says whether it was given the serve's
+/// token, the others sleep `MARA_TEST_SLEEP` seconds, the application's drift check exits with
+/// `MARA_TEST_DRIFT` (2: drifted), and the web front exits with `MARA_TEST_WEB_EXIT`.
 const PROVIDER: &str = r#"
 description = "A network, an application on it, and its web front"
 infra_type = "web"
@@ -23,7 +24,7 @@ stage = "infrastructure"
 engine = "command"
 up = '''
 echo '<script>alert(1)</script>'
-echo "network up"
+echo "network up; the serve token: ${MARA_SERVE_TOKEN:-not given}"
 '''
 destroy = "echo network down"
 
@@ -35,6 +36,7 @@ up = '''
 sleep "${MARA_TEST_SLEEP:-0}"
 echo "application up"
 '''
+drift = 'exit "${MARA_TEST_DRIFT:-0}"'
 destroy = "echo application down"
 
 [[project]]
@@ -111,10 +113,16 @@ pub struct Serve {
 impl Serve {
     /// `mara serve --listen 127.0.0.1:0` in `dir` with `env`, once it listens.
     pub fn start(dir: &Path, env: &[(&str, &str)]) -> Serve {
+        Serve::start_with(dir, env, &[])
+    }
+
+    /// `start`, with more arguments.
+    pub fn start_with(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Serve {
         let mut command = Command::new(assert_cmd::cargo::cargo_bin("mara"));
         command
             .current_dir(dir)
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .env("NO_COLOR", "1")
             .env_remove("MARA_SERVE_TOKEN")
             .env_remove("MARA_LEDGER_URL")

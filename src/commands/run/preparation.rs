@@ -72,7 +72,11 @@ impl Invocation<'_> {
         let ledger_password = prepared.ledger.place().password(&settings.env);
         let context = Context {
             env,
-            redactor: Redactor::new(known.values().cloned().chain(ledger_password)),
+            redactor: Redactor::new(
+                (known.values().cloned())
+                    .chain(ledger_password)
+                    .chain(crate::configure::serve_token(&settings.env)),
+            ),
             kubeconfig: kubeconfig::Files {
                 stack: workspace.kubeconfig_file(&planner.stack.name),
                 root: workspace.root.clone(),

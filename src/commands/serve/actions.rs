@@ -28,9 +28,12 @@ fn refusal(app: &Shared, headers: &HeaderMap) -> Option<Response> {
             .into_response(),
         );
     };
+    // An authentication scheme is named in any case in HTTP: `bearer` is `Bearer`.
     let given = (headers.get(header::AUTHORIZATION))
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token);
     match given {
         Some(given) if same(given.trim(), token) => None,
         _ => {
@@ -135,13 +138,19 @@ pub async fn unlock(
                          cancel it instead."
             ))));
         }
-        Ok(match ledger.unlock(&stack)? {
-            Some(holder) => Ok((
-                json!({"cleared": holder}),
-                format!("Cleared the lock of {holder}; that run is recorded abandoned."),
-            )),
-            None => Err(conflict(format!("Stack {stack} is not locked."))),
-        })
+        let Some(holder) = ledger.unlock(&stack)? else {
+            return Ok(Err(conflict(format!("Stack {stack} is not locked."))));
+        };
+        // What its engines may have kept, as `mara unlock --force` says it.
+        let clear = format!("mara -s {stack} unlock --engine");
+        let note = (ledger.run(&holder.run_id)?)
+            .map(|run| crate::ui::ledger::engine_locks_note(&run, &clear))
+            .unwrap_or_default();
+        let said = format!("Cleared the lock of {holder}; that run is recorded abandoned.\n{note}");
+        Ok(Ok((
+            json!({"cleared": holder}),
+            said.trim_end().to_string(),
+        )))
     })
     .await
 }

@@ -9,20 +9,22 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt, stream};
 use serde_json::json;
 
+use crate::engine::Operation;
 use crate::graph::ExecutionGraph;
 use crate::ledger::RunRecord;
 use crate::status::RunStatus;
 
 use super::Shared;
-use super::routes::{Failure, shaped};
+use super::routes::{Failure, parameters, shaped};
 use super::source::LogCursor;
-use super::views::{self, ProjectRow};
+use super::views::{self, ProjectRow, RunPage};
 
 /// How often the ledger is read for a running run.
 const EVERY: Duration = Duration::from_millis(500);
@@ -30,7 +32,9 @@ const EVERY: Duration = Duration::from_millis(500);
 pub async fn stream(
     State(app): State<Shared>,
     Path(run_id): Path<String>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Failure> {
+    parameters(query, &[])?;
     let id = run_id.clone();
     let exists = app
         .source
@@ -81,7 +85,7 @@ struct Watch {
     app: Shared,
     run_id: String,
     /// The graph of the run's provider, as the workspace defines it.
-    graph: Option<ExecutionGraph>,
+    graph: std::result::Result<ExecutionGraph, String>,
     /// The projects the graph last sent had.
     drawn: Option<Vec<String>>,
     /// Each project's row as last sent.
@@ -89,7 +93,8 @@ struct Watch {
     /// How many of each project's log lines were sent.
     lines: BTreeMap<String, usize>,
     cursor: LogCursor,
-    status: Option<(RunStatus, String)>,
+    /// What the run's status and duration last said.
+    status: Option<(String, String)>,
     first: bool,
     done: bool,
 }
@@ -98,24 +103,35 @@ impl Watch {
     /// The events since the last look: rows that changed, new log lines, the run's status.
     async fn tick(&mut self) -> Vec<Event> {
         let id = self.run_id.clone();
-        let record = match self.app.source.read(move |l| l.run(&id)).await {
-            Ok(Some(Some(record))) => record.as_seen(),
+        let read = self.app.source.read(move |ledger| {
+            let Some(record) = ledger.run(&id)? else {
+                return Ok(None);
+            };
+            let previews = match record.operation {
+                Operation::Preview | Operation::Drift => ledger.previews(&id)?,
+                _ => BTreeMap::new(),
+            };
+            Ok(Some((record.as_seen(), previews)))
+        });
+        let (record, previews) = match read.await {
+            Ok(Some(Some(found))) => found,
             // The ledger did not answer this time: the next look tries again.
             Ok(_) | Err(_) => return Vec::new(),
         };
-        let mut events = self.rows(&record);
-        events.extend(self.logs(&record).await);
-        let status = (
-            record.status,
-            views::duration(views::RunRow::of(&record).duration_ms),
+        let page = shaped(
+            &record,
+            self.graph.as_ref().map_err(String::as_str),
+            previews,
+            None,
         );
+        let mut events = self.rows(&page);
+        events.extend(self.logs(&record).await);
+        let (class, said) = page.run.shown();
+        let status = (said.to_string(), views::duration(page.run.duration_ms));
         if self.status.as_ref() != Some(&status) {
-            let page = shaped(&record, None, BTreeMap::new(), None);
-            // The page shows what the run came to only where its status does not say it.
-            let result = Some(page.result).filter(|r| r != record.status.as_str());
             events.push(event(
                 "run",
-                json!({"status": record.status, "duration": status.1, "result": result}),
+                json!({"status": record.status, "shown": class, "result": said, "duration": status.1}),
             ));
             self.status = Some(status);
         }
@@ -123,9 +139,9 @@ impl Watch {
         events
     }
 
-    /// A `project` event for each project whose row is not as last sent.
-    fn rows(&mut self, record: &RunRecord) -> Vec<Event> {
-        let page = shaped(record, self.graph.as_ref(), BTreeMap::new(), None);
+    /// A `graph` event when the run has projects the last drawing had not; a `project` event
+    /// for each project whose row is not as last sent.
+    fn rows(&mut self, page: &RunPage) -> Vec<Event> {
         let mut events = Vec::new();
         let paths: Vec<String> = page.projects.iter().map(|p| p.path.clone()).collect();
         // At the first look too: projects may have started since the page was rendered.
@@ -168,6 +184,7 @@ fn said(project: &ProjectRow) -> serde_json::Value {
     json!({
         "path": project.path,
         "status": project.status,
+        "shown": project.shown,
         "duration": views::duration(project.duration_ms),
         "changes": project.said,
         "reason": project.reason,

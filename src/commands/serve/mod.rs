@@ -32,14 +32,12 @@ use crate::settings::Settings;
 
 use source::Source;
 
-/// The variable whose value the two actions need.
-const TOKEN: &str = "MARA_SERVE_TOKEN";
+use crate::configure::SERVE_TOKEN_VARIABLE as TOKEN;
 
-pub fn run(settings: &Settings, listen: &str) -> Result<()> {
+pub fn run(settings: &Settings, listen: &str, allow_hosts: Vec<String>) -> Result<()> {
     let address = address(listen)?;
-    let token = (settings.env.get(TOKEN).map(|t| t.trim().to_string())).filter(|t| !t.is_empty());
-    let loopback = is_loopback(&address);
-    if !loopback && token.is_none() {
+    let token = crate::configure::serve_token(&settings.env);
+    if !is_loopback(&address) && token.is_none() {
         return Err(Error::usage(
             Problem::new(format!(
                 "refusing to serve on {address} without {TOKEN}: it is not a loopback address, \
@@ -73,15 +71,25 @@ pub fn run(settings: &Settings, listen: &str) -> Result<()> {
             Some(_) => "cancel and unlock need the token in MARA_SERVE_TOKEN",
             None => "read-only: set MARA_SERVE_TOKEN to cancel and unlock from the page",
         };
-        eprintln!(
-            "Serving the run ledger {} on http://{bound}/ ({actions}). Ctrl-C stops.",
-            source.place
-        );
+        match settings.output {
+            // For a script that asked for any free port: where, as one JSON line on stdout.
+            crate::settings::OutputFormat::Json => println!(
+                "{}",
+                serde_json::json!({"url": format!("http://{bound}/"), "ledger": source.place,
+                    "actions": token.is_some()})
+            ),
+            crate::settings::OutputFormat::Human => eprintln!(
+                "Serving the run ledger {} on http://{bound}/ ({actions}). Ctrl-C stops.",
+                source.place
+            ),
+        }
         let (stopping, stopped) = tokio::sync::watch::channel(false);
+        let mut hosts = allow_hosts;
+        hosts.push(crate::ledger::whoami().1);
         let router = router(App {
             source,
             token,
-            loopback,
+            hosts,
             stopping: stopped,
         });
         serve(listener, router, stopping, stop_signal())
@@ -128,8 +136,9 @@ struct App {
     source: Source,
     /// `MARA_SERVE_TOKEN`: the two actions are off without it.
     token: Option<String>,
-    /// Listening on a loopback address: requests must name this machine (`guard`).
-    loopback: bool,
+    /// The host names requests may name besides `localhost` and IP addresses (`guard`): this
+    /// machine's, and those given with `--allow-host`.
+    hosts: Vec<String>,
     /// Becomes `true` when the server stops: the streams of running runs end.
     stopping: watch::Receiver<bool>,
 }
@@ -195,18 +204,22 @@ fn is_loopback(address: &SocketAddr) -> bool {
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
     connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
-/// Refuses, on a loopback listener, a request that names a host other than this machine (a
-/// page of another site whose name was rebound to 127.0.0.1 could read the ledger otherwise);
-/// adds the security headers to every response.
+/// Refuses a request that names a host other than this machine's (a page of another site whose
+/// name was pointed at this server could read the ledger through its visitors' browsers
+/// otherwise); says every failure as the rest of its kind (JSON under `/api/`, a page elsewhere:
+/// `uniform`); adds the security headers to every response.
 async fn guard(State(app): State<Shared>, request: Request, next: Next) -> Response {
-    let mut response = match app.loopback && !names_this_machine(request.headers()) {
-        true => (
+    let path = request.uri().path().to_string();
+    let response = match names_this_server(request.headers(), &app.hosts) {
+        false => routes::Failure::new(
             StatusCode::MISDIRECTED_REQUEST,
-            "This server answers only requests for localhost or an IP address.\n",
+            "This server answers requests for localhost, an IP address, this machine's name, \
+             and the names given with --allow-host.",
         )
-            .into_response(),
-        false => next.run(request).await,
+        .into_response(),
+        true => next.run(request).await,
     };
+    let mut response = uniform(&path, response).await;
     let headers = response.headers_mut();
     for (name, value) in [
         (header::CONTENT_SECURITY_POLICY, POLICY),
@@ -220,10 +233,48 @@ async fn guard(State(app): State<Shared>, request: Request, next: Next) -> Respo
     response
 }
 
-/// Whether the request's `Host` is `localhost` or an IP address (with or without a port).
-fn names_this_machine(headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
-        return true;
+/// A failure that axum said in its own way (a path that is not UTF-8, a method the address does
+/// not take) said as mara's are: `{"error": …}` under `/api/`, a page elsewhere.
+async fn uniform(path: &str, response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let api = path.starts_with("/api/");
+    let kind = (response.headers().get(header::CONTENT_TYPE))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if kind.starts_with(if api { "application/json" } else { "text/html" }) {
+        return response;
+    }
+    let body = axum::body::to_bytes(response.into_body(), 64 * 1024).await;
+    let said = String::from_utf8_lossy(&body.unwrap_or_default())
+        .trim()
+        .to_string();
+    let message = match (said.is_empty(), status) {
+        (true, StatusCode::METHOD_NOT_ALLOWED) => {
+            "This address does not take that method.".to_string()
+        }
+        (true, _) => format!("{}.", status.canonical_reason().unwrap_or("Error")),
+        (false, _) => said,
+    };
+    let failure = routes::Failure::new(status, message);
+    match api {
+        true => failure.into_response(),
+        false => failure.page(),
+    }
+}
+
+/// Whether the request names one host (HTTP/1.1 requires one), and it is `localhost`, an IP
+/// address, or one of `hosts` (this machine's name and those given with `--allow-host`), with
+/// or without a port.
+fn names_this_server(headers: &HeaderMap, hosts: &[String]) -> bool {
+    let mut all = headers.get_all(header::HOST).iter();
+    let (Some(host), None) = (all.next(), all.next()) else {
+        return false;
+    };
+    let Ok(host) = host.to_str() else {
+        return false;
     };
     let name = match host.strip_prefix('[') {
         Some(rest) => {
@@ -234,7 +285,9 @@ fn names_this_machine(headers: &HeaderMap) -> bool {
         }
         None => host.rsplit_once(':').map_or(host, |(name, _)| name),
     };
-    name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok()
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<IpAddr>().is_ok()
+        || hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
 }
 
 /// The stylesheet, the script and the icon, from the binary: the pages work offline.

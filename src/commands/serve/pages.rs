@@ -52,6 +52,13 @@ fn badge(status: &str) -> Markup {
     html! { span class={"status " (status)} { (status) } }
 }
 
+/// A run's status as a coloured word: what it came to, where that says more (`1 project
+/// drifted`).
+fn shown(run: &RunRow) -> Markup {
+    let (class, words) = run.shown();
+    html! { span class={"status " (class)} { (words) } }
+}
+
 /// A recorded instant as people read it: `2026-11-26 04:42:41`.
 fn when(instant: &str) -> Markup {
     let shown = instant.replace('T', " ");
@@ -117,7 +124,7 @@ pub fn runs(chrome: &Chrome<'_>, rows: &[RunRow], stacks: &[String], filter: &Fi
             button type="submit" { "Filter" }
         }
         @if rows.is_empty() {
-            p.empty { "No run recorded" @if filter.stack.is_some() || filter.status.is_some() { " matches" } "." }
+            p.empty { @if filter.stack.is_some() || filter.status.is_some() { "No run recorded matches." } @else { "No run recorded yet." } }
         } @else {
             table.runs {
                 thead { tr { th { "Run" } th { "Operation" } th { "Stack" } th { "Provider" } th { "Status" }
@@ -129,7 +136,7 @@ pub fn runs(chrome: &Chrome<'_>, rows: &[RunRow], stacks: &[String], filter: &Fi
                             td { (row.operation.as_str()) }
                             td { (row.stack) }
                             td { (row.provider) }
-                            td { (badge(row.status.as_str())) }
+                            td { (shown(row)) }
                             td { (row.user) "@" (row.host) }
                             td { (when(&row.started)) }
                             td.num { (views::duration(row.duration_ms)) }
@@ -152,15 +159,13 @@ pub fn run(
 ) -> Markup {
     let run = &page.run;
     let content = html! {
-        h1 { (run.operation.as_str()) " of " (run.stack) " " span #run-status { (badge(run.status.as_str())) } }
+        h1 { (run.operation.as_str()) " of " (run.stack) " " span #run-status { (shown(run)) } }
         p.meta {
             "Run " code { (run.run_id) } " · provider " (run.provider) " · by " (run.user) "@" (run.host)
             " · started " (when(&run.started))
             " · " span #run-duration { (views::duration(run.duration_ms)) }
         }
         p.meta { code { (run.command) } }
-        // What the run came to, when its status alone does not say it (`2 projects drifted`).
-        p.result #run-result { @if page.result != run.status.as_str() { (page.result) } }
         @if actions && run.status == RunStatus::Running {
             (action_form("Cancel this run", &format!("/api/runs/{}/cancel", encode(&run.run_id))))
         }
@@ -177,7 +182,7 @@ pub fn run(
                     @for p in &page.projects {
                         tr data-project=(p.path) {
                             td { a href=(log_link(&run.run_id, &p.path)) { (p.path) } }
-                            td.status-cell { (badge(p.status.as_str())) }
+                            td.status-cell { (badge(p.shown)) }
                             td.num.duration { (views::duration(p.duration_ms)) }
                             td.changes { (p.said) }
                             td.reason { @if let Some(reason) = &p.reason { (reason) } }
@@ -206,7 +211,7 @@ pub fn run(
         section #logs {
             h2 { "Logs" }
             @for (path, lines) in logs {
-                details open[page.projects.iter().any(|p| &p.path == path && matches!(p.status.as_str(), "running" | "failed"))] {
+                details open[page.projects.iter().any(|p| &p.path == path && matches!(p.shown, "running" | "failed" | "drifted"))] {
                     summary { (path) " " a href=(log_link(&run.run_id, path)) { "(own page)" } }
                     (log_block(path, lines))
                 }
@@ -230,7 +235,7 @@ pub fn log(chrome: &Chrome<'_>, run: &RunRow, path: &str, lines: &[String]) -> M
     let content = html! {
         h1 { "Log of " code { (path) } }
         p.meta { "In " a href=(run_link(&run.run_id)) { (run.operation.as_str()) " of " (run.stack) " (" code { (run.run_id) } ")" }
-            " " span #run-status { (badge(run.status.as_str())) } }
+            " " span #run-status { (shown(run)) } }
         @if lines.is_empty() && run.status != RunStatus::Running { p.empty { "(no log)" } }
         (log_block(path, lines))
     };
@@ -259,7 +264,7 @@ pub fn stacks(chrome: &Chrome<'_>, rows: &[StackRow], actions: bool) -> Markup {
                             } }
                             @for op in OPERATIONS {
                                 td { @if let Some(run) = row.last.get(&op) {
-                                    a href=(run_link(&run.run_id)) { (badge(run.status.as_str())) }
+                                    a href=(run_link(&run.run_id)) { (shown(run)) }
                                     " " (when(&run.started))
                                 } }
                             }

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::engine::Operation;
 use crate::graph::ExecutionGraph;
-use crate::ledger::{Holder, Previewed, RunRecord};
+use crate::ledger::{Holder, Ledger, Previewed, RunRecord};
 use crate::status::RunStatus;
 
 use super::Shared;
@@ -51,7 +51,7 @@ impl Failure {
     }
 
     /// As a page (the routes under `/`), not as JSON (those under `/api`).
-    fn page(self) -> Response {
+    pub fn page(self) -> Response {
         let chrome = Chrome {
             title: self
                 .status
@@ -96,7 +96,7 @@ fn html(page: Answer<Markup>) -> Response {
 }
 
 /// The query's parameters, each only once and only those in `known`.
-fn parameters(
+pub fn parameters(
     query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
     known: &[&str],
 ) -> Answer<BTreeMap<String, String>> {
@@ -104,13 +104,14 @@ fn parameters(
     let mut found = BTreeMap::new();
     for (key, value) in pairs {
         if !known.contains(&key.as_str()) {
-            return Err(Failure::bad_query(format!(
-                "Unknown query parameter `{key}`: this page takes {}.",
-                known
-                    .iter()
-                    .map(|k| format!("`{k}`"))
+            let takes = match known {
+                [] => "none".to_string(),
+                known => (known.iter().map(|k| format!("`{k}`")))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+            };
+            return Err(Failure::bad_query(format!(
+                "Unknown query parameter `{key}`: this page takes {takes}."
             )));
         }
         if found.insert(key.clone(), value).is_some() {
@@ -170,10 +171,16 @@ async fn list(app: &Shared, filter: &Filter) -> Answer<(Vec<RunRow>, Vec<String>
             };
             let mut rows = Vec::new();
             for run in ledger.runs(filter.stack.as_deref(), read)? {
-                let run = ledger.run(&run.run_id)?.unwrap_or(run).as_seen();
-                if filter.status.is_none_or(|s| s == run.status) && rows.len() < filter.limit {
-                    rows.push(RunRow::of(&run));
+                if rows.len() == filter.limit {
+                    break;
                 }
+                let status = run.clone().as_seen().status;
+                if filter.status.is_some_and(|s| s != status) {
+                    continue;
+                }
+                // Read again with its projects, to count them.
+                let run = ledger.run(&run.run_id)?.unwrap_or(run).as_seen();
+                rows.push(row(ledger, &run)?);
             }
             Ok((rows, stacks(ledger)?))
         })
@@ -181,8 +188,20 @@ async fn list(app: &Shared, filter: &Filter) -> Answer<(Vec<RunRow>, Vec<String>
     Ok(found.unwrap_or_default())
 }
 
+/// `record` (as seen, with its projects) as the list shows it: what a preview or a drift check
+/// came to needs what its projects' previews recorded.
+fn row(ledger: &dyn Ledger, record: &RunRecord) -> crate::error::Result<RunRow> {
+    let previews = match record.operation {
+        Operation::Preview | Operation::Drift => ledger.previews(&record.run_id)?,
+        _ => BTreeMap::new(),
+    };
+    let none = ExecutionGraph::from_projects(Vec::new()).expect("an empty graph is one");
+    let summary = crate::ui::recorded::summary_of(record, &none, previews);
+    Ok(RunRow::of(record, summary.result()))
+}
+
 /// Every stack a run was recorded of, by name.
-fn stacks(ledger: &dyn crate::ledger::Ledger) -> crate::error::Result<Vec<String>> {
+fn stacks(ledger: &dyn Ledger) -> crate::error::Result<Vec<String>> {
     let mut stacks: Vec<String> = (ledger.runs(None, 1000)?.into_iter())
         .map(|r| r.stack)
         .collect();
@@ -248,27 +267,40 @@ async fn recorded(app: &Shared, run_id: String) -> Answer<RunPage> {
         .flatten();
     let (record, previews, lock) = found.ok_or_else(|| Failure::no_run(&run_id))?;
     let graph = app.source.graph(record.provider.clone()).await;
-    Ok(shaped(&record, graph.as_ref(), previews, lock))
+    Ok(shaped(
+        &record,
+        graph.as_ref().map_err(String::as_str),
+        previews,
+        lock,
+    ))
 }
 
-/// `record` as its page shows it, on its provider's `graph` when the workspace has it.
+/// `record` as its page shows it, on its provider's `graph` when the workspace has it (else why
+/// not, said under the drawing).
 pub fn shaped(
     record: &RunRecord,
-    graph: Option<&ExecutionGraph>,
+    graph: std::result::Result<&ExecutionGraph, &str>,
     previews: BTreeMap<String, Previewed>,
     lock: Option<Holder>,
 ) -> RunPage {
     let none = ExecutionGraph::from_projects(Vec::new()).expect("an empty graph is one");
     let summary = crate::ui::recorded::summary_of(record, graph.unwrap_or(&none), previews);
-    let statuses: Vec<_> = (summary.projects.iter())
-        .map(|p| (p.path.clone(), p.status))
+    let mut page = RunPage::of(record, &summary, lock);
+    let shown: Vec<(String, String)> = (page.projects.iter())
+        .map(|p| (p.path.clone(), p.shown.to_string()))
         .collect();
-    RunPage::of(record, &summary, Drawing::of(&statuses, graph), lock)
+    page.graph = Drawing::of(&shown, graph);
+    page
 }
 
-pub async fn run_page(State(app): State<Shared>, Path(run_id): Path<String>) -> Response {
+pub async fn run_page(
+    State(app): State<Shared>,
+    Path(run_id): Path<String>,
+    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
     html(
         async {
+            parameters(query, &[])?;
             let page = recorded(&app, run_id).await?;
             let paths: Vec<String> = page.projects.iter().map(|p| p.path.clone()).collect();
             let logs = log_lines(&app, &page.run.run_id, paths).await?;
@@ -283,7 +315,9 @@ pub async fn run_page(State(app): State<Shared>, Path(run_id): Path<String>) -> 
 pub async fn run_json(
     State(app): State<Shared>,
     Path(run_id): Path<String>,
+    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Answer<Json<RunPage>> {
+    parameters(query, &[])?;
     Ok(Json(recorded(&app, run_id).await?))
 }
 
@@ -318,9 +352,15 @@ async fn log_of(
     let project = (found.get("project").filter(|p| !p.is_empty()).cloned())
         .ok_or_else(|| Failure::bad_query("Name the project: `?project=PATH`."))?;
     let id = run_id.clone();
-    let record = app
+    let (record, run) = app
         .source
-        .read(move |ledger| Ok(ledger.run(&id)?.map(RunRecord::as_seen)))
+        .read(move |ledger| {
+            let Some(record) = ledger.run(&id)?.map(RunRecord::as_seen) else {
+                return Ok(None);
+            };
+            let run = row(ledger, &record)?;
+            Ok(Some((record, run)))
+        })
         .await?
         .flatten()
         .ok_or_else(|| Failure::no_run(&run_id))?;
@@ -332,7 +372,7 @@ async fn log_of(
     }
     let mut logs = log_lines(app, &run_id, vec![project.clone()]).await?;
     let lines = logs.pop().map(|(_, lines)| lines).unwrap_or_default();
-    Ok((RunRow::of(&record), project, lines))
+    Ok((run, project, lines))
 }
 
 pub async fn log_page(
@@ -371,7 +411,7 @@ async fn stack_rows(app: &Shared) -> Answer<Vec<StackRow>> {
                 let mut last = BTreeMap::new();
                 for operation in OPERATIONS {
                     if let Some(run) = ledger.last_run(&stack, operation)? {
-                        last.insert(operation, RunRow::of(&run.as_seen()));
+                        last.insert(operation, row(ledger, &run.as_seen())?);
                     }
                 }
                 let lock = ledger.holder(&stack)?;
@@ -383,9 +423,13 @@ async fn stack_rows(app: &Shared) -> Answer<Vec<StackRow>> {
     Ok(found.unwrap_or_default())
 }
 
-pub async fn stacks_page(State(app): State<Shared>) -> Response {
+pub async fn stacks_page(
+    State(app): State<Shared>,
+    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
     html(
         async {
+            parameters(query, &[])?;
             let rows = stack_rows(&app).await?;
             Ok(pages::stacks(
                 &chrome(&app, "Stacks".into(), None),
@@ -397,7 +441,11 @@ pub async fn stacks_page(State(app): State<Shared>) -> Response {
     )
 }
 
-pub async fn stacks_json(State(app): State<Shared>) -> Answer<Json<Vec<StackRow>>> {
+pub async fn stacks_json(
+    State(app): State<Shared>,
+    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Answer<Json<Vec<StackRow>>> {
+    parameters(query, &[])?;
     Ok(Json(stack_rows(&app).await?))
 }
 

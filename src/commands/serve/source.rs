@@ -34,7 +34,17 @@ impl Source {
             .name("mara-serve-ledger".into())
             .spawn(move || {
                 let mut opened: Option<Box<dyn Ledger>> = None;
+                let mut file = None;
                 for job in queue {
+                    // A workspace's ledger file removed or made again since it was opened (a
+                    // fresh start): the one there now is read, not the one still held open.
+                    if let Place::File(path) = &place {
+                        let now = identity(path);
+                        if now != file {
+                            opened = None;
+                            file = now;
+                        }
+                    }
                     if opened.is_none() {
                         match ledger::open_existing(&place) {
                             Ok(ledger) => opened = ledger,
@@ -82,18 +92,22 @@ impl Source {
         answered.await.map_err(|_| stopped())?
     }
 
-    /// The execution graph of provider `name` as the workspace defines it now; `None` when it
-    /// does not (a run of a provider since removed, or a ledger served from another checkout).
-    pub async fn graph(&self, name: String) -> Option<ExecutionGraph> {
+    /// The execution graph of provider `name` as the workspace defines it now; else why not (a
+    /// run of a provider since removed, a provider file that no longer reads, a ledger served
+    /// from another checkout).
+    pub async fn graph(&self, name: String) -> std::result::Result<ExecutionGraph, String> {
         let workspace = self.workspace.clone();
+        let said = |e: Error| match e.problems() {
+            [first, ..] => first.to_string(),
+            [] => e.to_string(),
+        };
         tokio::task::spawn_blocking(move || {
-            let registry = crate::deployment::registry(&workspace).ok()?;
-            let provider = crate::deployment::resolve_runnable(&registry, &name).ok()?;
-            ExecutionGraph::build(&provider).ok()
+            let registry = crate::deployment::registry(&workspace).map_err(said)?;
+            let provider = crate::deployment::resolve_runnable(&registry, &name).map_err(said)?;
+            ExecutionGraph::build(&provider).map_err(said)
         })
         .await
-        .ok()
-        .flatten()
+        .map_err(|e| e.to_string())?
     }
 
     /// The log lines of run `run_id` past `cursor`, of `projects` (the run's, or the one asked
@@ -143,6 +157,12 @@ impl Source {
 pub struct LogCursor {
     position: i64,
     offsets: BTreeMap<String, u64>,
+}
+
+/// Which file `path` is now (its device and inode), if any.
+fn identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 fn stopped() -> Error {

@@ -9,7 +9,6 @@ use maud::{Markup, html};
 use serde::Serialize;
 
 use crate::graph::ExecutionGraph;
-use crate::status::ProjectStatus;
 
 const COLUMN: u32 = 210;
 const ROW: u32 = 46;
@@ -21,7 +20,8 @@ const MARGIN: u32 = 10;
 #[derive(Debug, Clone, Serialize)]
 pub struct Node {
     pub path: String,
-    pub status: ProjectStatus,
+    /// Its status as the page shows it (`views::ProjectRow::shown`).
+    pub status: String,
     pub column: u32,
     pub row: u32,
     pub x: u32,
@@ -45,15 +45,18 @@ pub struct Drawing {
 }
 
 impl Drawing {
-    /// `projects` (path and status, in the run's order) placed on `graph`, the graph of the
-    /// run's provider as the workspace defines it now (`None`: it does not).
-    pub fn of(projects: &[(String, ProjectStatus)], graph: Option<&ExecutionGraph>) -> Drawing {
-        let Some(graph) = graph else {
-            let nodes = (projects.iter().enumerate())
-                .map(|(row, (path, status))| node(path, *status, 0, row as u32))
-                .collect();
-            let note = "the run's provider is not in this workspace: its edges are not drawn";
-            return Drawing::laid(nodes, Vec::new(), Some(note.to_string()));
+    /// `projects` (path and status as shown, in the run's order) placed on `graph`, the graph of the
+    /// run's provider as the workspace defines it now (else why it has none).
+    pub fn of(projects: &[(String, String)], graph: Result<&ExecutionGraph, &str>) -> Drawing {
+        let graph = match graph {
+            Ok(graph) => graph,
+            Err(why) => {
+                let nodes = (projects.iter().enumerate())
+                    .map(|(row, (path, status))| node(path, status, 0, row as u32))
+                    .collect();
+                let note = format!("The edges are not drawn: {why}");
+                return Drawing::laid(nodes, Vec::new(), Some(note));
+            }
         };
         let at: BTreeMap<usize, usize> = (projects.iter().enumerate())
             .filter_map(|(k, (path, _))| graph.find(path).ok().map(|i| (i, k)))
@@ -78,7 +81,7 @@ impl Drawing {
         let mut nodes: Vec<Option<Node>> = vec![None; projects.len()];
         for &k in &order {
             let row = rows.entry(column[k]).or_default();
-            nodes[k] = Some(node(&projects[k].0, projects[k].1, column[k], *row));
+            nodes[k] = Some(node(&projects[k].0, &projects[k].1, column[k], *row));
             *row += 1;
         }
         Drawing::laid(nodes.into_iter().flatten().collect(), edges, None)
@@ -127,8 +130,8 @@ impl Drawing {
                     path class="edge" marker-end="url(#arrow)" d=(curve) {}
                 }
                 @for node in &self.nodes {
-                    g class={"node " (node.status.as_str())} data-project=(node.path) {
-                        title { (node.path) " — " (node.status.as_str()) }
+                    g class={"node " (node.status)} data-project=(node.path) {
+                        title { (node.path) " — " (node.status) }
                         rect x=(node.x) y=(node.y) width=(NODE_WIDTH) height=(NODE_HEIGHT) rx="5" {}
                         text x=(node.x + 10) y=(node.y + 19) { (node.label) }
                     }
@@ -138,10 +141,10 @@ impl Drawing {
     }
 }
 
-fn node(path: &str, status: ProjectStatus, column: u32, row: u32) -> Node {
+fn node(path: &str, status: &str, column: u32, row: u32) -> Node {
     Node {
         path: path.to_string(),
-        status,
+        status: status.to_string(),
         column,
         row,
         x: MARGIN + column * COLUMN,

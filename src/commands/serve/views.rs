@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::clock::parse_rfc3339;
 use crate::engine::{Changes, Operation, ResourceDiff};
 use crate::ledger::{Holder, RunRecord};
+use crate::run::events::ProjectReport;
 use crate::status::{ProjectStatus, RunStatus};
 use crate::ui::report::RunSummary;
 
@@ -32,11 +33,15 @@ pub struct RunRow {
     pub duration_ms: Option<u64>,
     /// How many of its projects ended in each status.
     pub counts: BTreeMap<ProjectStatus, usize>,
+    /// What it came to, as its summary's last line says: its status, or for a drift check that
+    /// found drift, that (`1 project drifted`).
+    pub result: String,
 }
 
 impl RunRow {
-    /// `record` as seen (`RunRecord::as_seen`), its projects counted when it has them.
-    pub fn of(record: &RunRecord) -> RunRow {
+    /// `record` as seen (`RunRecord::as_seen`), its projects counted when it has them, and
+    /// what it came to (`result`).
+    pub fn of(record: &RunRecord, result: String) -> RunRow {
         let mut counts = BTreeMap::new();
         for project in &record.projects {
             *counts.entry(project.status).or_default() += 1;
@@ -58,6 +63,16 @@ impl RunRow {
                 record.status,
             ),
             counts,
+            result,
+        }
+    }
+
+    /// How its status is shown: the class of its badge and its words — a drift check that found
+    /// drift says so, where its status alone would say it succeeded.
+    pub fn shown(&self) -> (&'static str, &str) {
+        match self.result == self.status.as_str() {
+            true => (self.status.as_str(), &self.result),
+            false => ("drifted", &self.result),
         }
     }
 
@@ -86,6 +101,8 @@ fn millis(started: Option<&String>, finished: Option<&String>, status: RunStatus
 pub struct ProjectRow {
     pub path: String,
     pub status: ProjectStatus,
+    /// Its status as the page shows it: `drifted` for a project a drift check found drifted.
+    pub shown: &'static str,
     pub started: Option<String>,
     pub finished: Option<String>,
     pub duration_ms: Option<u64>,
@@ -107,8 +124,6 @@ pub struct ProjectRow {
 pub struct RunPage {
     #[serde(flatten)]
     pub run: RunRow,
-    /// What its summary's last line says: `succeeded`, `2 projects drifted`, ….
-    pub result: String,
     pub projects: Vec<ProjectRow>,
     pub graph: Drawing,
     /// Who holds its stack's lock, when this run does.
@@ -116,16 +131,17 @@ pub struct RunPage {
 }
 
 impl RunPage {
-    pub fn of(
-        record: &RunRecord,
-        summary: &RunSummary,
-        graph: Drawing,
-        lock: Option<Holder>,
-    ) -> RunPage {
+    /// The run and its projects as `summary` says them; its graph is drawn after
+    /// (`routes::shaped`), from the projects as shown.
+    pub fn of(record: &RunRecord, summary: &RunSummary, lock: Option<Holder>) -> RunPage {
         let projects = (summary.projects.iter())
             .map(|p| ProjectRow {
                 path: p.path.clone(),
                 status: p.status,
+                shown: match record.operation == Operation::Drift && drifted(p) {
+                    true => "drifted",
+                    false => p.status.as_str(),
+                },
                 started: p.started.clone(),
                 finished: p.finished.clone(),
                 duration_ms: match p.status {
@@ -142,13 +158,19 @@ impl RunPage {
             })
             .collect();
         RunPage {
-            run: RunRow::of(record),
-            result: summary.result(),
+            run: RunRow::of(record, summary.result()),
             projects,
-            graph,
+            graph: Drawing::of(&[], Err("")),
             lock: lock.filter(|l| l.run_id == record.run_id),
         }
     }
+}
+
+/// Whether a drift check found `p` drifted: changed outside its engine, or that applying its
+/// code would change it (`RunSummary::drifted`).
+fn drifted(p: &ProjectReport) -> bool {
+    p.status.is_success()
+        && (!p.drifted.is_empty() || p.changes.as_ref().is_some_and(crate::engine::has_changes))
 }
 
 /// A stack: who holds its lock, and its last run of each operation.

@@ -117,10 +117,10 @@
     old.replaceWith(svg);
   };
 
-  const badge = (cell, status) => {
+  const badge = (cell, shown, words) => {
     const span = document.createElement("span");
-    span.className = "status " + status;
-    span.textContent = status;
+    span.className = "status " + shown;
+    span.textContent = words || shown;
     cell.replaceChildren(span);
   };
 
@@ -133,16 +133,16 @@
     if (!rows.has(p.path)) addProject(p.path);
     const row = rows.get(p.path);
     if (row) {
-      badge(row.querySelector(".status-cell"), p.status);
+      badge(row.querySelector(".status-cell"), p.shown);
       row.querySelector(".duration").textContent = p.duration;
       row.querySelector(".changes").textContent = p.changes;
       row.querySelector(".reason").textContent = p.reason || "";
     }
     const node = nodes.get(p.path);
     if (node) {
-      node.setAttribute("class", "node " + p.status);
+      node.setAttribute("class", "node " + p.shown);
       const title = node.querySelector("title");
-      if (title) title.textContent = p.path + " — " + p.status;
+      if (title) title.textContent = p.path + " — " + p.shown;
     }
   });
 
@@ -159,11 +159,9 @@
   events.addEventListener("run", (event) => {
     const r = JSON.parse(event.data);
     const status = document.getElementById("run-status");
-    if (status) badge(status, r.status);
+    if (status) badge(status, r.shown, r.result);
     const duration = document.getElementById("run-duration");
     if (duration) duration.textContent = r.duration;
-    const result = document.getElementById("run-result");
-    if (result) result.textContent = r.result || "";
     if (r.status !== "running") {
       events.close();
       document.body.dataset.live = "false";
