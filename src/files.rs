@@ -289,11 +289,12 @@ pub fn read_from(file: &Path, offset: &mut u64) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
     let mut handle = std::fs::File::open(file).ok()?;
     handle.seek(SeekFrom::Start(*offset)).ok()?;
-    let mut text = String::new();
-    handle.read_to_string(&mut text).ok()?;
-    let whole = text.rfind('\n').map(|i| i + 1)?;
+    // A line that is not UTF-8 (a program's raw bytes) is shown as it can be, not lost.
+    let mut bytes = Vec::new();
+    handle.read_to_end(&mut bytes).ok()?;
+    let whole = bytes.iter().rposition(|b| *b == b'\n').map(|i| i + 1)?;
     *offset += whole as u64;
-    Some(text[..whole].to_string())
+    Some(String::from_utf8_lossy(&bytes[..whole]).into_owned())
 }
 
 #[cfg(test)]

@@ -342,11 +342,17 @@ fn the_event_stream_follows_a_running_run_to_its_end() {
         "{text}"
     );
     // A finished run's stream says its state once, and ends.
+    let start = Instant::now();
     let again = serve.events(
         &format!("/api/runs/{id}/events"),
         |_| false,
-        Duration::from_secs(10),
+        Duration::from_secs(20),
     );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "the stream did not end"
+    );
+    assert_eq!(again.matches("event: run\n").count(), 1, "{again}");
     assert!(
         again.contains("event: run\ndata: {\"status\":\"succeeded\""),
         "{again}"
@@ -464,12 +470,20 @@ fn the_actions_need_the_servers_token() {
     let stacks = serve.get("/api/stacks").json();
     assert_eq!(stacks[0]["lock"]["run_id"], killed.as_str());
     let page = serve.get("/stacks");
+    let unlock = format!("/api/stacks/dev/unlock?run={killed}");
     assert!(
-        page.body.contains(r#"data-url="/api/stacks/dev/unlock""#),
+        page.body.contains(&format!(r#"data-url="{unlock}""#)),
         "{}",
         page.body
     );
-    let reply = serve.post("/api/stacks/dev/unlock", Some(token));
+    // The lock the page showed, not another's.
+    let stale = serve.post(
+        "/api/stacks/dev/unlock?run=20000101-000000-000000",
+        Some(token),
+    );
+    assert_eq!(stale.status, 409, "{}", stale.body);
+    assert!(stale.body.contains("look again"), "{}", stale.body);
+    let reply = serve.post(&unlock, Some(token));
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.json()["cleared"]["run_id"], killed.as_str());
     assert_eq!(serve.get("/api/stacks").json()[0]["lock"], Value::Null);
@@ -601,13 +615,23 @@ fn ctrl_c_stops_the_server_with_a_stream_open() {
 fn a_drift_check_that_found_drift_says_so_everywhere() {
     let w = workspace();
     assert_eq!(mara(&w, None, &[], &["up", "--yes"]).0, 0);
+    let (code, said) = mara(&w, None, &[], &["drift"]);
+    assert_eq!(code, 0, "{said}");
+    let serve = Serve::start(w.path(), &[]);
+    // A check that found nothing: as it ran.
+    let clean = runs(&serve)[0].clone();
+    assert_eq!(
+        (clean["operation"].as_str(), clean["result"].as_str()),
+        (Some("drift"), Some("nothing drifted"))
+    );
+    assert_eq!(clean["shown"], "succeeded");
     let (code, said) = mara(&w, None, &[("MARA_TEST_DRIFT", "2")], &["drift"]);
     assert_eq!(code, 4, "{said}");
-    let serve = Serve::start(w.path(), &[]);
     let check = runs(&serve)[0].clone();
     assert_eq!(check["operation"], "drift");
     assert_eq!(check["status"], "succeeded", "the check itself ran");
     assert_eq!(check["result"], "1 project drifted");
+    assert_eq!(check["shown"], "drifted");
     let id = check["run_id"].as_str().unwrap();
     let list = serve.get("/").body;
     assert!(

@@ -189,11 +189,26 @@ async fn follow(client: &Client, page: &str) -> Vec<u8> {
     let made = "return document.querySelectorAll('main script').length;";
     assert_eq!(client.execute(made, vec![]).await.unwrap(), json!(0));
     assert!(client.get_alert_text().await.is_err(), "an alert is open");
-    let log_line = "web up";
+    // The web front's lines came through the stream and the script: one of them is HTML too.
     let web_log = text(client, "pre.log[data-project='web']").await;
     assert!(
-        web_log.contains(log_line),
+        web_log.contains("web up"),
         "the new project's log came too: {web_log}"
+    );
+    assert!(
+        web_log.contains("<img src=x onerror=alert(2)>"),
+        "{web_log}"
+    );
+    let made = "return document.querySelectorAll('main img').length;";
+    assert_eq!(client.execute(made, vec![]).await.unwrap(), json!(0));
+    // Each line once, though the stream sends a page every line from the start.
+    let app = "return document.querySelector(\"pre.log[data-project='app']\").textContent;";
+    let app = client.execute(app, vec![]).await.unwrap();
+    let app = app.as_str().unwrap_or_default();
+    assert_eq!(
+        app.lines().filter(|l| *l == "application up").count(),
+        1,
+        "{app}"
     );
     client.screenshot().await.unwrap()
 }

@@ -46,6 +46,7 @@ engine = "command"
 up = '''
 sleep "${MARA_TEST_SLEEP:-0}"
 echo "web up"
+echo '<img src=x onerror=alert(2)>'
 exit "${MARA_TEST_WEB_EXIT:-0}"
 '''
 destroy = "echo web down"

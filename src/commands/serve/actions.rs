@@ -5,7 +5,8 @@
 //! so no other site can act through a browser that has the page open.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -15,7 +16,7 @@ use crate::ledger::{Holder, Ledger, process_exists, whoami};
 use crate::status::RunStatus;
 
 use super::Shared;
-use super::routes::Failure;
+use super::routes::{Failure, parameters};
 
 /// The refusal of a request that does not carry the server's token; `None` when it does.
 fn refusal(app: &Shared, headers: &HeaderMap) -> Option<Response> {
@@ -88,8 +89,12 @@ async fn acting(
 pub async fn cancel(
     State(app): State<Shared>,
     Path(run_id): Path<String>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
+    if let Err(failure) = parameters(query, &[]) {
+        return failure.into_response();
+    }
     acting(&app, &headers, move |ledger| {
         let Some(record) = ledger.run(&run_id)?.map(|r| r.as_seen()) else {
             return Ok(Err(Failure::new(
@@ -126,12 +131,24 @@ pub async fn cancel(
 pub async fn unlock(
     State(app): State<Shared>,
     Path(stack): Path<String>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
+    // `?run=ID`: only while that run holds it (the page says which lock it showed; a lock
+    // taken since by another run is not cleared by a click on an old page).
+    let expected = match parameters(query, &["run"]) {
+        Ok(mut found) => found.remove("run").filter(|r| !r.is_empty()),
+        Err(failure) => return failure.into_response(),
+    };
     acting(&app, &headers, move |ledger| {
         let Some(holder) = ledger.holder(&stack)? else {
             return Ok(Err(conflict(format!("Stack {stack} is not locked."))));
         };
+        if let Some(expected) = expected.filter(|run| *run != holder.run_id) {
+            return Ok(Err(conflict(format!(
+                "Stack {stack} is locked by {holder} now, not by run `{expected}`: look again."
+            ))));
+        }
         if alive_here(&holder) {
             return Ok(Err(conflict(format!(
                 "Stack {stack} is locked by {holder}, which is alive on this host: \

@@ -115,8 +115,13 @@ impl Watch {
         });
         let (record, previews) = match read.await {
             Ok(Some(Some(found))) => found,
+            // The run is gone (its ledger made anew): nothing more will come.
+            Ok(_) => {
+                self.done = true;
+                return Vec::new();
+            }
             // The ledger did not answer this time: the next look tries again.
-            Ok(_) | Err(_) => return Vec::new(),
+            Err(_) => return Vec::new(),
         };
         let page = shaped(
             &record,

@@ -213,7 +213,7 @@ pub fn run(
             @for (path, lines) in logs {
                 details open[page.projects.iter().any(|p| &p.path == path && matches!(p.shown, "running" | "failed" | "drifted"))] {
                     summary { (path) " " a href=(log_link(&run.run_id, path)) { "(own page)" } }
-                    (log_block(path, lines))
+                    (log_block(path, lines, Some(TAIL)))
                 }
             }
         }
@@ -221,11 +221,17 @@ pub fn run(
     layout(chrome, content)
 }
 
-/// A project's log lines, numbered for the script that appends those that come.
-fn log_block(path: &str, lines: &[String]) -> Markup {
+/// How many of a project's last log lines a run's page shows (its own page shows them all).
+const TAIL: usize = 500;
+
+/// A project's log lines (its last `tail`, if given), counted for the script that appends
+/// those that come.
+fn log_block(path: &str, lines: &[String], tail: Option<usize>) -> Markup {
+    let skipped = tail.map_or(0, |tail| lines.len().saturating_sub(tail));
     html! {
+        @if skipped > 0 { p.note { (skipped) " earlier lines are on the project's own page." } }
         pre.log data-project=(path) data-lines=(lines.len()) {
-            @for line in lines { (line) "\n" }
+            @for line in &lines[skipped..] { (line) "\n" }
         }
     }
 }
@@ -237,7 +243,7 @@ pub fn log(chrome: &Chrome<'_>, run: &RunRow, path: &str, lines: &[String]) -> M
         p.meta { "In " a href=(run_link(&run.run_id)) { (run.operation.as_str()) " of " (run.stack) " (" code { (run.run_id) } ")" }
             " " span #run-status { (shown(run)) } }
         @if lines.is_empty() && run.status != RunStatus::Running { p.empty { "(no log)" } }
-        (log_block(path, lines))
+        (log_block(path, lines, None))
     };
     layout(chrome, content)
 }
@@ -258,7 +264,7 @@ pub fn stacks(chrome: &Chrome<'_>, rows: &[StackRow], actions: bool) -> Markup {
                             td { (row.stack) }
                             td { @match &row.lock {
                                 Some(holder) => { (lock(holder)) @if actions {
-                                    (action_form("Unlock", &format!("/api/stacks/{}/unlock", encode(&row.stack))))
+                                    (action_form("Unlock", &format!("/api/stacks/{}/unlock?run={}", encode(&row.stack), encode(&holder.run_id))))
                                 } }
                                 None => { span.muted { "not locked" } }
                             } }
@@ -289,7 +295,9 @@ fn lock(holder: &Holder) -> Markup {
 /// by the script; nothing is kept, so no other site can act through the browser).
 fn action_form(label: &str, url: &str) -> Markup {
     html! {
-        form.action data-url=(url) {
+        // Sent by the page's script with the token as a bearer token; without the script, a
+        // plain POST that is refused (401), the token never in a URL.
+        form.action method="post" action=(url) data-url=(url) {
             input type="password" name="token" placeholder="MARA_SERVE_TOKEN" autocomplete="off" required;
             button type="submit" { (label) }
             output {}

@@ -197,7 +197,7 @@ fn row(ledger: &dyn Ledger, record: &RunRecord) -> crate::error::Result<RunRow> 
     };
     let none = ExecutionGraph::from_projects(Vec::new()).expect("an empty graph is one");
     let summary = crate::ui::recorded::summary_of(record, &none, previews);
-    Ok(RunRow::of(record, summary.result()))
+    Ok(RunRow::of(record, &summary))
 }
 
 /// Every stack a run was recorded of, by name.
@@ -370,8 +370,7 @@ async fn log_of(
             format!("Run `{run_id}` has no project `{project}`."),
         ));
     }
-    let mut logs = log_lines(app, &run_id, vec![project.clone()]).await?;
-    let lines = logs.pop().map(|(_, lines)| lines).unwrap_or_default();
+    let lines = (app.source).log_of(run_id.clone(), project.clone()).await?;
     Ok((run, project, lines))
 }
 

@@ -54,7 +54,14 @@ impl Source {
                             }
                         }
                     }
-                    job(Ok(opened.as_deref_mut().map(|l| l as &mut dyn Ledger)));
+                    // A job that panics (a bug) costs its request, not the server: its answer
+                    // is dropped (the request fails) and the ledger is opened again.
+                    let ledger = opened.as_deref_mut().map(|l| l as &mut dyn Ledger);
+                    let done =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Ok(ledger))));
+                    if done.is_err() {
+                        opened = None;
+                    }
                 }
             })
             .expect("a thread for the ledger");
@@ -110,35 +117,54 @@ impl Source {
         .map_err(|e| e.to_string())?
     }
 
-    /// The log lines of run `run_id` past `cursor`, of `projects` (the run's, or the one asked
-    /// for): from the ledger when it keeps them, else from this machine's log files.
+    /// The lines of run `run_id`'s logs past `cursor`: from the ledger when it keeps them,
+    /// every project's (one that started since the run was read is not missed); else from this
+    /// machine's log files, those of `paths`.
     pub async fn logs(
         &self,
         run_id: String,
-        projects: Vec<String>,
+        paths: Vec<String>,
+        cursor: LogCursor,
+    ) -> Result<(Vec<(String, String)>, LogCursor)> {
+        self.lines(run_id, None, paths, cursor).await
+    }
+
+    /// One project's whole log in run `run_id`.
+    pub async fn log_of(&self, run_id: String, project: String) -> Result<Vec<String>> {
+        let paths = vec![project.clone()];
+        let cursor = LogCursor::default();
+        let (lines, _) = self.lines(run_id, Some(project), paths, cursor).await?;
+        Ok(lines.into_iter().map(|(_, line)| line).collect())
+    }
+
+    async fn lines(
+        &self,
+        run_id: String,
+        only: Option<String>,
+        paths: Vec<String>,
         mut cursor: LogCursor,
     ) -> Result<(Vec<(String, String)>, LogCursor)> {
         let dir = self.workspace.state_dir().join("logs").join(&run_id);
         let kept = self.read(|ledger| Ok(ledger.stores_logs())).await?;
         if kept == Some(true) {
             let after = cursor.position;
-            let one = (projects.len() == 1).then(|| projects[0].clone());
             let lines = self
-                .read(move |ledger| ledger.logs(&run_id, one.as_deref(), after))
+                .read(move |ledger| ledger.logs(&run_id, only.as_deref(), after))
                 .await?
                 .unwrap_or_default();
             if let Some((last, _, _)) = lines.last() {
                 cursor.position = *last;
             }
             let lines = (lines.into_iter())
-                .filter(|(_, project, _)| projects.contains(project))
                 .map(|(_, project, line)| (project, line))
                 .collect();
             return Ok((lines, cursor));
         }
         tokio::task::spawn_blocking(move || {
             let mut lines = Vec::new();
-            for project in projects {
+            // A path is the ledger's, but a ledger is a file anyone here may have written: none
+            // leads out of the run's log directory.
+            for project in paths.into_iter().filter(|p| inside(p)) {
                 let file = dir.join(format!("{project}.log"));
                 let offset = cursor.offsets.entry(project.clone()).or_default();
                 if let Some(text) = crate::files::read_from(&file, offset) {
@@ -150,6 +176,11 @@ impl Source {
         .await
         .map_err(|e| Error::Runtime(std::io::Error::other(e)))?
     }
+}
+
+/// Whether project path `path` names a file under a directory: relative, no `..`.
+fn inside(path: &str) -> bool {
+    !path.starts_with('/') && !path.split('/').any(|part| part == "..")
 }
 
 /// How far a reader of a run's logs has read: the ledger's position, or each log file's offset.
@@ -166,5 +197,7 @@ fn identity(path: &std::path::Path) -> Option<(u64, u64)> {
 }
 
 fn stopped() -> Error {
-    Error::Runtime(std::io::Error::other("the ledger's thread has stopped"))
+    Error::Runtime(std::io::Error::other(
+        "the ledger's reader stopped on this request (mara serve said why on its stderr)",
+    ))
 }

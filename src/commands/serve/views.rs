@@ -33,15 +33,18 @@ pub struct RunRow {
     pub duration_ms: Option<u64>,
     /// How many of its projects ended in each status.
     pub counts: BTreeMap<ProjectStatus, usize>,
-    /// What it came to, as its summary's last line says: its status, or for a drift check that
-    /// found drift, that (`1 project drifted`).
+    /// What it came to, as its summary's last line says: its status, or what a drift check
+    /// found (`1 project drifted`, `nothing drifted`).
     pub result: String,
+    /// How its status is shown (the class of its badge): `drifted` for a drift check that
+    /// found drift, where its status alone would say `succeeded`; else its status.
+    pub shown: &'static str,
 }
 
 impl RunRow {
     /// `record` as seen (`RunRecord::as_seen`), its projects counted when it has them, and
-    /// what it came to (`result`).
-    pub fn of(record: &RunRecord, result: String) -> RunRow {
+    /// what it came to as its `summary` says.
+    pub fn of(record: &RunRecord, summary: &RunSummary) -> RunRow {
         let mut counts = BTreeMap::new();
         for project in &record.projects {
             *counts.entry(project.status).or_default() += 1;
@@ -63,17 +66,20 @@ impl RunRow {
                 record.status,
             ),
             counts,
-            result,
+            result: summary.result(),
+            shown: match record.operation == Operation::Drift
+                && record.status == RunStatus::Succeeded
+                && summary.drifted() > 0
+            {
+                true => "drifted",
+                false => record.status.as_str(),
+            },
         }
     }
 
-    /// How its status is shown: the class of its badge and its words — a drift check that found
-    /// drift says so, where its status alone would say it succeeded.
+    /// How its status is shown: the class of its badge, and its words.
     pub fn shown(&self) -> (&'static str, &str) {
-        match self.result == self.status.as_str() {
-            true => (self.status.as_str(), &self.result),
-            false => ("drifted", &self.result),
-        }
+        (self.shown, &self.result)
     }
 
     /// Its projects' counts as words: `3 succeeded, 1 failed`.
@@ -158,7 +164,7 @@ impl RunPage {
             })
             .collect();
         RunPage {
-            run: RunRow::of(record, summary.result()),
+            run: RunRow::of(record, summary),
             projects,
             graph: Drawing::of(&[], Err("")),
             lock: lock.filter(|l| l.run_id == record.run_id),

@@ -148,6 +148,8 @@
 
   events.addEventListener("log", (event) => {
     const l = JSON.parse(event.data);
+    // A line of a project whose start this page has not heard of yet.
+    if (!logs.has(l.project)) addProject(l.project);
     const pre = logs.get(l.project);
     if (!pre) return;
     const shown = Number(pre.dataset.lines || 0);
