@@ -28,58 +28,9 @@ pub fn summary_of(
     if record.operation == Operation::Destroy {
         projects.reverse();
     }
-    let at = |s: &Option<String>| s.as_deref().and_then(crate::clock::parse_rfc3339);
-    let reports = projects
-        .into_iter()
-        .map(|p| {
-            let previewed = previews.remove(&p.path).unwrap_or_default();
-            let reason = p.reason.clone().unwrap_or_default();
-            let outcome = match p.status {
-                ProjectStatus::Succeeded => Outcome::Succeeded,
-                ProjectStatus::Unchanged => Outcome::Unchanged,
-                ProjectStatus::Skipped => Outcome::Skipped { reason },
-                ProjectStatus::Cancelled => Outcome::Cancelled { killed: None },
-                ProjectStatus::Abandoned => Outcome::Skipped { reason },
-                ProjectStatus::Waiting if fanout::waited(p) => Outcome::Waits {
-                    on: previewed.waits_on.clone(),
-                    reason,
-                },
-                _ => Outcome::Failed {
-                    code: p.exit_code,
-                    reason,
-                },
-            };
-            ProjectReport {
-                path: p.path.clone(),
-                status: p.status,
-                started: p.started.clone(),
-                finished: p.finished.clone(),
-                duration_ms: at(&p.started)
-                    .zip(at(&p.finished))
-                    .map(|(s, e)| e.duration_since(s).unwrap_or_default().as_millis() as u64),
-                exit_code: p.exit_code,
-                changes: p.changes.clone(),
-                reason: p.reason.clone(),
-                changed_outputs: previewed.changed_outputs,
-                stale: Vec::new(),
-                waits_on: previewed.waits_on,
-                diff: previewed.diff,
-                drifted: previewed.drifted,
-                planned_with: previewed.planned_with,
-                projected: previewed.projected,
-                inputs_taken: Default::default(),
-                plan_digest: None,
-                approval: None,
-                new_stack: previewed.new_stack,
-                outcome,
-                log: None,
-                created_stack: false,
-                attempts: 0,
-                outputs: None,
-            }
-        })
+    let mut reports: Vec<ProjectReport> = (projects.into_iter())
+        .map(|p| report(p, previews.remove(&p.path).unwrap_or_default()))
         .collect();
-    let mut reports: Vec<ProjectReport> = reports;
     if matches!(record.operation, Operation::Preview | Operation::Drift) {
         let reads = reads(graph, &reports);
         mark_stale(&mut reports, &reads);
@@ -103,6 +54,59 @@ pub fn summary_of(
         expect_no_changes: false,
         exit_code: None,
     }
+}
+
+/// A recorded project as its summary's row, with what its preview showed.
+fn report(p: &ProjectRecord, previewed: Previewed) -> ProjectReport {
+    let reason = p.reason.clone().unwrap_or_default();
+    let outcome = match p.status {
+        ProjectStatus::Succeeded => Outcome::Succeeded,
+        ProjectStatus::Unchanged => Outcome::Unchanged,
+        ProjectStatus::Skipped => Outcome::Skipped { reason },
+        ProjectStatus::Cancelled => Outcome::Cancelled { killed: None },
+        ProjectStatus::Abandoned => Outcome::Skipped { reason },
+        ProjectStatus::Waiting if fanout::waited(p) => Outcome::Waits {
+            on: previewed.waits_on.clone(),
+            reason,
+        },
+        _ => Outcome::Failed {
+            code: p.exit_code,
+            reason,
+        },
+    };
+    ProjectReport {
+        path: p.path.clone(),
+        status: p.status,
+        started: p.started.clone(),
+        finished: p.finished.clone(),
+        duration_ms: at(&p.started)
+            .zip(at(&p.finished))
+            .map(|(s, e)| e.duration_since(s).unwrap_or_default().as_millis() as u64),
+        exit_code: p.exit_code,
+        changes: p.changes.clone(),
+        reason: p.reason.clone(),
+        changed_outputs: previewed.changed_outputs,
+        stale: Vec::new(),
+        waits_on: previewed.waits_on,
+        diff: previewed.diff,
+        drifted: previewed.drifted,
+        planned_with: previewed.planned_with,
+        projected: previewed.projected,
+        inputs_taken: Default::default(),
+        plan_digest: None,
+        approval: None,
+        new_stack: previewed.new_stack,
+        outcome,
+        log: None,
+        created_stack: false,
+        attempts: 0,
+        outputs: None,
+    }
+}
+
+/// A recorded instant.
+fn at(instant: &Option<String>) -> Option<std::time::SystemTime> {
+    instant.as_deref().and_then(crate::clock::parse_rfc3339)
 }
 
 /// What each of `reports` (in the run's order) reads of those before it, from the graph.
