@@ -1,8 +1,8 @@
 //! `/api/runs/ID/events` (docs/commands.md, "serve"): a running run as a stream of Server-Sent
 //! Events, read from the ledger every half second — `project` when a project's row changes
 //! (its status, duration, changes, reason), `log` for each new log line (numbered within its
-//! project, so that a page that already shows a line skips it), `run` when the run's status
-//! changes, and `graph` (the drawing, `svg::Drawing`) when a project starts that the graph did
+//! project, so that a page that already shows a line skips it), `run` when the run's status or
+//! duration changes, and `graph` (the drawing, `svg::Drawing`) when a project starts that the graph did
 //! not have. The stream ends after the run's end, or when the server stops.
 
 use std::collections::BTreeMap;
@@ -36,19 +36,18 @@ pub async fn stream(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Failure> {
     parameters(query, &[])?;
     let id = run_id.clone();
-    let exists = app
+    let provider = app
         .source
         .read(move |ledger| Ok(ledger.run(&id)?.map(|r| r.provider)))
         .await?
         .flatten();
-    if exists.is_none() {
+    let Some(provider) = provider else {
         return Err(Failure::new(
             StatusCode::NOT_FOUND,
             format!("No run `{run_id}` in this ledger."),
         ));
-    }
+    };
     let mut stopping = app.stopping.clone();
-    let provider = exists.expect("the run exists");
     let graph = app.source.graph(provider).await;
     let watch = Watch {
         app,
