@@ -5,10 +5,22 @@ use std::collections::BTreeMap;
 
 use super::report::RunSummary;
 use crate::engine::Operation;
-use crate::ledger::{Previewed, ProjectRecord, RunRecord};
+use crate::ledger::{Ledger, Previewed, ProjectRecord, RunRecord};
 use crate::run::events::{Outcome, ProjectReport, Reads, mark_stale};
 use crate::run::fanout;
 use crate::status::ProjectStatus;
+
+/// What the previews of `record` showed beyond their counts, when it is a run that records
+/// them (a preview's, a drift check's).
+pub fn previews_of(
+    ledger: &dyn Ledger,
+    record: &RunRecord,
+) -> crate::error::Result<BTreeMap<String, Previewed>> {
+    match record.operation {
+        Operation::Preview | Operation::Drift => ledger.previews(&record.run_id),
+        _ => Ok(BTreeMap::new()),
+    }
+}
 
 /// The run as its summary shows it, the projects in the run's order; a preview's with what each
 /// showed (`previews`), and which read what another's would change.

@@ -114,10 +114,7 @@ fn close(settings: &Settings, run_id: &str, reports: Reports) -> Result<()> {
     if closed {
         eprintln!("Run {run_id} was closed already ({}).", record.status);
     }
-    let previews = match record.operation {
-        Operation::Preview | Operation::Drift => ledger.previews(run_id)?,
-        _ => Default::default(),
-    };
+    let previews = crate::ui::recorded::previews_of(ledger.as_ref(), &record)?;
     let mut summary = crate::ui::recorded::summary_of(&record, &deployment.graph, previews);
     let result = verdict(&record, &summary);
     summary.exit_code = Some(result.as_ref().map_or_else(Error::exit_code, |()| 0));

@@ -5,8 +5,7 @@
 //! so no other site can act through a browser that has the page open.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -16,7 +15,7 @@ use crate::ledger::{Holder, Ledger, process_exists, whoami};
 use crate::status::RunStatus;
 
 use super::Shared;
-use super::routes::{Failure, parameters};
+use super::routes::{Failure, Params, parameters};
 
 /// The refusal of a request that does not carry the server's token; `None` when it does.
 fn refusal(app: &Shared, headers: &HeaderMap) -> Option<Response> {
@@ -89,7 +88,7 @@ async fn acting(
 pub async fn cancel(
     State(app): State<Shared>,
     Path(run_id): Path<String>,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Params,
     headers: HeaderMap,
 ) -> Response {
     if let Err(failure) = parameters(query, &[]) {
@@ -97,10 +96,7 @@ pub async fn cancel(
     }
     acting(&app, &headers, move |ledger| {
         let Some(record) = ledger.run(&run_id)?.map(|r| r.as_seen()) else {
-            return Ok(Err(Failure::new(
-                StatusCode::NOT_FOUND,
-                format!("No run `{run_id}` in this ledger."),
-            )));
+            return Ok(Err(Failure::no_run(&run_id)));
         };
         if record.status != RunStatus::Running {
             return Ok(Err(conflict(format!(
@@ -131,7 +127,7 @@ pub async fn cancel(
 pub async fn unlock(
     State(app): State<Shared>,
     Path(stack): Path<String>,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Params,
     headers: HeaderMap,
 ) -> Response {
     // `?run=ID`: only while that run holds it (the page says which lock it showed; a lock

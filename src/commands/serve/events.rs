@@ -9,20 +9,17 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt, stream};
 use serde_json::json;
 
-use crate::engine::Operation;
 use crate::graph::ExecutionGraph;
 use crate::ledger::RunRecord;
 use crate::status::RunStatus;
 
 use super::Shared;
-use super::routes::{Failure, parameters, shaped};
+use super::routes::{Failure, Params, parameters, shaped};
 use super::source::LogCursor;
 use super::views::{self, ProjectRow, RunPage};
 
@@ -32,7 +29,7 @@ const EVERY: Duration = Duration::from_millis(500);
 pub async fn stream(
     State(app): State<Shared>,
     Path(run_id): Path<String>,
-    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Params,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, Failure> {
     parameters(query, &[])?;
     let id = run_id.clone();
@@ -42,10 +39,7 @@ pub async fn stream(
         .await?
         .flatten();
     let Some(provider) = provider else {
-        return Err(Failure::new(
-            StatusCode::NOT_FOUND,
-            format!("No run `{run_id}` in this ledger."),
-        ));
+        return Err(Failure::no_run(&run_id));
     };
     let mut stopping = app.stopping.clone();
     let graph = app.source.graph(provider).await;
@@ -106,10 +100,7 @@ impl Watch {
             let Some(record) = ledger.run(&id)? else {
                 return Ok(None);
             };
-            let previews = match record.operation {
-                Operation::Preview | Operation::Drift => ledger.previews(&id)?,
-                _ => BTreeMap::new(),
-            };
+            let previews = crate::ui::recorded::previews_of(ledger, &record)?;
             Ok(Some((record.as_seen(), previews)))
         });
         let (record, previews) = match read.await {

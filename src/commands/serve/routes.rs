@@ -13,10 +13,10 @@ use axum::response::{IntoResponse, Response};
 use maud::Markup;
 use serde_json::json;
 
-use crate::engine::Operation;
 use crate::graph::ExecutionGraph;
 use crate::ledger::{Holder, Ledger, Previewed, RunRecord};
 use crate::status::RunStatus;
+use crate::ui::report::RunSummary;
 
 use super::Shared;
 use super::pages::{self, Chrome, Filter};
@@ -39,7 +39,7 @@ impl Failure {
         }
     }
 
-    fn no_run(run_id: &str) -> Failure {
+    pub fn no_run(run_id: &str) -> Failure {
         Failure::new(
             StatusCode::NOT_FOUND,
             format!("No run `{run_id}` in this ledger."),
@@ -87,6 +87,10 @@ impl IntoResponse for Failure {
 
 type Answer<T> = std::result::Result<T, Failure>;
 
+/// A request's query as pairs, or why it could not be read: every route checks it
+/// (`parameters`).
+pub type Params = std::result::Result<Query<Vec<(String, String)>>, QueryRejection>;
+
 /// A page, or its failure as a page.
 fn html(page: Answer<Markup>) -> Response {
     match page {
@@ -96,10 +100,7 @@ fn html(page: Answer<Markup>) -> Response {
 }
 
 /// The query's parameters, each only once and only those in `known`.
-pub fn parameters(
-    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
-    known: &[&str],
-) -> Answer<BTreeMap<String, String>> {
+pub fn parameters(query: Params, known: &[&str]) -> Answer<BTreeMap<String, String>> {
     let Query(pairs) = query.map_err(|e| Failure::bad_query(e.body_text()))?;
     let mut found = BTreeMap::new();
     for (key, value) in pairs {
@@ -124,9 +125,7 @@ pub fn parameters(
 }
 
 /// The list's filter from `?stack=…&status=…&limit=…` (empty values: none).
-fn filter(
-    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Answer<Filter> {
+fn filter(query: Params) -> Answer<Filter> {
     let found = parameters(query, &["stack", "status", "limit"])?;
     let given = |key: &str| found.get(key).filter(|v| !v.is_empty());
     let status = match given("status") {
@@ -191,13 +190,18 @@ async fn list(app: &Shared, filter: &Filter) -> Answer<(Vec<RunRow>, Vec<String>
 /// `record` (as seen, with its projects) as the list shows it: what a preview or a drift check
 /// came to needs what its projects' previews recorded.
 fn row(ledger: &dyn Ledger, record: &RunRecord) -> crate::error::Result<RunRow> {
-    let previews = match record.operation {
-        Operation::Preview | Operation::Drift => ledger.previews(&record.run_id)?,
-        _ => BTreeMap::new(),
-    };
+    let previews = crate::ui::recorded::previews_of(ledger, record)?;
+    Ok(RunRow::of(record, &summary(record, None, previews)))
+}
+
+/// `record` as its summary says it, its projects in the order of `graph` when there is one.
+fn summary(
+    record: &RunRecord,
+    graph: Option<&ExecutionGraph>,
+    previews: BTreeMap<String, Previewed>,
+) -> RunSummary {
     let none = ExecutionGraph::from_projects(Vec::new()).expect("an empty graph is one");
-    let summary = crate::ui::recorded::summary_of(record, &none, previews);
-    Ok(RunRow::of(record, &summary))
+    crate::ui::recorded::summary_of(record, graph.unwrap_or(&none), previews)
 }
 
 /// Every stack a run was recorded of, by name.
@@ -219,10 +223,7 @@ fn chrome<'a>(app: &'a Shared, title: String, run: Option<&'a RunRow>) -> Chrome
     }
 }
 
-pub async fn index(
-    State(app): State<Shared>,
-    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Response {
+pub async fn index(State(app): State<Shared>, query: Params) -> Response {
     html(
         async {
             let filter = filter(query)?;
@@ -238,10 +239,7 @@ pub async fn index(
     )
 }
 
-pub async fn runs_json(
-    State(app): State<Shared>,
-    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Answer<Json<Vec<RunRow>>> {
+pub async fn runs_json(State(app): State<Shared>, query: Params) -> Answer<Json<Vec<RunRow>>> {
     let filter = filter(query)?;
     Ok(Json(list(&app, &filter).await?.0))
 }
@@ -256,10 +254,7 @@ async fn recorded(app: &Shared, run_id: String) -> Answer<RunPage> {
                 return Ok(None);
             };
             let record = record.as_seen();
-            let previews = match record.operation {
-                Operation::Preview | Operation::Drift => ledger.previews(&id)?,
-                _ => BTreeMap::new(),
-            };
+            let previews = crate::ui::recorded::previews_of(ledger, &record)?;
             let lock = ledger.holder(&record.stack)?;
             Ok(Some((record, previews, lock)))
         })
@@ -283,8 +278,7 @@ pub fn shaped(
     previews: BTreeMap<String, Previewed>,
     lock: Option<Holder>,
 ) -> RunPage {
-    let none = ExecutionGraph::from_projects(Vec::new()).expect("an empty graph is one");
-    let summary = crate::ui::recorded::summary_of(record, graph.unwrap_or(&none), previews);
+    let summary = summary(record, graph.ok(), previews);
     let mut page = RunPage::of(record, &summary, lock);
     let shown: Vec<(String, String)> = (page.projects.iter())
         .map(|p| (p.path.clone(), p.shown.to_string()))
@@ -296,7 +290,7 @@ pub fn shaped(
 pub async fn run_page(
     State(app): State<Shared>,
     Path(run_id): Path<String>,
-    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Params,
 ) -> Response {
     html(
         async {
@@ -315,7 +309,7 @@ pub async fn run_page(
 pub async fn run_json(
     State(app): State<Shared>,
     Path(run_id): Path<String>,
-    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Params,
 ) -> Answer<Json<RunPage>> {
     parameters(query, &[])?;
     Ok(Json(recorded(&app, run_id).await?))
@@ -346,7 +340,7 @@ async fn log_lines(
 async fn log_of(
     app: &Shared,
     run_id: String,
-    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Params,
 ) -> Answer<(RunRow, String, Vec<String>)> {
     let found = parameters(query, &["project"])?;
     let project = (found.get("project").filter(|p| !p.is_empty()).cloned())
@@ -377,7 +371,7 @@ async fn log_of(
 pub async fn log_page(
     State(app): State<Shared>,
     Path(run_id): Path<String>,
-    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Params,
 ) -> Response {
     html(
         async {
@@ -392,7 +386,7 @@ pub async fn log_page(
 pub async fn log_json(
     State(app): State<Shared>,
     Path(run_id): Path<String>,
-    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
+    query: Params,
 ) -> Answer<Json<serde_json::Value>> {
     let (run, project, lines) = log_of(&app, run_id, query).await?;
     Ok(Json(
@@ -422,10 +416,7 @@ async fn stack_rows(app: &Shared) -> Answer<Vec<StackRow>> {
     Ok(found.unwrap_or_default())
 }
 
-pub async fn stacks_page(
-    State(app): State<Shared>,
-    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Response {
+pub async fn stacks_page(State(app): State<Shared>, query: Params) -> Response {
     html(
         async {
             parameters(query, &[])?;
@@ -440,10 +431,7 @@ pub async fn stacks_page(
     )
 }
 
-pub async fn stacks_json(
-    State(app): State<Shared>,
-    query: std::result::Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Answer<Json<Vec<StackRow>>> {
+pub async fn stacks_json(State(app): State<Shared>, query: Params) -> Answer<Json<Vec<StackRow>>> {
     parameters(query, &[])?;
     Ok(Json(stack_rows(&app).await?))
 }
