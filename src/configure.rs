@@ -131,7 +131,9 @@ pub fn needs<'p>(
 /// machine stores them once; a CI job, on a runner of its own, stores them there).
 pub fn secrets_of<'p>(plan: &Plan<'p>, secrets_project: &str) -> Vec<&'p SecretSpec> {
     let graph = plan.graph;
-    let whole = graph.find(secrets_project).is_ok_and(|i| plan.contains(i));
+    let whole = graph
+        .lookup(secrets_project)
+        .is_some_and(|i| plan.contains(i));
     let order: Vec<usize> = match whole {
         true => graph.order().to_vec(),
         false => plan.order().to_vec(),

@@ -141,7 +141,7 @@ fn local(settings: &Settings, command: &str) -> Result<Local> {
             .hint(cluster::NAME_HINT),
         ));
     }
-    let has_cluster_project = deployment.graph.find(CLUSTER_PROJECT).is_ok();
+    let has_cluster_project = deployment.graph.lookup(CLUSTER_PROJECT).is_some();
     let graph = &deployment.graph;
     let destroy_order = graph
         .order()

@@ -189,15 +189,32 @@ impl ExecutionGraph {
         found
     }
 
+    /// The project `find` finds, without the words that say why there is none (which weigh
+    /// on a plan of thousands: they compare the name with every path).
+    pub fn lookup(&self, name: &str) -> Option<usize> {
+        let name = name.trim_end_matches('/');
+        if let Some(i) = self.projects.iter().position(|p| p.path == name) {
+            return Some(i);
+        }
+        let suffix = format!("/{name}");
+        let mut matches = (self.projects.iter().enumerate())
+            .filter(|(_, p)| p.path.ends_with(&suffix))
+            .map(|(i, _)| i);
+        match (matches.next(), matches.next()) {
+            (Some(one), None) => Some(one),
+            _ => None,
+        }
+    }
+
     /// The project a command-line name refers to: its exact path, or the one path ending in
     /// `/<name>` (`eks` for `infrastructure/aws/eks`).
     // A problem is returned only on the (cold) path of a mistyped name; boxing it buys nothing.
     #[allow(clippy::result_large_err)]
     pub fn find(&self, name: &str) -> std::result::Result<usize, Problem> {
-        let name = name.trim_end_matches('/');
-        if let Some(i) = self.projects.iter().position(|p| p.path == name) {
+        if let Some(i) = self.lookup(name) {
             return Ok(i);
         }
+        let name = name.trim_end_matches('/');
         let suffix = format!("/{name}");
         let matches: Vec<usize> = self
             .order

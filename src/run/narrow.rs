@@ -50,7 +50,7 @@ pub fn resume<'g>(
         .iter()
         .filter(|p| !p.status.is_success())
         .map(|p| p.path.clone())
-        .filter(|path| graph.find(path).is_ok())
+        .filter(|path| graph.lookup(path).is_some())
         .collect();
     if left.is_empty() {
         return Ok(Resume::Completed);

@@ -22,16 +22,13 @@ struct Keys {
 }
 
 impl Keys {
+    const NAMES: &[&str] = &["name", "runtime", "stackConfigDir", "config"];
+
     fn into_map(self) -> serde_json::Map<String, Value> {
-        [
-            ("name", self.name),
-            ("runtime", self.runtime),
-            ("stackConfigDir", self.stack_config_dir),
-            ("config", self.config),
-        ]
-        .into_iter()
-        .filter_map(|(key, value)| Some((key.to_string(), value?)))
-        .collect()
+        let values = [self.name, self.runtime, self.stack_config_dir, self.config];
+        (Keys::NAMES.iter().zip(values))
+            .filter_map(|(key, value)| Some((key.to_string(), value?)))
+            .collect()
     }
 }
 
@@ -93,8 +90,9 @@ impl PulumiProject {
         let text = read.map_err(|e| Error::read(file, e))?;
         // The keys mara reads, the rest skipped as it is parsed (most of a plan of thousands
         // of projects); a file that does not read so is parsed whole, for the error it makes.
-        let top = match yaml::parse_keys::<Keys>(&text) {
-            Some(keys) => keys.into_map(),
+        let plain = || yaml::plain_keys(&text, Keys::NAMES);
+        let top = match plain().or_else(|| yaml::parse_keys::<Keys>(&text).map(Keys::into_map)) {
+            Some(top) => top,
             None => match yaml::parse_value(file, &text)? {
                 Value::Object(top) => top,
                 _ => {
@@ -211,5 +209,86 @@ mod tests {
         );
         let err = load("- name: x\n").unwrap_err();
         assert!(err.to_string().contains("must be a YAML mapping"), "{err}");
+    }
+
+    /// What the plain reading finds is what the parser finds, for any lines made of what a
+    /// `Pulumi.yaml` holds and of what YAML reads otherwise (numbers, booleans, quotes, anchors,
+    /// flow collections, tabs, continuation lines, several documents).
+    #[test]
+    fn the_plain_reading_finds_what_the_parser_finds() {
+        use proptest::prelude::*;
+        let keys = || {
+            prop::sample::select(vec![
+                "name",
+                "runtime",
+                "stackConfigDir",
+                "config",
+                "description",
+                "outputs",
+                "k",
+                "a-b",
+                "_x",
+                "true",
+                "y",
+                "No",
+                "1a",
+                "null",
+            ])
+        };
+        let words = || {
+            prop::sample::select(vec![
+                "p1", "yaml", "python", "/abs/dir", "dir/sub", "a b", "a  b", "x.y", "a+b", "_",
+            ])
+        };
+        let others = prop::sample::select(vec![
+            "123", "1e5", "true", "True", "yes", "NULL", "~", "-x", ".inf", "\"q\"", "'q'", "a: b",
+            "a #c", "&x", "*x", "!t x", "[a]", "{a: b}", "a,b", "|", ">", "0o7", "Off", "nan",
+        ]);
+        let form = |(form, k, v): (usize, &str, &str)| match form {
+            0..=2 => format!("{k}: {v}"),
+            3 => format!("{k}:"),
+            4 => format!("  {k}: {v}"),
+            5 => format!("    {k}: {v}"),
+            6 => format!("  - {v}"),
+            7 => "# a comment".to_string(),
+            8 => String::new(),
+            9 => "---".to_string(),
+            10 => format!("\t{k}: {v}"),
+            11 => format!("{k}: {v} "),
+            _ => format!("  {k}:"),
+        };
+        // Mostly lines of the plain kind, some of anything.
+        let line = prop_oneof![
+            4 => (0..9usize, keys(), words()).prop_map(form),
+            1 => (0..13usize, keys(), prop_oneof![words(), others]).prop_map(form),
+        ];
+        let texts = prop::collection::vec(line, 1..8).prop_map(|lines| lines.join("\n") + "\n");
+        let config = proptest::test_runner::Config::with_cases(2000);
+        let mut runner = proptest::test_runner::TestRunner::new(config);
+        let read_plainly = std::cell::Cell::new(0);
+        runner
+            .run(&texts, |text| {
+                if let Some(plain) = yaml::plain_keys(&text, Keys::NAMES) {
+                    read_plainly.set(read_plainly.get() + 1);
+                    let parsed = yaml::parse_keys::<Keys>(&text).map(Keys::into_map);
+                    prop_assert_eq!(Some(plain), parsed, "{:?}", text);
+                }
+                Ok(())
+            })
+            .unwrap();
+        // Enough of the texts were read plainly for the comparison to say something.
+        assert!(read_plainly.get() >= 100, "{}", read_plainly.get());
+        let mut read_plainly = 0;
+        for text in [
+            "name: p00601\nruntime: yaml\noutputs:\n  name: p00601\n",
+            "# the network\nname: aws-vpc\nruntime: python\ndescription: the VPC\n",
+            "name: app\nruntime: nodejs\ntemplate:\n  - one\n  - two\n",
+        ] {
+            let plain = yaml::plain_keys(text, Keys::NAMES);
+            assert!(plain.is_some(), "{text:?} is read plainly");
+            assert_eq!(plain, yaml::parse_keys::<Keys>(text).map(Keys::into_map));
+            read_plainly += 1;
+        }
+        assert_eq!(read_plainly, 3);
     }
 }

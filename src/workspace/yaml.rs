@@ -34,6 +34,96 @@ pub fn parse_keys<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
         .flatten()
 }
 
+/// The `wanted` keys of a YAML mapping written in the plainest YAML there is, read without a
+/// parser (most `Pulumi.yaml` files are a few such lines, and a plan of thousands reads them all:
+/// docs/benchmarks.md). Each line is blank, a comment, `key: word` or `key:` at the top, or under
+/// a `key:` that is not wanted one level of `key: word` or `- word` lines; a wanted key's value is
+/// a word, which is a string however YAML reads it (no number, boolean or null looks so). `None`
+/// for anything else — the parser then reads it, and says what is wrong.
+pub fn plain_keys(
+    text: &str,
+    wanted: &[&str],
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let mut found = serde_json::Map::new();
+    let mut top: std::collections::HashSet<&str> = Default::default();
+    // The block under the last top-level key without a value: its indentation, its keys, and
+    // whether it is a list.
+    let mut block: Option<(usize, std::collections::HashSet<&str>, bool)> = None;
+    let mut open = false;
+    for line in text.split('\n') {
+        let content = line.trim_start_matches(' ');
+        if content.is_empty() || content.starts_with('#') {
+            continue;
+        }
+        if line.ends_with(' ') || line.contains(['\t', '\r', '\u{feff}']) {
+            return None;
+        }
+        let indent = line.len() - content.len();
+        if indent == 0 {
+            let (key, value) = entry(content)?;
+            if !top.insert(key) {
+                return None;
+            }
+            let is_wanted = wanted.contains(&key);
+            match value {
+                Some(value) if is_wanted => {
+                    found.insert(key.to_string(), serde_json::Value::String(value.into()));
+                }
+                Some(_) => {}
+                None if is_wanted => return None,
+                None => {}
+            }
+            open = value.is_none();
+            block = None;
+            continue;
+        }
+        if !open {
+            return None;
+        }
+        let list = content.starts_with("- ");
+        let (at, keys, is_list) = block.get_or_insert_with(|| (indent, Default::default(), list));
+        if indent != *at || list != *is_list {
+            return None;
+        }
+        match list {
+            true => word(&content[2..])?,
+            false => match entry(content)? {
+                (key, Some(_)) if keys.insert(key) => key,
+                _ => return None,
+            },
+        };
+    }
+    (!top.is_empty()).then_some(found)
+}
+
+/// `key: word` or `key:`, for a key that is a plain name.
+fn entry(content: &str) -> Option<(&str, Option<&str>)> {
+    let (key, rest) = content.split_once(':')?;
+    let name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') || !key.chars().all(name) {
+        return None;
+    }
+    word(key)?;
+    match rest {
+        "" => Some((key, None)),
+        _ => Some((key, Some(word(rest.strip_prefix(' ')?)?))),
+    }
+}
+
+/// A plain scalar that every YAML reading takes for a string: a letter, `_` or `/` first, then
+/// letters, digits, spaces and `_ . / - +`, and no word a YAML schema reads as a boolean, null or
+/// number.
+fn word(text: &str) -> Option<&str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || " _./-+".contains(c);
+    let reserved = [
+        "true", "false", "null", "yes", "no", "on", "off", "y", "n", "nan", "inf", "infinity",
+    ];
+    (text.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '/')
+        && text.chars().all(plain)
+        && !reserved.iter().any(|r| text.eq_ignore_ascii_case(r)))
+    .then_some(text)
+}
+
 fn options() -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.legacy_octal_numbers = true;

@@ -49,7 +49,7 @@ impl Clearing {
         files.required_stack()?;
         let env = crate::run::prepare::engine_env_in(workspace, &files.environment(settings));
         let pulumi_left = run.engine_locks_left().iter().any(|p| {
-            (deployment.graph.find(&p.path).ok()).map(|i| {
+            (deployment.graph.lookup(&p.path)).map(|i| {
                 deployment
                     .graph
                     .project(i)

@@ -59,15 +59,14 @@ impl Drawing {
             }
         };
         let at: BTreeMap<usize, usize> = (projects.iter().enumerate())
-            .filter_map(|(k, (path, _))| graph.find(path).ok().map(|i| (i, k)))
+            .filter_map(|(k, (path, _))| graph.lookup(path).map(|i| (i, k)))
             .collect();
         let edges = edges(graph, &at);
         // In the graph's order (a destroy lists its projects the other way round), each one
         // column past the furthest of the projects it comes after.
         let mut order: Vec<usize> = (0..projects.len()).collect();
-        let position = |k: &usize| {
-            (graph.find(&projects[*k].0).ok()).map_or(usize::MAX, |i| graph.position(i))
-        };
+        let position =
+            |k: &usize| (graph.lookup(&projects[*k].0)).map_or(usize::MAX, |i| graph.position(i));
         order.sort_by_key(position);
         let mut column = vec![0u32; projects.len()];
         for &k in &order {

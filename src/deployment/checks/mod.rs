@@ -208,7 +208,7 @@ impl RunChecks<'_> {
         let secrets_project = &workspace.settings.secrets_project;
         if operation == crate::engine::Operation::Up
             && asks_tokens
-            && self.deployment.graph.find(secrets_project).is_err()
+            && self.deployment.graph.lookup(secrets_project).is_none()
         {
             found.fail(
                 "secrets",

@@ -43,7 +43,8 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
             checks.pass("project", format!("{path}: command steps, run in {place}"));
             continue;
         }
-        if !dir.is_dir() {
+        // A project file read means its directory is there (no look at it per project).
+        if !matches!(found, Some(Some(_))) && !dir.is_dir() {
             no_directory(checks, workspace, path, &dir, &mut missing_dirs);
             continue;
         }
@@ -248,7 +249,7 @@ pub fn preflight(
     }
     let secrets_project = &workspace.settings.secrets_project;
     let dir = workspace.project_dir(secrets_project);
-    if secrets_needed && plan.graph.find(secrets_project).is_ok() && !dir.is_dir() {
+    if secrets_needed && plan.graph.lookup(secrets_project).is_some() && !dir.is_dir() {
         checks.fail(
             "secrets",
             format!(

@@ -13,6 +13,9 @@ use sha2::{Digest, Sha256};
 use crate::engine::terraform::InitStamp;
 use crate::graph::Plan;
 use crate::provider::Project;
+use walk::Special;
+
+mod walk;
 
 /// Why a project runs, or is skipped, under `--changed`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,53 +128,6 @@ pub fn ignore_files_readable(
     special.refuse()
 }
 
-/// The ignore files a walk would read that are not regular files (a FIFO would hold the walk,
-/// and mara with it, forever): found before they are opened, and refused.
-#[derive(Clone, Default)]
-struct Special(std::sync::Arc<std::sync::Mutex<Vec<PathBuf>>>);
-
-impl Special {
-    /// Whether `dir`'s ignore files (`.gitignore`, `.ignore`, `.git/info/exclude`) may be read;
-    /// those that may not are noted.
-    fn readable_in(&self, dir: &Path) -> bool {
-        let found: Vec<PathBuf> = [".gitignore", ".ignore", ".git/info/exclude"]
-            .iter()
-            .map(|name| dir.join(name))
-            .filter(|path| std::fs::metadata(path).is_ok_and(|m| !m.is_file()))
-            .collect();
-        let readable = found.is_empty();
-        if !readable {
-            let mut noted = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            noted.extend(found);
-        }
-        readable
-    }
-
-    fn note(&self, path: PathBuf) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(path);
-    }
-
-    fn refuse(&self) -> crate::error::Result<()> {
-        let mut noted = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        noted.sort();
-        noted.dedup();
-        let problems: Vec<crate::error::Problem> = noted
-            .iter()
-            .map(|path| {
-                crate::error::Problem::new(
-                    "it is not a regular file (a FIFO, socket, device or directory), where an ignore file (or the git configuration naming one) belongs: mara does not read it",
-                )
-                .at(crate::error::Location::file(path))
-                .hint("remove it, or make it a file")
-            })
-            .collect();
-        match problems.is_empty() {
-            true => Ok(()),
-            false => Err(crate::error::Error::Problems(problems)),
-        }
-    }
-}
-
 /// The user's global gitignore (`core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore`), once
 /// every file it is found through is known to be a regular file: the git configurations the
 /// `ignore` crate reads (`GIT_CONFIG_GLOBAL`, `~/.gitconfig`, `$XDG_CONFIG_HOME/git/config`,
@@ -256,58 +212,52 @@ fn entry(project: &Project) -> String {
     )
 }
 
-/// Every project's files that git would track (`.gitignore`, `.git/info/exclude` and the `global`
-/// ignores respected, hidden files included, never `state_dir`), sorted; `None` for a project
-/// without a directory. Found in one walk from the projects' common ancestor, so that each
-/// directory above them is looked at once rather than once per project (its ignore files, its
-/// `.git`); a project the walk does not reach (behind a symlink, or in an ignored directory) gets
-/// a walk of its own, as it always did.
+/// Each project's files (`dirs[i]`'s, in a walk as git sees it: docs/decisions.md, "Fingerprints"),
+/// sorted; `None` for a project without a directory. Found in one walk from the projects' common
+/// ancestor, so that each directory above them is looked at once rather than once per project
+/// (its ignore files, its `.git`); a project the walk does not reach (behind a symlink, or in an
+/// ignored directory) gets a walk of its own, as it always did.
 fn project_files(
     dirs: &[PathBuf],
     state_dir: &Path,
     global: &ignore::gitignore::Gitignore,
     special: &Special,
 ) -> Vec<Option<Vec<PathBuf>>> {
-    let mut files: Vec<Option<Vec<PathBuf>>> =
-        dirs.iter().map(|dir| dir.is_dir().then(Vec::new)).collect();
-    let existing: Vec<usize> = (0..dirs.len()).filter(|&i| files[i].is_some()).collect();
-    let Some(root) = common_ancestor(existing.iter().map(|&i| dirs[i].as_path())) else {
+    let mut files: Vec<Option<Vec<PathBuf>>> = vec![None; dirs.len()];
+    let Some(root) = common_ancestor(dirs.iter().map(PathBuf::as_path)) else {
         return files;
     };
-    // The walk reads the ignore files of its root's directories above it too.
-    if !root.ancestors().all(|dir| special.readable_in(dir)) {
-        return files;
-    }
-    let layout = std::sync::Arc::new(Layout::new(dirs, &existing, &root));
-    let walk = {
-        let layout = layout.clone();
-        walker(&root, state_dir, global, special, move |path| {
-            layout.above.contains(path) || layout.owned(path)
-        })
+    let layout = Layout::new(dirs, &root);
+    let keep = |path: &Path| layout.above.contains(path) || layout.owned(path);
+    let filter = walk::Filter {
+        state_dir,
+        global,
+        special,
+        keep: &keep,
     };
-    let mut reached = vec![false; dirs.len()];
-    for (path, is_dir) in walk_on_every_core(walk) {
-        if is_dir && let Some(projects) = layout.projects_at.get(&path) {
-            projects.iter().for_each(|&i| reached[i] = true);
-        }
-        if !is_dir {
-            for i in layout.owners(&path) {
-                if let Some(list) = &mut files[i] {
-                    list.push(path.clone());
+    // A directory is found before what is in it: a project's list is there for its files.
+    for (path, is_dir) in walk::walk(&root, &filter) {
+        match is_dir {
+            true => (layout.projects_at.get(&path).into_iter().flatten())
+                .for_each(|&i| files[i] = Some(Vec::new())),
+            false => {
+                for i in layout.owners(&path) {
+                    if let Some(list) = &mut files[i] {
+                        list.push(path.clone());
+                    }
                 }
             }
         }
     }
-    // In the order a sorted walk gives (a directory's entries by name, depth first), which is
-    // how paths compare: the fingerprints do not depend on which thread found what.
-    for list in files.iter_mut().flatten() {
-        list.sort();
-    }
-    for &i in &existing {
-        // A project the walk did not enter is walked on its own — unless an ignore file on the
-        // way cannot be read (it is then refused, not waited on).
-        if !reached[i] && dirs[i].ancestors().all(|dir| special.readable_in(dir)) {
-            files[i] = Some(walk_alone(&dirs[i], state_dir, global, special));
+    for (i, dir) in dirs.iter().enumerate() {
+        match &mut files[i] {
+            // In the order a sorted walk gives (a directory's entries by name, depth first),
+            // which is how paths compare: the fingerprints do not depend on which thread found
+            // what.
+            Some(list) => list.sort(),
+            // A project the walk did not enter is walked on its own.
+            None if dir.is_dir() => files[i] = Some(walk_alone(dir, state_dir, global, special)),
+            None => {}
         }
     }
     files
@@ -324,19 +274,15 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(dirs: &[PathBuf], existing: &[usize], root: &Path) -> Layout {
+    fn new(dirs: &[PathBuf], root: &Path) -> Layout {
         let mut layout = Layout {
             projects_at: Default::default(),
             above: Default::default(),
             root_len: root.as_os_str().len(),
         };
-        for &i in existing {
-            layout
-                .projects_at
-                .entry(dirs[i].clone())
-                .or_default()
-                .push(i);
-            for ancestor in dirs[i].ancestors().skip(1) {
+        for (i, dir) in dirs.iter().enumerate() {
+            layout.projects_at.entry(dir.clone()).or_default().push(i);
+            for ancestor in dir.ancestors().skip(1) {
                 if !ancestor.starts_with(root) || !layout.above.insert(ancestor.to_path_buf()) {
                     break;
                 }
@@ -367,73 +313,25 @@ impl Layout {
     }
 }
 
-/// The files of a project the walk from the root did not reach, by a walk of its own.
+/// The files of a project the walk from the root did not reach, by a walk of its own, sorted.
 fn walk_alone(
     dir: &Path,
     state_dir: &Path,
     global: &ignore::gitignore::Gitignore,
     special: &Special,
 ) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> =
-        walk_on_every_core(walker(dir, state_dir, global, special, |_| true))
-            .into_iter()
-            .filter(|(_, is_dir)| !is_dir)
-            .map(|(path, _)| path)
-            .collect();
+    let filter = walk::Filter {
+        state_dir,
+        global,
+        special,
+        keep: &|_| true,
+    };
+    let mut found: Vec<PathBuf> = (walk::walk(dir, &filter).into_iter())
+        .filter(|(_, is_dir)| !is_dir)
+        .map(|(path, _)| path)
+        .collect();
     found.sort();
     found
-}
-
-/// What `walk` finds, on every core (a plan's walk is mostly waiting on the file system): each
-/// directory and regular file, `true` for a directory, in no particular order.
-fn walk_on_every_core(walk: ignore::WalkBuilder) -> Vec<(PathBuf, bool)> {
-    let (found, receive) = std::sync::mpsc::channel();
-    walk.build_parallel().run(|| {
-        let found = found.clone();
-        Box::new(move |entry| {
-            if let Ok(entry) = entry
-                && let Some(kind) = entry.file_type()
-                && (kind.is_dir() || kind.is_file())
-            {
-                let _ = found.send((entry.into_path(), kind.is_dir()));
-            }
-            ignore::WalkState::Continue
-        })
-    });
-    drop(found);
-    receive.into_iter().collect()
-}
-
-/// A walk from `dir` as git sees it, hidden files included, never into `.git`, `.mara` or
-/// `state_dir`, sorted by path; into what `keep` keeps.
-fn walker(
-    dir: &Path,
-    state_dir: &Path,
-    global: &ignore::gitignore::Gitignore,
-    special: &Special,
-    keep: impl Fn(&Path) -> bool + Send + Sync + 'static,
-) -> ignore::WalkBuilder {
-    let state_dir = state_dir.to_path_buf();
-    let global = global.clone();
-    let special = special.clone();
-    let mut builder = ignore::WalkBuilder::new(dir);
-    builder
-        .hidden(false)
-        .require_git(false)
-        // Read once by the caller rather than once per walk.
-        .git_global(false)
-        .filter_entry(move |e| {
-            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            e.file_name() != ".git"
-                && e.file_name() != ".mara"
-                && !e.path().starts_with(&state_dir)
-                && !global.matched(e.path(), is_dir).is_ignore()
-                && keep(e.path())
-                // A directory is entered only when its ignore files can be read.
-                && (!is_dir || special.readable_in(e.path()))
-        })
-        .threads(crate::parallel::threads());
-    builder
 }
 
 /// The deepest directory that holds every one of `paths` (itself, for one).
@@ -730,6 +628,33 @@ mod tests {
         assert!(!init_is_current(&tofu), "another binary");
     }
 
+    /// The files of `dir` in the `ignore` crate's own walk, sorted, as mara's walk must find
+    /// them (docs/decisions.md, "Fingerprints").
+    fn crate_walk(
+        dir: &Path,
+        state_dir: &Path,
+        global: &ignore::gitignore::Gitignore,
+    ) -> Vec<PathBuf> {
+        let (state_dir, global) = (state_dir.to_path_buf(), global.clone());
+        ignore::WalkBuilder::new(dir)
+            .hidden(false)
+            .require_git(false)
+            .git_global(false)
+            .filter_entry(move |e| {
+                let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+                e.file_name() != ".git"
+                    && e.file_name() != ".mara"
+                    && !e.path().starts_with(&state_dir)
+                    && !global.matched(e.path(), is_dir).is_ignore()
+            })
+            .sort_by_file_path(|a, b| a.cmp(b))
+            .build()
+            .flatten()
+            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+            .map(|e| e.into_path())
+            .collect()
+    }
+
     #[test]
     fn one_walk_finds_what_a_walk_per_project_finds() {
         let dir = tempfile::tempdir().unwrap();
@@ -740,7 +665,40 @@ mod tests {
             std::fs::write(path, text).unwrap();
         };
         write(".gitignore", "*.log\nhidden-dir/\n");
-        write("infra/.gitignore", "build/\n!keep.log\n");
+        write("infra/.gitignore", "build/\n!keep.log\n/anchored.txt\n");
+        // Above the root, and through a symlink to it: the rules see the canonical path.
+        std::fs::write(dir.path().join(".gitignore"), "*.tmp\nws/apps/web/dist/\n").unwrap();
+        write(
+            "apps/web/scratch.tmp",
+            "ignored by the rules above the root",
+        );
+        write(
+            "apps/web/dist/bundle.js",
+            "ignored by the rules above the root",
+        );
+        // A .ignore over a .gitignore, a deeper file over one above, the exclude file.
+        write("apps/web/.gitignore", "secret.txt\nnotes/\n");
+        write("apps/web/.ignore", "!secret.txt\n");
+        write("apps/web/secret.txt", "kept by the .ignore");
+        write("apps/web/notes/a.md", "ignored by the .gitignore");
+        write("apps/web/src/anchored.txt", "not anchored here");
+        write("infra/anchored.txt", "anchored: ignored");
+        write(".git/info/exclude", "*.bak\n");
+        write(".git/HEAD", "never walked");
+        write("infra/vpc/old.bak", "ignored by the exclude file");
+        write("infra/vpc/sub/.gitignore", "*\n!*.py\n");
+        write(
+            "infra/vpc/sub/x.py",
+            "whitelisted under a rule that ignores all",
+        );
+        write("infra/vpc/sub/x.txt", "ignored");
+        // A worktree's .git file: the exclude file of the common directory it names.
+        write("repo2/.git/info/exclude", "*.wt\n");
+        write("repo2/.git/worktrees/wt/commondir", "../..\n");
+        let gitdir = root.join("repo2/.git/worktrees/wt");
+        write("apps/wt/.git", &format!("gitdir: {}\n", gitdir.display()));
+        write("apps/wt/main.py", "kept");
+        write("apps/wt/a.wt", "ignored by the worktree's exclude file");
         write("infra/vpc/main.py", "vpc");
         write("infra/vpc/debug.log", "ignored by the root's rules");
         write("infra/vpc/keep.log", "kept by infra's");
@@ -754,6 +712,9 @@ mod tests {
         write("elsewhere/linked/main.py", "behind a symlink");
         std::os::unix::fs::symlink(root.join("elsewhere/linked"), root.join("apps/linked"))
             .unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&root, &link).unwrap();
+        let root = link;
         let dirs: Vec<PathBuf> = [
             "infra/vpc",
             "infra/vpc/nested",
@@ -761,6 +722,7 @@ mod tests {
             "apps/web",
             "apps/linked",
             "apps/missing",
+            "apps/wt",
         ]
         .iter()
         .map(|p| root.join(p))
@@ -770,20 +732,7 @@ mod tests {
         let one_walk = project_files(&dirs, &state_dir, &global, &Special::default());
         let each: Vec<Option<Vec<PathBuf>>> = dirs
             .iter()
-            .map(|dir| {
-                dir.is_dir().then(|| {
-                    // A sorted walk on one thread: the parallel walk's order must be its.
-                    let mut sorted =
-                        walker(dir, &state_dir, &global, &Special::default(), |_| true);
-                    sorted.sort_by_file_path(|a, b| a.cmp(b));
-                    sorted
-                        .build()
-                        .flatten()
-                        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-                        .map(|e| e.into_path())
-                        .collect()
-                })
-            })
+            .map(|dir| dir.is_dir().then(|| crate_walk(dir, &state_dir, &global)))
             .collect();
         assert_eq!(one_walk, each);
         let names = |i: usize| -> Vec<String> {
@@ -795,10 +744,27 @@ mod tests {
         };
         assert_eq!(
             names(0),
-            [".env", "keep.log", "main.py", "nested/Pulumi.yaml"]
+            [
+                ".env",
+                "keep.log",
+                "main.py",
+                "nested/Pulumi.yaml",
+                "sub/x.py"
+            ]
+        );
+        assert_eq!(
+            names(3),
+            [
+                ".gitignore",
+                ".ignore",
+                "index.js",
+                "secret.txt",
+                "src/anchored.txt"
+            ]
         );
         assert_eq!(names(2), ["main.py"], "its own walk, as before");
         assert_eq!(names(4), ["main.py"], "behind a symlink: its own walk");
         assert_eq!(one_walk[5], None);
+        assert_eq!(names(6), ["main.py"]);
     }
 }

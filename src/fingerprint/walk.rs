@@ -1,0 +1,293 @@
+//! The walk of the projects' files, as git sees them (docs/decisions.md, "Fingerprints"): every
+//! directory and regular file under a root, hidden ones included, never into `.git`, `.mara` or
+//! the state directory, without what an ignore file on the way ignores — `.ignore` over
+//! `.gitignore` over `.git/info/exclude`, a deeper file over the ones above, those of the
+//! directories above the root too — and without what the user's global gitignore ignores.
+//!
+//! It reads each directory's ignore files from the directory's own listing, so a directory costs
+//! its listing and nothing more: no probing for ignore files that are not there. An ignore file
+//! is opened without waiting (`files::read_regular`), so one that is a FIFO, socket, device or
+//! directory is noted and refused (`Special`), never waited on; its directory is not walked.
+//! The rules are the `ignore` crate's (its parser, its precedence): the unit tests hold the two
+//! walks to the same files.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+
+/// What a walk leaves out besides the ignore files' rules.
+pub(super) struct Filter<'a> {
+    pub state_dir: &'a Path,
+    pub global: &'a Gitignore,
+    pub special: &'a Special,
+    /// The walk goes only where this says yes.
+    pub keep: &'a (dyn Fn(&Path) -> bool + Sync),
+}
+
+/// Every directory (`true`) and regular file (`false`) under `root`, `root` itself first, in no
+/// particular order: a directory's children are listed on every core, level by level.
+pub(super) fn walk(root: &Path, filter: &Filter<'_>) -> Vec<(PathBuf, bool)> {
+    let Ok(above) = Rules::above(root, filter.special) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let mut level = vec![(root.to_path_buf(), above)];
+    let mut first = true;
+    while !level.is_empty() {
+        let visited = crate::parallel::map(level.len(), |i| {
+            let (dir, rules) = &level[i];
+            visit(dir, rules, filter)
+        });
+        let mut next = Vec::new();
+        for (i, visited) in visited.into_iter().enumerate() {
+            let Some((entries, subdirs)) = visited else {
+                continue;
+            };
+            if first {
+                found.push((level[i].0.clone(), true));
+            }
+            found.extend(entries);
+            next.extend(subdirs);
+        }
+        first = false;
+        level = next;
+    }
+    found
+}
+
+type Entries = Vec<(PathBuf, bool)>;
+type Subdirs = Vec<(PathBuf, Option<Arc<Rules>>)>;
+
+/// A directory's kept entries and the subdirectories to walk next, each with the rules that hold
+/// in it; `None` when the directory cannot be listed, or one of its ignore files read.
+fn visit(
+    dir: &Path,
+    rules: &Option<Arc<Rules>>,
+    filter: &Filter<'_>,
+) -> Option<(Entries, Subdirs)> {
+    let listing: Vec<(std::ffi::OsString, std::fs::FileType)> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            Some((entry.file_name(), entry.file_type().ok()?))
+        })
+        .collect();
+    let rules = Rules::of(dir, &listing, rules.clone(), filter.special, None).ok()?;
+    let mut entries = Vec::new();
+    let mut subdirs = Vec::new();
+    for (name, kind) in listing {
+        let is_dir = kind.is_dir();
+        if !is_dir && !kind.is_file() || name == ".git" || name == ".mara" {
+            continue;
+        }
+        let path = dir.join(name);
+        if path.starts_with(filter.state_dir)
+            || filter.global.matched(&path, is_dir).is_ignore()
+            || !(filter.keep)(&path)
+            || Rules::ignored(&rules, &path, is_dir)
+        {
+            continue;
+        }
+        if is_dir {
+            subdirs.push((path.clone(), rules.clone()));
+        }
+        entries.push((path, is_dir));
+    }
+    Some((entries, subdirs))
+}
+
+/// The ignore files of one directory, parsed, chained to those of the directories above it that
+/// have any (most have none, and share their parent's chain).
+pub(super) struct Rules {
+    /// `.ignore`, `.gitignore` and `.git/info/exclude`, in the order they take precedence.
+    files: [Gitignore; 3],
+    /// For a directory above the walk's root when the root is not its canonical form: the root
+    /// and that form, for the paths its rules see.
+    renamed: Option<Arc<(PathBuf, PathBuf)>>,
+    parent: Option<Arc<Rules>>,
+}
+
+/// `Err`: an ignore file that is no regular file, noted.
+type Read = Result<Option<Arc<Rules>>, ()>;
+
+impl Rules {
+    /// The rules of the directories above `root`, from `/` down (none when it has no canonical
+    /// form: it is not there). They see a path under the root's canonical form, as the `ignore`
+    /// crate shows it to them.
+    fn above(root: &Path, special: &Special) -> Read {
+        let Ok(canonical) = root.canonicalize() else {
+            return Ok(None);
+        };
+        let renamed =
+            (canonical != root).then(|| Arc::new((root.to_path_buf(), canonical.clone())));
+        let mut rules = None;
+        let parents: Vec<&Path> = canonical.ancestors().skip(1).collect();
+        for dir in parents.into_iter().rev() {
+            let listing: Vec<_> = [".ignore", ".gitignore", ".git"]
+                .into_iter()
+                .filter_map(|name| {
+                    let kind = std::fs::symlink_metadata(dir.join(name)).ok()?.file_type();
+                    Some((name.into(), kind))
+                })
+                .collect();
+            rules = Rules::of(dir, &listing, rules, special, renamed.clone())?;
+        }
+        Ok(rules)
+    }
+
+    /// The rules in `dir`, whose entries are `listing`: its parent's, with its own ignore files'
+    /// on top when it has any.
+    fn of(
+        dir: &Path,
+        listing: &[(std::ffi::OsString, std::fs::FileType)],
+        parent: Option<Arc<Rules>>,
+        special: &Special,
+        renamed: Option<Arc<(PathBuf, PathBuf)>>,
+    ) -> Read {
+        let kind_of = |name: &str| {
+            (listing.iter())
+                .find(|(entry, _)| entry == name)
+                .map(|(_, kind)| *kind)
+        };
+        let exclude = kind_of(".git").and_then(|kind| exclude_file(dir, kind));
+        let paths = [
+            kind_of(".ignore").map(|_| dir.join(".ignore")),
+            kind_of(".gitignore").map(|_| dir.join(".gitignore")),
+            exclude,
+        ];
+        if paths.iter().all(Option::is_none) {
+            return Ok(parent);
+        }
+        let mut files = [Gitignore::empty(), Gitignore::empty(), Gitignore::empty()];
+        for (file, path) in files.iter_mut().zip(paths) {
+            if let Some(path) = path {
+                *file = parse(dir, &path, special)?;
+            }
+        }
+        Ok(Some(Arc::new(Rules {
+            files,
+            renamed,
+            parent,
+        })))
+    }
+
+    /// Whether the rules in force ignore `path`: of each kind of file, the deepest that says
+    /// anything of it decides; a `.ignore` over a `.gitignore` over the exclude file.
+    fn ignored(rules: &Option<Arc<Rules>>, path: &Path, is_dir: bool) -> bool {
+        let mut said: [Option<bool>; 3] = [None; 3];
+        let mut canonical = None;
+        let mut next = rules.as_deref();
+        while let Some(rules) = next {
+            let path = match rules.renamed.as_deref() {
+                Some((root, root_canonical)) => canonical
+                    .get_or_insert_with(|| {
+                        root_canonical.join(path.strip_prefix(root).unwrap_or(path))
+                    })
+                    .as_path(),
+                None => path,
+            };
+            for (said, file) in said.iter_mut().zip(&rules.files) {
+                if said.is_none() {
+                    let m = file.matched(path, is_dir);
+                    *said = (!m.is_none()).then(|| m.is_ignore());
+                }
+            }
+            next = rules.parent.as_deref();
+        }
+        said.into_iter().flatten().next().unwrap_or(false)
+    }
+}
+
+/// The exclude file of the repository whose `.git` (of kind `kind`) is in `dir`: in the `.git`
+/// directory, or for a worktree's `.git` file in the common directory it names (as the `ignore`
+/// crate finds it).
+fn exclude_file(dir: &Path, kind: std::fs::FileType) -> Option<PathBuf> {
+    let git = dir.join(".git");
+    let kind = match kind.is_symlink() {
+        true => std::fs::metadata(&git).ok()?.file_type(),
+        false => kind,
+    };
+    if !kind.is_file() {
+        return Some(git.join("info/exclude"));
+    }
+    let first_line = |path: &Path| -> Option<String> {
+        let text = crate::files::read_to_string(path).ok()?;
+        text.lines().next().map(str::to_string)
+    };
+    let git_dir = PathBuf::from(first_line(&git)?.strip_prefix("gitdir: ")?);
+    let common = first_line(&git_dir.join("commondir"))?;
+    let common = match common.starts_with('.') {
+        true => git_dir.join(common),
+        false => PathBuf::from(common),
+    };
+    Some(common.join("info/exclude"))
+}
+
+/// An ignore file's rules, rooted at `dir`, line by line as the `ignore` crate reads them (a
+/// byte-order mark dropped, a bad pattern skipped, nothing after a line that is not UTF-8); one
+/// that is not there has none, one that is no regular file is noted.
+fn parse(dir: &Path, path: &Path, special: &Special) -> Result<Gitignore, ()> {
+    let bytes = match crate::files::read_regular(path, MAX_IGNORE_FILE) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::InvalidInput => {
+            special.note(path.to_path_buf());
+            return Err(());
+        }
+        Err(_) => Vec::new(),
+    };
+    let mut builder = GitignoreBuilder::new(dir);
+    let mut lines = bytes.split(|&b| b == b'\n').peekable();
+    let mut first = true;
+    while let Some(line) = lines.next() {
+        if line.is_empty() && lines.peek().is_none() {
+            break;
+        }
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Ok(line) = std::str::from_utf8(line) else {
+            break;
+        };
+        let line = match first {
+            true => line.trim_start_matches('\u{feff}'),
+            false => line,
+        };
+        first = false;
+        let _ = builder.add_line(Some(path.to_path_buf()), line);
+    }
+    Ok(builder.build().unwrap_or_else(|_| Gitignore::empty()))
+}
+
+/// The largest ignore file read (a bigger one is read as having no rules, as one that cannot be
+/// read is).
+const MAX_IGNORE_FILE: u64 = 16 << 20;
+
+/// The ignore files a walk would read that are not regular files (a FIFO would hold the walk,
+/// and mara with it, forever): noted as they are met, and refused.
+#[derive(Clone, Default)]
+pub(super) struct Special(Arc<std::sync::Mutex<Vec<PathBuf>>>);
+
+impl Special {
+    pub(super) fn note(&self, path: PathBuf) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+    }
+
+    pub(super) fn refuse(&self) -> crate::error::Result<()> {
+        let mut noted = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        noted.sort();
+        noted.dedup();
+        let problems: Vec<crate::error::Problem> = noted
+            .iter()
+            .map(|path| {
+                crate::error::Problem::new(
+                    "it is not a regular file (a FIFO, socket, device or directory), where an ignore file (or the git configuration naming one) belongs: mara does not read it",
+                )
+                .at(crate::error::Location::file(path))
+                .hint("remove it, or make it a file")
+            })
+            .collect();
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(crate::error::Error::Problems(problems)),
+        }
+    }
+}
