@@ -5,6 +5,10 @@
 
 use std::io::Write;
 
+/// Planning thousands of projects is mostly small allocations (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{CommandFactory, Parser};
 
 use mara::cli::{Cli, ClusterCommand, Command, ImagesCommand, RunCommand};

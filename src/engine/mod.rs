@@ -192,6 +192,7 @@ impl Engines {
         {
             let select = steps.remove(0);
             if let Some(op) = steps.iter_mut().find(|s| s.kind == StepKind::Operation) {
+                op.repairs.reserve_exact(1);
                 op.repairs.push(Repair {
                     when: Missing::Stack,
                     step: select,
@@ -217,6 +218,8 @@ impl Engines {
             marks.kind = StepKind::SecretMarks;
             steps.insert(at + 1, marks);
         }
+        // Held by the plan until the run ends: no room for steps that will not come.
+        steps.shrink_to_fit();
         steps
     }
 
@@ -456,9 +459,11 @@ impl Step {
     pub fn new(
         kind: StepKind,
         program: impl Into<String>,
-        args: Vec<String>,
+        mut args: Vec<String>,
         cwd: impl Into<PathBuf>,
     ) -> Step {
+        // A plan of thousands holds every step until the run ends (docs/benchmarks.md).
+        args.shrink_to_fit();
         Step {
             kind,
             program: program.into(),

@@ -48,7 +48,7 @@ pub struct PlannedProject {
     pub outputs_taken: Vec<String>,
     /// In an `up` of approved plans: what was approved, and the steps that apply it or plan
     /// again (docs/commands.md, "Saved plans").
-    pub approval: Option<Approval>,
+    pub approval: Option<Box<Approval>>,
     /// The pool whose budget it counts against.
     pub pool: Option<String>,
     /// Which failures of its operation run it again: its own `[project.retry]`, else
@@ -374,11 +374,11 @@ pub struct Inputs<'a> {
     /// `<state_dir>/kube/<stack>.yaml`, the kubeconfig the hooks write.
     pub kubeconfig: &'a Path,
     /// Whether a directory exists (the plan itself never looks).
-    pub is_dir: &'a dyn Fn(&Path) -> bool,
+    pub is_dir: &'a (dyn Fn(&Path) -> bool + Sync),
     /// Whether a directory holds a kustomization (for the kubectl engine).
-    pub has_kustomization: &'a dyn Fn(&Path) -> bool,
+    pub has_kustomization: &'a (dyn Fn(&Path) -> bool + Sync),
     /// Whether a Terraform module's init stamp is current (the plan itself never reads it).
-    pub initialized: &'a dyn Fn(&InitStamp) -> bool,
+    pub initialized: &'a (dyn Fn(&InitStamp) -> bool + Sync),
     /// The projects (graph index) known not to have the stack, with why.
     pub absent: &'a BTreeMap<usize, String>,
     /// The projects (graph index) skipped before they start, with why (`PlannedProject::blocked`).
@@ -402,144 +402,21 @@ fn unchecked(
 }
 
 impl RunPlan {
+    /// Every selected project's place in the run, in its order (dependencies first; dependents
+    /// first for a destroy), planned on every core (a plan of thousands: docs/benchmarks.md).
     pub fn build(inputs: &Inputs<'_>) -> RunPlan {
-        let Inputs {
-            operation,
-            selected,
-            engines,
-            workspace,
-            provider,
-            logs,
-            plans,
-            saved,
-            fingerprints,
-            kubeconfig,
-            is_dir,
-            has_kustomization,
-            initialized,
-            absent,
-            blocked,
-            known_stacks,
-            budgets,
-        } = inputs;
-        let operation = *operation;
-        let graph = selected.graph;
-        let reverse = operation == Operation::Destroy;
-        let order: Vec<usize> = if reverse {
-            selected.reverse_order().collect()
-        } else {
-            selected.order().to_vec()
+        let order: Vec<usize> = match inputs.operation == Operation::Destroy {
+            true => inputs.selected.reverse_order().collect(),
+            false => inputs.selected.order().to_vec(),
         };
         let position: BTreeMap<usize, usize> =
             order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-        let stack = engines.pulumi.stack.clone();
-        let projects = order
-            .iter()
-            .map(|&i| {
-                let project = graph.project(i);
-                let dir = workspace.project_dir(&project.path);
-                let has_dir = is_dir(&dir);
-                let outputs = workspace.command_outputs_file(&stack, &project.path);
-                let init_stamp = workspace.init_stamp_file(&project.path);
-                let context = Context {
-                    stack: stack.clone(),
-                    project: project.path.clone(),
-                    provider: provider.to_string(),
-                    kubeconfig: kubeconfig.to_path_buf(),
-                };
-                let outputs_taken = outputs_taken(graph, i);
-                // A preview's planned outputs are read for the projects that take them; every
-                // plan is kept where plans are saved.
-                let plan_file = saved.plan_file(operation, plans, &project.path, &outputs_taken);
-                let mut target = Target {
-                    path: &project.path,
-                    engine: project.engine,
-                    commands: &project.commands,
-                    destroy_reads_outputs: project
-                        .on_destroy
-                        .iter()
-                        .any(|h| matches!(h, Hook::Command { .. })),
-                    up_hooks: !project.on_success.is_empty() || !outputs_taken.is_empty(),
-                    outputs_taken: !outputs_taken.is_empty(),
-                    stack_known: known_stacks.contains(&project.path),
-                    init_stamp: &init_stamp,
-                    plan_file: plan_file.as_deref(),
-                    initialized: false,
-                    hook_reads_outputs: {
-                        let hooks: &[Hook] = match operation {
-                            Operation::Up => &project.on_success,
-                            Operation::Destroy => &project.on_destroy,
-                            _ => &[],
-                        };
-                        hooks.iter().any(|h| matches!(h, Hook::Command { .. }))
-                    },
-                    dir: &dir,
-                    has_dir,
-                    manifests: match project.engine_or(engines.default) == EngineKind::Kubectl
-                        && has_kustomization(&dir)
-                    {
-                        true => kubectl::Source::Kustomization,
-                        false => kubectl::Source::Files,
-                    },
-                    root: &workspace.root,
-                    outputs: &outputs,
-                    context: &context,
-                };
-                let engine = engines.engine_of(&target);
-                if matches!(engine, EngineKind::Terraform | EngineKind::Tofu) {
-                    target.initialized = initialized(&engines.init_stamp(&target, engine));
-                }
-                let neighbours = if reverse {
-                    graph.successors(i)
-                } else {
-                    graph.predecessors(i)
-                };
-                let mut waits_for: Vec<usize> = neighbours
-                    .into_iter()
-                    .filter_map(|(j, _)| position.get(&j).copied())
-                    .collect();
-                waits_for.sort_unstable();
-                waits_for.dedup();
-                let inputs = PlannedInput::of(project, engine);
-                let approval = (operation == Operation::Up)
-                    .then(|| saved.approval(&project.path, engines, &target, plans))
-                    .flatten();
-                PlannedProject {
-                    path: project.path.clone(),
-                    engine,
-                    inputs,
-                    outputs_taken,
-                    approval,
-                    steps: engines.steps(&target, operation),
-                    hooks: match operation {
-                        Operation::Up => project.on_success.clone(),
-                        Operation::Destroy => project.on_destroy.clone(),
-                        Operation::Preview | Operation::Refresh | Operation::Drift => Vec::new(),
-                    },
-                    log: logs.join(format!("{}.log", project.path)),
-                    waits_for,
-                    fingerprint: fingerprints.get(&i).cloned(),
-                    absent: absent
-                        .get(&i)
-                        .cloned()
-                        .or_else(|| unchecked(operation, project, engine)),
-                    blocked: blocked.get(&i).cloned(),
-                    pool: project.pool.as_ref().map(|pool| pool.target.clone()),
-                    retry: (project.retry.clone()).or_else(|| workspace.settings.retry.clone()),
-                    dir: if has_dir {
-                        dir.clone()
-                    } else {
-                        workspace.root.clone()
-                    },
-                    context,
-                }
-            })
-            .collect();
+        let projects = crate::parallel::map(order.len(), |k| planned(inputs, order[k], &position));
         RunPlan {
-            operation,
+            operation: inputs.operation,
             projects,
             show_diff: false,
-            budgets: (*budgets).clone(),
+            budgets: inputs.budgets.clone(),
         }
     }
 
@@ -585,6 +462,139 @@ impl RunPlan {
     pub fn is_empty(&self) -> bool {
         self.projects.is_empty()
     }
+}
+
+/// One project's place in the run: its steps, hooks, log, what it waits for (by `position`, its
+/// neighbours' places in the run's order) and why it may not run.
+fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> PlannedProject {
+    let Inputs {
+        operation,
+        selected,
+        engines,
+        workspace,
+        provider,
+        logs,
+        plans,
+        saved,
+        fingerprints,
+        kubeconfig,
+        is_dir,
+        has_kustomization,
+        initialized,
+        absent,
+        blocked,
+        known_stacks,
+        budgets: _,
+    } = inputs;
+    let operation = *operation;
+    let graph = selected.graph;
+    let stack = engines.pulumi.stack.clone();
+    let project = graph.project(i);
+    let dir = workspace.project_dir(&project.path);
+    let has_dir = is_dir(&dir);
+    let outputs = workspace.command_outputs_file(&stack, &project.path);
+    let init_stamp = workspace.init_stamp_file(&project.path);
+    let context = Context {
+        stack: stack.clone(),
+        project: project.path.clone(),
+        provider: provider.to_string(),
+        kubeconfig: kubeconfig.to_path_buf(),
+    };
+    let outputs_taken = outputs_taken(graph, i);
+    // A preview's planned outputs are read for the projects that take them; every
+    // plan is kept where plans are saved.
+    let plan_file = saved.plan_file(operation, plans, &project.path, &outputs_taken);
+    let mut target = Target {
+        path: &project.path,
+        engine: project.engine,
+        commands: &project.commands,
+        destroy_reads_outputs: project
+            .on_destroy
+            .iter()
+            .any(|h| matches!(h, Hook::Command { .. })),
+        up_hooks: !project.on_success.is_empty() || !outputs_taken.is_empty(),
+        outputs_taken: !outputs_taken.is_empty(),
+        stack_known: known_stacks.contains(&project.path),
+        init_stamp: &init_stamp,
+        plan_file: plan_file.as_deref(),
+        initialized: false,
+        hook_reads_outputs: (hooks_of(project, operation).iter())
+            .any(|h| matches!(h, Hook::Command { .. })),
+        dir: &dir,
+        has_dir,
+        manifests: match project.engine_or(engines.default) == EngineKind::Kubectl
+            && has_kustomization(&dir)
+        {
+            true => kubectl::Source::Kustomization,
+            false => kubectl::Source::Files,
+        },
+        root: &workspace.root,
+        outputs: &outputs,
+        context: &context,
+    };
+    let engine = engines.engine_of(&target);
+    if matches!(engine, EngineKind::Terraform | EngineKind::Tofu) {
+        target.initialized = initialized(&engines.init_stamp(&target, engine));
+    }
+    let inputs = PlannedInput::of(project, engine);
+    let approval = (operation == Operation::Up)
+        .then(|| saved.approval(&project.path, engines, &target, plans))
+        .flatten()
+        .map(Box::new);
+    PlannedProject {
+        path: project.path.clone(),
+        engine,
+        inputs,
+        outputs_taken,
+        approval,
+        steps: engines.steps(&target, operation),
+        hooks: hooks_of(project, operation).to_vec(),
+        log: logs.join(format!("{}.log", project.path)),
+        waits_for: waits_for(graph, i, operation, position),
+        fingerprint: fingerprints.get(&i).cloned(),
+        absent: absent
+            .get(&i)
+            .cloned()
+            .or_else(|| unchecked(operation, project, engine)),
+        blocked: blocked.get(&i).cloned(),
+        pool: project.pool.as_ref().map(|pool| pool.target.clone()),
+        retry: (project.retry.clone()).or_else(|| workspace.settings.retry.clone()),
+        dir: if has_dir {
+            dir.clone()
+        } else {
+            workspace.root.clone()
+        },
+        context,
+    }
+}
+
+/// The hooks a project runs after `operation`.
+fn hooks_of(project: &crate::provider::Project, operation: Operation) -> &[Hook] {
+    match operation {
+        Operation::Up => &project.on_success,
+        Operation::Destroy => &project.on_destroy,
+        Operation::Preview | Operation::Refresh | Operation::Drift => &[],
+    }
+}
+
+/// The places in the run (`position`) of the projects project `i` waits for: its dependencies,
+/// or for a destroy its dependents.
+fn waits_for(
+    graph: &crate::graph::ExecutionGraph,
+    i: usize,
+    operation: Operation,
+    position: &BTreeMap<usize, usize>,
+) -> Vec<usize> {
+    let neighbours = match operation == Operation::Destroy {
+        true => graph.successors(i),
+        false => graph.predecessors(i),
+    };
+    let mut waits_for: Vec<usize> = (neighbours.into_iter())
+        .filter_map(|(j, _)| position.get(&j).copied())
+        .collect();
+    waits_for.sort_unstable();
+    waits_for.dedup();
+    waits_for
 }
 
 /// The outputs of project `i` that the projects of `graph` take as inputs, sorted.

@@ -94,8 +94,10 @@ if [[ " $parts " == *" plan "* ]]; then
   read -r n _ _ < <(shape "$work/10000")
   json=$(syscalls "$MARA" -C "$work/10000" show-execution --format json)
   tree=$(syscalls "$MARA" -C "$work/10000" show-execution)
+  validate=$(syscalls "$MARA" -C "$work/10000" validate)
   echo
   echo "System calls per Pulumi.yaml read (10,000 projects, \`show-execution --format json\` against the tree): $(calc "($json - $tree) / $n" .2f)"
+  echo "System calls per project of \`validate\` (10,000 projects: each Pulumi.yaml read, each project's files walked), beyond the tree's: $(calc "($validate - $tree) / $n" .2f)"
 fi
 
 # --- 2. Orchestration cost per project -------------------------------------------------------

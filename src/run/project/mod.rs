@@ -771,7 +771,7 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         ..
     } = prepared;
     let changes = approve::counted(
-        job.project.approval.as_ref(),
+        job.project.approval.as_deref(),
         preview.approval,
         replanned_changes,
         changes,
