@@ -212,7 +212,7 @@ fn entry(project: &Project) -> String {
     )
 }
 
-/// Each project's files (`dirs[i]`'s, in a walk as git sees it: docs/decisions.md, "Fingerprints"),
+/// Each project's files (`dirs[i]`'s, in a walk as git sees it: `walk.rs`),
 /// sorted; `None` for a project without a directory. Found in one walk from the projects' common
 /// ancestor, so that each directory above them is looked at once rather than once per project
 /// (its ignore files, its `.git`); a project the walk does not reach (behind a symlink, or in an
@@ -224,10 +224,14 @@ fn project_files(
     special: &Special,
 ) -> Vec<Option<Vec<PathBuf>>> {
     let mut files: Vec<Option<Vec<PathBuf>>> = vec![None; dirs.len()];
-    let Some(root) = common_ancestor(dirs.iter().map(PathBuf::as_path)) else {
+    // Only the projects that have a directory place the walk: a directory of one that has none
+    // is no business of the walk's (nor are its ignore files).
+    let exists = crate::parallel::map(dirs.len(), |i| dirs[i].is_dir());
+    let existing: Vec<usize> = (0..dirs.len()).filter(|&i| exists[i]).collect();
+    let Some(root) = common_ancestor(existing.iter().map(|&i| dirs[i].as_path())) else {
         return files;
     };
-    let layout = Layout::new(dirs, &root);
+    let layout = Layout::new(dirs, &existing, &root);
     let keep = |path: &Path| layout.above.contains(path) || layout.owned(path);
     let filter = walk::Filter {
         state_dir,
@@ -249,15 +253,14 @@ fn project_files(
             }
         }
     }
-    for (i, dir) in dirs.iter().enumerate() {
+    for &i in &existing {
         match &mut files[i] {
             // In the order a sorted walk gives (a directory's entries by name, depth first),
             // which is how paths compare: the fingerprints do not depend on which thread found
             // what.
             Some(list) => list.sort(),
             // A project the walk did not enter is walked on its own.
-            None if dir.is_dir() => files[i] = Some(walk_alone(dir, state_dir, global, special)),
-            None => {}
+            None => files[i] = Some(walk_alone(&dirs[i], state_dir, global, special)),
         }
     }
     files
@@ -274,13 +277,14 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(dirs: &[PathBuf], root: &Path) -> Layout {
+    fn new(dirs: &[PathBuf], existing: &[usize], root: &Path) -> Layout {
         let mut layout = Layout {
             projects_at: Default::default(),
             above: Default::default(),
             root_len: root.as_os_str().len(),
         };
-        for (i, dir) in dirs.iter().enumerate() {
+        for &i in existing {
+            let dir = &dirs[i];
             layout.projects_at.entry(dir.clone()).or_default().push(i);
             for ancestor in dir.ancestors().skip(1) {
                 if !ancestor.starts_with(root) || !layout.above.insert(ancestor.to_path_buf()) {
@@ -542,8 +546,10 @@ mod tests {
         }
         let first = dir.path().join(&graph.project(graph.order()[0]).path);
         let fifo = first.join(".gitignore");
+        // Beside another: each is named.
         let made = std::process::Command::new("mkfifo")
             .arg(&fifo)
+            .arg(first.join(".ignore"))
             .status()
             .unwrap();
         assert!(made.success());
@@ -552,15 +558,13 @@ mod tests {
             fingerprints(&plan, |p| dir.path().join(p), dir.path(), "dev", b"", b"").unwrap_err();
         assert_eq!(refused.exit_code(), crate::error::exit::CONFIG);
         assert!(
-            refused.to_string().contains("where an ignore file"),
+            (refused.problems().iter()).all(|p| p.message.contains("where an ignore file")),
             "{refused}"
         );
-        assert!(
-            refused.problems()[0]
-                .location
-                .as_ref()
-                .is_some_and(|l| l.file == fifo)
-        );
+        let named: Vec<_> = (refused.problems().iter())
+            .filter_map(|p| Some(p.location.as_ref()?.file.clone()))
+            .collect();
+        assert_eq!(named, [fifo, first.join(".ignore")]);
     }
 
     #[test]
@@ -629,7 +633,7 @@ mod tests {
     }
 
     /// The files of `dir` in the `ignore` crate's own walk, sorted, as mara's walk must find
-    /// them (docs/decisions.md, "Fingerprints").
+    /// them (docs/decisions.md, issue 28: "The fingerprint walk is mara's own").
     fn crate_walk(
         dir: &Path,
         state_dir: &Path,
@@ -677,7 +681,22 @@ mod tests {
             "ignored by the rules above the root",
         );
         // A .ignore over a .gitignore, a deeper file over one above, the exclude file.
-        write("apps/web/.gitignore", "secret.txt\nnotes/\n");
+        write(
+            "apps/web/.gitignore",
+            "secret.txt\nnotes/\n!keep.cache\n!kept.bak\n",
+        );
+        // Each kind decides on its own, deepest first: the root's .ignore over a deeper
+        // .gitignore's exception, a deeper .gitignore's exception over the exclude file.
+        write(".ignore", "*.cache\n");
+        write("apps/web/keep.cache", "ignored by the root's .ignore");
+        write("apps/web/kept.bak", "kept by the .gitignore's exception");
+        std::fs::write(dir.path().join(".ignore"), "*.above\n").unwrap();
+        write("apps/web/x.above", "ignored by the .ignore above the root");
+        // A byte-order mark and CRLF lines.
+        write("apps/web/src/.gitignore", "\u{feff}*.o\r\nbuild-*\r\n");
+        write("apps/web/src/a.o", "ignored");
+        write("apps/web/src/build-1", "ignored");
+        write("apps/web/src/main.c", "kept");
         write("apps/web/.ignore", "!secret.txt\n");
         write("apps/web/secret.txt", "kept by the .ignore");
         write("apps/web/notes/a.md", "ignored by the .gitignore");
@@ -758,8 +777,11 @@ mod tests {
                 ".gitignore",
                 ".ignore",
                 "index.js",
+                "kept.bak",
                 "secret.txt",
-                "src/anchored.txt"
+                "src/.gitignore",
+                "src/anchored.txt",
+                "src/main.c"
             ]
         );
         assert_eq!(names(2), ["main.py"], "its own walk, as before");

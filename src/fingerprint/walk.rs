@@ -1,13 +1,14 @@
-//! The walk of the projects' files, as git sees them (docs/decisions.md, "Fingerprints"): every
-//! directory and regular file under a root, hidden ones included, never into `.git`, `.mara` or
+//! The walk of the projects' files, as git sees them (docs/decisions.md, issue 28: "The
+//! fingerprint walk is mara's own"): every directory and regular file under a root, hidden ones included, never into `.git`, `.mara` or
 //! the state directory, without what an ignore file on the way ignores — `.ignore` over
 //! `.gitignore` over `.git/info/exclude`, a deeper file over the ones above, those of the
 //! directories above the root too — and without what the user's global gitignore ignores.
 //!
 //! It reads each directory's ignore files from the directory's own listing, so a directory costs
-//! its listing and nothing more: no probing for ignore files that are not there. An ignore file
-//! is opened without waiting (`files::read_regular`), so one that is a FIFO, socket, device or
-//! directory is noted and refused (`Special`), never waited on; its directory is not walked.
+//! its listing and nothing more: no probing for ignore files that are not there. The listing says
+//! what each is: one that is a FIFO, socket, device or directory is noted and refused (`Special`),
+//! never opened, and its directory is not walked; a regular one is still opened without waiting
+//! (`files::read`), in case it was replaced since.
 //! The rules are the `ignore` crate's (its parser, its precedence): the unit tests hold the two
 //! walks to the same files.
 
@@ -151,22 +152,24 @@ impl Rules {
                 .map(|(_, kind)| *kind)
         };
         let exclude = kind_of(".git").and_then(|kind| exclude_file(dir, kind));
-        let paths = [
-            kind_of(".ignore").map(|_| dir.join(".ignore")),
-            kind_of(".gitignore").map(|_| dir.join(".gitignore")),
-            exclude,
+        let found = [
+            kind_of(".ignore").map(|kind| (dir.join(".ignore"), Some(kind))),
+            kind_of(".gitignore").map(|kind| (dir.join(".gitignore"), Some(kind))),
+            exclude.map(|path| (path, None)),
         ];
-        if paths.iter().all(Option::is_none) {
+        if found.iter().all(Option::is_none) {
             return Ok(parent);
         }
-        let mut files = [Gitignore::empty(), Gitignore::empty(), Gitignore::empty()];
-        for (file, path) in files.iter_mut().zip(paths) {
-            if let Some(path) = path {
-                *file = parse(dir, &path, special)?;
-            }
-        }
+        // Each of them read (or refused: every one that is no regular file is named).
+        let read = found.map(|file| match file {
+            Some((path, kind)) => parse(dir, &path, kind, special),
+            None => Ok(Gitignore::empty()),
+        });
+        let [Ok(ignore), Ok(gitignore), Ok(exclude)] = read else {
+            return Err(());
+        };
         Ok(Some(Arc::new(Rules {
-            files,
+            files: [ignore, gitignore, exclude],
             renamed,
             parent,
         })))
@@ -225,16 +228,35 @@ fn exclude_file(dir: &Path, kind: std::fs::FileType) -> Option<PathBuf> {
 }
 
 /// An ignore file's rules, rooted at `dir`, line by line as the `ignore` crate reads them (a
-/// byte-order mark dropped, a bad pattern skipped, nothing after a line that is not UTF-8); one
-/// that is not there has none, one that is no regular file is noted.
-fn parse(dir: &Path, path: &Path, special: &Special) -> Result<Gitignore, ()> {
-    let bytes = match crate::files::read_regular(path, MAX_IGNORE_FILE) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::InvalidInput => {
-            special.note(path.to_path_buf());
-            return Err(());
-        }
-        Err(_) => Vec::new(),
+/// byte-order mark dropped, a bad pattern skipped, nothing after a line that is not UTF-8). One
+/// that is not there has none; one that is no regular file is noted and never opened — what it
+/// is comes from the directory's listing (`kind`), asked only of a symlink or of a file the
+/// listing did not show (`None`: the exclude file).
+fn parse(
+    dir: &Path,
+    path: &Path,
+    kind: Option<std::fs::FileType>,
+    special: &Special,
+) -> Result<Gitignore, ()> {
+    let is_file = match kind.filter(|kind| !kind.is_symlink()) {
+        Some(kind) => kind.is_file(),
+        None => match std::fs::metadata(path) {
+            Ok(metadata) => metadata.is_file(),
+            // Not there (a symlink to nothing), as the crate skips it.
+            Err(_) => return Ok(Gitignore::empty()),
+        },
+    };
+    // Opened without blocking even so: it may have been replaced since.
+    let bytes = match is_file.then(|| crate::files::read(path)) {
+        None => Err(()),
+        Some(Ok(bytes)) => Ok(bytes),
+        Some(Err(error)) if error.kind() == std::io::ErrorKind::InvalidInput => Err(()),
+        // One that cannot be read has no rules, as the crate reads it.
+        Some(Err(_)) => Ok(Vec::new()),
+    };
+    let Ok(bytes) = bytes else {
+        special.note(path.to_path_buf());
+        return Err(());
     };
     let mut builder = GitignoreBuilder::new(dir);
     let mut lines = bytes.split(|&b| b == b'\n').peekable();
@@ -256,10 +278,6 @@ fn parse(dir: &Path, path: &Path, special: &Special) -> Result<Gitignore, ()> {
     }
     Ok(builder.build().unwrap_or_else(|_| Gitignore::empty()))
 }
-
-/// The largest ignore file read (a bigger one is read as having no rules, as one that cannot be
-/// read is).
-const MAX_IGNORE_FILE: u64 = 16 << 20;
 
 /// The ignore files a walk would read that are not regular files (a FIFO would hold the walk,
 /// and mara with it, forever): noted as they are met, and refused.

@@ -255,12 +255,16 @@ mod tests {
             9 => "---".to_string(),
             10 => format!("\t{k}: {v}"),
             11 => format!("{k}: {v} "),
-            _ => format!("  {k}:"),
+            12 => format!("  {k}:"),
+            13 => "# a control character \u{1} in a comment".to_string(),
+            14 => format!("{}{k}: {v}", "k".repeat(1100)),
+            15 => "# a comment\rname: hidden".to_string(),
+            _ => format!("{k}: {v} # é"),
         };
         // Mostly lines of the plain kind, some of anything.
         let line = prop_oneof![
             4 => (0..9usize, keys(), words()).prop_map(form),
-            1 => (0..13usize, keys(), prop_oneof![words(), others]).prop_map(form),
+            1 => (0..17usize, keys(), prop_oneof![words(), others]).prop_map(form),
         ];
         let texts = prop::collection::vec(line, 1..8).prop_map(|lines| lines.join("\n") + "\n");
         let config = proptest::test_runner::Config::with_cases(2000);

@@ -38,12 +38,17 @@ pub fn parse_keys<T: serde::de::DeserializeOwned>(text: &str) -> Option<T> {
 /// parser (most `Pulumi.yaml` files are a few such lines, and a plan of thousands reads them all:
 /// docs/benchmarks.md). Each line is blank, a comment, `key: word` or `key:` at the top, or under
 /// a `key:` that is not wanted one level of `key: word` or `- word` lines; a wanted key's value is
-/// a word, which is a string however YAML reads it (no number, boolean or null looks so). `None`
-/// for anything else — the parser then reads it, and says what is wrong.
+/// a word, which is a string however YAML reads it (no number, boolean or null looks so). The
+/// file is printable ASCII, at most 64 KiB, its keys short (so no limit of the parser's is near).
+/// `None` for anything else — the parser then reads it, and says what is wrong.
 pub fn plain_keys(
     text: &str,
     wanted: &[&str],
 ) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let printable = |b: &u8| (b' '..=b'~').contains(b) || *b == b'\n';
+    if text.len() > 64 << 10 || !text.as_bytes().iter().all(printable) {
+        return None;
+    }
     let mut found = serde_json::Map::new();
     let mut top: std::collections::HashSet<&str> = Default::default();
     // The block under the last top-level key without a value: its indentation, its keys, and
@@ -55,7 +60,7 @@ pub fn plain_keys(
         if content.is_empty() || content.starts_with('#') {
             continue;
         }
-        if line.ends_with(' ') || line.contains(['\t', '\r', '\u{feff}']) {
+        if line.ends_with(' ') {
             return None;
         }
         let indent = line.len() - content.len();
@@ -100,7 +105,10 @@ pub fn plain_keys(
 fn entry(content: &str) -> Option<(&str, Option<&str>)> {
     let (key, rest) = content.split_once(':')?;
     let name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-    if !key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') || !key.chars().all(name) {
+    if key.len() > 128
+        || !key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        || !key.chars().all(name)
+    {
         return None;
     }
     word(key)?;

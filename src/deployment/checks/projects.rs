@@ -44,7 +44,7 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
             continue;
         }
         // A project file read means its directory is there (no look at it per project).
-        if !matches!(found, Some(Some(_))) && !dir.is_dir() {
+        if !matches!(found, Some(Some(Ok(_)))) && !dir.is_dir() {
             no_directory(checks, workspace, path, &dir, &mut missing_dirs);
             continue;
         }
