@@ -224,14 +224,24 @@ fn project_files(
     special: &Special,
 ) -> Vec<Option<Vec<PathBuf>>> {
     let mut files: Vec<Option<Vec<PathBuf>>> = vec![None; dirs.len()];
-    // Only the projects that have a directory place the walk: a directory of one that has none
-    // is no business of the walk's (nor are its ignore files).
-    let exists = crate::parallel::map(dirs.len(), |i| dirs[i].is_dir());
-    let existing: Vec<usize> = (0..dirs.len()).filter(|&i| exists[i]).collect();
-    let Some(root) = common_ancestor(existing.iter().map(|&i| dirs[i].as_path())) else {
+    // Only the projects that have a directory place the walk's root (the directories above one
+    // that has none are no business of the walk's): a project is asked whether it has one only
+    // when it would move the root found so far — most are inside it.
+    let mut root: Option<PathBuf> = None;
+    let mut placed = Vec::with_capacity(dirs.len());
+    for (i, dir) in dirs.iter().enumerate() {
+        match &root {
+            Some(root) if dir.starts_with(root) => {}
+            _ if !dir.is_dir() => continue,
+            Some(above) => root = common_ancestor([above.as_path(), dir.as_path()].into_iter()),
+            None => root = Some(dir.clone()),
+        }
+        placed.push(i);
+    }
+    let Some(root) = root else {
         return files;
     };
-    let layout = Layout::new(dirs, &existing, &root);
+    let layout = Layout::new(dirs, &placed, &root);
     let keep = |path: &Path| layout.above.contains(path) || layout.owned(path);
     let filter = walk::Filter {
         state_dir,
@@ -253,14 +263,17 @@ fn project_files(
             }
         }
     }
-    for &i in &existing {
+    for &i in &placed {
         match &mut files[i] {
             // In the order a sorted walk gives (a directory's entries by name, depth first),
             // which is how paths compare: the fingerprints do not depend on which thread found
             // what.
             Some(list) => list.sort(),
-            // A project the walk did not enter is walked on its own.
-            None => files[i] = Some(walk_alone(&dirs[i], state_dir, global, special)),
+            // A project the walk did not enter is walked on its own (when it has a directory).
+            None if dirs[i].is_dir() => {
+                files[i] = Some(walk_alone(&dirs[i], state_dir, global, special))
+            }
+            None => {}
         }
     }
     files
@@ -277,13 +290,13 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(dirs: &[PathBuf], existing: &[usize], root: &Path) -> Layout {
+    fn new(dirs: &[PathBuf], placed: &[usize], root: &Path) -> Layout {
         let mut layout = Layout {
             projects_at: Default::default(),
             above: Default::default(),
             root_len: root.as_os_str().len(),
         };
-        for &i in existing {
+        for &i in placed {
             let dir = &dirs[i];
             layout.projects_at.entry(dir.clone()).or_default().push(i);
             for ancestor in dir.ancestors().skip(1) {
@@ -746,9 +759,19 @@ mod tests {
         .iter()
         .map(|p| root.join(p))
         .collect();
+        // A project without a directory, outside the others: it does not move the walk's root
+        // (the walk would meet the FIFO beside it).
+        std::fs::create_dir_all(dir.path().join("outside")).unwrap();
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("outside/.gitignore"))
+            .status();
+        assert!(fifo.unwrap().success());
+        let dirs = [dirs, vec![dir.path().join("outside/missing")]].concat();
         let (global, _) = ignore::gitignore::Gitignore::global();
         let state_dir = root.join(".mara");
-        let one_walk = project_files(&dirs, &state_dir, &global, &Special::default());
+        let special = Special::default();
+        let one_walk = project_files(&dirs, &state_dir, &global, &special);
+        assert!(special.refuse().is_ok());
         let each: Vec<Option<Vec<PathBuf>>> = dirs
             .iter()
             .map(|dir| dir.is_dir().then(|| crate_walk(dir, &state_dir, &global)))
@@ -788,5 +811,6 @@ mod tests {
         assert_eq!(names(4), ["main.py"], "behind a symlink: its own walk");
         assert_eq!(one_walk[5], None);
         assert_eq!(names(6), ["main.py"]);
+        assert_eq!(one_walk[7], None);
     }
 }

@@ -123,6 +123,8 @@ impl Rules {
         let renamed =
             (canonical != root).then(|| Arc::new((root.to_path_buf(), canonical.clone())));
         let mut rules = None;
+        // Every directory above is looked at, so that each ignore file refused is named.
+        let mut refused = false;
         let parents: Vec<&Path> = canonical.ancestors().skip(1).collect();
         for dir in parents.into_iter().rev() {
             let listing: Vec<_> = [".ignore", ".gitignore", ".git"]
@@ -132,9 +134,15 @@ impl Rules {
                     Some((name.into(), kind))
                 })
                 .collect();
-            rules = Rules::of(dir, &listing, rules, special, renamed.clone())?;
+            match Rules::of(dir, &listing, rules.clone(), special, renamed.clone()) {
+                Ok(theirs) => rules = theirs,
+                Err(()) => refused = true,
+            }
         }
-        Ok(rules)
+        match refused {
+            true => Err(()),
+            false => Ok(rules),
+        }
     }
 
     /// The rules in `dir`, whose entries are `listing`: its parent's, with its own ignore files'
@@ -151,23 +159,27 @@ impl Rules {
                 .find(|(entry, _)| entry == name)
                 .map(|(_, kind)| *kind)
         };
-        let exclude = kind_of(".git").and_then(|kind| exclude_file(dir, kind));
+        let exclude = kind_of(".git").map_or(Ok(None), |kind| exclude_file(dir, kind, special));
         let found = [
             kind_of(".ignore").map(|kind| (dir.join(".ignore"), Some(kind))),
             kind_of(".gitignore").map(|kind| (dir.join(".gitignore"), Some(kind))),
-            exclude.map(|path| (path, None)),
+            exclude.clone().ok().flatten().map(|path| (path, None)),
         ];
-        if found.iter().all(Option::is_none) {
-            return Ok(parent);
-        }
         // Each of them read (or refused: every one that is no regular file is named).
         let read = found.map(|file| match file {
-            Some((path, kind)) => parse(dir, &path, kind, special),
-            None => Ok(Gitignore::empty()),
+            Some((path, kind)) => parse(dir, &path, kind, special).map(Some),
+            None => Ok(None),
         });
-        let [Ok(ignore), Ok(gitignore), Ok(exclude)] = read else {
+        let [Ok(ignore), Ok(gitignore), Ok(exclude_rules)] = read else {
             return Err(());
         };
+        exclude?;
+        if ignore.is_none() && gitignore.is_none() && exclude_rules.is_none() {
+            return Ok(parent);
+        }
+        let or_none = |rules: Option<Gitignore>| rules.unwrap_or_else(Gitignore::empty);
+        let (ignore, gitignore, exclude) =
+            (or_none(ignore), or_none(gitignore), or_none(exclude_rules));
         Ok(Some(Arc::new(Rules {
             files: [ignore, gitignore, exclude],
             renamed,
@@ -204,27 +216,45 @@ impl Rules {
 
 /// The exclude file of the repository whose `.git` (of kind `kind`) is in `dir`: in the `.git`
 /// directory, or for a worktree's `.git` file in the common directory it names (as the `ignore`
-/// crate finds it).
-fn exclude_file(dir: &Path, kind: std::fs::FileType) -> Option<PathBuf> {
+/// crate finds it). The files read on the way are read only when regular: one that is not is
+/// noted (`Err`).
+fn exclude_file(
+    dir: &Path,
+    kind: std::fs::FileType,
+    special: &Special,
+) -> Result<Option<PathBuf>, ()> {
     let git = dir.join(".git");
-    let kind = match kind.is_symlink() {
-        true => std::fs::metadata(&git).ok()?.file_type(),
-        false => kind,
+    let kind = match (kind.is_symlink(), std::fs::metadata(&git)) {
+        (false, _) => kind,
+        (true, Ok(metadata)) => metadata.file_type(),
+        (true, Err(_)) => return Ok(None),
     };
     if !kind.is_file() {
-        return Some(git.join("info/exclude"));
+        return Ok(Some(git.join("info/exclude")));
     }
-    let first_line = |path: &Path| -> Option<String> {
-        let text = crate::files::read_to_string(path).ok()?;
-        text.lines().next().map(str::to_string)
+    let first_line = |path: &Path| match std::fs::metadata(path) {
+        Ok(metadata) if !metadata.is_file() => {
+            special.note(path.to_path_buf());
+            Err(())
+        }
+        Ok(_) => Ok(crate::files::read_to_string(path)
+            .ok()
+            .and_then(|text| text.lines().next().map(str::to_string))),
+        Err(_) => Ok(None),
     };
-    let git_dir = PathBuf::from(first_line(&git)?.strip_prefix("gitdir: ")?);
-    let common = first_line(&git_dir.join("commondir"))?;
+    let Some(git_dir) =
+        first_line(&git)?.and_then(|line| line.strip_prefix("gitdir: ").map(PathBuf::from))
+    else {
+        return Ok(None);
+    };
+    let Some(common) = first_line(&git_dir.join("commondir"))? else {
+        return Ok(None);
+    };
     let common = match common.starts_with('.') {
         true => git_dir.join(common),
         false => PathBuf::from(common),
     };
-    Some(common.join("info/exclude"))
+    Ok(Some(common.join("info/exclude")))
 }
 
 /// An ignore file's rules, rooted at `dir`, line by line as the `ignore` crate reads them (a
@@ -307,5 +337,65 @@ impl Special {
             true => Ok(()),
             false => Err(crate::error::Error::Problems(problems)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mkfifo(path: &Path) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(path).status();
+        assert!(made.unwrap().success());
+    }
+
+    /// What a walk from `root` refuses, by name (the walk itself never waits on a FIFO).
+    fn refused(root: &Path) -> Vec<PathBuf> {
+        let (special, global) = (Special::default(), Gitignore::empty());
+        let filter = Filter {
+            state_dir: Path::new("/nowhere"),
+            global: &global,
+            special: &special,
+            keep: &|_| true,
+        };
+        walk(root, &filter);
+        let mut noted = special.0.lock().unwrap().clone();
+        noted.sort();
+        noted
+    }
+
+    #[test]
+    fn every_ignore_file_above_the_root_that_is_no_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("a/b/project");
+        std::fs::create_dir_all(&root).unwrap();
+        mkfifo(&dir.path().join(".ignore"));
+        mkfifo(&dir.path().join("a/b/.gitignore"));
+        assert_eq!(
+            refused(&root),
+            [
+                dir.path().join(".ignore"),
+                dir.path().join("a/b/.gitignore")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_worktree_s_files_are_read_only_when_they_are_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("wt");
+        std::fs::create_dir_all(&root).unwrap();
+        let git_dir = dir.path().join("repo/.git/worktrees/wt");
+        std::fs::create_dir_all(&git_dir).unwrap();
+        std::fs::write(
+            root.join(".git"),
+            format!("gitdir: {}\n", git_dir.display()),
+        )
+        .unwrap();
+        std::fs::write(root.join("main.py"), "kept").unwrap();
+        assert_eq!(refused(&root), Vec::<PathBuf>::new());
+        mkfifo(&git_dir.join("commondir"));
+        assert_eq!(refused(&root), [git_dir.join("commondir")]);
     }
 }
