@@ -467,96 +467,74 @@ impl RunPlan {
 /// One project's place in the run: its steps, hooks, log, what it waits for (by `position`, its
 /// neighbours' places in the run's order) and why it may not run.
 fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> PlannedProject {
-    let Inputs {
-        operation,
-        selected,
-        engines,
-        workspace,
-        provider,
-        logs,
-        plans,
-        saved,
-        fingerprints,
-        kubeconfig,
-        is_dir,
-        has_kustomization,
-        initialized,
-        absent,
-        blocked,
-        known_stacks,
-        budgets: _,
-    } = inputs;
-    let operation = *operation;
-    let graph = selected.graph;
+    let (engines, workspace) = (inputs.engines, inputs.workspace);
+    let operation = inputs.operation;
+    let graph = inputs.selected.graph;
     let stack = engines.pulumi.stack.clone();
     let project = graph.project(i);
     let dir = workspace.project_dir(&project.path);
-    let has_dir = is_dir(&dir);
+    let has_dir = (inputs.is_dir)(&dir);
     let outputs = workspace.command_outputs_file(&stack, &project.path);
     let init_stamp = workspace.init_stamp_file(&project.path);
     let context = Context {
         stack: stack.clone(),
         project: project.path.clone(),
-        provider: provider.to_string(),
-        kubeconfig: kubeconfig.to_path_buf(),
+        provider: inputs.provider.to_string(),
+        kubeconfig: inputs.kubeconfig.to_path_buf(),
     };
     let outputs_taken = outputs_taken(graph, i);
     // A preview's planned outputs are read for the projects that take them; every
     // plan is kept where plans are saved.
-    let plan_file = saved.plan_file(operation, plans, &project.path, &outputs_taken);
+    let plan_file = inputs
+        .saved
+        .plan_file(operation, inputs.plans, &project.path, &outputs_taken);
     let mut target = Target {
         path: &project.path,
         engine: project.engine,
         commands: &project.commands,
-        destroy_reads_outputs: project
-            .on_destroy
-            .iter()
-            .any(|h| matches!(h, Hook::Command { .. })),
+        destroy_reads_outputs: reads_outputs(&project.on_destroy),
         up_hooks: !project.on_success.is_empty() || !outputs_taken.is_empty(),
         outputs_taken: !outputs_taken.is_empty(),
-        stack_known: known_stacks.contains(&project.path),
+        stack_known: inputs.known_stacks.contains(&project.path),
         init_stamp: &init_stamp,
         plan_file: plan_file.as_deref(),
         initialized: false,
-        hook_reads_outputs: (hooks_of(project, operation).iter())
-            .any(|h| matches!(h, Hook::Command { .. })),
+        hook_reads_outputs: reads_outputs(hooks_of(project, operation)),
         dir: &dir,
         has_dir,
-        manifests: match project.engine_or(engines.default) == EngineKind::Kubectl
-            && has_kustomization(&dir)
-        {
-            true => kubectl::Source::Kustomization,
-            false => kubectl::Source::Files,
-        },
+        manifests: manifests_in(inputs, project, &dir),
         root: &workspace.root,
         outputs: &outputs,
         context: &context,
     };
     let engine = engines.engine_of(&target);
     if matches!(engine, EngineKind::Terraform | EngineKind::Tofu) {
-        target.initialized = initialized(&engines.init_stamp(&target, engine));
+        target.initialized = (inputs.initialized)(&engines.init_stamp(&target, engine));
     }
-    let inputs = PlannedInput::of(project, engine);
+    let taken = PlannedInput::of(project, engine);
     let approval = (operation == Operation::Up)
-        .then(|| saved.approval(&project.path, engines, &target, plans))
+        .then(|| {
+            inputs
+                .saved
+                .approval(&project.path, engines, &target, inputs.plans)
+        })
         .flatten()
         .map(Box::new);
     PlannedProject {
         path: project.path.clone(),
         engine,
-        inputs,
+        inputs: taken,
         outputs_taken,
         approval,
         steps: engines.steps(&target, operation),
         hooks: hooks_of(project, operation).to_vec(),
-        log: logs.join(format!("{}.log", project.path)),
+        log: inputs.logs.join(format!("{}.log", project.path)),
         waits_for: waits_for(graph, i, operation, position),
-        fingerprint: fingerprints.get(&i).cloned(),
-        absent: absent
-            .get(&i)
+        fingerprint: inputs.fingerprints.get(&i).cloned(),
+        absent: (inputs.absent.get(&i))
             .cloned()
             .or_else(|| unchecked(operation, project, engine)),
-        blocked: blocked.get(&i).cloned(),
+        blocked: inputs.blocked.get(&i).cloned(),
         pool: project.pool.as_ref().map(|pool| pool.target.clone()),
         retry: (project.retry.clone()).or_else(|| workspace.settings.retry.clone()),
         dir: if has_dir {
@@ -565,6 +543,25 @@ fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> 
             workspace.root.clone()
         },
         context,
+    }
+}
+
+/// Whether any of `hooks` reads the project's outputs (a command hook gets them).
+fn reads_outputs(hooks: &[Hook]) -> bool {
+    hooks.iter().any(|h| matches!(h, Hook::Command { .. }))
+}
+
+/// Where a kubectl project's manifests come from: its kustomization, else its files.
+fn manifests_in(
+    inputs: &Inputs<'_>,
+    project: &crate::provider::Project,
+    dir: &Path,
+) -> kubectl::Source {
+    match project.engine_or(inputs.engines.default) == EngineKind::Kubectl
+        && (inputs.has_kustomization)(dir)
+    {
+        true => kubectl::Source::Kustomization,
+        false => kubectl::Source::Files,
     }
 }
 
