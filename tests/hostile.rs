@@ -141,6 +141,14 @@ const CASES: &[Case] = &[
         never: &["no Pulumi.yaml"],
     },
     Case {
+        name: "a FIFO where a project's Pulumi.yaml belongs, for up",
+        setup: |root| fifo(root, "kubernetes/logstore/Pulumi.yaml"),
+        args: &["up", "--yes"],
+        code: 3,
+        says: &["kubernetes/logstore/Pulumi.yaml", "not a regular file"],
+        never: &["no Pulumi.yaml"],
+    },
+    Case {
         name: "a FIFO where the workspace's .ignore belongs, for --changed",
         setup: |root| fifo(root, ".ignore"),
         args: &["show-execution", "--changed"],

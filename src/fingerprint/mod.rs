@@ -77,24 +77,30 @@ pub fn fingerprints(
     // Each project's own inputs, found in one walk and hashed on every core (its files' contents
     // are most of the work); the global gitignore is read once for all of them.
     let global = global_gitignore()?;
-    let dirs: Vec<PathBuf> = (0..plan.graph.len())
-        .map(|i| project_dir(&plan.graph.project(i).path))
+    // The selected projects and every project they come after (selected or not: its inputs
+    // shape theirs); no other project's files are looked at.
+    let counted = counted(plan);
+    let dirs: Vec<PathBuf> = (counted.iter())
+        .map(|&i| project_dir(&plan.graph.project(i).path))
         .collect();
     let special = Special::default();
     let files = project_files(&dirs, state_dir, &global, &special);
     special.refuse()?;
-    let own_hash = |i: usize| {
+    let own_hash = |k: usize| {
         let mut own = Sha256::new();
         own.update(common);
-        own.update(entry(plan.graph.project(i)).as_bytes());
-        hash_files(&mut own, &dirs[i], files[i].as_deref(), stack);
+        own.update(entry(plan.graph.project(counted[k])).as_bytes());
+        hash_files(&mut own, &dirs[k], files[k].as_deref(), stack);
         hex(&own.finalize())
     };
-    let owns = crate::parallel::map(plan.graph.len(), own_hash);
+    let owns: BTreeMap<usize, String> = (counted.iter().copied())
+        .zip(crate::parallel::map(counted.len(), own_hash))
+        .collect();
     let mut done: BTreeMap<usize, String> = BTreeMap::new();
-    // Every predecessor in the graph counts, selected or not: its inputs shape this project's.
     for &i in plan.graph.order() {
-        let own = &owns[i];
+        let Some(own) = owns.get(&i) else {
+            continue;
+        };
         let mut full = Sha256::new();
         full.update(own.as_bytes());
         for (j, _) in plan.graph.predecessors(i) {
@@ -111,6 +117,21 @@ pub fn fingerprints(
     Ok(done)
 }
 
+/// The projects (graph indexes, sorted) whose files a fingerprint of `plan`'s counts: the
+/// selected ones and every project they come after.
+fn counted(plan: &Plan<'_>) -> Vec<usize> {
+    let mut counted = vec![false; plan.graph.len()];
+    let mut next: Vec<usize> = (0..plan.graph.len())
+        .filter(|&i| plan.contains(i))
+        .collect();
+    while let Some(i) = next.pop() {
+        if !std::mem::replace(&mut counted[i], true) {
+            next.extend(plan.graph.predecessors(i).into_iter().map(|(j, _)| j));
+        }
+    }
+    (0..counted.len()).filter(|&i| counted[i]).collect()
+}
+
 /// The ignore files the walk of `plan`'s projects would read that are not regular files, refused
 /// as `fingerprints` refuses them (`validate` says so without hashing anything).
 pub fn ignore_files_readable(
@@ -119,8 +140,7 @@ pub fn ignore_files_readable(
     state_dir: &Path,
 ) -> crate::error::Result<()> {
     let global = global_gitignore()?;
-    let dirs: Vec<PathBuf> = (0..plan.graph.len())
-        .filter(|&i| plan.contains(i))
+    let dirs: Vec<PathBuf> = (counted(plan).into_iter())
         .map(|i| project_dir(&plan.graph.project(i).path))
         .collect();
     let special = Special::default();
@@ -577,7 +597,28 @@ mod tests {
         let named: Vec<_> = (refused.problems().iter())
             .filter_map(|p| Some(p.location.as_ref()?.file.clone()))
             .collect();
-        assert_eq!(named, [fifo, first.join(".ignore")]);
+        assert_eq!(named, [fifo.clone(), first.join(".ignore")]);
+        // A selection that neither holds a project nor comes after it does not look there: the
+        // last project's FIFO, and only the first project selected.
+        std::fs::remove_file(&fifo).unwrap();
+        std::fs::remove_file(first.join(".ignore")).unwrap();
+        let last = graph.order()[graph.order().len() - 1];
+        let fifo = dir
+            .path()
+            .join(&graph.project(last).path)
+            .join(".gitignore");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        let only = Selection {
+            only: vec![graph.project(graph.order()[0]).path.clone()],
+            ..Selection::default()
+        };
+        let plan = Plan::select(&graph, &only).unwrap();
+        let walked = fingerprints(&plan, |p| dir.path().join(p), dir.path(), "dev", b"", b"");
+        assert!(walked.is_ok(), "{walked:?}");
+        let all = Plan::select(&graph, &Selection::default()).unwrap();
+        let refused = fingerprints(&all, |p| dir.path().join(p), dir.path(), "dev", b"", b"");
+        assert!(refused.is_err(), "the whole plan walks the last project");
     }
 
     #[test]
@@ -653,9 +694,11 @@ mod tests {
         global: &ignore::gitignore::Gitignore,
     ) -> Vec<PathBuf> {
         let (state_dir, global) = (state_dir.to_path_buf(), global.clone());
+        // Within a repository (the tree below has one at its root) `require_git` decides only
+        // where a repository's rules stop: at its root, as mara's do.
         ignore::WalkBuilder::new(dir)
             .hidden(false)
-            .require_git(false)
+            .require_git(true)
             .git_global(false)
             .filter_entry(move |e| {
                 let is_dir = e.file_type().is_some_and(|t| t.is_dir());
@@ -683,8 +726,9 @@ mod tests {
         };
         write(".gitignore", "*.log\nhidden-dir/\n");
         write("infra/.gitignore", "build/\n!keep.log\n/anchored.txt\n");
-        // Above the root, and through a symlink to it: the rules see the canonical path.
-        std::fs::write(dir.path().join(".gitignore"), "*.tmp\nws/apps/web/dist/\n").unwrap();
+        // Above the root, and through a symlink to it: the rules see the canonical path. A
+        // .gitignore above the repository (the root has its .git) says nothing in it.
+        std::fs::write(dir.path().join(".gitignore"), "*.py\n").unwrap();
         write(
             "apps/web/scratch.tmp",
             "ignored by the rules above the root",
@@ -703,7 +747,11 @@ mod tests {
         write(".ignore", "*.cache\n");
         write("apps/web/keep.cache", "ignored by the root's .ignore");
         write("apps/web/kept.bak", "kept by the .gitignore's exception");
-        std::fs::write(dir.path().join(".ignore"), "*.above\n").unwrap();
+        std::fs::write(
+            dir.path().join(".ignore"),
+            "*.above\n*.tmp\nws/apps/web/dist/\n",
+        )
+        .unwrap();
         write("apps/web/x.above", "ignored by the .ignore above the root");
         // A byte-order mark and CRLF lines.
         write("apps/web/src/.gitignore", "\u{feff}*.o\r\nbuild-*\r\n");

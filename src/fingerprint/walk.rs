@@ -106,6 +106,9 @@ pub(super) struct Rules {
     /// For a directory above the walk's root when the root is not its canonical form: the root
     /// and that form, for the paths its rules see.
     renamed: Option<Arc<(PathBuf, PathBuf)>>,
+    /// A repository's root (`.git` or `.jj` there): the `.gitignore` and exclude files above it
+    /// are not the repository's, and say nothing below it (git's own rule); `.ignore` files do.
+    repository: bool,
     parent: Option<Arc<Rules>>,
 }
 
@@ -127,7 +130,7 @@ impl Rules {
         let mut refused = false;
         let parents: Vec<&Path> = canonical.ancestors().skip(1).collect();
         for dir in parents.into_iter().rev() {
-            let listing: Vec<_> = [".ignore", ".gitignore", ".git"]
+            let listing: Vec<_> = [".ignore", ".gitignore", ".git", ".jj"]
                 .into_iter()
                 .filter_map(|name| {
                     let kind = std::fs::symlink_metadata(dir.join(name)).ok()?.file_type();
@@ -160,6 +163,11 @@ impl Rules {
                 .map(|(_, kind)| *kind)
         };
         let exclude = kind_of(".git").map_or(Ok(None), |kind| exclude_file(dir, kind, special));
+        // As the `ignore` crate asks it: `.git` or `.jj` there, whatever it is (a link to it).
+        let there = |name: &str| {
+            kind_of(name).is_some_and(|k| !k.is_symlink() || dir.join(name).metadata().is_ok())
+        };
+        let repository = there(".git") || there(".jj");
         let found = [
             kind_of(".ignore").map(|kind| (dir.join(".ignore"), Some(kind))),
             kind_of(".gitignore").map(|kind| (dir.join(".gitignore"), Some(kind))),
@@ -174,7 +182,7 @@ impl Rules {
             return Err(());
         };
         exclude?;
-        if ignore.is_none() && gitignore.is_none() && exclude_rules.is_none() {
+        if ignore.is_none() && gitignore.is_none() && exclude_rules.is_none() && !repository {
             return Ok(parent);
         }
         let or_none = |rules: Option<Gitignore>| rules.unwrap_or_else(Gitignore::empty);
@@ -183,14 +191,17 @@ impl Rules {
         Ok(Some(Arc::new(Rules {
             files: [ignore, gitignore, exclude],
             renamed,
+            repository,
             parent,
         })))
     }
 
     /// Whether the rules in force ignore `path`: of each kind of file, the deepest that says
-    /// anything of it decides; a `.ignore` over a `.gitignore` over the exclude file.
+    /// anything of it decides; a `.ignore` over a `.gitignore` over the exclude file. Above a
+    /// repository's root only `.ignore` files count.
     fn ignored(rules: &Option<Arc<Rules>>, path: &Path, is_dir: bool) -> bool {
         let mut said: [Option<bool>; 3] = [None; 3];
+        let mut in_repository = false;
         let mut canonical = None;
         let mut next = rules.as_deref();
         while let Some(rules) = next {
@@ -202,12 +213,13 @@ impl Rules {
                     .as_path(),
                 None => path,
             };
-            for (said, file) in said.iter_mut().zip(&rules.files) {
-                if said.is_none() {
+            for (kind, (said, file)) in said.iter_mut().zip(&rules.files).enumerate() {
+                if said.is_none() && (kind == 0 || !in_repository) {
                     let m = file.matched(path, is_dir);
                     *said = (!m.is_none()).then(|| m.is_ignore());
                 }
             }
+            in_repository |= rules.repository;
             next = rules.parent.as_deref();
         }
         said.into_iter().flatten().next().unwrap_or(false)
@@ -215,8 +227,8 @@ impl Rules {
 }
 
 /// The exclude file of the repository whose `.git` (of kind `kind`) is in `dir`: in the `.git`
-/// directory, or for a worktree's `.git` file in the common directory it names (as the `ignore`
-/// crate finds it). The files read on the way are read only when regular: one that is not is
+/// directory, or for a worktree's or a submodule's `.git` file in the common directory of the
+/// git directory it names. The files read on the way are read only when regular: one that is not is
 /// noted (`Err`).
 fn exclude_file(
     dir: &Path,
@@ -242,17 +254,16 @@ fn exclude_file(
             .and_then(|text| text.lines().next().map(str::to_string))),
         Err(_) => Ok(None),
     };
+    // Relative paths are the git directory's, as git reads them (the crate reads them from the
+    // current directory); a git directory without `commondir` (a submodule's) is its own.
     let Some(git_dir) =
-        first_line(&git)?.and_then(|line| line.strip_prefix("gitdir: ").map(PathBuf::from))
+        first_line(&git)?.and_then(|line| line.strip_prefix("gitdir: ").map(|p| dir.join(p)))
     else {
         return Ok(None);
     };
-    let Some(common) = first_line(&git_dir.join("commondir"))? else {
-        return Ok(None);
-    };
-    let common = match common.starts_with('.') {
-        true => git_dir.join(common),
-        false => PathBuf::from(common),
+    let common = match first_line(&git_dir.join("commondir"))? {
+        Some(common) => git_dir.join(common),
+        None => git_dir,
     };
     Ok(Some(common.join("info/exclude")))
 }
@@ -397,5 +408,44 @@ mod tests {
         assert_eq!(refused(&root), Vec::<PathBuf>::new());
         mkfifo(&git_dir.join("commondir"));
         assert_eq!(refused(&root), [git_dir.join("commondir")]);
+    }
+
+    /// The files a walk from `root` finds, relative to it, sorted.
+    fn found(root: &Path) -> Vec<String> {
+        let (special, global) = (Special::default(), Gitignore::empty());
+        let filter = Filter {
+            state_dir: Path::new("/nowhere"),
+            global: &global,
+            special: &special,
+            keep: &|_| true,
+        };
+        let mut files: Vec<String> = (walk(root, &filter).into_iter())
+            .filter(|(_, is_dir)| !is_dir)
+            .map(|(path, _)| path.strip_prefix(root).unwrap().display().to_string())
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn a_repository_s_rules_are_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |path: &str, text: &str| {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        // A .gitignore above the repository says nothing in it; a .ignore does.
+        write(".gitignore", "*\n");
+        write(".ignore", "*.tmp\n");
+        write("ws/.git/HEAD", "");
+        write("ws/main.py", "kept");
+        write("ws/x.tmp", "ignored by the .ignore above");
+        // A submodule (no commondir: its git directory is its own), by a relative path.
+        write("ws/.git/modules/sub/info/exclude", "*.sub\n");
+        write("ws/sub/.git", "gitdir: ../.git/modules/sub\n");
+        write("ws/sub/a.sub", "ignored by the submodule's exclude file");
+        write("ws/sub/b.py", "kept");
+        assert_eq!(found(&dir.path().join("ws")), ["main.py", "sub/b.py"]);
     }
 }

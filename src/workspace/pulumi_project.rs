@@ -48,10 +48,18 @@ impl PulumiProject {
     /// (a FIFO, a directory) is found, and `load` says what is wrong with it, rather than
     /// "no Pulumi.yaml".
     pub fn find(dir: &Path) -> Option<PathBuf> {
-        PROJECT_FILES
-            .iter()
-            .map(|name| dir.join(name))
-            .find(|path| std::fs::symlink_metadata(path).is_ok())
+        Self::find_with_kind(dir).map(|(path, _)| path)
+    }
+
+    /// `find`, and whether what is found is a regular file (following a symlink).
+    pub fn find_with_kind(dir: &Path) -> Option<(PathBuf, bool)> {
+        PROJECT_FILES.iter().find_map(|name| {
+            let path = dir.join(name);
+            let kind = std::fs::symlink_metadata(&path).ok()?.file_type();
+            let regular = kind.is_file()
+                || kind.is_symlink() && std::fs::metadata(&path).is_ok_and(|m| m.is_file());
+            Some((path, regular))
+        })
     }
 
     /// The project in each of `dirs` (`None`: no project file there), read on every core: a plan
@@ -104,11 +112,29 @@ impl PulumiProject {
         };
         let name = match top.get("name") {
             Some(Value::String(name)) if !name.trim().is_empty() => name.clone(),
-            _ => {
+            None | Some(Value::Null) => {
                 return Err(Error::config(
                     Problem::new("has no `name:`; stack references need the project's name")
                         .at(Location::file(file))
                         .hint("add `name: <project-name>`"),
+                ));
+            }
+            Some(other) => {
+                let what = match other {
+                    Value::Bool(_) => "a boolean",
+                    Value::Number(_) => "a number",
+                    Value::Array(_) => "a list",
+                    Value::Object(_) => "a mapping",
+                    _ => "empty",
+                };
+                return Err(Error::config(
+                    Problem::new(format!(
+                        "its `name:` is {what}, where Pulumi needs the project's name (a string)"
+                    ))
+                    .at(Location::file(file))
+                    .hint(
+                        "write the name as text; quote one YAML reads otherwise (`name: \"123\"`)",
+                    ),
                 ));
             }
         };
@@ -171,6 +197,19 @@ mod tests {
     fn a_missing_name_is_an_error() {
         let err = load("runtime: yaml\n").unwrap_err();
         assert!(err.to_string().contains("has no `name:`"), "{err}");
+        for (text, what) in [
+            ("name: 123\n", "a number"),
+            ("name: true\n", "a boolean"),
+            ("name: [a]\n", "a list"),
+            ("name:\n  a: b\n", "a mapping"),
+            ("name: ''\n", "empty"),
+        ] {
+            let err = load(text).unwrap_err();
+            assert!(
+                err.to_string().contains(&format!("its `name:` is {what}")),
+                "{text:?}: {err}"
+            );
+        }
     }
 
     /// Read for its keys alone, a file is refused for what the whole parse refuses, anywhere.

@@ -229,7 +229,19 @@ pub fn preflight(
             continue;
         }
         let has_entry = match engine {
-            EngineKind::Pulumi => PulumiProject::find(&dir).is_some(),
+            EngineKind::Pulumi => match PulumiProject::find_with_kind(&dir) {
+                // Pulumi would wait on a FIFO, or fail on what it cannot read.
+                Some((file, false)) => {
+                    let file = workspace.display(&file).display().to_string();
+                    checks.fail(
+                        "project",
+                        format!("{path}: {file} is not a regular file (a FIFO, socket, device, directory, or a link to nothing): Pulumi cannot read it"),
+                        Some("make it the project's Pulumi.yaml".into()),
+                    );
+                    continue;
+                }
+                found => found.is_some(),
+            },
             EngineKind::Kubectl => {
                 kubectl::kustomization(&dir).is_some() || kubectl::manifest_files(&dir) > 0
             }
