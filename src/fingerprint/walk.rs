@@ -125,13 +125,24 @@ impl Rules {
         };
         let renamed =
             (canonical != root).then(|| Arc::new((root.to_path_buf(), canonical.clone())));
+        // Above the repository the root is in, only `.ignore` files say anything (`ignored`):
+        // no other file there is read, nor refused.
+        let repository = (canonical.ancestors()).find(|dir| {
+            [".git", ".jj"]
+                .iter()
+                .any(|n| dir.join(n).metadata().is_ok())
+        });
         let mut rules = None;
         // Every directory above is looked at, so that each ignore file refused is named.
         let mut refused = false;
         let parents: Vec<&Path> = canonical.ancestors().skip(1).collect();
         for dir in parents.into_iter().rev() {
-            let listing: Vec<_> = [".ignore", ".gitignore", ".git", ".jj"]
-                .into_iter()
+            let outside = repository.is_some_and(|r| r != dir && r.starts_with(dir));
+            let names: &[&str] = match outside {
+                true => &[".ignore"],
+                false => &[".ignore", ".gitignore", ".git", ".jj"],
+            };
+            let listing: Vec<_> = (names.iter())
                 .filter_map(|name| {
                     let kind = std::fs::symlink_metadata(dir.join(name)).ok()?.file_type();
                     Some((name.into(), kind))
@@ -447,5 +458,19 @@ mod tests {
         write("ws/sub/a.sub", "ignored by the submodule's exclude file");
         write("ws/sub/b.py", "kept");
         assert_eq!(found(&dir.path().join("ws")), ["main.py", "sub/b.py"]);
+    }
+
+    #[test]
+    fn what_is_above_a_repository_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("outer/ws");
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        std::fs::create_dir_all(dir.path().join("outer/.git/info")).unwrap();
+        mkfifo(&dir.path().join("outer/.gitignore"));
+        mkfifo(&dir.path().join("outer/.git/info/exclude"));
+        assert_eq!(refused(&ws), Vec::<PathBuf>::new());
+        // Without a repository of its own, the workspace is the outer one's, and those are read.
+        std::fs::remove_dir(ws.join(".git")).unwrap();
+        assert_eq!(refused(&ws).len(), 2);
     }
 }
