@@ -372,8 +372,9 @@ mod tests {
         assert!(made.unwrap().success());
     }
 
-    /// What a walk from `root` refuses, by name (the walk itself never waits on a FIFO).
-    fn refused(root: &Path) -> Vec<PathBuf> {
+    /// A walk from `root`: the files it finds, relative to the root, and what it refuses, by
+    /// name (it never waits on a FIFO); each sorted.
+    fn walked(root: &Path) -> (Vec<String>, Vec<PathBuf>) {
         let (special, global) = (Special::default(), Gitignore::empty());
         let filter = Filter {
             state_dir: Path::new("/nowhere"),
@@ -381,10 +382,22 @@ mod tests {
             special: &special,
             keep: &|_| true,
         };
-        walk(root, &filter);
+        let mut files: Vec<String> = (walk(root, &filter).into_iter())
+            .filter(|(_, is_dir)| !is_dir)
+            .map(|(path, _)| path.strip_prefix(root).unwrap().display().to_string())
+            .collect();
+        files.sort();
         let mut noted = special.0.lock().unwrap().clone();
         noted.sort();
-        noted
+        (files, noted)
+    }
+
+    fn refused(root: &Path) -> Vec<PathBuf> {
+        walked(root).1
+    }
+
+    fn found(root: &Path) -> Vec<String> {
+        walked(root).0
     }
 
     #[test]
@@ -419,23 +432,6 @@ mod tests {
         assert_eq!(refused(&root), Vec::<PathBuf>::new());
         mkfifo(&git_dir.join("commondir"));
         assert_eq!(refused(&root), [git_dir.join("commondir")]);
-    }
-
-    /// The files a walk from `root` finds, relative to it, sorted.
-    fn found(root: &Path) -> Vec<String> {
-        let (special, global) = (Special::default(), Gitignore::empty());
-        let filter = Filter {
-            state_dir: Path::new("/nowhere"),
-            global: &global,
-            special: &special,
-            keep: &|_| true,
-        };
-        let mut files: Vec<String> = (walk(root, &filter).into_iter())
-            .filter(|(_, is_dir)| !is_dir)
-            .map(|(path, _)| path.strip_prefix(root).unwrap().display().to_string())
-            .collect();
-        files.sort();
-        files
     }
 
     #[test]
