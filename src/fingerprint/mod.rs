@@ -74,18 +74,14 @@ pub fn fingerprints(
     common.update(b"\0");
     common.update(env_file);
     let common = common.finalize();
-    // Each project's own inputs, found in one walk and hashed on every core (its files' contents
-    // are most of the work); the global gitignore is read once for all of them.
-    let global = global_gitignore()?;
-    // The selected projects and every project they come after (selected or not: its inputs
-    // shape theirs); no other project's files are looked at.
-    let counted = counted(plan);
-    let dirs: Vec<PathBuf> = (counted.iter())
-        .map(|&i| project_dir(&plan.graph.project(i).path))
-        .collect();
-    let special = Special::default();
-    let files = project_files(&dirs, state_dir, &global, &special);
-    special.refuse()?;
+    // The own inputs of the selected projects and of every project they come after (selected or
+    // not: their inputs shape the selected ones'), found in one walk and hashed on every core
+    // (the files' contents are most of the work).
+    let Walked {
+        counted,
+        dirs,
+        files,
+    } = walked(plan, project_dir, state_dir)?;
     let own_hash = |k: usize| {
         let mut own = Sha256::new();
         own.update(common);
@@ -139,13 +135,36 @@ pub fn ignore_files_readable(
     project_dir: impl Fn(&str) -> PathBuf,
     state_dir: &Path,
 ) -> crate::error::Result<()> {
+    walked(plan, project_dir, state_dir).map(|_| ())
+}
+
+/// What a fingerprint of `plan` counts: the projects (`counted`), their directories and their
+/// files, found in one walk (the global gitignore read once for all of them); refused when the
+/// walk meets an ignore file that is no regular file.
+struct Walked {
+    counted: Vec<usize>,
+    dirs: Vec<PathBuf>,
+    files: Vec<Option<Vec<PathBuf>>>,
+}
+
+fn walked(
+    plan: &Plan<'_>,
+    project_dir: impl Fn(&str) -> PathBuf,
+    state_dir: &Path,
+) -> crate::error::Result<Walked> {
     let global = global_gitignore()?;
-    let dirs: Vec<PathBuf> = (counted(plan).into_iter())
-        .map(|i| project_dir(&plan.graph.project(i).path))
+    let counted = counted(plan);
+    let dirs: Vec<PathBuf> = (counted.iter())
+        .map(|&i| project_dir(&plan.graph.project(i).path))
         .collect();
     let special = Special::default();
-    project_files(&dirs, state_dir, &global, &special);
-    special.refuse()
+    let files = project_files(&dirs, state_dir, &global, &special);
+    special.refuse()?;
+    Ok(Walked {
+        counted,
+        dirs,
+        files,
+    })
 }
 
 /// The user's global gitignore (`core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore`), once

@@ -45,14 +45,9 @@ pub struct PulumiProject {
 
 impl PulumiProject {
     /// The project file in `dir`, if there is one — whatever it is: one that is no regular file
-    /// (a FIFO, a directory) is found, and `load` says what is wrong with it, rather than
-    /// "no Pulumi.yaml".
-    pub fn find(dir: &Path) -> Option<PathBuf> {
-        Self::find_with_kind(dir).map(|(path, _)| path)
-    }
-
-    /// `find`, and whether what is found is a regular file (following a symlink).
-    pub fn find_with_kind(dir: &Path) -> Option<(PathBuf, bool)> {
+    /// (a FIFO, a directory, a link to nothing) is found, with `false`, so that it is said what is
+    /// wrong with it rather than "no Pulumi.yaml".
+    pub fn find(dir: &Path) -> Option<(PathBuf, bool)> {
         PROJECT_FILES.iter().find_map(|name| {
             let path = dir.join(name);
             let kind = std::fs::symlink_metadata(&path).ok()?.file_type();

@@ -229,7 +229,7 @@ pub fn preflight(
             continue;
         }
         let has_entry = match engine {
-            EngineKind::Pulumi => match PulumiProject::find_with_kind(&dir) {
+            EngineKind::Pulumi => match PulumiProject::find(&dir) {
                 // Pulumi would wait on a FIFO, or fail on what it cannot read.
                 Some((file, false)) => {
                     let file = workspace.display(&file).display().to_string();
