@@ -1019,6 +1019,68 @@ fn a_run_that_cannot_start_stops_before_anything_is_asked_written_or_run() {
 }
 
 #[test]
+fn a_project_file_pulumi_would_refuse_stops_the_run_before_it_starts() {
+    let d = Deployment::new();
+    let write = |path: &str, text: &str| std::fs::write(d.root().join(path), text).unwrap();
+    let append = |path: &str, text: &str| {
+        let file = d.root().join(path);
+        let old = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(file, old + text).unwrap();
+    };
+    write("kubernetes/logstore/Pulumi.yaml", "runtime: yaml\n");
+    write("kubernetes/logagent/Pulumi.yaml", "name: logagent\n");
+    write(
+        "kubernetes/secrets/Pulumi.yaml",
+        "name: secrets\nruntime: [yaml\n",
+    );
+    // Two projects of one name would deploy over one stack.
+    let prometheus = d.root().join("kubernetes/prometheus/Pulumi.yaml");
+    let prometheus = std::fs::read_to_string(prometheus).unwrap();
+    write("kubernetes/observability/Pulumi.yaml", &prometheus);
+    // A project path that is a file, not a directory.
+    std::fs::remove_dir_all(d.root().join("kubernetes/certmgr")).unwrap();
+    write("kubernetes/certmgr", "");
+    // Read as Pulumi reads it: its first document.
+    append(
+        "infrastructure/kubeconfig/Pulumi.yaml",
+        "---\nname: other\n",
+    );
+    let before = common::tree(d.root());
+    let output = d.mara().args(["up", "--yes"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let err = common::stderr(&output);
+    for expected in [
+        "kubernetes/logstore/Pulumi.yaml: has no `name:`",
+        "kubernetes/logagent/Pulumi.yaml: has no `runtime:`",
+        "kubernetes/secrets/Pulumi.yaml:2:",
+        "are named `prometheus` in their Pulumi.yaml",
+        "kubernetes/certmgr: kubernetes/certmgr is not a directory",
+    ] {
+        assert!(err.contains(expected), "{expected} missing from:\n{err}");
+    }
+    let named = err
+        .lines()
+        .find(|l| l.contains("are named `prometheus`"))
+        .unwrap();
+    assert!(
+        named.contains("kubernetes/prometheus") && named.contains("kubernetes/observability"),
+        "{named}"
+    );
+    assert!(!err.contains("kubeconfig"), "{err}");
+    assert!(d.calls().is_empty(), "an engine was called");
+    assert_eq!(common::tree(d.root()), before, "something was written");
+    // validate says the same, and reads the file of two documents for its first.
+    let output = d.mara().arg("validate").output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let out = common::stdout(&output);
+    assert!(
+        out.contains("infrastructure/kubeconfig: Pulumi project `kubeconfig`, runtime yaml"),
+        "{out}"
+    );
+    assert!(out.contains("has no `runtime:`"), "{out}");
+}
+
+#[test]
 fn destroy_and_refresh_never_create_a_stack() {
     let d = Deployment::new();
     let created = |d: &Deployment| {

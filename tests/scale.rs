@@ -233,8 +233,8 @@ fn a_run_makes_two_engine_calls_per_project_and_an_unchanged_one_makes_none() {
         assert_eq!(counts.parses, 1, "{counts:?}");
         assert_eq!(
             counts.project_file_reads(),
-            0,
-            "an up leaves Pulumi.yaml to Pulumi"
+            s.n,
+            "an up reads each Pulumi.yaml once, for what Pulumi would refuse"
         );
         assert_eq!(
             counts.scheduled,

@@ -36,7 +36,8 @@ impl Keys {
 pub struct PulumiProject {
     pub file: PathBuf,
     pub name: String,
-    pub runtime: Option<String>,
+    /// `runtime:`, or its `name:` when it is a mapping.
+    pub runtime: String,
     /// `stackConfigDir`, or the legacy `config: <dir>` string, relative to the project directory.
     pub stack_config_dir: Option<String>,
     /// `runtime.options.virtualenv` (Python), relative to the project directory.
@@ -44,19 +45,6 @@ pub struct PulumiProject {
 }
 
 impl PulumiProject {
-    /// The project file in `dir`, if there is one — whatever it is: one that is no regular file
-    /// (a FIFO, a directory, a link to nothing) is found, with `false`, so that it is said what is
-    /// wrong with it rather than "no Pulumi.yaml".
-    pub fn find(dir: &Path) -> Option<(PathBuf, bool)> {
-        PROJECT_FILES.iter().find_map(|name| {
-            let path = dir.join(name);
-            let kind = std::fs::symlink_metadata(&path).ok()?.file_type();
-            let regular = kind.is_file()
-                || kind.is_symlink() && std::fs::metadata(&path).is_ok_and(|m| m.is_file());
-            Some((path, regular))
-        })
-    }
-
     /// The project in each of `dirs` (`None`: no project file there), read on every core: a plan
     /// of thousands of projects is mostly this.
     pub fn load_each(dirs: &[PathBuf]) -> Vec<Option<Result<PulumiProject>>> {
@@ -96,7 +84,7 @@ impl PulumiProject {
         let plain = || yaml::plain_keys(&text, Keys::NAMES);
         let top = match plain().or_else(|| yaml::parse_keys::<Keys>(&text).map(Keys::into_map)) {
             Some(top) => top,
-            None => match yaml::parse_value(file, &text)? {
+            None => match yaml::parse_first_value(file, &text)? {
                 Value::Object(top) => top,
                 _ => {
                     return Err(Error::config(
@@ -133,13 +121,22 @@ impl PulumiProject {
                 ));
             }
         };
+        // `runtime: python`, or `runtime:` with `name: python` under it.
         let runtime = match top.get("runtime") {
-            Some(Value::String(runtime)) => Some(runtime.clone()),
-            Some(Value::Object(runtime)) => runtime
-                .get("name")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            _ => None,
+            Some(Value::Object(runtime)) => runtime.get("name"),
+            runtime => runtime,
+        };
+        let runtime = match runtime.and_then(Value::as_str) {
+            Some(runtime) if !runtime.trim().is_empty() => runtime.to_string(),
+            _ => {
+                return Err(Error::config(
+                    Problem::new(
+                        "has no `runtime:`; Pulumi needs the language the project's program is written in",
+                    )
+                    .at(Location::file(file))
+                    .hint("add `runtime: <language>` (yaml, nodejs, python, go, dotnet or java)"),
+                ));
+            }
         };
         let virtualenv = top
             .get("runtime")
@@ -176,7 +173,7 @@ mod tests {
     fn reads_name_runtime_and_config_dir() {
         let p = load("name: aws-vpc\nruntime:\n  name: python\n  options:\n    virtualenv: ../venv\nconfig: ../../../config/pulumi\n").unwrap();
         assert_eq!(p.name, "aws-vpc");
-        assert_eq!(p.runtime.as_deref(), Some("python"));
+        assert_eq!(p.runtime, "python");
         assert_eq!(p.virtualenv.as_deref(), Some("../venv"));
         assert_eq!(
             p.stack_config_dir.as_deref(),
@@ -207,11 +204,46 @@ mod tests {
         }
     }
 
+    /// Pulumi refuses a project without a runtime ("project is missing a 'runtime' attribute"),
+    /// written either way.
+    #[test]
+    fn a_missing_runtime_is_an_error() {
+        for text in [
+            "name: x\n",
+            "name: x\nruntime:\n",
+            "name: x\nruntime: ''\n",
+            "name: x\nruntime: 3\n",
+            "name: x\nruntime:\n  options:\n    virtualenv: v\n",
+        ] {
+            let err = load(text).unwrap_err();
+            assert!(
+                err.to_string().contains("has no `runtime:`"),
+                "{text:?}: {err}"
+            );
+        }
+        assert_eq!(
+            load("name: x\nruntime: {name: go}\n").unwrap().runtime,
+            "go"
+        );
+    }
+
+    /// A file of several documents is read as Pulumi reads it: its first document.
+    #[test]
+    fn the_first_document_is_the_project() {
+        let p = load("name: x\nruntime: yaml\n---\nname: y\n").unwrap();
+        assert_eq!((p.name.as_str(), p.runtime.as_str()), ("x", "yaml"));
+        let p = load("---\nname: x\nruntime: yaml\n...\n---\nother: 1\n").unwrap();
+        assert_eq!(p.name, "x");
+        // The documents after it are still parsed: a mistake there is said, with its line.
+        let err = load("name: x\nruntime: yaml\n---\na: [\n").unwrap_err();
+        assert!(err.to_string().contains("Pulumi.yaml:4"), "{err}");
+    }
+
     /// Read for its keys alone, a file is refused for what the whole parse refuses, anywhere.
     #[test]
     fn the_keys_are_read_as_the_whole_file_is() {
         let whole = |text: &str| {
-            let value = yaml::parse_value(Path::new("Pulumi.yaml"), text);
+            let value = yaml::parse_first_value(Path::new("Pulumi.yaml"), text);
             match value {
                 Ok(Value::Object(_)) => Ok(()),
                 Ok(_) => Err("not a mapping".to_string()),
@@ -219,13 +251,14 @@ mod tests {
             }
         };
         for text in [
-            "name: x\noutputs:\n  a: 1\n  a: 2\n",
-            "name: x\nname: y\n",
-            "name: x\n---\nname: y\n",
+            "name: x\nruntime: yaml\noutputs:\n  a: 1\n  a: 2\n",
+            "name: x\nruntime: yaml\nname: y\n",
+            "name: x\nruntime: yaml\n---\nname: y\n",
+            "name: x\nruntime: yaml\n---\nname: [\n",
             "- name: x\n",
             "",
             "name: x\nruntime: {name: python, options: {virtualenv: v}}\noutputs: [1, 2]\n",
-            "name: &n x\nother: *n\n",
+            "name: &n x\nruntime: yaml\nother: *n\n",
         ] {
             let keys = load(text);
             match whole(text) {
@@ -238,8 +271,8 @@ mod tests {
         }
         let p = load("name: x\nruntime: {name: python, options: {virtualenv: v}}\n").unwrap();
         assert_eq!(
-            (p.runtime.as_deref(), p.virtualenv.as_deref()),
-            (Some("python"), Some("v"))
+            (p.runtime.as_str(), p.virtualenv.as_deref()),
+            ("python", Some("v"))
         );
         let err = load("- name: x\n").unwrap_err();
         assert!(err.to_string().contains("must be a YAML mapping"), "{err}");

@@ -25,6 +25,18 @@ pub fn parse_value(path: &Path, text: &str) -> Result<serde_json::Value> {
         .map_err(|e| Error::config(problem(path, &e)))
 }
 
+/// The first document of `text` as `parse_value` reads one, as Go's yaml.v3 `Unmarshal` reads
+/// Pulumi's project file: the documents after it are parsed (an error in one is still said) but
+/// not read.
+pub fn parse_first_value(path: &Path, text: &str) -> Result<serde_json::Value> {
+    if text.trim().is_empty() {
+        return Ok(serde_json::Value::Null);
+    }
+    serde_saphyr::from_multiple_with_options::<Option<serde_json::Value>>(text, options())
+        .map(|documents| documents.into_iter().next().flatten().unwrap_or_default())
+        .map_err(|e| Error::config(problem(path, &e)))
+}
+
 /// A YAML mapping read into `T` as `parse_value` reads it, the keys `T` does not name skipped;
 /// `None` when it does not read so (an error, not a mapping, empty), which `parse_value` then
 /// says.

@@ -19,15 +19,7 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
     let shared_config_dir = normalize(&workspace.config_dir());
     let mut names: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let mut missing_dirs = 0;
-    // Every Pulumi project file of the plan, read on every core before the checks walk them.
-    let pulumi_dirs: Vec<_> = plan
-        .order()
-        .iter()
-        .map(|&i| plan.graph.project(i))
-        .filter(|p| p.engine_or(default_engine) == EngineKind::Pulumi)
-        .map(|p| workspace.project_dir(&p.path))
-        .collect();
-    let mut pulumi_projects = PulumiProject::load_each(&pulumi_dirs).into_iter();
+    let mut pulumi_projects = pulumi_projects(workspace, plan).into_iter();
     for &i in plan.order() {
         let project = plan.graph.project(i);
         let path = project.path.as_str();
@@ -63,14 +55,12 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
                 };
                 match loaded {
                     Ok(pulumi) => {
-                        let runtime = pulumi
-                            .runtime
-                            .as_deref()
-                            .map(|r| format!(", runtime {r}"))
-                            .unwrap_or_default();
                         checks.pass(
                             "project",
-                            format!("{path}: Pulumi project `{}`{runtime}", pulumi.name),
+                            format!(
+                                "{path}: Pulumi project `{}`, runtime {}",
+                                pulumi.name, pulumi.runtime
+                            ),
                         );
                         if let Some(config_dir) = &pulumi.stack_config_dir {
                             let points_at = normalize(&dir.join(config_dir));
@@ -166,6 +156,27 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
             EngineKind::Command => unreachable!("handled above"),
         }
     }
+    named_once(checks, &names);
+}
+
+/// Every selected Pulumi project's file, in the plan's order, read on every core before the
+/// checks walk them (`None`: there is none).
+fn pulumi_projects(
+    workspace: &Workspace,
+    plan: &Plan<'_>,
+) -> Vec<Option<crate::error::Result<PulumiProject>>> {
+    let default_engine = workspace.settings.engine;
+    let dirs: Vec<_> = (plan.order().iter())
+        .map(|&i| plan.graph.project(i))
+        .filter(|p| p.engine_or(default_engine) == EngineKind::Pulumi)
+        .map(|p| workspace.project_dir(&p.path))
+        .collect();
+    PulumiProject::load_each(&dirs)
+}
+
+/// No two projects share a Pulumi name: a stack is the project's name and the stack's, so the two
+/// would deploy over one stack, and a stack reference could not tell them apart.
+fn named_once(checks: &mut Checks, names: &BTreeMap<String, Vec<&str>>) {
     for (name, paths) in names.iter().filter(|(_, paths)| paths.len() > 1) {
         checks.fail(
             "project",
@@ -173,7 +184,7 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
                 "{} are named `{name}` in their Pulumi.yaml",
                 paths.join(" and ")
             ),
-            Some("stack references address projects by name: give each its own".into()),
+            Some("Pulumi keeps one stack per project name, and stack references address projects by name: give each its own".into()),
         );
     }
 }
@@ -194,8 +205,10 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// Before a run (docs/commands.md, "up, preview, refresh, destroy"): every selected project's
-/// directory and entry file exists — looked for, not read (an engine reads its own files) — and,
-/// when the run stores secrets, the secrets project. Command projects may have no directory.
+/// directory and entry file exists — a `Pulumi.yaml` read for what Pulumi refuses before it runs
+/// anything (no name, no runtime, not YAML, two projects of one name), other engines' files looked
+/// for, not read — and, when the run stores secrets, the secrets project. Command projects may
+/// have no directory.
 pub fn preflight(
     checks: &mut Checks,
     workspace: &Workspace,
@@ -204,6 +217,8 @@ pub fn preflight(
 ) {
     let default_engine = workspace.settings.engine;
     let mut missing_dirs = 0;
+    let mut names: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let mut pulumi_projects = pulumi_projects(workspace, plan).into_iter();
     for &i in plan.order() {
         let project = plan.graph.project(i);
         let path = project.path.as_str();
@@ -211,6 +226,16 @@ pub fn preflight(
         let shown = workspace.display(&dir).display().to_string();
         let engine = project.engine_or(default_engine);
         if engine == EngineKind::Command {
+            continue;
+        }
+        // A Pulumi project without a file goes on to say why: no directory, or no file in it.
+        if engine == EngineKind::Pulumi
+            && let Some(read) = pulumi_projects.next().flatten()
+        {
+            match read {
+                Ok(pulumi) => names.entry(pulumi.name).or_default().push(path),
+                Err(error) => checks.fail_with("project", error),
+            }
             continue;
         }
         if !dir.is_dir() {
@@ -229,19 +254,8 @@ pub fn preflight(
             continue;
         }
         let has_entry = match engine {
-            EngineKind::Pulumi => match PulumiProject::find(&dir) {
-                // Pulumi would wait on a FIFO, or fail on what it cannot read.
-                Some((file, false)) => {
-                    let file = workspace.display(&file).display().to_string();
-                    checks.fail(
-                        "project",
-                        format!("{path}: {file} is not a regular file (a FIFO, socket, device, directory, or a link to nothing): Pulumi cannot read it"),
-                        Some("make it the project's Pulumi.yaml".into()),
-                    );
-                    continue;
-                }
-                found => found.is_some(),
-            },
+            // Its file was looked for above.
+            EngineKind::Pulumi => false,
             EngineKind::Kubectl => {
                 kubectl::kustomization(&dir).is_some() || kubectl::manifest_files(&dir) > 0
             }
@@ -271,6 +285,7 @@ pub fn preflight(
             Some("the selected projects' secrets are stored there: create it, or set `secrets_project` in mara.toml".into()),
         );
     }
+    named_once(checks, &names);
 }
 
 /// Before an `up` of manifests: the kubeconfig the kubectl engine will name exists, or a project
@@ -404,11 +419,11 @@ fn no_directory(
         )
     });
     let shown = workspace.display(dir);
-    checks.fail(
-        "project",
-        format!("{path}: no directory {}", shown.display()),
-        hint,
-    );
+    let what = match dir.exists() {
+        true => format!("{} is not a directory", shown.display()),
+        false => format!("no directory {}", shown.display()),
+    };
+    checks.fail("project", format!("{path}: {what}"), hint);
 }
 
 /// Where the root module in `dir` keeps its state, as its `.tf` files declare it: `None` when

@@ -117,26 +117,85 @@ fn locate(program: &str, path_var: &str, root: &Path) -> Option<PathBuf> {
 }
 
 /// The program a shell command starts, when it can be told without running a shell: the first
-/// word after any `NAME=value` assignments, unless it is a shell keyword or built-in, or is built
-/// from expansions.
+/// word after any `NAME=value` assignments, its quotes removed, unless it is a shell keyword or
+/// built-in, or is built from expansions.
 fn program_of(command: &str) -> Option<String> {
     const SHELL: &[&str] = &[
         "if", "then", "for", "while", "until", "case", "cd", "echo", "printf", "export", "set",
         "test", "[", "true", "false", "exec", "exit", "eval", ".", "source", "read", "trap", "{",
-        "(", "!", ":",
+        "!", ":",
     ];
-    let word = command.split_whitespace().find(|word| {
-        !(word.contains('=') && envfile::is_valid_key(word.split('=').next().unwrap_or_default()))
+    let word = leading_words(command)?.into_iter().find(|word| {
+        let name = word.text.split('=').next().unwrap_or_default();
+        !(word.assigns && envfile::is_valid_key(name))
     })?;
-    let word = word.trim_matches(|c| c == '"' || c == '\'');
-    if word.is_empty()
-        || SHELL.contains(&word)
-        || word.contains(['$', '`', '(', ')', ';', '&', '|'])
-    {
-        None
-    } else {
-        Some(word.to_string())
+    (!word.expands && !word.text.is_empty() && !SHELL.contains(&word.text.as_str()))
+        .then_some(word.text)
+}
+
+/// A shell word as the shell reads it: its text without quotes, whether an unquoted `=` is in it
+/// (an assignment, before the program), and whether it holds an expansion (`$`, a backquote, a
+/// glob), whose text only a shell knows.
+#[derive(Default)]
+struct Word {
+    text: String,
+    assigns: bool,
+    expands: bool,
+}
+
+/// The words of `command` up to its first operator (`;`, `&`, `|`, a parenthesis, a redirection)
+/// or comment, read as the shell reads them: `'…'` literally, `"…"` with `\` escaping `$`, `` ` ``,
+/// `"` and `\`, and `\` escaping any character outside quotes. `None` for a quote left open.
+fn leading_words(command: &str) -> Option<Vec<Word>> {
+    let mut words = Vec::new();
+    let mut word: Option<Word> = None;
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => words.extend(word.take()),
+            ';' | '&' | '|' | '(' | ')' | '<' | '>' => break,
+            '#' if word.is_none() => break,
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    word.get_or_insert_default().text.push(next);
+                }
+            }
+            '\'' => {
+                let word = word.get_or_insert_default();
+                loop {
+                    match chars.next()? {
+                        '\'' => break,
+                        c => word.text.push(c),
+                    }
+                }
+            }
+            '"' => {
+                let word = word.get_or_insert_default();
+                loop {
+                    match chars.next()? {
+                        '"' => break,
+                        '\\' => match chars.next()? {
+                            c @ ('$' | '`' | '"' | '\\') => word.text.push(c),
+                            '\n' => {}
+                            c => word.text.extend(['\\', c]),
+                        },
+                        c => {
+                            word.expands |= matches!(c, '$' | '`');
+                            word.text.push(c);
+                        }
+                    }
+                }
+            }
+            c => {
+                let word = word.get_or_insert_default();
+                word.assigns |= c == '=';
+                word.expands |= matches!(c, '$' | '`' | '*' | '?' | '[');
+                word.text.push(c);
+            }
+        }
     }
+    words.extend(word);
+    Some(words)
 }
 
 #[cfg(test)]
@@ -159,5 +218,32 @@ mod tests {
             program_of("./scripts/build.sh"),
             Some("./scripts/build.sh".into())
         );
+    }
+
+    /// Quotes are read as the shell reads them: a quoted value with spaces is one word, and a
+    /// quoted program is found without its quotes.
+    #[test]
+    fn quoted_words_are_whole() {
+        let cases = [
+            ("FOO=\"a b\" ./deploy.sh", Some("./deploy.sh")),
+            ("A='x y' B=\"$HOME\" make -C dir", Some("make")),
+            ("\"/opt/my tools/run\" --fast", Some("/opt/my tools/run")),
+            ("'/opt/my tools/run'", Some("/opt/my tools/run")),
+            ("/opt/my\\ tools/run", Some("/opt/my tools/run")),
+            ("\"$TOOLS/run\" x", None),
+            ("$(which tool) x", None),
+            ("./bin/*.sh", None),
+            ("\"unclosed x", None),
+            ("(cd sub && make)", None),
+            ("{ make; }", None),
+            ("# just a comment", None),
+            ("X=1", None),
+            ("\"X=1\" tool", Some("X=1")),
+            ("  terraform -chdir=infra apply", Some("terraform")),
+            ("make>log", Some("make")),
+        ];
+        for (command, program) in cases {
+            assert_eq!(program_of(command).as_deref(), program, "{command:?}");
+        }
     }
 }
