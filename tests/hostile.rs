@@ -121,7 +121,16 @@ const CASES: &[Case] = &[
         setup: |root| fifo(root, "kubernetes/logstore/.gitignore"),
         args: &["up", "--yes"],
         code: 3,
-        says: &["kubernetes/logstore/.gitignore", "not a regular file"],
+        // Named as the workspace's other files are.
+        says: &["error: kubernetes/logstore/.gitignore: it is not a regular file"],
+        never: &[],
+    },
+    Case {
+        name: "a FIFO where a project's .gitignore belongs, for --changed",
+        setup: |root| fifo(root, "kubernetes/logstore/.gitignore"),
+        args: &["show-execution", "--changed"],
+        code: 3,
+        says: &["error: kubernetes/logstore/.gitignore: it is not a regular file"],
         never: &[],
     },
     Case {

@@ -98,6 +98,8 @@ pub fn fingerprints_of(
         shared.as_bytes(),
         env_file.as_bytes(),
     )
+    // An ignore file refused is named as the workspace's other files are.
+    .map_err(|error| error.relative_to(&workspace.root))
 }
 
 /// For every selected project, in execution order, whether `--changed` runs it and why.
