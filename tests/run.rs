@@ -1081,6 +1081,59 @@ fn a_project_file_pulumi_would_refuse_stops_the_run_before_it_starts() {
 }
 
 #[test]
+fn a_project_of_the_same_name_is_found_outside_the_selection_and_a_runtime_is_needed_to_run() {
+    let d = Deployment::new();
+    d.mara().args(["up", "--yes"]).assert().success();
+    // A copy of prometheus's file in observability: a run of either alone would deploy over
+    // the other's stack.
+    let prometheus = std::fs::read_to_string(d.root().join("kubernetes/prometheus/Pulumi.yaml"));
+    let observability = d.root().join("kubernetes/observability/Pulumi.yaml");
+    std::fs::write(&observability, prometheus.unwrap()).unwrap();
+    let calls = d.calls().len();
+    let output = d
+        .mara()
+        .args(["up", "--yes", "--only", "kubernetes/observability"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let err = common::stderr(&output);
+    assert!(
+        err.contains("kubernetes/observability and kubernetes/prometheus are named `prometheus`"),
+        "{err}"
+    );
+    assert_eq!(d.calls().len(), calls, "an engine was called");
+    d.mara()
+        .arg("validate")
+        .args(["--only", "kubernetes/prometheus"])
+        .assert()
+        .code(3);
+    // Without a runtime, Pulumi cannot run a program, but can destroy what it made.
+    let logagent = d.root().join("kubernetes/logagent/Pulumi.yaml");
+    let text = std::fs::read_to_string(&logagent).unwrap();
+    let text: String = text
+        .lines()
+        .filter(|l| !l.starts_with("runtime:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&logagent, text).unwrap();
+    let output = d
+        .mara()
+        .args(["preview", "--only", "kubernetes/logagent"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        common::stderr(&output).contains("kubernetes/logagent/Pulumi.yaml: has no `runtime:`"),
+        "{}",
+        common::stderr(&output)
+    );
+    d.mara()
+        .args(["destroy", "--yes", "--only", "kubernetes/logagent"])
+        .assert()
+        .success();
+}
+
+#[test]
 fn destroy_and_refresh_never_create_a_stack() {
     let d = Deployment::new();
     let created = |d: &Deployment| {

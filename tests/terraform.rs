@@ -253,6 +253,60 @@ fn a_command_that_writes_no_json_object_fails_clearly() {
     );
 }
 
+/// A command's program is found where the command runs (its project's directory), read with
+/// the shell's quoting; one that is not there is refused before anything runs.
+#[test]
+fn a_command_s_program_is_found_where_it_runs() {
+    let provider = r#"description = "Commands"
+
+[[project]]
+path = "deploy"
+up = """GREETING="hello there" ./deploy.sh 2>/dev/null"""
+destroy = "true"
+
+[[project]]
+path = "missing"
+after = ["deploy"]
+up = "TARGET='a b' ./scripts/missing.sh"
+destroy = "true"
+"#;
+    let ws = common::Workspace::new(&[
+        ("mara.toml", "provider = \"cmd\"\nengine = \"command\"\n"),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        ("config/pulumi/Pulumi.dev.yaml", "config: {}\n"),
+        ("providers/cmd.toml", provider),
+        (
+            "deploy/deploy.sh",
+            "#!/bin/sh\nprintf '{\"said\": \"%s\"}' \"$GREETING\" > \"$MARA_OUTPUTS\"\n",
+        ),
+        ("missing/.keep", ""),
+    ]);
+    let script = ws.path().join("deploy/deploy.sh");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let output = ws.mara().args(["up", "--yes"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let err = common::stderr(&output);
+    assert!(
+        err.contains("missing/scripts/missing.sh: no such program (the command steps of missing)"),
+        "{err}"
+    );
+    assert!(!err.contains("deploy.sh"), "found where it runs: {err}");
+    ws.write(
+        "missing/scripts/missing.sh",
+        "#!/bin/sh\necho '{}' > \"$MARA_OUTPUTS\"\n",
+    );
+    let script = ws.path().join("missing/scripts/missing.sh");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let output = ws.mara().args(["up", "--yes"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    let output = ws.mara().args(["output", "deploy"]).output().unwrap();
+    assert!(
+        common::stdout(&output).contains("hello there"),
+        "{}",
+        common::stdout(&output)
+    );
+}
+
 #[test]
 fn a_held_state_lock_is_reported_as_such() {
     if common::terraform().is_none() {

@@ -193,6 +193,14 @@ fn text_of(mut bytes: Vec<u8>) -> std::result::Result<String, NotText> {
     if bytes.starts_with(&[0xEF, 0xBB, 0xBF]) {
         bytes.drain(..3);
     }
+    // What Windows PowerShell's `>` writes.
+    if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+        return Err(NotText {
+            line: 1,
+            column: None,
+            message: "it is UTF-16 text, where mara reads UTF-8 (save it as UTF-8)".to_string(),
+        });
+    }
     let text = String::from_utf8(bytes).map_err(|e| {
         let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;

@@ -36,8 +36,9 @@ impl Keys {
 pub struct PulumiProject {
     pub file: PathBuf,
     pub name: String,
-    /// `runtime:`, or its `name:` when it is a mapping.
-    pub runtime: String,
+    /// `runtime:`, or its `name:` when it is a mapping; `None` without one (Pulumi runs no
+    /// program then, but reads the project: docs/commands.md).
+    pub runtime: Option<String>,
     /// `stackConfigDir`, or the legacy `config: <dir>` string, relative to the project directory.
     pub stack_config_dir: Option<String>,
     /// `runtime.options.virtualenv` (Python), relative to the project directory.
@@ -66,6 +67,17 @@ impl PulumiProject {
                     ) && std::fs::symlink_metadata(&file).is_err() =>
                 {
                     continue;
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                    let to = std::fs::read_link(&file).unwrap_or_default();
+                    return Some(Err(Error::config(
+                        Problem::new(format!(
+                            "it is a symbolic link to {}, which does not exist",
+                            to.display()
+                        ))
+                        .in_file(&file)
+                        .hint("point it at the project's file, or make it one"),
+                    )));
                 }
                 read => return Some(PulumiProject::parse(&file, read)),
             }
@@ -96,10 +108,24 @@ impl PulumiProject {
         let name = match top.get("name") {
             Some(Value::String(name)) if !name.trim().is_empty() => name.clone(),
             None | Some(Value::Null) => {
+                // A key written for it (`nmae:`) is looked for among all of the file's.
+                let keys = match yaml::parse_first_value(file, &text) {
+                    Ok(Value::Object(all)) => all.keys().cloned().collect(),
+                    _ => Vec::new(),
+                };
+                let hint = match crate::error::did_you_mean("name", keys.iter().map(String::as_str))
+                {
+                    Some(typo) if typo != "name" => {
+                        format!("`{typo}:` is no key of Pulumi's: did you mean `name:`?")
+                    }
+                    _ => "add `name: <project-name>`".to_string(),
+                };
                 return Err(Error::config(
-                    Problem::new("has no `name:`; stack references need the project's name")
-                        .at(Location::file(file))
-                        .hint("add `name: <project-name>`"),
+                    Problem::new(
+                        "has no `name:`; Pulumi and stack references need the project's name",
+                    )
+                    .at(Location::file(file))
+                    .hint(hint),
                 ));
             }
             Some(other) => {
@@ -121,23 +147,15 @@ impl PulumiProject {
                 ));
             }
         };
-        // `runtime: python`, or `runtime:` with `name: python` under it.
+        // `runtime: python`, or `runtime:` with `name: python` under it. Pulumi reads a project
+        // without one (a refresh or destroy runs no program), so it is the checks' to refuse.
         let runtime = match top.get("runtime") {
             Some(Value::Object(runtime)) => runtime.get("name"),
             runtime => runtime,
         };
-        let runtime = match runtime.and_then(Value::as_str) {
-            Some(runtime) if !runtime.trim().is_empty() => runtime.to_string(),
-            _ => {
-                return Err(Error::config(
-                    Problem::new(
-                        "has no `runtime:`; Pulumi needs the language the project's program is written in",
-                    )
-                    .at(Location::file(file))
-                    .hint("add `runtime: <language>` (yaml, nodejs, python, go, dotnet or java)"),
-                ));
-            }
-        };
+        let runtime = (runtime.and_then(Value::as_str))
+            .filter(|runtime| !runtime.trim().is_empty())
+            .map(str::to_string);
         let virtualenv = top
             .get("runtime")
             .and_then(|r| r.get("options"))
@@ -173,7 +191,7 @@ mod tests {
     fn reads_name_runtime_and_config_dir() {
         let p = load("name: aws-vpc\nruntime:\n  name: python\n  options:\n    virtualenv: ../venv\nconfig: ../../../config/pulumi\n").unwrap();
         assert_eq!(p.name, "aws-vpc");
-        assert_eq!(p.runtime, "python");
+        assert_eq!(p.runtime.as_deref(), Some("python"));
         assert_eq!(p.virtualenv.as_deref(), Some("../venv"));
         assert_eq!(
             p.stack_config_dir.as_deref(),
@@ -189,6 +207,13 @@ mod tests {
     fn a_missing_name_is_an_error() {
         let err = load("runtime: yaml\n").unwrap_err();
         assert!(err.to_string().contains("has no `name:`"), "{err}");
+        let hint = |err: Error| err.problems()[0].hint.clone().unwrap_or_default();
+        assert_eq!(hint(err), "add `name: <project-name>`");
+        let err = load("nmae: x\nruntime: yaml\n").unwrap_err();
+        assert_eq!(
+            hint(err),
+            "`nmae:` is no key of Pulumi's: did you mean `name:`?"
+        );
         for (text, what) in [
             ("name: 123\n", "a number"),
             ("name: true\n", "a boolean"),
@@ -204,10 +229,10 @@ mod tests {
         }
     }
 
-    /// Pulumi refuses a project without a runtime ("project is missing a 'runtime' attribute"),
-    /// written either way.
+    /// A runtime is read written either way; without one (or one that is not text) there is
+    /// none, which the checks refuse where a program runs.
     #[test]
-    fn a_missing_runtime_is_an_error() {
+    fn the_runtime_is_read_either_way() {
         for text in [
             "name: x\n",
             "name: x\nruntime:\n",
@@ -215,28 +240,47 @@ mod tests {
             "name: x\nruntime: 3\n",
             "name: x\nruntime:\n  options:\n    virtualenv: v\n",
         ] {
-            let err = load(text).unwrap_err();
-            assert!(
-                err.to_string().contains("has no `runtime:`"),
-                "{text:?}: {err}"
-            );
+            assert_eq!(load(text).unwrap().runtime, None, "{text:?}");
         }
-        assert_eq!(
-            load("name: x\nruntime: {name: go}\n").unwrap().runtime,
-            "go"
+        let runtime = |text| load(text).unwrap().runtime.unwrap();
+        assert_eq!(runtime("name: x\nruntime: {name: go}\n"), "go");
+        assert_eq!(runtime("name: x\nruntime: go\n"), "go");
+    }
+
+    /// A link to nothing and UTF-16 text are said as what they are.
+    #[test]
+    fn a_file_mara_cannot_read_is_said_as_what_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("gone.yaml", dir.path().join("Pulumi.yaml")).unwrap();
+        let found = PulumiProject::load_each(&[dir.path().to_path_buf()]);
+        let err = found.into_iter().next().flatten().unwrap().unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("a symbolic link to gone.yaml, which does not exist"),
+            "{err}"
         );
+        let file = dir.path().join("Pulumi.yml");
+        let utf16: Vec<u8> = [0xFF, 0xFE]
+            .into_iter()
+            .chain("name: x\n".bytes().flat_map(|b| [b, 0]))
+            .collect();
+        std::fs::write(&file, utf16).unwrap();
+        let err = PulumiProject::load(&file).unwrap_err();
+        assert!(err.to_string().contains("UTF-16"), "{err}");
     }
 
     /// A file of several documents is read as Pulumi reads it: its first document.
     #[test]
     fn the_first_document_is_the_project() {
         let p = load("name: x\nruntime: yaml\n---\nname: y\n").unwrap();
-        assert_eq!((p.name.as_str(), p.runtime.as_str()), ("x", "yaml"));
+        assert_eq!((p.name.as_str(), p.runtime.as_deref()), ("x", Some("yaml")));
         let p = load("---\nname: x\nruntime: yaml\n...\n---\nother: 1\n").unwrap();
         assert_eq!(p.name, "x");
-        // The documents after it are still parsed: a mistake there is said, with its line.
-        let err = load("name: x\nruntime: yaml\n---\na: [\n").unwrap_err();
-        assert!(err.to_string().contains("Pulumi.yaml:4"), "{err}");
+        // What follows it is not read, as Pulumi does not read it; a mistake in the first is
+        // said with its line.
+        assert!(load("name: x\nruntime: yaml\n---\na: [\n").is_ok());
+        let err = load("name: x\nruntime: [yaml\n---\na: 1\n").unwrap_err();
+        assert!(err.to_string().contains("Pulumi.yaml:2"), "{err}");
     }
 
     /// Read for its keys alone, a file is refused for what the whole parse refuses, anywhere.
@@ -271,8 +315,8 @@ mod tests {
         }
         let p = load("name: x\nruntime: {name: python, options: {virtualenv: v}}\n").unwrap();
         assert_eq!(
-            (p.runtime.as_str(), p.virtualenv.as_deref()),
-            ("python", Some("v"))
+            (p.runtime.as_deref(), p.virtualenv.as_deref()),
+            (Some("python"), Some("v"))
         );
         let err = load("- name: x\n").unwrap_err();
         assert!(err.to_string().contains("must be a YAML mapping"), "{err}");

@@ -26,15 +26,30 @@ pub fn parse_value(path: &Path, text: &str) -> Result<serde_json::Value> {
 }
 
 /// The first document of `text` as `parse_value` reads one, as Go's yaml.v3 `Unmarshal` reads
-/// Pulumi's project file: the documents after it are parsed (an error in one is still said) but
-/// not read.
+/// Pulumi's project file: what follows it is not read at all.
 pub fn parse_first_value(path: &Path, text: &str) -> Result<serde_json::Value> {
-    if text.trim().is_empty() {
-        return Ok(serde_json::Value::Null);
+    parse_value(path, first_document(text))
+}
+
+/// `text` up to the end of its first document: a `---` line after the document began, or a
+/// `...` line. Either marker at a line's start ends a document wherever it stands (YAML 1.2,
+/// "c-forbidden"), inside a block or quoted scalar too.
+fn first_document(text: &str) -> &str {
+    let marker = |line: &str, marker: &str| {
+        line.strip_prefix(marker)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+    };
+    let (mut began, mut offset) = (false, 0);
+    for line in text.split_inclusive('\n') {
+        if marker(line, "...") || began && marker(line, "---") {
+            return &text[..offset];
+        }
+        let content = line.trim_start();
+        // A directive (`%YAML`) or comment does not begin it; `---` or content does.
+        began |= !(content.is_empty() || content.starts_with('#') || line.starts_with('%'));
+        offset += line.len();
     }
-    serde_saphyr::from_multiple_with_options::<Option<serde_json::Value>>(text, options())
-        .map(|documents| documents.into_iter().next().flatten().unwrap_or_default())
-        .map_err(|e| Error::config(problem(path, &e)))
+    text
 }
 
 /// A YAML mapping read into `T` as `parse_value` reads it, the keys `T` does not name skipped;
@@ -302,6 +317,21 @@ mod tests {
                 !said.contains("Options") && !said.contains("Policy"),
                 "{said}"
             );
+        }
+    }
+
+    #[test]
+    fn the_first_document_ends_at_the_next_marker() {
+        for (text, first) in [
+            ("a: 1\n---\nb: [\n", "a: 1\n"),
+            ("---\na: 1\n---\nb: 2\n", "---\na: 1\n"),
+            ("# c\n%YAML 1.2\n---\na: 1\n", "# c\n%YAML 1.2\n---\na: 1\n"),
+            ("a: 1\n...\n", "a: 1\n"),
+            ("a: |\n  x\n---\n", "a: |\n  x\n"),
+            ("a: 1\n---x: 2\n", "a: 1\n---x: 2\n"),
+            ("a: 1\r\n--- \r\nb\r\n", "a: 1\r\n"),
+        ] {
+            assert_eq!(first_document(text), first, "{text:?}");
         }
     }
 

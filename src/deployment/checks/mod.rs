@@ -219,7 +219,19 @@ impl RunChecks<'_> {
                 Some("add it to the provider, set `secrets_project` in mara.toml, or supply the secret in its variable".into()),
             );
         }
-        preflight(&mut found, workspace, self.selected, stores_secrets);
+        let runs_programs = matches!(
+            operation,
+            crate::engine::Operation::Up
+                | crate::engine::Operation::Preview
+                | crate::engine::Operation::Drift
+        );
+        preflight(
+            &mut found,
+            workspace,
+            self.selected,
+            stores_secrets,
+            runs_programs,
+        );
         projects::inputs_have_outputs(&mut found, workspace, self.selected);
         local_cluster(&mut found, provider, self.selected, self.stack);
         // A preview checks what the update it previews would meet (a drift check in CI too).

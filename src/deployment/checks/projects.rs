@@ -55,13 +55,16 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
                 };
                 match loaded {
                     Ok(pulumi) => {
-                        checks.pass(
-                            "project",
-                            format!(
-                                "{path}: Pulumi project `{}`, runtime {}",
-                                pulumi.name, pulumi.runtime
+                        match &pulumi.runtime {
+                            Some(runtime) => checks.pass(
+                                "project",
+                                format!(
+                                    "{path}: Pulumi project `{}`, runtime {runtime}",
+                                    pulumi.name
+                                ),
                             ),
-                        );
+                            None => no_runtime(checks, workspace, &pulumi),
+                        }
                         if let Some(config_dir) = &pulumi.stack_config_dir {
                             let points_at = normalize(&dir.join(config_dir));
                             let is_secrets = path == workspace.settings.secrets_project;
@@ -156,7 +159,7 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
             EngineKind::Command => unreachable!("handled above"),
         }
     }
-    named_once(checks, &names);
+    named_once(checks, workspace, plan, names);
 }
 
 /// Every selected Pulumi project's file, in the plan's order, read on every core before the
@@ -174,9 +177,44 @@ fn pulumi_projects(
     PulumiProject::load_each(&dirs)
 }
 
-/// No two projects share a Pulumi name: a stack is the project's name and the stack's, so the two
-/// would deploy over one stack, and a stack reference could not tell them apart.
-fn named_once(checks: &mut Checks, names: &BTreeMap<String, Vec<&str>>) {
+/// A Pulumi project without a runtime: Pulumi reads it (a refresh or destroy runs no program),
+/// but cannot run its program.
+fn no_runtime(checks: &mut Checks, workspace: &Workspace, pulumi: &PulumiProject) {
+    checks.fail(
+        "project",
+        format!(
+            "{}: has no `runtime:`; Pulumi runs the project's program (`up`, `preview`) in the language it names",
+            workspace.display(&pulumi.file).display()
+        ),
+        Some("add `runtime: <language>` (yaml, nodejs, python, go, dotnet or java)".into()),
+    );
+}
+
+/// No two projects share a Pulumi name where one of them is selected (the selected `names`,
+/// with the paths of theirs): a stack is the project's name and the stack's, so the two would
+/// deploy over one stack, and a stack reference could not tell them apart. The projects left
+/// out of the selection are read for their names alone (a mistake in one is theirs to say).
+fn named_once<'a>(
+    checks: &mut Checks,
+    workspace: &Workspace,
+    plan: &Plan<'a>,
+    mut names: BTreeMap<String, Vec<&'a str>>,
+) {
+    let default_engine = workspace.settings.engine;
+    let others: Vec<&str> = (0..plan.graph.len())
+        .filter(|&i| !plan.contains(i))
+        .map(|i| plan.graph.project(i))
+        .filter(|p| p.engine_or(default_engine) == EngineKind::Pulumi)
+        .map(|p| p.path.as_str())
+        .collect();
+    let dirs: Vec<PathBuf> = others.iter().map(|p| workspace.project_dir(p)).collect();
+    for (path, read) in others.iter().zip(PulumiProject::load_each(&dirs)) {
+        if let Some(Ok(pulumi)) = read
+            && let Some(paths) = names.get_mut(&pulumi.name)
+        {
+            paths.push(path);
+        }
+    }
     for (name, paths) in names.iter().filter(|(_, paths)| paths.len() > 1) {
         checks.fail(
             "project",
@@ -214,6 +252,7 @@ pub fn preflight(
     workspace: &Workspace,
     plan: &Plan<'_>,
     secrets_needed: bool,
+    runs_programs: bool,
 ) {
     let default_engine = workspace.settings.engine;
     let mut missing_dirs = 0;
@@ -233,7 +272,12 @@ pub fn preflight(
             && let Some(read) = pulumi_projects.next().flatten()
         {
             match read {
-                Ok(pulumi) => names.entry(pulumi.name).or_default().push(path),
+                Ok(pulumi) => {
+                    if runs_programs && pulumi.runtime.is_none() {
+                        no_runtime(checks, workspace, &pulumi);
+                    }
+                    names.entry(pulumi.name).or_default().push(path)
+                }
                 Err(error) => checks.fail_with("project", error),
             }
             continue;
@@ -285,7 +329,7 @@ pub fn preflight(
             Some("the selected projects' secrets are stored there: create it, or set `secrets_project` in mara.toml".into()),
         );
     }
-    named_once(checks, &names);
+    named_once(checks, workspace, plan, names);
 }
 
 /// Before an `up` of manifests: the kubeconfig the kubectl engine will name exists, or a project

@@ -34,6 +34,23 @@ pub fn tools(
         let project = plan.graph.project(i);
         let engine = project.engine_or(workspace.settings.engine);
         *engines.entry(engine).or_default() += 1;
+        // Command steps and hooks run in the project's directory (the workspace root when it
+        // has none): a program named by a relative path is found from there.
+        let dir = workspace.project_dir(&project.path);
+        let run_in = if dir.is_dir() {
+            dir
+        } else {
+            workspace.root.clone()
+        };
+        let program_of = |command: &str| {
+            program_of(command).map(|program| match program.contains('/') {
+                true => {
+                    let path: PathBuf = run_in.join(&program).components().collect();
+                    workspace.display(&path).display().to_string()
+                }
+                false => program,
+            })
+        };
         for step in project.commands.all() {
             if let Some(program) = program_of(step) {
                 need(
@@ -80,18 +97,15 @@ pub fn tools(
     let path_var = env.get("PATH").cloned().unwrap_or_default();
     for (program, (why, optional)) in tools {
         let why = why.into_iter().collect::<Vec<_>>().join("; ");
+        // A path is looked at, a name looked for on PATH.
+        let missing = match program.contains('/') {
+            true => format!("{program}: no such program ({why})"),
+            false => format!("{program}: not found on PATH ({why})"),
+        };
         match locate(&program, &path_var, &workspace.root) {
             Some(found) => checks.pass("tools", format!("{program}: {} ({why})", found.display())),
-            None if optional => checks.warn(
-                "tools",
-                format!("{program}: not found on PATH ({why})"),
-                None,
-            ),
-            None => checks.fail(
-                "tools",
-                format!("{program}: not found on PATH ({why})"),
-                install_hint(&program),
-            ),
+            None if optional => checks.warn("tools", missing, None),
+            None => checks.fail("tools", missing, install_hint(&program)),
         }
     }
 }
@@ -120,10 +134,14 @@ fn locate(program: &str, path_var: &str, root: &Path) -> Option<PathBuf> {
 /// word after any `NAME=value` assignments, its quotes removed, unless it is a shell keyword or
 /// built-in, or is built from expansions.
 fn program_of(command: &str) -> Option<String> {
+    // POSIX sh's reserved words and built-ins, and the common shells' own.
     const SHELL: &[&str] = &[
-        "if", "then", "for", "while", "until", "case", "cd", "echo", "printf", "export", "set",
-        "test", "[", "true", "false", "exec", "exit", "eval", ".", "source", "read", "trap", "{",
-        "!", ":",
+        "!", "{", "}", "case", "do", "done", "elif", "else", "esac", "fi", "for", "if", "in",
+        "then", "until", "while", ".", ":", "[", "alias", "bg", "break", "cd", "command",
+        "continue", "echo", "eval", "exec", "exit", "export", "false", "fc", "fg", "getopts",
+        "hash", "jobs", "kill", "local", "printf", "pwd", "read", "readonly", "return", "set",
+        "shift", "source", "test", "times", "trap", "true", "type", "ulimit", "umask", "unalias",
+        "unset", "wait",
     ];
     let word = leading_words(command)?.into_iter().find(|word| {
         let name = word.text.split('=').next().unwrap_or_default();
@@ -133,35 +151,66 @@ fn program_of(command: &str) -> Option<String> {
         .then_some(word.text)
 }
 
-/// A shell word as the shell reads it: its text without quotes, whether an unquoted `=` is in it
-/// (an assignment, before the program), and whether it holds an expansion (`$`, a backquote, a
-/// glob), whose text only a shell knows.
+/// A shell word as the shell reads it: its text without quotes, whether it is an assignment
+/// (an unquoted `=` after an unquoted name: before the program), and whether it holds an
+/// expansion (`$`, a backquote, a glob, a leading `~`), whose text only a shell knows.
 #[derive(Default)]
 struct Word {
     text: String,
     assigns: bool,
     expands: bool,
+    quoted: bool,
 }
 
-/// The words of `command` up to its first operator (`;`, `&`, `|`, a parenthesis, a redirection)
-/// or comment, read as the shell reads them: `'…'` literally, `"…"` with `\` escaping `$`, `` ` ``,
-/// `"` and `\`, and `\` escaping any character outside quotes. `None` for a quote left open.
+/// The words of `command` up to its first operator (`;`, `&`, `|`, a parenthesis) or comment,
+/// read as POSIX sh reads them: split on blanks and newlines; `'…'` literally, `"…"` with `\`
+/// escaping `$`, `` ` ``, `"`, `\` and a newline, and `\` escaping any character outside quotes
+/// (a line continued by it joined); a redirection (`2>/dev/null`, `<in`, `>>log`) and its target
+/// are no words. `None` for a quote left open.
 fn leading_words(command: &str) -> Option<Vec<Word>> {
     let mut words = Vec::new();
     let mut word: Option<Word> = None;
-    let mut chars = command.chars();
+    // The next word is a redirection's target.
+    let mut target = false;
+    let mut chars = command.chars().peekable();
+    let mut end = |word: &mut Option<Word>, target: &mut bool| {
+        if let Some(done) = word.take() {
+            match std::mem::take(target) {
+                true => {}
+                false => words.push(done),
+            }
+        }
+    };
     while let Some(c) = chars.next() {
         match c {
-            c if c.is_whitespace() => words.extend(word.take()),
-            ';' | '&' | '|' | '(' | ')' | '<' | '>' => break,
-            '#' if word.is_none() => break,
-            '\\' => {
-                if let Some(next) = chars.next() {
-                    word.get_or_insert_default().text.push(next);
+            ' ' | '\t' | '\n' => end(&mut word, &mut target),
+            ';' | '&' | '|' | '(' | ')' => break,
+            '<' | '>' => {
+                // A file descriptor's number before it belongs to the redirection.
+                if word.as_ref().is_some_and(|w| {
+                    !w.quoted && !w.text.is_empty() && w.text.bytes().all(|b| b.is_ascii_digit())
+                }) {
+                    word = None;
                 }
+                end(&mut word, &mut target);
+                while chars
+                    .next_if(|c| matches!(c, '<' | '>' | '&' | '|' | '-'))
+                    .is_some()
+                {}
+                target = true;
             }
+            '#' if word.is_none() => break,
+            '\\' => match chars.next() {
+                Some('\n') | None => {}
+                Some(next) => {
+                    let word = word.get_or_insert_default();
+                    word.quoted = true;
+                    word.text.push(next);
+                }
+            },
             '\'' => {
                 let word = word.get_or_insert_default();
+                word.quoted = true;
                 loop {
                     match chars.next()? {
                         '\'' => break,
@@ -171,6 +220,7 @@ fn leading_words(command: &str) -> Option<Vec<Word>> {
             }
             '"' => {
                 let word = word.get_or_insert_default();
+                word.quoted = true;
                 loop {
                     match chars.next()? {
                         '"' => break,
@@ -188,13 +238,14 @@ fn leading_words(command: &str) -> Option<Vec<Word>> {
             }
             c => {
                 let word = word.get_or_insert_default();
-                word.assigns |= c == '=';
-                word.expands |= matches!(c, '$' | '`' | '*' | '?' | '[');
+                word.assigns |= c == '=' && !word.quoted && !word.text.is_empty();
+                word.expands |= matches!(c, '$' | '`' | '*' | '?' | '[')
+                    || c == '~' && word.text.is_empty() && !word.quoted;
                 word.text.push(c);
             }
         }
     }
-    words.extend(word);
+    end(&mut word, &mut target);
     Some(words)
 }
 
@@ -241,6 +292,20 @@ mod tests {
             ("\"X=1\" tool", Some("X=1")),
             ("  terraform -chdir=infra apply", Some("terraform")),
             ("make>log", Some("make")),
+            (
+                "2>/dev/null ./scripts/deploy.sh up",
+                Some("./scripts/deploy.sh"),
+            ),
+            ("FOO=1 >log 2>&1 make", Some("make")),
+            (
+                "FOO=1 \\\n  ./scripts/deploy.sh up",
+                Some("./scripts/deploy.sh"),
+            ),
+            ("~/bin/tool x", None),
+            ("unset X; ./x", None),
+            ("umask 022 && ./x", None),
+            ("\"A\"=1 tool", Some("A=1")),
+            ("a\u{a0}b c", Some("a\u{a0}b")),
         ];
         for (command, program) in cases {
             assert_eq!(program_of(command).as_deref(), program, "{command:?}");
