@@ -257,7 +257,7 @@ fn a_command_that_writes_no_json_object_fails_clearly() {
 /// the shell's quoting; one that is not there is refused before anything runs.
 #[test]
 fn a_command_s_program_is_found_where_it_runs() {
-    let provider = r#"description = "Commands"
+    let provider = r##"description = "Commands"
 
 [[project]]
 path = "deploy"
@@ -269,7 +269,14 @@ path = "missing"
 after = ["deploy"]
 up = "TARGET='a b' ./scripts/missing.sh"
 destroy = "true"
-"#;
+
+# No directory: it runs in the workspace root, where its script is.
+[[project]]
+path = "nodir"
+up = """# a comment first
+./at-root.sh"""
+destroy = "true"
+"##;
     let ws = common::Workspace::new(&[
         ("mara.toml", "provider = \"cmd\"\nengine = \"command\"\n"),
         ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
@@ -280,9 +287,13 @@ destroy = "true"
             "#!/bin/sh\nprintf '{\"said\": \"%s\"}' \"$GREETING\" > \"$MARA_OUTPUTS\"\n",
         ),
         ("missing/.keep", ""),
+        ("at-root.sh", "#!/bin/sh\necho '{}' > \"$MARA_OUTPUTS\"\n"),
     ]);
-    let script = ws.path().join("deploy/deploy.sh");
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for script in ["deploy/deploy.sh", "at-root.sh"] {
+        let script = ws.path().join(script);
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
     let output = ws.mara().args(["up", "--yes"]).output().unwrap();
     assert_eq!(output.status.code(), Some(3));
     let err = common::stderr(&output);
@@ -290,7 +301,10 @@ destroy = "true"
         err.contains("missing/scripts/missing.sh: no such program (the command steps of missing)"),
         "{err}"
     );
-    assert!(!err.contains("deploy.sh"), "found where it runs: {err}");
+    assert!(
+        !err.contains("deploy.sh") && !err.contains("at-root.sh"),
+        "found where it runs: {err}"
+    );
     ws.write(
         "missing/scripts/missing.sh",
         "#!/bin/sh\necho '{}' > \"$MARA_OUTPUTS\"\n",

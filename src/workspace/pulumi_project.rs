@@ -55,6 +55,8 @@ impl PulumiProject {
     /// The project in `dir`, `None` without a project file: each name is opened in turn, with
     /// nothing looked up first (a plan of thousands of projects counts every call).
     fn load_in(dir: &Path) -> Option<Result<PulumiProject>> {
+        // A link to nothing is passed over for the next name, as Pulumi passes it over.
+        let mut dangling = None;
         for name in PROJECT_FILES {
             let file = dir.join(name);
             match super::read_input(&file) {
@@ -70,7 +72,7 @@ impl PulumiProject {
                 }
                 Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                     let to = std::fs::read_link(&file).unwrap_or_default();
-                    return Some(Err(Error::config(
+                    dangling.get_or_insert(Err(Error::config(
                         Problem::new(format!(
                             "it is a symbolic link to {}, which does not exist",
                             to.display()
@@ -82,7 +84,7 @@ impl PulumiProject {
                 read => return Some(PulumiProject::parse(&file, read)),
             }
         }
-        None
+        dangling
     }
 
     pub fn load(file: &Path) -> Result<PulumiProject> {
@@ -91,12 +93,14 @@ impl PulumiProject {
 
     fn parse(file: &Path, read: std::io::Result<String>) -> Result<PulumiProject> {
         let text = read.map_err(|e| Error::read(file, e))?;
+        // Its first YAML document, as Pulumi reads it: what follows is not read at all.
+        let text = yaml::first_document(&text);
         // The keys mara reads, the rest skipped as it is parsed (most of a plan of thousands
         // of projects); a file that does not read so is parsed whole, for the error it makes.
-        let plain = || yaml::plain_keys(&text, Keys::NAMES);
-        let top = match plain().or_else(|| yaml::parse_keys::<Keys>(&text).map(Keys::into_map)) {
+        let plain = || yaml::plain_keys(text, Keys::NAMES);
+        let top = match plain().or_else(|| yaml::parse_keys::<Keys>(text).map(Keys::into_map)) {
             Some(top) => top,
-            None => match yaml::parse_first_value(file, &text)? {
+            None => match yaml::parse_value(file, text)? {
                 Value::Object(top) => top,
                 _ => {
                     return Err(Error::config(
@@ -105,57 +109,8 @@ impl PulumiProject {
                 }
             },
         };
-        let name = match top.get("name") {
-            Some(Value::String(name)) if !name.trim().is_empty() => name.clone(),
-            None | Some(Value::Null) => {
-                // A key written for it (`nmae:`) is looked for among all of the file's.
-                let keys = match yaml::parse_first_value(file, &text) {
-                    Ok(Value::Object(all)) => all.keys().cloned().collect(),
-                    _ => Vec::new(),
-                };
-                let hint = match crate::error::did_you_mean("name", keys.iter().map(String::as_str))
-                {
-                    Some(typo) if typo != "name" => {
-                        format!("`{typo}:` is no key of Pulumi's: did you mean `name:`?")
-                    }
-                    _ => "add `name: <project-name>`".to_string(),
-                };
-                return Err(Error::config(
-                    Problem::new(
-                        "has no `name:`; Pulumi and stack references need the project's name",
-                    )
-                    .at(Location::file(file))
-                    .hint(hint),
-                ));
-            }
-            Some(other) => {
-                let what = match other {
-                    Value::Bool(_) => "a boolean",
-                    Value::Number(_) => "a number",
-                    Value::Array(_) => "a list",
-                    Value::Object(_) => "a mapping",
-                    _ => "empty",
-                };
-                return Err(Error::config(
-                    Problem::new(format!(
-                        "its `name:` is {what}, where Pulumi needs the project's name (a string)"
-                    ))
-                    .at(Location::file(file))
-                    .hint(
-                        "write the name as text; quote one YAML reads otherwise (`name: \"123\"`)",
-                    ),
-                ));
-            }
-        };
-        // `runtime: python`, or `runtime:` with `name: python` under it. Pulumi reads a project
-        // without one (a refresh or destroy runs no program), so it is the checks' to refuse.
-        let runtime = match top.get("runtime") {
-            Some(Value::Object(runtime)) => runtime.get("name"),
-            runtime => runtime,
-        };
-        let runtime = (runtime.and_then(Value::as_str))
-            .filter(|runtime| !runtime.trim().is_empty())
-            .map(str::to_string);
+        let name = name_of(file, text, &top)?;
+        let runtime = runtime_of(file, &top)?;
         let virtualenv = top
             .get("runtime")
             .and_then(|r| r.get("options"))
@@ -173,6 +128,72 @@ impl PulumiProject {
             stack_config_dir,
             virtualenv,
         })
+    }
+}
+
+/// What a value that is not the text it should be is: "a number", "a list", ….
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+        _ => "empty",
+    }
+}
+
+/// The project's `name:`, which Pulumi needs (non-empty text); a key written for it (`nmae:`)
+/// is looked for among all of the file's.
+fn name_of(file: &Path, text: &str, top: &serde_json::Map<String, Value>) -> Result<String> {
+    match top.get("name") {
+        Some(Value::String(name)) if !name.trim().is_empty() => Ok(name.clone()),
+        None | Some(Value::Null) => {
+            let keys = match yaml::parse_value(file, text) {
+                Ok(Value::Object(all)) => all.keys().cloned().collect(),
+                _ => Vec::new(),
+            };
+            let hint = match crate::error::did_you_mean("name", keys.iter().map(String::as_str)) {
+                Some(typo) if typo != "name" => {
+                    format!("`{typo}:` is no key of Pulumi's: did you mean `name:`?")
+                }
+                _ => "add `name: <project-name>`".to_string(),
+            };
+            Err(Error::config(
+                Problem::new("has no `name:`; Pulumi and stack references need the project's name")
+                    .at(Location::file(file))
+                    .hint(hint),
+            ))
+        }
+        Some(other) => Err(Error::config(
+            Problem::new(format!(
+                "its `name:` is {}, where Pulumi needs the project's name (a string)",
+                kind_of(other)
+            ))
+            .at(Location::file(file))
+            .hint("write the name as text; quote one YAML reads otherwise (`name: \"123\"`)"),
+        )),
+    }
+}
+
+/// `runtime: python`, or `runtime:` with `name: python` under it; `None` without one. Pulumi
+/// reads a project without a runtime (a refresh or destroy runs no program: it is the checks' to
+/// refuse where one runs), and refuses one that is not text, as its project schema does.
+fn runtime_of(file: &Path, top: &serde_json::Map<String, Value>) -> Result<Option<String>> {
+    let runtime = match top.get("runtime") {
+        Some(Value::Object(runtime)) => runtime.get("name"),
+        runtime => runtime,
+    };
+    match runtime {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(runtime)) if !runtime.trim().is_empty() => Ok(Some(runtime.clone())),
+        Some(other) => Err(Error::config(
+            Problem::new(format!(
+                "its `runtime:` is {}, where Pulumi needs the language the program is written in (a string)",
+                kind_of(other)
+            ))
+            .at(Location::file(file))
+            .hint("write it as text: `runtime: <language>` (yaml, nodejs, python, go, dotnet or java)"),
+        )),
     }
 }
 
@@ -229,18 +250,29 @@ mod tests {
         }
     }
 
-    /// A runtime is read written either way; without one (or one that is not text) there is
-    /// none, which the checks refuse where a program runs.
+    /// A runtime is read written either way; without one there is none, which the checks refuse
+    /// where a program runs; one that is not text is refused, as Pulumi refuses it.
     #[test]
     fn the_runtime_is_read_either_way() {
         for text in [
             "name: x\n",
             "name: x\nruntime:\n",
-            "name: x\nruntime: ''\n",
-            "name: x\nruntime: 3\n",
             "name: x\nruntime:\n  options:\n    virtualenv: v\n",
         ] {
             assert_eq!(load(text).unwrap().runtime, None, "{text:?}");
+        }
+        for (text, what) in [
+            ("name: x\nruntime: ''\n", "empty"),
+            ("name: x\nruntime: 3\n", "a number"),
+            ("name: x\nruntime: [go]\n", "a list"),
+            ("name: x\nruntime:\n  name: true\n", "a boolean"),
+        ] {
+            let err = load(text).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains(&format!("its `runtime:` is {what}")),
+                "{text:?}: {err}"
+            );
         }
         let runtime = |text| load(text).unwrap().runtime.unwrap();
         assert_eq!(runtime("name: x\nruntime: {name: go}\n"), "go");
@@ -259,6 +291,10 @@ mod tests {
                 .contains("a symbolic link to gone.yaml, which does not exist"),
             "{err}"
         );
+        // Beside a file of the next name, a link to nothing is passed over.
+        std::fs::write(dir.path().join("Pulumi.yml"), "name: x\nruntime: go\n").unwrap();
+        let found = PulumiProject::load_each(&[dir.path().to_path_buf()]);
+        assert_eq!(found[0].as_ref().unwrap().as_ref().unwrap().name, "x");
         let file = dir.path().join("Pulumi.yml");
         let utf16: Vec<u8> = [0xFF, 0xFE]
             .into_iter()
@@ -276,6 +312,8 @@ mod tests {
         assert_eq!((p.name.as_str(), p.runtime.as_deref()), ("x", Some("yaml")));
         let p = load("---\nname: x\nruntime: yaml\n...\n---\nother: 1\n").unwrap();
         assert_eq!(p.name, "x");
+        // An empty first document is no project, whatever follows.
+        assert!(load("...\nname: x\nruntime: yaml\n").is_err());
         // What follows it is not read, as Pulumi does not read it; a mistake in the first is
         // said with its line.
         assert!(load("name: x\nruntime: yaml\n---\na: [\n").is_ok());
@@ -287,7 +325,7 @@ mod tests {
     #[test]
     fn the_keys_are_read_as_the_whole_file_is() {
         let whole = |text: &str| {
-            let value = yaml::parse_first_value(Path::new("Pulumi.yaml"), text);
+            let value = yaml::parse_value(Path::new("Pulumi.yaml"), yaml::first_document(text));
             match value {
                 Ok(Value::Object(_)) => Ok(()),
                 Ok(_) => Err("not a mapping".to_string()),

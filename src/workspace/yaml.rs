@@ -25,16 +25,11 @@ pub fn parse_value(path: &Path, text: &str) -> Result<serde_json::Value> {
         .map_err(|e| Error::config(problem(path, &e)))
 }
 
-/// The first document of `text` as `parse_value` reads one, as Go's yaml.v3 `Unmarshal` reads
-/// Pulumi's project file: what follows it is not read at all.
-pub fn parse_first_value(path: &Path, text: &str) -> Result<serde_json::Value> {
-    parse_value(path, first_document(text))
-}
-
-/// `text` up to the end of its first document: a `---` line after the document began, or a
-/// `...` line. Either marker at a line's start ends a document wherever it stands (YAML 1.2,
+/// `text` up to the end of its first document — what Go's yaml.v3 `Unmarshal` reads of Pulumi's
+/// project file, what follows not at all: a `---` line after the document began, or a `...`
+/// line. Either marker at a line's start ends a document wherever it stands (YAML 1.2,
 /// "c-forbidden"), inside a block or quoted scalar too.
-fn first_document(text: &str) -> &str {
+pub fn first_document(text: &str) -> &str {
     let marker = |line: &str, marker: &str| {
         line.strip_prefix(marker)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))

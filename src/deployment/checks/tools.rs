@@ -44,9 +44,14 @@ pub fn tools(
         };
         let program_of = |command: &str| {
             program_of(command).map(|program| match program.contains('/') {
+                // Named from the workspace root, a path still (`./deploy.sh`, not a name).
                 true => {
                     let path: PathBuf = run_in.join(&program).components().collect();
-                    workspace.display(&path).display().to_string()
+                    let shown = workspace.display(&path).display().to_string();
+                    match shown.contains('/') {
+                        true => shown,
+                        false => format!("./{shown}"),
+                    }
                 }
                 false => program,
             })
@@ -134,21 +139,96 @@ fn locate(program: &str, path_var: &str, root: &Path) -> Option<PathBuf> {
 /// word after any `NAME=value` assignments, its quotes removed, unless it is a shell keyword or
 /// built-in, or is built from expansions.
 fn program_of(command: &str) -> Option<String> {
-    // POSIX sh's reserved words and built-ins, and the common shells' own.
+    // POSIX sh's reserved words and built-ins, and bash's and ksh's (`/bin/sh` is bash on many
+    // systems): a word the shell answers itself needs no program.
     const SHELL: &[&str] = &[
-        "!", "{", "}", "case", "do", "done", "elif", "else", "esac", "fi", "for", "if", "in",
-        "then", "until", "while", ".", ":", "[", "alias", "bg", "break", "cd", "command",
-        "continue", "echo", "eval", "exec", "exit", "export", "false", "fc", "fg", "getopts",
-        "hash", "jobs", "kill", "local", "printf", "pwd", "read", "readonly", "return", "set",
-        "shift", "source", "test", "times", "trap", "true", "type", "ulimit", "umask", "unalias",
-        "unset", "wait",
+        "!",
+        "{",
+        "}",
+        "case",
+        "do",
+        "done",
+        "elif",
+        "else",
+        "esac",
+        "fi",
+        "for",
+        "if",
+        "in",
+        "then",
+        "until",
+        "while",
+        ".",
+        ":",
+        "[",
+        "alias",
+        "bg",
+        "break",
+        "cd",
+        "command",
+        "continue",
+        "echo",
+        "eval",
+        "exec",
+        "exit",
+        "export",
+        "false",
+        "fc",
+        "fg",
+        "getopts",
+        "hash",
+        "jobs",
+        "kill",
+        "local",
+        "printf",
+        "pwd",
+        "read",
+        "readonly",
+        "return",
+        "set",
+        "shift",
+        "source",
+        "test",
+        "times",
+        "trap",
+        "true",
+        "type",
+        "ulimit",
+        "umask",
+        "unalias",
+        "unset",
+        "wait",
+        "[[",
+        "builtin",
+        "caller",
+        "coproc",
+        "declare",
+        "dirs",
+        "disown",
+        "enable",
+        "function",
+        "let",
+        "mapfile",
+        "popd",
+        "pushd",
+        "readarray",
+        "select",
+        "shopt",
+        "time",
+        "typeset",
     ];
-    let word = leading_words(command)?.into_iter().find(|word| {
-        let name = word.text.split('=').next().unwrap_or_default();
-        !(word.assigns && envfile::is_valid_key(name))
-    })?;
-    (!word.expands && !word.text.is_empty() && !SHELL.contains(&word.text.as_str()))
-        .then_some(word.text)
+    let words = leading_words(command)?;
+    let assigns = |word: &Word| {
+        word.assigns && envfile::is_valid_key(word.text.split('=').next().unwrap_or_default())
+    };
+    let word = words.iter().find(|word| !assigns(word))?;
+    // A name is looked for on the PATH the command sets itself (`PATH=bin:$PATH tool`), which
+    // only a shell knows.
+    let sets_path =
+        (words.iter().take_while(|word| assigns(word))).any(|word| word.text.starts_with("PATH="));
+    let unknown = word.expands || sets_path && !word.text.contains('/');
+    (!unknown && !word.text.is_empty() && !SHELL.contains(&word.text.as_str()))
+        .then(|| word.text.clone())
 }
 
 /// A shell word as the shell reads it: its text without quotes, whether it is an assignment
@@ -173,17 +253,25 @@ fn leading_words(command: &str) -> Option<Vec<Word>> {
     // The next word is a redirection's target.
     let mut target = false;
     let mut chars = command.chars().peekable();
-    let mut end = |word: &mut Option<Word>, target: &mut bool| {
-        if let Some(done) = word.take() {
-            match std::mem::take(target) {
-                true => {}
-                false => words.push(done),
-            }
+    // A word ends: it is one, or the redirection's target it was.
+    fn end(words: &mut Vec<Word>, word: &mut Option<Word>, target: &mut bool) {
+        if let Some(done) = word.take()
+            && !std::mem::take(target)
+        {
+            words.push(done);
         }
-    };
+    }
     while let Some(c) = chars.next() {
         match c {
-            ' ' | '\t' | '\n' => end(&mut word, &mut target),
+            ' ' | '\t' => end(&mut words, &mut word, &mut target),
+            // A line of assignments alone (or a comment, or nothing) leaves the program to the
+            // next line.
+            '\n' => {
+                end(&mut words, &mut word, &mut target);
+                if words.iter().any(|word| !word.assigns) {
+                    break;
+                }
+            }
             ';' | '&' | '|' | '(' | ')' => break,
             '<' | '>' => {
                 // A file descriptor's number before it belongs to the redirection.
@@ -192,14 +280,14 @@ fn leading_words(command: &str) -> Option<Vec<Word>> {
                 }) {
                     word = None;
                 }
-                end(&mut word, &mut target);
+                end(&mut words, &mut word, &mut target);
                 while chars
                     .next_if(|c| matches!(c, '<' | '>' | '&' | '|' | '-'))
                     .is_some()
                 {}
                 target = true;
             }
-            '#' if word.is_none() => break,
+            '#' if word.is_none() => while chars.next_if(|&c| c != '\n').is_some() {},
             '\\' => match chars.next() {
                 Some('\n') | None => {}
                 Some(next) => {
@@ -245,7 +333,7 @@ fn leading_words(command: &str) -> Option<Vec<Word>> {
             }
         }
     }
-    end(&mut word, &mut target);
+    end(&mut words, &mut word, &mut target);
     Some(words)
 }
 
@@ -306,6 +394,13 @@ mod tests {
             ("umask 022 && ./x", None),
             ("\"A\"=1 tool", Some("A=1")),
             ("a\u{a0}b c", Some("a\u{a0}b")),
+            ("PATH=/opt/bin:$PATH mytool", None),
+            ("PATH=\"$PWD/bin:$PATH\" ./bin/x", Some("./bin/x")),
+            ("declare -x A=1; ./x", None),
+            ("time ./x", None),
+            ("# deploy\n./nope", Some("./nope")),
+            ("A=1\n\n./nope x", Some("./nope")),
+            ("./first # a comment\n./second", Some("./first")),
         ];
         for (command, program) in cases {
             assert_eq!(program_of(command).as_deref(), program, "{command:?}");
