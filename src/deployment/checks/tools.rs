@@ -36,17 +36,19 @@ pub fn tools(
         *engines.entry(engine).or_default() += 1;
         // Command steps and hooks run in the project's directory (the workspace root when it
         // has none): a program named by a relative path is found from there.
-        let dir = workspace.project_dir(&project.path);
-        let run_in = if dir.is_dir() {
-            dir
-        } else {
-            workspace.root.clone()
+        // (Looked at only for such a program: a plan of thousands checks every project.)
+        let run_in = || {
+            let dir = workspace.project_dir(&project.path);
+            match dir.is_dir() {
+                true => dir,
+                false => workspace.root.clone(),
+            }
         };
         let program_of = |command: &str| {
             program_of(command).map(|program| match program.contains('/') {
                 // Named from the workspace root, a path still (`./deploy.sh`, not a name).
                 true => {
-                    let path: PathBuf = run_in.join(&program).components().collect();
+                    let path: PathBuf = run_in().join(&program).components().collect();
                     let shown = workspace.display(&path).display().to_string();
                     match shown.contains('/') {
                         true => shown,
