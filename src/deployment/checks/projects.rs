@@ -317,9 +317,17 @@ pub fn preflight(
             checks.fail("project", format!("{path}: {what} {shown}"), None);
         }
     }
+    if secrets_needed {
+        secrets_project_dir(checks, workspace, plan);
+    }
+    named_once(checks, workspace, plan, names);
+}
+
+/// The secrets project, where a run stores the selected projects' secrets, has its directory.
+fn secrets_project_dir(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
     let secrets_project = &workspace.settings.secrets_project;
     let dir = workspace.project_dir(secrets_project);
-    if secrets_needed && plan.graph.lookup(secrets_project).is_some() && !dir.is_dir() {
+    if plan.graph.lookup(secrets_project).is_some() && !dir.is_dir() {
         checks.fail(
             "secrets",
             format!(
@@ -329,7 +337,6 @@ pub fn preflight(
             Some("the selected projects' secrets are stored there: create it, or set `secrets_project` in mara.toml".into()),
         );
     }
-    named_once(checks, workspace, plan, names);
 }
 
 /// Before an `up` of manifests: the kubeconfig the kubectl engine will name exists, or a project

@@ -34,30 +34,7 @@ pub fn tools(
         let project = plan.graph.project(i);
         let engine = project.engine_or(workspace.settings.engine);
         *engines.entry(engine).or_default() += 1;
-        // Command steps and hooks run in the project's directory (the workspace root when it
-        // has none): a program named by a relative path is found from there.
-        // (Looked at only for such a program: a plan of thousands checks every project.)
-        let run_in = || {
-            let dir = workspace.project_dir(&project.path);
-            match dir.is_dir() {
-                true => dir,
-                false => workspace.root.clone(),
-            }
-        };
-        let program_of = |command: &str| {
-            program_of(command).map(|program| match program.contains('/') {
-                // Named from the workspace root, a path still (`./deploy.sh`, not a name).
-                true => {
-                    let path: PathBuf = run_in().join(&program).components().collect();
-                    let shown = workspace.display(&path).display().to_string();
-                    match shown.contains('/') {
-                        true => shown,
-                        false => format!("./{shown}"),
-                    }
-                }
-                false => program,
-            })
-        };
+        let program_of = |command: &str| program_in(workspace, &project.path, command);
         for step in project.commands.all() {
             if let Some(program) = program_of(step) {
                 need(
@@ -117,6 +94,30 @@ pub fn tools(
     }
 }
 
+/// The program `command` of the project at `path` starts (`program_of`), as it is looked for:
+/// a name on PATH, a relative path from where the command runs — the project's directory, the
+/// workspace root when it has none — shown from the workspace root (`./deploy.sh` at the root
+/// stays a path). The directory is looked at only for such a program: a plan of thousands
+/// checks every project.
+fn program_in(workspace: &Workspace, path: &str, command: &str) -> Option<String> {
+    let program = program_of(command)?;
+    if !program.contains('/') {
+        return Some(program);
+    }
+    let dir = workspace.project_dir(path);
+    let run_in = if dir.is_dir() {
+        dir
+    } else {
+        workspace.root.clone()
+    };
+    let found: PathBuf = run_in.join(&program).components().collect();
+    let shown = workspace.display(&found).display().to_string();
+    Some(match shown.contains('/') {
+        true => shown,
+        false => format!("./{shown}"),
+    })
+}
+
 /// How to get a program mara runs, when it is not on PATH: said by `validate` and by the
 /// commands that run it.
 pub fn install_hint(program: &str) -> Option<String> {
@@ -137,88 +138,23 @@ fn locate(program: &str, path_var: &str, root: &Path) -> Option<PathBuf> {
     which::which_in(program, Some(path_var), root).ok()
 }
 
+/// POSIX sh's reserved words and built-ins, and bash's and ksh's (`/bin/sh` is bash on many
+/// systems): a word the shell answers itself needs no program.
+#[rustfmt::skip]
+const SHELL: &[&str] = &[
+    "!", "{", "}", "case", "do", "done", "elif", "else", "esac", "fi", "for", "if", "in", "then",
+    "until", "while", ".", ":", "[", "alias", "bg", "break", "cd", "command", "continue", "echo",
+    "eval", "exec", "exit", "export", "false", "fc", "fg", "getopts", "hash", "jobs", "kill",
+    "local", "printf", "pwd", "read", "readonly", "return", "set", "shift", "source", "test",
+    "times", "trap", "true", "type", "ulimit", "umask", "unalias", "unset", "wait", "[[",
+    "builtin", "caller", "coproc", "declare", "dirs", "disown", "enable", "function", "let",
+    "mapfile", "popd", "pushd", "readarray", "select", "shopt", "time", "typeset",
+];
+
 /// The program a shell command starts, when it can be told without running a shell: the first
 /// word after any `NAME=value` assignments, its quotes removed, unless it is a shell keyword or
 /// built-in, or is built from expansions.
 fn program_of(command: &str) -> Option<String> {
-    // POSIX sh's reserved words and built-ins, and bash's and ksh's (`/bin/sh` is bash on many
-    // systems): a word the shell answers itself needs no program.
-    const SHELL: &[&str] = &[
-        "!",
-        "{",
-        "}",
-        "case",
-        "do",
-        "done",
-        "elif",
-        "else",
-        "esac",
-        "fi",
-        "for",
-        "if",
-        "in",
-        "then",
-        "until",
-        "while",
-        ".",
-        ":",
-        "[",
-        "alias",
-        "bg",
-        "break",
-        "cd",
-        "command",
-        "continue",
-        "echo",
-        "eval",
-        "exec",
-        "exit",
-        "export",
-        "false",
-        "fc",
-        "fg",
-        "getopts",
-        "hash",
-        "jobs",
-        "kill",
-        "local",
-        "printf",
-        "pwd",
-        "read",
-        "readonly",
-        "return",
-        "set",
-        "shift",
-        "source",
-        "test",
-        "times",
-        "trap",
-        "true",
-        "type",
-        "ulimit",
-        "umask",
-        "unalias",
-        "unset",
-        "wait",
-        "[[",
-        "builtin",
-        "caller",
-        "coproc",
-        "declare",
-        "dirs",
-        "disown",
-        "enable",
-        "function",
-        "let",
-        "mapfile",
-        "popd",
-        "pushd",
-        "readarray",
-        "select",
-        "shopt",
-        "time",
-        "typeset",
-    ];
     let words = leading_words(command)?;
     let assigns = |word: &Word| {
         word.assigns && envfile::is_valid_key(word.text.split('=').next().unwrap_or_default())
@@ -298,34 +234,7 @@ fn leading_words(command: &str) -> Option<Vec<Word>> {
                     word.text.push(next);
                 }
             },
-            '\'' => {
-                let word = word.get_or_insert_default();
-                word.quoted = true;
-                loop {
-                    match chars.next()? {
-                        '\'' => break,
-                        c => word.text.push(c),
-                    }
-                }
-            }
-            '"' => {
-                let word = word.get_or_insert_default();
-                word.quoted = true;
-                loop {
-                    match chars.next()? {
-                        '"' => break,
-                        '\\' => match chars.next()? {
-                            c @ ('$' | '`' | '"' | '\\') => word.text.push(c),
-                            '\n' => {}
-                            c => word.text.extend(['\\', c]),
-                        },
-                        c => {
-                            word.expands |= matches!(c, '$' | '`');
-                            word.text.push(c);
-                        }
-                    }
-                }
-            }
+            '\'' | '"' => quoted(&mut chars, c, word.get_or_insert_default())?,
             c => {
                 let word = word.get_or_insert_default();
                 word.assigns |= c == '=' && !word.quoted && !word.text.is_empty();
@@ -337,6 +246,26 @@ fn leading_words(command: &str) -> Option<Vec<Word>> {
     }
     end(&mut words, &mut word, &mut target);
     Some(words)
+}
+
+/// The rest of a word's quoted part that `quote` opened, onto `word`: `'…'` literally, `"…"`
+/// with `\\` escaping `$`, `` ` ``, `"`, `\\` and a newline. `None` for a quote left open.
+fn quoted(chars: &mut impl Iterator<Item = char>, quote: char, word: &mut Word) -> Option<()> {
+    word.quoted = true;
+    loop {
+        match chars.next()? {
+            c if c == quote => return Some(()),
+            '\\' if quote == '"' => match chars.next()? {
+                c @ ('$' | '`' | '"' | '\\') => word.text.push(c),
+                '\n' => {}
+                c => word.text.extend(['\\', c]),
+            },
+            c => {
+                word.expands |= quote == '"' && matches!(c, '$' | '`');
+                word.text.push(c);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
