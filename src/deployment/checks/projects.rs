@@ -16,7 +16,6 @@ use crate::workspace::pulumi_project::PulumiProject;
 /// Each selected project's directory and project files (docs/commands.md, "validate").
 pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
     let default_engine = workspace.settings.engine;
-    let shared_config_dir = normalize(&workspace.config_dir());
     let mut names: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let mut missing_dirs = 0;
     let mut pulumi_projects = pulumi_projects(workspace, plan).into_iter();
@@ -41,125 +40,148 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
             continue;
         }
         match engine {
-            EngineKind::Pulumi => {
-                let Some(loaded) = found.flatten() else {
-                    checks.fail(
-                        "project",
-                        format!(
-                            "{path}: no Pulumi.yaml in {}",
-                            workspace.display(&dir).display()
-                        ),
-                        None,
-                    );
-                    continue;
-                };
-                match loaded {
-                    Ok(pulumi) => {
-                        match &pulumi.runtime {
-                            Some(runtime) => checks.pass(
-                                "project",
-                                format!(
-                                    "{path}: Pulumi project `{}`, runtime {runtime}",
-                                    pulumi.name
-                                ),
-                            ),
-                            None => no_runtime(checks, workspace, &pulumi),
-                        }
-                        if let Some(config_dir) = &pulumi.stack_config_dir {
-                            let points_at = normalize(&dir.join(config_dir));
-                            let is_secrets = path == workspace.settings.secrets_project;
-                            if is_secrets && points_at == shared_config_dir {
-                                checks.warn(
-                                    "project",
-                                    format!("{path}: its Pulumi.yaml points its stack configuration at the shared one"),
-                                    Some("the secrets project keeps its own: remove `stackConfigDir`/`config:` from its Pulumi.yaml".into()),
-                                );
-                            } else if !is_secrets && points_at != shared_config_dir {
-                                checks.warn(
-                                    "project",
-                                    format!(
-                                        "{path}: its Pulumi.yaml reads stack configuration from {}, but mara passes {} (`--config-file`)",
-                                        workspace.display(&points_at).display(),
-                                        workspace.display(&shared_config_dir).display()
-                                    ),
-                                    Some("a plain `pulumi up` in that directory would read other configuration".into()),
-                                );
-                            }
-                        }
-                        if let Some(venv) = &pulumi.virtualenv
-                            && !dir.join(venv).join("bin").is_dir()
-                        {
-                            let shown = workspace
-                                .display(&normalize(&dir.join(venv)))
-                                .display()
-                                .to_string();
-                            checks.fail(
-                                "project",
-                                format!("{path}: its Pulumi.yaml runs Python in the virtualenv {shown}, which does not exist"),
-                                Some(format!(
-                                    "create it: `python3 -m venv {shown}` and install the project's requirements into it (or `pulumi install` in {})",
-                                    workspace.display(&dir).display()
-                                )),
-                            );
-                        }
-                        names.entry(pulumi.name).or_default().push(path);
-                    }
-                    Err(error) => checks.fail_with("project", error),
-                }
-            }
-            EngineKind::Terraform | EngineKind::Tofu => {
-                let modules = terraform_files(&dir);
-                if modules == 0 {
-                    checks.fail(
-                        "project",
-                        format!(
-                            "{path}: no .tf files in {}",
-                            workspace.display(&dir).display()
-                        ),
-                        None,
-                    );
-                } else {
-                    checks.pass(
-                        "project",
-                        format!(
-                            "{path}: {engine} root module ({modules} .tf {})",
-                            plural(modules, "file", "files")
-                        ),
-                    );
-                }
-            }
-            EngineKind::Kubectl => match kubectl::kustomization(&dir) {
-                Some(file) => checks.pass(
+            EngineKind::Pulumi => match found.flatten() {
+                Some(Ok(pulumi)) => pulumi_project(checks, workspace, path, pulumi, &mut names),
+                Some(Err(error)) => checks.fail_with("project", error),
+                None => checks.fail(
                     "project",
                     format!(
-                        "{path}: Kubernetes manifests, built by kustomize from {}",
-                        workspace.display(&file).display()
+                        "{path}: no Pulumi.yaml in {}",
+                        workspace.display(&dir).display()
                     ),
+                    None,
                 ),
-                None if kubectl::nested_kustomization(&dir).is_some() => checks.fail(
-                    "project",
-                    nested_kustomization(path, workspace, &dir),
-                    Some(KUSTOMIZATION_HINT.into()),
-                ),
-                None => match kubectl::manifest_files(&dir) {
-                    0 => checks.fail(
-                        "project",
-                        no_manifests(path, &workspace.display(&dir).display().to_string()),
-                        None,
-                    ),
-                    files => checks.pass(
-                        "project",
-                        format!(
-                            "{path}: Kubernetes manifests ({files} {})",
-                            plural(files, "file", "files")
-                        ),
-                    ),
-                },
             },
+            EngineKind::Terraform | EngineKind::Tofu => {
+                terraform_module(checks, workspace, path, engine, &dir)
+            }
+            EngineKind::Kubectl => manifests(checks, workspace, path, &dir),
             EngineKind::Command => unreachable!("handled above"),
         }
     }
     named_once(checks, workspace, plan, names);
+}
+
+/// A Pulumi project whose file was read: its runtime, where it says its stack configuration
+/// lives, its Python virtualenv; its name is kept in `names` (no two alike).
+fn pulumi_project<'a>(
+    checks: &mut Checks,
+    workspace: &Workspace,
+    path: &'a str,
+    pulumi: PulumiProject,
+    names: &mut BTreeMap<String, Vec<&'a str>>,
+) {
+    let dir = workspace.project_dir(path);
+    let shared_config_dir = normalize(&workspace.config_dir());
+    match &pulumi.runtime {
+        Some(runtime) => checks.pass(
+            "project",
+            format!(
+                "{path}: Pulumi project `{}`, runtime {runtime}",
+                pulumi.name
+            ),
+        ),
+        None => no_runtime(checks, workspace, &pulumi),
+    }
+    if let Some(config_dir) = &pulumi.stack_config_dir {
+        let points_at = normalize(&dir.join(config_dir));
+        let is_secrets = path == workspace.settings.secrets_project;
+        if is_secrets && points_at == shared_config_dir {
+            checks.warn(
+                "project",
+                format!("{path}: its Pulumi.yaml points its stack configuration at the shared one"),
+                Some("the secrets project keeps its own: remove `stackConfigDir`/`config:` from its Pulumi.yaml".into()),
+            );
+        } else if !is_secrets && points_at != shared_config_dir {
+            checks.warn(
+                "project",
+                format!(
+                    "{path}: its Pulumi.yaml reads stack configuration from {}, but mara passes {} (`--config-file`)",
+                    workspace.display(&points_at).display(),
+                    workspace.display(&shared_config_dir).display()
+                ),
+                Some("a plain `pulumi up` in that directory would read other configuration".into()),
+            );
+        }
+    }
+    if let Some(venv) = &pulumi.virtualenv
+        && !dir.join(venv).join("bin").is_dir()
+    {
+        let shown = workspace
+            .display(&normalize(&dir.join(venv)))
+            .display()
+            .to_string();
+        checks.fail(
+            "project",
+            format!("{path}: its Pulumi.yaml runs Python in the virtualenv {shown}, which does not exist"),
+            Some(format!(
+                "create it: `python3 -m venv {shown}` and install the project's requirements into it (or `pulumi install` in {})",
+                workspace.display(&dir).display()
+            )),
+        );
+    }
+    names.entry(pulumi.name).or_default().push(path);
+}
+
+/// A Terraform or OpenTofu root module: its `.tf` files.
+fn terraform_module(
+    checks: &mut Checks,
+    workspace: &Workspace,
+    path: &str,
+    engine: EngineKind,
+    dir: &Path,
+) {
+    let modules = terraform_files(dir);
+    if modules == 0 {
+        checks.fail(
+            "project",
+            format!(
+                "{path}: no .tf files in {}",
+                workspace.display(dir).display()
+            ),
+            None,
+        );
+    } else {
+        checks.pass(
+            "project",
+            format!(
+                "{path}: {engine} root module ({modules} .tf {})",
+                plural(modules, "file", "files")
+            ),
+        );
+    }
+}
+
+/// A project of Kubernetes manifests: a kustomization, or manifest files.
+fn manifests(checks: &mut Checks, workspace: &Workspace, path: &str, dir: &Path) {
+    match kubectl::kustomization(dir) {
+        Some(file) => checks.pass(
+            "project",
+            format!(
+                "{path}: Kubernetes manifests, built by kustomize from {}",
+                workspace.display(&file).display()
+            ),
+        ),
+        None if kubectl::nested_kustomization(dir).is_some() => checks.fail(
+            "project",
+            nested_kustomization(path, workspace, dir),
+            Some(KUSTOMIZATION_HINT.into()),
+        ),
+        None => match kubectl::manifest_files(dir) {
+            0 => checks.fail(
+                "project",
+                no_manifests(path, &workspace.display(dir).display().to_string()),
+                None,
+            ),
+            files => checks.pass(
+                "project",
+                format!(
+                    "{path}: Kubernetes manifests ({files} {})",
+                    plural(files, "file", "files")
+                ),
+            ),
+        },
+    }
 }
 
 /// Every selected Pulumi project's file, in the plan's order, read on every core before the
