@@ -180,11 +180,12 @@ struct Word {
     quoted: bool,
 }
 
-/// The words of `command` up to its first operator (`;`, `&`, `|`, a parenthesis) or comment,
-/// read as POSIX sh reads them: split on blanks and newlines; `'…'` literally, `"…"` with `\`
-/// escaping `$`, `` ` ``, `"`, `\` and a newline, and `\` escaping any character outside quotes
-/// (a line continued by it joined); a redirection (`2>/dev/null`, `<in`, `>>log`) and its target
-/// are no words. `None` for a quote left open.
+/// The words of `command`'s first simple command — up to an operator (`;`, `&`, `|`, a
+/// parenthesis) or the end of the first line that holds more than assignments — read as POSIX sh
+/// reads them: split on blanks; comments skipped; `'…'` literally, `"…"` with `\` escaping `$`,
+/// `` ` ``, `"`, `\` and a newline, and `\` escaping any character outside quotes (a line
+/// continued by it joined); a redirection (`2>/dev/null`, `<in`, `>>log`) and its target are no
+/// words. `None` for a quote left open.
 fn leading_words(command: &str) -> Option<Vec<Word>> {
     let mut words = Vec::new();
     let mut word: Option<Word> = None;
@@ -249,7 +250,7 @@ fn leading_words(command: &str) -> Option<Vec<Word>> {
 }
 
 /// The rest of a word's quoted part that `quote` opened, onto `word`: `'…'` literally, `"…"`
-/// with `\\` escaping `$`, `` ` ``, `"`, `\\` and a newline. `None` for a quote left open.
+/// with `\` escaping `$`, `` ` ``, `"`, `\` and a newline. `None` for a quote left open.
 fn quoted(chars: &mut impl Iterator<Item = char>, quote: char, word: &mut Word) -> Option<()> {
     word.quoted = true;
     loop {
