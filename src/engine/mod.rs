@@ -98,6 +98,12 @@ impl Operation {
     pub fn mutates(self) -> bool {
         !matches!(self, Operation::Preview | Operation::Drift)
     }
+
+    /// Whether it runs the projects' programs: an update, a preview and a drift check do;
+    /// refresh and destroy do not.
+    pub fn runs_programs(self) -> bool {
+        matches!(self, Operation::Up | Operation::Preview | Operation::Drift)
+    }
 }
 
 impl fmt::Display for Operation {

@@ -219,18 +219,12 @@ impl RunChecks<'_> {
                 Some("add it to the provider, set `secrets_project` in mara.toml, or supply the secret in its variable".into()),
             );
         }
-        let runs_programs = matches!(
-            operation,
-            crate::engine::Operation::Up
-                | crate::engine::Operation::Preview
-                | crate::engine::Operation::Drift
-        );
         preflight(
             &mut found,
             workspace,
             self.selected,
             stores_secrets,
-            runs_programs,
+            operation.runs_programs(),
         );
         projects::inputs_have_outputs(&mut found, workspace, self.selected);
         local_cluster(&mut found, provider, self.selected, self.stack);
@@ -263,13 +257,7 @@ impl RunChecks<'_> {
     fn configuration_into_found(&self, operation: crate::engine::Operation, found: &mut Checks) {
         // What the programs read must be there and fit for an update, and for a preview or a
         // drift check, which run the same programs; refresh and destroy do not run them.
-        let runs_programs = matches!(
-            operation,
-            crate::engine::Operation::Up
-                | crate::engine::Operation::Preview
-                | crate::engine::Operation::Drift
-        );
-        if runs_programs && !self.config.is_first_run() {
+        if operation.runs_programs() && !self.config.is_first_run() {
             self.configuration_into(found);
         } else {
             let files = &self.deployment.files;

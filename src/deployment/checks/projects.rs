@@ -190,13 +190,29 @@ fn pulumi_projects(
     workspace: &Workspace,
     plan: &Plan<'_>,
 ) -> Vec<Option<crate::error::Result<PulumiProject>>> {
+    let selected = plan.order().iter().copied();
+    let (_, read) = pulumi_files(workspace, plan, selected);
+    read
+}
+
+/// The Pulumi projects among `projects` (graph indexes), by path, and each one's file, read on
+/// every core (`None`: there is none).
+fn pulumi_files<'a>(
+    workspace: &Workspace,
+    plan: &Plan<'a>,
+    projects: impl Iterator<Item = usize>,
+) -> (
+    Vec<&'a str>,
+    Vec<Option<crate::error::Result<PulumiProject>>>,
+) {
     let default_engine = workspace.settings.engine;
-    let dirs: Vec<_> = (plan.order().iter())
-        .map(|&i| plan.graph.project(i))
+    let paths: Vec<&'a str> = projects
+        .map(|i| plan.graph.project(i))
         .filter(|p| p.engine_or(default_engine) == EngineKind::Pulumi)
-        .map(|p| workspace.project_dir(&p.path))
+        .map(|p| p.path.as_str())
         .collect();
-    PulumiProject::load_each(&dirs)
+    let dirs: Vec<PathBuf> = paths.iter().map(|p| workspace.project_dir(p)).collect();
+    (paths, PulumiProject::load_each(&dirs))
 }
 
 /// A Pulumi project without a runtime: Pulumi reads it (a refresh or destroy runs no program),
@@ -222,15 +238,9 @@ fn named_once<'a>(
     plan: &Plan<'a>,
     mut names: BTreeMap<String, Vec<&'a str>>,
 ) {
-    let default_engine = workspace.settings.engine;
-    let others: Vec<&str> = (0..plan.graph.len())
-        .filter(|&i| !plan.contains(i))
-        .map(|i| plan.graph.project(i))
-        .filter(|p| p.engine_or(default_engine) == EngineKind::Pulumi)
-        .map(|p| p.path.as_str())
-        .collect();
-    let dirs: Vec<PathBuf> = others.iter().map(|p| workspace.project_dir(p)).collect();
-    for (path, read) in others.iter().zip(PulumiProject::load_each(&dirs)) {
+    let others = (0..plan.graph.len()).filter(|&i| !plan.contains(i));
+    let (others, read) = pulumi_files(workspace, plan, others);
+    for (path, read) in others.into_iter().zip(read) {
         if let Some(Ok(pulumi)) = read
             && let Some(paths) = names.get_mut(&pulumi.name)
         {
