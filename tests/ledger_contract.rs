@@ -73,6 +73,7 @@ fn start(id: &str, stack: &str, operation: Operation) -> RunStart {
             second / 60 % 60,
             second % 60
         ),
+        projects: Vec::new(),
     }
 }
 
@@ -373,6 +374,77 @@ fn a_lock_whose_holder_is_gone_is_taken_over_and_its_run_abandoned() {
         assert_eq!(
             ledger.holder("dev").unwrap().unwrap().run_id,
             "r2",
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_run_records_every_project_it_selected_as_it_starts() {
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        let selected = |id| RunStart {
+            projects: ["vpc", "eks", "ecr"].map(String::from).to_vec(),
+            ..start(id, "dev", Operation::Up)
+        };
+        ledger.begin(&selected("r1"), true).unwrap();
+        let waiting = |p: &str| (p.to_string(), ProjectStatus::Waiting);
+        assert_eq!(
+            statuses(ledger.as_ref(), "r1"),
+            [waiting("vpc"), waiting("eks"), waiting("ecr")],
+            "{name}: in the run's order, before any starts"
+        );
+        assert_eq!(
+            ledger.run("r1").unwrap().unwrap().selected,
+            Some(3),
+            "{name}"
+        );
+        // Listed in the run's order whatever order they start in.
+        ledger.project_started("r1", "eks", "t1", None).unwrap();
+        ledger
+            .project_finished("r1", &ended("eks", ProjectStatus::Succeeded))
+            .unwrap();
+        ledger.project_started("r1", "vpc", "t2", None).unwrap();
+        // Ended, the run leaves none waiting: what it never started was skipped.
+        ledger.finish("r1", RunStatus::Failed, "t3").unwrap();
+        let run = ledger.run("r1").unwrap().unwrap();
+        let ended: Vec<(&str, ProjectStatus, Option<&str>)> = (run.projects.iter())
+            .map(|p| (p.path.as_str(), p.status, p.reason.as_deref()))
+            .collect();
+        assert_eq!(
+            ended,
+            [
+                ("vpc", ProjectStatus::Abandoned, None),
+                ("eks", ProjectStatus::Succeeded, None),
+                (
+                    "ecr",
+                    ProjectStatus::Skipped,
+                    Some("not started: the run ended before it")
+                ),
+            ],
+            "{name}"
+        );
+        // Abandoned (its lock cleared), its running projects are abandoned, the others skipped.
+        ledger.begin(&selected("r2"), true).unwrap();
+        ledger.project_started("r2", "vpc", "t4", None).unwrap();
+        backend.open().unlock("dev").unwrap();
+        let run = backend.open().run("r2").unwrap().unwrap();
+        let abandoned: Vec<(&str, ProjectStatus)> = (run.projects.iter())
+            .map(|p| (p.path.as_str(), p.status))
+            .collect();
+        assert_eq!(
+            abandoned,
+            [
+                ("vpc", ProjectStatus::Abandoned),
+                ("eks", ProjectStatus::Skipped),
+                ("ecr", ProjectStatus::Skipped),
+            ],
+            "{name}"
+        );
+        assert_eq!(
+            run.projects[1].reason.as_deref(),
+            Some("not started: its run was abandoned"),
             "{name}"
         );
     }

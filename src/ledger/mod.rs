@@ -314,6 +314,9 @@ pub struct RunStart {
     pub stack: String,
     pub command: String,
     pub started: String,
+    /// The projects it selected, in its order (reversed for a destroy): recorded `waiting` as
+    /// it starts, so that no project of a run that dies goes unaccounted for.
+    pub projects: Vec<String>,
 }
 
 /// A recorded run.
@@ -331,6 +334,11 @@ pub struct RunRecord {
     pub finished: Option<String>,
     pub status: RunStatus,
     pub projects: Vec<ProjectRecord>,
+    /// How many projects it selected, all recorded as it started; `None` for a run recorded
+    /// by a mara that recorded a project only as it started (it knows nothing of those it
+    /// never started).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selected: Option<u32>,
     /// Read from a server, whose leases say whether a run is alive: its status is already as
     /// seen, and no pid of this machine's says otherwise (two machines may share a host name).
     #[serde(skip)]
@@ -342,7 +350,7 @@ impl RunRecord {
     /// without saying so (killed, or its last write failed on a full disk) and is shown
     /// `abandoned`, with its running projects, until the next run takes its lock over and
     /// records it so. A run of another host is shown as recorded, and so is a server's.
-    pub fn as_seen(mut self) -> RunRecord {
+    pub fn as_seen(self) -> RunRecord {
         if self.leased
             || self.status != RunStatus::Running
             || self.host != whoami().1
@@ -350,15 +358,29 @@ impl RunRecord {
         {
             return self;
         }
+        self.abandoned()
+    }
+
+    /// The run as abandoned: its running projects abandoned with it, those it never started
+    /// skipped (as the ledger records them when the lock is taken over).
+    pub fn abandoned(mut self) -> RunRecord {
         self.status = RunStatus::Abandoned;
         for project in &mut self.projects {
-            if project.status == ProjectStatus::Running {
-                project.status = ProjectStatus::Abandoned;
+            match project.status {
+                ProjectStatus::Running => project.status = ProjectStatus::Abandoned,
+                ProjectStatus::Waiting if project.finished.is_none() => {
+                    project.status = ProjectStatus::Skipped;
+                    project.reason = Some(NOT_STARTED_ABANDONED.to_string());
+                }
+                _ => {}
             }
         }
         self
     }
 }
+
+/// Why a project its run never started is skipped once the run is abandoned.
+pub const NOT_STARTED_ABANDONED: &str = "not started: its run was abandoned";
 
 /// How a recorded reason begins when a project's engine may have kept its stack's own lock:
 /// killed by a second interruption, or stopped by a lock it met (a run killed earlier left it).

@@ -39,7 +39,7 @@ const FORGET: [&str; 6] = [
 /// A run's columns, in the order `run` reads them.
 macro_rules! run_columns {
     () => {
-        "run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status, {lapsed}"
+        "run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status, {lapsed}, selected"
     };
 }
 
@@ -170,6 +170,11 @@ fn abandon(tx: &mut dyn Tx, run_id: &str, at: &str) -> Result<()> {
         "UPDATE {p}projects SET status = 'abandoned' WHERE run_id = $1 AND status = 'running'",
         &[run_id.into()],
     )?;
+    tx.execute(
+        "UPDATE {p}projects SET status = 'skipped', reason = $2
+         WHERE run_id = $1 AND status = 'waiting' AND finished IS NULL",
+        &[run_id.into(), super::NOT_STARTED_ABANDONED.into()],
+    )?;
     Ok(())
 }
 
@@ -203,6 +208,9 @@ fn run(row: &Row, leased: bool) -> Read<RunRecord> {
             false => row.parsed(10, RunStatus::parse, "run status")?,
         },
         projects: Vec::new(),
+        selected: row
+            .opt_int(12)?
+            .map(|n| n.clamp(0, i64::from(u32::MAX)) as u32),
         leased,
     })
 }
@@ -307,8 +315,8 @@ impl<S: Store> Ledger for Records<S> {
             added.clear();
             for run in &history.runs {
                 let inserted = tx.execute(
-                    "INSERT INTO {p}runs (run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING",
+                    "INSERT INTO {p}runs (run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status, selected)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING",
                     &[
                         (&run.run_id).into(),
                         run.operation.as_str().into(),
@@ -321,6 +329,7 @@ impl<S: Store> Ledger for Records<S> {
                         (&run.started).into(),
                         (&run.finished).into(),
                         run.status.as_str().into(),
+                        run.selected.map(i64::from).into(),
                     ],
                 )?;
                 if inserted == 0 {
@@ -441,8 +450,8 @@ impl<S: Store> Ledger for Records<S> {
                 took_over = Some(holder);
             }
             tx.execute(
-                "INSERT INTO {p}runs (run_id, operation, provider, stack, {user}, host, pid, command, started, status)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running')",
+                "INSERT INTO {p}runs (run_id, operation, provider, stack, {user}, host, pid, command, started, status, selected)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10)",
                 &[
                     (&run.run_id).into(),
                     run.operation.as_str().into(),
@@ -453,8 +462,14 @@ impl<S: Store> Ledger for Records<S> {
                     i64::from(std::process::id()).into(),
                     (&run.command).into(),
                     (&run.started).into(),
+                    (run.projects.len() as i64).into(),
                 ],
             )?;
+            // Every project it selected, in its order, before any starts.
+            if !run.projects.is_empty() {
+                let (sql, params) = writes::waiting_statement(&run.run_id, &run.projects);
+                tx.execute(sql, &params)?;
+            }
             if lock {
                 let mut values = vec![(&run.stack).into(), (&run.run_id).into()];
                 values.extend(lease.iter().cloned());
@@ -676,11 +691,7 @@ impl<S: Store> Ledger for Records<S> {
         };
         record.projects = self.projects(run_id)?;
         if record.status == RunStatus::Abandoned {
-            for project in &mut record.projects {
-                if project.status == ProjectStatus::Running {
-                    project.status = ProjectStatus::Abandoned;
-                }
-            }
+            record = record.abandoned();
         }
         Ok(Some(record))
     }

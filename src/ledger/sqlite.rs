@@ -113,6 +113,9 @@ const MIGRATIONS: &[&str] = &[
         preview TEXT NOT NULL,
         PRIMARY KEY (run_id, path)
     );",
+    // 8: how many projects a run selected, its projects recorded `waiting` as it starts, so
+    // that `--resume` knows those it never started; none for a run recorded before.
+    "ALTER TABLE runs ADD COLUMN selected INTEGER;",
 ];
 
 /// The workspace's own ledger.
@@ -397,6 +400,7 @@ mod tests {
             stack: stack.into(),
             command: "mara up".into(),
             started: format!("2026-11-21T00:00:0{}.000Z", id.len()),
+            projects: Vec::new(),
         }
     }
 

@@ -54,6 +54,12 @@ impl From<i64> for Value {
     }
 }
 
+impl From<Option<i64>> for Value {
+    fn from(n: Option<i64>) -> Value {
+        n.map_or(Value::Null, Value::Int)
+    }
+}
+
 impl From<Option<i32>> for Value {
     fn from(n: Option<i32>) -> Value {
         n.map_or(Value::Null, |n| Value::Int(n.into()))

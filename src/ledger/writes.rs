@@ -96,8 +96,8 @@ pub(super) fn deployed(operation: Operation, fingerprint: Option<&str>) -> Deplo
 }
 
 /// A batch's statements as it is read, entry by entry: its projects' rows in one statement per
-/// run (a project that starts and ends in the batch is one row, where it started, as it ended:
-/// runs list their projects in the order they started), its log lines in one per run, and what
+/// run (a project that starts and ends in the batch is one row, as it ended: a run lists its
+/// projects in its order, recorded `waiting` as it began), its log lines in one per run, and what
 /// its projects leave deployed in one per stack; the rest (a run's end, the stacks that exist)
 /// after the rows, in order.
 #[derive(Default)]
@@ -360,10 +360,33 @@ fn rows_statement(run_id: String, rows: Vec<serde_json::Value>) -> Statement {
     )
 }
 
+/// A run's projects as it starts, `waiting`, in its order (`paths`).
+pub(super) fn waiting_statement(run_id: &str, paths: &[String]) -> Statement {
+    let rows = (paths.iter())
+        .map(|path| {
+            row_of(&ProjectRecord {
+                path: path.clone(),
+                status: crate::status::ProjectStatus::Waiting,
+                started: None,
+                finished: None,
+                exit_code: None,
+                changes: None,
+                reason: None,
+                log: None,
+                fingerprint: None,
+            })
+        })
+        .collect();
+    rows_statement(run_id.to_string(), rows)
+}
+
 /// A project's row at its end (it may never have started: a job that failed before it).
 pub(super) fn finished_statement(run_id: &str, project: &ProjectRecord) -> Statement {
     rows_statement(run_id.to_string(), vec![row_of(project)])
 }
+
+/// Why a project its run never started, and said nothing of, is skipped once the run ended.
+pub const NOT_STARTED: &str = "not started: the run ended before it";
 
 /// The run's end, which releases its lock.
 fn finish_statements(run_id: &str, status: RunStatus, finished: &str) -> Vec<Statement> {
@@ -379,6 +402,13 @@ fn finish_statements(run_id: &str, status: RunStatus, finished: &str) -> Vec<Sta
         (
             "UPDATE {p}projects SET status = 'abandoned' WHERE run_id = $1 AND status = 'running'",
             vec![run_id.into()],
+        ),
+        // Nor waiting: one it never started (it ended before them, its end said nothing of
+        // them) was skipped.
+        (
+            "UPDATE {p}projects SET status = 'skipped', reason = COALESCE(reason, $2)
+             WHERE run_id = $1 AND status = 'waiting' AND finished IS NULL",
+            vec![run_id.into(), NOT_STARTED.into()],
         ),
         (
             "DELETE FROM {p}locks WHERE run_id = $1",

@@ -327,6 +327,7 @@ mod tests {
             started: "t0".into(),
             finished: None,
             status: RunStatus::Running,
+            selected: None,
             projects,
             leased: true,
         }

@@ -10,7 +10,7 @@ use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::fingerprint::{self, Change};
 use crate::graph::{ExecutionGraph, Plan, Selection};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, ProjectRecord, RunRecord};
 use crate::status::RunStatus;
 use crate::workspace::Workspace;
 use crate::workspace::stack::ResolvedStack;
@@ -20,15 +20,20 @@ use crate::workspace::stack::ResolvedStack;
 pub enum Resume<'g> {
     /// The last run completed: nothing to resume.
     Completed,
-    /// Run `plan`: the projects of run `run_id` (which ended `status`) that did not complete.
+    /// Run `plan`: the projects of run `run_id` (which ended `status`) that did not complete,
+    /// `never_started` of them never started.
     Projects {
         run_id: String,
         status: RunStatus,
         plan: Plan<'g>,
+        never_started: usize,
     },
 }
 
-/// `--resume`: the projects of the last run of `operation` on the stack that did not complete.
+/// `--resume`: every project of the last run of `operation` on the stack that did not
+/// succeed, started or not (a run records all it selected as it starts). Refused, naming
+/// them, when it cannot run them all: projects the provider no longer has, or a run that
+/// died recorded by a mara that knew only the projects it had started.
 pub fn resume<'g>(
     graph: &'g ExecutionGraph,
     ledger: Option<&dyn Ledger>,
@@ -44,21 +49,35 @@ pub fn resume<'g>(
                 "no earlier {operation} on stack {} to resume",
                 stack.name
             )))
-        })?;
-    let left: Vec<String> = last
-        .projects
-        .iter()
+        })?
+        .as_seen();
+    unknown_projects(&last)?;
+    let left: Vec<&ProjectRecord> = (last.projects.iter())
         .filter(|p| !p.status.is_success())
-        .map(|p| p.path.clone())
-        .filter(|path| graph.lookup(path).is_some())
         .collect();
+    let gone: Vec<&str> = (left.iter())
+        .filter(|p| graph.lookup(&p.path).is_none())
+        .map(|p| p.path.as_str())
+        .collect();
+    if !gone.is_empty() {
+        return Err(Error::config(
+            Problem::new(format!(
+                "run {} did not complete {}, which the provider no longer has: --resume cannot run {}",
+                last.run_id,
+                gone.join(", "),
+                if gone.len() == 1 { "it" } else { "them" },
+            ))
+            .hint("run them with the provider that has them (`--provider`), or run the whole selection again without --resume"),
+        ));
+    }
     if left.is_empty() {
         return Ok(Resume::Completed);
     }
+    let never_started = (left.iter()).filter(|p| p.started.is_none()).count();
     let plan = Plan::select(
         graph,
         &Selection {
-            only: left,
+            only: left.iter().map(|p| p.path.clone()).collect(),
             ..Selection::default()
         },
     )?;
@@ -66,7 +85,28 @@ pub fn resume<'g>(
         run_id: last.run_id,
         status: last.status,
         plan,
+        never_started,
     })
+}
+
+/// Refuses a run that did not end whose projects are not all recorded: one recorded by a mara
+/// that recorded a project only as it started (or a record that lost rows) knows nothing of
+/// those it never started, and a resume would leave them undeployed while saying it completed.
+fn unknown_projects(last: &RunRecord) -> Result<()> {
+    let ended = !matches!(last.status, RunStatus::Running | RunStatus::Abandoned);
+    let complete = last
+        .selected
+        .is_some_and(|n| last.projects.len() >= n as usize);
+    if ended || complete {
+        return Ok(());
+    }
+    Err(Error::config(
+        Problem::new(format!(
+            "run {} ({}) did not end, and its record holds only the projects it started: which of its projects never started is not known",
+            last.run_id, last.status
+        ))
+        .hint("run the selection again without --resume (`--changed` runs only what is not deployed as it is now)"),
+    ))
 }
 
 /// Every selected project's fingerprint (by graph index), from the stack's files as loaded.

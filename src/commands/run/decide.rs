@@ -38,9 +38,14 @@ impl Invocation<'_> {
                         run_id,
                         status,
                         plan,
+                        never_started,
                     } => {
+                        let never = match never_started {
+                            0 => String::new(),
+                            n => format!(" ({n} never started)"),
+                        };
                         eprintln!(
-                            "Resuming run {run_id} ({status}): {} of its projects did not complete.",
+                            "Resuming run {run_id} ({status}): {} of its projects did not complete{never}.",
                             plan.len()
                         );
                         Some(plan)

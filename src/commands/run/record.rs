@@ -73,6 +73,7 @@ impl Invocation<'_> {
             stack: stack.to_string(),
             command: std::env::args().collect::<Vec<_>>().join(" "),
             started: clock::rfc3339(started),
+            projects: fanout::waiting(planner.selected, run.operation),
         };
         let lease = run.open.as_ref().map(|o| o.lease);
         let again = |args: &str| self.settings.again(args);

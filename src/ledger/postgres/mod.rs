@@ -130,6 +130,9 @@ const MIGRATIONS: &[&str] = &[
         preview TEXT NOT NULL,
         PRIMARY KEY (run_id, path)
     );",
+    // 10: how many projects a run selected, its projects recorded `waiting` as it starts, so
+    // that `--resume` knows those it never started; none for a run recorded before.
+    "ALTER TABLE mara_runs ADD COLUMN selected INTEGER;",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2

@@ -449,6 +449,7 @@ mod tests {
             stack: "dev".into(),
             command: "mara up".into(),
             started: clock::rfc3339(SystemTime::now()),
+            projects: Vec::new(),
         }
     }
 
