@@ -245,6 +245,37 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
+/// Makes the directories of `dir` that are missing, each readable by its owner alone; one that
+/// is there keeps its mode (it may be a person's: mara changes no mode it did not set).
+pub fn new_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Makes the file a process is about to write (`path`: a saved plan) readable by its owner
+/// alone before it writes it, whatever the umask: a program that truncates a file it writes
+/// keeps the file's mode (Terraform's `plan -out` does).
+pub fn private_file(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+}
+
+/// Sets `path`'s mode (a file mara wrote).
+pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
 /// Whether `path` is a regular file (following symlinks): the only kind mara opens to read
 /// what something else may have put there.
 pub fn is_regular(path: &Path) -> bool {

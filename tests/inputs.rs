@@ -615,6 +615,28 @@ cluster = "cluster:cluster_name"
 }
 
 /// `preview --save-plans DIR` then `up --plans DIR` (docs/commands.md, "Saved plans").
+/// The serial of `module`'s state on the stack (0: it has none).
+fn serial(w: &Workspace, module: &str) -> u64 {
+    let file = w
+        .path()
+        .join(module)
+        .join("terraform.tfstate.d/dev/terraform.tfstate");
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let state: Value = serde_json::from_str(&text).unwrap_or_default();
+    state["serial"].as_u64().unwrap_or(0)
+}
+
+/// `up --plans` refused before anything ran: exit 4, no module's state changed, what it said.
+fn refused_up_front(w: &Workspace, args: &[&str], modules: &[&str]) -> String {
+    let before: Vec<u64> = modules.iter().map(|m| serial(w, m)).collect();
+    let output = mara(w).args(args).output().unwrap();
+    let said = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(4), "{said}");
+    let after: Vec<u64> = modules.iter().map(|m| serial(w, m)).collect();
+    assert_eq!(before, after, "something was applied: {said}");
+    said
+}
+
 #[test]
 fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
     let Some(w) = chain() else { return };
@@ -630,6 +652,7 @@ fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
         let (code, report) = run(&w, &["preview", "--save-plans", dir]);
         assert_eq!(code, 0, "{report:#}");
     };
+    let modules = ["base", "middle", "top"];
 
     // Saved, then applied as approved: each module's own plan, its inputs as planned.
     edit("base:prefix: one", "base:prefix: two");
@@ -637,6 +660,11 @@ fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
     let manifest = std::fs::read_to_string(plans.join("a/mara-plans.json")).unwrap();
     let manifest: Value = serde_json::from_str(&manifest).unwrap();
     assert_eq!(manifest["stack"], "dev");
+    assert_eq!(manifest["version"], 2);
+    let base = &manifest["projects"][0];
+    assert_eq!(base["config"], serde_json::json!({"base:prefix": "two"}));
+    assert_eq!(base["state"]["serial"], serial(&w, "base"), "{manifest:#}");
+    assert!(base["code"].as_str().unwrap().starts_with("sha256:"));
     let middle = &manifest["projects"][1];
     assert_eq!(middle["plan"], "middle.tfplan");
     assert_eq!(middle["planned_with"], "projected");
@@ -649,11 +677,12 @@ fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
             .starts_with("sha256:")
     );
     assert!(!manifest.to_string().contains("s3cr3t"));
-    // The configuration moves on after the preview: what runs is still what was approved.
-    edit("base:prefix: two", "base:prefix: later");
+    // The configuration moves on after the preview, outside what the modules read: what runs
+    // is what was approved.
+    edit("base:prefix: two", "base:prefix: two\n  elsewhere:key: x");
     let (code, report) = run(&w, &["up", "--plans", "plans/a"]);
     assert_eq!(code, 0, "{report:#}");
-    for path in ["base", "middle", "top"] {
+    for path in modules {
         assert_eq!(
             project(&report, path)["approval"],
             "applied as approved",
@@ -671,8 +700,21 @@ fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
         common::stdout(&history)
     );
 
-    // Saved, then a change made outside: base's plan is stale; nothing after it is applied.
+    // Saved, then a module's configuration changes: refused before anything is applied, the
+    // change said with its values.
+    edit("base:prefix: two", "base:prefix: three");
     save("plans/b");
+    edit("base:prefix: three", "base:prefix: four");
+    let said = refused_up_front(&w, &["up", "--plans", "plans/b"], &modules);
+    assert!(
+        said.contains("base: the approved plan no longer holds: the configuration changed since it was planned: base:prefix three → four"),
+        "{said}"
+    );
+    assert_eq!(outputs_of(&w, "top")["said"], "top of two-middle");
+
+    // The configuration as planned again, and base applied outside: refused before anything
+    // is applied, its state named.
+    edit("base:prefix: four", "base:prefix: three");
     let outside = std::process::Command::new(common::terraform().unwrap())
         .args(["apply", "-auto-approve", "-input=false"])
         .current_dir(w.path().join("base"))
@@ -681,27 +723,16 @@ fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
         .output()
         .unwrap();
     assert!(outside.status.success(), "{outside:?}");
-    let output = mara(&w)
-        .args(["--output", "json", "up", "--plans", "plans/b"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(4), "{}", common::stderr(&output));
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let base = project(&report, "base");
-    assert_eq!(base["approval"], "refused", "{report:#}");
-    assert_eq!(
-        base["reason"],
-        "the approved plan no longer holds: Terraform says it is stale (the state changed since it was made: another apply, or this plan applied already; save new plans)"
-    );
-    assert_eq!(project(&report, "middle")["status"], "skipped");
-    assert_eq!(outputs_of(&w, "top")["said"], "top of two-middle");
+    let said = refused_up_front(&w, &["up", "--plans", "plans/b"], &modules);
+    let now = serial(&w, "base");
     assert!(
-        common::stderr(&output).contains(
-            "the approved plan of 1 project no longer holds: not applied, nor what follows"
-        ),
-        "{}",
-        common::stderr(&output)
+        said.contains(&format!(
+            "base: the approved plan no longer holds: its state changed since it was planned (serial {}, now {now}): another apply, or this plan applied already",
+            now - 1
+        )),
+        "{said}"
     );
+    assert!(said.contains("hint: nothing was applied"), "{said}");
 
     // A plan for another stack, or a directory without plans: nothing runs.
     let output = mara(&w)
@@ -726,31 +757,25 @@ fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
         common::stderr(&output)
     );
 
-    // An input known only after apply: the dependent is planned again as its turn comes, and
-    // refused (exit 4) — unless --replan lets its new plan apply.
+    // An input known only after apply: the dependent was never previewed, and is refused
+    // before anything is applied — unless --replan lets the plan made as its turn comes apply.
     let (code, report) = run(&w, &["up", "--yes"]);
     assert_eq!(code, 0, "{report:#}");
     edit(
-        "base:prefix: later",
-        "base:prefix: later\n  base:epoch: \"2\"",
+        "base:prefix: three",
+        "base:prefix: three\n  base:epoch: \"2\"",
     );
     save("plans/c");
-    let output = mara(&w)
-        .args(["--output", "json", "up", "--plans", "plans/c"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(4), "{}", common::stderr(&output));
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(project(&report, "base")["approval"], "applied as approved");
-    assert_eq!(
-        project(&report, "middle")["reason"],
-        "the approved plan no longer holds: it was not previewed (its inputs were known only after apply)"
+    let said = refused_up_front(&w, &["up", "--plans", "plans/c"], &modules);
+    assert!(
+        said.contains("middle: the approved plan no longer holds: it was not previewed (its inputs were known only after apply)"),
+        "{said}"
     );
-    // Saved again (base's plan above was applied: it is spent), and applied with --replan.
-    let (code, report) = run(&w, &["up", "--yes"]);
-    assert_eq!(code, 0, "{report:#}");
-    save("plans/e");
-    let (code, report) = run(&w, &["up", "--plans", "plans/e", "--replan"]);
+    assert!(
+        said.contains("top: the approved plan no longer holds: it was not previewed"),
+        "{said}"
+    );
+    let (code, report) = run(&w, &["up", "--plans", "plans/c", "--replan"]);
     assert_eq!(code, 0, "{report:#}");
     assert_eq!(
         project(&report, "base")["approval"],
@@ -764,6 +789,116 @@ fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
     );
     let stamp = outputs_of(&w, "base")["stamp"].clone();
     assert_eq!(outputs_of(&w, "middle")["stamp_seen"], stamp);
+}
+
+/// The release: a chain a → b → c and an unrelated e, saved and reviewed. Anything that
+/// moved since — e applied outside, the configuration of a, c's code — refuses the release
+/// before any of it is applied.
+#[test]
+fn up_plans_checks_every_plan_before_it_applies_any() {
+    if common::terraform().is_none() {
+        return;
+    }
+    let module = |input: Option<&str>| {
+        let variable = match input {
+            Some(_) => "variable \"up\" {\n  type = string\n}\n",
+            None => "variable \"n\" {\n  type    = string\n  default = \"1\"\n}\n",
+        };
+        let value = match input {
+            Some(_) => "\"${var.up}+\"",
+            None => "var.n",
+        };
+        format!(
+            "terraform {{\n  backend \"local\" {{}}\n}}\n{variable}output \"x\" {{\n  value = {value}\n}}\n"
+        )
+    };
+    let w = Workspace::new(&[
+        (
+            "mara.toml",
+            "provider = \"release\"\nengine = \"terraform\"\n",
+        ),
+        (
+            "providers/release.toml",
+            "description = \"a → b → c, and e\"\n[[project]]\npath = \"a\"\n[[project]]\npath = \"b\"\n[project.inputs]\nup = \"a:x\"\n[[project]]\npath = \"c\"\n[project.inputs]\nup = \"b:x\"\n[[project]]\npath = \"e\"\n",
+        ),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: release\n  a:n: \"1\"\n",
+        ),
+        ("a/main.tf", &module(None)),
+        ("b/main.tf", &module(Some("a"))),
+        ("c/main.tf", &module(Some("b"))),
+        ("e/main.tf", &module(None)),
+    ]);
+    let all = ["a", "b", "c", "e"];
+    let (code, report) = run(&w, &["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    let config = w.path().join("config/pulumi/Pulumi.dev.yaml");
+    let set_n = |n: &str| {
+        let text = std::fs::read_to_string(&config).unwrap();
+        let text = (text.lines())
+            .map(|l| match l.trim_start().starts_with("a:n:") {
+                true => format!("  a:n: \"{n}\""),
+                false => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(&config, text + "\n").unwrap();
+    };
+    set_n("2");
+    let (code, report) = run(&w, &["preview", "--save-plans", "release"]);
+    assert_eq!(code, 0, "{report:#}");
+
+    // e applied outside after the review: nothing of the release is applied.
+    let outside = std::process::Command::new(common::terraform().unwrap())
+        .args(["apply", "-auto-approve", "-input=false"])
+        .current_dir(w.path().join("e"))
+        .env("TF_WORKSPACE", "dev")
+        .env("TF_VAR_n", "by hand")
+        .output()
+        .unwrap();
+    assert!(outside.status.success(), "{outside:?}");
+    let said = refused_up_front(&w, &["up", "--plans", "release"], &all);
+    assert!(
+        said.contains(
+            "e: the approved plan no longer holds: its state changed since it was planned"
+        ),
+        "{said}"
+    );
+    assert_eq!(outputs_of(&w, "c")["x"], "1++");
+
+    // Saved again; then a's configuration changes (2 → 3), and c's code: both said, nothing
+    // applied.
+    let (code, report) = run(&w, &["preview", "--save-plans", "release"]);
+    assert_eq!(code, 0, "{report:#}");
+    set_n("3");
+    let code_c = w.path().join("c/main.tf");
+    let text = std::fs::read_to_string(&code_c).unwrap();
+    std::fs::write(&code_c, format!("{text}# reviewed? no\n")).unwrap();
+    let said = refused_up_front(&w, &["up", "--plans", "release"], &all);
+    assert!(said.contains("a: the approved plan no longer holds: the configuration changed since it was planned: a:n 2 → 3"), "{said}");
+    assert!(
+        said.contains(
+            "c: the approved plan no longer holds: its code changed since it was planned"
+        ),
+        "{said}"
+    );
+    assert_eq!(outputs_of(&w, "a")["x"], "1");
+
+    // As reviewed again: applied, all of it, as approved.
+    set_n("2");
+    std::fs::write(&code_c, &text).unwrap();
+    let (code, report) = run(&w, &["up", "--plans", "release"]);
+    assert_eq!(code, 0, "{report:#}");
+    for path in all {
+        assert_eq!(
+            project(&report, path)["approval"],
+            "applied as approved",
+            "{report:#}"
+        );
+    }
+    assert_eq!(outputs_of(&w, "c")["x"], "2++");
 }
 
 /// A Pulumi project's saved plan is its preview's changes: `up --plans` checks a fresh preview
@@ -794,11 +929,28 @@ fn a_pulumi_project_applies_only_while_a_fresh_preview_shows_what_was_approved()
         "{report:#}"
     );
 
-    // The configuration changes after the preview: a fresh preview's changes are not the
-    // approved ones, and the project is refused — unless --replan.
+    // The configuration of its namespace changes after the preview: refused before anything
+    // runs, with the values — and --replan does not change that: nobody reviewed the change.
     size("node_count: 3");
     assert_eq!(run(&["preview", "--save-plans", "plans"]).0, 0);
     size("node_count: 5");
+    for args in [
+        &["up", "--plans", "plans"][..],
+        &["up", "--plans", "plans", "--replan"],
+    ] {
+        let output = mara().args(args).output().unwrap();
+        let said = common::stderr(&output);
+        assert_eq!(output.status.code(), Some(4), "{said}");
+        assert!(
+            said.contains("cluster: the approved plan no longer holds: the configuration changed since it was planned: cluster:node_count 3 → 5"),
+            "{said}"
+        );
+    }
+
+    // The stack moves instead (applied in between): a fresh preview's changes are not the
+    // approved ones, and the project is refused as its turn comes — unless --replan.
+    size("node_count: 3");
+    assert_eq!(run(&["up", "--yes"]).0, 0);
     let (code, report) = run(&["up", "--plans", "plans"]);
     assert_eq!(code, 4, "{report:#}");
     let reason = project(&report, "cluster")["reason"]
@@ -899,15 +1051,62 @@ fn saved_plans_are_private_and_a_manifest_names_only_its_own_plans() {
     let Some(w) = chain() else { return };
     let (code, report) = run(&w, &["up", "--yes"]);
     assert_eq!(code, 0, "{report:#}");
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+
+    // A directory mara makes: private, ignored by git, its plans 0600 whatever the umask.
     let dir = w.path().join("plans");
-    std::fs::create_dir(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::write(dir.join("old.tfplan"), "an earlier preview's").unwrap();
     let (code, report) = run(&w, &["preview", "--save-plans", "plans"]);
     assert_eq!(code, 0, "{report:#}");
-    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o700, "{mode:o}");
-    assert!(!dir.join("old.tfplan").exists());
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".gitignore")).unwrap(),
+        "*\n"
+    );
+    for plan in [
+        "base.tfplan",
+        "middle.tfplan",
+        "top.tfplan",
+        "mara-plans.json",
+    ] {
+        assert_eq!(mode(&dir.join(plan)), 0o600, "{plan}");
+    }
+    // Saved again there: its own plans replaced, nothing else.
+    let (code, report) = run(&w, &["preview", "--save-plans", "plans"]);
+    assert_eq!(code, 0, "{report:#}");
+
+    // A file of someone else's there: refused by name (exit 2), and nothing touched.
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let before = common::tree(&dir);
+    let output = mara(&w)
+        .args(["preview", "--save-plans", "plans"])
+        .output()
+        .unwrap();
+    let said = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert!(said.contains("plans/notes.txt"), "{said}");
+    assert!(said.contains("not one of mara's saved plans"), "{said}");
+    assert_eq!(common::tree(&dir), before);
+    std::fs::remove_file(dir.join("notes.txt")).unwrap();
+
+    // A directory of the person's: its mode kept; one that is not empty nor mara's (the
+    // workspace itself) refused, its files and modes as they were.
+    let theirs = w.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (code, report) = run(&w, &["preview", "--save-plans", "theirs"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(mode(&theirs), 0o755);
+    assert_eq!(mode(&theirs.join("base.tfplan")), 0o600);
+    assert!(!theirs.join(".gitignore").exists());
+    let root_mode = mode(w.path());
+    let output = mara(&w)
+        .args(["preview", "--save-plans", "."])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", common::stderr(&output));
+    assert_eq!(mode(w.path()), root_mode);
+    assert!(w.path().join("base/main.tf").exists());
 
     // A manifest edited to name a file outside its directory: nothing runs.
     let file = dir.join("mara-plans.json");
@@ -924,6 +1123,7 @@ fn saved_plans_are_private_and_a_manifest_names_only_its_own_plans() {
         said.contains("base: the manifest names `../base/main.tf`, which is no plan file in"),
         "{said}"
     );
+    std::fs::write(&file, text).unwrap();
 
     // A preview that fails approves nothing: no manifest, no plan kept.
     std::fs::write(w.path().join("top/main.tf"), "this is not HCL {").unwrap();
@@ -931,4 +1131,30 @@ fn saved_plans_are_private_and_a_manifest_names_only_its_own_plans() {
     assert_eq!(code, 1, "{report:#}");
     assert!(!file.exists());
     assert!(!dir.join("base.tfplan").exists());
+    assert!(dir.join(".gitignore").exists());
+}
+
+/// A dependent that takes an output its upstream's plan removes cannot succeed once that
+/// upstream is applied: its preview fails (exit 1), where it used to wait.
+#[test]
+fn a_preview_fails_a_dependent_whose_input_its_upstream_s_plan_removes() {
+    let Some(w) = chain() else { return };
+    let (code, report) = run(&w, &["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    let base = w.path().join("base/main.tf");
+    let text = std::fs::read_to_string(&base).unwrap();
+    std::fs::write(
+        &base,
+        text.replace("output \"prefix\"", "output \"prefix_renamed\""),
+    )
+    .unwrap();
+    let (code, report) = run(&w, &["preview"]);
+    assert_eq!(code, 1, "{report:#}");
+    let middle = project(&report, "middle");
+    assert_eq!(middle["status"], "failed", "{report:#}");
+    assert_eq!(
+        middle["reason"],
+        "takes base:prefix, which base's plan removes"
+    );
+    assert_eq!(project(&report, "top")["status"], "skipped", "{report:#}");
 }

@@ -154,6 +154,9 @@ pub struct Target<'a> {
     /// Where a Terraform module's preview saves its plan, when its planned outputs are read
     /// (`<state_dir>/plans/<run>/<path>.tfplan`).
     pub plan_file: Option<&'a Path>,
+    /// Whether a preview that saves its plan records which state it was made against (the
+    /// approved plans of `preview --save-plans`).
+    pub record_state: bool,
     /// Whether its stamp says the module was initialized on its current inputs: then `init` is
     /// left out, and runs only if the operation asks for it.
     pub initialized: bool,
@@ -240,6 +243,7 @@ impl Engines {
                 let module = terraform::Module {
                     plan_file: target.plan_file,
                     read_planned: target.outputs_taken,
+                    record_state: target.record_state,
                     ..self.module(target, engine)
                 };
                 self.terraform(engine).steps(&module, operation)
@@ -280,6 +284,10 @@ impl Engines {
                     apply_replanned: Some(terraform.apply_plan(&module, replan)),
                     show_saved: saved.map(|file| terraform.show_plan(&module, file)),
                     show_replanned: Some(terraform.show_plan(&module, replan)),
+                    read_state: match saved {
+                        Some(_) => terraform.state_steps(&module),
+                        None => Vec::new(),
+                    },
                 }
             }
             // A fresh preview, compared; then the operation as planned.
@@ -303,6 +311,7 @@ impl Engines {
             workspace_known: target.stack_known,
             plan_file: None,
             read_planned: false,
+            record_state: false,
         }
     }
 
@@ -339,6 +348,9 @@ pub struct ApprovalSteps {
     /// Reads what the saved plan and the new one do (Terraform's `show -json`), to compare them.
     pub show_saved: Option<Step>,
     pub show_replanned: Option<Step>,
+    /// Reads the version of the state the saved plan must still be made against (Terraform's
+    /// `state pull`, `init` first when needed), before anything of the run is applied.
+    pub read_state: Vec<Step>,
 }
 
 /// Why a step runs: its output is read differently.
@@ -358,6 +370,28 @@ pub enum StepKind {
     /// Reads what a saved plan leaves as outputs (Terraform's `show -json PLANFILE`); never
     /// shown: it holds the plan's secrets.
     PlannedOutputs,
+    /// Reads the version of the state a plan is made against (Terraform's `state pull`: its
+    /// lineage and serial); never shown: the state holds the resources' secrets.
+    StateVersion,
+}
+
+/// Which state a Terraform plan was made against: its lineage and serial, which Terraform
+/// compares with the state's before it applies a saved plan (docs/commands.md, "Saved plans").
+/// A module without state yet has no lineage, and serial 0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateVersion {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<String>,
+    pub serial: u64,
+}
+
+impl fmt::Display for StateVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.lineage {
+            None => f.write_str("no state"),
+            Some(lineage) => write!(f, "serial {} of lineage {lineage}", self.serial),
+        }
+    }
 }
 
 /// One output as a preview plans it (docs/commands.md, "Previews across stacks").
@@ -386,6 +420,21 @@ pub fn sha256(text: &str) -> String {
     let digest = sha2::Sha256::digest(text.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
+}
+
+/// The namespace of the shared configuration a project's program reads as its own: a Terraform
+/// module's directory name (`leaf`, its `TF_VAR_*`), a Pulumi project's name (`pulumi_name`,
+/// from its `Pulumi.yaml`); none for a command or manifests, which are given none.
+pub fn config_namespace(
+    engine: EngineKind,
+    leaf: &str,
+    pulumi_name: Option<&str>,
+) -> Option<String> {
+    match engine {
+        EngineKind::Terraform | EngineKind::Tofu => Some(leaf.to_string()),
+        EngineKind::Pulumi => pulumi_name.map(str::to_string),
+        EngineKind::Command | EngineKind::Kubectl => None,
+    }
 }
 
 /// One engine process to run.

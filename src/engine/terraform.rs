@@ -46,6 +46,8 @@ pub struct Module<'a> {
     pub plan_file: Option<&'a Path>,
     /// Whether a saved plan's outputs are read (`show -json`): another project takes them.
     pub read_planned: bool,
+    /// Whether a saved plan records which state it was made against (`state pull` before it).
+    pub record_state: bool,
 }
 
 impl Terraform {
@@ -93,6 +95,31 @@ impl Terraform {
     pub fn show_plan(&self, module: &Module<'_>, file: &Path) -> Step {
         let file = file.display().to_string();
         self.call(module, StepKind::PlannedOutputs, &["show", "-json", &file])
+    }
+
+    /// Reads the version of the stack's state (`state pull`, whose lineage and serial alone
+    /// are kept: the state holds secrets).
+    pub fn state_pull(&self, module: &Module<'_>) -> Step {
+        let mut step = self.call(module, StepKind::StateVersion, &["state", "pull"]);
+        step.env.insert("TF_WORKSPACE".into(), self.stack.clone());
+        step
+    }
+
+    /// What reads the state's version outside a run's steps (an approved plan's check): `init`
+    /// first when the module's stamp is not current, then `state pull`, which asks for `init`
+    /// again if the working directory is gone.
+    pub fn state_steps(&self, module: &Module<'_>) -> Vec<Step> {
+        let mut init = self.call(module, StepKind::Prepare, &["init", "-input=false"]);
+        init.stamp = Some(module.stamp.clone());
+        let mut pull = self.state_pull(module);
+        pull.repairs.push(Repair {
+            when: Missing::Init,
+            step: init.clone(),
+        });
+        match module.initialized {
+            true => vec![pull],
+            false => vec![init, pull],
+        }
     }
 
     /// The steps of `operation` on `module`.
@@ -152,6 +179,18 @@ impl Terraform {
             Operation::Destroy => &["destroy", "-auto-approve", "-input=false", "-json"],
         };
         let plan_file = module.plan_file.filter(|_| operation == Operation::Preview);
+        // An approved plan keeps which state it was made against, read before it is made: a
+        // change between the two makes the plan look stale, never a stale one current.
+        if plan_file.is_some() && module.record_state {
+            let mut pull = self.state_pull(module);
+            if module.initialized {
+                pull.repairs.push(Repair {
+                    when: Missing::Init,
+                    step: init.clone(),
+                });
+            }
+            steps.push(pull);
+        }
         let mut op = match plan_file {
             Some(file) => self.plan_to(module, file),
             None => in_workspace(step(StepKind::Operation, operation_words)),
@@ -347,6 +386,22 @@ pub fn planned_outputs(json: &str) -> super::PlannedOutputs {
             (name, planned)
         })
         .collect()
+}
+
+/// The lineage and serial of the state `state pull` printed (`stdout`): a module without state
+/// prints nothing. `None`: it is not a state.
+pub fn state_version(stdout: &str) -> Option<super::StateVersion> {
+    if stdout.trim().is_empty() {
+        return Some(super::StateVersion {
+            lineage: None,
+            serial: 0,
+        });
+    }
+    let state: Value = serde_json::from_str(stdout).ok()?;
+    Some(super::StateVersion {
+        lineage: Some(state["lineage"].as_str()?.to_string()),
+        serial: state["serial"].as_u64()?,
+    })
 }
 
 /// A message's `@level` (`info` when it has none).
@@ -711,6 +766,7 @@ mod tests {
             workspace_known,
             plan_file: None,
             read_planned: false,
+            record_state: false,
         }
     }
 
@@ -916,5 +972,22 @@ mod tests {
             outputs(json, true),
             serde_json::json!({"zone": "example.com", "token": "s3cr3t"})
         );
+    }
+
+    #[test]
+    fn a_state_is_read_for_its_lineage_and_serial_alone() {
+        let state = r#"{"version": 4, "serial": 7, "lineage": "abc", "outputs": {"pw": {"value": "hunter2", "sensitive": true}}}"#;
+        let read = state_version(state).unwrap();
+        assert_eq!((read.lineage.as_deref(), read.serial), (Some("abc"), 7));
+        assert!(!format!("{read:?}").contains("hunter2"));
+        assert_eq!(state_version("").unwrap().lineage, None);
+        assert_eq!(state_version("not json"), None);
+        let pull = terraform().state_pull(&module(true, true));
+        assert_eq!(pull.kind, StepKind::StateVersion);
+        assert_eq!(pull.args, ["state", "pull", "-no-color"]);
+        assert_eq!(pull.env["TF_WORKSPACE"], "dev");
+        let steps = terraform().state_steps(&module(false, true));
+        let words: Vec<&str> = steps.iter().map(|s| s.args[0].as_str()).collect();
+        assert_eq!(words, ["init", "state"]);
     }
 }

@@ -113,6 +113,51 @@ pub fn fingerprints(
     Ok(done)
 }
 
+/// Each selected project's code, by graph index, as an approved plan keeps it (docs/commands.md,
+/// "Saved plans"): its files and its entry in the provider — not the shared configuration nor
+/// the environment file, whose parts that reach it are compared apart, nor what an engine
+/// writes in its working directory (a module's `.terraform/` and local state: an apply made
+/// elsewhere is the state's check to find).
+pub fn code(
+    plan: &Plan<'_>,
+    project_dir: impl Fn(&str) -> PathBuf,
+    state_dir: &Path,
+    stack: &str,
+) -> crate::error::Result<BTreeMap<usize, String>> {
+    let Walked {
+        counted,
+        dirs,
+        files,
+    } = walked(plan, project_dir, state_dir)?;
+    let code = |k: usize| {
+        let i = counted[k];
+        if !plan.contains(i) {
+            return None;
+        }
+        let kept: Option<Vec<PathBuf>> = files[k].as_ref().map(|files| {
+            let written = |path: &&PathBuf| {
+                let relative = path.strip_prefix(&dirs[k]).unwrap_or(path);
+                relative.components().any(|c| {
+                    let name = c.as_os_str().to_string_lossy();
+                    name == ".terraform"
+                        || name.starts_with("terraform.tfstate")
+                        || name.starts_with(".terraform.tfstate")
+                })
+            };
+            files.iter().filter(|p| !written(p)).cloned().collect()
+        });
+        let mut hasher = Sha256::new();
+        hasher.update(b"mara-code-1\0");
+        hasher.update(entry(plan.graph.project(i)).as_bytes());
+        hash_files(&mut hasher, &dirs[k], kept.as_deref(), stack);
+        Some(format!("sha256:{}", hex(&hasher.finalize())))
+    };
+    let hashes = crate::parallel::map(counted.len(), code);
+    Ok((counted.into_iter().zip(hashes))
+        .filter_map(|(i, hash)| Some((i, hash?)))
+        .collect())
+}
+
 /// The projects (graph indexes, sorted) whose files a fingerprint of `plan`'s counts: the
 /// selected ones and every project they come after.
 fn counted(plan: &Plan<'_>) -> Vec<usize> {

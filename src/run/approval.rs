@@ -14,6 +14,10 @@ use crate::engine::{Changes, EngineKind, ResourceDiff};
 /// The manifest's file in a plans directory.
 pub const MANIFEST: &str = "mara-plans.json";
 
+/// The manifest's version: 2 keeps what each plan was made against (its configuration, code and
+/// state), which `up --plans` checks before it applies anything.
+pub const VERSION: u32 = 2;
+
 /// What a preview planned, for `up --plans` (docs/commands.md, "Saved plans").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -53,6 +57,126 @@ pub struct Planned {
     /// from its file when it is compared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// The state its saved plan was made against (a Terraform module's lineage and serial).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<crate::engine::StateVersion>,
+    /// Its configuration and code as it was planned.
+    #[serde(flatten)]
+    pub against: Against,
+}
+
+/// What a project is planned against besides its inputs and state: the shared configuration's
+/// keys of its namespace (`engine::config_namespace`), each value as text (a secret's as
+/// `secret:sha256:…`, the digest of what the file holds), and its code (`fingerprint::code`:
+/// its files and its entry in the provider, not the shared configuration).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Against {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub config: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+/// How a secret value of the configuration is kept: its digest, marked.
+const SECRET_SETTING: &str = "secret:";
+
+impl Against {
+    /// The keys of `namespace` among the configuration's `values`, as kept.
+    pub fn config_of(
+        values: &serde_json::Map<String, serde_json::Value>,
+        namespace: &str,
+    ) -> BTreeMap<String, String> {
+        let prefix = format!("{namespace}:");
+        (values.iter())
+            .filter(|(key, _)| key.starts_with(&prefix))
+            .map(|(key, value)| {
+                let text = crate::run::inputs::as_text(value);
+                let kept = match crate::engine::pulumi::is_secure(value) {
+                    true => format!("{SECRET_SETTING}{}", crate::engine::sha256(&text)),
+                    false => text,
+                };
+                (key.clone(), kept)
+            })
+            .collect()
+    }
+}
+
+/// A kept value as people read it: a secret's as `[secret]`, none as `(none)`.
+fn shown(value: Option<&String>) -> String {
+    match value {
+        None => "(none)".to_string(),
+        Some(v) if v.starts_with(SECRET_SETTING) || v.starts_with("sha256:") => "[secret]".into(),
+        Some(v) => v.clone(),
+    }
+}
+
+/// `key old → new` for each key whose value differs between `was` and `is`, sorted.
+fn changed_values(was: &BTreeMap<String, String>, is: &BTreeMap<String, String>) -> Vec<String> {
+    let mut keys: Vec<&String> = was.keys().chain(is.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    (keys.into_iter())
+        .filter(|key| was.get(*key) != is.get(*key))
+        .map(|key| format!("{key} {} → {}", shown(was.get(key)), shown(is.get(key))))
+        .collect()
+}
+
+/// What a project's approved plan was made against, as it is now: what `still_holds` compares.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Now {
+    pub against: Against,
+    /// Its inputs whose upstreams the run does not apply, as they are now (by name, kept as
+    /// `fingerprint` keeps them); the others are known only as the run goes.
+    pub inputs: BTreeMap<String, String>,
+    /// Its module's state, where it was read.
+    pub state: Option<crate::engine::StateVersion>,
+}
+
+/// Why `approved` cannot be applied as it is now (`now`), each said; empty when it can.
+/// Checked before anything of the run is applied: a deferred project (never previewed: refused
+/// unless `replan` lets a plan made as its turn comes apply), its namespace's configuration,
+/// its code, its inputs from outside the run, and its module's state.
+pub fn still_holds(approved: &Planned, now: &Now, replan: bool) -> Vec<String> {
+    let mut why = Vec::new();
+    if approved.deferred() && !replan {
+        why.push("it was not previewed (its inputs were known only after apply): its plan can be made only as its turn comes, and nobody approved that plan (`--replan` applies it)".to_string());
+    }
+    let config = changed_values(&approved.against.config, &now.against.config);
+    if !config.is_empty() {
+        why.push(format!(
+            "the configuration changed since it was planned: {}",
+            config.join(", ")
+        ));
+    }
+    if approved.against.code.is_some() && approved.against.code != now.against.code {
+        why.push(
+            "its code changed since it was planned (its files, or its entry in the provider)"
+                .into(),
+        );
+    }
+    let outside: BTreeMap<String, String> = (approved.inputs.iter())
+        .filter(|(name, _)| now.inputs.contains_key(*name))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    let inputs = changed_values(&outside, &now.inputs);
+    if !inputs.is_empty() && !approved.deferred() {
+        why.push(format!(
+            "its inputs changed since it was planned: {}",
+            inputs.join(", ")
+        ));
+    }
+    if let (Some(was), Some(is)) = (&approved.state, &now.state)
+        && was != is
+    {
+        let moved = match (&was.lineage, &is.lineage) {
+            (Some(a), Some(b)) if a == b => format!("serial {}, now {}", was.serial, is.serial),
+            _ => format!("{was}, now {is}"),
+        };
+        why.push(format!(
+            "its state changed since it was planned ({moved}): another apply, or this plan applied already"
+        ));
+    }
+    why
 }
 
 impl Planned {
@@ -204,6 +328,8 @@ mod tests {
             ]),
             waited: false,
             digest: None,
+            state: None,
+            against: Against::default(),
         };
         let same = [
             diff("create", "aws_eip.b"),
@@ -250,5 +376,92 @@ mod tests {
             ..approved
         };
         assert!(differs(&deferred, Some(&changes), &same, None).is_some());
+    }
+
+    #[test]
+    fn what_a_plan_was_made_against_is_checked_each_change_said() {
+        use crate::engine::StateVersion;
+        let values: serde_json::Map<String, serde_json::Value> = serde_json::from_str(
+            r#"{"a:n": "2", "a:list": [1, 2], "a:pw": {"secure": "v1:abc"}, "b:n": "9"}"#,
+        )
+        .unwrap();
+        let config = Against::config_of(&values, "a");
+        assert_eq!(config.len(), 3, "{config:?}: only its namespace");
+        assert_eq!(config["a:list"], "[1,2]");
+        assert!(config["a:pw"].starts_with("secret:sha256:"));
+        assert!(!config["a:pw"].contains("abc"));
+        let state = |serial| StateVersion {
+            lineage: Some("L1".into()),
+            serial,
+        };
+        let approved = Planned {
+            path: "a".into(),
+            engine: EngineKind::Terraform,
+            plan: Some("a.tfplan".into()),
+            planned_with: None,
+            inputs: [("up".to_string(), "x".to_string())].into(),
+            changes: None,
+            resources: Vec::new(),
+            waited: false,
+            digest: None,
+            state: Some(state(3)),
+            against: Against {
+                config: config.clone(),
+                code: Some("sha256:c1".into()),
+            },
+        };
+        let now = Now {
+            against: approved.against.clone(),
+            inputs: approved.inputs.clone(),
+            state: Some(state(3)),
+        };
+        assert!(still_holds(&approved, &now, false).is_empty());
+        // Inputs whose upstreams the run applies are not known yet: not compared.
+        let later = Now {
+            inputs: Default::default(),
+            ..now.clone()
+        };
+        assert!(still_holds(&approved, &later, false).is_empty());
+        let mut moved = values.clone();
+        moved.insert("a:n".into(), "3".into());
+        moved.insert("a:pw".into(), serde_json::json!({"secure": "v1:def"}));
+        moved.remove("a:list");
+        let changed = Now {
+            against: Against {
+                config: Against::config_of(&moved, "a"),
+                code: Some("sha256:c2".into()),
+            },
+            inputs: [("up".to_string(), "y".to_string())].into(),
+            state: Some(state(4)),
+        };
+        assert_eq!(
+            still_holds(&approved, &changed, true),
+            [
+                "the configuration changed since it was planned: a:list [1,2] → (none), a:n 2 → 3, a:pw [secret] → [secret]",
+                "its code changed since it was planned (its files, or its entry in the provider)",
+                "its inputs changed since it was planned: up x → y",
+                "its state changed since it was planned (serial 3, now 4): another apply, or this plan applied already",
+            ]
+        );
+        let other = Now {
+            state: Some(StateVersion {
+                lineage: None,
+                serial: 0,
+            }),
+            ..now.clone()
+        };
+        assert_eq!(
+            still_holds(&approved, &other, false),
+            [
+                "its state changed since it was planned (serial 3 of lineage L1, now no state): another apply, or this plan applied already"
+            ]
+        );
+        // Never previewed: refused unless --replan lets the plan made as its turn comes apply.
+        let deferred = Planned {
+            waited: true,
+            ..approved
+        };
+        assert_eq!(still_holds(&deferred, &now, false).len(), 1);
+        assert!(still_holds(&deferred, &now, true).is_empty());
     }
 }

@@ -139,6 +139,8 @@ pub struct Preview {
     pub plan_digest: Option<String>,
     /// In an `up` of approved plans: how its approved plan went.
     pub approval: Option<crate::run::approval::Held>,
+    /// A saved plan's: the state it was made against (Terraform's lineage and serial).
+    pub state: Option<crate::engine::StateVersion>,
 }
 
 pub use super::approval::PlannedWith;
@@ -353,6 +355,9 @@ pub struct ProjectReport {
     /// What its preview plans, as one digest, for a saved plan's manifest.
     #[serde(skip)]
     pub plan_digest: Option<String>,
+    /// The state its saved plan was made against, for the manifest.
+    #[serde(skip)]
+    pub state: Option<crate::engine::StateVersion>,
     /// An `up` of approved plans': `applied as approved`, `replanned` or `refused`.
     #[serde(
         skip_serializing_if = "Option::is_none",
@@ -429,6 +434,7 @@ impl ProjectReport {
             projected: preview.projected,
             inputs_taken: preview.inputs_taken,
             plan_digest: preview.plan_digest,
+            state: preview.state,
             approval: preview.approval,
             outcome: finished.outcome,
             log: finished.log,

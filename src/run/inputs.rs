@@ -67,6 +67,9 @@ pub struct Unknown {
     pub reason: String,
     /// Every value it lacks is one its upstream's preview plans, known only once applied.
     pub deferred: bool,
+    /// It takes an output its upstream's preview plans to be gone: its own plan cannot succeed
+    /// once that upstream is applied, so a preview fails it rather than wait on it.
+    pub certain: bool,
 }
 
 impl Values {
@@ -109,7 +112,7 @@ impl Values {
     pub fn resolve(&self, inputs: &[PlannedInput], previewing: bool) -> Result<Resolved, Unknown> {
         let known = self.known();
         let mut resolved = Resolved::default();
-        let (mut missing, mut deferred) = (Vec::new(), Vec::new());
+        let (mut missing, mut deferred, mut removed) = (Vec::new(), Vec::new(), Vec::new());
         for input in inputs {
             let found = known.get(&input.from);
             let planned = (found.and_then(|k| k.planned.as_ref())).filter(|_| previewing);
@@ -124,7 +127,10 @@ impl Values {
                         (p.value.as_ref(), p.secret)
                     }
                     Some(_) => current(found, input),
-                    None => (None, false),
+                    None => {
+                        removed.push((input, current(found, input).0.is_some()));
+                        continue;
+                    }
                 },
                 None => current(found, input),
             };
@@ -150,6 +156,26 @@ impl Values {
             on.dedup();
             on
         };
+        if !removed.is_empty() {
+            let reason = (removed.iter())
+                .map(|(input, had)| {
+                    let does = if *had { "removes" } else { "does not make" };
+                    format!(
+                        "takes {}, which {}'s plan {does}",
+                        input.source(),
+                        input.from
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            let on = waits_on(removed.into_iter().map(|(input, _)| input).collect());
+            return Err(Unknown {
+                on,
+                reason,
+                deferred: false,
+                certain: true,
+            });
+        }
         if !missing.is_empty() {
             let reason = (missing.iter())
                 .map(|(input, why)| format!("input {} {why}", input.source()))
@@ -160,6 +186,7 @@ impl Values {
                 on,
                 reason,
                 deferred: false,
+                certain: false,
             });
         }
         if !deferred.is_empty() {
@@ -170,6 +197,7 @@ impl Values {
                 on,
                 reason,
                 deferred: true,
+                certain: false,
             });
         }
         Ok(resolved)

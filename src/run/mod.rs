@@ -5,6 +5,7 @@ pub mod approval;
 pub mod drain;
 pub mod events;
 pub mod fanout;
+pub mod holds;
 pub mod hooks;
 pub mod inputs;
 pub mod interrupt;

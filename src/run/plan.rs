@@ -170,6 +170,12 @@ pub struct Plans {
     pub replan: bool,
     /// An interactive `up`: a new plan that differs is asked about (`Approval::ask`).
     pub ask: bool,
+    /// `preview --save-plans`: each module's plan keeps which state it was made against, for
+    /// `up --plans` to check before anything is applied.
+    pub record_state: bool,
+    /// `preview --save-plans`: what each project is planned against besides its inputs and
+    /// state (its namespace's configuration, its code), by path, for the manifest.
+    pub against: BTreeMap<String, crate::run::approval::Against>,
 }
 
 /// An input of a planned project (docs/formats.md, "Inputs"): `variable` (`TF_VAR_<name>` or
@@ -498,6 +504,7 @@ fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> 
         stack_known: inputs.known_stacks.contains(&project.path),
         init_stamp: &init_stamp,
         plan_file: plan_file.as_deref(),
+        record_state: inputs.saved.record_state,
         initialized: false,
         hook_reads_outputs: reads_outputs(hooks_of(project, operation)),
         dir: &dir,

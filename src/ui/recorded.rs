@@ -106,6 +106,7 @@ fn report(p: &ProjectRecord, previewed: Previewed) -> ProjectReport {
         projected: previewed.projected,
         inputs_taken: Default::default(),
         plan_digest: None,
+        state: None,
         approval: None,
         new_stack: previewed.new_stack,
         outcome,

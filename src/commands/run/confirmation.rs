@@ -104,13 +104,18 @@ impl Invocation<'_> {
                 // What the confirmation said will be evaluated again (stale, waiting, deferred)
                 // is planned as its turn comes; the rest is approved as shown.
                 let approved = previewed.map(|(preview, reports)| {
-                    let mut manifest = super::plans::manifest(
+                    // Applied at once, under the run's lock: what it was planned against
+                    // is not checked again apart (`up --plans` does that).
+                    let made = (
                         stack.name.as_str(),
-                        &planner.deployment.provider.name,
+                        planner.deployment.provider.name.as_str(),
                         planner.run_id,
+                    );
+                    let mut manifest = super::plans::manifest(
+                        made,
                         (&preview, &reports),
                         &dir,
-                        &|file| file.is_file(),
+                        &Default::default(),
                     );
                     let shown = |path: &str| {
                         (reports.iter())

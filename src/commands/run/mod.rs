@@ -192,6 +192,8 @@ impl<'a> Invocation<'a> {
             let shown = |p: &std::path::Path| files.workspace.display(p).display().to_string();
             return crate::ui::print(&plan.render(shown));
         }
+        // Every approved plan still holds, or nothing is recorded nor applied.
+        self.approved_hold(&planner, &loaded, &env, &found.inputs)?;
         // Recorded, and the stack locked (a preview takes no lock); whatever happens next, the
         // record says how it ended, and `mara cancel` reaches it. What the run writes of its own
         // goes in the state directory, which git ignores.
@@ -273,7 +275,7 @@ impl<'a> Invocation<'a> {
             &workspace.root,
         );
         if run.operation == Operation::Preview {
-            self.save_manifest(planner, &plan, &reports)?;
+            self.save_manifest(planner, (&plan, &reports), &ready.config)?;
         }
         record::stacks_seen(
             recorder.as_deref(),

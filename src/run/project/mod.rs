@@ -265,7 +265,8 @@ impl Prepared {
             .resolve(&job.project.inputs, previewing)
         {
             Ok(resolved) => resolved,
-            Err(unknown) if previewing => {
+            // A certain failure (an output its upstream's plan removes) fails the preview.
+            Err(unknown) if previewing && !unknown.certain => {
                 let waits = Outcome::Waits {
                     on: unknown.on,
                     reason: unknown.reason,
@@ -420,6 +421,8 @@ impl Prepared {
             if step.kind == StepKind::PlannedOutputs {
                 let planned = crate::engine::terraform::planned_outputs(&finished.stdout);
                 (job.shared.context.inputs).planned(&job.project.path, planned);
+            } else if step.kind == StepKind::StateVersion {
+                preview.state = crate::engine::terraform::state_version(&finished.stdout);
             } else if step.kind == StepKind::Outputs {
                 outputs.printed(engine, &mut job.redactor, finished.stdout);
             } else if step.kind == StepKind::Operation
@@ -878,6 +881,7 @@ fn failure_reason(job: &Job, step: &Step, finished: &process::Finished, reader: 
         StepKind::Operation => "failed",
         StepKind::Outputs | StepKind::SecretMarks => "reading the stack outputs failed",
         StepKind::PlannedOutputs => "reading the planned outputs failed",
+        StepKind::StateVersion => "reading its state failed",
         StepKind::Cleanup => "removing the stack failed",
     };
     let redactor = &job.redactor;
@@ -905,8 +909,12 @@ async fn run_step(
             step.cwd.display()
         );
     }
-    if let Some(dir) = step.writes.as_deref().and_then(std::path::Path::parent) {
-        let _ = crate::files::private_dir(dir);
+    // A plan holds secrets: the directories mara makes for it are private, and so is the file.
+    if let Some(file) = step.writes.as_deref() {
+        if let Some(dir) = file.parent() {
+            let _ = crate::files::new_private_dir(dir);
+        }
+        let _ = crate::files::private_file(file);
     }
     // A command's `up` writes its outputs afresh: none from an earlier run may count.
     if job.operation == Operation::Up
@@ -934,7 +942,10 @@ async fn run_step(
             // The outputs hold secrets in plain text: never shown, never logged. A list of
             // workspaces is read, not shown.
             (
-                StepKind::Outputs | StepKind::SecretMarks | StepKind::PlannedOutputs,
+                StepKind::Outputs
+                | StepKind::SecretMarks
+                | StepKind::PlannedOutputs
+                | StepKind::StateVersion,
                 Stream::Stdout,
             ) => {}
             (_, Stream::Stdout) if step.listed.is_some() => {}
