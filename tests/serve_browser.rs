@@ -150,8 +150,8 @@ async fn follow(client: &Client, page: &str) -> Vec<u8> {
         "running"
     );
 
-    // The application, then the web front (which started after the page was rendered, so its
-    // row and its box are added), succeed; then the run does.
+    // The application, then the web front (waiting when the page was rendered: its folded log
+    // opens as it starts), succeed; then the run does.
     wait_for_text(client, "tr[data-project='app'] .status-cell", "succeeded").await;
     wait_for_text(client, "tr[data-project='web'] .status-cell", "running").await;
     wait_for_text(client, "tr[data-project='web'] .status-cell", "succeeded").await;

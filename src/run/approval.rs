@@ -90,7 +90,10 @@ impl Against {
         (values.iter())
             .filter(|(key, _)| key.starts_with(&prefix))
             .map(|(key, value)| {
-                let text = crate::run::inputs::as_text(value);
+                let text = match value {
+                    serde_json::Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
                 let kept = match crate::engine::pulumi::is_secure(value) {
                     true => format!("{SECRET_SETTING}{}", crate::engine::sha256(&text)),
                     false => text,

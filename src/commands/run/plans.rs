@@ -225,7 +225,7 @@ fn claim(dir: &Path, typed: &Path) -> Result<Claimed> {
         ours.extend((manifest.projects.iter()).filter_map(|p| Some(dir.join(p.plan.as_ref()?))));
     }
     let ignore = dir.join(".gitignore");
-    let mara_s_ignore = std::fs::read_to_string(&ignore).is_ok_and(|t| t == IGNORE_ALL);
+    let mara_s_ignore = crate::files::read(&ignore).is_ok_and(|t| t == IGNORE_ALL.as_bytes());
     let mut found = Vec::new();
     foreign(dir, &ours, &mut found).map_err(|e| Error::read(dir, e))?;
     found.retain(|f| !(mara_s_ignore && *f == ignore));

@@ -138,6 +138,11 @@
       row.querySelector(".changes").textContent = p.changes;
       row.querySelector(".reason").textContent = p.reason || "";
     }
+    // A project that starts (or fails) shows its log, as the page shows such a project's when
+    // it is rendered; one waiting when the page was rendered had it folded.
+    const pre = logs.get(p.path);
+    const details = pre && pre.closest("details");
+    if (details && ["running", "failed", "drifted"].includes(p.shown)) details.open = true;
     const node = nodes.get(p.path);
     if (node) {
       node.setAttribute("class", "node " + p.shown);
