@@ -1,4 +1,5 @@
-//! Wall-clock times as mara records them: RFC 3339 in UTC, and run ids that sort by time.
+//! Wall-clock times as mara records them: RFC 3339 in UTC, and run ids that sort by time; and
+//! durations, as people write them and as mara says them.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -75,6 +76,19 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     Some(UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(millis))
 }
 
+/// A duration as people write it: numbers, each with its unit — `ms`, `s`, `m`, `h`, `d` (or
+/// spelled out, `sec`, `min`, `hours`, `days`) — with fractions (`0.5s`, `1.5h`) and several
+/// together (`1m30s`, `1h 30m`), read by the `humantime` crate (docs/decisions.md, "What a retry
+/// matches, and how long it waits"). Refused, what is wrong and what would do, for an error that
+/// names the file, line and key.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim()).map_err(|error| {
+        format!(
+            "`{text}` is not a duration ({error}): a number and its unit, as in \"2s\", \"0.5s\", \"1m30s\", \"1h\" or \"2d\""
+        )
+    })
+}
+
 /// `1.2s`, `2m05s`: a duration for people.
 pub fn human(duration: Duration) -> String {
     let secs = duration.as_secs_f64();
@@ -89,6 +103,44 @@ pub fn human(duration: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_take_fractions_compounds_and_days() {
+        let secs = Duration::from_secs;
+        for (text, duration) in [
+            ("2s", secs(2)),
+            ("250ms", Duration::from_millis(250)),
+            ("0.5s", Duration::from_millis(500)),
+            ("1.5h", secs(5400)),
+            ("1m30s", secs(90)),
+            ("1m 30s", secs(90)),
+            ("1h", secs(3600)),
+            ("2d", secs(2 * 86_400)),
+            ("1d 12h", secs(36 * 3600)),
+            (" 10min ", secs(600)),
+        ] {
+            assert_eq!(parse_duration(text), Ok(duration), "{text}");
+        }
+        for (text, why) in [
+            ("2", "time unit needed"),
+            ("", "empty"),
+            ("-1s", "expected number"),
+            ("1x", "unknown time unit \"x\""),
+            ("1m30", "time unit needed"),
+            ("soon", "expected number"),
+        ] {
+            let refused = parse_duration(text).unwrap_err();
+            assert!(
+                refused.starts_with(&format!("`{text}` is not a duration (")),
+                "{refused}"
+            );
+            assert!(refused.contains(why), "{text}: {refused}");
+            assert!(
+                refused.contains("\"1m30s\""),
+                "says what would do: {refused}"
+            );
+        }
+    }
 
     #[test]
     fn known_instants() {

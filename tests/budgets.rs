@@ -1,6 +1,7 @@
 //! Concurrency budgets and retries (docs/formats.md, "Budgets and retries"), on the Pulumi
 //! stand-in, which logs each call's start and end: the scheduler is judged by the intervals it
-//! recorded, never by wall time.
+//! recorded, never by wall time. What a retry matches is tried on command projects and the real
+//! Terraform, which count their own runs.
 
 mod common;
 
@@ -339,9 +340,28 @@ fn a_retry_that_cannot_be_is_refused_with_its_line() {
         "mara.toml:3: `retry.errors`: an empty pattern finds every failure",
         "mara.toml:3: `retry.errors`: `(rate` is not a regular expression: unclosed group",
         "mara.toml:4: `retry.attempts`: must be from 1 to 10",
-        "mara.toml:5: `retry.backoff`: `2h` is not a duration",
+        "mara.toml:5: `retry.backoff`: `2h` is longer than an hour",
     ] {
         assert!(said.contains(line), "{line}\n---\n{said}");
+    }
+    // A backoff in any other form: said with its line and key, and what would do.
+    let (w, bin) = flaky("[retry]\nerrors = [\"rate\"]\nbackoff = \"2 shakes\"\n");
+    let output = mara(&w, &bin).arg("validate").output().unwrap();
+    let said = common::stdout(&output) + &common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains("mara.toml:4: `retry.backoff`: `2 shakes` is not a duration (unknown time unit \"shakes\"")
+            && said.contains("as in \"2s\", \"0.5s\", \"1m30s\", \"1h\" or \"2d\""),
+        "{said}"
+    );
+    // Fractions and compounds are durations.
+    for backoff in ["0.5s", "1m30s", "1h"] {
+        let (w, bin) = flaky(&format!(
+            "[retry]\nerrors = [\"rate\"]\nbackoff = \"{backoff}\"\n"
+        ));
+        let output = mara(&w, &bin).arg("validate").output().unwrap();
+        let said = common::stdout(&output) + &common::stderr(&output);
+        assert!(output.status.success(), "{backoff}: {said}");
     }
     // A project's own, naming no error: said where it is, with the project.
     let (w, bin) = flaky("");
@@ -356,4 +376,173 @@ fn a_retry_that_cannot_be_is_refused_with_its_line() {
         said.contains("providers/one.toml:6: project `app`, `retry.errors`: names no error"),
         "{said}"
     );
+}
+
+/// What a retry of `rate exceeded` is mara.toml's.
+const RATE_EXCEEDED: &str =
+    "[retry]\nerrors = [\"rate exceeded\"]\nattempts = 3\nbackoff = \"10ms\"\n";
+
+/// A workspace of one command project, `app`, whose `up` is `up` (`{runs}` in it is a file in
+/// the workspace, a line of which each run adds), with `retry` in mara.toml.
+fn one_command(up: &str, retry: &str) -> Workspace {
+    let w = Workspace::new(&[
+        (
+            "mara.toml",
+            &format!("provider = \"tools\"\nengine = \"command\"\n{retry}"),
+        ),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        ("config/pulumi/Pulumi.dev.yaml", "config: {}\n"),
+    ]);
+    let up = up.replace("{runs}", &w.path().join("runs").display().to_string());
+    w.write(
+        "providers/tools.toml",
+        &format!(
+            "description = \"Tools\"\n\n[[project]]\npath = \"app\"\nup = '''\n{up}\n'''\ndestroy = \"true\"\n"
+        ),
+    );
+    w
+}
+
+/// How many times the project ran, by the lines its runs added to `runs`.
+fn runs(w: &Workspace) -> usize {
+    std::fs::read_to_string(w.path().join("runs"))
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+/// A command that printed `rate exceeded` for another resource, then failed for a reason of its
+/// own in its last lines, failed for good: it is not run again (it was, when the pattern was
+/// searched in all it printed).
+#[test]
+fn a_pattern_printed_earlier_by_a_command_is_not_why_it_failed() {
+    let w = one_command(
+        "echo run >> '{runs}'
+echo 'aws_s3_bucket.logs: Throttling: rate exceeded, retrying in 1s'
+i=0
+while [ $i -lt 25 ]; do echo \"aws_iam_role.app: still creating ($i)\"; i=$((i+1)); done
+echo 'error: creating IAM role app: AccessDenied: not authorized' >&2
+exit 1",
+        RATE_EXCEEDED,
+    );
+    let output = w.mara().args(["up", "--yes"]).output().unwrap();
+    let said = common::stdout(&output) + &common::stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("[app] aws_s3_bucket.logs: Throttling: rate exceeded"),
+        "the pattern is in its output: {said}"
+    );
+    assert_eq!(runs(&w), 1, "run once: {said}");
+    assert!(!said.contains("trying again"), "{said}");
+    assert!(
+        said.contains("creating IAM role app: AccessDenied: not authorized"),
+        "{said}"
+    );
+}
+
+/// A command whose last lines say the pattern is run again, and its report counts the runs.
+#[test]
+fn a_command_that_fails_saying_the_pattern_runs_again() {
+    let w = one_command(
+        "echo run >> '{runs}'
+i=0
+while [ $i -lt 25 ]; do echo \"aws_s3_bucket.data: still creating ($i)\"; i=$((i+1)); done
+if [ \"$(wc -l < '{runs}')\" -lt 2 ]; then
+  echo 'error: creating bucket data: Throttling: rate exceeded' >&2
+  exit 1
+fi",
+        RATE_EXCEEDED,
+    );
+    let (code, report) = common::json_report(w.mara(), &["up", "--yes"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(runs(&w), 2, "a failure, then the success");
+    assert_eq!(report["projects"][0]["attempts"], 2, "{report:#}");
+}
+
+/// A Terraform module of two resources: `chatty` prints `rate exceeded` as it is made, then
+/// `broken` runs `broken.sh` (a line added to `runs` each time, then `broken`, where `{runs}`
+/// names that file), both through `local-exec`.
+fn two_resources(broken: &str) -> Workspace {
+    let module = r#"resource "terraform_data" "chatty" {
+  provisioner "local-exec" {
+    command = "echo 'aws_s3_bucket.logs: Throttling: rate exceeded, retrying'"
+  }
+}
+
+resource "terraform_data" "broken" {
+  depends_on = [terraform_data.chatty]
+  provisioner "local-exec" {
+    command = "sh ${path.module}/broken.sh"
+  }
+}
+"#;
+    let w = Workspace::new(&[
+        (
+            "mara.toml",
+            &format!("provider = \"tf\"\nengine = \"terraform\"\n{RATE_EXCEEDED}"),
+        ),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        ("config/pulumi/Pulumi.dev.yaml", "config: {}\n"),
+        (
+            "providers/tf.toml",
+            "description = \"One module\"\n\n[[project]]\npath = \"module\"\n",
+        ),
+        ("module/main.tf", module),
+    ]);
+    let runs = w.path().join("runs").display().to_string();
+    w.write(
+        "module/broken.sh",
+        &format!(
+            "echo run >> '{runs}'\n{}\n",
+            broken.replace("{runs}", &runs)
+        ),
+    );
+    w
+}
+
+/// `mara up --yes` in `w` with Terraform's variables cleared.
+fn terraform_up(w: &Workspace) -> assert_cmd::Command {
+    let mut cmd = w.mara();
+    cmd.env("HOME", w.path().join("home"))
+        .env_remove("TF_WORKSPACE")
+        .env_remove("TF_DATA_DIR")
+        .args(["up", "--yes"]);
+    cmd
+}
+
+/// Terraform's error diagnostics are what a retry matches: not a resource's output before
+/// them, even one that says the pattern; an error diagnostic that says it is retried.
+#[test]
+fn terraform_is_retried_on_its_error_diagnostics_alone() {
+    if common::terraform().is_none() {
+        return;
+    }
+    let w = two_resources("echo 'AccessDenied: not authorized' >&2\nexit 1");
+    let output = terraform_up(&w).output().unwrap();
+    let said = common::stdout(&output) + &common::stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("(local-exec): aws_s3_bucket.logs: Throttling: rate exceeded"),
+        "the pattern is in its output: {said}"
+    );
+    assert_eq!(runs(&w), 1, "not run again: {said}");
+    assert!(!said.contains("trying again"), "{said}");
+    assert!(
+        said.contains("Output: AccessDenied: not authorized"),
+        "{said}"
+    );
+
+    // Its first run fails saying the pattern (in Terraform's diagnostic: `Output: …`); its
+    // second succeeds.
+    let w = two_resources(
+        "if [ \"$(wc -l < '{runs}')\" -lt 2 ]; then\n  echo 'Throttling: rate exceeded' >&2\n  exit 1\nfi",
+    );
+    let output = terraform_up(&w).output().unwrap();
+    let said = common::stdout(&output) + &common::stderr(&output);
+    assert!(output.status.success(), "{said}");
+    assert_eq!(runs(&w), 2, "a failure, then the success");
+    assert!(
+        said.contains("[module] attempt 1 of 3 failed (local-exec provisioner error: "),
+        "{said}"
+    );
+    assert!(said.contains("(2 attempts)"), "{said}");
 }

@@ -242,7 +242,8 @@ fn kill_9_of_mara_leaves_no_engine_even_one_that_ignores_sigint() {
     let clear = "`mara unlock --engine`";
     assert!(
         err.contains("took over the lock")
-            && err.contains("infrastructure/local/cluster: running when its run was abandoned")
+            && err.contains("It was running 1 project then (as the ledger last heard):\n  infrastructure/local/cluster\n")
+            && err.contains("the engine's own lock on its stack (Pulumi's lock, Terraform's state lock)")
             && err.contains(clear),
         "{err}"
     );
@@ -252,6 +253,81 @@ fn kill_9_of_mara_leaves_no_engine_even_one_that_ignores_sigint() {
         out.contains("locked by another update") && out.contains(clear),
         "{out}"
     );
+}
+
+/// A run killed while one project runs, after another had ended stopped by its engine's lock:
+/// the run that takes its lock over names the one it was running, not the one that had ended
+/// (it was named too, its reason saying it met a lock: `mara unlock --engine` still clears
+/// both, `ui::ledger`'s tests).
+#[test]
+fn a_takeover_names_the_projects_that_were_running_not_those_that_ended() {
+    let case = Case::of("mara-local");
+    let (cluster, registry) = (
+        "infrastructure/local/cluster",
+        "infrastructure/local/registry",
+    );
+    let args = [
+        "up",
+        "--yes",
+        "--parallel",
+        "2",
+        "--only",
+        cluster,
+        "--only",
+        registry,
+    ];
+    let mut mara = case.spawn(
+        &args,
+        &[
+            ("PULUMI_STAND_IN_DELAY_MS", "local-cluster=60000"),
+            (
+                "PULUMI_STAND_IN_FLAKY",
+                "local-registry=1:Conflict: Another update is currently in progress",
+            ),
+        ],
+    );
+    // Killed once the registry's end is recorded and the cluster's engine runs.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let killed = loop {
+        let output = case
+            .mara()
+            .args(["--output", "json", "status"])
+            .output()
+            .unwrap();
+        let runs: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+        let status = |path: &str| {
+            (runs[0]["projects"].as_array().into_iter().flatten())
+                .find(|p| p["path"] == path)
+                .map(|p| p["status"].clone())
+        };
+        if status(registry) == Some("failed".into()) && status(cluster) == Some("running".into()) {
+            break runs[0]["run_id"].as_str().unwrap().to_string();
+        }
+        assert!(mara.try_wait().unwrap().is_none(), "mara ended early");
+        assert!(Instant::now() < deadline, "never seen so: {runs:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    common::wait_for_process(case.root(), "/pulumi --non-interactive up ", &mut mara);
+    mara.kill().unwrap();
+    mara.wait().unwrap();
+    assert!(common::wait_for_no_process_in(case.root()));
+    let output = case
+        .mara()
+        .args(["up", "--yes", "--only", cluster])
+        .output()
+        .unwrap();
+    let err = common::stderr(&output);
+    assert!(output.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("took over the lock of run {killed}"))
+            && err.contains(&format!(
+                "It was running 1 project then (as the ledger last heard):\n  {cluster}\nAn engine it started may still finish after this takeover"
+            )),
+        "{err}"
+    );
+    // Its command line, in the first line, names both; what follows names the cluster alone.
+    let (_, note) = err.split_once("recorded abandoned\n").unwrap();
+    assert!(!note.contains(registry), "it had ended: {err}");
 }
 
 /// Whether this machine lets a test mount a file system of its own (a user and mount namespace,

@@ -174,6 +174,46 @@ pub fn env_var_name(prefix: &str, name: &str) -> String {
     format!("{prefix}{name}")
 }
 
+/// How many of a command's last lines of output are what its failure said, for `[retry]`
+/// (docs/formats.md, "Budgets and retries"; docs/decisions.md, "What a retry matches"): a
+/// command has no diagnostics, and a failing program says why at its end.
+pub const LAST_LINES: usize = 20;
+
+/// Reads a command step's output: every line shown as it is, and its last lines that are not
+/// blank kept — stdout and stderr together, in the order they came.
+#[derive(Debug, Default)]
+pub struct Reader {
+    last: std::collections::VecDeque<String>,
+}
+
+impl Reader {
+    /// The lines to show for one line of stdout.
+    pub fn line(&mut self, line: &str) -> Vec<String> {
+        self.keep(line);
+        vec![line.to_string()]
+    }
+
+    /// A line of stderr (shown by the caller).
+    pub fn stderr(&mut self, line: &str) {
+        self.keep(line);
+    }
+
+    fn keep(&mut self, line: &str) {
+        if line.trim().is_empty() {
+            return;
+        }
+        if self.last.len() == LAST_LINES {
+            self.last.pop_front();
+        }
+        self.last.push_back(line.to_string());
+    }
+
+    /// Its last `LAST_LINES` lines that are not blank, oldest first.
+    pub fn last_lines(&self) -> impl Iterator<Item = &str> {
+        self.last.iter().map(String::as_str)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +225,27 @@ mod tests {
             provider: "local".into(),
             kubeconfig: "/w/.mara/kube/dev.yaml".into(),
         }
+    }
+
+    #[test]
+    fn a_command_keeps_its_last_lines_of_both_streams_in_order() {
+        let mut reader = Reader::default();
+        assert_eq!(reader.line("creating a"), ["creating a"]);
+        reader.stderr("warning: rate exceeded, waiting");
+        for i in 0..LAST_LINES - 1 {
+            reader.line(&format!("step {i}"));
+            reader.line("   ");
+        }
+        reader.stderr("error: permission denied");
+        let last: Vec<&str> = reader.last_lines().collect();
+        assert_eq!(last.len(), LAST_LINES, "blank lines are not counted");
+        assert_eq!(last[0], "step 0", "the first two lines are gone");
+        assert!(!last.iter().any(|l| l.contains("rate exceeded")));
+        assert_eq!(last[LAST_LINES - 1], "error: permission denied");
+        let mut short = Reader::default();
+        short.line("one");
+        short.stderr("two");
+        assert_eq!(short.last_lines().collect::<Vec<_>>(), ["one", "two"]);
     }
 
     #[test]

@@ -628,8 +628,8 @@ pub enum Reader {
     Pulumi(pulumi::OutputReader),
     Terraform(terraform::Reader),
     Kubectl(kubectl::Reader),
-    /// A command step's output, shown as it is; it reports no counts.
-    Plain,
+    /// A command step's output, shown as it is, its last lines kept; it reports no counts.
+    Command(command::Reader),
 }
 
 impl Reader {
@@ -640,7 +640,7 @@ impl Reader {
                 Reader::Terraform(terraform::Reader::default())
             }
             EngineKind::Kubectl => Reader::Kubectl(kubectl::Reader::new(operation)),
-            EngineKind::Command => Reader::Plain,
+            EngineKind::Command => Reader::Command(command::Reader::default()),
         }
     }
 
@@ -649,7 +649,15 @@ impl Reader {
             Reader::Pulumi(reader) => reader.line(line),
             Reader::Terraform(reader) => reader.line(line),
             Reader::Kubectl(reader) => reader.line(line),
-            Reader::Plain => vec![line.to_string()],
+            Reader::Command(reader) => reader.line(line),
+        }
+    }
+
+    /// A line of the step's stderr, which the caller shows as it is: a command keeps it among
+    /// its last lines (the engines' own errors come in their stdout's messages).
+    pub fn stderr(&mut self, line: &str) {
+        if let Reader::Command(reader) = self {
+            reader.stderr(line);
         }
     }
 
@@ -657,7 +665,7 @@ impl Reader {
         match self {
             Reader::Pulumi(reader) => reader.finish(),
             Reader::Terraform(reader) => reader.finish(),
-            Reader::Kubectl(_) | Reader::Plain => Vec::new(),
+            Reader::Kubectl(_) | Reader::Command(_) => Vec::new(),
         }
     }
 
@@ -667,7 +675,22 @@ impl Reader {
         match self {
             Reader::Terraform(reader) => reader.error(),
             Reader::Pulumi(reader) => reader.error.as_deref(),
-            Reader::Kubectl(_) | Reader::Plain => None,
+            Reader::Kubectl(_) | Reader::Command(_) => None,
+        }
+    }
+
+    /// What a failed step said of its failure, which `[retry]` matches (docs/formats.md,
+    /// "Budgets and retries"): Terraform's and Pulumi's diagnostics of severity error, every one
+    /// of them; a command's last lines of output (`command::LAST_LINES`, stdout and stderr as
+    /// they came). Never the rest of what it printed: one resource's throttling is not why
+    /// another failed. kubectl has none: its failure's reason (its last `error:` line) stands
+    /// for it.
+    pub fn errors(&self) -> Vec<&str> {
+        match self {
+            Reader::Terraform(reader) => reader.errors().iter().map(String::as_str).collect(),
+            Reader::Pulumi(reader) => reader.errors.iter().map(String::as_str).collect(),
+            Reader::Command(reader) => reader.last_lines().collect(),
+            Reader::Kubectl(_) => Vec::new(),
         }
     }
 
@@ -677,7 +700,7 @@ impl Reader {
             Reader::Pulumi(reader) => reader.diffs.clone(),
             Reader::Terraform(reader) => reader.diffs(),
             Reader::Kubectl(reader) => reader.diffs(),
-            Reader::Plain => Vec::new(),
+            Reader::Command(_) => Vec::new(),
         }
     }
 
@@ -688,7 +711,7 @@ impl Reader {
         match self {
             Reader::Pulumi(reader) => reader.drifted.clone(),
             Reader::Terraform(reader) => reader.drifted().to_vec(),
-            Reader::Kubectl(_) | Reader::Plain => Vec::new(),
+            Reader::Kubectl(_) | Reader::Command(_) => Vec::new(),
         }
     }
 
@@ -697,7 +720,7 @@ impl Reader {
         match &mut self {
             Reader::Pulumi(reader) => reader.show_diff = diff,
             Reader::Terraform(reader) => reader.show_diff = diff,
-            Reader::Kubectl(_) | Reader::Plain => {}
+            Reader::Kubectl(_) | Reader::Command(_) => {}
         }
         self
     }
@@ -708,7 +731,7 @@ impl Reader {
         match self {
             Reader::Pulumi(reader) => reader.outputs.clone(),
             Reader::Terraform(reader) => reader.outputs(),
-            Reader::Kubectl(_) | Reader::Plain => None,
+            Reader::Kubectl(_) | Reader::Command(_) => None,
         }
     }
 
@@ -744,7 +767,7 @@ impl Reader {
             Reader::Pulumi(reader) => reader.changes.take(),
             Reader::Terraform(reader) => reader.changes(),
             Reader::Kubectl(reader) => reader.changes(),
-            Reader::Plain => None,
+            Reader::Command(_) => None,
         }
     }
 }
@@ -986,6 +1009,33 @@ pub(crate) const MALFORMED_MESSAGES: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `[retry]` matches, per engine: a command's last lines of both streams; an engine's
+    /// error diagnostics, not its other lines nor its stderr.
+    #[test]
+    fn a_failure_says_its_errors_and_not_the_rest_of_its_output() {
+        let mut command = Reader::new(EngineKind::Command, Operation::Up);
+        command.line("rate exceeded on another resource");
+        for i in 0..command::LAST_LINES {
+            command.line(&format!("line {i}"));
+        }
+        command.stderr("error: permission denied");
+        let said = command.errors();
+        assert_eq!(said.len(), command::LAST_LINES);
+        assert_eq!(said.last(), Some(&"error: permission denied"));
+        assert!(!said.iter().any(|l| l.contains("rate exceeded")));
+
+        let mut terraform = Reader::new(EngineKind::Tofu, Operation::Up);
+        terraform.line(r#"{"@level":"info","@message":"rate exceeded","type":"log"}"#);
+        terraform.stderr("rate exceeded");
+        assert!(terraform.errors().is_empty());
+        terraform.line(r#"{"@level":"error","@message":"Error: x","diagnostic":{"severity":"error","summary":"x"},"type":"diagnostic"}"#);
+        assert_eq!(terraform.errors(), ["x"]);
+
+        let mut kubectl = Reader::new(EngineKind::Kubectl, Operation::Up);
+        kubectl.stderr("error: rate exceeded");
+        assert!(kubectl.errors().is_empty(), "its reason stands for it");
+    }
 
     #[test]
     fn secret_outputs_are_found_where_pulumi_marks_them_and_terraform_calls_them_sensitive() {

@@ -561,8 +561,11 @@ pub struct OutputReader {
     /// Whether a preview shows each change's properties under it.
     pub show_diff: bool,
     pub result: Option<String>,
-    /// The first diagnostic of severity `error`: why the operation failed.
+    /// The first diagnostic of severity `error` (its first line): why the operation failed.
     pub error: Option<String>,
+    /// Every diagnostic of severity `error`, its whole message, each once: what `[retry]`
+    /// matches (docs/formats.md, "Budgets and retries").
+    pub errors: Vec<String>,
 }
 
 impl OutputReader {
@@ -579,6 +582,7 @@ impl OutputReader {
             show_diff: false,
             result: None,
             error: None,
+            errors: Vec::new(),
         }
     }
 
@@ -701,14 +705,21 @@ impl OutputReader {
 }
 
 impl OutputReader {
-    /// Keeps the first error diagnostic's message (its first line) as the failure's reason.
+    /// Keeps an error diagnostic's message; the first one's first line is the failure's reason.
     fn keep_error(&mut self, diagnostic: &Value) {
-        if self.error.is_none() && diagnostic["severity"] == "error" {
-            let message = diagnostic["message"].as_str().unwrap_or_default().trim();
+        if diagnostic["severity"] != "error" {
+            return;
+        }
+        let message = diagnostic["message"].as_str().unwrap_or_default().trim();
+        if message.is_empty() {
+            return;
+        }
+        if self.error.is_none() {
             let first = message.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-            if !first.is_empty() {
-                self.error = Some(first.trim().to_string());
-            }
+            self.error = Some(first.trim().to_string());
+        }
+        if !self.errors.iter().any(|kept| kept == message) {
+            self.errors.push(message.to_string());
         }
     }
 }
@@ -928,6 +939,38 @@ mod tests {
             Some(Changes::from([("create".into(), 1), ("same".into(), 2)]))
         );
         assert_eq!(reader.result.as_deref(), Some("succeeded"));
+    }
+
+    /// Every error diagnostic is kept whole, each once, for `[retry]`; the first one's first
+    /// line is the reason. What a resource printed, a warning or an info diagnostic is none.
+    #[test]
+    fn every_error_diagnostic_is_kept_and_nothing_else() {
+        let mut reader = OutputReader::new(Operation::Up);
+        let events = [
+            r#"{"stdoutEvent":{"message":"aws:s3 bucket logs: rate exceeded, retrying\n"}}"#,
+            r#"{"diagnosticEvent":{"message":"Throttling: rate exceeded\n","severity":"warning"}}"#,
+            r#"{"diagnosticEvent":{"message":"  \n","severity":"error"}}"#,
+            r#"{"diagnosticEvent":{"message":"creating IAM role app:\n  AccessDenied: not authorized\n","severity":"error"}}"#,
+            r#"{"diagnosticEvent":{"message":"update failed\n","severity":"error"}}"#,
+            r#"{"diagnosticEvent":{"message":"update failed\n","severity":"error"}}"#,
+        ];
+        for event in events {
+            reader.line(event);
+        }
+        assert_eq!(reader.error.as_deref(), Some("creating IAM role app:"));
+        assert_eq!(
+            reader.errors,
+            [
+                "creating IAM role app:\n  AccessDenied: not authorized",
+                "update failed"
+            ]
+        );
+        // A preview's come in its digest, read at the end.
+        let mut reader = OutputReader::new(Operation::Preview);
+        reader.line(r#"{"diagnostics": [{"message": "a\n", "severity": "error"}, {"message": "b", "severity": "info"}, {"message": "c", "severity": "error"}], "changeSummary": {}}"#);
+        assert!(reader.errors.is_empty(), "not before its output ended");
+        reader.finish();
+        assert_eq!(reader.errors, ["a", "c"]);
     }
 
     #[test]

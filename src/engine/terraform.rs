@@ -444,8 +444,9 @@ pub struct Reader {
     changes: Vec<super::ResourceDiff>,
     /// What the plan's refresh found changed outside Terraform (`resource_drift`).
     drift: Vec<super::ResourceDiff>,
-    /// The first error diagnostic, for the summary's reason.
-    error: Option<String>,
+    /// Every error diagnostic, each once, in the order it came: the first is the summary's
+    /// reason; all of them are what `[retry]` matches (docs/formats.md, "Budgets and retries").
+    errors: Vec<String>,
     last_shown: Option<String>,
     /// `preview --diff`: each output that changes under the outputs line.
     pub show_diff: bool,
@@ -574,8 +575,8 @@ impl Reader {
         }
     }
 
-    /// A diagnostic, shown once; the first error's is the reason. One without its payload says
-    /// what its `@message` says (else nothing is taken for the reason, which then falls back to
+    /// A diagnostic, shown once; each error's is kept, the first as the reason. One without its
+    /// payload says what its `@message` says (else nothing is kept, and the reason falls back to
     /// the exit code).
     fn diagnostic(&mut self, message: &Value) -> Vec<String> {
         let text = Some(diagnostic(&message["diagnostic"]))
@@ -589,8 +590,8 @@ impl Reader {
             return Vec::new();
         };
         let level = level(message);
-        if level == "error" && self.error.is_none() {
-            self.error = Some(text.clone());
+        if level == "error" && !self.errors.contains(&text) {
+            self.errors.push(text.clone());
         }
         // Terraform may report one diagnostic twice (plan, then validate).
         self.once(format!("{level}: {text}"))
@@ -668,7 +669,13 @@ impl Reader {
 
     /// The first error Terraform reported, with its place.
     pub fn error(&self) -> Option<&str> {
-        self.error.as_deref()
+        self.errors.first().map(String::as_str)
+    }
+
+    /// Every error Terraform reported (its diagnostics of severity error, each once), with
+    /// their places.
+    pub fn errors(&self) -> &[String] {
+        &self.errors
     }
 
     /// Resource counts, plus `output` for the outputs that change.
@@ -958,6 +965,32 @@ mod tests {
             "a repeated diagnostic is shown once"
         );
         assert_eq!(reader.error(), Some(&shown[0]["error: ".len()..]));
+    }
+
+    /// Every error diagnostic is kept, each once, for `[retry]`; a warning, a hook's message
+    /// and a provisioner's output are not.
+    #[test]
+    fn every_error_diagnostic_is_kept_and_nothing_else() {
+        let mut reader = Reader::default();
+        let lines = [
+            r#"{"@level":"info","@message":"aws_s3_bucket.logs: Still creating... (rate exceeded, retrying)","type":"apply_progress"}"#,
+            r#"{"@level":"warn","@message":"Warning: Throttling","diagnostic":{"severity":"warning","summary":"Throttling","detail":"rate exceeded"},"type":"diagnostic"}"#,
+            r#"{"@level":"error","@message":"Error: creating IAM Role","diagnostic":{"severity":"error","summary":"creating IAM Role (app)","detail":"AccessDenied: not authorized","range":{"filename":"iam.tf","start":{"line":3}}},"type":"diagnostic"}"#,
+            r#"{"@level":"error","@message":"Error: creating IAM Role","diagnostic":{"severity":"error","summary":"creating IAM Role (app)","detail":"AccessDenied: not authorized","range":{"filename":"iam.tf","start":{"line":3}}},"type":"diagnostic"}"#,
+            r#"{"@level":"error","@message":"Error: creating S3 Bucket","diagnostic":{"severity":"error","summary":"creating S3 Bucket (data)","detail":"BucketAlreadyExists"},"type":"diagnostic"}"#,
+            "a line that is not JSON: rate exceeded",
+        ];
+        for line in lines {
+            reader.line(line);
+        }
+        assert_eq!(
+            reader.errors(),
+            [
+                "creating IAM Role (app): AccessDenied: not authorized (iam.tf:3)",
+                "creating S3 Bucket (data): BucketAlreadyExists"
+            ]
+        );
+        assert_eq!(reader.error(), Some(reader.errors()[0].as_str()));
     }
 
     #[test]

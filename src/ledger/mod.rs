@@ -404,6 +404,21 @@ impl RunRecord {
             })
             .collect()
     }
+
+    /// The projects a run taken over was running when its lock was taken, as the run that took
+    /// it reads it right after: those the takeover recorded `abandoned` (from `running`) —
+    /// never one that had ended (done, failed, killed, stopped by a lock) or never started. A
+    /// project whose end its machine had not sent yet (kept in its journal) is among them: the
+    /// ledger cannot tell it from one still running. What the takeover's warning names;
+    /// `engine_locks_left` is the broader set `mara unlock --engine` clears.
+    pub fn running_when_taken_over(&self) -> Vec<&ProjectRecord> {
+        (self.projects.iter())
+            .filter(|p| {
+                p.status == ProjectStatus::Abandoned
+                    || (self.status == RunStatus::Abandoned && p.status == ProjectStatus::Running)
+            })
+            .collect()
+    }
 }
 
 /// A project of a recorded run.

@@ -123,7 +123,7 @@ impl Checked<'_> {
         };
         let backoff = match backoff {
             None => DEFAULT_BACKOFF,
-            Some(text) => match parse_duration(text.get_ref()) {
+            Some(text) => match parse_backoff(text.get_ref()) {
                 Ok(backoff) => backoff,
                 Err(message) => {
                     self.problem(&text, subject("backoff"), message);
@@ -165,7 +165,8 @@ const DEFAULT_BACKOFF: Duration = Duration::from_secs(2);
 /// retries").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retry {
-    /// Matched against the failure's reason and the engine's output.
+    /// Matched against the failure's reason and the engine's error diagnostics (a command's
+    /// last lines), never the rest of its output.
     pub errors: Vec<Pattern>,
     /// The runs in all, the first included.
     pub attempts: u32,
@@ -196,24 +197,18 @@ fn pool_name_problem(name: &str) -> Option<String> {
     }
 }
 
-/// `"2s"`, `"500ms"`, `"1m"`: a wait of at most an hour.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let said = || format!("`{text}` is not a duration: a number with `ms`, `s` or `m` (\"2s\")");
-    let n: u64 = number.parse().map_err(|_| said())?;
-    let duration = match unit.trim() {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        _ => return Err(said()),
-    };
-    match duration <= Duration::from_secs(3600) {
+/// The longest backoff: the wait before each run after it doubles, also at most this.
+const MOST_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// A `backoff`: a duration as people write it (`"2s"`, `"0.5s"`, `"1m30s"`,
+/// `clock::parse_duration`) of at most an hour.
+pub fn parse_backoff(text: &str) -> Result<Duration, String> {
+    let duration = crate::clock::parse_duration(text)?;
+    match duration <= MOST_BACKOFF {
         true => Ok(duration),
-        false => Err(format!("`{text}` is longer than an hour")),
+        false => Err(format!(
+            "`{text}` is longer than an hour: a backoff is at most \"1h\" (the waits after it double, an hour at most too)"
+        )),
     }
 }
 
@@ -230,17 +225,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_are_said_with_their_unit() {
-        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        assert!(parse_duration("2").unwrap_err().contains("not a duration"));
-        assert!(parse_duration("2h").is_err());
-        assert!(parse_duration("-1s").is_err());
-        assert!(
-            parse_duration("61m")
-                .unwrap_err()
-                .contains("longer than an hour")
-        );
+    fn a_backoff_is_a_duration_of_at_most_an_hour() {
+        assert_eq!(parse_backoff("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_backoff("0.5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_backoff("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_backoff("1h"), Ok(MOST_BACKOFF));
+        assert!(parse_backoff("2").unwrap_err().contains("not a duration"));
+        assert!(parse_backoff("-1s").unwrap_err().contains("not a duration"));
+        for long in ["61m", "1h 0.1s", "2d"] {
+            let refused = parse_backoff(long).unwrap_err();
+            assert!(
+                refused.starts_with(&format!("`{long}` is longer than an hour")),
+                "{refused}"
+            );
+        }
     }
 }

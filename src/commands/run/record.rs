@@ -16,7 +16,7 @@ use crate::run::plan::{Planner, RunPlan};
 use crate::run::recorder::{Recorder, TakenOver};
 use crate::run::{fanout, prepare, stacks};
 use crate::settings::Settings;
-use crate::ui::ledger::engine_locks_note;
+use crate::ui::ledger::takeover_note;
 use crate::workspace::stack::ResolvedStack;
 use crate::workspace::stack_config::{INFRA_TYPE_KEY, StackConfigFile};
 
@@ -82,9 +82,9 @@ impl Invocation<'_> {
         recorder.keep_unsent_in(journal);
         if let Some(TakenOver { holder, run }) = taken {
             let clear = self.settings.again("unlock --engine");
-            let note = run
-                .map(|r| engine_locks_note(&r, &clear))
-                .unwrap_or_default();
+            // What it was running then, not what it had finished (docs/commands.md, "What a
+            // takeover cannot stop").
+            let note = run.map(|r| takeover_note(&r, &clear)).unwrap_or_default();
             let whose = match holder.lease_left {
                 Some(_) => "lease ran out",
                 None => "process is gone",

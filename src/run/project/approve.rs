@@ -87,9 +87,6 @@ impl Prepared {
             let reason = format!("planning it again failed: {said}");
             return Err(job.failed(finished.code, reason, &self.log));
         }
-        for line in reader.finish() {
-            job.emit(&mut self.log, process::Stream::Stdout, &line);
-        }
         let mut changes = reader.changes();
         if replan.changes_code.is_some()
             && replan.changes_code == finished.code

@@ -383,7 +383,7 @@ impl Prepared {
                 _ => run_repaired(job, log, step, job.operation).await?,
             };
             if step.kind == StepKind::Operation {
-                *changes = read_operation(job, log, step, &finished, &mut reader, preview);
+                *changes = read_operation(job, step, &finished, &mut reader, preview);
                 outputs.applied = reader.applied_outputs();
                 *exit_code = finished.code;
             }
@@ -447,7 +447,8 @@ impl Prepared {
 }
 
 /// Runs the operation step; after a failure its retry policy names (`[retry]`, docs/formats.md
-/// "Budgets and retries") runs it again, after its backoff, doubled each time — a held lock is
+/// "Budgets and retries") — in the failure's reason or the engine's error diagnostics, not in
+/// the rest of its output — runs it again, after its backoff, doubled each time; a held lock is
 /// never a transient failure. Each attempt is counted, and a failed one said; an interruption
 /// ends the wait at once.
 async fn run_operation(
@@ -476,10 +477,14 @@ async fn run_operation(
             return Ok((finished, reader));
         }
         let reason = failure_reason(job, step, &finished, &reader);
-        let locked = crate::engine::is_locked(&finished.stderr)
-            || crate::engine::is_locked(&finished.stdout)
-            || reader.error().is_some_and(crate::engine::is_locked);
-        let said = [reason.as_str(), &finished.stdout, &finished.stderr];
+        // What the failure said: its reason and the engine's error diagnostics (a command's
+        // last lines), never everything the step printed — another resource's throttling in
+        // the log is not why this one failed.
+        let mut said = reader.errors();
+        said.push(&reason);
+        let locked = is_locked(&finished.stderr)
+            || is_locked(&finished.stdout)
+            || said.iter().any(|text| is_locked(text));
         let transient = (retry.errors.iter()).any(|p| said.iter().any(|text| p.0.is_match(text)));
         if locked || !transient {
             return Ok((finished, reader));
@@ -656,19 +661,15 @@ fn taken_from_apply(
     })
 }
 
-/// Reads what an operation's output said, once it ended: the reader's last lines shown, its
+/// Reads what an operation's output said, once it ended (its last lines shown by `run_step`): its
 /// preview of outputs and resources (values redacted, as every line is), and its change counts.
 fn read_operation(
     job: &Job,
-    log: &mut Option<std::fs::File>,
     step: &Step,
     finished: &process::Finished,
     reader: &mut Reader,
     preview: &mut Preview,
 ) -> Option<crate::engine::Changes> {
-    for line in reader.finish() {
-        job.emit(log, Stream::Stdout, &line);
-    }
     if let Some(planned) = reader.planned_outputs()
         && !job.project.outputs_taken.is_empty()
     {
@@ -933,7 +934,7 @@ async fn run_step(
         return Err(NOT_STARTED.to_string());
     }
     let created = format!("Created stack '{}'", job.project.context.stack);
-    stream(job, log, step, |job, log, stream, line| {
+    let finished = stream(job, log, step, |job, log, stream, line| {
         if step.kind == StepKind::Prepare && line.trim() == created {
             job.created_stack
                 .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -954,11 +955,23 @@ async fn run_step(
                     job.emit(log, stream, &shown);
                 }
             }
+            (StepKind::Operation, Stream::Stderr) => {
+                reader.stderr(line);
+                job.emit(log, stream, line);
+            }
             _ => job.emit(log, stream, line),
         }
     })
     .await
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    // What the engine said once its output ended (a Pulumi preview's one document): shown now,
+    // and its error diagnostics known before a retry is decided.
+    if step.kind == StepKind::Operation {
+        for line in reader.finish() {
+            job.emit(log, Stream::Stdout, &line);
+        }
+    }
+    Ok(finished)
 }
 
 /// Runs a command hook's process the way engine steps run, its lines shown and logged.
