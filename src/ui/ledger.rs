@@ -101,6 +101,7 @@ mod tests {
             started: "2026-11-28T10:15:00.000Z".into(),
             finished: Some("2026-11-28T10:20:00.000Z".into()),
             status: RunStatus::Abandoned,
+            selected: None,
             projects,
             leased: true,
         }
