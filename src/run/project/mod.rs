@@ -19,7 +19,7 @@ use super::interrupt::{Interrupt, InterruptLevel, Stop};
 use super::kubeconfig;
 use super::plan::PlannedProject;
 use super::process::{self, Stream};
-use super::redact::Redactor;
+use super::redact::{Continued, Redactor};
 use super::scheduler::Release;
 use crate::engine::{
     EngineKind, Operation, Reader, Step, StepKind, command, has_changes, is_locked,
@@ -63,6 +63,8 @@ pub struct Job {
     redactor: Redactor,
     /// The lines of a project preparing ahead of its turn: shown when its turn comes.
     held: Mutex<Option<Vec<(Stream, String)>>>,
+    /// What its stdout's and its stderr's lines so far say of a secret broken across them.
+    continued: Mutex<[Continued; 2]>,
     /// Lets its dependents start before it ends, when all that is left after its operation is
     /// cleaning up.
     release: Option<Release>,
@@ -93,6 +95,7 @@ impl Job {
             created_stack,
             redactor,
             held: Mutex::new(None),
+            continued: Default::default(),
             release: None,
             stop: None,
             show_diff: false,
@@ -101,7 +104,11 @@ impl Job {
     }
 
     fn emit(&self, log: &mut Option<std::fs::File>, stream: Stream, text: &str) {
-        let text = self.redactor.redact(text);
+        let text = {
+            let mut continued = self.continued.lock().unwrap_or_else(|e| e.into_inner());
+            let continued = &mut continued[(stream == Stream::Stderr) as usize];
+            self.redactor.redact_next(continued, text)
+        };
         if let Some(file) = log {
             // One write per line: `writeln!` on a file makes one per piece.
             let _ = file.write_all(format!("{text}\n").as_bytes());
