@@ -60,9 +60,9 @@ pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
     result.map_err(|e| e.relative_to(&workspace.root))
 }
 
-/// Every secret value this workspace knows: the `MARA_SECRET_*` variables, the ledger's password,
-/// and what Pulumi stores for the stack (read back as a run reads it, through the secrets project
-/// and the first of `chosen`).
+/// Every secret value this workspace knows: the `MARA_SECRET_*` variables, a module's `TF_VAR_*`
+/// secrets, the ledger's password, and what Pulumi stores for the stack (read back as a run reads
+/// it, through the secrets project and the first of `chosen`).
 fn known_secrets(
     settings: &Settings,
     deployment: &Deployment,
@@ -103,6 +103,7 @@ fn known_secrets(
         );
         known.extend(stored.into_values());
     }
+    known.extend(crate::workspace::envfile::terraform_secrets(&with_secrets));
     Redactor::new(known)
 }
 

@@ -70,13 +70,20 @@ impl Invocation<'_> {
         // A first run's tokens reach the engines as the variables their questions name.
         prepare::token_variables(&planner.deployment.provider, &known, &mut env);
         let ledger_password = prepared.ledger.place().password(&settings.env);
+        // Every secret the run handles: stored, answered, given as `MARA_SECRET_*` (stored or
+        // not: what Pulumi gives back may differ), a module's `TF_VAR_*` secrets, mara's own.
+        let given = (loaded.with_secrets.iter())
+            .filter(|(key, _)| key.starts_with(crate::configure::SECRET_PREFIX))
+            .map(|(_, value)| value.clone());
         let context = Context {
-            env,
             redactor: Redactor::new(
                 (known.values().cloned())
+                    .chain(given)
+                    .chain(crate::workspace::envfile::terraform_secrets(&env))
                     .chain(ledger_password)
                     .chain(crate::configure::serve_token(&settings.env)),
             ),
+            env,
             kubeconfig: kubeconfig::Files {
                 stack: workspace.kubeconfig_file(&planner.stack.name),
                 root: workspace.root.clone(),
