@@ -331,15 +331,21 @@ impl Prepared {
             .filter(|(name, _)| project.outputs_taken.contains(name))
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect();
+        // Once recorded secret, an output stays so (docs/formats.md, "Inputs"): code that
+        // made it nonsensitive did not make its value public.
+        let inputs = &self.job.shared.context.inputs;
+        let before = inputs.secret_of(&project.path);
         let secret: BTreeSet<String> = (taken.iter())
             .filter(|(name, value)| {
                 let text = super::inputs::as_text(value);
-                self.outputs.secret.contains(*name) || self.job.redactor.redact(&text) != text
+                self.outputs.secret.contains(*name)
+                    || before.contains(*name)
+                    || self.job.redactor.redact(&text) != text
             })
             .map(|(name, _)| name.clone())
             .collect();
         let recorded = crate::ledger::Outputs::recorded(&taken, &secret);
-        (self.job.shared.context.inputs).applied(&project.path, all.clone(), secret);
+        inputs.applied(&project.path, all.clone(), secret);
         Some(Box::new(recorded))
     }
 
@@ -428,7 +434,8 @@ impl Prepared {
                 let planned = crate::engine::terraform::planned_outputs(&finished.stdout);
                 (job.shared.context.inputs).planned(&job.project.path, planned);
             } else if step.kind == StepKind::Outputs {
-                outputs.printed(engine, &mut job.redactor, finished.stdout);
+                let recorded = job.shared.context.inputs.secret_of(&job.project.path);
+                outputs.printed(engine, &mut job.redactor, finished.stdout, &recorded);
             } else if step.kind == StepKind::Operation
                 && let Err(reason) = outputs.left_by(job, step)
             {
@@ -595,11 +602,27 @@ struct Outputs {
 }
 
 impl Outputs {
-    /// The outputs step printed `stdout`: the values, and Terraform's sensitive ones from here
-    /// on redacted (a destroy reads them before it runs).
-    fn printed(&mut self, engine: EngineKind, redactor: &mut Redactor, stdout: String) {
-        self.values = Some(parse_outputs(engine, &stdout));
-        let secrets = crate::engine::secret_outputs(engine, &stdout, None);
+    /// The outputs step printed `stdout`: the values, and Terraform's sensitive ones and those
+    /// the ledger recorded secret (`recorded`) from here on redacted (a destroy reads them
+    /// before it runs).
+    fn printed(
+        &mut self,
+        engine: EngineKind,
+        redactor: &mut Redactor,
+        stdout: String,
+        recorded: &BTreeSet<String>,
+    ) {
+        let values = parse_outputs(engine, &stdout);
+        let mut secrets = crate::engine::secret_outputs(engine, &stdout, None);
+        for name in recorded {
+            secrets.extend(
+                values
+                    .get(name)
+                    .map(crate::engine::secret_texts)
+                    .unwrap_or_default(),
+            );
+        }
+        self.values = Some(values);
         if !secrets.is_empty() {
             *redactor = redactor.with(secrets);
         }
