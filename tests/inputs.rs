@@ -1,5 +1,6 @@
 //! Outputs wired as inputs (docs/formats.md, "Inputs"), with the real `terraform`: a chain of
-//! three modules, each taking the one before's outputs through `[project.inputs]`.
+//! three modules, each taking the one before's outputs through `[project.inputs]`; an output once
+//! secret that its code makes nonsensitive, secret still wherever it goes.
 
 mod common;
 
@@ -1157,4 +1158,123 @@ fn a_preview_fails_a_dependent_whose_input_its_upstream_s_plan_removes() {
         "takes base:prefix, which base's plan removes"
     );
     assert_eq!(project(&report, "top")["status"], "skipped", "{report:#}");
+}
+
+/// `base` says a token, sensitive at first; `middle` takes it and says it back as a plain output.
+const ONCE_SECRET: &str = r#"terraform {
+  backend "local" {}
+}
+variable "seed" {
+  type      = string
+  default   = "N0nS3nsitive"
+  sensitive = true
+}
+output "token" {
+  value     = "t0k3n-${var.seed}-s3cr3t"
+  sensitive = true
+}
+"#;
+
+const ECHO: &str = r#"terraform {
+  backend "local" {}
+}
+variable "token" {
+  type = string
+}
+output "token_echo" {
+  value = var.token
+}
+"#;
+
+/// Everything a run showed and wrote that no secret may reach: its terminal, its reports
+/// (JSON, JUnit, Markdown, the step summary), the ledger and the logs.
+fn shown_by(w: &Workspace, args: &[&str]) -> String {
+    let summary = w.path().join("summary.md");
+    let output = mara(w)
+        .args(args)
+        .args([
+            "--report",
+            "r.json",
+            "--junit",
+            "r.xml",
+            "--markdown",
+            "r.md",
+        ])
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    let mut shown = format!("{}{}", common::stdout(&output), common::stderr(&output));
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    for file in ["r.json", "r.xml", "r.md", "summary.md"] {
+        shown.push_str(&std::fs::read_to_string(w.path().join(file)).unwrap());
+    }
+    shown + &written_by_mara(w)
+}
+
+#[test]
+fn an_output_once_secret_stays_secret_when_its_code_makes_it_nonsensitive() {
+    let Some(_) = common::terraform() else { return };
+    let provider = "description = \"A token and its echo\"\n\n[[project]]\npath = \"base\"\n\n[[project]]\npath = \"middle\"\n[project.inputs]\ntoken = \"base:token\"\n";
+    let w = Workspace::new(&[
+        ("mara.toml", "provider = \"pair\"\nengine = \"terraform\"\n"),
+        ("providers/pair.toml", provider),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: pair\n",
+        ),
+        ("base/main.tf", ONCE_SECRET),
+        ("middle/main.tf", ECHO),
+    ]);
+    let (old, new) = ("t0k3n-N0nS3nsitive-s3cr3t", "t0k3n-R0tat3d-s3cr3t");
+    let shown = shown_by(&w, &["up", "--yes"]);
+    assert!(!shown.contains(old), "{shown}");
+    // Its code makes it nonsensitive, and that is applied: Terraform no longer marks it, the
+    // ledger still does, and keeps its name alone.
+    let nonsensitive = ONCE_SECRET.replace(
+        "value     = \"t0k3n-${var.seed}-s3cr3t\"\n  sensitive = true",
+        "value = nonsensitive(\"t0k3n-${var.seed}-s3cr3t\")",
+    );
+    assert_ne!(nonsensitive, ONCE_SECRET);
+    w.write("base/main.tf", &nonsensitive);
+    let shown = shown_by(&w, &["up", "--yes"]);
+    assert!(!shown.contains(old), "{shown}");
+    assert_eq!(
+        outputs_of(&w, "base")["token"],
+        old,
+        "applied, not sensitive"
+    );
+    // Its value changes: base's plan says it is not sensitive, the ledger that it is.
+    w.write(
+        "base/main.tf",
+        &nonsensitive.replace("N0nS3nsitive", "R0tat3d"),
+    );
+    let dir = w.path().join("plans");
+    let dir_arg = dir.display().to_string();
+    let shown = shown_by(&w, &["preview", "--save-plans", &dir_arg]);
+    let manifest = std::fs::read_to_string(dir.join("mara-plans.json")).unwrap();
+    let planned: Value = serde_json::from_str(&manifest).unwrap();
+    let taken = &project(&planned, "middle")["inputs"]["token"];
+    assert!(taken.as_str().unwrap().starts_with("sha256:"), "{manifest}");
+    for value in [old, new] {
+        assert!(!manifest.contains(value), "{manifest}");
+        assert!(!shown.contains(value), "{value}: {shown}");
+    }
+    // `mara output` says it is secret, in base and wherever it is handed on.
+    let output = mara(&w).arg("output").output().unwrap();
+    let said = common::stdout(&output);
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let outputs: Value = serde_json::from_str(&said).unwrap();
+    assert_eq!(outputs["base"]["token"], "[secret]", "{said}");
+    assert_eq!(outputs["middle"]["token_echo"], "[secret]", "{said}");
+    let output = mara(&w).args(["output", "middle"]).output().unwrap();
+    assert_eq!(
+        common::stdout(&output),
+        "{\n  \"token_echo\": \"[secret]\"\n}\n"
+    );
+    let output = mara(&w)
+        .args(["output", "--show-secrets"])
+        .output()
+        .unwrap();
+    assert!(common::stdout(&output).contains(old), "asked for");
 }

@@ -171,6 +171,40 @@ proptest! {
             }
         }
     }
+
+    #[test]
+    fn a_secret_split_by_cr_crlf_or_lf_is_found_whatever_its_breaks_became(
+        (first, last) in ("[A-Z0-9]{8,14}", "[A-Z0-9-]{3,7}"),
+        inside in prop_oneof![Just("\r"), Just("\r\n"), Just("\n")],
+        shown_as in prop_oneof![
+            Just("\r"), Just("\n"), Just("\r\n"),
+            Just(r"\r"), Just(r"\n"), Just(r"\r\n"), Just(r"\\r"), Just(r"\\n"),
+        ],
+        before in "[a-z .:=]{0,8}",
+        after in "[a-z_ .:;]{0,8}",
+        prefix in prop_oneof![Just(""), Just("terraform_data.x: (local-exec): ")],
+        at_cr in any::<bool>(),
+    ) {
+        // The secret as stored, and as a program or its engine printed it: its break as the
+        // same or another one, raw or escaped (JSON, escaped again).
+        let secret = format!("{first}{inside}{last}");
+        let redactor = Redactor::new([secret.clone()]);
+        let text = format!("{before}{first}{shown_as}{last}{after}\n");
+        // Read as `run::process` reads lines (up to each LF, a CR before it taken off), or by an
+        // engine that breaks its program's output at a CR too (Terraform's provisioners), with
+        // its own prefix on every line.
+        let lines: Vec<String> = match at_cr {
+            false => text.split('\n').map(|l| l.trim_end_matches('\r').to_string()).collect(),
+            true => text.split("\r\n").flat_map(|l| l.split(['\r', '\n'])).map(String::from).collect(),
+        };
+        let mut continued = mara::run::redact::Continued::default();
+        let shown: Vec<String> = (lines.iter())
+            .map(|line| redactor.redact_next(&mut continued, &format!("{prefix}{line}")))
+            .collect();
+        for part in [&first, &last] {
+            prop_assert!(shown.iter().all(|l| !l.contains(part.as_str())), "{part:?} in {shown:?}");
+        }
+    }
 }
 
 /// A line an engine might print: JSON messages of the kinds the readers know, with their

@@ -1,7 +1,8 @@
 //! `mara serve` in a real browser (docs/commands.md, "serve"): Debian's chromium, driven by its
 //! chromedriver over WebDriver, opens the page of a running run and sees its projects go from
-//! running to succeeded with no reload, and a hostile log line shown as text with no alert. The
-//! page's screenshot is kept under target/test-artifacts/.
+//! running to succeeded with no reload, and a hostile log line shown as text with no alert; and
+//! follows a run that prints secrets split by a CR, a CRLF and an LF, none of which reaches the
+//! page. The page's screenshot is kept under target/test-artifacts/.
 
 mod common;
 
@@ -13,7 +14,9 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
-use common::web::{Serve, run_running, slow_up, workspace};
+use common::web::{
+    BROKEN, Serve, holds_no_broken_secret, leaky_workspace, run_running, slow_up, workspace,
+};
 
 /// chromedriver on a free port, stopped with the test.
 struct Driver {
@@ -88,21 +91,7 @@ fn a_running_runs_page_follows_it_in_a_real_browser() {
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let shot = runtime.block_on(async {
-        let mut capabilities = serde_json::Map::new();
-        capabilities.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": chromium(browser),
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1280,1100"],
-            }),
-        );
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let client = ClientBuilder::new(connector)
-            .capabilities(capabilities)
-            .connect(&format!("http://127.0.0.1:{}", driver.port))
-            .await
-            .expect("a browser session");
+        let client = session(&driver, browser).await;
         let shot = follow(&client, &page).await;
         client.close().await.unwrap();
         shot
@@ -111,6 +100,79 @@ fn a_running_runs_page_follows_it_in_a_real_browser() {
     let file = artifacts().join("serve-run-page.png");
     std::fs::write(&file, shot).unwrap();
     eprintln!("screenshot: {}", file.display());
+}
+
+/// A headless session of `browser`, through `driver`.
+async fn session(driver: &Driver, browser: PathBuf) -> Client {
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium(browser),
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1280,1100"],
+        }),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector)
+        .capabilities(capabilities)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a browser session")
+}
+
+#[test]
+fn a_secret_split_by_cr_crlf_or_lf_is_not_on_the_page_a_browser_follows() {
+    let why = "the browser test of mara serve";
+    let Some(browser) = common::tools::tool("chromium", why) else {
+        return;
+    };
+    let Some(chromedriver) = common::tools::tool("chromedriver", why) else {
+        return;
+    };
+    let driver = Driver::start(&chromedriver);
+    let w = leaky_workspace();
+    let bin = common::stand_in_bin();
+    let serve = Serve::start(w.path(), &[]);
+    // Its lines come once the page is open: through the stream and the page's script.
+    let mut up = Command::new(assert_cmd::cargo::cargo_bin("mara"));
+    up.current_dir(w.path())
+        .args(["up", "--yes"])
+        .env("NO_COLOR", "1")
+        .env("MARA_TEST_SLEEP", "2")
+        .env("PATH", common::path_with(bin.path()))
+        .env("HOME", w.path().join("home"))
+        .env_remove("MARA_LEDGER_URL")
+        .envs(BROKEN.map(|(key, value, _)| (key, value)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut up = up.spawn().unwrap();
+    let run = run_running(&serve, "app");
+    let page = serve.url(&format!("/runs/{run}"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (log, whole) = runtime.block_on(async {
+        let client = session(&driver, browser).await;
+        client.goto(&page).await.unwrap();
+        wait_for_text(&client, "#run-status", "succeeded").await;
+        let read = |script: &'static str| {
+            let client = client.clone();
+            async move {
+                let text = client.execute(script, vec![]).await.unwrap();
+                text.as_str().unwrap_or_default().to_string()
+            }
+        };
+        let log =
+            read("return document.querySelector(\"pre.log[data-project='app']\").textContent;")
+                .await;
+        let whole = read("return document.documentElement.outerHTML;").await;
+        client.close().await.unwrap();
+        (log, whole)
+    });
+    assert!(up.wait().unwrap().success());
+    assert!(log.contains("glued cr: [secret]\n[secret]_end"), "{log}");
+    holds_no_broken_secret("the page's log", &log);
+    holds_no_broken_secret("the page", &whole);
 }
 
 /// The text of the first element `css` finds.

@@ -734,3 +734,92 @@ fn a_destroy_of_modules_destroyed_already_is_done_once_the_run_finds_none() {
         common::stdout(&again)
     );
 }
+
+/// A module that prints its password as it provisions (a careless script) and hands it on in an
+/// output, the password given as `TF_VAR_db_password` in the environment file.
+const DB: &str = r#"terraform {
+  backend "local" {}
+}
+variable "db_password" {
+  type = string
+}
+variable "db_user" {
+  type = string
+}
+resource "terraform_data" "db" {
+  input = var.db_user
+  provisioner "local-exec" {
+    command = "echo \"connecting as $USER_NAME with $PASSWORD\""
+    environment = {
+      USER_NAME = var.db_user
+      PASSWORD  = var.db_password
+    }
+  }
+}
+output "dsn" {
+  value = "postgres://${var.db_user}:${var.db_password}@db/app"
+}
+output "user" {
+  value = var.db_user
+}
+"#;
+
+#[test]
+fn a_module_s_secret_in_the_environment_file_is_redacted() {
+    let Some(_) = common::terraform() else { return };
+    let password = "Zq7-db-password-leak-check";
+    let w = common::Workspace::new(&[
+        ("mara.toml", "provider = \"db\"\nengine = \"terraform\"\n"),
+        (
+            "providers/db.toml",
+            "description = \"A database\"\n\n[[project]]\npath = \"db\"\n",
+        ),
+        (
+            "config/pulumi/environment",
+            &format!("PULUMI_STACK=dev\nTF_VAR_db_password={password}\nTF_VAR_db_user=app-owner\n"),
+        ),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: db\n",
+        ),
+        ("db/main.tf", DB),
+    ]);
+    let mara = || {
+        let mut cmd = w.mara();
+        cmd.env("HOME", w.path().join("home"))
+            .env_remove("TF_WORKSPACE")
+            .env_remove("TF_DATA_DIR");
+        cmd
+    };
+    let output = mara()
+        .args(["up", "--yes", "--report", "r.json", "--junit", "r.xml"])
+        .output()
+        .unwrap();
+    let said = common::stdout(&output) + &common::stderr(&output);
+    assert!(output.status.success(), "{said}");
+    // Provisioned, and said: with the password hidden, and the user (no secret) shown.
+    assert!(
+        said.contains("connecting as app-owner with [secret]"),
+        "{said}"
+    );
+    let mut places = vec![("the terminal".to_string(), said)];
+    for (path, text) in common::tree(w.path()) {
+        let path = path.display().to_string();
+        // Terraform's own state holds the module's values, as it always does.
+        if path.starts_with(".mara/") || path.starts_with("r.") {
+            places.push((
+                path,
+                String::from_utf8_lossy(&text.unwrap_or_default()).into_owned(),
+            ));
+        }
+    }
+    assert!(places.iter().any(|(p, _)| p.ends_with("db.log")), "a log");
+    for (place, text) in &places {
+        assert!(!text.contains(password), "in {place}: {text}");
+    }
+    let output = mara().args(["output", "db"]).output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let shown: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(shown["dsn"], "postgres://app-owner:[secret]@db/app");
+    assert_eq!(shown["user"], "app-owner");
+}

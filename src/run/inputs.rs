@@ -83,6 +83,14 @@ impl Values {
         self.known.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The names of project `project`'s outputs known to be secret: as recorded in the ledger
+    /// (or read from its engine) before the run, or as its `up` in this run left them.
+    pub fn secret_of(&self, project: &str) -> BTreeSet<String> {
+        (self.known().get(project))
+            .map(|k| k.secret.clone())
+            .unwrap_or_default()
+    }
+
     /// Project `project` applied in this run, leaving `values` (`secret` among them).
     pub fn applied(&self, project: &str, values: Map<String, Value>, secret: BTreeSet<String>) {
         let known = Known {
@@ -124,7 +132,9 @@ impl Values {
                     }
                     Some(p) if p.changes => {
                         resolved.projected.push(input.source());
-                        (p.value.as_ref(), p.secret)
+                        // Secret when either the plan or what was known before says so (an
+                        // output recorded secret that its code since made nonsensitive).
+                        (p.value.as_ref(), p.secret || current(found, input).1)
                     }
                     Some(_) => current(found, input),
                     None => {
@@ -451,5 +461,42 @@ mod tests {
             missing.reason,
             "input network:zone has no value: network has no output `zone` after its up (it has ports, subnet_id, token)"
         );
+    }
+
+    #[test]
+    fn a_planned_value_is_secret_when_the_ledger_says_so_though_its_plan_does_not() {
+        // Recorded secret (by name) before the run; its plan now says it is not.
+        let recorded = Known {
+            values: Map::new(),
+            secret: BTreeSet::from(["token".to_string()]),
+            found: Found::Before(Some("20260101-000000-aaaaaa".into())),
+            planned: None,
+        };
+        let values = Values::new(BTreeMap::from([("network".to_string(), recorded)]));
+        let planned = |secret| crate::engine::PlannedOutput {
+            value: Some("t0k3n-n0w-publ1c".into()),
+            changes: true,
+            secret,
+        };
+        values.planned(
+            "network",
+            BTreeMap::from([("token".into(), planned(false))]),
+        );
+        let token = [input("token", "network", "token")];
+        let resolved = values.resolve(&token, true).unwrap();
+        assert_eq!(resolved.env["TF_VAR_token"], "t0k3n-n0w-publ1c");
+        assert_eq!(resolved.secrets, ["t0k3n-n0w-publ1c"]);
+        assert!(resolved.taken["token"].starts_with("sha256:"));
+        // Nothing recorded: the plan decides.
+        let values = Values::default();
+        values.planned(
+            "network",
+            BTreeMap::from([("token".into(), planned(false))]),
+        );
+        let resolved = values.resolve(&token, true).unwrap();
+        assert_eq!(resolved.taken["token"], "t0k3n-n0w-publ1c");
+        values.planned("network", BTreeMap::from([("token".into(), planned(true))]));
+        let resolved = values.resolve(&token, true).unwrap();
+        assert!(resolved.taken["token"].starts_with("sha256:"));
     }
 }

@@ -3,8 +3,10 @@
 //! kubeconfigs from. Each engine is asked as it keeps them: Pulumi's `stack output`, Terraform's
 //! `output -json`, the JSON a command project wrote to `$MARA_OUTPUTS`; manifests have none.
 //!
-//! Secrets stay `[secret]` unless asked for: mara asks the engine for them the same way, so it
-//! never holds a secret it was not asked to show.
+//! Secrets stay `[secret]` unless asked for: mara asks the engine for them the same way. They
+//! are asked for in clear, and kept in memory only, where mara must know them to hand them on or
+//! to hide them (`with_secrets`: the upstreams of a run's inputs, and of what `mara output`
+//! prints).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -49,6 +51,27 @@ pub fn outputs_of(
         // Manifests have no outputs.
         EngineKind::Kubectl => Value::Object(Default::default()),
     })
+}
+
+/// Project `i`'s outputs with their secrets (in memory only: for the inputs that take them, for
+/// what must be redacted), and which of them are secret — those its engine shows only when
+/// asked (`show_secrets`). `None` when it has none, or they cannot be read.
+pub fn with_secrets(
+    deployment: &Deployment,
+    pulumi: &Pulumi,
+    i: usize,
+    env: &BTreeMap<String, String>,
+) -> Option<crate::run::inputs::Read> {
+    let outputs = |secrets| outputs_of(deployment, pulumi, i, env, secrets);
+    let (Ok(Value::Object(values)), Ok(Value::Object(shown))) = (outputs(true), outputs(false))
+    else {
+        return None;
+    };
+    let secret = (shown.iter())
+        .filter(|(name, value)| values.get(*name) != Some(*value))
+        .map(|(name, _)| name.clone())
+        .collect();
+    Some((values, secret))
 }
 
 /// A Terraform module's outputs in the stack's workspace (`{}` once destroyed; `null` before its

@@ -133,6 +133,58 @@ fn parse_line(raw: &str) -> std::result::Result<Option<(String, String)>, String
 /// The prefix of the variables that supply secrets to mara (never passed on to a process).
 pub const SECRET_PREFIX: &str = "MARA_SECRET_";
 
+/// Whether a variable holds a secret, by its name: mara's secrets, the ledger's URL (it may hold
+/// a password), any name that says pass (password, passphrase), pwd, token, secret, credential,
+/// private, access key or API key, or ends in `_KEY`; or by its value: a URL with a password in
+/// it. An environment file has no other mark of a secret. What `ci open` keeps out of the
+/// ledger, and what a run redacts of a Terraform module's variables (docs/commands.md, "First
+/// run and secrets").
+pub fn says_secret(name: &str, value: &str) -> bool {
+    let name = name.trim().to_ascii_uppercase();
+    const SAYS: [&str; 9] = [
+        "PASS",
+        "PWD",
+        "TOKEN",
+        "SECRET",
+        "CREDENTIAL",
+        "PRIVATE",
+        "ACCESS_KEY",
+        "API_KEY",
+        "APIKEY",
+    ];
+    name.starts_with(SECRET_PREFIX)
+        || name == "MARA_LEDGER_URL"
+        || name.ends_with("_KEY")
+        || SAYS.iter().any(|word| name.contains(word))
+        || holds_a_password(value)
+}
+
+/// Whether a value is a URL with a password in it (`scheme://user:password@host`).
+fn holds_a_password(value: &str) -> bool {
+    let Some((_, rest)) = value.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(user, _)| user.contains(':'))
+}
+
+/// The secrets a run's engines are given as Terraform variables (`TF_VAR_*` whose name or value
+/// says secret, `says_secret`), from the environment file or the shell (a CI's secret store),
+/// for the redactor: a module prints its variables, in its plan and its outputs. A flag is none,
+/// whatever its name says (`TF_VAR_private_endpoint=true`): hiding every `true` would hide
+/// nothing and mangle every line.
+pub fn terraform_secrets(env: &BTreeMap<String, String>) -> Vec<String> {
+    let flag =
+        |value: &str| ["true", "false"].contains(&value.trim().to_ascii_lowercase().as_str());
+    (env.iter())
+        .filter(|(name, value)| name.starts_with("TF_VAR_") && says_secret(name, value))
+        .filter(|(_, value)| !flag(value))
+        .map(|(_, value)| value.clone())
+        .collect()
+}
+
 /// The longest `NAME=value` a process can be given as a variable or argument, with its
 /// terminating NUL (Linux's `MAX_ARG_STRLEN`, 32 pages).
 pub const VARIABLE_LIMIT: usize = 128 * 1024;
@@ -212,6 +264,30 @@ pub fn merged_environment(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_terraform_variable_whose_name_says_secret_is_one() {
+        let env: BTreeMap<String, String> = [
+            ("TF_VAR_db_password", "Sup3rS3cretDbPw"),
+            ("TF_VAR_api_token", "t0k3n-value"),
+            ("TF_VAR_dsn", "postgres://app:hunter22@db/app"),
+            ("TF_VAR_region", "eu-west-1"),
+            ("TF_VAR_private_endpoint", "true"),
+            ("AWS_SECRET_ACCESS_KEY", "not a module's"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+        let mut found = terraform_secrets(&env);
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                "Sup3rS3cretDbPw",
+                "postgres://app:hunter22@db/app",
+                "t0k3n-value"
+            ]
+        );
+    }
 
     fn parse_ok(text: &str) -> Vec<(String, String)> {
         parse(Path::new("environment"), text)

@@ -64,6 +64,95 @@ pub fn workspace() -> Workspace {
     w
 }
 
+/// A command that reads three secrets back from the secrets project and prints each as
+/// programs and engines do: as it is, its line broken at the secret's break with text glued
+/// after it (a reader or an engine that breaks lines at a CR: Terraform's provisioners), as JSON
+/// text once its breaks became LFs, and escaped twice (JSON inside JSON); after
+/// `MARA_TEST_SLEEP` seconds.
+const LEAKY: &str = r#"description = "A command that prints its secrets"
+infra_type = "leaky"
+
+[[project]]
+path = "secrets"
+
+[[project]]
+path = "app"
+after = ["secrets"]
+engine = "command"
+up = '''
+sleep "${MARA_TEST_SLEEP:-0}"
+for key in cr crlf lf; do
+  pw=$(cd ../secrets && pulumi --non-interactive config get "app:$key" --stack dev)
+  printf 'raw %s: %s.\n' "$key" "$pw"
+  printf 'glued %s: %s_end\n' "$key" "$pw" | tr '\r' '\n'
+  printf 'json %s: "%s"\n' "$key" "$(printf '%s' "$pw" | tr '\r' '\n' | sed -z 's/\n\n*/\\n/g')"
+  printf 'twice %s: "%s"\n' "$key" "$(printf '%s' "$pw" | sed -z 's/\r/\\\\r/g; s/\n/\\\\n/g')"
+done
+'''
+destroy = "true"
+
+[[project.secret]]
+key = "app:cr"
+prompt = "A password with a CR"
+
+[[project.secret]]
+key = "app:crlf"
+prompt = "A password with a CRLF"
+
+[[project.secret]]
+key = "app:lf"
+prompt = "A password with an LF"
+"#;
+
+/// The three secrets, by variable, and their parts.
+pub const BROKEN: [(&str, &str, [&str; 2]); 3] = [
+    (
+        "MARA_SECRET_APP_CR",
+        "Sup3rS3cretDb\rPw-1",
+        ["Sup3rS3cretDb", "Pw-1"],
+    ),
+    (
+        "MARA_SECRET_APP_CRLF",
+        "Cr1fS3cretDb\r\nPw-2",
+        ["Cr1fS3cretDb", "Pw-2"],
+    ),
+    (
+        "MARA_SECRET_APP_LF",
+        "L1neS3cretDb\nPw-3",
+        ["L1neS3cretDb", "Pw-3"],
+    ),
+];
+
+/// `text` holds no part of the three secrets.
+pub fn holds_no_broken_secret(place: &str, text: &str) {
+    for (_, _, parts) in BROKEN {
+        for part in parts {
+            assert!(!text.contains(part), "{part:?} in {place}: {text}");
+        }
+    }
+}
+
+/// A workspace of `LEAKY`, its secrets project a Pulumi YAML project (for the stand-in).
+pub fn leaky_workspace() -> Workspace {
+    Workspace::new(&[
+        (
+            "mara.toml",
+            "provider = \"leaky\"\nsecrets_project = \"secrets\"\n",
+        ),
+        ("providers/leaky.toml", LEAKY),
+        (
+            "config/pulumi/environment",
+            "PULUMI_STACK=dev\nPULUMI_BACKEND_URL=file://.mara/pulumi-state\nPULUMI_CONFIG_PASSPHRASE=leaky-test\n",
+        ),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: leaky\n",
+        ),
+        ("secrets/Pulumi.yaml", "name: secrets\nruntime: yaml\n"),
+        ("app/README", "a command project\n"),
+    ])
+}
+
 /// `mara up` with projects that sleep `seconds`, started in the background.
 pub fn slow_up(w: &Workspace, seconds: &str) -> std::process::Child {
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("mara"));

@@ -120,44 +120,12 @@ fn without_secrets(text: &str) -> String {
         .collect()
 }
 
-/// Whether an environment file's line sets a secret, by its variable's name: mara's secrets,
-/// the ledger's URL (it may hold a password), any name that says pass (password, passphrase),
-/// pwd, token, secret, credential, private, access key or API key, or ends in `_KEY`, and any URL
-/// with a password in it.
+/// Whether an environment file's line sets a secret (`envfile::says_secret`).
 fn is_secret_line(line: &str) -> bool {
     let line = line.trim_start();
     let line = line.strip_prefix("export ").unwrap_or(line);
-    let Some((name, value)) = line.split_once('=') else {
-        return false;
-    };
-    let name = name.trim().to_ascii_uppercase();
-    const SAYS: [&str; 9] = [
-        "PASS",
-        "PWD",
-        "TOKEN",
-        "SECRET",
-        "CREDENTIAL",
-        "PRIVATE",
-        "ACCESS_KEY",
-        "API_KEY",
-        "APIKEY",
-    ];
-    name.starts_with("MARA_SECRET_")
-        || name == "MARA_LEDGER_URL"
-        || name.ends_with("_KEY")
-        || SAYS.iter().any(|word| name.contains(word))
-        || holds_a_password(value)
-}
-
-/// Whether a value is a URL with a password in it (`scheme://user:password@host`).
-fn holds_a_password(value: &str) -> bool {
-    let Some((_, rest)) = value.split_once("://") else {
-        return false;
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    authority
-        .rsplit_once('@')
-        .is_some_and(|(user, _)| user.contains(':'))
+    line.split_once('=')
+        .is_some_and(|(name, value)| envfile::says_secret(name, value))
 }
 
 #[cfg(test)]

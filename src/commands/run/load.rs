@@ -202,6 +202,20 @@ impl Invocation<'_> {
             .flat_map(|&i| graph.project(i).inputs.iter())
             .map(|input| input.from.target.clone())
             .collect();
+        // An `up` records the outputs others take of the projects it applies: what the ledger
+        // says is secret of them stays so (`Values::secret_of`).
+        if self.run.operation == Operation::Up {
+            let taken = |i: usize| {
+                let path = &graph.project(i).path;
+                (graph.successors(i).into_iter())
+                    .any(|(j, _)| (graph.project(j).inputs.iter()).any(|x| &x.from.target == path))
+            };
+            upstreams.extend(
+                (selected.order().iter())
+                    .filter(|&&i| taken(i))
+                    .map(|&i| graph.project(i).path.clone()),
+            );
+        }
         if self.run.dry_run || upstreams.is_empty() {
             return Ok(BTreeMap::new());
         }
@@ -214,19 +228,7 @@ impl Invocation<'_> {
         };
         let pulumi = run::plan::pulumi(deployment, loaded.stack, &loaded.config, false);
         let interrupt = self.runner.interrupt();
-        let mut read = |j: usize| {
-            let outputs = |secrets| run::outputs::outputs_of(deployment, &pulumi, j, env, secrets);
-            let (Ok(serde_json::Value::Object(values)), Ok(serde_json::Value::Object(shown))) =
-                (outputs(true), outputs(false))
-            else {
-                return None;
-            };
-            let secret = (shown.iter())
-                .filter(|(name, value)| values.get(*name) != Some(*value))
-                .map(|(name, _)| name.clone())
-                .collect();
-            Some((values, secret))
-        };
+        let mut read = |j: usize| run::outputs::with_secrets(deployment, &pulumi, j, env);
         let operation = self.run.operation;
         // A joined preview's upstream of the run is previewed by its own job: an input it will
         // have only once applied makes this project's preview wait, as in one `preview`.

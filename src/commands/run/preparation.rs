@@ -69,14 +69,10 @@ impl Invocation<'_> {
         known.append(&mut secrets);
         // A first run's tokens reach the engines as the variables their questions name.
         prepare::token_variables(&planner.deployment.provider, &known, &mut env);
-        let ledger_password = prepared.ledger.place().password(&settings.env);
+        let redactor = redactor(&known, prepared, &env, settings);
         let context = Context {
+            redactor,
             env,
-            redactor: Redactor::new(
-                (known.values().cloned())
-                    .chain(ledger_password)
-                    .chain(crate::configure::serve_token(&settings.env)),
-            ),
             kubeconfig: kubeconfig::Files {
                 stack: workspace.kubeconfig_file(&planner.stack.name),
                 root: workspace.root.clone(),
@@ -134,4 +130,26 @@ impl Invocation<'_> {
         )
         .map(Some)
     }
+}
+
+/// The run's redactor: every secret it handles — stored or answered (`known`), given as
+/// `MARA_SECRET_*` (stored or not: what Pulumi gives back may differ), a module's `TF_VAR_*`
+/// secrets in the engines' `env`, and mara's own (the ledger's password, the serve token).
+fn redactor(
+    known: &prepare::Secrets,
+    prepared: &Prepared<'_>,
+    env: &BTreeMap<String, String>,
+    settings: &crate::settings::Settings,
+) -> Redactor {
+    let place = prepared.ledger.place();
+    let given = (prepared.loaded.with_secrets.iter())
+        .filter(|(key, _)| key.starts_with(crate::configure::SECRET_PREFIX))
+        .map(|(_, value)| value.clone());
+    Redactor::new(
+        (known.values().cloned())
+            .chain(given)
+            .chain(crate::workspace::envfile::terraform_secrets(env))
+            .chain(place.password(&settings.env))
+            .chain(crate::configure::serve_token(&settings.env)),
+    )
 }

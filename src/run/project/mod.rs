@@ -19,7 +19,7 @@ use super::interrupt::{Interrupt, InterruptLevel, Stop};
 use super::kubeconfig;
 use super::plan::PlannedProject;
 use super::process::{self, Stream};
-use super::redact::Redactor;
+use super::redact::{Continued, Redactor};
 use super::scheduler::Release;
 use crate::engine::{
     EngineKind, Operation, Reader, Step, StepKind, command, has_changes, is_locked,
@@ -63,6 +63,8 @@ pub struct Job {
     redactor: Redactor,
     /// The lines of a project preparing ahead of its turn: shown when its turn comes.
     held: Mutex<Option<Vec<(Stream, String)>>>,
+    /// What its stdout's and its stderr's lines so far say of a secret broken across them.
+    continued: Mutex<[Continued; 2]>,
     /// Lets its dependents start before it ends, when all that is left after its operation is
     /// cleaning up.
     release: Option<Release>,
@@ -93,6 +95,7 @@ impl Job {
             created_stack,
             redactor,
             held: Mutex::new(None),
+            continued: Default::default(),
             release: None,
             stop: None,
             show_diff: false,
@@ -101,7 +104,11 @@ impl Job {
     }
 
     fn emit(&self, log: &mut Option<std::fs::File>, stream: Stream, text: &str) {
-        let text = self.redactor.redact(text);
+        let text = {
+            let mut continued = self.continued.lock().unwrap_or_else(|e| e.into_inner());
+            let continued = &mut continued[(stream == Stream::Stderr) as usize];
+            self.redactor.redact_next(continued, text)
+        };
         if let Some(file) = log {
             // One write per line: `writeln!` on a file makes one per piece.
             let _ = file.write_all(format!("{text}\n").as_bytes());
@@ -325,15 +332,21 @@ impl Prepared {
             .filter(|(name, _)| project.outputs_taken.contains(name))
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect();
+        // Once recorded secret, an output stays so (docs/formats.md, "Inputs"): code that
+        // made it nonsensitive did not make its value public.
+        let inputs = &self.job.shared.context.inputs;
+        let before = inputs.secret_of(&project.path);
         let secret: BTreeSet<String> = (taken.iter())
             .filter(|(name, value)| {
                 let text = super::inputs::as_text(value);
-                self.outputs.secret.contains(*name) || self.job.redactor.redact(&text) != text
+                self.outputs.secret.contains(*name)
+                    || before.contains(*name)
+                    || self.job.redactor.redact(&text) != text
             })
             .map(|(name, _)| name.clone())
             .collect();
         let recorded = crate::ledger::Outputs::recorded(&taken, &secret);
-        (self.job.shared.context.inputs).applied(&project.path, all.clone(), secret);
+        inputs.applied(&project.path, all.clone(), secret);
         Some(Box::new(recorded))
     }
 
@@ -424,7 +437,8 @@ impl Prepared {
             } else if step.kind == StepKind::StateVersion {
                 preview.state = crate::engine::terraform::state_version(&finished.stdout);
             } else if step.kind == StepKind::Outputs {
-                outputs.printed(engine, &mut job.redactor, finished.stdout);
+                let recorded = job.shared.context.inputs.secret_of(&job.project.path);
+                outputs.printed(engine, &mut job.redactor, finished.stdout, &recorded);
             } else if step.kind == StepKind::Operation
                 && let Err(reason) = outputs.left_by(job, step)
             {
@@ -596,11 +610,27 @@ struct Outputs {
 }
 
 impl Outputs {
-    /// The outputs step printed `stdout`: the values, and Terraform's sensitive ones from here
-    /// on redacted (a destroy reads them before it runs).
-    fn printed(&mut self, engine: EngineKind, redactor: &mut Redactor, stdout: String) {
-        self.values = Some(parse_outputs(engine, &stdout));
-        let secrets = crate::engine::secret_outputs(engine, &stdout, None);
+    /// The outputs step printed `stdout`: the values, and Terraform's sensitive ones and those
+    /// the ledger recorded secret (`recorded`) from here on redacted (a destroy reads them
+    /// before it runs).
+    fn printed(
+        &mut self,
+        engine: EngineKind,
+        redactor: &mut Redactor,
+        stdout: String,
+        recorded: &BTreeSet<String>,
+    ) {
+        let values = parse_outputs(engine, &stdout);
+        let mut secrets = crate::engine::secret_outputs(engine, &stdout, None);
+        for name in recorded {
+            secrets.extend(
+                values
+                    .get(name)
+                    .map(crate::engine::secret_texts)
+                    .unwrap_or_default(),
+            );
+        }
+        self.values = Some(values);
         if !secrets.is_empty() {
             *redactor = redactor.with(secrets);
         }
