@@ -82,11 +82,38 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
 /// matches, and how long it waits"). Refused, what is wrong and what would do, for an error that
 /// names the file, line and key.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim()).map_err(|error| {
+    let refused = |why: String| {
         format!(
-            "`{text}` is not a duration ({error}): a number and its unit, as in \"2s\", \"0.5s\", \"1m30s\", \"1h\" or \"2d\""
+            "`{text}` is not a duration ({why}): numbers, each with its unit (ms, s, m, h or d), as in \"2s\", \"0.5s\", \"1m30s\", \"1h\" or \"2d\""
         )
-    })
+    };
+    // humantime reads more units than these (`M`, a month; weeks, years, nanoseconds) and a
+    // bare `0`: only the documented ones are taken, so that `1M` is not a month by surprise.
+    for unit in units(text) {
+        if !UNITS.contains(&unit) {
+            let month = match unit {
+                "M" => ": `M` would be a month; a minute is `m`",
+                _ => "",
+            };
+            return Err(refused(format!("unknown time unit \"{unit}\"{month}")));
+        }
+    }
+    if !text.trim().is_empty() && units(text).next().is_none() {
+        return Err(refused("time unit needed".into()));
+    }
+    humantime::parse_duration(text.trim()).map_err(|error| refused(error.to_string()))
+}
+
+/// The units a duration is written in (docs/formats.md, "Budgets and retries").
+const UNITS: &[&str] = &[
+    "ms", "msec", "s", "sec", "secs", "second", "seconds", "m", "min", "mins", "minute", "minutes",
+    "h", "hr", "hrs", "hour", "hours", "d", "day", "days",
+];
+
+/// The words of letters in `text`, in order: its units.
+fn units(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
 }
 
 /// `1.2s`, `2m05s`: a duration for people.
@@ -123,11 +150,15 @@ mod tests {
         }
         for (text, why) in [
             ("2", "time unit needed"),
+            ("0", "time unit needed"),
+            ("1M", "`M` would be a month; a minute is `m`"),
+            ("1w", "unknown time unit \"w\""),
+            ("5ns", "unknown time unit \"ns\""),
             ("", "empty"),
             ("-1s", "expected number"),
             ("1x", "unknown time unit \"x\""),
             ("1m30", "time unit needed"),
-            ("soon", "expected number"),
+            ("soon", "unknown time unit \"soon\""),
         ] {
             let refused = parse_duration(text).unwrap_err();
             assert!(

@@ -456,6 +456,24 @@ fi",
     assert_eq!(code, 0, "{report:#}");
     assert_eq!(runs(&w), 2, "a failure, then the success");
     assert_eq!(report["projects"][0]["attempts"], 2, "{report:#}");
+
+    // Its last line is not the one the pattern found: the attempt's line says both.
+    let w = one_command(
+        "echo run >> '{runs}'
+if [ \"$(wc -l < '{runs}')\" -lt 2 ]; then
+  echo 'creating bucket data: Throttling: rate exceeded' >&2
+  echo 'error: giving up on bucket data' >&2
+  exit 1
+fi",
+        RATE_EXCEEDED,
+    );
+    let output = w.mara().args(["up", "--yes"]).output().unwrap();
+    let said = common::stdout(&output) + &common::stderr(&output);
+    assert!(output.status.success(), "{said}");
+    assert!(
+        said.contains("attempt 1 of 3 failed (giving up on bucket data; retried for: creating bucket data: Throttling: rate exceeded): trying again in"),
+        "{said}"
+    );
 }
 
 /// A Terraform module of two resources: `chatty` prints `rate exceeded` as it is made, then
@@ -544,5 +562,11 @@ fn terraform_is_retried_on_its_error_diagnostics_alone() {
         said.contains("[module] attempt 1 of 3 failed (local-exec provisioner error: "),
         "{said}"
     );
+    // The reason holds what the pattern found: it is not said twice.
+    let line = (said.lines())
+        .find(|l| l.contains("attempt 1 of 3 failed"))
+        .unwrap_or_default();
+    assert!(line.contains("Output: Throttling: rate exceeded"), "{line}");
+    assert!(!line.contains("retried for"), "{line}");
     assert!(said.contains("(2 attempts)"), "{said}");
 }

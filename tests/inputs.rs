@@ -769,7 +769,7 @@ fn saved_plans_are_applied_as_approved_or_refused_when_they_no_longer_hold() {
     save("plans/c");
     let said = refused_up_front(&w, &["up", "--plans", "plans/c"], &modules);
     assert!(
-        said.contains("middle: the approved plan no longer holds: it was not previewed (its inputs were known only after apply)"),
+        said.contains("middle: the approved plan no longer holds: it was not previewed (it waited on values known only once applied)"),
         "{said}"
     );
     assert!(
@@ -1086,7 +1086,10 @@ fn saved_plans_are_private_and_a_manifest_names_only_its_own_plans() {
     let said = common::stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{said}");
     assert!(said.contains("plans/notes.txt"), "{said}");
-    assert!(said.contains("not one of mara's saved plans"), "{said}");
+    assert!(
+        said.contains("holds an entry that is not one of mara's saved plans"),
+        "{said}"
+    );
     assert_eq!(common::tree(&dir), before);
     std::fs::remove_file(dir.join("notes.txt")).unwrap();
 

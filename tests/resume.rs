@@ -173,8 +173,9 @@ fn wait_for_engine(dir: &Path, operation: &str, mara: &mut Child) {
     }
 }
 
-/// The killed run, as the ledger shows it: every project it selected, none unaccounted for.
-fn every_project_accounted_for(six: &Six, operation: &str) {
+/// The killed run, as the ledger shows it: every project it selected, none unaccounted for;
+/// how many of them did not succeed.
+fn every_project_accounted_for(six: &Six, operation: &str) -> usize {
     let run = six.last_run();
     assert_eq!(run["operation"], operation, "{run:#}");
     let mut recorded: Vec<&str> = (run["projects"].as_array().unwrap().iter())
@@ -182,6 +183,9 @@ fn every_project_accounted_for(six: &Six, operation: &str) {
         .collect();
     recorded.sort();
     assert_eq!(recorded, PROJECTS, "{run:#}");
+    (run["projects"].as_array().unwrap().iter())
+        .filter(|p| !matches!(p["status"].as_str(), Some("succeeded" | "unchanged")))
+        .count()
 }
 
 #[test]
@@ -192,7 +196,10 @@ fn a_killed_up_resumes_every_project_it_did_not_deploy() {
         six.killed_during(&["up", "--yes"], "up", slow);
         let before = six.deployed_ones();
         assert!(before.len() < 6, "{slow}: all deployed before the resume");
-        every_project_accounted_for(&six, "up");
+        let resumed = every_project_accounted_for(&six, "up");
+        // What it recorded deployed is not deployed again (one whose end it did not record yet
+        // is: the ledger cannot know it ended).
+        assert!(resumed >= 6 - before.len(), "{slow}: {before:?}");
         let output = six
             .mara()
             .args(["up", "--yes", "--resume"])
@@ -201,8 +208,6 @@ fn a_killed_up_resumes_every_project_it_did_not_deploy() {
         let err = common::stderr(&output);
         assert!(output.status.success(), "{slow}: {err}");
         assert_eq!(six.deployed_ones(), PROJECTS, "{slow}: {err}");
-        // What it had deployed is not deployed again.
-        let resumed = 6 - before.len();
         assert!(
             err.contains(&format!("{resumed} of its projects did not complete")),
             "{slow} (deployed before: {before:?}): {err}"
@@ -230,7 +235,7 @@ fn a_killed_destroy_resumes_every_project_it_did_not_destroy() {
         assert_eq!(six.deployed_ones(), PROJECTS);
         six.killed_during(&["destroy", "--yes"], "destroy", slow);
         assert!(!six.deployed_ones().is_empty(), "{slow}: all destroyed");
-        every_project_accounted_for(&six, "destroy");
+        let _ = every_project_accounted_for(&six, "destroy");
         let output = six
             .mara()
             .args(["destroy", "--yes", "--resume"])
@@ -261,7 +266,10 @@ fn a_resume_that_cannot_run_every_project_says_which_and_runs_none() {
         .unwrap();
     let err = common::stderr(&output);
     assert_eq!(output.status.code(), Some(3), "{err}");
-    assert!(err.contains("f, which the provider no longer has"), "{err}");
+    assert!(
+        err.contains("f, which provider `six` does not have"),
+        "{err}"
+    );
     assert_eq!(six.deployed_ones(), deployed, "something ran");
 }
 
@@ -290,4 +298,48 @@ fn a_dead_run_recorded_by_an_older_mara_is_not_resumed_as_if_complete() {
         "{err}"
     );
     assert_eq!(six.deployed_ones(), deployed, "something ran");
+}
+
+#[test]
+fn a_resume_that_would_undo_a_later_run_or_join_a_live_one_is_refused() {
+    let six = Six::new();
+    // An up that failed, then a destroy of the stack: resuming the up would deploy on a stack
+    // torn down since.
+    let failed = six
+        .mara()
+        .args(["up", "--yes"])
+        .env("PULUMI_STAND_IN_FAIL", "up:six-d")
+        .output()
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(1), "{}", common::stderr(&failed));
+    let destroyed = six.mara().args(["destroy", "--yes"]).output().unwrap();
+    assert!(destroyed.status.success(), "{}", common::stderr(&destroyed));
+    let output = six
+        .mara()
+        .args(["up", "--yes", "--resume"])
+        .output()
+        .unwrap();
+    let err = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("(up failed) was followed by run") && err.contains("(destroy succeeded"),
+        "{err}"
+    );
+    assert!(six.deployed_ones().is_empty(), "something ran: {err}");
+
+    // A run still running is not resumed: there is nothing to resume yet.
+    let mut running = six.spawn(&["up", "--yes"], "c");
+    wait_for_engine(&six.root().join("c"), "up", &mut running);
+    let output = six
+        .mara()
+        .args(["up", "--yes", "--resume"])
+        .output()
+        .unwrap();
+    let err = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(5), "{err}");
+    assert!(err.contains("is still running"), "{err}");
+    assert!(!err.contains("Resuming"), "{err}");
+    running.kill().unwrap();
+    running.wait().unwrap();
+    assert!(common::wait_for_no_process_in(six.root()));
 }

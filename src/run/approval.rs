@@ -142,7 +142,7 @@ pub struct Now {
 pub fn still_holds(approved: &Planned, now: &Now, replan: bool) -> Vec<String> {
     let mut why = Vec::new();
     if approved.deferred() && !replan {
-        why.push("it was not previewed (its inputs were known only after apply): its plan can be made only as its turn comes, and nobody approved that plan (`--replan` applies it)".to_string());
+        why.push("it was not previewed (it waited on values known only once applied): its plan can be made only as its turn comes, and nobody approved that plan (`--replan` applies it)".to_string());
     }
     let config = changed_values(&approved.against.config, &now.against.config);
     if !config.is_empty() {

@@ -18,8 +18,8 @@ use crate::workspace::stack::ResolvedStack;
 /// What `--resume` found.
 #[derive(Debug)]
 pub enum Resume<'g> {
-    /// The last run completed: nothing to resume.
-    Completed,
+    /// The last run (`run_id`) completed: nothing to resume.
+    Completed { run_id: String },
     /// Run `plan`: the projects of run `run_id` (which ended `status`) that did not complete,
     /// `never_started` of them never started.
     Projects {
@@ -31,27 +31,20 @@ pub enum Resume<'g> {
 }
 
 /// `--resume`: every project of the last run of `operation` on the stack that did not
-/// succeed, started or not (a run records all it selected as it starts). Refused, naming
-/// them, when it cannot run them all: projects the provider no longer has, or a run that
-/// died recorded by a mara that knew only the projects it had started.
+/// succeed, started or not (a run records all it selected as it starts). Refused, saying why,
+/// when that run cannot be resumed as it was (`resumable`), or when the provider (`provider`)
+/// no longer has some of its projects — resuming the rest and saying ✓ would leave them undone.
 pub fn resume<'g>(
     graph: &'g ExecutionGraph,
     ledger: Option<&dyn Ledger>,
     stack: &ResolvedStack,
-    operation: Operation,
+    (operation, provider): (Operation, &str),
 ) -> Result<Resume<'g>> {
-    let last = ledger
-        .map(|ledger| ledger.last_run(stack.name.as_str(), operation))
-        .transpose()?
-        .flatten()
-        .ok_or_else(|| {
-            Error::usage(Problem::new(format!(
-                "no earlier {operation} on stack {} to resume",
-                stack.name
-            )))
-        })?
+    let ledger = ledger.ok_or_else(|| nothing_to_resume(operation, stack))?;
+    let last = (ledger.last_run(stack.name.as_str(), operation)?)
+        .ok_or_else(|| nothing_to_resume(operation, stack))?
         .as_seen();
-    unknown_projects(&last)?;
+    resumable(ledger, &last, stack)?;
     let left: Vec<&ProjectRecord> = (last.projects.iter())
         .filter(|p| !p.status.is_success())
         .collect();
@@ -60,9 +53,16 @@ pub fn resume<'g>(
         .map(|p| p.path.as_str())
         .collect();
     if !gone.is_empty() {
+        let made_with = match last.provider == provider {
+            true => String::new(),
+            false => format!(
+                " (run {} was made with provider `{}`)",
+                last.run_id, last.provider
+            ),
+        };
         return Err(Error::config(
             Problem::new(format!(
-                "run {} did not complete {}, which the provider no longer has: --resume cannot run {}",
+                "run {} did not complete {}, which provider `{provider}` does not have{made_with}: --resume cannot run {}",
                 last.run_id,
                 gone.join(", "),
                 if gone.len() == 1 { "it" } else { "them" },
@@ -71,7 +71,9 @@ pub fn resume<'g>(
         ));
     }
     if left.is_empty() {
-        return Ok(Resume::Completed);
+        return Ok(Resume::Completed {
+            run_id: last.run_id,
+        });
     }
     let never_started = (left.iter()).filter(|p| p.started.is_none()).count();
     let plan = Plan::select(
@@ -87,6 +89,64 @@ pub fn resume<'g>(
         plan,
         never_started,
     })
+}
+
+fn nothing_to_resume(operation: Operation, stack: &ResolvedStack) -> Error {
+    Error::usage(Problem::new(format!(
+        "no earlier {operation} on stack {} to resume",
+        stack.name
+    )))
+}
+
+/// Whether run `last` can be resumed as it was: not while it runs (exit 5), not when a run of
+/// the opposite operation came after it (a destroy after the `up`, an `up` after the destroy:
+/// resuming would deploy on a torn-down stack, or destroy what was deployed anew), not when it
+/// applied approved plans (its other projects' approval cannot be checked once part of it is
+/// applied), and not when its record does not say which of its projects never started.
+fn resumable(ledger: &dyn Ledger, last: &RunRecord, stack: &ResolvedStack) -> Result<()> {
+    if last.status == RunStatus::Running {
+        return Err(Error::Locked(Box::new(
+            Problem::new(format!(
+                "run {} is still running (pid {} on {}, since {}): there is nothing to resume yet",
+                last.run_id, last.pid, last.host, last.started
+            ))
+            .hint("wait for it to end, or stop it with `mara cancel`; then resume it"),
+        )));
+    }
+    let opposite = match last.operation {
+        Operation::Up => Some(Operation::Destroy),
+        Operation::Destroy => Some(Operation::Up),
+        _ => None,
+    };
+    if let Some(opposite) = opposite
+        && let Some(since) = ledger.last_run(stack.name.as_str(), opposite)?
+        && since.started > last.started
+    {
+        return Err(Error::config(
+            Problem::new(format!(
+                "run {} ({} {}) was followed by run {} ({} {}, {}): resuming the first would undo what the second did",
+                last.run_id, last.operation, last.status, since.run_id, since.operation, since.status, since.started
+            ))
+            .hint(format!("run `mara {}` again, without --resume", last.operation)),
+        ));
+    }
+    if applied_saved_plans(&last.command) {
+        return Err(Error::config(
+            Problem::new(format!(
+                "run {} applied approved plans (`--plans`): what it left is not applied without an approval",
+                last.run_id
+            ))
+            .hint("preview what is left and save its plans (`mara preview --save-plans NEW`), then apply them (`mara up --plans NEW`)"),
+        ));
+    }
+    unknown_projects(last)
+}
+
+/// Whether a recorded command line applied saved plans (`up --plans DIR`).
+fn applied_saved_plans(command: &str) -> bool {
+    command
+        .split_whitespace()
+        .any(|word| word == "--plans" || word.starts_with("--plans="))
 }
 
 /// Refuses a run that did not end whose projects are not all recorded: one recorded by a mara
@@ -195,4 +255,20 @@ pub fn changed<'g>(
         },
     )
     .map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_applied_saved_plans_is_known_by_its_command() {
+        assert!(applied_saved_plans("mara up --plans plans/release-42"));
+        assert!(applied_saved_plans(
+            "/usr/bin/mara -C w up --plans=release --replan"
+        ));
+        assert!(!applied_saved_plans("mara up --yes"));
+        assert!(!applied_saved_plans("mara preview --save-plans plans"));
+        assert!(!applied_saved_plans("mara up --only plans"));
+    }
 }

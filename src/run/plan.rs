@@ -102,6 +102,12 @@ impl Approval {
             text.push_str("#   when its inputs are as planned; else:\n");
         }
         match (&steps.replan, &steps.apply_replanned) {
+            // Never previewed: planned as its turn comes, and applied (`--replan`).
+            (Some(replan), Some(apply)) if self.approved.deferred() => text.push_str(&format!(
+                "#   never previewed: planned as its turn comes: {}\n#   then applied (--replan): {}\n",
+                replan.display(),
+                apply.display()
+            )),
             (Some(replan), Some(apply)) => text.push_str(&format!(
                 "#   planned again: {}\n#   then, if it does what the approved plan did: {}\n",
                 replan.display(),

@@ -26,10 +26,11 @@ impl Invocation<'_> {
         let narrowed = match run.mode {
             Mode::All => return Ok(true),
             Mode::Resume => {
-                match narrow::resume(&deployment.graph, ledger, stack, run.operation)? {
-                    Resume::Completed => {
+                let provider = deployment.provider.name.as_str();
+                match narrow::resume(&deployment.graph, ledger, stack, (run.operation, provider))? {
+                    Resume::Completed { run_id } => {
                         crate::ui::print(&format!(
-                            "Nothing to resume: the last {} on stack {} completed.\n",
+                            "Nothing to resume: the last {} on stack {}, run {run_id}, completed.\n",
                             run.operation, stack.name
                         ))?;
                         None

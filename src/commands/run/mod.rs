@@ -187,13 +187,14 @@ impl<'a> Invocation<'a> {
             kubeconfig: &found.kubeconfig,
             plans: &plans,
         };
+        // Every approved plan still holds, or nothing is recorded nor applied (a dry run checks
+        // what needs no engine).
+        self.approved_hold(&planner, &loaded, &env, &found.inputs)?;
         if run.dry_run {
             let plan = planner.plan(run.operation, &loaded.config, "");
             let shown = |p: &std::path::Path| files.workspace.display(p).display().to_string();
             return crate::ui::print(&plan.render(shown));
         }
-        // Every approved plan still holds, or nothing is recorded nor applied.
-        self.approved_hold(&planner, &loaded, &env, &found.inputs)?;
         // Recorded, and the stack locked (a preview takes no lock); whatever happens next, the
         // record says how it ended, and `mara cancel` reaches it. What the run writes of its own
         // goes in the state directory, which git ignores.

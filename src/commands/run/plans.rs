@@ -64,8 +64,12 @@ impl Invocation<'_> {
         let values = values.unwrap_or_default();
         let stack = planner.stack.name.as_str();
         let against = holds::against(planner.selected, workspace, stack, &values)?;
+        // A dry run starts no engine: the modules' states are read by the run itself.
         let interrupt = self.runner.interrupt();
-        let states = holds::states(&plan, env, self.run.parallel, interrupt);
+        let states = match self.run.dry_run {
+            true => Default::default(),
+            false => holds::states(&plan, env, self.run.parallel, interrupt),
+        };
         interrupt.checkpoint()?;
         let mut problems = holds::refusals(&plan, &against, &states, before);
         let Some(last) = problems.pop() else {
@@ -231,10 +235,19 @@ fn claim(dir: &Path, typed: &Path) -> Result<Claimed> {
     found.retain(|f| !(mara_s_ignore && *f == ignore));
     match found.first() {
         Some(first) => {
+            let name = |p: &PathBuf| p.strip_prefix(dir).unwrap_or(p).display().to_string();
             let what = match found.len() {
-                1 => "holds a file that is not one of mara's saved plans".to_string(),
+                1 => "holds an entry that is not one of mara's saved plans".to_string(),
                 n => {
-                    format!("holds {n} files that are not mara's saved plans, this one among them")
+                    let named: Vec<String> = found.iter().take(3).map(name).collect();
+                    let more = match n > 3 {
+                        true => format!(" and {} more", n - 3),
+                        false => String::new(),
+                    };
+                    format!(
+                        "holds {n} entries that are not mara's saved plans: {}{more}",
+                        named.join(", ")
+                    )
                 }
             };
             Err(refuse(first, &what))

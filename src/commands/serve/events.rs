@@ -2,8 +2,9 @@
 //! Events, read from the ledger every half second — `project` when a project's row changes
 //! (its status, duration, changes, reason), `log` for each new log line (numbered within its
 //! project, so that a page that already shows a line skips it), `run` when the run's status or
-//! duration changes, and `graph` (the drawing, `svg::Drawing`) when a project starts that the graph did
-//! not have. The stream ends after the run's end, or when the server stops.
+//! duration changes, and `graph` (the drawing, `svg::Drawing`) when the run's record gains a
+//! project the drawing did not have (a run an earlier mara recorded a project at a time). The
+//! stream ends after the run's end, or when the server stops.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;

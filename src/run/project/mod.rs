@@ -499,10 +499,18 @@ async fn run_operation(
         let locked = is_locked(&finished.stderr)
             || is_locked(&finished.stdout)
             || said.iter().any(|text| is_locked(text));
-        let transient = (retry.errors.iter()).any(|p| said.iter().any(|text| p.0.is_match(text)));
-        if locked || !transient {
+        let matched = (said.iter()).find(|text| retry.errors.iter().any(|p| p.0.is_match(text)));
+        let Some(matched) = matched.filter(|_| !locked) else {
             return Ok((finished, reader));
-        }
+        };
+        // What a pattern found, when it is not the reason itself: why it runs again.
+        let reason = match **matched == reason {
+            true => reason.clone(),
+            false => format!(
+                "{reason}; retried for: {}",
+                matched.lines().next().unwrap_or("")
+            ),
+        };
         // Doubled each time, an hour at most.
         let wait = (retry.backoff.saturating_mul(1 << (attempt - 1).min(16)))
             .min(std::time::Duration::from_secs(3600));
