@@ -209,6 +209,29 @@ fn a_broken_mara_toml_still_checks_the_rest() {
         out.contains("infrastructure/aws/vpc: no directory"),
         "the other checks still ran: {out}"
     );
+
+    // mara.toml names the provider: unread, the provider it names is not known, and a stack
+    // that records another kind is no mistake of its own.
+    let ws = Workspace::new(&[
+        ("mara.toml", "provider = \"mine\"\nparallel = \"many\"\n"),
+        (
+            "providers/mine.toml",
+            "description = \"mine\"\n[[project]]\npath = \"a\"\n",
+        ),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: mine\n",
+        ),
+    ]);
+    let output = ws.mara().args(["validate", "-s", "dev"]).output().unwrap();
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(3), "{out}");
+    assert!(out.contains("mara.toml:2:"), "{out}");
+    assert!(
+        out.contains("- provider       not chosen: mara.toml could not be read, and may name it"),
+        "{out}"
+    );
+    assert!(out.contains("1 problem"), "{out}");
 }
 
 #[test]

@@ -103,9 +103,10 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
             None
         }
     };
-    let provider = registry
-        .as_ref()
-        .and_then(|r| check_provider(checks, settings, workspace, r, config.as_ref()));
+    let provider = registry.as_ref().and_then(|r| {
+        let on = (workspace, settings_read);
+        check_provider(checks, settings, on, r, config.as_ref())
+    });
     report.provider = provider.as_ref().map(|p| p.name.clone());
     let graph = (provider.as_ref()).and_then(|provider| graph_of(checks, provider));
     if let Some(provider) = &provider {
@@ -346,11 +347,15 @@ fn check_pools(
 fn check_provider(
     report: &mut Checks,
     settings: &Settings,
-    workspace: &Workspace,
+    (workspace, settings_read): (&Workspace, bool),
     registry: &Registry,
     config: Option<&Result<StackConfigFile>>,
 ) -> Option<Provider> {
-    let chosen = match deployment::explicit_provider(settings, workspace) {
+    let explicit = deployment::explicit_provider(settings, workspace);
+    // mara.toml may name the provider: unread, a provider not found otherwise is not a mistake
+    // of its own (mara.toml's is said).
+    let unknowable = explicit.is_none() && !settings_read;
+    let chosen = match explicit {
         Some((name, choice)) => {
             deployment::resolve_runnable(registry, &name).map(|p| Some((p, choice)))
         }
@@ -373,6 +378,13 @@ fn check_provider(
                 ),
             );
             Some(provider)
+        }
+        _ if unknowable => {
+            report.skip(
+                "provider",
+                "not chosen: mara.toml could not be read, and may name it",
+            );
+            None
         }
         Ok(None) => {
             report.fail(
