@@ -96,7 +96,7 @@ proptest! {
 
     #[test]
     fn no_engine_reader_panics(lines in prop::collection::vec(engine_line(), 0..20)) {
-        for engine in [EngineKind::Pulumi, EngineKind::Terraform, EngineKind::Tofu, EngineKind::Command] {
+        for engine in [EngineKind::named("pulumi").unwrap(), EngineKind::named("terraform").unwrap(), EngineKind::named("tofu").unwrap(), EngineKind::named("command").unwrap()] {
             for operation in [Operation::Up, Operation::Preview, Operation::Refresh, Operation::Destroy] {
                 let mut reader = Reader::new(engine, operation);
                 for line in &lines {

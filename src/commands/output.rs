@@ -29,32 +29,28 @@ pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
         let stack = files.required_stack()?;
         let graph = &deployment.graph;
         let env = crate::run::prepare::engine_env_in(workspace, &files.environment(settings));
-        let pulumi = Pulumi {
-            binary: workspace.settings.pulumi.binary.clone(),
-            stack: stack.name.to_string(),
-            shared_config: workspace.stack_config_file(&stack.name),
-            secrets_project: workspace.settings.secrets_project.clone(),
-            secrets_provider: workspace.settings.pulumi.secrets_provider.clone(),
-            color: false,
-        };
+        let config = (files.config.clone())
+            .unwrap_or_else(|| StackConfigFile::Missing(workspace.stack_config_file(&stack.name)));
+        let engines = crate::run::plan::engines(&deployment, stack, &config, &env);
+        let pulumi = &engines.pulumi;
         let chosen: Vec<usize> = match &project {
             Some(name) => vec![graph.find(name).map_err(Error::usage)?],
             None => graph.order().to_vec(),
         };
         let mut all = Map::new();
         for &i in &chosen {
-            let outputs = outputs_of(&deployment, &pulumi, i, &env, show_secrets)?;
+            let outputs = outputs_of(&deployment, &engines, i, &env, show_secrets)?;
             all.insert(graph.project(i).path.clone(), outputs);
         }
         // What mara knows to be secret is never printed, even as an output its engine does not
         // mark secret (a command project's, one equal to a stored secret, one the ledger
         // recorded secret, one a dependent took of it as an input).
         if !show_secrets {
-            let mut known = known_secrets(settings, &deployment, &pulumi, &env, &chosen);
+            let mut known = known_secrets(settings, &deployment, pulumi, &env, &chosen);
             let recorded = recorded_secret(settings, &deployment, stack.name.as_str(), &chosen)?;
             known.extend(upstream_secrets(
                 &deployment,
-                &pulumi,
+                &engines,
                 &env,
                 &chosen,
                 &recorded,
@@ -128,14 +124,14 @@ fn upstreams(deployment: &Deployment, chosen: &[usize]) -> BTreeSet<usize> {
 /// that hands one on as a plain output does not show it.
 fn upstream_secrets(
     deployment: &Deployment,
-    pulumi: &Pulumi,
+    engines: &crate::engine::Engines,
     env: &BTreeMap<String, String>,
     chosen: &[usize],
     recorded: &BTreeMap<String, BTreeSet<String>>,
 ) -> Vec<String> {
     let mut secrets = Vec::new();
     for j in upstreams(deployment, chosen) {
-        let Some((values, mut secret)) = with_secrets(deployment, pulumi, j, env) else {
+        let Some((values, mut secret)) = with_secrets(deployment, engines, j, env) else {
             continue;
         };
         let path = &deployment.graph.project(j).path;

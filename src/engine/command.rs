@@ -214,6 +214,78 @@ impl Reader {
     }
 }
 
+/// The command engine (`engine = "command"`): the shell commands a provider entry gives.
+pub struct CommandEngine;
+
+/// The command engine, as `engine::ENGINES` registers it.
+pub static COMMAND: CommandEngine = CommandEngine;
+
+impl super::Engine for CommandEngine {
+    fn name(&self) -> &'static str {
+        "command"
+    }
+
+    fn program(&self, _programs: &super::Programs<'_>) -> Option<String> {
+        None
+    }
+
+    /// Its command runs in its directory, the workspace root when it has none.
+    fn steps(&self, _run: &super::Engines, target: &super::Target<'_>, op: Operation) -> Vec<Step> {
+        let cwd = match target.has_dir {
+            true => target.dir,
+            false => target.root,
+        };
+        steps(
+            target.commands.of(op),
+            cwd,
+            op,
+            target.context,
+            target.outputs,
+        )
+    }
+
+    fn reader(&self, _operation: Operation) -> Box<dyn super::OutputReader> {
+        Box::new(Reader::default())
+    }
+
+    fn outputs_source(
+        &self,
+        _run: &super::Engines,
+        _dir: &Path,
+        kept: &Path,
+        _show_secrets: bool,
+    ) -> super::OutputsSource {
+        super::OutputsSource::Kept(kept.to_path_buf())
+    }
+
+    /// A drift check says it found drift as `terraform plan -detailed-exitcode` does: exit 2.
+    fn drift_by_exit_code(&self, code: Option<i32>) -> bool {
+        code == Some(2)
+    }
+
+    fn project_files(&self) -> super::ProjectFiles {
+        super::ProjectFiles::Nothing
+    }
+
+    fn runs_commands(&self) -> bool {
+        true
+    }
+}
+
+impl super::OutputReader for Reader {
+    fn line(&mut self, line: &str) -> Vec<String> {
+        Reader::line(self, line)
+    }
+
+    fn stderr(&mut self, line: &str) {
+        Reader::stderr(self, line);
+    }
+
+    fn errors(&self) -> Vec<&str> {
+        self.last_lines().collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -248,6 +248,56 @@ fn object_name(file: &str) -> String {
     }
 }
 
+/// The kubectl engine (`engine = "kubectl"`): a directory of manifests, or a kustomization.
+pub struct KubectlEngine;
+
+/// The kubectl engine, as `engine::ENGINES` registers it.
+pub static KUBECTL: KubectlEngine = KubectlEngine;
+
+impl super::Engine for KubectlEngine {
+    fn name(&self) -> &'static str {
+        "kubectl"
+    }
+
+    fn program(&self, _programs: &super::Programs<'_>) -> Option<String> {
+        Some("kubectl".into())
+    }
+
+    fn steps(&self, run: &super::Engines, target: &super::Target<'_>, op: Operation) -> Vec<Step> {
+        run.kubectl.steps(target.dir, target.manifests, op)
+    }
+
+    fn reader(&self, operation: Operation) -> Box<dyn super::OutputReader> {
+        Box::new(Reader::new(operation))
+    }
+
+    fn project_files(&self) -> super::ProjectFiles {
+        super::ProjectFiles::Manifests
+    }
+
+    fn needs_cluster(&self) -> bool {
+        true
+    }
+
+    fn has_outputs(&self) -> bool {
+        false
+    }
+}
+
+impl super::OutputReader for Reader {
+    fn line(&mut self, line: &str) -> Vec<String> {
+        Reader::line(self, line)
+    }
+
+    fn diffs(&self) -> Vec<ResourceDiff> {
+        Reader::diffs(self)
+    }
+
+    fn changes(&mut self) -> Option<Changes> {
+        Reader::changes(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,9 +5,12 @@
 //! This module knows nothing of providers or workspaces: it is given plain values (`Target`).
 
 pub mod command;
+mod contract;
 pub mod kubectl;
 pub mod pulumi;
 pub mod terraform;
+#[cfg(test)]
+pub mod test_engine;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,45 +18,140 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// The tool that runs a project.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    Pulumi,
-    Terraform,
-    Tofu,
-    Command,
-    Kubectl,
-}
+pub use contract::{Engine, LockClearing, OutputReader, OutputsSource, Programs, ProjectFiles};
+
+/// Every engine mara knows, in the order they are listed (and sorted): to add one, write its
+/// module (an `Engine`) and add it here.
+static ENGINES: &[&dyn Engine] = &[
+    &pulumi::PULUMI,
+    &terraform::TERRAFORM,
+    &terraform::TOFU,
+    &command::COMMAND,
+    &kubectl::KUBECTL,
+    #[cfg(test)]
+    &test_engine::TEST,
+];
+
+/// The engine of a project: one of `ENGINES`, named as a provider names it. It dereferences to
+/// the engine itself, which answers everything engine-specific.
+#[derive(Clone, Copy)]
+pub struct EngineKind(&'static dyn Engine);
 
 impl EngineKind {
+    /// The engine named `name`, if mara knows one.
+    pub fn named(name: &str) -> Option<EngineKind> {
+        ENGINES
+            .iter()
+            .find(|e| e.name() == name)
+            .map(|e| EngineKind(*e))
+    }
+
+    /// Every engine, in the order they are listed.
+    pub fn all() -> impl Iterator<Item = EngineKind> {
+        ENGINES.iter().map(|e| EngineKind(*e))
+    }
+
     pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::Pulumi => "pulumi",
-            EngineKind::Terraform => "terraform",
-            EngineKind::Tofu => "tofu",
-            EngineKind::Command => "command",
-            EngineKind::Kubectl => "kubectl",
-        }
+        self.0.name()
+    }
+
+    /// The engine of a project that gives shell commands and names no engine.
+    pub fn running_commands() -> EngineKind {
+        EngineKind::all()
+            .find(|e| e.runs_commands())
+            .expect("an engine runs commands")
+    }
+
+    /// Its place in `ENGINES`: how engines sort.
+    fn rank(self) -> usize {
+        ENGINES
+            .iter()
+            .position(|e| e.name() == self.0.name())
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Every engine's name, as an unknown one is answered.
+    fn names() -> &'static [&'static str] {
+        static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+        NAMES.get_or_init(|| ENGINES.iter().map(|e| e.name()).collect())
     }
 }
 
-impl EngineKind {
-    /// The variable that gives a project of this engine its input `name` (docs/formats.md,
-    /// "Inputs"): Terraform's `TF_VAR_<name>`, else `MARA_INPUT_<NAME>`.
-    pub fn input_variable(self, name: &str) -> String {
-        match self {
-            EngineKind::Terraform | EngineKind::Tofu => format!("TF_VAR_{name}"),
-            EngineKind::Pulumi | EngineKind::Command | EngineKind::Kubectl => {
-                command::input_var(name)
-            }
-        }
+/// The workspace's engine when mara.toml names none (docs/formats.md): the first listed,
+/// Pulumi's.
+impl Default for EngineKind {
+    fn default() -> EngineKind {
+        EngineKind(ENGINES[0])
+    }
+}
+
+impl std::ops::Deref for EngineKind {
+    type Target = dyn Engine;
+
+    fn deref(&self) -> &dyn Engine {
+        self.0
+    }
+}
+
+impl PartialEq for EngineKind {
+    fn eq(&self, other: &EngineKind) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for EngineKind {}
+
+impl PartialOrd for EngineKind {
+    fn partial_cmp(&self, other: &EngineKind) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for EngineKind {
+    fn cmp(&self, other: &EngineKind) -> std::cmp::Ordering {
+        self.rank().cmp(&other.rank())
+    }
+}
+
+impl std::hash::Hash for EngineKind {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl fmt::Debug for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Display for EngineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for EngineKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for EngineKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<EngineKind, D::Error> {
+        struct Name;
+        impl serde::de::Visitor<'_> for Name {
+            type Value = EngineKind;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an engine's name")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<EngineKind, E> {
+                EngineKind::named(name).ok_or_else(|| E::unknown_variant(name, EngineKind::names()))
+            }
+        }
+        deserializer.deserialize_str(Name)
     }
 }
 
@@ -185,46 +283,30 @@ impl Engines {
         target.engine.unwrap_or(self.default)
     }
 
-    /// The steps of `operation` on `target`, in order.
+    /// The steps of `operation` on `target`, in order: its engine's, its outputs read only for
+    /// whoever reads them.
     pub fn steps(&self, target: &Target<'_>, operation: Operation) -> Vec<Step> {
-        let mut steps = self.engine_steps(target, operation);
+        let engine = self.engine_of(target);
+        let mut steps = engine.steps(self, target, operation);
         // The outputs are read for whoever reads them: the project's hooks (docs/decisions.md).
         if operation == Operation::Up && !target.up_hooks {
             steps.retain(|s| s.kind != StepKind::Outputs);
         }
-        // A stack known to exist is not selected first: the operation names it (`--stack`), and
-        // selects (creates) it only if it finds it gone.
-        if target.stack_known
-            && self.engine_of(target) == EngineKind::Pulumi
-            && matches!(operation, Operation::Up | Operation::Preview)
-            && steps.first().is_some_and(|s| s.kind == StepKind::Prepare)
-        {
-            let select = steps.remove(0);
-            if let Some(op) = steps.iter_mut().find(|s| s.kind == StepKind::Operation) {
-                op.repairs.reserve_exact(1);
-                op.repairs.push(Repair {
-                    when: Missing::Stack,
-                    step: select,
-                });
-            }
-        }
         // A destroy hook that reads the outputs needs them before they are gone.
         if operation == Operation::Destroy
             && target.destroy_reads_outputs
-            && let Some(outputs) = self
-                .engine_steps(target, Operation::Up)
-                .into_iter()
+            && let Some(outputs) = (engine.steps(self, target, Operation::Up).into_iter())
                 .find(|s| s.kind == StepKind::Outputs)
             && let Some(at) = steps.iter().position(|s| s.kind == StepKind::Operation)
         {
             steps.insert(at, outputs);
         }
+        // Which outputs are secret, for a hook that receives them, or the ledger that records
+        // those others take.
         if (target.hook_reads_outputs || (target.outputs_taken && operation == Operation::Up))
-            && self.engine_of(target) == EngineKind::Pulumi
+            && let Some(marks) = engine.secret_marks_step(self, target.dir)
             && let Some(at) = steps.iter().position(|s| s.kind == StepKind::Outputs)
         {
-            let mut marks = self.pulumi.output_step(target.dir, false);
-            marks.kind = StepKind::SecretMarks;
             steps.insert(at + 1, marks);
         }
         // Held by the plan until the run ends: no room for steps that will not come.
@@ -232,105 +314,15 @@ impl Engines {
         steps
     }
 
-    fn engine_steps(&self, target: &Target<'_>, operation: Operation) -> Vec<Step> {
-        match self.engine_of(target) {
-            EngineKind::Pulumi => {
-                let remove = self.remove_stacks && operation == Operation::Destroy;
-                self.pulumi
-                    .steps(target.path, target.dir, operation, remove)
-            }
-            engine @ (EngineKind::Terraform | EngineKind::Tofu) => {
-                let module = terraform::Module {
-                    plan_file: target.plan_file,
-                    read_planned: target.outputs_taken,
-                    record_state: target.record_state,
-                    ..self.module(target, engine)
-                };
-                self.terraform(engine).steps(&module, operation)
-            }
-            EngineKind::Kubectl => self.kubectl.steps(target.dir, target.manifests, operation),
-            EngineKind::Command => {
-                let cwd = if target.has_dir {
-                    target.dir
-                } else {
-                    target.root
-                };
-                command::steps(
-                    target.commands.of(operation),
-                    cwd,
-                    operation,
-                    target.context,
-                    target.outputs,
-                )
-            }
-        }
-    }
-
     /// What an `up` of an approved plan may run instead of its operation (docs/commands.md,
-    /// "Saved plans"): `saved` is the approved Terraform plan, `replan` where a new one is saved.
+    /// "Saved plans"): `saved` is the approved plan's file, `replan` where a new one is saved.
     pub fn approval_steps(
         &self,
         target: &Target<'_>,
         saved: Option<&Path>,
         replan: &Path,
     ) -> ApprovalSteps {
-        match self.engine_of(target) {
-            engine @ (EngineKind::Terraform | EngineKind::Tofu) => {
-                let module = self.module(target, engine);
-                let terraform = self.terraform(engine);
-                ApprovalSteps {
-                    apply_saved: saved.map(|file| terraform.apply_plan(&module, file)),
-                    replan: Some(terraform.plan_to(&module, replan)),
-                    apply_replanned: Some(terraform.apply_plan(&module, replan)),
-                    show_saved: saved.map(|file| terraform.show_plan(&module, file)),
-                    show_replanned: Some(terraform.show_plan(&module, replan)),
-                    read_state: match saved {
-                        Some(_) => terraform.state_steps(&module),
-                        None => Vec::new(),
-                    },
-                }
-            }
-            // A fresh preview, compared; then the operation as planned.
-            EngineKind::Pulumi => ApprovalSteps {
-                replan: (self.steps(target, Operation::Preview).into_iter())
-                    .find(|s| s.kind == StepKind::Operation),
-                ..ApprovalSteps::default()
-            },
-            EngineKind::Command | EngineKind::Kubectl => ApprovalSteps::default(),
-        }
-    }
-
-    /// `target` as a Terraform (or OpenTofu) module: its variables from the shared
-    /// configuration, its init stamp; no plan saved.
-    fn module<'t>(&self, target: &Target<'t>, engine: EngineKind) -> terraform::Module<'t> {
-        terraform::Module {
-            dir: target.dir,
-            variables: terraform::variables(&self.config, target.leaf()),
-            stamp: self.init_stamp(target, engine),
-            initialized: target.initialized,
-            workspace_known: target.stack_known,
-            plan_file: None,
-            read_planned: false,
-            record_state: false,
-        }
-    }
-
-    /// The init stamp of a Terraform (or OpenTofu) module.
-    pub fn init_stamp(&self, target: &Target<'_>, engine: EngineKind) -> terraform::InitStamp {
-        terraform::InitStamp {
-            file: target.init_stamp.to_path_buf(),
-            dir: target.dir.to_path_buf(),
-            binary: engine.as_str().to_string(),
-        }
-    }
-
-    /// The Terraform (or OpenTofu) of this run.
-    pub fn terraform(&self, engine: EngineKind) -> terraform::Terraform {
-        terraform::Terraform {
-            binary: engine.as_str().to_string(),
-            stack: self.pulumi.stack.clone(),
-            color: self.pulumi.color,
-        }
+        (self.engine_of(target)).approval_steps(self, target, saved, replan)
     }
 }
 
@@ -422,21 +414,6 @@ pub fn sha256(text: &str) -> String {
     format!("sha256:{hex}")
 }
 
-/// The namespace of the shared configuration a project's program reads as its own: a Terraform
-/// module's directory name (`leaf`, its `TF_VAR_*`), a Pulumi project's name (`pulumi_name`,
-/// from its `Pulumi.yaml`); none for a command or manifests, which are given none.
-pub fn config_namespace(
-    engine: EngineKind,
-    leaf: &str,
-    pulumi_name: Option<&str>,
-) -> Option<String> {
-    match engine {
-        EngineKind::Terraform | EngineKind::Tofu => Some(leaf.to_string()),
-        EngineKind::Pulumi => pulumi_name.map(str::to_string),
-        EngineKind::Command | EngineKind::Kubectl => None,
-    }
-}
-
 /// One engine process to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
@@ -495,11 +472,11 @@ impl Missing {
     ) -> bool {
         match self {
             Missing::Stack => {
-                is_missing_stack(engine, stack, code, stderr)
-                    || reported.is_some_and(|r| is_missing_stack(engine, stack, code, r))
+                engine.is_missing_stack(stack, code, stderr)
+                    || reported.is_some_and(|r| engine.is_missing_stack(stack, code, r))
             }
             Missing::Init => {
-                terraform::needs_init(stderr) || reported.is_some_and(terraform::needs_init)
+                engine.needs_init(stderr) || reported.is_some_and(|r| engine.needs_init(r))
             }
         }
     }
@@ -622,61 +599,34 @@ impl ResourceDiff {
     }
 }
 
-/// Reads an engine's operation output: lines for people, and the change counts.
+/// Reads an engine's operation output (its `OutputReader`): lines for people, and the change
+/// counts.
 #[derive(Debug)]
-pub enum Reader {
-    Pulumi(pulumi::OutputReader),
-    Terraform(terraform::Reader),
-    Kubectl(kubectl::Reader),
-    /// A command step's output, shown as it is, its last lines kept; it reports no counts.
-    Command(command::Reader),
-}
+pub struct Reader(Box<dyn OutputReader>);
 
 impl Reader {
     pub fn new(engine: EngineKind, operation: Operation) -> Reader {
-        match engine {
-            EngineKind::Pulumi => Reader::Pulumi(pulumi::OutputReader::new(operation)),
-            EngineKind::Terraform | EngineKind::Tofu => {
-                Reader::Terraform(terraform::Reader::default())
-            }
-            EngineKind::Kubectl => Reader::Kubectl(kubectl::Reader::new(operation)),
-            EngineKind::Command => Reader::Command(command::Reader::default()),
-        }
+        Reader(engine.reader(operation))
     }
 
     pub fn line(&mut self, line: &str) -> Vec<String> {
-        match self {
-            Reader::Pulumi(reader) => reader.line(line),
-            Reader::Terraform(reader) => reader.line(line),
-            Reader::Kubectl(reader) => reader.line(line),
-            Reader::Command(reader) => reader.line(line),
-        }
+        self.0.line(line)
     }
 
     /// A line of the step's stderr, which the caller shows as it is: a command keeps it among
     /// its last lines (the engines' own errors come in their stdout's messages).
     pub fn stderr(&mut self, line: &str) {
-        if let Reader::Command(reader) = self {
-            reader.stderr(line);
-        }
+        self.0.stderr(line);
     }
 
     pub fn finish(&mut self) -> Vec<String> {
-        match self {
-            Reader::Pulumi(reader) => reader.finish(),
-            Reader::Terraform(reader) => reader.finish(),
-            Reader::Kubectl(_) | Reader::Command(_) => Vec::new(),
-        }
+        self.0.finish()
     }
 
     /// The error the engine reported in its output (Pulumi's and Terraform's diagnostics of
     /// severity error), if any: a failure's reason.
     pub fn error(&self) -> Option<&str> {
-        match self {
-            Reader::Terraform(reader) => reader.error(),
-            Reader::Pulumi(reader) => reader.error.as_deref(),
-            Reader::Kubectl(_) | Reader::Command(_) => None,
-        }
+        self.0.error()
     }
 
     /// What a failed step said of its failure, which `[retry]` matches (docs/formats.md,
@@ -686,133 +636,72 @@ impl Reader {
     /// another failed. kubectl has none: its failure's reason (its last `error:` line) stands
     /// for it.
     pub fn errors(&self) -> Vec<&str> {
-        match self {
-            Reader::Terraform(reader) => reader.errors().iter().map(String::as_str).collect(),
-            Reader::Pulumi(reader) => reader.errors.iter().map(String::as_str).collect(),
-            Reader::Command(reader) => reader.last_lines().collect(),
-            Reader::Kubectl(_) => Vec::new(),
-        }
+        self.0.errors()
     }
 
     /// A preview's resources that change, with their properties.
     pub fn diffs(&self) -> Vec<ResourceDiff> {
-        match self {
-            Reader::Pulumi(reader) => reader.diffs.clone(),
-            Reader::Terraform(reader) => reader.diffs(),
-            Reader::Kubectl(reader) => reader.diffs(),
-            Reader::Command(_) => Vec::new(),
-        }
+        self.0.diffs()
     }
 
     /// A drift check's resources changed outside the engine: Terraform's `resource_drift`,
     /// Pulumi's refresh steps. (`kubectl diff` cannot tell an object changed in the cluster from
     /// a manifest changed in the code: what it finds is what applying would change.)
     pub fn drifted(&self) -> Vec<ResourceDiff> {
-        match self {
-            Reader::Pulumi(reader) => reader.drifted.clone(),
-            Reader::Terraform(reader) => reader.drifted().to_vec(),
-            Reader::Kubectl(_) | Reader::Command(_) => Vec::new(),
-        }
+        self.0.drifted()
     }
 
     /// Shows each change's properties under it (`preview --diff`, the confirmation's details).
     pub fn with_diff(mut self, diff: bool) -> Reader {
-        match &mut self {
-            Reader::Pulumi(reader) => reader.show_diff = diff,
-            Reader::Terraform(reader) => reader.show_diff = diff,
-            Reader::Kubectl(_) | Reader::Command(_) => {}
-        }
+        self.0.show_diff(diff);
         self
     }
 
     /// A preview's outputs that change, and whether it creates its stack; `None` when the
     /// engine did not say.
     pub fn outputs(&self) -> Option<(Vec<String>, bool)> {
-        match self {
-            Reader::Pulumi(reader) => reader.outputs.clone(),
-            Reader::Terraform(reader) => reader.outputs(),
-            Reader::Kubectl(_) | Reader::Command(_) => None,
-        }
+        self.0.outputs()
     }
 
     /// A preview's planned outputs, when its own output gave them (Pulumi's digest; Terraform's
     /// come from its saved plan, `StepKind::PlannedOutputs`).
     pub fn planned_outputs(&mut self) -> Option<PlannedOutputs> {
-        match self {
-            Reader::Pulumi(reader) => reader.planned.take(),
-            _ => None,
-        }
+        self.0.planned_outputs()
     }
 
     /// What a preview plans, as one digest, when its own output says it (Pulumi's digest;
     /// Terraform's is read from its saved plan).
     pub fn plan_digest(&self) -> Option<String> {
-        match self {
-            Reader::Pulumi(reader) => reader.plan_digest.clone(),
-            _ => None,
-        }
+        self.0.plan_digest()
     }
 
     /// An apply's outputs, when its own output gave them (Terraform's last message): each
     /// value, `None` for a sensitive one.
     pub fn applied_outputs(&self) -> Option<BTreeMap<String, Option<serde_json::Value>>> {
-        match self {
-            Reader::Terraform(reader) => reader.applied().cloned(),
-            _ => None,
-        }
+        self.0.applied_outputs()
     }
 
     pub fn changes(&mut self) -> Option<Changes> {
-        match self {
-            Reader::Pulumi(reader) => reader.changes.take(),
-            Reader::Terraform(reader) => reader.changes(),
-            Reader::Kubectl(reader) => reader.changes(),
-            Reader::Command(_) => None,
-        }
+        self.0.changes()
     }
 }
 
-/// The stack outputs an engine's outputs step printed, as `{"name": value}`.
-pub fn parse_outputs(engine: EngineKind, stdout: &str) -> serde_json::Value {
-    match engine {
-        EngineKind::Terraform | EngineKind::Tofu => terraform::outputs(stdout, true),
-        _ => serde_json::from_str(stdout).unwrap_or(serde_json::Value::Object(Default::default())),
-    }
-}
-
-/// The secret values among a project's outputs, as text, for the redactor: Pulumi's are where
-/// the outputs read without `--show-secrets` (`marks`) say `"[secret]"`; Terraform's are its
-/// `sensitive` outputs (`outputs` is what the outputs step printed).
-pub fn secret_outputs(engine: EngineKind, outputs: &str, marks: Option<&str>) -> Vec<String> {
+/// The secret values among outputs as Pulumi marks them: where the outputs read without
+/// `--show-secrets` (`marks`) say `"[secret]"` (`outputs` is what the outputs step printed).
+pub(crate) fn marked_values(outputs: &str, marks: Option<&str>) -> Vec<String> {
     let mut secrets = Vec::new();
-    match engine {
-        EngineKind::Pulumi => {
-            let shown = serde_json::from_str(outputs).unwrap_or_default();
-            let marks = marks
-                .and_then(|m| serde_json::from_str(m).ok())
-                .unwrap_or_default();
-            marked(&shown, &marks, &mut secrets);
-        }
-        EngineKind::Terraform | EngineKind::Tofu => {
-            if let Ok(serde_json::Value::Object(map)) = serde_json::from_str(outputs) {
-                for output in map.values() {
-                    if output["sensitive"] == serde_json::Value::Bool(true) {
-                        leaves(&output["value"], &mut secrets);
-                    }
-                }
-            }
-        }
-        EngineKind::Command | EngineKind::Kubectl => {}
-    }
+    let shown = serde_json::from_str(outputs).unwrap_or_default();
+    let marks = marks
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or_default();
+    marked(&shown, &marks, &mut secrets);
     secrets
 }
 
-/// The names of a project's outputs that are secret, or hold a secret anywhere inside: where
-/// Pulumi's outputs read without `--show-secrets` (`marks`) say `"[secret]"` (all of them when
-/// the marks are that alone), Terraform's `sensitive` ones. A command project's outputs are
-/// none (its hooks' redactor still hides the run's known secrets in them).
-pub fn secret_names(
-    engine: EngineKind,
+/// The names of outputs that are secret as Pulumi marks them, or hold a secret anywhere inside:
+/// where the outputs read without `--show-secrets` (`marks`) say `"[secret]"` (all of them when
+/// the marks are that alone).
+pub(crate) fn marked_names(
     outputs: &str,
     marks: Option<&str>,
 ) -> std::collections::BTreeSet<String> {
@@ -828,25 +717,16 @@ pub fn secret_names(
     let Ok(Value::Object(shown)) = serde_json::from_str::<Value>(outputs) else {
         return Default::default();
     };
-    match engine {
-        EngineKind::Pulumi => {
-            let marks: Value = marks
-                .and_then(|m| serde_json::from_str(m).ok())
-                .unwrap_or(Value::String("[secret]".into()));
-            (shown.keys())
-                .filter(|name| match &marks {
-                    Value::Object(marks) => marks.get(*name).is_none_or(holds_secret),
-                    other => holds_secret(other),
-                })
-                .cloned()
-                .collect()
-        }
-        EngineKind::Terraform | EngineKind::Tofu => (shown.iter())
-            .filter(|(_, output)| output["sensitive"] == Value::Bool(true))
-            .map(|(name, _)| name.clone())
-            .collect(),
-        EngineKind::Command | EngineKind::Kubectl => Default::default(),
-    }
+    let marks: Value = marks
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or(Value::String("[secret]".into()));
+    (shown.keys())
+        .filter(|name| match &marks {
+            Value::Object(marks) => marks.get(*name).is_none_or(holds_secret),
+            other => holds_secret(other),
+        })
+        .cloned()
+        .collect()
 }
 
 /// The leaves of `shown` where `marks` holds `"[secret]"`.
@@ -896,39 +776,10 @@ fn leaves(value: &serde_json::Value, into: &mut Vec<String>) {
     }
 }
 
-/// Whether a failed step says that the stack it names does not exist (Pulumi's exit 6, a
-/// Terraform workspace that does not exist).
-pub fn is_missing_stack(engine: EngineKind, stack: &str, code: Option<i32>, stderr: &str) -> bool {
-    match engine {
-        EngineKind::Pulumi => pulumi::is_missing_stack(code, stderr),
-        EngineKind::Terraform | EngineKind::Tofu => terraform::is_missing_workspace(stderr, stack),
-        EngineKind::Command | EngineKind::Kubectl => false,
-    }
-}
-
-/// How to clear the lock an engine killed mid-operation may leave on the stack of the project in
-/// `dir`: Pulumi's through `unlock` (`mara unlock --engine` as the invocation types it, which
-/// runs `pulumi cancel` with the run's environment, where its backend is); Terraform's by hand,
-/// with the lock's id its next run names.
-pub fn clearing_the_lock(
-    engine: EngineKind,
-    dir: &std::path::Path,
-    unlock: &str,
-) -> Option<String> {
-    match engine {
-        EngineKind::Pulumi => Some(format!("clear it with `{unlock}`")),
-        EngineKind::Terraform | EngineKind::Tofu => Some(format!(
-            "clear it with `{} force-unlock LOCK_ID` in {} (the id is in the error of the next run)",
-            engine.as_str(),
-            dir.display()
-        )),
-        EngineKind::Command | EngineKind::Kubectl => None,
-    }
-}
-
-/// Whether an engine's stderr says another run holds the stack's (or state's) lock.
+/// Whether an engine's stderr (or error) says another run holds the stack's (or state's) lock,
+/// as any engine says it.
 pub fn is_locked(stderr: &str) -> bool {
-    pulumi::is_locked(stderr) || stderr.contains(terraform::LOCKED_MARKER)
+    ENGINES.iter().any(|e| e.says_locked(stderr))
 }
 
 /// Resource change counts by Pulumi operation name (`create`, `same`, `update`, `delete`, …).
@@ -1014,7 +865,7 @@ mod tests {
     /// error diagnostics, not its other lines nor its stderr.
     #[test]
     fn a_failure_says_its_errors_and_not_the_rest_of_its_output() {
-        let mut command = Reader::new(EngineKind::Command, Operation::Up);
+        let mut command = Reader::new(EngineKind::named("command").unwrap(), Operation::Up);
         command.line("rate exceeded on another resource");
         for i in 0..command::LAST_LINES {
             command.line(&format!("line {i}"));
@@ -1025,14 +876,14 @@ mod tests {
         assert_eq!(said.last(), Some(&"error: permission denied"));
         assert!(!said.iter().any(|l| l.contains("rate exceeded")));
 
-        let mut terraform = Reader::new(EngineKind::Tofu, Operation::Up);
+        let mut terraform = Reader::new(EngineKind::named("tofu").unwrap(), Operation::Up);
         terraform.line(r#"{"@level":"info","@message":"rate exceeded","type":"log"}"#);
         terraform.stderr("rate exceeded");
         assert!(terraform.errors().is_empty());
         terraform.line(r#"{"@level":"error","@message":"Error: x","diagnostic":{"severity":"error","summary":"x"},"type":"diagnostic"}"#);
         assert_eq!(terraform.errors(), ["x"]);
 
-        let mut kubectl = Reader::new(EngineKind::Kubectl, Operation::Up);
+        let mut kubectl = Reader::new(EngineKind::named("kubectl").unwrap(), Operation::Up);
         kubectl.stderr("error: rate exceeded");
         assert!(kubectl.errors().is_empty(), "its reason stands for it");
     }
@@ -1041,14 +892,28 @@ mod tests {
     fn secret_outputs_are_found_where_pulumi_marks_them_and_terraform_calls_them_sensitive() {
         let shown = r#"{"url": "https://x", "token": "t0k3n", "db": {"user": "u", "password": "pw-123"}, "keys": ["k1", "k2"]}"#;
         let marks = r#"{"url": "https://x", "token": "[secret]", "db": {"user": "u", "password": "[secret]"}, "keys": "[secret]"}"#;
-        let mut found = secret_outputs(EngineKind::Pulumi, shown, Some(marks));
+        let mut found = EngineKind::named("pulumi")
+            .unwrap()
+            .secret_outputs(shown, Some(marks));
         found.sort();
         assert_eq!(found, ["[\"k1\",\"k2\"]", "k1", "k2", "pw-123", "t0k3n"]);
-        assert!(secret_outputs(EngineKind::Pulumi, shown, None).is_empty());
-        assert!(secret_outputs(EngineKind::Pulumi, "not json", Some("{}")).is_empty());
+        assert!(
+            EngineKind::named("pulumi")
+                .unwrap()
+                .secret_outputs(shown, None)
+                .is_empty()
+        );
+        assert!(
+            EngineKind::named("pulumi")
+                .unwrap()
+                .secret_outputs("not json", Some("{}"))
+                .is_empty()
+        );
         let terraform = r#"{"a": {"value": "open", "sensitive": false}, "b": {"value": 4242, "sensitive": true}}"#;
         assert_eq!(
-            secret_outputs(EngineKind::Terraform, terraform, None),
+            EngineKind::named("terraform")
+                .unwrap()
+                .secret_outputs(terraform, None),
             ["4242"]
         );
     }

@@ -104,6 +104,138 @@ impl Pulumi {
     }
 }
 
+/// The Pulumi engine (`engine = "pulumi"`, the default).
+pub struct PulumiEngine;
+
+/// The Pulumi engine, as `engine::ENGINES` registers it.
+pub static PULUMI: PulumiEngine = PulumiEngine;
+
+impl super::Engine for PulumiEngine {
+    fn name(&self) -> &'static str {
+        "pulumi"
+    }
+
+    fn program(&self, programs: &super::Programs<'_>) -> Option<String> {
+        Some(programs.pulumi.to_string())
+    }
+
+    fn steps(&self, run: &super::Engines, target: &super::Target<'_>, op: Operation) -> Vec<Step> {
+        let remove = run.remove_stacks && op == Operation::Destroy;
+        let mut steps = run.pulumi.steps(target.path, target.dir, op, remove);
+        // A stack known to exist is not selected first: the operation names it (`--stack`), and
+        // selects (creates) it only if it finds it gone.
+        if target.stack_known
+            && matches!(op, Operation::Up | Operation::Preview)
+            && steps.first().is_some_and(|s| s.kind == StepKind::Prepare)
+        {
+            let select = steps.remove(0);
+            if let Some(operation) = steps.iter_mut().find(|s| s.kind == StepKind::Operation) {
+                operation.repairs.reserve_exact(1);
+                operation.repairs.push(super::Repair {
+                    when: super::Missing::Stack,
+                    step: select,
+                });
+            }
+        }
+        steps
+    }
+
+    fn reader(&self, operation: Operation) -> Box<dyn super::OutputReader> {
+        Box::new(Reader::new(operation))
+    }
+
+    /// A fresh preview, compared with the approved one; then the operation as planned.
+    fn approval_steps(
+        &self,
+        run: &super::Engines,
+        target: &super::Target<'_>,
+        _saved: Option<&Path>,
+        _replan: &Path,
+    ) -> super::ApprovalSteps {
+        super::ApprovalSteps {
+            replan: (run.steps(target, Operation::Preview).into_iter())
+                .find(|s| s.kind == StepKind::Operation),
+            ..super::ApprovalSteps::default()
+        }
+    }
+
+    fn config_namespace(&self, _leaf: &str, pulumi_name: Option<&str>) -> Option<String> {
+        pulumi_name.map(str::to_string)
+    }
+
+    fn is_missing_stack(&self, _stack: &str, code: Option<i32>, stderr: &str) -> bool {
+        is_missing_stack(code, stderr)
+    }
+
+    fn says_locked(&self, text: &str) -> bool {
+        is_locked(text)
+    }
+
+    fn lock_clearing(&self, _dir: &Path, unlock: &str) -> super::LockClearing {
+        super::LockClearing::ByMara(format!("clear it with `{unlock}`"))
+    }
+
+    fn cancel_step(&self, run: &super::Engines, dir: &Path) -> Option<Step> {
+        Some(run.pulumi.cancel_step(dir))
+    }
+
+    fn secret_names(
+        &self,
+        outputs: &str,
+        marks: Option<&str>,
+    ) -> std::collections::BTreeSet<String> {
+        super::marked_names(outputs, marks)
+    }
+
+    fn secret_outputs(&self, outputs: &str, marks: Option<&str>) -> Vec<String> {
+        super::marked_values(outputs, marks)
+    }
+
+    fn secret_marks_step(&self, run: &super::Engines, dir: &Path) -> Option<Step> {
+        let mut marks = run.pulumi.output_step(dir, false);
+        marks.kind = StepKind::SecretMarks;
+        Some(marks)
+    }
+
+    /// Its stack's outputs; none before its directory is there.
+    fn outputs_source(
+        &self,
+        run: &super::Engines,
+        dir: &Path,
+        _kept: &Path,
+        show_secrets: bool,
+    ) -> super::OutputsSource {
+        match dir.is_dir() {
+            true => super::OutputsSource::Steps(vec![run.pulumi.output_step(dir, show_secrets)]),
+            false => super::OutputsSource::NotDeployed,
+        }
+    }
+
+    fn stacks_step(&self, run: &super::Engines, dir: &Path) -> Option<Step> {
+        Some(run.pulumi.list_step(dir))
+    }
+
+    fn stack_names(&self, stdout: &str) -> Option<Vec<String>> {
+        stack_names(stdout)
+    }
+
+    fn records_stacks(&self, _operation: Operation) -> bool {
+        true
+    }
+
+    fn previews_make_stacks(&self) -> bool {
+        true
+    }
+
+    fn needs_passphrase(&self, secrets_provider: Option<&str>) -> bool {
+        secrets_provider.unwrap_or("passphrase") == "passphrase"
+    }
+
+    fn project_files(&self) -> super::ProjectFiles {
+        super::ProjectFiles::PulumiProject
+    }
+}
+
 impl Pulumi {
     /// A step of `kind` in `dir`; with `shared`, on the shared configuration (`--config-file`).
     fn step(&self, kind: StepKind, dir: &Path, words: &[&str], shared: bool) -> Step {
@@ -542,7 +674,7 @@ pub fn plan_digest(digest: &Value) -> String {
 
 /// Reads an operation's stdout: lines for people, and the change counts.
 #[derive(Debug)]
-pub struct OutputReader {
+pub struct Reader {
     operation: Operation,
     /// `preview --json` prints one document at the end: it is collected, then read.
     document: String,
@@ -568,9 +700,9 @@ pub struct OutputReader {
     pub errors: Vec<String>,
 }
 
-impl OutputReader {
-    pub fn new(operation: Operation) -> OutputReader {
-        OutputReader {
+impl Reader {
+    pub fn new(operation: Operation) -> Reader {
+        Reader {
             operation,
             document: String::new(),
             changes: None,
@@ -704,7 +836,7 @@ impl OutputReader {
     }
 }
 
-impl OutputReader {
+impl Reader {
     /// Keeps an error diagnostic's message; the first one's first line is the failure's reason.
     fn keep_error(&mut self, diagnostic: &Value) {
         if diagnostic["severity"] != "error" {
@@ -773,6 +905,52 @@ fn counts(value: &Value) -> Changes {
         .unwrap_or_default()
 }
 
+impl super::OutputReader for Reader {
+    fn line(&mut self, line: &str) -> Vec<String> {
+        Reader::line(self, line)
+    }
+
+    fn finish(&mut self) -> Vec<String> {
+        Reader::finish(self)
+    }
+
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    fn errors(&self) -> Vec<&str> {
+        self.errors.iter().map(String::as_str).collect()
+    }
+
+    fn diffs(&self) -> Vec<super::ResourceDiff> {
+        self.diffs.clone()
+    }
+
+    fn drifted(&self) -> Vec<super::ResourceDiff> {
+        self.drifted.clone()
+    }
+
+    fn show_diff(&mut self, diff: bool) {
+        self.show_diff = diff;
+    }
+
+    fn outputs(&self) -> Option<(Vec<String>, bool)> {
+        self.outputs.clone()
+    }
+
+    fn planned_outputs(&mut self) -> Option<super::PlannedOutputs> {
+        self.planned.take()
+    }
+
+    fn plan_digest(&self) -> Option<String> {
+        self.plan_digest.clone()
+    }
+
+    fn changes(&mut self) -> Option<Changes> {
+        self.changes.take()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -817,7 +995,7 @@ mod tests {
     #[test]
     fn malformed_messages_are_read_without_a_panic() {
         for operation in [Operation::Up, Operation::Preview, Operation::Destroy] {
-            let mut reader = OutputReader::new(operation);
+            let mut reader = Reader::new(operation);
             for message in crate::engine::MALFORMED_MESSAGES {
                 reader.line(message);
             }
@@ -917,7 +1095,7 @@ mod tests {
 
     #[test]
     fn the_event_stream_gives_lines_and_counts() {
-        let mut reader = OutputReader::new(Operation::Up);
+        let mut reader = Reader::new(Operation::Up);
         assert!(
             reader
                 .line(r#"{"sequence":0,"timestamp":1,"preludeEvent":{"config":{}}}"#)
@@ -945,7 +1123,7 @@ mod tests {
     /// line is the reason. What a resource printed, a warning or an info diagnostic is none.
     #[test]
     fn every_error_diagnostic_is_kept_and_nothing_else() {
-        let mut reader = OutputReader::new(Operation::Up);
+        let mut reader = Reader::new(Operation::Up);
         let events = [
             r#"{"stdoutEvent":{"message":"aws:s3 bucket logs: rate exceeded, retrying\n"}}"#,
             r#"{"diagnosticEvent":{"message":"Throttling: rate exceeded\n","severity":"warning"}}"#,
@@ -966,7 +1144,7 @@ mod tests {
             ]
         );
         // A preview's come in its digest, read at the end.
-        let mut reader = OutputReader::new(Operation::Preview);
+        let mut reader = Reader::new(Operation::Preview);
         reader.line(r#"{"diagnostics": [{"message": "a\n", "severity": "error"}, {"message": "b", "severity": "info"}, {"message": "c", "severity": "error"}], "changeSummary": {}}"#);
         assert!(reader.errors.is_empty(), "not before its output ended");
         reader.finish();
@@ -975,7 +1153,7 @@ mod tests {
 
     #[test]
     fn the_preview_digest_is_read_at_the_end() {
-        let mut reader = OutputReader::new(Operation::Preview);
+        let mut reader = Reader::new(Operation::Preview);
         for line in "{\n    \"steps\": [{\"op\": \"update\", \"urn\": \"urn:pulumi:dev::p::pulumi:pulumi:Stack::p-dev\"}],\n    \"changeSummary\": {\"update\": 1, \"same\": 1}\n}".lines() {
             assert!(reader.line(line).is_empty());
         }
@@ -990,7 +1168,7 @@ mod tests {
     /// found the resource other than recorded is drift, and refresh steps are not counted.
     #[test]
     fn only_a_refresh_step_that_found_a_difference_is_drift() {
-        let mut reader = OutputReader::new(Operation::Drift);
+        let mut reader = Reader::new(Operation::Drift);
         let digest = serde_json::json!({
             "steps": [
                 {"op": "refresh", "urn": "urn:pulumi:dev::p::aws:s3/bucket:Bucket::same",

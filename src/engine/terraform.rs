@@ -224,6 +224,269 @@ impl Terraform {
     }
 }
 
+/// A root module's engine: Terraform, or OpenTofu, which takes the same command line under
+/// another binary's name.
+pub struct TerraformEngine {
+    binary: &'static str,
+}
+
+/// Terraform (`engine = "terraform"`) and OpenTofu (`engine = "tofu"`), as `engine::ENGINES`
+/// registers them.
+pub static TERRAFORM: TerraformEngine = TerraformEngine {
+    binary: "terraform",
+};
+pub static TOFU: TerraformEngine = TerraformEngine { binary: "tofu" };
+
+impl TerraformEngine {
+    /// The binary of this run, on its stack.
+    fn terraform(&self, run: &super::Engines) -> Terraform {
+        Terraform {
+            binary: self.binary.to_string(),
+            stack: run.pulumi.stack.clone(),
+            color: run.pulumi.color,
+        }
+    }
+
+    /// `target` as a module: its variables from the shared configuration, its init stamp; no
+    /// plan saved.
+    fn module<'t>(&self, run: &super::Engines, target: &super::Target<'t>) -> Module<'t> {
+        Module {
+            dir: target.dir,
+            variables: variables(&run.config, target.leaf()),
+            stamp: self.stamp(target),
+            initialized: target.initialized,
+            workspace_known: target.stack_known,
+            plan_file: None,
+            read_planned: false,
+            record_state: false,
+        }
+    }
+
+    fn stamp(&self, target: &super::Target<'_>) -> InitStamp {
+        InitStamp {
+            file: target.init_stamp.to_path_buf(),
+            dir: target.dir.to_path_buf(),
+            binary: self.binary.to_string(),
+        }
+    }
+}
+
+impl super::Engine for TerraformEngine {
+    fn name(&self) -> &'static str {
+        self.binary
+    }
+
+    fn program(&self, _programs: &super::Programs<'_>) -> Option<String> {
+        Some(self.binary.to_string())
+    }
+
+    fn steps(&self, run: &super::Engines, target: &super::Target<'_>, op: Operation) -> Vec<Step> {
+        let module = Module {
+            plan_file: target.plan_file,
+            read_planned: target.outputs_taken,
+            record_state: target.record_state,
+            ..self.module(run, target)
+        };
+        self.terraform(run).steps(&module, op)
+    }
+
+    fn reader(&self, _operation: Operation) -> Box<dyn super::OutputReader> {
+        Box::new(Reader::default())
+    }
+
+    fn approval_steps(
+        &self,
+        run: &super::Engines,
+        target: &super::Target<'_>,
+        saved: Option<&Path>,
+        replan: &Path,
+    ) -> super::ApprovalSteps {
+        let module = self.module(run, target);
+        let terraform = self.terraform(run);
+        super::ApprovalSteps {
+            apply_saved: saved.map(|file| terraform.apply_plan(&module, file)),
+            replan: Some(terraform.plan_to(&module, replan)),
+            apply_replanned: Some(terraform.apply_plan(&module, replan)),
+            show_saved: saved.map(|file| terraform.show_plan(&module, file)),
+            show_replanned: Some(terraform.show_plan(&module, replan)),
+            read_state: match saved {
+                Some(_) => terraform.state_steps(&module),
+                None => Vec::new(),
+            },
+        }
+    }
+
+    fn saves_plan_files(&self) -> bool {
+        true
+    }
+
+    fn input_variable(&self, name: &str) -> String {
+        format!("TF_VAR_{name}")
+    }
+
+    fn config_namespace(&self, leaf: &str, _pulumi_name: Option<&str>) -> Option<String> {
+        Some(leaf.to_string())
+    }
+
+    fn config_variables(
+        &self,
+        values: &Map<String, Value>,
+        leaf: &str,
+    ) -> Vec<(String, String, String)> {
+        (variables(values, leaf).into_iter())
+            .map(|(variable, value)| {
+                let key = format!("{leaf}:{}", variable.trim_start_matches("TF_VAR_"));
+                (key, variable, value)
+            })
+            .collect()
+    }
+
+    fn is_missing_stack(&self, stack: &str, _code: Option<i32>, stderr: &str) -> bool {
+        is_missing_workspace(stderr, stack)
+    }
+
+    fn needs_init(&self, output: &str) -> bool {
+        needs_init(output)
+    }
+
+    fn says_locked(&self, text: &str) -> bool {
+        text.contains(LOCKED_MARKER)
+    }
+
+    fn lock_clearing(&self, dir: &Path, _unlock: &str) -> super::LockClearing {
+        super::LockClearing::ByHand(format!(
+            "clear it with `{} force-unlock LOCK_ID` in {} (the id is in the error of the next run)",
+            self.binary,
+            dir.display()
+        ))
+    }
+
+    fn parse_outputs(&self, stdout: &str, show_secrets: bool) -> Value {
+        outputs(stdout, show_secrets)
+    }
+
+    fn secret_names(
+        &self,
+        outputs: &str,
+        _marks: Option<&str>,
+    ) -> std::collections::BTreeSet<String> {
+        let Ok(Value::Object(shown)) = serde_json::from_str::<Value>(outputs) else {
+            return Default::default();
+        };
+        (shown.iter())
+            .filter(|(_, output)| output["sensitive"] == Value::Bool(true))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    fn secret_outputs(&self, outputs: &str, _marks: Option<&str>) -> Vec<String> {
+        let Ok(Value::Object(map)) = serde_json::from_str::<Value>(outputs) else {
+            return Vec::new();
+        };
+        (map.values())
+            .filter(|output| output["sensitive"] == Value::Bool(true))
+            .flat_map(|output| super::secret_texts(&output["value"]))
+            .collect()
+    }
+
+    /// `output -json` in the stack's workspace, once its workspaces are listed (`output` in a
+    /// `TF_WORKSPACE` the local backend does not have makes it); none before its first `init`.
+    fn outputs_source(
+        &self,
+        run: &super::Engines,
+        dir: &Path,
+        _kept: &Path,
+        _show_secrets: bool,
+    ) -> super::OutputsSource {
+        if !dir.join(".terraform").is_dir() {
+            return super::OutputsSource::NotDeployed;
+        }
+        let terraform = self.terraform(run);
+        let mut list = Step::new(
+            StepKind::Prepare,
+            self.binary,
+            ["workspace", "list", "-no-color"]
+                .map(String::from)
+                .to_vec(),
+            dir,
+        );
+        list.unset = vec!["TF_WORKSPACE"];
+        list.listed = Some(terraform.stack.clone());
+        super::OutputsSource::Steps(vec![list, terraform.output_step(dir)])
+    }
+
+    fn lists(&self, stdout: &str, stack: &str) -> bool {
+        lists(stdout, stack)
+    }
+
+    /// Not after a plan: not every backend makes a workspace for one.
+    fn records_stacks(&self, operation: Operation) -> bool {
+        operation != Operation::Preview
+    }
+
+    fn planned_outputs(&self, stdout: &str) -> super::PlannedOutputs {
+        planned_outputs(stdout)
+    }
+
+    fn plan_digest(&self, stdout: &str) -> Option<String> {
+        plan_digest(stdout)
+    }
+
+    fn state_version(&self, stdout: &str) -> Option<super::StateVersion> {
+        state_version(stdout)
+    }
+
+    fn init_stamp(&self, target: &super::Target<'_>) -> Option<InitStamp> {
+        Some(self.stamp(target))
+    }
+
+    fn keeps_state_locally(&self, dir: &Path) -> bool {
+        backend_of(dir).is_none_or(|b| b == "local")
+    }
+
+    fn project_files(&self) -> super::ProjectFiles {
+        super::ProjectFiles::WithExtension(&[".tf", ".tf.json"])
+    }
+}
+
+impl super::OutputReader for Reader {
+    fn line(&mut self, line: &str) -> Vec<String> {
+        Reader::line(self, line)
+    }
+
+    fn error(&self) -> Option<&str> {
+        Reader::error(self)
+    }
+
+    fn errors(&self) -> Vec<&str> {
+        Reader::errors(self).iter().map(String::as_str).collect()
+    }
+
+    fn diffs(&self) -> Vec<super::ResourceDiff> {
+        Reader::diffs(self)
+    }
+
+    fn drifted(&self) -> Vec<super::ResourceDiff> {
+        Reader::drifted(self).to_vec()
+    }
+
+    fn show_diff(&mut self, diff: bool) {
+        self.show_diff = diff;
+    }
+
+    fn outputs(&self) -> Option<(Vec<String>, bool)> {
+        Reader::outputs(self)
+    }
+
+    fn applied_outputs(&self) -> Option<BTreeMap<String, Option<Value>>> {
+        self.applied.clone()
+    }
+
+    fn changes(&mut self) -> Option<Changes> {
+        Reader::changes(self)
+    }
+}
+
 /// Where mara keeps what `terraform init` was last run on in a module (read and written by
 /// `fingerprint::init_is_current` and `fingerprint::record_init`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,8 +498,6 @@ pub struct InitStamp {
     pub binary: String,
 }
 
-/// Whether a failed step says the module's working directory needs `init` (a module or a
-/// provider not installed, a backend changed); Terraform and OpenTofu both say to run it.
 /// The backend a root module's `.tf` file declares: its type (`s3`, `local`, …; `cloud` for a
 /// `cloud` block), or `None`. Comments are not parsed: a commented-out backend reads as one.
 pub fn backend_in(text: &str) -> Option<String> {
@@ -251,6 +512,24 @@ pub fn backend_in(text: &str) -> Option<String> {
     })
 }
 
+/// The backend the root module in `dir` declares (`backend_in` of its first `.tf` file, in
+/// name order, that declares one).
+pub fn backend_of(dir: &Path) -> Option<String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tf"))
+        .collect();
+    files.sort();
+    files.iter().find_map(|file| {
+        let text = crate::files::read_to_string(file).ok()?;
+        backend_in(&text)
+    })
+}
+
+/// Whether a failed step says the module's working directory needs `init` (a module or a
+/// provider not installed, a backend changed); Terraform and OpenTofu both say to run it.
 pub fn needs_init(output: &str) -> bool {
     output.contains("terraform init") || output.contains("tofu init")
 }

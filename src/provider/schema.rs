@@ -438,18 +438,18 @@ impl Checker<'_> {
         };
         // A project with commands and no engine is a command project.
         let engine = match engine {
-            None if steps.any() => Some(EngineKind::Command),
+            None if steps.any() => Some(EngineKind::running_commands()),
             engine => engine,
         };
         match engine {
-            Some(EngineKind::Command) => {
+            Some(engine) if engine.runs_commands() => {
                 for (name, step) in [("up", &steps.up), ("destroy", &steps.destroy)] {
                     if step.as_deref().is_none_or(|s| s.trim().is_empty()) {
                         self.problem(
                             declared_at.clone(),
                             &subject,
                             format!(
-                                "engine \"command\" needs {} `{name}` command",
+                                "engine \"{engine}\" needs {} `{name}` command",
                                 if name == "up" { "an" } else { "a" }
                             ),
                         );

@@ -320,7 +320,7 @@ mod tests {
         let changes: Changes = [("create".to_string(), 1), ("update".to_string(), 1)].into();
         let approved = Planned {
             path: "app".into(),
-            engine: EngineKind::Terraform,
+            engine: EngineKind::named("terraform").unwrap(),
             plan: Some("app.tfplan".into()),
             planned_with: Some(PlannedWith::Projected),
             inputs: [("subnet_id".to_string(), "\"s-1\"".to_string())].into(),
@@ -399,7 +399,7 @@ mod tests {
         };
         let approved = Planned {
             path: "a".into(),
-            engine: EngineKind::Terraform,
+            engine: EngineKind::named("terraform").unwrap(),
             plan: Some("a.tfplan".into()),
             planned_with: None,
             inputs: [("up".to_string(), "x".to_string())].into(),

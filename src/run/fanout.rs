@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::Operation;
-use crate::engine::pulumi::Pulumi;
 use crate::error::{Error, Problem, Result};
 use crate::graph::{ExecutionGraph, Plan};
 use crate::ledger::{Ledger, Previewed, RunRecord};
@@ -226,7 +225,7 @@ impl Waits {
 /// merge into). Returns the lines to show.
 pub fn rebuild_kubeconfigs(
     planner: &Planner<'_>,
-    pulumi: &Pulumi,
+    engines: &crate::engine::Engines,
     env: &BTreeMap<String, String>,
     files: &kubeconfig::Files,
 ) -> Result<Vec<String>> {
@@ -245,7 +244,7 @@ pub fn rebuild_kubeconfigs(
                 continue;
             };
             let outputs =
-                crate::run::outputs::outputs_of(planner.deployment, pulumi, d, env, true)?;
+                crate::run::outputs::outputs_of(planner.deployment, engines, d, env, true)?;
             let written = kubeconfig::write(files, env, &outputs, output, false).map_err(|e| {
                 Error::config(Problem::new(e).subject(format!(
                     "the kubeconfig of {}, written again for this job",

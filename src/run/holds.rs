@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::engine::{StateVersion, config_namespace};
+use crate::engine::{ProjectFiles, StateVersion};
 use crate::error::{Problem, Result};
 use crate::graph::Plan;
 use crate::run::approval::{self, Against};
@@ -38,10 +38,12 @@ pub fn against(
     let dirs: Vec<_> = (projects.iter())
         .map(|p| workspace.project_dir(&p.path))
         .collect();
-    let pulumi =
-        |k: usize| projects[k].engine_or(default_engine) == crate::engine::EngineKind::Pulumi;
+    // A Pulumi project's namespace is its name, in its project file.
+    let named = |k: usize| {
+        projects[k].engine_or(default_engine).project_files() == ProjectFiles::PulumiProject
+    };
     let names: Vec<Option<String>> = crate::parallel::map(projects.len(), |k| {
-        let found = pulumi(k).then(|| PulumiProject::load_each(&dirs[k..=k]).pop().flatten());
+        let found = named(k).then(|| PulumiProject::load_each(&dirs[k..=k]).pop().flatten());
         found.flatten().and_then(|read| read.ok()).map(|p| p.name)
     });
     let code = crate::fingerprint::code(
@@ -55,7 +57,7 @@ pub fn against(
         .map(|((i, project), name)| {
             let leaf = project.path.rsplit('/').next().unwrap_or(&project.path);
             let engine = project.engine_or(default_engine);
-            let namespace = config_namespace(engine, leaf, name.as_deref());
+            let namespace = engine.config_namespace(leaf, name.as_deref());
             let against = Against {
                 config: namespace.map_or_else(BTreeMap::new, |n| Against::config_of(config, &n)),
                 code: code.get(i).cloned(),
@@ -83,7 +85,8 @@ pub fn states(
         .collect();
     let read = crate::parallel::map_with(width, reading.len(), |k| {
         let (project, steps) = reading[k];
-        read_state(steps, env, interrupt).map_err(|why| format!("{}: {why}", project.path))
+        read_state(project.engine, steps, env, interrupt)
+            .map_err(|why| format!("{}: {why}", project.path))
     });
     (reading.iter().map(|(p, _)| p.path.clone()))
         .zip(read)
@@ -92,6 +95,7 @@ pub fn states(
 
 /// Runs `steps` (the last one reads the state), each step's repair once when it asks for one.
 fn read_state(
+    engine: crate::engine::EngineKind,
     steps: &[crate::engine::Step],
     env: &BTreeMap<String, String>,
     interrupt: &Interrupt,
@@ -101,7 +105,7 @@ fn read_state(
         let mut finished = run_step(step, env, None, interrupt).map_err(|e| e.to_string())?;
         if !step.succeeded(finished.code)
             && let Some(repair) = step.repairs.first()
-            && crate::engine::terraform::needs_init(&finished.stderr)
+            && engine.needs_init(&finished.stderr)
         {
             let repaired =
                 run_step(&repair.step, env, None, interrupt).map_err(|e| e.to_string())?;
@@ -119,7 +123,8 @@ fn read_state(
         last = Some(finished.stdout);
     }
     let stdout = last.unwrap_or_default();
-    crate::engine::terraform::state_version(&stdout)
+    engine
+        .state_version(&stdout)
         .ok_or_else(|| "reading its state failed: `state pull` printed no state".to_string())
 }
 

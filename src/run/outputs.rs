@@ -9,21 +9,19 @@
 //! prints).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde_json::Value;
 
 use crate::deployment::Deployment;
-use crate::engine::pulumi::{self, Pulumi};
-use crate::engine::{EngineKind, Step, terraform};
+use crate::engine::{Engines, OutputsSource, Step};
 use crate::error::{Error, Problem, Result};
 use crate::run::process::{self, run_blocking};
 
-/// The stack outputs of project `i` on `pulumi`'s stack (`null` when it has none yet), as its
-/// engine gives them.
+/// The stack outputs of project `i` on the stack of `engines` (`null` when it has none yet), as
+/// its engine gives them (`Engine::outputs_source`).
 pub fn outputs_of(
     deployment: &Deployment,
-    pulumi: &Pulumi,
+    engines: &Engines,
     i: usize,
     env: &BTreeMap<String, String>,
     show_secrets: bool,
@@ -31,26 +29,54 @@ pub fn outputs_of(
     let workspace = &deployment.files.workspace;
     let project = deployment.graph.project(i);
     let dir = workspace.project_dir(&project.path);
-    Ok(match project.engine_or(workspace.settings.engine) {
-        engine @ (EngineKind::Terraform | EngineKind::Tofu) => {
-            let terraform = terraform::Terraform {
-                binary: engine.as_str().to_string(),
-                stack: pulumi.stack.clone(),
-                color: false,
+    let engine = project.engine_or(workspace.settings.engine);
+    let kept = workspace.command_outputs_file(&engines.pulumi.stack, &project.path);
+    match engine.outputs_source(engines, &dir, &kept, show_secrets) {
+        OutputsSource::Steps(steps) => {
+            let Some(stdout) = read_steps(engine, &steps, env, &engines.pulumi.stack)? else {
+                return Ok(Value::Null);
             };
-            terraform_outputs(&terraform, &dir, env, show_secrets)?
+            Ok(engine.parse_outputs(&stdout, show_secrets))
         }
-        EngineKind::Command => {
-            let file = workspace.command_outputs_file(&pulumi.stack, &project.path);
-            crate::files::read_to_string(&file)
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or(Value::Null)
+        OutputsSource::Kept(file) => Ok(crate::files::read_to_string(&file)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null)),
+        OutputsSource::NotDeployed => Ok(Value::Null),
+        OutputsSource::Nothing => Ok(Value::Object(Default::default())),
+    }
+}
+
+/// Runs `steps` in order; the last one's output, or `None` when the project has no stack
+/// `stack` (a list that does not name it, a step that says it is missing).
+fn read_steps(
+    engine: crate::engine::EngineKind,
+    steps: &[Step],
+    env: &BTreeMap<String, String>,
+    stack: &str,
+) -> Result<Option<String>> {
+    let mut stdout = String::new();
+    for step in steps {
+        let finished = run_step(step, env)?;
+        if step.listed.is_some()
+            && (finished.code != Some(0) || !engine.lists(&finished.stdout, stack))
+        {
+            return Ok(None);
         }
-        EngineKind::Pulumi => pulumi_outputs(pulumi, &dir, show_secrets, env)?,
-        // Manifests have no outputs.
-        EngineKind::Kubectl => Value::Object(Default::default()),
-    })
+        if finished.code != Some(0) {
+            if engine.is_missing_stack(stack, finished.code, &finished.stderr) {
+                return Ok(None);
+            }
+            let said = process::last_error(&finished.stderr);
+            let reason =
+                said.map_or_else(|| format!("`{}` failed", step.display()), str::to_string);
+            return Err(Error::config(
+                Problem::new(reason).subject(step.cwd.display().to_string()),
+            ));
+        }
+        stdout = finished.stdout;
+    }
+    Ok(Some(stdout))
 }
 
 /// Project `i`'s outputs with their secrets (in memory only: for the inputs that take them, for
@@ -58,11 +84,11 @@ pub fn outputs_of(
 /// asked (`show_secrets`). `None` when it has none, or they cannot be read.
 pub fn with_secrets(
     deployment: &Deployment,
-    pulumi: &Pulumi,
+    engines: &Engines,
     i: usize,
     env: &BTreeMap<String, String>,
 ) -> Option<crate::run::inputs::Read> {
-    let outputs = |secrets| outputs_of(deployment, pulumi, i, env, secrets);
+    let outputs = |secrets| outputs_of(deployment, engines, i, env, secrets);
     let (Ok(Value::Object(values)), Ok(Value::Object(shown))) = (outputs(true), outputs(false))
     else {
         return None;
@@ -74,79 +100,13 @@ pub fn with_secrets(
     Some((values, secret))
 }
 
-/// A Terraform module's outputs in the stack's workspace (`{}` once destroyed; `null` before its
-/// first run, or without the workspace — which is listed first: `output` in a `TF_WORKSPACE`
-/// the local backend does not have makes it).
-fn terraform_outputs(
-    terraform: &terraform::Terraform,
-    dir: &Path,
-    env: &BTreeMap<String, String>,
-    show_secrets: bool,
-) -> Result<Value> {
-    if !dir.join(".terraform").is_dir() {
-        return Ok(Value::Null);
-    }
-    let mut list = Step::new(
-        crate::engine::StepKind::Prepare,
-        terraform.binary.clone(),
-        ["workspace", "list", "-no-color"]
-            .map(String::from)
-            .to_vec(),
-        dir,
-    );
-    list.unset = vec!["TF_WORKSPACE"];
-    let listed = run_step(&list, env, None)?;
-    if listed.code != Some(0) || !terraform::lists(&listed.stdout, &terraform.stack) {
-        return Ok(Value::Null);
-    }
-    let output = run_step(&terraform.output_step(dir), env, None)?;
-    if output.code == Some(0) {
-        Ok(terraform::outputs(&output.stdout, show_secrets))
-    } else {
-        let reason = process::last_error(&output.stderr).unwrap_or("terraform output failed");
-        Err(Error::config(
-            Problem::new(reason.to_string()).subject(dir.display().to_string()),
-        ))
-    }
-}
-
-/// One Pulumi project's outputs; `null` when its stack does not exist (nothing deployed yet).
-fn pulumi_outputs(
-    pulumi: &Pulumi,
-    dir: &Path,
-    show_secrets: bool,
-    env: &BTreeMap<String, String>,
-) -> Result<Value> {
-    if !dir.is_dir() {
-        return Ok(Value::Null);
-    }
-    let output = run_step(
-        &pulumi.output_step(dir, show_secrets),
-        env,
-        Some("install the Pulumi CLI, or set `binary` under [pulumi] in mara.toml"),
-    )?;
-    if output.code == Some(0) {
-        return Ok(serde_json::from_str(&output.stdout).unwrap_or(Value::Null));
-    }
-    if pulumi::is_missing_stack(output.code, &output.stderr) {
-        return Ok(Value::Null);
-    }
-    let reason = process::last_error(&output.stderr).unwrap_or("pulumi stack output failed");
-    Err(Error::config(
-        Problem::new(reason.to_string()).subject(dir.display().to_string()),
-    ))
-}
-
 /// Runs an outputs step to its end; a program missing from PATH is a configuration error, with
-/// `hint` when there is one.
-fn run_step(
-    step: &Step,
-    env: &BTreeMap<String, String>,
-    hint: Option<&str>,
-) -> Result<process::Finished> {
+/// how to install it where that is known.
+fn run_step(step: &Step, env: &BTreeMap<String, String>) -> Result<process::Finished> {
     run_blocking(step, env, None).map_err(|error| {
         if error.kind() == std::io::ErrorKind::NotFound {
-            Error::config(Problem::new(error.to_string()).maybe_hint(hint.map(String::from)))
+            let hint = crate::deployment::checks::install_hint(&step.program);
+            Error::config(Problem::new(error.to_string()).maybe_hint(hint))
         } else {
             Error::Spawn {
                 program: step.program.clone(),

@@ -280,6 +280,31 @@ pub fn pulumi(
     }
 }
 
+/// The engines of a command that runs them outside a run (`mara output`, `unlock --engine`):
+/// on `stack`, with the shared configuration `config`, the kubeconfig the stack's is.
+pub fn engines(
+    deployment: &Deployment,
+    stack: &ResolvedStack,
+    config: &StackConfigFile,
+    env: &BTreeMap<String, String>,
+) -> Engines {
+    let workspace = &deployment.files.workspace;
+    let kubeconfig =
+        crate::workspace::kubeconfig::choose(workspace, &stack.name, config.config(), env);
+    Engines {
+        default: workspace.settings.engine,
+        pulumi: pulumi(deployment, stack, config, false),
+        config: (config.config())
+            .map(|c| c.values.clone())
+            .unwrap_or_default(),
+        remove_stacks: false,
+        kubectl: Kubectl {
+            kubeconfig: kubeconfig.file,
+            context: kubeconfig.context,
+        },
+    }
+}
+
 impl Planner<'_> {
     /// The Pulumi CLI of this run, on the shared configuration `config` (as the engines get it:
     /// `StackConfigFile::for_engines`).
@@ -329,20 +354,7 @@ impl Planner<'_> {
     /// its values), logging into `logs(suffix)`.
     pub fn plan(&self, operation: Operation, config: &StackConfigFile, suffix: &str) -> RunPlan {
         let workspace = &self.deployment.files.workspace;
-        let config = &self.for_engines(config);
-        let engines = Engines {
-            default: workspace.settings.engine,
-            pulumi: self.pulumi(config),
-            config: config
-                .config()
-                .map(|c| c.values.clone())
-                .unwrap_or_default(),
-            remove_stacks: self.remove_stacks,
-            kubectl: Kubectl {
-                kubeconfig: self.kubeconfig.file.clone(),
-                context: self.kubeconfig.context.clone(),
-            },
-        };
+        let engines = self.engines(config);
         RunPlan::build(&Inputs {
             operation,
             selected: self.selected,
@@ -365,6 +377,25 @@ impl Planner<'_> {
                 engines: workspace.settings.limits.clone(),
             },
         })
+    }
+
+    /// The engines of this run, on the shared configuration `config` (as they get it).
+    pub fn engines(&self, config: &StackConfigFile) -> Engines {
+        let workspace = &self.deployment.files.workspace;
+        let config = &self.for_engines(config);
+        Engines {
+            default: workspace.settings.engine,
+            pulumi: self.pulumi(config),
+            config: config
+                .config()
+                .map(|c| c.values.clone())
+                .unwrap_or_default(),
+            remove_stacks: self.remove_stacks,
+            kubectl: Kubectl {
+                kubeconfig: self.kubeconfig.file.clone(),
+                context: self.kubeconfig.context.clone(),
+            },
+        }
     }
 }
 
@@ -407,9 +438,8 @@ fn unchecked(
     project: &crate::provider::Project,
     engine: EngineKind,
 ) -> Option<String> {
-    let no_check = operation == Operation::Drift
-        && engine == EngineKind::Command
-        && project.commands.drift.is_none();
+    let no_check =
+        operation == Operation::Drift && engine.runs_commands() && project.commands.drift.is_none();
     no_check.then(|| "not checked: it has no `drift` command".to_string())
 }
 
@@ -521,8 +551,8 @@ fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> 
         context: &context,
     };
     let engine = engines.engine_of(&target);
-    if matches!(engine, EngineKind::Terraform | EngineKind::Tofu) {
-        target.initialized = (inputs.initialized)(&engines.init_stamp(&target, engine));
+    if let Some(stamp) = engine.init_stamp(&target) {
+        target.initialized = (inputs.initialized)(&stamp);
     }
     let taken = PlannedInput::of(project, engine);
     let approval = (operation == Operation::Up)
@@ -570,7 +600,8 @@ fn manifests_in(
     project: &crate::provider::Project,
     dir: &Path,
 ) -> kubectl::Source {
-    match project.engine_or(inputs.engines.default) == EngineKind::Kubectl
+    let engine = project.engine_or(inputs.engines.default);
+    match engine.project_files() == crate::engine::ProjectFiles::Manifests
         && (inputs.has_kustomization)(dir)
     {
         true => kubectl::Source::Kustomization,
@@ -631,7 +662,7 @@ pub mod fixtures {
 
     pub fn engines() -> Engines {
         Engines {
-            default: EngineKind::Pulumi,
+            default: EngineKind::named("pulumi").unwrap(),
             pulumi: Pulumi {
                 binary: "pulumi".into(),
                 stack: "dev".into(),

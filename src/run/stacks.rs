@@ -10,8 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use crate::engine::pulumi::{self, Pulumi};
-use crate::engine::{EngineKind, Operation, StepKind};
+use crate::engine::{Engines, Operation, StepKind};
 use crate::error::{Error, Problem, Result};
 use crate::graph::Plan;
 use crate::ledger::{Ledger, RunRecord};
@@ -85,29 +84,29 @@ pub fn already_destroyed(stack: &str, by: &RunRecord) -> String {
     )
 }
 
-/// Asks each selected Pulumi project's CLI which stacks it has; an interruption reaches the
-/// processes asking (the caller asks `interrupt` whether one came).
+/// Asks each selected project whose engine lists its stacks read-only (Pulumi's) which stacks
+/// it has; an interruption reaches the processes asking (the caller asks `interrupt` whether
+/// one came).
 pub fn find(
     selected: &Plan<'_>,
     workspace: &Workspace,
-    pulumi: &Pulumi,
+    engines: &Engines,
     env: &BTreeMap<String, String>,
     width: usize,
     interrupt: &Interrupt,
     known: &BTreeSet<String>,
 ) -> Found {
     let order = selected.order();
+    let stack = engines.pulumi.stack.as_str();
     let answers = crate::parallel::map_with(width, order.len(), |k| {
         let project = selected.graph.project(order[k]);
-        if project.engine_or(workspace.settings.engine) != EngineKind::Pulumi {
-            return None;
-        }
+        let engine = project.engine_or(workspace.settings.engine);
+        let step = engine.stacks_step(engines, &workspace.project_dir(&project.path))?;
         // The ledger knows it has the stack: not asked (if it is gone after all, the operation
         // says so, and the project is reported without it).
         if known.contains(&project.path) {
-            return Some(vec![pulumi.stack.clone()]);
+            return Some(vec![stack.to_string()]);
         }
-        let step = pulumi.list_step(&workspace.project_dir(&project.path));
         if interrupt.is_interrupted() {
             return None;
         }
@@ -115,7 +114,7 @@ pub fn find(
         if finished.code != Some(0) {
             return None;
         }
-        pulumi::stack_names(&finished.stdout)
+        engine.stack_names(&finished.stdout)
     });
     let mut found = Found {
         all_asked: answers.iter().all(Option::is_some),
@@ -123,7 +122,7 @@ pub fn find(
     };
     for (&i, names) in order.iter().zip(answers) {
         let Some(names) = names else { continue };
-        if !names.contains(&pulumi.stack) {
+        if !names.iter().any(|name| name == stack) {
             found.absent.insert(i);
         }
         found.stacks.extend(names);
@@ -169,7 +168,7 @@ pub fn untouched(
             .graph
             .project(i)
             .engine_or(workspace.settings.engine);
-        if engine == EngineKind::Kubectl {
+        if engine.needs_cluster() {
             untouched.entry(i).or_insert_with(|| {
                 format!("the kubeconfig of its cluster, {shown}, does not exist: {not}")
             });
@@ -245,11 +244,8 @@ pub struct Seen {
 pub fn seen(plan: &RunPlan, reports: &[ProjectReport]) -> Seen {
     let mut seen = Seen::default();
     for (project, report) in plan.projects.iter().zip(reports) {
-        match project.engine {
-            EngineKind::Pulumi => {}
-            // Not after a plan: not every backend makes a workspace for one.
-            EngineKind::Terraform | EngineKind::Tofu if plan.operation != Operation::Preview => {}
-            _ => continue,
+        if !project.engine.records_stacks(plan.operation) {
+            continue;
         }
         let removed = plan.operation == Operation::Destroy
             && project.steps.iter().any(|s| s.kind == StepKind::Cleanup);
@@ -279,7 +275,7 @@ mod tests {
         let mut projects = Registry::builtin().resolve("aws").unwrap().projects;
         for project in &mut projects {
             if project.path == "kubernetes/logstore" {
-                project.engine = Some(EngineKind::Kubectl);
+                project.engine = Some(crate::engine::EngineKind::named("kubectl").unwrap());
             }
         }
         ExecutionGraph::from_projects(projects).unwrap()

@@ -48,7 +48,7 @@ impl Default for WorkspaceSettings {
             secrets_project: "kubernetes/secrets".into(),
             parallel: 4,
             provider: None,
-            engine: EngineKind::Pulumi,
+            engine: EngineKind::default(),
             pulumi: PulumiSettings {
                 binary: "pulumi".into(),
                 secrets_provider: None,

@@ -5,7 +5,7 @@
 //! are), never the ledger's password or `MARA_SECRET_*`.
 
 use crate::deployment::Deployment;
-use crate::engine::EngineKind;
+use crate::engine::LockClearing;
 use crate::error::{Error, Problem, Result};
 use crate::ledger::RunRecord;
 use crate::run::process::{self, run_blocking};
@@ -48,21 +48,27 @@ impl Clearing {
         let workspace = &files.workspace;
         files.required_stack()?;
         let env = crate::run::prepare::engine_env_in(workspace, &files.environment(settings));
-        let pulumi_left = run.engine_locks_left().iter().any(|p| {
-            (deployment.graph.lookup(&p.path)).map(|i| {
-                deployment
-                    .graph
-                    .project(i)
-                    .engine_or(workspace.settings.engine)
-            }) == Some(EngineKind::Pulumi)
-        });
-        let binary = &workspace.settings.pulumi.binary;
-        if pulumi_left && let Err(error) = process::resolve_program(binary, &env, &workspace.root) {
-            let mut problem = Problem::new(format!("cannot run `pulumi cancel`: {error}"));
-            if let Some(hint) = crate::deployment::checks::install_hint("pulumi") {
-                problem = problem.hint(hint);
+        // The engines mara clears the locks of must be there to run, before any is cleared.
+        let programs = crate::engine::Programs {
+            pulumi: &workspace.settings.pulumi.binary,
+        };
+        let clearing: std::collections::BTreeSet<String> = (run.engine_locks_left().iter())
+            .filter_map(|p| deployment.graph.lookup(&p.path))
+            .map(|i| deployment.graph.project(i))
+            .filter_map(|p| {
+                let engine = p.engine_or(workspace.settings.engine);
+                let clears = engine.lock_clearing(&workspace.project_dir(&p.path), "");
+                matches!(clears, LockClearing::ByMara(_)).then(|| engine.program(&programs))?
+            })
+            .collect();
+        for binary in &clearing {
+            if let Err(error) = process::resolve_program(binary, &env, &workspace.root) {
+                let mut problem = Problem::new(format!("cannot run `{binary}`: {error}"));
+                if let Some(hint) = crate::deployment::checks::install_hint(binary) {
+                    problem = problem.hint(hint);
+                }
+                return Err(Error::config(problem));
             }
-            return Err(Error::config(problem));
         }
         Ok(Clearing::Left(Box::new(Left {
             run,
@@ -88,7 +94,8 @@ impl Clearing {
         let config = (files.config.clone()).unwrap_or_else(|| {
             StackConfigFile::Missing(workspace.stack_config_file(&resolved.name))
         });
-        let pulumi = crate::run::plan::pulumi(&deployment, resolved, &config, false);
+        let engines = crate::run::plan::engines(&deployment, resolved, &config, &env);
+        let unlock = String::new();
         let mut text = format!(
             "Run {} left {} {} whose engine may still hold the stack's own lock:\n",
             run.run_id,
@@ -107,9 +114,11 @@ impl Clearing {
             };
             let dir = workspace.project_dir(path);
             let engine = (deployment.graph.project(i)).engine_or(workspace.settings.engine);
-            let said = match engine {
-                EngineKind::Pulumi => {
-                    let step = pulumi.cancel_step(&dir);
+            let said = match (
+                engine.lock_clearing(&dir, &unlock),
+                engine.cancel_step(&engines, &dir),
+            ) {
+                (LockClearing::ByMara(_), Some(step)) => {
                     let finished = run_blocking(&step, &env, None).map_err(|error| {
                         Error::config(Problem::new(format!(
                             "cannot run `{}`: {error}",
@@ -123,17 +132,18 @@ impl Clearing {
                         _ => {
                             failed += 1;
                             let why = process::last_error(&finished.stderr).unwrap_or("it failed");
-                            format!("`pulumi cancel` failed: {why}")
+                            format!("`{}` failed: {why}", step.display())
                         }
                     }
                 }
-                engine @ (EngineKind::Terraform | EngineKind::Tofu) => format!(
-                    "{} names its lock's id in the error of the next run that meets it: clear it with `{} force-unlock LOCK_ID` in {}",
-                    engine.as_str(),
-                    engine.as_str(),
-                    workspace.display(&dir).display()
+                (LockClearing::ByHand(how), _) => format!(
+                    "not cleared by mara: {}",
+                    how.replace(
+                        &dir.display().to_string(),
+                        &workspace.display(&dir).display().to_string()
+                    )
                 ),
-                EngineKind::Command | EngineKind::Kubectl => "its engine keeps no lock".to_string(),
+                _ => "its engine keeps no lock".to_string(),
             };
             text.push_str(&format!("[{path}] {said}\n"));
         }

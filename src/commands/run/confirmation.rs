@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::{Invocation, Ready};
-use crate::engine::{EngineKind, Operation};
+use crate::engine::Operation;
 use crate::error::{Error, Problem, Result, plural};
 use crate::run::events::Sink;
 use crate::run::plan::{Planner, Plans, RunPlan};
@@ -203,9 +203,10 @@ fn confirm(
                 .filter(|r| r.created_stack)
                 .map(|r| r.path.clone())
                 .collect();
-            // A Pulumi project previewed, or whose preview made its stack, has it now.
+            // A project previewed, or whose preview made its stack, has it now (where a
+            // preview makes stacks: Pulumi's).
             let selected = (preview.projects.iter().zip(&reports))
-                .filter(|(p, _)| p.engine == EngineKind::Pulumi)
+                .filter(|(p, _)| p.engine.previews_make_stacks())
                 .filter(|(_, r)| r.status.is_success() || r.created_stack)
                 .map(|(p, _)| p.path.clone())
                 .collect();

@@ -226,9 +226,9 @@ impl Invocation<'_> {
             Some(ledger) => ledger.outputs(stack, &upstreams)?,
             None => BTreeMap::new(),
         };
-        let pulumi = run::plan::pulumi(deployment, loaded.stack, &loaded.config, false);
+        let engines = run::plan::engines(deployment, loaded.stack, &loaded.config, env);
         let interrupt = self.runner.interrupt();
-        let mut read = |j: usize| run::outputs::with_secrets(deployment, &pulumi, j, env);
+        let mut read = |j: usize| run::outputs::with_secrets(deployment, &engines, j, env);
         let operation = self.run.operation;
         // A joined preview's upstream of the run is previewed by its own job: an input it will
         // have only once applied makes this project's preview wait, as in one `preview`.
@@ -266,14 +266,13 @@ impl Invocation<'_> {
             // Which projects have the stack, asked first by what never creates one: a drift
             // check of a stack nothing has fails before any check runs, as refresh does.
             Operation::Destroy | Operation::Refresh | Operation::Drift => {
-                let color = self.settings.stdout_style.enabled;
-                let pulumi = run::plan::pulumi(deployment, loaded.stack, &loaded.config, color);
+                let engines = run::plan::engines(deployment, loaded.stack, &loaded.config, env);
                 let interrupt = self.runner.interrupt();
                 let selected = &loaded.selected;
                 let found = stacks::find(
                     selected,
                     workspace,
-                    &pulumi,
+                    &engines,
                     env,
                     run.parallel,
                     interrupt,

@@ -384,10 +384,9 @@ fn plan_file_problem(
     engine: crate::engine::EngineKind,
     dir: &Path,
 ) -> Option<Problem> {
-    use crate::engine::EngineKind;
-    let terraform = matches!(engine, EngineKind::Terraform | EngineKind::Tofu);
+    let saves_files = engine.saves_plan_files();
     let Some(file) = &planned.plan else {
-        return (terraform && !planned.deferred()).then(|| {
+        return (saves_files && !planned.deferred()).then(|| {
             Problem::new(format!(
                 "{path}: the manifest names no saved plan for this module"
             ))

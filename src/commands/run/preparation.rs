@@ -83,8 +83,9 @@ impl Invocation<'_> {
         };
         // A job of a fanned-out run starts on a runner where no hook of its dependencies ran.
         if run.join.is_some() {
+            let engines = planner.engines(&loaded.config);
             let lines =
-                fanout::rebuild_kubeconfigs(planner, &pulumi, &context.env, &context.kubeconfig)?;
+                fanout::rebuild_kubeconfigs(planner, &engines, &context.env, &context.kubeconfig)?;
             let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
             crate::ui::print(&text)?;
         }

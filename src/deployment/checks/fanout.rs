@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use crate::deployment::Deployment;
-use crate::engine::EngineKind;
 use crate::error::{Error, Problem, Result};
 use crate::graph::Plan;
 use crate::ledger::Place;
@@ -83,14 +82,8 @@ pub fn shared_terraform_state(deployment: &Deployment, selected: &Plan<'_>) -> R
     let local: Vec<&str> = (selected.order().iter())
         .map(|&i| deployment.graph.project(i))
         .filter(|p| {
-            matches!(
-                p.engine_or(workspace.settings.engine),
-                EngineKind::Terraform | EngineKind::Tofu
-            )
-        })
-        .filter(|p| {
-            let backend = super::terraform_backend(&workspace.project_dir(&p.path));
-            backend.is_none_or(|b| b == "local")
+            let engine = p.engine_or(workspace.settings.engine);
+            engine.keeps_state_locally(&workspace.project_dir(&p.path))
         })
         .map(|p| p.path.as_str())
         .collect();

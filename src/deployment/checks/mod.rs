@@ -18,7 +18,6 @@ use serde::Serialize;
 
 pub use projects::{
     inputs_have_outputs, local_cluster, mergeable_kubeconfig, one_kubeconfig, preflight, projects,
-    terraform_backend,
 };
 pub use tools::{install_hint, tools};
 
@@ -671,7 +670,6 @@ pub fn receivable(
     plan: &Plan<'_>,
     config: &StackConfigFile,
 ) {
-    use crate::engine::EngineKind;
     let Some(values) = config.config() else {
         return;
     };
@@ -679,12 +677,8 @@ pub fn receivable(
     for &i in plan.order() {
         let project = plan.graph.project(i);
         let engine = project.engine_or(workspace.settings.engine);
-        if !matches!(engine, EngineKind::Terraform | EngineKind::Tofu) {
-            continue;
-        }
         let leaf = project.path.rsplit('/').next().unwrap_or(&project.path);
-        for (name, value) in crate::engine::terraform::variables(&values.values, leaf) {
-            let key = format!("{leaf}:{}", name.trim_start_matches("TF_VAR_"));
+        for (key, name, value) in engine.config_variables(&values.values, leaf) {
             if let Some(why) = crate::workspace::envfile::unsendable(&name, &value, true)
                 && said.insert(key.clone())
             {

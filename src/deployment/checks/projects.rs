@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use super::Checks;
-use crate::engine::{EngineKind, kubectl};
+use crate::engine::{EngineKind, ProjectFiles, kubectl};
 use crate::error::plural;
 use crate::graph::Plan;
 use crate::workspace::Workspace;
@@ -24,8 +24,10 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
         let path = project.path.as_str();
         let dir = workspace.project_dir(path);
         let engine = project.engine_or(default_engine);
-        let found = (engine == EngineKind::Pulumi).then(|| pulumi_projects.next().flatten());
-        if engine == EngineKind::Command {
+        let files = engine.project_files();
+        let found =
+            (files == ProjectFiles::PulumiProject).then(|| pulumi_projects.next().flatten());
+        if files == ProjectFiles::Nothing {
             let place = if dir.is_dir() {
                 workspace.display(&dir).display().to_string()
             } else {
@@ -39,8 +41,8 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
             no_directory(checks, workspace, path, &dir, &mut missing_dirs);
             continue;
         }
-        match engine {
-            EngineKind::Pulumi => match found.flatten() {
+        match files {
+            ProjectFiles::PulumiProject => match found.flatten() {
                 Some(Ok(pulumi)) => pulumi_project(checks, workspace, path, pulumi, &mut names),
                 Some(Err(error)) => checks.fail_with("project", error),
                 None => checks.fail(
@@ -52,11 +54,11 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
                     None,
                 ),
             },
-            EngineKind::Terraform | EngineKind::Tofu => {
-                terraform_module(checks, workspace, path, engine, &dir)
+            ProjectFiles::WithExtension(extensions) => {
+                module(checks, workspace, (path, engine), &dir, extensions)
             }
-            EngineKind::Kubectl => manifests(checks, workspace, path, &dir),
-            EngineKind::Command => unreachable!("handled above"),
+            ProjectFiles::Manifests => manifests(checks, workspace, path, &dir),
+            ProjectFiles::Nothing => unreachable!("handled above"),
         }
     }
     named_once(checks, workspace, plan, names);
@@ -123,20 +125,21 @@ fn pulumi_project<'a>(
     names.entry(pulumi.name).or_default().push(path);
 }
 
-/// A Terraform or OpenTofu root module: its `.tf` files.
-fn terraform_module(
+/// A root module (a Terraform or OpenTofu one): its files of `extensions` (`.tf`, `.tf.json`).
+fn module(
     checks: &mut Checks,
     workspace: &Workspace,
-    path: &str,
-    engine: EngineKind,
+    (path, engine): (&str, EngineKind),
     dir: &Path,
+    extensions: &[&str],
 ) {
-    let modules = terraform_files(dir);
+    let modules = files_with(dir, extensions);
+    let first = extensions.first().copied().unwrap_or_default();
     if modules == 0 {
         checks.fail(
             "project",
             format!(
-                "{path}: no .tf files in {}",
+                "{path}: no {first} files in {}",
                 workspace.display(dir).display()
             ),
             None,
@@ -145,7 +148,7 @@ fn terraform_module(
         checks.pass(
             "project",
             format!(
-                "{path}: {engine} root module ({modules} .tf {})",
+                "{path}: {engine} root module ({modules} {first} {})",
                 plural(modules, "file", "files")
             ),
         );
@@ -208,7 +211,7 @@ fn pulumi_files<'a>(
     let default_engine = workspace.settings.engine;
     let paths: Vec<&'a str> = projects
         .map(|i| plan.graph.project(i))
-        .filter(|p| p.engine_or(default_engine) == EngineKind::Pulumi)
+        .filter(|p| p.engine_or(default_engine).project_files() == ProjectFiles::PulumiProject)
         .map(|p| p.path.as_str())
         .collect();
     let dirs: Vec<PathBuf> = paths.iter().map(|p| workspace.project_dir(p)).collect();
@@ -295,12 +298,12 @@ pub fn preflight(
         let path = project.path.as_str();
         let dir = workspace.project_dir(path);
         let shown = workspace.display(&dir).display().to_string();
-        let engine = project.engine_or(default_engine);
-        if engine == EngineKind::Command {
+        let files = project.engine_or(default_engine).project_files();
+        if files == ProjectFiles::Nothing {
             continue;
         }
         // A Pulumi project without a file goes on to say why: no directory, or no file in it.
-        if engine == EngineKind::Pulumi
+        if files == ProjectFiles::PulumiProject
             && let Some(read) = pulumi_projects.next().flatten()
         {
             match read {
@@ -318,7 +321,7 @@ pub fn preflight(
             no_directory(checks, workspace, path, &dir, &mut missing_dirs);
             continue;
         }
-        if engine == EngineKind::Kubectl
+        if files == ProjectFiles::Manifests
             && kubectl::kustomization(&dir).is_none()
             && kubectl::nested_kustomization(&dir).is_some()
         {
@@ -329,25 +332,28 @@ pub fn preflight(
             );
             continue;
         }
-        let has_entry = match engine {
+        let what = match files {
             // Its file was looked for above.
-            EngineKind::Pulumi => false,
-            EngineKind::Kubectl => {
-                kubectl::kustomization(&dir).is_some() || kubectl::manifest_files(&dir) > 0
+            ProjectFiles::PulumiProject => "no Pulumi.yaml in".to_string(),
+            ProjectFiles::Manifests
+                if kubectl::kustomization(&dir).is_some() || kubectl::manifest_files(&dir) > 0 =>
+            {
+                continue;
             }
-            _ => terraform_files(&dir) > 0,
+            ProjectFiles::Manifests => {
+                checks.fail("project", no_manifests(path, &shown), None);
+                continue;
+            }
+            ProjectFiles::WithExtension(extensions) if files_with(&dir, extensions) > 0 => continue,
+            ProjectFiles::WithExtension(extensions) => {
+                format!(
+                    "no {} files in",
+                    extensions.first().copied().unwrap_or_default()
+                )
+            }
+            ProjectFiles::Nothing => continue,
         };
-        if !has_entry {
-            let what = match engine {
-                EngineKind::Pulumi => "no Pulumi.yaml in".to_string(),
-                EngineKind::Kubectl => {
-                    checks.fail("project", no_manifests(path, &shown), None);
-                    continue;
-                }
-                _ => "no .tf files in".to_string(),
-            };
-            checks.fail("project", format!("{path}: {what} {shown}"), None);
-        }
+        checks.fail("project", format!("{path}: {what} {shown}"), None);
     }
     if secrets_needed {
         secrets_project_dir(checks, workspace, plan);
@@ -384,7 +390,7 @@ pub fn kubeconfig_for_kubectl(
     let default_engine = workspace.settings.engine;
     let graph = plan.graph;
     let kubectl: Vec<usize> = (plan.order().iter().copied())
-        .filter(|&i| graph.project(i).engine_or(default_engine) == EngineKind::Kubectl)
+        .filter(|&i| graph.project(i).engine_or(default_engine).needs_cluster())
         .collect();
     if kubectl.is_empty() {
         return;
@@ -509,22 +515,6 @@ fn no_directory(
     checks.fail("project", format!("{path}: {what}"), hint);
 }
 
-/// Where the root module in `dir` keeps its state, as its `.tf` files declare it: `None` when
-/// they name no backend (Terraform's local state), else the backend's type.
-pub fn terraform_backend(dir: &Path) -> Option<String> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "tf"))
-        .collect();
-    files.sort();
-    files.iter().find_map(|file| {
-        let text = crate::workspace::read_input(file).ok()?;
-        crate::engine::terraform::backend_in(&text)
-    })
-}
-
 /// The user's kubeconfig, when a selected project's hook merges into it (`merge = true`): one
 /// mara cannot merge into (not YAML, not a mapping of lists) fails the run before anything runs,
 /// rather than its hook after the engine deployed.
@@ -604,7 +594,7 @@ pub fn inputs_have_outputs(checks: &mut Checks, workspace: &Workspace, plan: &Pl
             let Ok(j) = graph.find(&input.from.target) else {
                 continue;
             };
-            if graph.project(j).engine_or(default_engine) != EngineKind::Kubectl {
+            if graph.project(j).engine_or(default_engine).has_outputs() {
                 continue;
             }
             let at = &input.from.at;
@@ -624,15 +614,15 @@ pub fn inputs_have_outputs(checks: &mut Checks, workspace: &Workspace, plan: &Pl
     }
 }
 
-/// How many Terraform files (`.tf`, `.tf.json`) `dir` holds.
-fn terraform_files(dir: &Path) -> usize {
+/// How many files `dir` holds whose names end in one of `extensions` (`.tf`, `.tf.json`).
+fn files_with(dir: &Path, extensions: &[&str]) -> usize {
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .filter_map(|e| e.ok())
                 .filter(|e| {
                     let name = e.file_name().to_string_lossy().into_owned();
-                    name.ends_with(".tf") || name.ends_with(".tf.json")
+                    extensions.iter().any(|ext| name.ends_with(ext))
                 })
                 .count()
         })

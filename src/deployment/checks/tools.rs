@@ -61,13 +61,12 @@ pub fn tools(
             }
         }
     }
+    let programs = crate::engine::Programs {
+        pulumi: &workspace.settings.pulumi.binary,
+    };
     for (engine, count) in engines {
-        let program = match engine {
-            EngineKind::Pulumi => workspace.settings.pulumi.binary.clone(),
-            EngineKind::Terraform => "terraform".into(),
-            EngineKind::Tofu => "tofu".into(),
-            EngineKind::Kubectl => "kubectl".into(),
-            EngineKind::Command => continue,
+        let Some(program) = engine.program(&programs) else {
+            continue;
         };
         need(
             program,

@@ -141,7 +141,7 @@ impl Prepared {
         receiver.await.unwrap_or(false)
     }
 
-    /// What the plan `show` reads does (`terraform::plan_digest`); `None` when it says nothing
+    /// What the plan `show` reads does (its engine's `plan_digest`); `None` when it says nothing
     /// readable.
     async fn plan_digest(&mut self, show: &Step) -> Result<Option<String>, Finished> {
         let job = &self.job;
@@ -152,7 +152,7 @@ impl Prepared {
             let reason = format!("reading a plan failed: {}", job.redactor.redact(said));
             return Err(job.failed(finished.code, reason, &self.log));
         }
-        Ok(crate::engine::terraform::plan_digest(&finished.stdout))
+        Ok(job.project.engine.plan_digest(&finished.stdout))
     }
 
     /// Its operation is `step` from now on.

@@ -22,8 +22,7 @@ use super::process::{self, Stream};
 use super::redact::{Continued, Redactor};
 use super::scheduler::Release;
 use crate::engine::{
-    EngineKind, Operation, Reader, Step, StepKind, command, has_changes, is_locked,
-    is_missing_stack, parse_outputs,
+    EngineKind, LockClearing, Operation, Reader, Step, StepKind, command, has_changes, is_locked,
 };
 
 /// What the command gives every project of a run.
@@ -135,7 +134,7 @@ impl Job {
             let killed = (interrupt.level() == InterruptLevel::Kill).then(|| {
                 let engine = self.project.engine;
                 let unlock = &self.shared.context.unlock;
-                match crate::engine::clearing_the_lock(engine, &self.project.dir, unlock) {
+                match engine.lock_clearing(&self.project.dir, unlock).how() {
                     Some(clear) => format!(
                         "{} by a second interruption: its engine may still hold the stack's own lock; {clear}",
                         crate::ledger::KILLED
@@ -415,7 +414,7 @@ impl Prepared {
                 if matches!(
                     job.operation,
                     Operation::Destroy | Operation::Refresh | Operation::Drift
-                ) && is_missing_stack(engine, stack, finished.code, &finished.stderr)
+                ) && engine.is_missing_stack(stack, finished.code, &finished.stderr)
                 {
                     return Err(job.absent(finished.code, log));
                 }
@@ -427,15 +426,15 @@ impl Prepared {
             }
             // The module's workspaces, listed: without the stack's, it is not touched.
             if let Some(name) = &step.listed
-                && !crate::engine::terraform::lists(&finished.stdout, name)
+                && !engine.lists(&finished.stdout, name)
             {
                 return Err(job.absent(finished.code, log));
             }
             if step.kind == StepKind::PlannedOutputs {
-                let planned = crate::engine::terraform::planned_outputs(&finished.stdout);
+                let planned = engine.planned_outputs(&finished.stdout);
                 (job.shared.context.inputs).planned(&job.project.path, planned);
             } else if step.kind == StepKind::StateVersion {
-                preview.state = crate::engine::terraform::state_version(&finished.stdout);
+                preview.state = engine.state_version(&finished.stdout);
             } else if step.kind == StepKind::Outputs {
                 let recorded = job.shared.context.inputs.secret_of(&job.project.path);
                 outputs.printed(engine, &mut job.redactor, finished.stdout, &recorded);
@@ -486,7 +485,7 @@ async fn run_operation(
             || interrupt.level() > InterruptLevel::None
             || interrupt.draining().is_some()
             || job.project.approval.is_some()
-            || is_missing_stack(job.project.engine, stack, finished.code, &finished.stderr)
+            || (job.project.engine).is_missing_stack(stack, finished.code, &finished.stderr)
         {
             return Ok((finished, reader));
         }
@@ -628,8 +627,8 @@ impl Outputs {
         stdout: String,
         recorded: &BTreeSet<String>,
     ) {
-        let values = parse_outputs(engine, &stdout);
-        let mut secrets = crate::engine::secret_outputs(engine, &stdout, None);
+        let values = engine.parse_outputs(&stdout, true);
+        let mut secrets = engine.secret_outputs(&stdout, None);
         for name in recorded {
             secrets.extend(
                 values
@@ -642,7 +641,7 @@ impl Outputs {
         if !secrets.is_empty() {
             *redactor = redactor.with(secrets);
         }
-        self.secret = crate::engine::secret_names(engine, &stdout, None);
+        self.secret = engine.secret_names(&stdout, None);
         self.printed = stdout;
     }
 
@@ -659,9 +658,9 @@ impl Outputs {
             true => finished.stdout.as_str(),
             false => "\"[secret]\"",
         };
-        let secrets = crate::engine::secret_outputs(engine, &self.printed, Some(marks));
+        let secrets = engine.secret_outputs(&self.printed, Some(marks));
         *redactor = redactor.with(secrets);
-        self.secret = crate::engine::secret_names(engine, &self.printed, Some(marks));
+        self.secret = engine.secret_names(&self.printed, Some(marks));
     }
 
     /// What a command's operation left in `$MARA_OUTPUTS`, if it is one.
@@ -725,7 +724,7 @@ fn read_operation(
         // What applying would change, apart from what changed outside.
         preview.diff.retain(|d| !preview.drifted.contains(d));
         // A command's drift check says it found drift by its exit code alone.
-        if job.project.engine == EngineKind::Command && finished.code == Some(2) {
+        if job.project.engine.drift_by_exit_code(finished.code) {
             preview.drifted.push(crate::engine::ResourceDiff {
                 op: "update".into(),
                 resource: "(what its drift command checks)".into(),
@@ -900,16 +899,13 @@ pub fn absent(stack: &str) -> String {
 fn failure_reason(job: &Job, step: &Step, finished: &process::Finished, reader: &Reader) -> String {
     if is_locked(&finished.stderr) || reader.error().is_some_and(is_locked) {
         // Terraform's error in the log holds the lock's id, which its `force-unlock` needs.
-        let pulumi = job.project.engine == crate::engine::EngineKind::Pulumi;
         let locked = crate::ledger::LOCKED;
         let unlock = &job.shared.context.unlock;
-        return match crate::engine::clearing_the_lock(job.project.engine, &job.project.dir, unlock)
-            .filter(|_| pulumi)
-        {
-            Some(clear) => format!(
+        return match job.project.engine.lock_clearing(&job.project.dir, unlock) {
+            LockClearing::ByMara(clear) => format!(
                 "{locked}; if none is running (a run killed mid-operation leaves its lock), {clear}"
             ),
-            None => format!("{locked} (see the log)"),
+            LockClearing::ByHand(_) | LockClearing::NoLock => format!("{locked} (see the log)"),
         };
     }
     let last_error = reader

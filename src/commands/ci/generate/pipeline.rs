@@ -184,15 +184,10 @@ pub(super) fn shell_quoted(text: &str) -> String {
 pub(super) fn engine_secrets(deployment: &Deployment, order: &[usize]) -> BTreeSet<String> {
     let settings = &deployment.files.workspace.settings;
     let graph = &deployment.graph;
-    let pulumi = (order.iter())
-        .any(|&i| graph.project(i).engine_or(settings.engine) == crate::engine::EngineKind::Pulumi);
-    let passphrase = settings
-        .pulumi
-        .secrets_provider
-        .as_deref()
-        .unwrap_or("passphrase")
-        == "passphrase";
-    match pulumi && passphrase {
+    let provider = settings.pulumi.secrets_provider.as_deref();
+    let passphrase = (order.iter())
+        .any(|&i| (graph.project(i).engine_or(settings.engine)).needs_passphrase(provider));
+    match passphrase {
         true => BTreeSet::from(["PULUMI_CONFIG_PASSPHRASE".to_string()]),
         false => BTreeSet::new(),
     }
