@@ -496,19 +496,56 @@ pub fn status(settings: &Settings) -> Result<()> {
         state.as_str()
     );
     if !nodes.is_empty() {
-        let rows: Vec<[String; 3]> = nodes
-            .iter()
-            .map(|n| {
-                let status = match (n.running, n.status.is_empty()) {
-                    (true, _) => "running".to_string(),
-                    (false, true) => "stopped".to_string(),
-                    (false, false) => n.status.clone(),
-                };
-                [n.name.clone(), n.role.clone(), status]
-            })
-            .collect();
-        text.push_str(&ui::table("  ", ["NODE", "ROLE", "STATE"], &rows));
+        text.push_str(&nodes_table(&nodes));
     }
+    text.push_str(&kubeconfig_lines(
+        &local,
+        state,
+        &choice,
+        exists,
+        merged.as_ref(),
+    ));
+    if state == State::Missing {
+        let stale = deployed_on_cluster(settings, &local)?;
+        if !stale.is_empty() {
+            text.push_str(&went_with_the_cluster(
+                &local,
+                &stale,
+                "are recorded as deployed on it",
+                false,
+            ));
+            text.push('\n');
+        }
+    }
+    ui::print(&text)
+}
+
+/// `cluster status`'s table of the cluster's nodes.
+fn nodes_table(nodes: &[cluster::Node]) -> String {
+    let rows: Vec<[String; 3]> = nodes
+        .iter()
+        .map(|n| {
+            let status = match (n.running, n.status.is_empty()) {
+                (true, _) => "running".to_string(),
+                (false, true) => "stopped".to_string(),
+                (false, false) => n.status.clone(),
+            };
+            [n.name.clone(), n.role.clone(), status]
+        })
+        .collect();
+    ui::table("  ", ["NODE", "ROLE", "STATE"], &rows)
+}
+
+/// `cluster status`'s lines of the kubeconfig mara uses for the cluster (`choice`; whether it
+/// `exists`), or what writes it, and of the user's kubeconfig it is merged into.
+fn kubeconfig_lines(
+    local: &Local,
+    state: State,
+    choice: &crate::workspace::kubeconfig::Choice,
+    exists: bool,
+    merged: Option<&crate::run::kubeconfig::Merged>,
+) -> String {
+    let mut text = String::new();
     let shown = local.target.workspace.display(&choice.file);
     let context = match &choice.context {
         Some(context) => format!("context {context}"),
@@ -534,19 +571,7 @@ pub fn status(settings: &Settings) -> Result<()> {
             merged.context.as_deref().unwrap_or("none")
         ));
     }
-    if state == State::Missing {
-        let stale = deployed_on_cluster(settings, &local)?;
-        if !stale.is_empty() {
-            text.push_str(&went_with_the_cluster(
-                &local,
-                &stale,
-                "are recorded as deployed on it",
-                false,
-            ));
-            text.push('\n');
-        }
-    }
-    ui::print(&text)
+    text
 }
 
 /// Refuses while a run of this machine holds the stack: stopping its cluster would pull it from
