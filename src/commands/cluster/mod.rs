@@ -1,10 +1,15 @@
 //! The commands that reach the stack's cluster directly (docs/developer-loop.md): `mara kubectl`
-//! (kubectl with the stack's kubeconfig), `mara cluster start|stop|delete|status` (the k3d
-//! provider's local cluster) and `mara images import|update` (images into it).
+//! (kubectl with the stack's kubeconfig, `kubectl.rs`), `mara cluster start|stop|delete|status`
+//! (the k3d provider's local cluster, here) and `mara images import|update|list|forget` (images
+//! into it, `images.rs`); and what they share: the stack they act on (`Target`, and `Local` for
+//! a k3d stack's cluster), and running k3d, Docker and kubectl.
 //!
 //! `mara kubectl` hands the terminal to kubectl and exits with its code; mara adds nothing to what
 //! it says. The cluster and image commands ask k3d for the cluster's state first (`crate::cluster`)
 //! and run only what that state needs.
+
+mod images;
+mod kubectl;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,12 +22,15 @@ use crate::deployment::StackFiles;
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result, plural};
 use crate::graph::Selection;
-use crate::ledger::{self, ImageRecord};
+use crate::ledger;
 use crate::settings::run::RunSettings;
 use crate::settings::{OutputFormat, Settings};
 use crate::ui;
 use crate::workspace::Workspace;
 use crate::workspace::stack::ResolvedStack;
+
+pub use images::{forget_images, import_images, list_images, update_images};
+pub use kubectl::kubectl;
 
 /// What the commands need: the stack's files, the stack, and the environment of its tools.
 struct Target {
@@ -47,54 +55,6 @@ fn target(settings: &Settings) -> Result<Target> {
         stack,
         env,
     })
-}
-
-/// `mara kubectl ARGS…`: kubectl with `KUBECONFIG` set to the stack's kubeconfig, so that it never
-/// acts on whatever context the user's own kubeconfig has selected.
-pub fn kubectl(settings: &Settings, args: Vec<String>) -> Result<()> {
-    let target = target(settings)?;
-    let (kubeconfig, context) = stack_kubeconfig(&target)?;
-    let mut full = Vec::new();
-    if let Some(context) = context {
-        full.push(format!("--context={context}"));
-    }
-    full.extend(args);
-    let mut env = target.env;
-    env.insert("KUBECONFIG".into(), kubeconfig.display().to_string());
-    hand_over("kubectl", &full, &env, &settings.start_dir)
-}
-
-/// The stack's kubeconfig, as the kubectl engine also takes it (`stack_kubeconfig_choice`), with
-/// an error when it does not exist.
-fn stack_kubeconfig(target: &Target) -> Result<(PathBuf, Option<String>)> {
-    let written = target.workspace.kubeconfig_file(&target.stack.name);
-    let choice = crate::workspace::kubeconfig::choose(
-        &target.workspace,
-        &target.stack.name,
-        target.config.as_ref().and_then(|c| c.config()),
-        &target.env,
-    );
-    if choice.file.is_file() {
-        return Ok((choice.file, choice.context));
-    }
-    if choice.file != written {
-        return Err(Error::config(Problem::new(format!(
-            "the kubeconfig of stack `{}` does not exist: {} (kubernetes:kubeconfig)",
-            target.stack.name,
-            choice.file.display()
-        ))));
-    }
-    Err(Error::config(
-        Problem::new(format!(
-            "stack `{}` has no kubeconfig yet",
-            target.stack.name
-        ))
-        .hint(format!(
-            "`{}` writes {} when the stack's cluster is up",
-            target.again("up"),
-            target.workspace.display(&written).display()
-        )),
-    ))
 }
 
 impl Target {
@@ -536,19 +496,56 @@ pub fn status(settings: &Settings) -> Result<()> {
         state.as_str()
     );
     if !nodes.is_empty() {
-        let rows: Vec<[String; 3]> = nodes
-            .iter()
-            .map(|n| {
-                let status = match (n.running, n.status.is_empty()) {
-                    (true, _) => "running".to_string(),
-                    (false, true) => "stopped".to_string(),
-                    (false, false) => n.status.clone(),
-                };
-                [n.name.clone(), n.role.clone(), status]
-            })
-            .collect();
-        text.push_str(&ui::table("  ", ["NODE", "ROLE", "STATE"], &rows));
+        text.push_str(&nodes_table(&nodes));
     }
+    text.push_str(&kubeconfig_lines(
+        &local,
+        state,
+        &choice,
+        exists,
+        merged.as_ref(),
+    ));
+    if state == State::Missing {
+        let stale = deployed_on_cluster(settings, &local)?;
+        if !stale.is_empty() {
+            text.push_str(&went_with_the_cluster(
+                &local,
+                &stale,
+                "are recorded as deployed on it",
+                false,
+            ));
+            text.push('\n');
+        }
+    }
+    ui::print(&text)
+}
+
+/// `cluster status`'s table of the cluster's nodes.
+fn nodes_table(nodes: &[cluster::Node]) -> String {
+    let rows: Vec<[String; 3]> = nodes
+        .iter()
+        .map(|n| {
+            let status = match (n.running, n.status.is_empty()) {
+                (true, _) => "running".to_string(),
+                (false, true) => "stopped".to_string(),
+                (false, false) => n.status.clone(),
+            };
+            [n.name.clone(), n.role.clone(), status]
+        })
+        .collect();
+    ui::table("  ", ["NODE", "ROLE", "STATE"], &rows)
+}
+
+/// `cluster status`'s lines of the kubeconfig mara uses for the cluster (`choice`; whether it
+/// `exists`), or what writes it, and of the user's kubeconfig it is merged into.
+fn kubeconfig_lines(
+    local: &Local,
+    state: State,
+    choice: &crate::workspace::kubeconfig::Choice,
+    exists: bool,
+    merged: Option<&crate::run::kubeconfig::Merged>,
+) -> String {
+    let mut text = String::new();
     let shown = local.target.workspace.display(&choice.file);
     let context = match &choice.context {
         Some(context) => format!("context {context}"),
@@ -574,19 +571,7 @@ pub fn status(settings: &Settings) -> Result<()> {
             merged.context.as_deref().unwrap_or("none")
         ));
     }
-    if state == State::Missing {
-        let stale = deployed_on_cluster(settings, &local)?;
-        if !stale.is_empty() {
-            text.push_str(&went_with_the_cluster(
-                &local,
-                &stale,
-                "are recorded as deployed on it",
-                false,
-            ));
-            text.push('\n');
-        }
-    }
-    ui::print(&text)
+    text
 }
 
 /// Refuses while a run of this machine holds the stack: stopping its cluster would pull it from
@@ -608,239 +593,6 @@ fn refuse_while_running(settings: &Settings, local: &Local, doing: &str) -> Resu
         )));
     }
     Ok(())
-}
-
-/// `mara images import IMAGE…`: the images go from the local Docker into the stack's running
-/// cluster (`k3d image import`), and are recorded in the ledger with their local image id, for
-/// `mara images update`.
-pub fn import_images(settings: &Settings, images: Vec<String>) -> Result<()> {
-    let local = local(settings, "images import")?;
-    let cluster = local.running_cluster()?;
-    let mut seen = std::collections::BTreeSet::new();
-    let images: Vec<String> = images
-        .iter()
-        .map(|image| cluster::image_ref(image))
-        .filter(|image| seen.insert(image.clone()))
-        .collect();
-    let ids = images
-        .iter()
-        .map(|image| local_image_id(&local, image)?.ok_or_else(|| not_local(image)))
-        .collect::<Result<Vec<String>>>()?;
-    let mut opener = local.ledger(settings)?;
-    let ledger = opener.writable().map_err(|e| local.within(e))?;
-    pass_through(
-        "k3d",
-        &cluster::import_args(&local.name, &images),
-        &local.target.env,
-    )?;
-    let records = records(&local, &cluster, &images, &ids);
-    ledger.record_images(&records)?;
-    let lines: Vec<String> = records
-        .iter()
-        .map(|r| format!("Imported {} ({})", r.image, short_id(&r.image_id)))
-        .collect();
-    local.say(
-        settings,
-        format!(
-            "{}\n`{}` imports {} again when {} local image changes.",
-            lines.join("\n"),
-            local.target.again("images update"),
-            plural(records.len(), "it", "them"),
-            plural(records.len(), "its", "their"),
-        ),
-        json!({"cluster": local.name, "imported": records}),
-    )
-}
-
-/// `mara images update`: every image imported into the stack's cluster before is imported again
-/// when its local image changed since (or the cluster was made again); the others are current.
-pub fn update_images(settings: &Settings) -> Result<()> {
-    let local = local(settings, "images update")?;
-    let cluster = local.running_cluster()?;
-    let mut opener = local.ledger(settings)?;
-    let recorded = recorded_images(&mut opener, &local)?;
-    if recorded.is_empty() {
-        return local.say(
-            settings,
-            format!(
-                "No image has been imported into cluster {} yet: `{}` imports one.",
-                local.name,
-                local.target.again("images import IMAGE…")
-            ),
-            json!({"cluster": local.name, "current": [], "imported": [], "missing": []}),
-        );
-    }
-    let created = cluster.created.clone().unwrap_or_default();
-    let (mut current, mut stale, mut missing) = (Vec::new(), Vec::new(), Vec::new());
-    for record in recorded {
-        match local_image_id(&local, &record.image)? {
-            None => missing.push((record.image, record.cluster == created)),
-            Some(id) if record.cluster != created => {
-                stale.push((record.image, id, "the cluster was made again since"))
-            }
-            Some(id) if id != record.image_id => {
-                stale.push((record.image, id, "its local image changed"))
-            }
-            Some(_) => current.push(record.image),
-        }
-    }
-    let mut lines = Vec::new();
-    let mut imported = Vec::new();
-    if !stale.is_empty() {
-        let images: Vec<String> = stale.iter().map(|(image, ..)| image.clone()).collect();
-        let ids: Vec<String> = stale.iter().map(|(_, id, _)| id.clone()).collect();
-        let ledger = opener.writable().map_err(|e| local.within(e))?;
-        pass_through(
-            "k3d",
-            &cluster::import_args(&local.name, &images),
-            &local.target.env,
-        )?;
-        imported = records(&local, &cluster, &images, &ids);
-        ledger.record_images(&imported)?;
-        for (image, id, why) in &stale {
-            lines.push(format!("Imported {image} ({}): {why}", short_id(id)));
-        }
-    }
-    for image in &current {
-        lines.push(format!("Current: {image}"));
-    }
-    for (image, same_cluster) in &missing {
-        lines.push(match same_cluster {
-            true => format!(
-                "Not in the local Docker any more: {image} (the cluster keeps the one it has)"
-            ),
-            false => format!(
-                "Not in the local Docker any more: {image}, nor in the cluster, made again since (`{}` stops asking)",
-                local.target.again(&format!("images forget {image}"))
-            ),
-        });
-    }
-    let missing: Vec<&String> = missing.iter().map(|(image, _)| image).collect();
-    local.say(
-        settings,
-        lines.join("\n"),
-        json!({"cluster": local.name, "current": current, "imported": imported, "missing": missing}),
-    )
-}
-
-/// `mara images list`: the images recorded for the stack's cluster, with the id each had when
-/// imported. Reads the ledger only.
-pub fn list_images(settings: &Settings) -> Result<()> {
-    let local = local(settings, "images list")?;
-    let recorded = recorded_images(&mut local.ledger(settings)?, &local)?;
-    if settings.output == OutputFormat::Json {
-        return local.say(
-            settings,
-            String::new(),
-            json!({"cluster": local.name, "images": recorded}),
-        );
-    }
-    if recorded.is_empty() {
-        return ui::print(&format!(
-            "No image has been imported into cluster {} yet.\n",
-            local.name
-        ));
-    }
-    let rows: Vec<[String; 3]> = recorded
-        .iter()
-        .map(|r| {
-            [
-                r.image.clone(),
-                short_id(&r.image_id).to_string(),
-                r.imported.clone(),
-            ]
-        })
-        .collect();
-    ui::print(&ui::table("", ["IMAGE", "ID", "IMPORTED"], &rows))
-}
-
-/// `mara images forget IMAGE…`: `images update` no longer follows them; the cluster keeps what it
-/// has. An image not recorded is an error (exit 3), and nothing is forgotten then.
-pub fn forget_images(settings: &Settings, images: Vec<String>) -> Result<()> {
-    let local = local(settings, "images forget")?;
-    let images: Vec<String> = images.iter().map(|i| cluster::image_ref(i)).collect();
-    let mut opener = local.ledger(settings)?;
-    let recorded: Vec<String> = recorded_images(&mut opener, &local)?
-        .into_iter()
-        .map(|r| r.image)
-        .collect();
-    if let Some(unknown) = images.iter().find(|i| !recorded.contains(i)) {
-        return Err(Error::config(
-            Problem::new(format!(
-                "image `{unknown}` is not recorded for cluster {}",
-                local.name
-            ))
-            .maybe_hint(
-                (!recorded.is_empty()).then(|| format!("recorded: {}", recorded.join(", "))),
-            ),
-        ));
-    }
-    let ledger = opener.writable().map_err(|e| local.within(e))?;
-    let forgotten = ledger.forget_images(local.target.stack.name.as_str(), &images)?;
-    local.say(
-        settings,
-        format!(
-            "Forgot {forgotten} {}: `{}` no longer imports {}.",
-            plural(forgotten, "image", "images"),
-            local.target.again("images update"),
-            plural(forgotten, "it", "them")
-        ),
-        json!({"cluster": local.name, "forgotten": images}),
-    )
-}
-
-/// The images recorded for the stack (none without a ledger yet).
-fn recorded_images(opener: &mut ledger::Opener, local: &Local) -> Result<Vec<ImageRecord>> {
-    match opener.existing().map_err(|e| local.within(e))? {
-        Some(ledger) => ledger.images(local.target.stack.name.as_str()),
-        None => Ok(Vec::new()),
-    }
-}
-
-fn records(
-    local: &Local,
-    cluster: &Cluster,
-    images: &[String],
-    ids: &[String],
-) -> Vec<ImageRecord> {
-    let now = crate::clock::rfc3339(std::time::SystemTime::now());
-    images
-        .iter()
-        .zip(ids)
-        .map(|(image, id)| ImageRecord {
-            host: ledger::whoami().1,
-            stack: local.target.stack.name.to_string(),
-            image: image.clone(),
-            image_id: id.clone(),
-            cluster: cluster.created.clone().unwrap_or_default(),
-            imported: now.clone(),
-        })
-        .collect()
-}
-
-/// `sha256:0123456789ab…` → `sha256:0123456789ab`, as Docker shows an id.
-fn short_id(id: &str) -> &str {
-    let end = id.find(':').map_or(0, |i| i + 1) + 12;
-    id.get(..end).unwrap_or(id)
-}
-
-/// The local Docker's id of `image`; `None` when Docker does not have it.
-fn local_image_id(local: &Local, image: &str) -> Result<Option<String>> {
-    let args = cluster::image_id_args(image);
-    let output = capture("docker", &args, &local.target.env)?;
-    match output.code {
-        Some(0) => Ok(output.stdout.lines().next().map(|l| l.trim().to_string())),
-        _ if output.stderr.contains("No such image") => Ok(None),
-        _ => Err(tool_error("docker", &args, &output)),
-    }
-}
-
-fn not_local(image: &str) -> Error {
-    Error::config(
-        Problem::new(format!("image `{image}` is not in the local Docker")).hint(format!(
-            "build it, or `docker pull {image}`, then import it"
-        )),
-    )
 }
 
 /// What a tool printed and how it ended.
