@@ -1449,6 +1449,7 @@ fn described(dialect: Dialect) -> std::collections::BTreeSet<Described> {
 /// primary key of text hold NULL (an old quirk of its own) where PostgreSQL does not: mara never
 /// writes one, and a key's column is read as one that always holds a value.
 fn migrated(backend: &Backend) -> (Dialect, std::collections::BTreeSet<Described>) {
+    // Opened once, as a command would: migrated to the newest version.
     drop(backend.open());
     match (&backend.place, &backend._server) {
         (Place::File(file), _) => {
