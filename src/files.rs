@@ -163,28 +163,35 @@ fn starts_with_bom(path: &Path) -> bool {
         .is_ok_and(|()| head == [0xEF, 0xBB, 0xBF])
 }
 
-/// An exclusive `flock` on an open file's descriptor, released when dropped (before the file
-/// is: a guard is declared after the file it locks).
-pub struct Flock(std::os::fd::RawFd);
+/// An open file under an exclusive lock (`File::lock`: `flock` on Linux, which waits for the
+/// lock), released when dropped, before the file is closed.
+pub struct Flock(std::fs::File);
 
 impl Flock {
-    pub fn exclusive(file: &std::fs::File) -> std::io::Result<Flock> {
-        use std::os::fd::AsRawFd;
-        let fd = file.as_raw_fd();
-        // SAFETY: flock on a descriptor this process owns; it blocks until the lock is taken.
-        match unsafe { libc::flock(fd, libc::LOCK_EX) } {
-            0 => Ok(Flock(fd)),
-            _ => Err(std::io::Error::last_os_error()),
-        }
+    pub fn exclusive(file: std::fs::File) -> std::io::Result<Flock> {
+        file.lock()?;
+        Ok(Flock(file))
+    }
+}
+
+impl std::ops::Deref for Flock {
+    type Target = std::fs::File;
+
+    fn deref(&self) -> &std::fs::File {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Flock {
+    fn deref_mut(&mut self) -> &mut std::fs::File {
+        &mut self.0
     }
 }
 
 impl Drop for Flock {
     fn drop(&mut self) {
-        // SAFETY: as above; the file is still open.
-        unsafe {
-            libc::flock(self.0, libc::LOCK_UN);
-        }
+        // An unlock that fails leaves the lock to the file's closing, which follows.
+        let _ = self.0.unlock();
     }
 }
 
@@ -192,16 +199,13 @@ impl Drop for Flock {
 /// processes) take turns, each reading what the one before wrote.
 pub struct DirLock {
     _turn: Flock,
-    _dir: std::fs::File,
 }
 
 impl DirLock {
     pub fn take(dir: &Path) -> std::io::Result<DirLock> {
         std::fs::create_dir_all(dir)?;
-        let handle = std::fs::File::open(dir)?;
         Ok(DirLock {
-            _turn: Flock::exclusive(&handle)?,
-            _dir: handle,
+            _turn: Flock::exclusive(std::fs::File::open(dir)?)?,
         })
     }
 }
@@ -331,6 +335,28 @@ pub fn read_from(file: &Path, offset: &mut u64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_lock_is_exclusive_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let locked = dir.path().join("kube");
+        let other = || std::fs::File::open(&locked).unwrap();
+        let turn = DirLock::take(&locked).unwrap();
+        // Another open of the directory (as another process's) does not get it meanwhile.
+        assert!(matches!(
+            other().try_lock(),
+            Err(std::fs::TryLockError::WouldBlock)
+        ));
+        drop(turn);
+        other().try_lock().unwrap();
+        // A blocking take waits for the holder to let go.
+        let held = Flock::exclusive(other()).unwrap();
+        let waiting = std::thread::spawn(move || DirLock::take(&locked).map(drop));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!waiting.is_finished());
+        drop(held);
+        waiting.join().unwrap().unwrap();
+    }
 
     #[test]
     fn a_rewrite_keeps_the_file_what_it_was() {

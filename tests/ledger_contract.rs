@@ -2,7 +2,8 @@
 //! here runs the same calls against this machine's SQLite ledger and a real PostgreSQL server's
 //! (started by the test, as `tests/postgres.rs` does), and asserts the same answers, so that the
 //! backends cannot drift apart. What differs by design — a server's locks are leases, a file's
-//! are held by live processes — is said where a test meets it.
+//! are held by live processes — is said where a test meets it. The schema both migrate to is
+//! described once, as data (`SCHEMA`), with what is one backend's alone and why.
 //!
 //! Without PostgreSQL a test runs the SQLite half and says the other was skipped (and counted);
 //! under `.ci/test`, which installs it, its absence is a failure.
@@ -1164,5 +1165,355 @@ fn a_preview_keeps_what_it_showed_for_the_run_s_close() {
         assert_eq!(other.previews("p1").unwrap(), previews, "{name}");
         ledger.forget("p1").unwrap();
         assert!(ledger.previews("p1").unwrap().is_empty(), "{name}");
+    }
+}
+
+/// The two dialects a schema is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// A column's type, whatever its dialect calls it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Type {
+    Text,
+    Integer,
+    Boolean,
+    /// A moment the server's clock keeps (`now()`); the runs' own times are RFC 3339 text.
+    Timestamp,
+    Real,
+}
+
+impl Type {
+    /// The type a declared one is, in `dialect`: SQLite's as a table declares it, PostgreSQL's as
+    /// `information_schema.columns` spells it.
+    fn of(dialect: Dialect, declared: &str) -> Type {
+        match (dialect, declared.to_ascii_lowercase().as_str()) {
+            (_, "text") => Type::Text,
+            (Dialect::Sqlite, "integer") => Type::Integer,
+            (Dialect::Sqlite, "real") => Type::Real,
+            (Dialect::Postgres, "integer" | "bigint") => Type::Integer,
+            (Dialect::Postgres, "boolean") => Type::Boolean,
+            (Dialect::Postgres, "timestamp with time zone") => Type::Timestamp,
+            (Dialect::Postgres, "double precision") => Type::Real,
+            (_, other) => panic!("{dialect:?}: type `{other}` is not in the schema's description"),
+        }
+    }
+
+    /// How `dialect` stores it: SQLite has no boolean, and keeps one as an integer, 0 or 1.
+    fn stored(self, dialect: Dialect) -> Type {
+        match (self, dialect) {
+            (Type::Boolean, Dialect::Sqlite) => Type::Integer,
+            (ty, _) => ty,
+        }
+    }
+}
+
+/// A column of the ledger's schema.
+#[derive(Debug, Clone, Copy)]
+struct Column {
+    name: &'static str,
+    ty: Type,
+    /// It may hold NULL.
+    null: bool,
+    /// Its name on a server where it is not `name`, and why.
+    on_server: Option<(&'static str, &'static str)>,
+    /// The one dialect that has it, and why.
+    only: Option<(Dialect, &'static str)>,
+}
+
+/// A column that always holds a value.
+const fn value(name: &'static str, ty: Type) -> Column {
+    Column {
+        name,
+        ty,
+        null: false,
+        on_server: None,
+        only: None,
+    }
+}
+
+/// A column that may hold NULL.
+const fn maybe(name: &'static str, ty: Type) -> Column {
+    Column {
+        null: true,
+        ..value(name, ty)
+    }
+}
+
+impl Column {
+    const fn only(self, dialect: Dialect, why: &'static str) -> Column {
+        Column {
+            only: Some((dialect, why)),
+            ..self
+        }
+    }
+
+    const fn on_server(self, name: &'static str, why: &'static str) -> Column {
+        Column {
+            on_server: Some((name, why)),
+            ..self
+        }
+    }
+}
+
+/// A table of the ledger's schema, by its SQLite name (a server's is `mara_` and the same).
+struct Table {
+    name: &'static str,
+    columns: &'static [Column],
+    /// The one dialect that has it, and why.
+    only: Option<(Dialect, &'static str)>,
+}
+
+const fn table(name: &'static str, columns: &'static [Column]) -> Table {
+    Table {
+        name,
+        columns,
+        only: None,
+    }
+}
+
+const fn server_table(name: &'static str, why: &'static str, columns: &'static [Column]) -> Table {
+    Table {
+        name,
+        columns,
+        only: Some((Dialect::Postgres, why)),
+    }
+}
+
+use Type::{Boolean, Integer, Real, Text, Timestamp};
+
+/// The ledger's schema once for both backends: what `MIGRATIONS` in `src/ledger/sqlite.rs` and
+/// in `src/ledger/postgres/mod.rs` each make, in their own dialect. A table or column added to
+/// one is added here, and to the other, or said to be one backend's and why.
+const SCHEMA: &[Table] = &[
+    table(
+        "runs",
+        &[
+            value("run_id", Text),
+            value("operation", Text),
+            value("provider", Text),
+            value("stack", Text),
+            value("user", Text).on_server("username", "`user` is a reserved word on a server"),
+            value("host", Text),
+            value("pid", Integer),
+            value("command", Text),
+            value("started", Text),
+            maybe("finished", Text),
+            value("status", Text),
+            value("cancel_requested", Boolean),
+            // None for a run recorded before mara recorded its selection.
+            maybe("selected", Integer),
+        ],
+    ),
+    table(
+        "projects",
+        &[
+            value("seq", Integer).only(
+                Dialect::Postgres,
+                "the order a run's projects were recorded in, which SQLite's rowid keeps",
+            ),
+            value("run_id", Text),
+            value("path", Text),
+            value("status", Text),
+            maybe("started", Text),
+            maybe("finished", Text),
+            maybe("exit_code", Integer),
+            maybe("changes", Text),
+            maybe("reason", Text),
+            maybe("log", Text),
+            maybe("fingerprint", Text),
+        ],
+    ),
+    table(
+        "locks",
+        &[
+            value("stack", Text),
+            value("run_id", Text),
+            value("lease_until", Timestamp).only(
+                Dialect::Postgres,
+                "a server's lock is a lease its holder renews, taken over from any machine once \
+                 it runs out; a file's is held while its run's process lives",
+            ),
+            value("lease_seconds", Real).only(
+                Dialect::Postgres,
+                "each lease's length, kept with it (a fanned-out run's is long)",
+            ),
+        ],
+    ),
+    table(
+        "stacks",
+        &[
+            value("backend", Text),
+            value("stack", Text),
+            value("project", Text),
+        ],
+    ),
+    table(
+        "deployed",
+        &[
+            value("stack", Text),
+            value("project", Text),
+            value("fingerprint", Text),
+        ],
+    ),
+    table(
+        "images",
+        &[
+            value("host", Text),
+            value("stack", Text),
+            value("image", Text),
+            value("image_id", Text),
+            value("cluster", Text),
+            value("imported", Text),
+        ],
+    ),
+    table(
+        "outputs",
+        &[
+            value("stack", Text),
+            value("project", Text),
+            value("run_id", Text),
+            value("outputs", Text),
+            maybe("destroyed", Text),
+        ],
+    ),
+    table(
+        "run_inputs",
+        &[value("run_id", Text), value("inputs", Text)],
+    ),
+    table(
+        "previews",
+        &[
+            value("run_id", Text),
+            value("path", Text),
+            value("preview", Text),
+        ],
+    ),
+    server_table(
+        "log_lines",
+        "a server keeps the runs' log lines, for `logs` on any machine; a file's ledger leaves \
+         them in the workspace's log files",
+        &[
+            value("seq", Integer),
+            value("run_id", Text),
+            value("path", Text),
+            value("line", Text),
+        ],
+    ),
+    server_table(
+        "claims",
+        "the projects a job of a fanned-out run claims, and a run fans out over CI jobs only \
+         with a team's ledger",
+        &[
+            value("run_id", Text),
+            value("path", Text),
+            value("claimer", Text),
+            value("claimed_until", Timestamp),
+        ],
+    ),
+    server_table(
+        "schema",
+        "the schema's version, which a file keeps in its header (`PRAGMA user_version`)",
+        &[value("version", Integer)],
+    ),
+];
+
+/// A column as a schema has it: table, column, type, whether it may hold NULL.
+type Described = (String, String, Type, bool);
+
+/// What `SCHEMA` says `dialect`'s tables hold, in its names.
+fn described(dialect: Dialect) -> std::collections::BTreeSet<Described> {
+    let has = |only: Option<(Dialect, &str)>| only.is_none_or(|(one, _)| one == dialect);
+    let prefix = match dialect {
+        Dialect::Sqlite => "",
+        Dialect::Postgres => "mara_",
+    };
+    let mut columns = std::collections::BTreeSet::new();
+    for table in SCHEMA.iter().filter(|t| has(t.only)) {
+        for column in table.columns.iter().filter(|c| has(c.only)) {
+            let name = match (dialect, column.on_server) {
+                (Dialect::Postgres, Some((name, _))) => name,
+                _ => column.name,
+            };
+            let (ty, null) = (column.ty.stored(dialect), column.null);
+            columns.insert((format!("{prefix}{}", table.name), name.into(), ty, null));
+        }
+    }
+    columns
+}
+
+/// The columns `backend`'s ledger has once migrated, as its catalogue says. SQLite lets a
+/// primary key of text hold NULL (an old quirk of its own) where PostgreSQL does not: mara never
+/// writes one, and a key's column is read as one that always holds a value.
+fn migrated(backend: &Backend) -> (Dialect, std::collections::BTreeSet<Described>) {
+    // Opened once, as a command would: migrated to the newest version.
+    drop(backend.open());
+    match (&backend.place, &backend._server) {
+        (Place::File(file), _) => {
+            let connection = rusqlite::Connection::open(file).unwrap();
+            let mut statement = connection
+                .prepare(
+                    "SELECT m.name, c.name, c.type, c.\"notnull\", c.pk
+                     FROM sqlite_master m JOIN pragma_table_info(m.name) c
+                     WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+                )
+                .unwrap();
+            let rows = statement.query_map([], |row| {
+                let (not_null, key): (bool, i64) = (row.get(3)?, row.get(4)?);
+                let declared: String = row.get(2)?;
+                let ty = Type::of(Dialect::Sqlite, &declared);
+                Ok((row.get(0)?, row.get(1)?, ty, !not_null && key == 0))
+            });
+            let columns = rows.unwrap().map(Result::unwrap).collect();
+            (Dialect::Sqlite, columns)
+        }
+        (Place::Server(_), Some(server)) => {
+            let said = server.sql(
+                "contract",
+                "SELECT table_name, column_name, data_type, is_nullable
+                 FROM information_schema.columns
+                 WHERE table_schema = current_schema() AND table_name LIKE 'mara\\_%'",
+            );
+            let columns = said
+                .lines()
+                .map(|line| {
+                    let [table, column, declared, null] = line.split('|').collect::<Vec<_>>()[..]
+                    else {
+                        panic!("psql said `{line}`")
+                    };
+                    let ty = Type::of(Dialect::Postgres, declared);
+                    (table.into(), column.into(), ty, null == "YES")
+                })
+                .collect();
+            (Dialect::Postgres, columns)
+        }
+        (Place::Server(_), None) => unreachable!("a server backend has its server"),
+    }
+}
+
+#[test]
+fn both_backends_migrate_to_the_one_schema_described() {
+    for reason in (SCHEMA.iter().filter_map(|t| t.only))
+        .chain(SCHEMA.iter().flat_map(|t| t.columns).filter_map(|c| c.only))
+        .map(|(_, why)| why)
+    {
+        assert!(!reason.is_empty(), "what is one backend's says why");
+    }
+    for backend in backends() {
+        let (dialect, has) = migrated(&backend);
+        let described = described(dialect);
+        let undescribed: Vec<_> = has.difference(&described).collect();
+        let missing: Vec<_> = described.difference(&has).collect();
+        assert!(
+            undescribed.is_empty() && missing.is_empty(),
+            "{}: the ledger's schema is not the one described (SCHEMA, in this file)\n\
+             in the ledger, not described: {undescribed:#?}\n\
+             described, not in the ledger: {missing:#?}\n\
+             a column added to one backend is added to the other, or said to be its own and why",
+            backend.name
+        );
     }
 }

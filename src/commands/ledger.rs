@@ -4,7 +4,7 @@
 mod unlock_engines;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
@@ -337,6 +337,50 @@ pub fn logs(
             "no run has been recorded in this workspace yet",
         ))
     })?;
+    let asked = asked_logs(settings, ledger.as_ref(), stack.as_deref(), run, project)?;
+    let (record, project, run_given) = (&asked.record, asked.project.as_deref(), asked.run_given);
+    // A server keeps the lines itself: any machine reads them.
+    if ledger.stores_logs() {
+        return server_logs(
+            settings,
+            ledger.as_ref(),
+            record,
+            (project, run_given),
+            follow,
+        );
+    }
+    let dir = workspace.state_dir().join("logs").join(&record.run_id);
+    let files = log_files(record, &dir, project, run_given)?;
+    if !follow {
+        return print_log_files(settings, &record.run_id, &files);
+    }
+    follow_log_files(
+        settings,
+        ledger.as_ref(),
+        &record.run_id,
+        &dir,
+        project,
+        files,
+    )
+}
+
+/// What `mara logs` was asked for: the run, the project if one was named, and whether the run
+/// was named (then the word can only be a project).
+struct AskedLogs {
+    record: RunRecord,
+    project: Option<String>,
+    run_given: bool,
+}
+
+/// The run and project `mara logs [RUN] [PROJECT]` names: one word that is no run's id names a
+/// project of the last run; no run, the stack's last.
+fn asked_logs(
+    settings: &Settings,
+    ledger: &dyn Ledger,
+    stack: Option<&str>,
+    run: Option<String>,
+    project: Option<String>,
+) -> Result<AskedLogs> {
     // `mara logs PROJECT`: one word that is no run's id names a project of the last run.
     let run_given = project.is_some();
     let (run, project) = match (run, project) {
@@ -352,27 +396,31 @@ pub fn logs(
         })?,
         None => {
             let last = ledger
-                .runs(stack.as_deref(), 1)?
+                .runs(stack, 1)?
                 .into_iter()
                 .next()
                 .ok_or_else(|| Error::usage(Problem::new("no run recorded yet")))?;
             ledger.run(&last.run_id)?.unwrap_or(last)
         }
     };
-    // A server keeps the lines itself: any machine reads them.
-    if ledger.stores_logs() {
-        return server_logs(
-            settings,
-            ledger.as_ref(),
-            &record,
-            (project.as_deref(), run_given),
-            follow,
-        );
-    }
-    let dir = workspace.state_dir().join("logs").join(&record.run_id);
-    let files: Vec<(String, PathBuf)> = match &project {
+    Ok(AskedLogs {
+        record,
+        project,
+        run_given,
+    })
+}
+
+/// The log files of `record` under `dir`, each with its project's path: the named project's, or
+/// every project's.
+fn log_files(
+    record: &RunRecord,
+    dir: &Path,
+    project: Option<&str>,
+    run_given: bool,
+) -> Result<Vec<(String, PathBuf)>> {
+    Ok(match project {
         Some(name) => {
-            let path = project_of(&record, name, run_given)?;
+            let path = project_of(record, name, run_given)?;
             vec![(path.clone(), dir.join(format!("{path}.log")))]
         }
         None => record
@@ -380,29 +428,39 @@ pub fn logs(
             .iter()
             .map(|p| (p.path.clone(), dir.join(format!("{}.log", p.path))))
             .collect(),
-    };
-    if !follow {
-        let mut logs = Vec::new();
-        for (path, file) in &files {
-            match crate::files::read_to_string(file) {
-                Ok(text) => logs.push((path.clone(), Some(text))),
-                Err(_) if files.len() == 1 => {
-                    return Err(Error::usage(Problem::new(format!(
-                        "run {} has no log for `{path}`",
-                        record.run_id
-                    ))));
-                }
-                Err(_) => logs.push((path.clone(), None)),
+    })
+}
+
+/// The logs as they are now; a project named alone must have one.
+fn print_log_files(settings: &Settings, run_id: &str, files: &[(String, PathBuf)]) -> Result<()> {
+    let mut logs = Vec::new();
+    for (path, file) in files {
+        match crate::files::read_to_string(file) {
+            Ok(text) => logs.push((path.clone(), Some(text))),
+            Err(_) if files.len() == 1 => {
+                return Err(Error::usage(Problem::new(format!(
+                    "run {run_id} has no log for `{path}`"
+                ))));
             }
+            Err(_) => logs.push((path.clone(), None)),
         }
-        return ui::print(&render_logs(settings, &record.run_id, &logs));
     }
-    // Follow: print what each log gains until the run is no longer running, taking in the
-    // projects that start meanwhile.
+    ui::print(&render_logs(settings, run_id, &logs))
+}
+
+/// Follow: print what each log gains until the run is no longer running, taking in the
+/// projects that start meanwhile (unless one `project` was named).
+fn follow_log_files(
+    settings: &Settings,
+    ledger: &dyn Ledger,
+    run_id: &str,
+    dir: &Path,
+    project: Option<&str>,
+    mut files: Vec<(String, PathBuf)>,
+) -> Result<()> {
     let mut offsets: BTreeMap<String, u64> = BTreeMap::new();
-    let mut files = files;
     loop {
-        let now = ledger.run(&record.run_id)?.map(RunRecord::as_seen);
+        let now = ledger.run(run_id)?.map(RunRecord::as_seen);
         if project.is_none()
             && let Some(now) = &now
         {
@@ -713,31 +771,51 @@ pub fn ledger(settings: &Settings, command: Option<crate::cli::LedgerCommand>) -
 /// into a server's (by default the one the workspace is pointed at).
 fn migrate(settings: &Settings, workspace: &Workspace, to: Option<String>) -> Result<()> {
     let in_use = ledger::place(workspace, &settings.env)?;
-    let server = match (to, &in_use) {
-        (Some(url), _) => match crate::workspace::ledger_url::parse(&url) {
-            Ok(_) => ledger::Place::Server(url.trim().to_string()),
-            Err(reason) => {
-                return Err(Error::usage(
-                    Problem::new(format!("--to: {reason}"))
-                        .hint("mara ledger migrate --to postgres://user@host/database"),
-                ));
-            }
-        },
-        (None, ledger::Place::Server(_)) => in_use.clone(),
-        (None, ledger::Place::File(_)) => {
-            return Err(Error::usage(
-                Problem::new("no server to migrate to")
-                    .hint("mara ledger migrate --to postgres://user@host/database, or point the workspace at it first (MARA_LEDGER_URL, or `ledger` in mara.toml)"),
-            ));
-        }
-    };
+    let server = migration_server(to, &in_use)?;
     let file = ledger::path(workspace);
-    let from = ledger::open_existing(&ledger::Place::File(file.clone()))?.ok_or_else(|| {
-        Error::usage(Problem::new(format!(
-            "{} does not exist: this workspace has no history of its own to copy",
-            workspace.display(&file).display()
-        )))
-    })?;
+    let history = history_to_migrate(workspace, &file)?;
+    let mut to = ledger::open(&server)?;
+    let added = to.import(&history)?;
+    let lines_copied = copy_logs(workspace, to.as_mut(), &history, &added)?;
+    let migrated = Migrated {
+        from: workspace.display(&file).display().to_string(),
+        to: &server,
+        in_use: in_use == server,
+        history: &history,
+        added: &added,
+        lines_copied,
+    };
+    ui::print(&migrated.render(settings.output))
+}
+
+/// The server `migrate` copies into: `--to`'s, else the one the workspace is pointed at.
+fn migration_server(to: Option<String>, in_use: &ledger::Place) -> Result<ledger::Place> {
+    match (to, in_use) {
+        (Some(url), _) => match crate::workspace::ledger_url::parse(&url) {
+            Ok(_) => Ok(ledger::Place::Server(url.trim().to_string())),
+            Err(reason) => Err(Error::usage(
+                Problem::new(format!("--to: {reason}"))
+                    .hint("mara ledger migrate --to postgres://user@host/database"),
+            )),
+        },
+        (None, ledger::Place::Server(_)) => Ok(in_use.clone()),
+        (None, ledger::Place::File(_)) => Err(Error::usage(
+            Problem::new("no server to migrate to")
+                .hint("mara ledger migrate --to postgres://user@host/database, or point the workspace at it first (MARA_LEDGER_URL, or `ledger` in mara.toml)"),
+        )),
+    }
+}
+
+/// The history of the workspace's own ledger (`file`), refused while a run is still going there;
+/// a run whose process is gone is copied as what it is: abandoned.
+fn history_to_migrate(workspace: &Workspace, file: &Path) -> Result<ledger::History> {
+    let from =
+        ledger::open_existing(&ledger::Place::File(file.to_path_buf()))?.ok_or_else(|| {
+            Error::usage(Problem::new(format!(
+                "{} does not exist: this workspace has no history of its own to copy",
+                workspace.display(file).display()
+            )))
+        })?;
     let history = from.export()?;
     // A run still going here would go on writing into the old ledger.
     if let Some(running) = history
@@ -753,14 +831,20 @@ fn migrate(settings: &Settings, workspace: &Workspace, to: Option<String>) -> Re
             .hint("wait for it to end, then migrate"),
         ));
     }
-    // A run whose process is gone is copied as what it is: abandoned.
-    let history = ledger::History {
+    Ok(ledger::History {
         runs: history.runs.into_iter().map(RunRecord::as_seen).collect(),
         ..history
-    };
-    let mut to = ledger::open(&server)?;
-    let added = to.import(&history)?;
-    // The logs of the runs copied, read from this workspace's log files (already redacted).
+    })
+}
+
+/// The logs of the runs copied (`added`), read from this workspace's log files (already
+/// redacted) into `to`; how many lines.
+fn copy_logs(
+    workspace: &Workspace,
+    to: &mut dyn Ledger,
+    history: &ledger::History,
+    added: &[String],
+) -> Result<usize> {
     let mut lines_copied = 0;
     for run in history.runs.iter().filter(|r| added.contains(&r.run_id)) {
         for project in &run.projects {
@@ -778,44 +862,68 @@ fn migrate(settings: &Settings, workspace: &Workspace, to: Option<String>) -> Re
             lines_copied += lines.len();
         }
     }
-    let total = history.runs.len();
-    let shown_file = workspace.display(&file).display().to_string();
-    let text = match settings.output {
-        OutputFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string_pretty(&json!({
-                "from": shown_file,
-                "to": server.to_string(),
-                "runs": total,
-                "copied": added,
-                "already_there": total - added.len(),
-                "log_lines": lines_copied,
-                "images": history.images.len(),
-            }))
-            .expect("JSON")
-        ),
-        OutputFormat::Human => {
-            let next = match in_use == server {
-                true => "This workspace uses it already.".to_string(),
-                false => format!(
-                    "Use it from now on: set MARA_LEDGER_URL, or `ledger = \"{server}\"` in mara.toml."
-                ),
-            };
-            format!(
-                "Copied {} of {total} {} from {shown_file} to {server} ({} already there), with {lines_copied} log {}; {} were added where the server had none.\n{next}\n",
-                added.len(),
-                crate::error::plural(total, "run", "runs"),
-                total - added.len(),
-                crate::error::plural(lines_copied, "line", "lines"),
-                match history.images.len() {
-                    0 => "what is deployed and the stacks known".to_string(),
-                    n => format!(
-                        "what is deployed, the stacks known and {n} imported {}",
-                        crate::error::plural(n, "image", "images")
+    Ok(lines_copied)
+}
+
+/// What `migrate` did, as it says it.
+struct Migrated<'a> {
+    /// The workspace's ledger file, as shown.
+    from: String,
+    to: &'a ledger::Place,
+    /// The workspace uses `to` already.
+    in_use: bool,
+    history: &'a ledger::History,
+    added: &'a [String],
+    lines_copied: usize,
+}
+
+impl Migrated<'_> {
+    fn render(&self, output: OutputFormat) -> String {
+        let Migrated {
+            from,
+            to,
+            in_use,
+            history,
+            added,
+            lines_copied,
+        } = self;
+        let total = history.runs.len();
+        match output {
+            OutputFormat::Json => format!(
+                "{}\n",
+                serde_json::to_string_pretty(&json!({
+                    "from": from,
+                    "to": to.to_string(),
+                    "runs": total,
+                    "copied": added,
+                    "already_there": total - added.len(),
+                    "log_lines": lines_copied,
+                    "images": history.images.len(),
+                }))
+                .expect("JSON")
+            ),
+            OutputFormat::Human => {
+                let next = match in_use {
+                    true => "This workspace uses it already.".to_string(),
+                    false => format!(
+                        "Use it from now on: set MARA_LEDGER_URL, or `ledger = \"{to}\"` in mara.toml."
                     ),
-                },
-            )
+                };
+                format!(
+                    "Copied {} of {total} {} from {from} to {to} ({} already there), with {lines_copied} log {}; {} were added where the server had none.\n{next}\n",
+                    added.len(),
+                    crate::error::plural(total, "run", "runs"),
+                    total - added.len(),
+                    crate::error::plural(*lines_copied, "line", "lines"),
+                    match history.images.len() {
+                        0 => "what is deployed and the stacks known".to_string(),
+                        n => format!(
+                            "what is deployed, the stacks known and {n} imported {}",
+                            crate::error::plural(n, "image", "images")
+                        ),
+                    },
+                )
+            }
         }
-    };
-    ui::print(&text)
+    }
 }

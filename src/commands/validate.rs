@@ -65,16 +65,43 @@ pub fn run(settings: &Settings, selection: Selection) -> Result<()> {
 pub fn check(settings: &Settings, selection: &Selection) -> Report {
     let mut report = Report::default();
     let checks = &mut report.checks;
+    let (files, config, settings_read) = check_files(checks, settings);
+    report.workspace = Some(files.workspace.root.clone());
+    report.stack = files.stack.as_ref().map(|s| s.name.to_string());
+    let workspace = &files.workspace;
+    let env = files.environment(settings);
+    let on = (workspace, settings_read);
+    let provider = check_chosen_provider(checks, settings, on, config.as_ref());
+    report.provider = provider.as_ref().map(|p| p.name.clone());
+    let graph = (provider.as_ref()).and_then(|provider| graph_of(checks, provider));
+    if let Some(provider) = &provider {
+        check_pools(checks, provider, on);
+    }
+    let plan = (graph.as_ref()).and_then(|graph| selected(checks, graph, selection));
+    let Some((provider, plan)) = provider.as_ref().zip(plan.as_ref()) else {
+        for area in ["projects", "configuration", "secrets", "tools"] {
+            checks.skip(area, "not checked: the provider's plan could not be built");
+        }
+        return report;
+    };
+    check_plan(checks, settings, &files, (provider, plan), config, &env);
+    report
+}
 
-    // The workspace: its root and mara.toml. A broken mara.toml is reported, and the rest is
-    // checked with the default settings so that one mistake does not hide the others.
+/// The stack's files: the workspace (its root and mara.toml: a broken mara.toml is reported, and
+/// the rest is checked with the default settings so that one mistake does not hide the others),
+/// the environment file, the stack name and its shared configuration (reported further down);
+/// and whether mara.toml was read.
+fn check_files(
+    checks: &mut Checks,
+    settings: &Settings,
+) -> (
+    deployment::StackFiles,
+    Option<Result<StackConfigFile>>,
+    bool,
+) {
     let (workspace, settings_read) = check_workspace(checks, settings);
-    report.workspace = Some(workspace.root.clone());
-
-    // The environment file.
     let (env_file, env_unreadable) = check_environment(checks, &workspace);
-
-    // The stack name, and its shared configuration (reported further down).
     let stack = check_stack(
         checks,
         settings,
@@ -82,7 +109,6 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
         env_file.as_ref(),
         env_unreadable,
     );
-    report.stack = stack.as_ref().map(|s| s.name.to_string());
     let config = stack
         .as_ref()
         .map(|s| StackConfigFile::load(&workspace.stack_config_file(&s.name)));
@@ -92,57 +118,62 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
         stack,
         config: config.as_ref().and_then(|c| c.as_ref().ok()).cloned(),
     };
-    let workspace = &files.workspace;
-    let env = files.environment(settings);
+    (files, config, settings_read)
+}
 
-    // The provider and its graph.
-    let registry = match deployment::registry(workspace) {
-        Ok(registry) => Some(registry),
+/// The workspace's providers, and the one chosen, checked.
+fn check_chosen_provider(
+    checks: &mut Checks,
+    settings: &Settings,
+    (workspace, settings_read): (&Workspace, bool),
+    config: Option<&Result<StackConfigFile>>,
+) -> Option<Provider> {
+    match deployment::registry(workspace) {
+        Ok(registry) => {
+            let on = (workspace, settings_read);
+            check_provider(checks, settings, on, &registry, config)
+        }
         Err(error) => {
             checks.fail_with("provider", error);
             None
         }
-    };
-    let provider = registry.as_ref().and_then(|r| {
-        let on = (workspace, settings_read);
-        check_provider(checks, settings, on, r, config.as_ref())
-    });
-    report.provider = provider.as_ref().map(|p| p.name.clone());
-    let graph = (provider.as_ref()).and_then(|provider| graph_of(checks, provider));
-    if let Some(provider) = &provider {
-        // Pools mara.toml sets are not known when it could not be read.
-        match settings_read {
-            true => check_pools(checks, provider, &workspace.settings.pools),
-            false if provider.projects.iter().any(|p| p.pool.is_some()) => {
-                checks.skip("pools", "not checked: mara.toml could not be read")
+    }
+}
+
+/// The selection, planned on `graph`; said when it is not every project.
+fn selected<'g>(
+    checks: &mut Checks,
+    graph: &'g ExecutionGraph,
+    selection: &Selection,
+) -> Option<Plan<'g>> {
+    match Plan::select(graph, selection) {
+        Ok(plan) => {
+            if !plan.is_everything() {
+                checks.pass(
+                    "selection",
+                    format!("{} of {} projects selected", plan.len(), graph.len()),
+                );
             }
-            false => {}
+            Some(plan)
+        }
+        Err(error) => {
+            checks.fail_with("selection", error);
+            None
         }
     }
-    let plan = graph
-        .as_ref()
-        .and_then(|graph| match Plan::select(graph, selection) {
-            Ok(plan) => {
-                if !plan.is_everything() {
-                    checks.pass(
-                        "selection",
-                        format!("{} of {} projects selected", plan.len(), graph.len()),
-                    );
-                }
-                Some(plan)
-            }
-            Err(error) => {
-                checks.fail_with("selection", error);
-                None
-            }
-        });
+}
 
-    let Some((provider, plan)) = provider.as_ref().zip(plan.as_ref()) else {
-        for area in ["projects", "configuration", "secrets", "tools"] {
-            checks.skip(area, "not checked: the provider's plan could not be built");
-        }
-        return report;
-    };
+/// What the plan's projects need: their directories and files, their clusters and kubeconfigs,
+/// their inputs, the stack's configuration and secrets, the tools.
+fn check_plan(
+    checks: &mut Checks,
+    settings: &Settings,
+    files: &deployment::StackFiles,
+    (provider, plan): (&Provider, &Plan<'_>),
+    config: Option<Result<StackConfigFile>>,
+    env: &std::collections::BTreeMap<String, String>,
+) {
+    let workspace = &files.workspace;
     checks::projects(checks, workspace, plan);
     // The walk a fingerprint makes of the projects' files (`up`, `--changed`): it opens every
     // ignore file on the way, and refuses one that is no regular file.
@@ -156,12 +187,11 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
         checks::local_cluster(checks, provider, plan, &stack.name);
         checks::one_kubeconfig(checks, workspace, plan.graph, &stack.name);
     }
-    checks::mergeable_kubeconfig(checks, plan, &env);
+    checks::mergeable_kubeconfig(checks, plan, env);
     checks::inputs_have_outputs(checks, workspace, plan);
-    check_stack_files(checks, settings, &files, (provider, plan), config, &env);
-    short_secrets(checks, &env);
-    checks::tools(checks, workspace, plan, &env);
-    report
+    check_stack_files(checks, settings, files, (provider, plan), config, env);
+    short_secrets(checks, env);
+    checks::tools(checks, workspace, plan, env);
 }
 
 /// The workspace: its root and mara.toml, checked (a broken mara.toml is reported; the rest is
@@ -326,13 +356,20 @@ fn graph_of(checks: &mut Checks, provider: &Provider) -> Option<ExecutionGraph> 
     }
 }
 
-/// Each pool a project names has a limit (docs/formats.md, "Budgets and retries").
+/// Each pool a project names has a limit (docs/formats.md, "Budgets and retries"); the pools
+/// mara.toml sets are not known when it could not be read.
 fn check_pools(
     checks: &mut Checks,
     provider: &Provider,
-    set: &std::collections::BTreeMap<String, usize>,
+    (workspace, settings_read): (&Workspace, bool),
 ) {
-    match deployment::pools(provider, set) {
+    if !settings_read {
+        if provider.projects.iter().any(|p| p.pool.is_some()) {
+            checks.skip("pools", "not checked: mara.toml could not be read");
+        }
+        return;
+    }
+    match deployment::pools(provider, &workspace.settings.pools) {
         Ok(pools) if pools.is_empty() => {}
         Ok(pools) => {
             let limits: Vec<String> = (pools.iter())

@@ -53,74 +53,16 @@ impl ExecutionGraph {
         Self::from_projects(provider.projects.clone())
     }
 
+    /// Builds and checks the graph of `projects`, in their declaration order.
     pub fn from_projects(projects: Vec<Project>) -> Result<ExecutionGraph> {
+        let index = index_paths(&projects)?;
         let mut problems = Vec::new();
-        let mut index: HashMap<&str, usize> = HashMap::with_capacity(projects.len());
-        for (i, project) in projects.iter().enumerate() {
-            if let Some(&first) = index.get(project.path.as_str()) {
-                let first_at = &projects[first].declared_at;
-                let first_place = match first_at.line {
-                    Some(line) if first_at.file == project.declared_at.file => {
-                        format!("line {line}")
-                    }
-                    _ => first_at.to_string(),
-                };
-                problems.push(
-                    Problem::new(format!(
-                        "duplicate project path (first declared at {first_place})"
-                    ))
-                    .at(project.declared_at.clone())
-                    .subject(format!("`{}`", project.path)),
-                );
-            } else {
-                index.insert(project.path.as_str(), i);
-            }
-        }
-        if !problems.is_empty() {
-            return Err(Error::Problems(problems));
-        }
-
         let mut graph =
             DiGraph::<(), EdgeKind, u32>::with_capacity(projects.len(), projects.len() * 2);
         for _ in &projects {
             graph.add_node(());
         }
-        let node = |i: usize| NodeIndex::new(i);
-        for (i, project) in projects.iter().enumerate() {
-            let references = project
-                .after
-                .iter()
-                .map(|r| ("after", r))
-                .chain(project.before.iter().map(|r| ("before", r)));
-            for (field, reference) in references {
-                match index.get(reference.target.as_str()) {
-                    Some(&j) if j == i => problems.push(
-                        Problem::new(format!("`{field}` names the project itself"))
-                            .at(reference.at.clone())
-                            .subject(format!("project `{}`", project.path)),
-                    ),
-                    Some(&j) => {
-                        let (from, to) = if field == "after" { (j, i) } else { (i, j) };
-                        graph.update_edge(node(from), node(to), EdgeKind::Declared);
-                    }
-                    None => problems.push(
-                        Problem::new(format!(
-                            "`{field}` names `{}`, which is not a project here",
-                            reference.target
-                        ))
-                        .at(reference.at.clone())
-                        .subject(format!("project `{}`", project.path))
-                        .maybe_hint(
-                            did_you_mean(
-                                &reference.target,
-                                projects.iter().map(|p| p.path.as_str()),
-                            )
-                            .map(|s| format!("did you mean `{s}`?")),
-                        ),
-                    ),
-                }
-            }
-        }
+        add_declared_edges(&projects, &index, &mut graph, &mut problems);
         add_input_edges(&projects, &index, &mut graph, &mut problems);
         if !problems.is_empty() {
             return Err(Error::Problems(problems));
@@ -242,6 +184,79 @@ impl ExecutionGraph {
                         .join(", ")
                 )),
             ),
+        }
+    }
+}
+
+/// Each project's index by its path; a path declared twice is a problem.
+fn index_paths(projects: &[Project]) -> Result<HashMap<&str, usize>> {
+    let mut problems = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(projects.len());
+    for (i, project) in projects.iter().enumerate() {
+        if let Some(&first) = index.get(project.path.as_str()) {
+            let first_at = &projects[first].declared_at;
+            let first_place = match first_at.line {
+                Some(line) if first_at.file == project.declared_at.file => {
+                    format!("line {line}")
+                }
+                _ => first_at.to_string(),
+            };
+            problems.push(
+                Problem::new(format!(
+                    "duplicate project path (first declared at {first_place})"
+                ))
+                .at(project.declared_at.clone())
+                .subject(format!("`{}`", project.path)),
+            );
+        } else {
+            index.insert(project.path.as_str(), i);
+        }
+    }
+    match problems.is_empty() {
+        true => Ok(index),
+        false => Err(Error::Problems(problems)),
+    }
+}
+
+/// An edge for each `after` and `before`; one naming the project itself, or no project, is a
+/// problem.
+fn add_declared_edges(
+    projects: &[Project],
+    index: &HashMap<&str, usize>,
+    graph: &mut DiGraph<(), EdgeKind, u32>,
+    problems: &mut Vec<Problem>,
+) {
+    let node = |i: usize| NodeIndex::new(i);
+    for (i, project) in projects.iter().enumerate() {
+        let references = project
+            .after
+            .iter()
+            .map(|r| ("after", r))
+            .chain(project.before.iter().map(|r| ("before", r)));
+        for (field, reference) in references {
+            match index.get(reference.target.as_str()) {
+                Some(&j) if j == i => problems.push(
+                    Problem::new(format!("`{field}` names the project itself"))
+                        .at(reference.at.clone())
+                        .subject(format!("project `{}`", project.path)),
+                ),
+                Some(&j) => {
+                    let (from, to) = if field == "after" { (j, i) } else { (i, j) };
+                    graph.update_edge(node(from), node(to), EdgeKind::Declared);
+                }
+                None => problems.push(
+                    Problem::new(format!(
+                        "`{field}` names `{}`, which is not a project here",
+                        reference.target
+                    ))
+                    .at(reference.at.clone())
+                    .subject(format!("project `{}`", project.path))
+                    .maybe_hint(
+                        did_you_mean(&reference.target, projects.iter().map(|p| p.path.as_str()))
+                            .map(|s| format!("did you mean `{s}`?")),
+                    ),
+                ),
+            }
         }
     }
 }

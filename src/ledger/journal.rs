@@ -76,8 +76,7 @@ impl Journal {
                     "it is not a regular file, where mara keeps what a server did not take",
                 ));
             }
-            let mut file = open(&self.file)?;
-            let _locked = crate::files::Flock::exclusive(&file)?;
+            let mut file = crate::files::Flock::exclusive(open(&self.file)?)?;
             file.write_all(text.as_bytes())?;
             file.sync_data()
         };
@@ -92,11 +91,11 @@ impl Journal {
         if !self.file.is_file() {
             return Ok((0, 0));
         }
-        let mut file = open(&self.file).map_err(|e| Error::read(&self.file, e))?;
-        let _locked =
-            crate::files::Flock::exclusive(&file).map_err(|e| Error::read(&self.file, e))?;
+        let mut file = open(&self.file)
+            .and_then(crate::files::Flock::exclusive)
+            .map_err(|e| Error::read(&self.file, e))?;
         let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut file, &mut bytes)
+        std::io::Read::read_to_end(&mut *file, &mut bytes)
             .map_err(|e| Error::read(&self.file, e))?;
         let lines: Vec<&[u8]> = (bytes.split(|&b| b == b'\n'))
             .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
@@ -145,7 +144,7 @@ impl Journal {
             rest.push(b'\n');
         }
         file.set_len(0).map_err(|e| Error::write(&self.file, e))?;
-        std::io::Seek::rewind(&mut file).map_err(|e| Error::write(&self.file, e))?;
+        std::io::Seek::rewind(&mut *file).map_err(|e| Error::write(&self.file, e))?;
         file.write_all(&rest)
             .and_then(|()| file.sync_data())
             .map_err(|e| Error::write(&self.file, e))?;

@@ -17,7 +17,8 @@ use super::records::Records;
 use super::store::{Row, Store, Tx, Value, Words};
 use crate::error::{Error, Problem, Result};
 
-/// Each entry moves the schema one version up; never edit one, add the next.
+/// Each entry moves the schema one version up; never edit one, add the next. The schema they
+/// make is the one `tests/ledger_contract.rs` describes (`SCHEMA`), as PostgreSQL's are.
 const MIGRATIONS: &[&str] = &[
     // 1: runs, their projects, and the stack locks.
     "CREATE TABLE runs (

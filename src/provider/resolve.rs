@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use super::schema::{self, ParsedProject};
-use super::{Origin, Project, Provider, ProviderSource, Registry, Stage};
+use super::{ConfigSpec, Origin, Project, Provider, ProviderSource, Registry, Stage};
 use crate::error::{Error, Location, Problem, Result, did_you_mean};
 
 /// `chain` holds the sources being resolved, outermost first, by name and whether built in: a
@@ -21,45 +21,84 @@ pub(super) fn resolve(
     source: &ProviderSource,
     chain: &mut Vec<(String, bool)>,
 ) -> Result<Provider> {
-    let parsed = schema::parse(&source.display_path, &source.text).map_err(Error::Problems)?;
+    let mut parsed = schema::parse(&source.display_path, &source.text).map_err(Error::Problems)?;
     chain.push(identity(source));
-    let Some((base_name, base_at)) = parsed.extends else {
-        let mut problems = Vec::new();
-        if !parsed.remove.is_empty() {
-            problems.push(
-                Problem::new("`remove` needs `extends`: there is nothing to remove from")
-                    .at(parsed.remove[0].at.clone()),
-            );
-        }
-        let description = parsed.description.unwrap_or_default();
-        if description.is_empty() {
-            problems.push(
-                Problem::new("a provider needs a `description`").in_file(&source.display_path),
-            );
-        }
-        if !problems.is_empty() {
-            return Err(Error::Problems(problems));
-        }
-        return Ok(Provider {
-            name: source.name.clone(),
-            description,
-            infra_type: parsed.infra_type,
-            origin: source.origin.clone(),
-            is_abstract: parsed.is_abstract,
-            extends: Vec::new(),
-            config: parsed.config,
-            projects: parsed.projects.into_iter().map(|p| p.project).collect(),
-            pools: parsed.pools,
-        });
+    let Some((base_name, base_at)) = parsed.extends.take() else {
+        return standalone(source, parsed);
     };
+    let base_source = base_source(registry, source, chain, &base_name, base_at)?;
+    let base = resolve(registry, base_source, chain)?;
+    let mut problems = Vec::new();
+    let mut projects = inherited_projects(&base, &parsed.remove, &mut problems);
+    add_projects(&mut projects, parsed.projects, &mut problems);
+    let config = merged_config(&base.config, parsed.config);
+    if !problems.is_empty() {
+        return Err(Error::Problems(problems));
+    }
+    let mut extends = vec![base.name.clone()];
+    extends.extend(base.extends.iter().cloned());
+    // A pool the file sets comes over its base's.
+    let mut pools = base.pools.clone();
+    pools.extend(parsed.pools);
+    Ok(Provider {
+        name: source.name.clone(),
+        description: parsed.description.unwrap_or(base.description),
+        infra_type: parsed.infra_type.or(base.infra_type),
+        origin: source.origin.clone(),
+        is_abstract: parsed.is_abstract,
+        extends,
+        config,
+        projects,
+        pools,
+    })
+}
 
+/// A provider that extends none: it has nothing to remove from, and a description of its own.
+fn standalone(source: &ProviderSource, parsed: schema::ParsedProvider) -> Result<Provider> {
+    let mut problems = Vec::new();
+    if !parsed.remove.is_empty() {
+        problems.push(
+            Problem::new("`remove` needs `extends`: there is nothing to remove from")
+                .at(parsed.remove[0].at.clone()),
+        );
+    }
+    let description = parsed.description.unwrap_or_default();
+    if description.is_empty() {
+        problems
+            .push(Problem::new("a provider needs a `description`").in_file(&source.display_path));
+    }
+    if !problems.is_empty() {
+        return Err(Error::Problems(problems));
+    }
+    Ok(Provider {
+        name: source.name.clone(),
+        description,
+        infra_type: parsed.infra_type,
+        origin: source.origin.clone(),
+        is_abstract: parsed.is_abstract,
+        extends: Vec::new(),
+        config: parsed.config,
+        projects: parsed.projects.into_iter().map(|p| p.project).collect(),
+        pools: parsed.pools,
+    })
+}
+
+/// The source `extends` names (declared at `base_at`), refused when unknown or when it closes a
+/// cycle through `chain`.
+fn base_source<'r>(
+    registry: &'r Registry,
+    source: &ProviderSource,
+    chain: &[(String, bool)],
+    base_name: &str,
+    base_at: Location,
+) -> Result<&'r ProviderSource> {
     // A workspace file that extends its own name builds on the built-in provider it replaces.
     let base_source = match (&source.origin, base_name == source.name) {
-        (Origin::File(_), true) => registry.builtin.get(&base_name),
-        _ => registry.source(&base_name),
+        (Origin::File(_), true) => registry.builtin.get(base_name),
+        _ => registry.source(base_name),
     };
     let Some(base_source) = base_source else {
-        let problem = registry.unknown(&base_name);
+        let problem = registry.unknown(base_name);
         return Err(Error::config(Problem {
             location: Some(base_at),
             subject: Some("`extends`".into()),
@@ -70,7 +109,7 @@ pub(super) fn resolve(
         let names = chain
             .iter()
             .map(|(name, _)| name.as_str())
-            .chain(std::iter::once(base_name.as_str()));
+            .chain(std::iter::once(base_name));
         let cycle = names.collect::<Vec<_>>().join(" -> ");
         return Err(Error::config(
             Problem::new(format!("providers extend each other in a cycle: {cycle}"))
@@ -78,11 +117,18 @@ pub(super) fn resolve(
                 .subject("`extends`"),
         ));
     }
-    let base = resolve(registry, base_source, chain)?;
+    Ok(base_source)
+}
 
-    let mut problems = Vec::new();
+/// The base's projects less those `remove` names (one it does not have is a problem), and every
+/// `after`/`before` that names them.
+fn inherited_projects(
+    base: &Provider,
+    remove: &[super::Reference],
+    problems: &mut Vec<Problem>,
+) -> Vec<Project> {
     let mut projects = base.projects.clone();
-    for removed in &parsed.remove {
+    for removed in remove {
         match projects.iter().position(|p| p.path == removed.target) {
             Some(index) => {
                 projects.remove(index);
@@ -103,7 +149,7 @@ pub(super) fn resolve(
             ),
         }
     }
-    let removed: Vec<&str> = parsed.remove.iter().map(|r| r.target.as_str()).collect();
+    let removed: Vec<&str> = remove.iter().map(|r| r.target.as_str()).collect();
     for project in &mut projects {
         project
             .after
@@ -112,7 +158,16 @@ pub(super) fn resolve(
             .before
             .retain(|r| !removed.contains(&r.target.as_str()));
     }
+    projects
+}
 
+/// The file's own projects into the inherited ones: one with an inherited path replaces it in
+/// place, a new one goes where `insertion_point` says.
+fn add_projects(
+    projects: &mut Vec<Project>,
+    added: Vec<ParsedProject>,
+    problems: &mut Vec<Problem>,
+) {
     // How many projects this file has already placed after each anchor, to keep file order.
     let mut placed_after: HashMap<String, usize> = HashMap::new();
     // This file's own entries: a path it declares twice is a mistake, not an override.
@@ -120,7 +175,7 @@ pub(super) fn resolve(
     for ParsedProject {
         project,
         insert_after,
-    } in parsed.projects
+    } in added
     {
         if let Some(first) = declared_here.get(&project.path) {
             let line = first
@@ -139,47 +194,28 @@ pub(super) fn resolve(
             projects[index] = project;
             continue;
         }
-        let index = match insertion_point(
-            &projects,
-            &project,
-            insert_after.as_ref(),
-            &mut placed_after,
-        ) {
-            Ok(index) => index,
-            Err(problem) => {
-                problems.push(problem);
-                projects.len()
-            }
-        };
+        let index =
+            match insertion_point(projects, &project, insert_after.as_ref(), &mut placed_after) {
+                Ok(index) => index,
+                Err(problem) => {
+                    problems.push(problem);
+                    projects.len()
+                }
+            };
         projects.insert(index, project);
     }
+}
 
-    let mut config = base.config.clone();
-    for entry in parsed.config {
+/// The base's `[[config]]` with the file's: an entry of the same key replaces the inherited one.
+fn merged_config(base: &[ConfigSpec], added: Vec<ConfigSpec>) -> Vec<ConfigSpec> {
+    let mut config = base.to_vec();
+    for entry in added {
         match config.iter_mut().find(|c| c.key == entry.key) {
             Some(existing) => *existing = entry,
             None => config.push(entry),
         }
     }
-    if !problems.is_empty() {
-        return Err(Error::Problems(problems));
-    }
-    let mut extends = vec![base.name.clone()];
-    extends.extend(base.extends.iter().cloned());
-    // A pool the file sets comes over its base's.
-    let mut pools = base.pools.clone();
-    pools.extend(parsed.pools);
-    Ok(Provider {
-        name: source.name.clone(),
-        description: parsed.description.unwrap_or(base.description),
-        infra_type: parsed.infra_type.or(base.infra_type),
-        origin: source.origin.clone(),
-        is_abstract: parsed.is_abstract,
-        extends,
-        config,
-        projects,
-        pools,
-    })
+    config
 }
 
 fn identity(source: &ProviderSource) -> (String, bool) {

@@ -197,44 +197,8 @@ impl Checker<'_> {
             .into_iter()
             .map(|c| self.config(c))
             .collect::<Vec<_>>();
-        for (i, entry) in config.iter().enumerate() {
-            if let Some(first) = config[..i].iter().find(|c| c.key == entry.key) {
-                let line = first.declared_at.line.unwrap_or_default();
-                self.problem(
-                    entry.declared_at.clone(),
-                    format!("config `{}`", entry.key),
-                    format!("declared twice (first on line {line})"),
-                );
-            }
-        }
-        for (i, entry) in config.iter().enumerate() {
-            let named = [
-                ("default_from", &entry.default_from, true),
-                ("at_least", &entry.at_least, false),
-                ("at_most", &entry.at_most, false),
-            ];
-            for (field, other, earlier) in named {
-                let Some(other) = other else { continue };
-                let within = match earlier {
-                    true => &config[..i],
-                    false => &config[..],
-                };
-                let found = within
-                    .iter()
-                    .find(|c| c.key == *other && c.key != entry.key);
-                if !found.is_some_and(|c| c.kind == ConfigKind::Int) {
-                    let which = match earlier {
-                        true => "an earlier `[[config]]` of kind \"int\" in this file",
-                        false => "another `[[config]]` of kind \"int\" in this file",
-                    };
-                    self.problem(
-                        entry.declared_at.clone(),
-                        format!("config `{}`", entry.key),
-                        format!("`{field}` names `{other}`, which is not {which}"),
-                    );
-                }
-            }
-        }
+        self.config_declared_twice(&config);
+        self.config_references(&config);
         let projects = projects.into_iter().map(|p| self.project(p)).collect();
         if description.as_deref().is_some_and(|d| d.trim().is_empty()) {
             self.problem(
@@ -258,6 +222,53 @@ impl Checker<'_> {
             config,
             projects,
             pools,
+        }
+    }
+
+    /// Each `[[config]]` key declared once.
+    fn config_declared_twice(&mut self, config: &[ConfigSpec]) {
+        for (i, entry) in config.iter().enumerate() {
+            if let Some(first) = config[..i].iter().find(|c| c.key == entry.key) {
+                let line = first.declared_at.line.unwrap_or_default();
+                self.problem(
+                    entry.declared_at.clone(),
+                    format!("config `{}`", entry.key),
+                    format!("declared twice (first on line {line})"),
+                );
+            }
+        }
+    }
+
+    /// `default_from` names an earlier `[[config]]` of kind "int", `at_least` and `at_most`
+    /// another one.
+    fn config_references(&mut self, config: &[ConfigSpec]) {
+        for (i, entry) in config.iter().enumerate() {
+            let named = [
+                ("default_from", &entry.default_from, true),
+                ("at_least", &entry.at_least, false),
+                ("at_most", &entry.at_most, false),
+            ];
+            for (field, other, earlier) in named {
+                let Some(other) = other else { continue };
+                let within = match earlier {
+                    true => &config[..i],
+                    false => config,
+                };
+                let found = within
+                    .iter()
+                    .find(|c| c.key == *other && c.key != entry.key);
+                if !found.is_some_and(|c| c.kind == ConfigKind::Int) {
+                    let which = match earlier {
+                        true => "an earlier `[[config]]` of kind \"int\" in this file",
+                        false => "another `[[config]]` of kind \"int\" in this file",
+                    };
+                    self.problem(
+                        entry.declared_at.clone(),
+                        format!("config `{}`", entry.key),
+                        format!("`{field}` names `{other}`, which is not {which}"),
+                    );
+                }
+            }
         }
     }
 
@@ -288,28 +299,7 @@ impl Checker<'_> {
             }
             toml_to_json(value)
         });
-        if !choices.is_empty() && !matches!(kind, ConfigKind::String | ConfigKind::Int) {
-            self.problem(
-                declared_at.clone(),
-                &subject,
-                "`choices` is only for kind \"string\" or \"int\"",
-            );
-        }
-        for choice in &choices {
-            if let Err(message) = kind.check(choice) {
-                self.problem(declared_at.clone(), &subject, format!("a choice {message}"));
-            }
-        }
-        if let (Some(default), false) = (&default, choices.is_empty()) {
-            let choices: Vec<_> = choices.iter().cloned().map(toml_to_json).collect();
-            if !choices.contains(default) {
-                self.problem(
-                    declared_at.clone(),
-                    &subject,
-                    format!("`default` {default} is not one of its `choices`"),
-                );
-            }
-        }
+        self.choices(&subject, &declared_at, kind, &choices, default.as_ref());
         if env
             .as_deref()
             .is_some_and(|e| !crate::workspace::envfile::is_valid_key(e))
@@ -347,6 +337,39 @@ impl Checker<'_> {
         }
     }
 
+    /// `choices`: only for a string or an int, each of its kind, the default among them.
+    fn choices(
+        &mut self,
+        subject: &str,
+        at: &Location,
+        kind: ConfigKind,
+        choices: &[toml::Value],
+        default: Option<&serde_json::Value>,
+    ) {
+        if !choices.is_empty() && !matches!(kind, ConfigKind::String | ConfigKind::Int) {
+            self.problem(
+                at.clone(),
+                subject,
+                "`choices` is only for kind \"string\" or \"int\"",
+            );
+        }
+        for choice in choices {
+            if let Err(message) = kind.check(choice) {
+                self.problem(at.clone(), subject, format!("a choice {message}"));
+            }
+        }
+        if let (Some(default), false) = (default, choices.is_empty()) {
+            let choices: Vec<_> = choices.iter().cloned().map(toml_to_json).collect();
+            if !choices.contains(default) {
+                self.problem(
+                    at.clone(),
+                    subject,
+                    format!("`default` {default} is not one of its `choices`"),
+                );
+            }
+        }
+    }
+
     fn project(&mut self, raw: RawProject) -> ParsedProject {
         let RawProject {
             path,
@@ -375,52 +398,8 @@ impl Checker<'_> {
         if let Some(message) = project_path_problem(&path) {
             self.problem(declared_at.clone(), &subject, message);
         }
-        let required_config = required_config
-            .into_iter()
-            .map(|key| {
-                if let Some(message) = key_problem(key.get_ref()) {
-                    let at = self.at(&key);
-                    self.problem(
-                        at,
-                        &subject,
-                        format!("required_config `{}`: {message}", key.get_ref()),
-                    );
-                }
-                key.into_inner()
-            })
-            .collect();
-        let secrets = secret
-            .into_iter()
-            .map(
-                |RawSecret {
-                     key,
-                     prompt,
-                     default,
-                 }| {
-                    let at = self.at(&key);
-                    if !is_namespaced(key.get_ref()) {
-                        self.problem(
-                            at.clone(),
-                            &subject,
-                            format!("secret `{}` is not `namespace:name`", key.get_ref()),
-                        );
-                    }
-                    if default.as_deref() == Some("") {
-                        self.problem(
-                            at.clone(),
-                            &subject,
-                            format!("secret `{}` has an empty default", key.get_ref()),
-                        );
-                    }
-                    SecretSpec {
-                        key: key.into_inner(),
-                        prompt,
-                        default,
-                        declared_at: at,
-                    }
-                },
-            )
-            .collect();
+        let required_config = self.required_config(&subject, required_config);
+        let secrets = self.secrets(&subject, secret);
         let on_success = on_success
             .into_iter()
             .filter_map(|h| self.hook(&subject, h))
@@ -436,33 +415,7 @@ impl Checker<'_> {
             destroy,
             drift,
         };
-        // A project with commands and no engine is a command project.
-        let engine = match engine {
-            None if steps.any() => Some(EngineKind::running_commands()),
-            engine => engine,
-        };
-        match engine {
-            Some(engine) if engine.runs_commands() => {
-                for (name, step) in [("up", &steps.up), ("destroy", &steps.destroy)] {
-                    if step.as_deref().is_none_or(|s| s.trim().is_empty()) {
-                        self.problem(
-                            declared_at.clone(),
-                            &subject,
-                            format!(
-                                "engine \"{engine}\" needs {} `{name}` command",
-                                if name == "up" { "an" } else { "a" }
-                            ),
-                        );
-                    }
-                }
-            }
-            _ if steps.any() => self.problem(
-                declared_at.clone(),
-                &subject,
-                "`up`, `preview`, `refresh`, `destroy` and `drift` commands are only for engine = \"command\"",
-            ),
-            _ => {}
-        }
+        let engine = self.engine(&subject, &declared_at, engine, &steps);
         let inputs = self.inputs(&subject, inputs);
         let pool = pool.map(|pool| self.reference(pool));
         let retry = retry.and_then(|retry| {
@@ -493,6 +446,97 @@ impl Checker<'_> {
             },
             insert_after: insert_after.map(|r| self.reference(r)),
         }
+    }
+
+    /// `required_config`: each a valid key.
+    fn required_config(&mut self, subject: &str, raw: Vec<Spanned<String>>) -> Vec<String> {
+        raw.into_iter()
+            .map(|key| {
+                if let Some(message) = key_problem(key.get_ref()) {
+                    let at = self.at(&key);
+                    self.problem(
+                        at,
+                        subject,
+                        format!("required_config `{}`: {message}", key.get_ref()),
+                    );
+                }
+                key.into_inner()
+            })
+            .collect()
+    }
+
+    /// `[[project.secret]]`: each `namespace:name`, its default not empty.
+    fn secrets(&mut self, subject: &str, raw: Vec<RawSecret>) -> Vec<SecretSpec> {
+        raw.into_iter()
+            .map(
+                |RawSecret {
+                     key,
+                     prompt,
+                     default,
+                 }| {
+                    let at = self.at(&key);
+                    if !is_namespaced(key.get_ref()) {
+                        self.problem(
+                            at.clone(),
+                            subject,
+                            format!("secret `{}` is not `namespace:name`", key.get_ref()),
+                        );
+                    }
+                    if default.as_deref() == Some("") {
+                        self.problem(
+                            at.clone(),
+                            subject,
+                            format!("secret `{}` has an empty default", key.get_ref()),
+                        );
+                    }
+                    SecretSpec {
+                        key: key.into_inner(),
+                        prompt,
+                        default,
+                        declared_at: at,
+                    }
+                },
+            )
+            .collect()
+    }
+
+    /// The project's engine (a project with commands and no engine is a command project), and
+    /// its commands: only a command project has them, and it has `up` and `destroy`.
+    fn engine(
+        &mut self,
+        subject: &str,
+        at: &Location,
+        engine: Option<EngineKind>,
+        steps: &Commands,
+    ) -> Option<EngineKind> {
+        // A project with commands and no engine is a command project.
+        let engine = match engine {
+            None if steps.any() => Some(EngineKind::running_commands()),
+            engine => engine,
+        };
+        match engine {
+            Some(engine) if engine.runs_commands() => {
+                for (name, step) in [("up", &steps.up), ("destroy", &steps.destroy)] {
+                    if step.as_deref().is_none_or(|s| s.trim().is_empty()) {
+                        self.problem(
+                            at.clone(),
+                            subject,
+                            format!(
+                                "engine \"{engine}\" needs {} `{name}` command",
+                                if name == "up" { "an" } else { "a" }
+                            ),
+                        );
+                    }
+                }
+            }
+            _ if steps.any() => self.problem(
+                at.clone(),
+                subject,
+                "`up`, `preview`, `refresh`, `destroy` and `drift` commands are only for engine = \"command\"",
+            ),
+            _ => {}
+        }
+        engine
     }
 
     /// `[project.inputs]`: each name one Terraform would take as a variable's, each source

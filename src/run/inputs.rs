@@ -119,48 +119,84 @@ impl Values {
     /// only once applied defers it.
     pub fn resolve(&self, inputs: &[PlannedInput], previewing: bool) -> Result<Resolved, Unknown> {
         let known = self.known();
-        let mut resolved = Resolved::default();
-        let (mut missing, mut deferred, mut removed) = (Vec::new(), Vec::new(), Vec::new());
+        let mut gathered = Gathered::default();
         for input in inputs {
-            let found = known.get(&input.from);
-            let planned = (found.and_then(|k| k.planned.as_ref())).filter(|_| previewing);
-            let (value, secret) = match planned {
-                Some(planned) => match planned.get(&input.output) {
-                    Some(p) if p.changes && p.value.is_none() => {
-                        deferred.push(input);
-                        continue;
-                    }
-                    Some(p) if p.changes => {
-                        resolved.projected.push(input.source());
-                        // Secret when either the plan or what was known before says so (an
-                        // output recorded secret that its code since made nonsensitive).
-                        (p.value.as_ref(), p.secret || current(found, input).1)
-                    }
-                    Some(_) => current(found, input),
-                    None => {
-                        removed.push((input, current(found, input).0.is_some()));
-                        continue;
-                    }
-                },
-                None => current(found, input),
-            };
-            let Some(value) = value else {
-                missing.push((input, why_missing(input, found, planned.is_some())));
-                continue;
-            };
-            let text = as_text(value);
-            if secret {
-                // The whole, and every part of a structured one.
-                resolved.secrets.extend(crate::engine::secret_texts(value));
-            }
-            if let Some(why) = unfit(&text) {
-                missing.push((input, why));
-                continue;
-            }
-            let taken = super::approval::fingerprint(&text, secret);
-            resolved.taken.insert(input.name.clone(), taken);
-            resolved.env.insert(input.variable.clone(), text);
+            gathered.input(input, known.get(&input.from), previewing);
         }
+        gathered.verdict()
+    }
+}
+
+/// A project's inputs as they are gathered: those given, and those that cannot be, each by why.
+#[derive(Default)]
+struct Gathered<'i> {
+    resolved: Resolved,
+    /// No value, or one no environment variable holds; and why.
+    missing: Vec<(&'i PlannedInput, String)>,
+    /// A value the upstream's preview plans, known only once applied.
+    deferred: Vec<&'i PlannedInput>,
+    /// An output the upstream's preview plans to be gone; whether it is there now.
+    removed: Vec<(&'i PlannedInput, bool)>,
+}
+
+impl<'i> Gathered<'i> {
+    /// One input, from its upstream's outputs as known (`found`) or, in a preview, as its
+    /// preview plans them.
+    fn input(&mut self, input: &'i PlannedInput, found: Option<&Known>, previewing: bool) {
+        let planned = (found.and_then(|k| k.planned.as_ref())).filter(|_| previewing);
+        let (value, secret) = match planned {
+            Some(planned) => match planned.get(&input.output) {
+                Some(p) if p.changes && p.value.is_none() => {
+                    self.deferred.push(input);
+                    return;
+                }
+                Some(p) if p.changes => {
+                    self.resolved.projected.push(input.source());
+                    // Secret when either the plan or what was known before says so (an
+                    // output recorded secret that its code since made nonsensitive).
+                    (p.value.as_ref(), p.secret || current(found, input).1)
+                }
+                Some(_) => current(found, input),
+                None => {
+                    self.removed
+                        .push((input, current(found, input).0.is_some()));
+                    return;
+                }
+            },
+            None => current(found, input),
+        };
+        let Some(value) = value else {
+            (self.missing).push((input, why_missing(input, found, planned.is_some())));
+            return;
+        };
+        self.take(input, value, secret);
+    }
+
+    /// The input's `value`, as its variable's text; a secret one's texts kept for the redactor.
+    fn take(&mut self, input: &'i PlannedInput, value: &Value, secret: bool) {
+        let text = as_text(value);
+        if secret {
+            // The whole, and every part of a structured one.
+            (self.resolved.secrets).extend(crate::engine::secret_texts(value));
+        }
+        if let Some(why) = unfit(&text) {
+            self.missing.push((input, why));
+            return;
+        }
+        let taken = super::approval::fingerprint(&text, secret);
+        self.resolved.taken.insert(input.name.clone(), taken);
+        self.resolved.env.insert(input.variable.clone(), text);
+    }
+
+    /// The variables, or why not: an output a plan removes first (the project's own plan cannot
+    /// succeed), then a value missing, then a value known only once applied.
+    fn verdict(self) -> Result<Resolved, Unknown> {
+        let Gathered {
+            resolved,
+            missing,
+            deferred,
+            removed,
+        } = self;
         let waits_on = |inputs: Vec<&PlannedInput>| {
             let mut on: Vec<String> = inputs.iter().map(|i| i.from.clone()).collect();
             on.dedup();

@@ -134,44 +134,10 @@ struct Own {
     replan: bool,
 }
 
-/// A run's id given on the command line (`--run`, `ci open --run`): letters, digits, `.`, `_`
-/// and `-`, starting with a letter or digit, at most 100 (it names the run's log directory, and
-/// is often a CI variable, empty when not set).
-pub fn check_run_id(id: &str) -> Result<()> {
-    let valid = (1..=100).contains(&id.len())
-        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    let why = match id.chars().count() {
-        n if n > 100 => format!(": it is {n} characters long, and a run id has at most 100"),
-        _ => String::new(),
-    };
-    match valid {
-        true => Ok(()),
-        false => Err(Error::usage(
-            Problem::new(format!("{} is not a run id{why}", crate::error::quoted(id)))
-                .hint("a run id is 1 to 100 letters, digits, `.`, `_` and `-`, starting with a letter or digit (an empty one is usually a CI variable that is not set)"),
-        )),
-    }
-}
-
-/// A fanned-out run to open (`mara ci open`).
-#[derive(Debug, Clone)]
-pub struct OpenRun {
-    pub run_id: String,
-    pub lease: std::time::Duration,
-    /// `--config FILE`: the stack configuration the run carries, from a CI secret file.
-    pub config: Option<PathBuf>,
-}
-
-impl RunSettings {
-    /// Resolves the options of one run command: its own, then those every run command takes.
-    pub fn resolve(
-        command: RunCommand,
-        settings: &Settings,
-        workspace: &WorkspaceSettings,
-    ) -> Result<RunSettings> {
+impl Own {
+    /// The options `command` has of its own, destructured field by field (a new flag nobody
+    /// handles fails to compile), its operation, and the options every run command takes.
+    fn of(command: RunCommand) -> (Operation, Own, RunArgs) {
         let mut own = Own::default();
         let (operation, args) = match command {
             RunCommand::Up(UpArgs {
@@ -223,6 +189,63 @@ impl RunSettings {
                 (Operation::Destroy, run)
             }
         };
+        (operation, own, args)
+    }
+
+    /// Which projects of the selection the run takes: `--resume` or `--changed`, not both.
+    fn mode(&self) -> Result<Mode> {
+        Ok(match (self.resume, self.changed) {
+            (true, true) => {
+                return Err(Error::usage(Problem::new(
+                    "--resume and --changed cannot be combined",
+                )));
+            }
+            (true, false) => Mode::Resume,
+            (false, true) => Mode::Changed,
+            (false, false) => Mode::All,
+        })
+    }
+}
+
+/// A run's id given on the command line (`--run`, `ci open --run`): letters, digits, `.`, `_`
+/// and `-`, starting with a letter or digit, at most 100 (it names the run's log directory, and
+/// is often a CI variable, empty when not set).
+pub fn check_run_id(id: &str) -> Result<()> {
+    let valid = (1..=100).contains(&id.len())
+        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    let why = match id.chars().count() {
+        n if n > 100 => format!(": it is {n} characters long, and a run id has at most 100"),
+        _ => String::new(),
+    };
+    match valid {
+        true => Ok(()),
+        false => Err(Error::usage(
+            Problem::new(format!("{} is not a run id{why}", crate::error::quoted(id)))
+                .hint("a run id is 1 to 100 letters, digits, `.`, `_` and `-`, starting with a letter or digit (an empty one is usually a CI variable that is not set)"),
+        )),
+    }
+}
+
+/// A fanned-out run to open (`mara ci open`).
+#[derive(Debug, Clone)]
+pub struct OpenRun {
+    pub run_id: String,
+    pub lease: std::time::Duration,
+    /// `--config FILE`: the stack configuration the run carries, from a CI secret file.
+    pub config: Option<PathBuf>,
+}
+
+impl RunSettings {
+    /// Resolves the options of one run command: its own, then those every run command takes.
+    pub fn resolve(
+        command: RunCommand,
+        settings: &Settings,
+        workspace: &WorkspaceSettings,
+    ) -> Result<RunSettings> {
+        let (operation, own, args) = Own::of(command);
         let RunArgs {
             parallel,
             keep_going,
@@ -237,16 +260,7 @@ impl RunSettings {
         if let Some(id) = &run_id {
             check_run_id(id)?;
         }
-        let mode = match (own.resume, own.changed) {
-            (true, true) => {
-                return Err(Error::usage(Problem::new(
-                    "--resume and --changed cannot be combined",
-                )));
-            }
-            (true, false) => Mode::Resume,
-            (false, true) => Mode::Changed,
-            (false, false) => Mode::All,
-        };
+        let mode = own.mode()?;
         // Saved plans are the approval: nothing is asked.
         let mut run = RunSettings::started(
             operation,

@@ -42,75 +42,18 @@ impl ConfigPath {
 
     /// Parses Pulumi's path syntax; `Err` says what is wrong with it.
     pub fn parse(text: &str) -> Result<ConfigPath, String> {
-        let mut segments = Vec::new();
         let chars: Vec<char> = text.chars().collect();
+        let mut segments = Vec::new();
         let mut i = 0;
         let mut after_dot = false;
         while i < chars.len() {
-            if chars[i] == '[' {
-                if after_dot {
-                    return Err("`.` must be followed by a name, not `[`".into());
-                }
-                let close = chars[i..]
-                    .iter()
-                    .position(|&c| c == ']')
-                    .map(|n| i + n)
-                    .ok_or("a `[` is not closed")?;
-                if chars.get(i + 1) == Some(&'"') {
-                    // `["a.b"]`: everything between the quotes, `\"` and `\\` escaped.
-                    let mut name = String::new();
-                    let mut j = i + 2;
-                    loop {
-                        match chars.get(j) {
-                            None => return Err("a `\"` is not closed".into()),
-                            Some('\\') if j + 1 < chars.len() => {
-                                name.push(chars[j + 1]);
-                                j += 2;
-                            }
-                            Some('"') => break,
-                            Some(&c) => {
-                                name.push(c);
-                                j += 1;
-                            }
-                        }
-                    }
-                    if chars.get(j + 1) != Some(&']') {
-                        return Err("a quoted name must be followed by `]`".into());
-                    }
-                    segments.push(Step::Key(name));
-                    i = j + 2;
-                } else {
-                    let digits: String = chars[i + 1..close].iter().collect();
-                    let index = digits.parse::<usize>().map_err(|_| {
-                        format!("`[{digits}]` is neither an index (`[0]`) nor a quoted name (`[\"a.b\"]`)")
-                    })?;
-                    if segments.is_empty() {
-                        return Err("a path starts with a key, not an index".into());
-                    }
-                    segments.push(Step::Index(index));
-                    i = close + 1;
-                }
-            } else {
-                if !segments.is_empty() && !after_dot {
-                    return Err(format!(
-                        "`{}` must be preceded by `.`",
-                        chars[i..].iter().collect::<String>()
-                    ));
-                }
-                let end = chars[i..]
-                    .iter()
-                    .position(|&c| c == '.' || c == '[' || c == ']')
-                    .map_or(chars.len(), |n| i + n);
-                if chars.get(end) == Some(&']') {
-                    return Err("a `]` without its `[`".into());
-                }
-                let name: String = chars[i..end].iter().collect();
-                if name.is_empty() {
-                    return Err("a name is empty (two dots, or a dot at the start)".into());
-                }
-                segments.push(Step::Key(name));
-                i = end;
-            }
+            let first = segments.is_empty();
+            let (step, next) = match chars[i] {
+                '[' => bracketed(&chars, i, after_dot, first)?,
+                _ => named(&chars, i, after_dot, first)?,
+            };
+            segments.push(step);
+            i = next;
             after_dot = false;
             if chars.get(i) == Some(&'.') {
                 after_dot = true;
@@ -243,6 +186,83 @@ impl ConfigPath {
         *node = value;
         Ok(())
     }
+}
+
+/// The step of a path that starts with the `[` at `i` (`[0]` or `["a.b"]`), and where the path
+/// goes on. `after_dot`: a `.` came just before; `first`: no step came before.
+fn bracketed(
+    chars: &[char],
+    i: usize,
+    after_dot: bool,
+    first: bool,
+) -> Result<(Step, usize), String> {
+    if after_dot {
+        return Err("`.` must be followed by a name, not `[`".into());
+    }
+    let close = chars[i..]
+        .iter()
+        .position(|&c| c == ']')
+        .map(|n| i + n)
+        .ok_or("a `[` is not closed")?;
+    if chars.get(i + 1) == Some(&'"') {
+        let (name, end_quote) = quoted(chars, i + 2)?;
+        if chars.get(end_quote + 1) != Some(&']') {
+            return Err("a quoted name must be followed by `]`".into());
+        }
+        return Ok((Step::Key(name), end_quote + 2));
+    }
+    let digits: String = chars[i + 1..close].iter().collect();
+    let index = digits.parse::<usize>().map_err(|_| {
+        format!("`[{digits}]` is neither an index (`[0]`) nor a quoted name (`[\"a.b\"]`)")
+    })?;
+    if first {
+        return Err("a path starts with a key, not an index".into());
+    }
+    Ok((Step::Index(index), close + 1))
+}
+
+/// `["a.b"]`'s name, from `start` (just after the opening quote): everything up to the closing
+/// quote, `\"` and `\\` escaped; and where that quote is.
+fn quoted(chars: &[char], start: usize) -> Result<(String, usize), String> {
+    let mut name = String::new();
+    let mut j = start;
+    loop {
+        match chars.get(j) {
+            None => return Err("a `\"` is not closed".into()),
+            Some('\\') if j + 1 < chars.len() => {
+                name.push(chars[j + 1]);
+                j += 2;
+            }
+            Some('"') => return Ok((name, j)),
+            Some(&c) => {
+                name.push(c);
+                j += 1;
+            }
+        }
+    }
+}
+
+/// The name step that starts at `i` (up to the next `.`, `[` or `]`), and where the path goes
+/// on. `after_dot`: a `.` came just before; `first`: no step came before.
+fn named(chars: &[char], i: usize, after_dot: bool, first: bool) -> Result<(Step, usize), String> {
+    if !first && !after_dot {
+        return Err(format!(
+            "`{}` must be preceded by `.`",
+            chars[i..].iter().collect::<String>()
+        ));
+    }
+    let end = chars[i..]
+        .iter()
+        .position(|&c| c == '.' || c == '[' || c == ']')
+        .map_or(chars.len(), |n| i + n);
+    if chars.get(end) == Some(&']') {
+        return Err("a `]` without its `[`".into());
+    }
+    let name: String = chars[i..end].iter().collect();
+    if name.is_empty() {
+        return Err("a name is empty (two dots, or a dot at the start)".into());
+    }
+    Ok((Step::Key(name), end))
 }
 
 fn is_secure_map(map: &Map<String, Value>) -> bool {

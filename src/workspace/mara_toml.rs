@@ -108,89 +108,20 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         retry,
     } = raw;
     let defaults = WorkspaceSettings::default();
-    let mut problems = Vec::new();
-    let mut dir = |key: &str, value: Option<Spanned<String>>, default: String| match value {
-        None => {
-            if let Some(message) = leads_outside(path, key, &default) {
-                problems.push(
-                    Problem::new(format!("(default `{default}`) {message}"))
-                        .at(Location::file(path))
-                        .subject(format!("`{key}`")),
-                );
-            }
-            default
-        }
-        Some(value) => {
-            let problem = relative_path_problem(value.get_ref())
-                .or_else(|| leads_outside(path, key, value.get_ref()));
-            if let Some(message) = problem {
-                problems.push(
-                    Problem::new(message)
-                        .at(Location::at_offset(path, text, value.span().start))
-                        .subject(format!("`{key}`")),
-                );
-            }
-            value.into_inner()
-        }
+    let mut read = Reader {
+        path,
+        text,
+        problems: Vec::new(),
     };
-    let projects_dir = dir("projects_dir", projects_dir, defaults.projects_dir);
-    let config_dir = dir("config_dir", config_dir, defaults.config_dir);
-    let providers_dir = dir("providers_dir", providers_dir, defaults.providers_dir);
-    let state_dir = dir("state_dir", state_dir, defaults.state_dir);
-    let secrets_project = dir("secrets_project", secrets_project, defaults.secrets_project);
-    let parallel = match parallel {
-        None => defaults.parallel,
-        Some(n) if (1..=i64::from(u16::MAX)).contains(n.get_ref()) => *n.get_ref() as usize,
-        Some(n) => {
-            problems.push(
-                Problem::new(format!(
-                    "must be a whole number from 1 to {}, not {}",
-                    u16::MAX,
-                    n.get_ref()
-                ))
-                .at(Location::at_offset(path, text, n.span().start))
-                .subject("`parallel`"),
-            );
-            defaults.parallel
-        }
-    };
-    let pulumi = match pulumi {
-        None => defaults.pulumi,
-        Some(RawPulumi {
-            binary,
-            secrets_provider,
-        }) => PulumiSettings {
-            binary: match binary {
-                Some(binary) if binary.get_ref().trim().is_empty() => {
-                    problems.push(
-                        Problem::new("must name a program")
-                            .at(Location::at_offset(path, text, binary.span().start))
-                            .subject("`pulumi.binary`"),
-                    );
-                    defaults.pulumi.binary
-                }
-                Some(binary) => binary.into_inner(),
-                None => defaults.pulumi.binary,
-            },
-            secrets_provider,
-        },
-    };
-    let ledger = ledger.and_then(|url| {
-        let at = Location::at_offset(path, text, url.span().start);
-        let value = url.into_inner();
-        let problem = match super::ledger_url::parse(&value) {
-            Err(reason) => Some(format!("{reason}; without it the ledger is `.mara/ledger.db`")),
-            Ok(config) if config.get_password().is_some() => Some("holds a password, which would be in the repository: give the URL in MARA_LEDGER_URL, or the password in PGPASSWORD".to_string()),
-            Ok(_) => None,
-        };
-        match problem {
-            Some(message) => {
-                problems.push(Problem::new(message).at(at).subject("`ledger`"));
-                None
-            }
-            None => Some(value),
-        }
-    });
+    let projects_dir = read.dir("projects_dir", projects_dir, defaults.projects_dir);
+    let config_dir = read.dir("config_dir", config_dir, defaults.config_dir);
+    let providers_dir = read.dir("providers_dir", providers_dir, defaults.providers_dir);
+    let state_dir = read.dir("state_dir", state_dir, defaults.state_dir);
+    let secrets_project = read.dir("secrets_project", secrets_project, defaults.secrets_project);
+    let parallel = read.parallel(parallel, defaults.parallel);
+    let pulumi = read.pulumi(pulumi, defaults.pulumi);
+    let ledger = read.ledger(ledger);
+    let mut problems = read.problems;
     let mut checked = Checked {
         path,
         text,
@@ -218,6 +149,113 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         limits,
         retry,
     })
+}
+
+/// `mara.toml`'s values read one key at a time, the problems each has collected.
+struct Reader<'a> {
+    path: &'a Path,
+    text: &'a str,
+    problems: Vec<Problem>,
+}
+
+impl Reader<'_> {
+    fn at<T>(&self, value: &Spanned<T>) -> Location {
+        Location::at_offset(self.path, self.text, value.span().start)
+    }
+
+    /// A directory `key`: relative and inside the workspace, and so must its default be.
+    fn dir(&mut self, key: &str, value: Option<Spanned<String>>, default: String) -> String {
+        match value {
+            None => {
+                if let Some(message) = leads_outside(self.path, key, &default) {
+                    self.problems.push(
+                        Problem::new(format!("(default `{default}`) {message}"))
+                            .at(Location::file(self.path))
+                            .subject(format!("`{key}`")),
+                    );
+                }
+                default
+            }
+            Some(value) => {
+                let problem = relative_path_problem(value.get_ref())
+                    .or_else(|| leads_outside(self.path, key, value.get_ref()));
+                if let Some(message) = problem {
+                    self.problems.push(
+                        Problem::new(message)
+                            .at(self.at(&value))
+                            .subject(format!("`{key}`")),
+                    );
+                }
+                value.into_inner()
+            }
+        }
+    }
+
+    /// `parallel`: from 1 to 65535.
+    fn parallel(&mut self, value: Option<Spanned<i64>>, default: usize) -> usize {
+        match value {
+            None => default,
+            Some(n) if (1..=i64::from(u16::MAX)).contains(n.get_ref()) => *n.get_ref() as usize,
+            Some(n) => {
+                self.problems.push(
+                    Problem::new(format!(
+                        "must be a whole number from 1 to {}, not {}",
+                        u16::MAX,
+                        n.get_ref()
+                    ))
+                    .at(self.at(&n))
+                    .subject("`parallel`"),
+                );
+                default
+            }
+        }
+    }
+
+    /// `[pulumi]`: a `binary` that names a program.
+    fn pulumi(&mut self, value: Option<RawPulumi>, default: PulumiSettings) -> PulumiSettings {
+        let Some(RawPulumi {
+            binary,
+            secrets_provider,
+        }) = value
+        else {
+            return default;
+        };
+        PulumiSettings {
+            binary: match binary {
+                Some(binary) if binary.get_ref().trim().is_empty() => {
+                    self.problems.push(
+                        Problem::new("must name a program")
+                            .at(self.at(&binary))
+                            .subject("`pulumi.binary`"),
+                    );
+                    default.binary
+                }
+                Some(binary) => binary.into_inner(),
+                None => default.binary,
+            },
+            secrets_provider,
+        }
+    }
+
+    /// `ledger`: a server's URL, without a password (the file is in the repository).
+    fn ledger(&mut self, value: Option<Spanned<String>>) -> Option<String> {
+        let url = value?;
+        let at = self.at(&url);
+        let value = url.into_inner();
+        let problem = match super::ledger_url::parse(&value) {
+            Err(reason) => Some(format!("{reason}; without it the ledger is `.mara/ledger.db`")),
+            Ok(config) if config.get_password().is_some() => Some("holds a password, which would be in the repository: give the URL in MARA_LEDGER_URL, or the password in PGPASSWORD".to_string()),
+            Ok(_) => None,
+        };
+        match problem {
+            Some(message) => {
+                self.problems
+                    .push(Problem::new(message).at(at).subject("`ledger`"));
+                None
+            }
+            None => Some(value),
+        }
+    }
 }
 
 /// Paths in `mara.toml` stay inside the workspace: relative, and without `..`.

@@ -258,100 +258,134 @@ pub fn merge(
             ("kind".into(), Value::from("Config")),
         ]),
     };
-    let section = |name: &str| -> Vec<Value> {
-        new.get(name)
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let names: BTreeMap<&str, BTreeMap<String, String>> = SECTIONS
+    let names: Names = SECTIONS
         .iter()
-        .map(|&s| (s, renamed(stack, &section(s))))
+        .map(|&s| (s, renamed(stack, &section(new, s))))
         .collect();
     let mut record = Merged {
         previous_context: earlier.and_then(|e| e.previous_context.clone()),
         ..Merged::default()
     };
+    for section_name in SECTIONS {
+        merge_section(&mut merged, &mut record, section_name, new, &names, earlier)?;
+    }
+    make_current(&mut merged, &mut record, new, &names, earlier);
+    Ok((Value::Object(merged), record))
+}
+
+/// Each section's names in the stack's kubeconfig, and the names mara gives them (`renamed`).
+type Names<'a> = BTreeMap<&'a str, BTreeMap<String, String>>;
+
+/// The entries of section `name` (`clusters`, `users`, `contexts`) of a kubeconfig.
+fn section(config: &Value, name: &str) -> Vec<Value> {
+    config
+        .get(name)
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The entries of one section of `new` into `merged` under mara's names (a context's cluster and
+/// user too), each written into `record`; an entry of the same name that mara did not write
+/// (`earlier` says which it did) is refused.
+fn merge_section(
+    merged: &mut Map<String, Value>,
+    record: &mut Merged,
+    section_name: &str,
+    new: &Value,
+    names: &Names<'_>,
+    earlier: Option<&Merged>,
+) -> Result<(), String> {
     let ours = |section: &str, name: &str| {
         earlier.is_some_and(|e| e.entries.get(section).is_some_and(|s| s.contains_key(name)))
     };
-    for section_name in SECTIONS {
-        let entries = section(section_name);
-        if entries.is_empty() {
-            continue;
-        }
-        let list = merged
-            .entry(section_name)
-            .or_insert_with(|| Value::Array(Vec::new()));
-        if !list.is_array() {
-            *list = Value::Array(Vec::new());
-        }
-        let list = list.as_array_mut().expect("an array");
-        for entry in entries {
-            let Some(old_name) = entry.get("name").and_then(Value::as_str) else {
-                continue;
-            };
-            let new_name = names[section_name][old_name].clone();
-            let mut entry = entry.clone();
-            entry["name"] = Value::String(new_name.clone());
-            if section_name == "contexts" {
-                for (field, target) in [("cluster", "clusters"), ("user", "users")] {
-                    let referred = entry["context"][field].as_str().map(str::to_string);
-                    if let Some(new_ref) = referred.and_then(|r| names[target].get(&r).cloned()) {
-                        entry["context"][field] = Value::String(new_ref);
-                    }
-                }
-            }
-            match list
-                .iter_mut()
-                .find(|e| e.get("name").and_then(Value::as_str) == Some(&new_name))
-            {
-                Some(_) if !ours(section_name, &new_name) => {
-                    let one = section_name.trim_end_matches('s');
-                    return Err(format!(
-                        "it already has a {one} `{new_name}` that mara did not write: mara never replaces it; rename or remove it, then run `mara up` again"
-                    ));
-                }
-                Some(existing) => *existing = entry.clone(),
-                None => list.push(entry.clone()),
-            }
-            record
-                .entries
-                .entry(section_name.to_string())
-                .or_default()
-                .insert(new_name, entry);
-        }
+    let entries = section(new, section_name);
+    if entries.is_empty() {
+        return Ok(());
     }
+    let list = merged
+        .entry(section_name)
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !list.is_array() {
+        *list = Value::Array(Vec::new());
+    }
+    let list = list.as_array_mut().expect("an array");
+    for entry in entries {
+        let Some(old_name) = entry.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let new_name = names[section_name][old_name].clone();
+        let mut entry = entry.clone();
+        entry["name"] = Value::String(new_name.clone());
+        if section_name == "contexts" {
+            for (field, target) in [("cluster", "clusters"), ("user", "users")] {
+                let referred = entry["context"][field].as_str().map(str::to_string);
+                if let Some(new_ref) = referred.and_then(|r| names[target].get(&r).cloned()) {
+                    entry["context"][field] = Value::String(new_ref);
+                }
+            }
+        }
+        match list
+            .iter_mut()
+            .find(|e| e.get("name").and_then(Value::as_str) == Some(&new_name))
+        {
+            Some(_) if !ours(section_name, &new_name) => {
+                let one = section_name.trim_end_matches('s');
+                return Err(format!(
+                    "it already has a {one} `{new_name}` that mara did not write: mara never replaces it; rename or remove it, then run `mara up` again"
+                ));
+            }
+            Some(existing) => *existing = entry.clone(),
+            None => list.push(entry.clone()),
+        }
+        record
+            .entries
+            .entry(section_name.to_string())
+            .or_default()
+            .insert(new_name, entry);
+    }
+    Ok(())
+}
+
+/// The context `new` makes current, under mara's name, recorded; and made current in `merged` on
+/// the stack's first merge (`earlier` is none), the one it replaces recorded to give back.
+fn make_current(
+    merged: &mut Map<String, Value>,
+    record: &mut Merged,
+    new: &Value,
+    names: &Names<'_>,
+    earlier: Option<&Merged>,
+) {
     let wanted = new
         .get("current-context")
         .and_then(Value::as_str)
         .filter(|c| !c.is_empty())
         .map(str::to_string)
         .or_else(|| {
-            section("contexts")
+            section(new, "contexts")
                 .first()?
                 .get("name")?
                 .as_str()
                 .map(str::to_string)
         });
-    if let Some(context) = wanted.and_then(|c| names["contexts"].get(&c).cloned()) {
-        let current = merged
-            .get("current-context")
-            .and_then(Value::as_str)
-            .filter(|c| !c.is_empty())
-            .map(str::to_string);
-        // mara's context becomes current on the stack's first merge only (as k3d's and the
-        // clouds' own tools do); a later `up` leaves the user's choice alone, and the context
-        // to give back stays the one current before that first merge.
-        if earlier.is_none() {
-            if current.as_deref() != Some(context.as_str()) {
-                record.previous_context = current;
-            }
-            merged.insert("current-context".into(), Value::String(context.clone()));
+    let Some(context) = wanted.and_then(|c| names["contexts"].get(&c).cloned()) else {
+        return;
+    };
+    let current = merged
+        .get("current-context")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string);
+    // mara's context becomes current on the stack's first merge only (as k3d's and the
+    // clouds' own tools do); a later `up` leaves the user's choice alone, and the context
+    // to give back stays the one current before that first merge.
+    if earlier.is_none() {
+        if current.as_deref() != Some(context.as_str()) {
+            record.previous_context = current;
         }
-        record.context = Some(context);
+        merged.insert("current-context".into(), Value::String(context.clone()));
     }
-    Ok((Value::Object(merged), record))
+    record.context = Some(context);
 }
 
 /// Removes from `existing` what `record` says mara wrote, each entry only if it is still as mara
