@@ -3,6 +3,9 @@
 //! `main` parses the command line, runs the command, and turns an error into its message and
 //! exit code. Nothing else happens here.
 
+// No function past 80 lines (`clippy.toml`), as in the library.
+#![warn(clippy::too_many_lines)]
+
 use std::io::Write;
 
 /// Planning thousands of projects is mostly small allocations (docs/benchmarks.md).

@@ -122,47 +122,96 @@ impl Terraform {
         }
     }
 
-    /// The steps of `operation` on `module`.
+    /// The steps of `operation` on `module`: `init` when its stamp is not current, a list of
+    /// its workspaces where the operation must not make one, the state a saved plan is made
+    /// against, the operation, what an `up` leaves as outputs, what a saved plan plans.
     pub fn steps(&self, module: &Module<'_>, operation: Operation) -> Vec<Step> {
-        let step = |kind, words: &[&str]| self.call(module, kind, words);
-        let in_workspace = |mut step: Step| {
-            step.env.insert("TF_WORKSPACE".into(), self.stack.clone());
-            step
-        };
-        // `terraform workspace` refuses to run under a `TF_WORKSPACE` of the person's own.
-        // (`init` keeps it: a backend without a `default` workspace needs one to initialize.)
-        let outside = |words: &[&str]| {
-            let mut step = step(StepKind::Prepare, words);
-            step.unset = vec!["TF_WORKSPACE"];
-            step
-        };
-        let mut init = step(StepKind::Prepare, &["init", "-input=false"]);
-        init.stamp = Some(module.stamp.clone());
+        let init = self.init(module);
         let mut steps = Vec::new();
         if !module.initialized {
             steps.push(init.clone());
         }
-        // `destroy` and `refresh` never make the workspace (which the local backend would do as
-        // they write): its module's workspaces are listed first, and a module without it is
-        // reported as such and not touched. Always before a destroy; before a refresh, unless
-        // the ledger knows the workspace exists.
-        // A drift check, which writes nothing, too: a module without the workspace is not checked.
-        let mutates_only = matches!(
+        let never_makes = matches!(
             operation,
             Operation::Destroy | Operation::Refresh | Operation::Drift
         );
-        if operation == Operation::Destroy || (mutates_only && !module.workspace_known) {
-            let mut list = outside(&["workspace", "list"]);
-            list.listed = Some(self.stack.clone());
-            if module.initialized {
-                list.repairs.push(Repair {
-                    when: Missing::Init,
-                    step: init.clone(),
-                });
-            }
-            steps.push(list);
+        if operation == Operation::Destroy || (never_makes && !module.workspace_known) {
+            steps.push(self.repaired(module, self.workspaces_listed(module), &init));
         }
-        let operation_words: &[&str] = match operation {
+        let plan_file = module.plan_file.filter(|_| operation == Operation::Preview);
+        // An approved plan keeps which state it was made against, read before it is made: a
+        // change between the two makes the plan look stale, never a stale one current.
+        if plan_file.is_some() && module.record_state {
+            steps.push(self.repaired(module, self.state_pull(module), &init));
+        }
+        let mut op = self.repaired(module, self.operation(module, operation, plan_file), &init);
+        // The local and S3 backends make a workspace as they first write its state; others
+        // want it made first.
+        if !never_makes {
+            op.repairs.push(Repair {
+                when: Missing::Stack,
+                step: self.outside(module, &["workspace", "new", &self.stack]),
+            });
+        }
+        steps.push(op);
+        if operation == Operation::Up {
+            let mut output = self.call(module, StepKind::Outputs, &["output", "-json"]);
+            output.env.insert("TF_WORKSPACE".into(), self.stack.clone());
+            steps.push(output);
+        }
+        if let Some(file) = plan_file.filter(|_| module.read_planned) {
+            steps.push(self.show_plan(module, file));
+        }
+        steps
+    }
+
+    /// `init -input=false`, its stamp recorded once it succeeded.
+    fn init(&self, module: &Module<'_>) -> Step {
+        let mut init = self.call(module, StepKind::Prepare, &["init", "-input=false"]);
+        init.stamp = Some(module.stamp.clone());
+        init
+    }
+
+    /// `step`, repaired by `init` when it says the module needs one (only where `init` is not
+    /// run first anyway).
+    fn repaired(&self, module: &Module<'_>, mut step: Step, init: &Step) -> Step {
+        if module.initialized {
+            step.repairs.push(Repair {
+                when: Missing::Init,
+                step: init.clone(),
+            });
+        }
+        step
+    }
+
+    /// A step outside the stack's workspace: `terraform workspace` refuses to run under a
+    /// `TF_WORKSPACE` of the person's own. (`init` keeps it: a backend without a `default`
+    /// workspace needs one to initialize.)
+    fn outside(&self, module: &Module<'_>, words: &[&str]) -> Step {
+        let mut step = self.call(module, StepKind::Prepare, words);
+        step.unset = vec!["TF_WORKSPACE"];
+        step
+    }
+
+    /// Its workspaces, listed: `destroy` and `refresh` never make the workspace (which the local
+    /// backend would do as they write), so a module without it is reported as such and not
+    /// touched — always before a destroy; before a refresh or a drift check (which writes
+    /// nothing), unless the ledger knows the workspace exists.
+    fn workspaces_listed(&self, module: &Module<'_>) -> Step {
+        let mut list = self.outside(module, &["workspace", "list"]);
+        list.listed = Some(self.stack.clone());
+        list
+    }
+
+    /// The operation in the stack's workspace: a preview's plan saved to `plan_file` when one
+    /// is kept; a plan's exit 2 is changes.
+    fn operation(
+        &self,
+        module: &Module<'_>,
+        operation: Operation,
+        plan_file: Option<&Path>,
+    ) -> Step {
+        let words: &[&str] = match operation {
             Operation::Up => &["apply", "-auto-approve", "-input=false", "-json"],
             // A drift check is a plan with its refresh (Terraform's default), kept nowhere: its
             // `resource_drift` messages are what changed outside.
@@ -178,49 +227,19 @@ impl Terraform {
             ],
             Operation::Destroy => &["destroy", "-auto-approve", "-input=false", "-json"],
         };
-        let plan_file = module.plan_file.filter(|_| operation == Operation::Preview);
-        // An approved plan keeps which state it was made against, read before it is made: a
-        // change between the two makes the plan look stale, never a stale one current.
-        if plan_file.is_some() && module.record_state {
-            let mut pull = self.state_pull(module);
-            if module.initialized {
-                pull.repairs.push(Repair {
-                    when: Missing::Init,
-                    step: init.clone(),
-                });
-            }
-            steps.push(pull);
-        }
         let mut op = match plan_file {
             Some(file) => self.plan_to(module, file),
-            None => in_workspace(step(StepKind::Operation, operation_words)),
+            None => {
+                let mut op = self.call(module, StepKind::Operation, words);
+                op.env.insert("TF_WORKSPACE".into(), self.stack.clone());
+                op
+            }
         };
         if matches!(operation, Operation::Preview | Operation::Drift) {
             op.ok_codes = vec![0, 2];
             op.changes_code = Some(2);
         }
-        if module.initialized {
-            op.repairs.push(Repair {
-                when: Missing::Init,
-                step: init,
-            });
-        }
-        // The local and S3 backends make a workspace as they first write its state; others
-        // want it made first.
-        if !mutates_only {
-            op.repairs.push(Repair {
-                when: Missing::Stack,
-                step: outside(&["workspace", "new", &self.stack]),
-            });
-        }
-        steps.push(op);
-        if operation == Operation::Up {
-            steps.push(in_workspace(step(StepKind::Outputs, &["output", "-json"])));
-        }
-        if let Some(file) = plan_file.filter(|_| module.read_planned) {
-            steps.push(self.show_plan(module, file));
-        }
-        steps
+        op
     }
 }
 

@@ -352,111 +352,203 @@ impl Prepared {
     /// Runs its steps from the next one on (only its leading preparation when `preparing`).
     /// `Err` ends the project.
     async fn advance(&mut self, preparing: bool) -> Result<(), Finished> {
-        let Prepared {
-            job,
-            log,
-            next,
-            changes,
-            outputs,
-            exit_code,
-            preview,
-            ..
-        } = self;
-        let interrupt = job.shared.interrupt.clone();
-        let engine = job.project.engine;
-        while let Some(step) = job.project.steps.get(*next) {
+        while let Some(step) = self.job.project.steps.get(self.next).cloned() {
             if preparing && step.kind != StepKind::Prepare {
                 break;
             }
-            *next += 1;
-            if interrupt.is_interrupted() {
-                return Err(job.failed(None, "interrupted".into(), log));
+            self.next += 1;
+            match self.goes_on_to(&step) {
+                Turn::Runs => {}
+                Turn::Skipped => continue,
+                Turn::Ends(finished) => return Err(finished),
             }
-            // Read for its dependents alone, the outputs its apply said already: no process.
-            if step.kind == StepKind::Outputs
-                && let Some(values) = taken_from_apply(job, outputs.applied.as_ref())
-            {
-                outputs.values = Some(Value::Object(values));
-                continue;
-            }
-            if job.stop.as_ref().is_some_and(Stop::is_stopped) {
-                return Err(job.failed(None, "not needed: the run stopped".into(), log));
-            }
-            // A run that may no longer own its stack starts nothing more of it: a project
-            // started before the drain does not go on to its operation (`run::drain`). What
-            // follows an operation that ran (its outputs, its hooks, removing its stack) is done,
-            // so that the project is reported as it is.
-            let changes_the_stack = matches!(step.kind, StepKind::Prepare | StepKind::Operation);
-            if changes_the_stack && let Some(reason) = interrupt.draining() {
-                return Err(job.stopped_before(&reason, log));
-            }
+            let (job, log) = (&self.job, &mut self.log);
             let (finished, mut reader) = match step.kind {
-                StepKind::Operation => run_operation(job, log, step).await?,
-                _ => run_repaired(job, log, step, job.operation).await?,
+                StepKind::Operation => run_operation(job, log, &step).await?,
+                _ => run_repaired(job, log, &step, job.operation).await?,
             };
             if step.kind == StepKind::Operation {
-                *changes = read_operation(job, step, &finished, &mut reader, preview);
-                outputs.applied = reader.applied_outputs();
-                *exit_code = finished.code;
+                self.operation_ran(&step, &finished, &mut reader);
             }
             if step.kind == StepKind::SecretMarks {
-                if interrupt.is_interrupted() {
-                    return Err(job.failed(*exit_code, "interrupted".into(), log));
+                match self.marks_read(&step, &finished) {
+                    Some(ended) => return Err(ended),
+                    None => continue,
                 }
-                outputs.marks(engine, &mut job.redactor, step, &finished);
-                continue;
             }
             if !step.succeeded(finished.code) {
-                if interrupt.level() > InterruptLevel::None {
-                    return Err(job.failed(finished.code, "interrupted".into(), log));
-                }
-                let stack = &job.project.context.stack;
-                if matches!(
-                    job.operation,
-                    Operation::Destroy | Operation::Refresh | Operation::Drift
-                ) && engine.is_missing_stack(stack, finished.code, &finished.stderr)
-                {
-                    return Err(job.absent(finished.code, log));
-                }
-                let reason = failure_reason(job, step, &finished, &reader);
-                return Err(job.failed(finished.code.or(*exit_code), reason, log));
+                return Err(self.step_failed(&step, &finished, &reader));
             }
-            if let Some(stamp) = &step.stamp {
-                crate::fingerprint::record_init(stamp);
+            if let Some(ended) = self.step_succeeded(&step, finished) {
+                return Err(ended);
             }
-            // The module's workspaces, listed: without the stack's, it is not touched.
-            if let Some(name) = &step.listed
-                && !engine.lists(&finished.stdout, name)
-            {
-                return Err(job.absent(finished.code, log));
-            }
-            if step.kind == StepKind::PlannedOutputs {
-                let planned = engine.planned_outputs(&finished.stdout);
-                (job.shared.context.inputs).planned(&job.project.path, planned);
-            } else if step.kind == StepKind::StateVersion {
-                preview.state = engine.state_version(&finished.stdout);
-            } else if step.kind == StepKind::Outputs {
-                let recorded = job.shared.context.inputs.secret_of(&job.project.path);
-                outputs.printed(engine, &mut job.redactor, finished.stdout, &recorded);
-            } else if step.kind == StepKind::Operation
-                && let Err(reason) = outputs.left_by(job, step)
-            {
-                return Err(job.failed(finished.code, reason, log));
-            }
-            // Only cleaning up is left (`stack rm` after a destroy), and no hook: what depends
-            // on it need not wait for that.
-            let rest = &job.project.steps[*next..];
-            if step.kind == StepKind::Operation
-                && job.project.hooks.is_empty()
-                && !rest.is_empty()
-                && rest.iter().all(|s| s.kind == StepKind::Cleanup)
-                && let Some(release) = job.release.take()
-            {
-                release.send();
-            }
+            self.release_when_only_cleaning_up(&step);
         }
         Ok(())
     }
+
+    /// Whether `step` runs: not once the run is interrupted, stopped or draining (then the
+    /// project ends), nor an outputs step whose outputs its apply said already (no process).
+    fn goes_on_to(&mut self, step: &Step) -> Turn {
+        let (job, log) = (&self.job, &self.log);
+        let interrupt = &job.shared.interrupt;
+        if interrupt.is_interrupted() {
+            return Turn::Ends(job.failed(None, "interrupted".into(), log));
+        }
+        // Read for its dependents alone, the outputs its apply said already.
+        if step.kind == StepKind::Outputs
+            && let Some(values) = taken_from_apply(job, self.outputs.applied.as_ref())
+        {
+            self.outputs.values = Some(Value::Object(values));
+            return Turn::Skipped;
+        }
+        if job.stop.as_ref().is_some_and(Stop::is_stopped) {
+            return Turn::Ends(job.failed(None, "not needed: the run stopped".into(), log));
+        }
+        // A run that may no longer own its stack starts nothing more of it: a project started
+        // before the drain does not go on to its operation (`run::drain`). What follows an
+        // operation that ran (its outputs, its hooks, removing its stack) is done, so that the
+        // project is reported as it is.
+        let changes_the_stack = matches!(step.kind, StepKind::Prepare | StepKind::Operation);
+        if changes_the_stack && let Some(reason) = interrupt.draining() {
+            return Turn::Ends(job.stopped_before(&reason, log));
+        }
+        Turn::Runs
+    }
+
+    /// Its operation ran: what it changed, what outputs its apply said, its exit code.
+    fn operation_ran(&mut self, step: &Step, finished: &process::Finished, reader: &mut Reader) {
+        let job = &self.job;
+        self.changes = read_operation(job, step, finished, reader, &mut self.preview);
+        self.outputs.applied = reader.applied_outputs();
+        self.exit_code = finished.code;
+    }
+
+    /// Which of its outputs are secret, read (whatever that step's exit: it only informs);
+    /// how the project ends if the run was interrupted meanwhile.
+    fn marks_read(&mut self, step: &Step, finished: &process::Finished) -> Option<Finished> {
+        if self.job.shared.interrupt.is_interrupted() {
+            return Some(
+                self.job
+                    .failed(self.exit_code, "interrupted".into(), &self.log),
+            );
+        }
+        let engine = self.job.project.engine;
+        self.outputs
+            .marks(engine, &mut self.job.redactor, step, finished);
+        None
+    }
+
+    /// How the project ends when `step` failed: interrupted, without its stack (a destroy, a
+    /// refresh or a drift check that finds it gone), or failed with its reason.
+    fn step_failed(&self, step: &Step, finished: &process::Finished, reader: &Reader) -> Finished {
+        let (job, log) = (&self.job, &self.log);
+        if job.shared.interrupt.level() > InterruptLevel::None {
+            return job.failed(finished.code, "interrupted".into(), log);
+        }
+        let stack = &job.project.context.stack;
+        let engine = job.project.engine;
+        if matches!(
+            job.operation,
+            Operation::Destroy | Operation::Refresh | Operation::Drift
+        ) && engine.is_missing_stack(stack, finished.code, &finished.stderr)
+        {
+            return job.absent(finished.code, log);
+        }
+        let reason = failure_reason(job, step, finished, reader);
+        job.failed(finished.code.or(self.exit_code), reason, log)
+    }
+
+    /// What `step` said once it succeeded, read by its kind: the stamp of an `init`, a list of
+    /// the stacks (without this one, the project is not touched), planned outputs, the state a
+    /// plan is made against, the outputs, what a command left. How the project ends, when what
+    /// it said ends it.
+    fn step_succeeded(&mut self, step: &Step, finished: process::Finished) -> Option<Finished> {
+        let job = &mut self.job;
+        let engine = job.project.engine;
+        if let Some(stamp) = &step.stamp {
+            crate::fingerprint::record_init(stamp);
+        }
+        if let Some(name) = &step.listed
+            && !engine.lists(&finished.stdout, name)
+        {
+            return Some(job.absent(finished.code, &self.log));
+        }
+        match step.kind {
+            StepKind::PlannedOutputs => {
+                let planned = engine.planned_outputs(&finished.stdout);
+                (job.shared.context.inputs).planned(&job.project.path, planned);
+            }
+            StepKind::StateVersion => {
+                self.preview.state = engine.state_version(&finished.stdout);
+            }
+            StepKind::Outputs => {
+                let recorded = job.shared.context.inputs.secret_of(&job.project.path);
+                (self.outputs).printed(engine, &mut job.redactor, finished.stdout, &recorded);
+            }
+            StepKind::Operation => {
+                if let Err(reason) = self.outputs.left_by(job, step) {
+                    return Some(job.failed(finished.code, reason, &self.log));
+                }
+            }
+            StepKind::Prepare | StepKind::SecretMarks | StepKind::Cleanup => {}
+        }
+        None
+    }
+
+    /// Only cleaning up is left after its operation (`stack rm` after a destroy), and no hook:
+    /// what depends on it need not wait for that.
+    fn release_when_only_cleaning_up(&mut self, step: &Step) {
+        let job = &mut self.job;
+        let rest = &job.project.steps[self.next..];
+        if step.kind == StepKind::Operation
+            && job.project.hooks.is_empty()
+            && !rest.is_empty()
+            && rest.iter().all(|s| s.kind == StepKind::Cleanup)
+            && let Some(release) = job.release.take()
+        {
+            release.send();
+        }
+    }
+}
+
+/// Its hooks, in order, with its outputs; the first that fails says why.
+async fn run_hooks(
+    job: &Job,
+    log: &mut Option<std::fs::File>,
+    outputs: &Value,
+) -> Result<(), String> {
+    for hook in &job.project.hooks {
+        let work = hooks::run(
+            hook,
+            job.operation,
+            outputs,
+            &job.project.dir,
+            &job.project.context,
+            &job.shared.context.kubeconfig,
+            &job.shared.context.env,
+        );
+        match work? {
+            Work::Done(lines) => {
+                for line in lines {
+                    job.emit(log, Stream::Stdout, &line);
+                }
+            }
+            Work::Process { step, what } => run_hook_process(job, log, &step)
+                .await
+                .map_err(|e| format!("{what} failed: {e}"))?,
+        }
+    }
+    Ok(())
+}
+
+/// Whether a step runs as its turn comes.
+enum Turn {
+    Runs,
+    /// Not needed (what it reads is known already).
+    Skipped,
+    /// The project ends, before it.
+    Ends(Finished),
 }
 
 /// Runs the operation step; after a failure its retry policy names (`[retry]`, docs/formats.md
@@ -818,31 +910,8 @@ pub async fn run(mut prepared: Prepared, release: Release) -> Finished {
         changes,
     );
     let outputs = (outputs.values).unwrap_or(Value::Object(Default::default()));
-    for hook in &job.project.hooks {
-        let work = hooks::run(
-            hook,
-            job.operation,
-            &outputs,
-            &job.project.dir,
-            &job.project.context,
-            &job.shared.context.kubeconfig,
-            &job.shared.context.env,
-        );
-        let result = match work {
-            Ok(Work::Done(lines)) => {
-                for line in lines {
-                    job.emit(&mut log, Stream::Stdout, &line);
-                }
-                Ok(())
-            }
-            Ok(Work::Process { step, what }) => run_hook_process(&job, &mut log, &step)
-                .await
-                .map_err(|e| format!("{what} failed: {e}")),
-            Err(reason) => Err(reason),
-        };
-        if let Err(reason) = result {
-            return job.failed(exit_code, reason, &log);
-        }
+    if let Err(reason) = run_hooks(&job, &mut log, &outputs).await {
+        return job.failed(exit_code, reason, &log);
     }
     let outcome = match &changes {
         Some(changes) if !has_changes(changes) => Outcome::Unchanged,
