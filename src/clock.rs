@@ -127,6 +127,33 @@ pub fn human(duration: Duration) -> String {
     }
 }
 
+/// The time as a run tells it: one clock, given to the runner, stamps every event (when a project
+/// started and ended, when the run did), so that the sinks — the terminal, the ledger — never
+/// read one of their own, and a test can give it a time that does not move.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> SystemTime;
+}
+
+/// The system's clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// A clock that says `at` until told otherwise (for tests).
+#[derive(Debug)]
+pub struct FixedClock(pub std::sync::Mutex<SystemTime>);
+
+impl Clock for FixedClock {
+    fn now(&self) -> SystemTime {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -405,10 +405,15 @@ impl ProjectReport {
         })
     }
 
-    /// The report of a project that started at `started` (`None`: never started) and ended now.
-    pub fn new(path: String, started: Option<SystemTime>, finished: Finished) -> ProjectReport {
+    /// The report of a project that ran from `ran`'s first time to its second (`None`: never
+    /// started).
+    pub fn new(
+        path: String,
+        ran: Option<(SystemTime, SystemTime)>,
+        finished: Finished,
+    ) -> ProjectReport {
         let preview = *finished.preview;
-        let end = started.map(|_| SystemTime::now());
+        let (started, end) = (ran.map(|(s, _)| s), ran.map(|(_, e)| e));
         let duration_ms = started
             .zip(end)
             .map(|(s, e)| e.duration_since(s).unwrap_or_default().as_millis() as u64);
@@ -452,10 +457,12 @@ pub enum Event {
     RunStarted {
         operation: Operation,
         projects: usize,
+        at: SystemTime,
     },
     ProjectStarted {
         index: usize,
         path: String,
+        at: SystemTime,
     },
     /// One line of a project's output (already redacted).
     Line {
@@ -490,6 +497,7 @@ pub enum Event {
     },
     RunFinished {
         status: RunStatus,
+        at: SystemTime,
     },
 }
 
@@ -524,9 +532,14 @@ pub trait Sink {
     fn settle(&mut self) {}
 }
 
-/// How a run as a whole ended: interrupted, else failed when a project failed.
-pub fn run_status(reports: &[ProjectReport], interrupted: bool) -> RunStatus {
-    if interrupted {
+/// How a run as a whole ended, said once for its events, its summary and its record: failed when
+/// it lost its lease before its projects were done, else cancelled when interrupted, else failed
+/// when a project failed or an approved plan was refused.
+pub fn run_status(reports: &[ProjectReport], interrupt: &super::interrupt::Interrupt) -> RunStatus {
+    // A run that lost its lease stopped short of what it was asked: it failed.
+    if interrupt.lease().cost().is_some() {
+        RunStatus::Failed
+    } else if interrupt.is_interrupted() {
         RunStatus::Cancelled
     } else if reports.iter().any(|r| {
         r.status == ProjectStatus::Failed || r.approval == Some(crate::run::approval::Held::Refused)

@@ -32,6 +32,8 @@ const BURST: usize = 512;
 pub struct Runner {
     runtime: tokio::runtime::Runtime,
     interrupt: Interrupt,
+    /// What stamps the run's events with their times (`clock::Clock`).
+    clock: Arc<dyn crate::clock::Clock>,
 }
 
 impl Runner {
@@ -46,11 +48,26 @@ impl Runner {
         runtime.spawn(watch_signals(interrupt.clone(), installed));
         // The handlers are in place before anything can be started.
         let _ = signals.recv();
-        Ok(Runner { runtime, interrupt })
+        Ok(Runner {
+            runtime,
+            interrupt,
+            clock: Arc::new(crate::clock::SystemClock),
+        })
+    }
+
+    /// This runner, its events stamped by `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn crate::clock::Clock>) -> Runner {
+        self.clock = clock;
+        self
     }
 
     pub fn interrupt(&self) -> &Interrupt {
         &self.interrupt
+    }
+
+    /// The time, as the run's clock says it.
+    pub fn now(&self) -> std::time::SystemTime {
+        self.clock.now()
     }
 
     /// Runs `plan`: every project's task, at most `schedule.parallel` at once, each event handed
@@ -68,6 +85,7 @@ impl Runner {
         let shared = Arc::new(Shared {
             context,
             interrupt: self.interrupt.clone(),
+            clock: self.clock.clone(),
         });
         let plan = Arc::new(plan.clone());
         self.runtime.block_on(async {
@@ -105,6 +123,7 @@ async fn walk(
     let _ = events.send(Event::RunStarted {
         operation: plan.operation,
         projects: plan.len(),
+        at: shared.clock.now(),
     });
     let mut escalations = interrupt.subscribe();
     let mut said = InterruptLevel::None;
@@ -127,7 +146,7 @@ async fn walk(
         &plan,
         schedule.parallel,
         schedule.failure,
-        &interrupt,
+        (&interrupt, shared.clock.as_ref()),
         &events,
         |index, stop| Box::pin(project::prepare(job(index), stop)),
         |index, prepared, release| {
@@ -158,8 +177,9 @@ async fn walk(
     }
     // An escalation that came as the last project ended is said too.
     say(&mut said, interrupt.level(), interrupt.cause(), &events);
-    let status = run_status(&reports, interrupt.is_interrupted());
-    let _ = events.send(Event::RunFinished { status });
+    let status = run_status(&reports, &interrupt);
+    let at = shared.clock.now();
+    let _ = events.send(Event::RunFinished { status, at });
     reports
 }
 
@@ -297,6 +317,54 @@ mod tests {
         }
     }
 
+    /// One clock stamps the run: every event's time, each project's start and end, are the
+    /// clock's (here one that does not move), never a sink's own.
+    #[test]
+    fn the_run_s_clock_stamps_its_events_and_reports() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut plan = fixtures::plan(Operation::Up, &["vpc", "eks"]);
+        for project in plan.projects.iter_mut() {
+            project.log = dir
+                .path()
+                .join(format!("{}.log", project.path.replace('/', "-")));
+            project.steps = vec![Step::new(
+                StepKind::Operation,
+                "sh",
+                vec!["-c".into(), "sleep 0.01".into()],
+                dir.path(),
+            )];
+        }
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_280_936);
+        let clock = Arc::new(crate::clock::FixedClock(std::sync::Mutex::new(at)));
+        let runner = Runner::new(Interrupt::default()).unwrap().with_clock(clock);
+        assert_eq!(runner.now(), at);
+        let mut events = Recording::default();
+        let schedule = Schedule {
+            parallel: 2,
+            failure: FailurePolicy::StopAll,
+        };
+        let reports = runner.execute(&plan, context(dir.path()), schedule, &mut [&mut events]);
+        let stamped: Vec<std::time::SystemTime> = (events.0.iter())
+            .filter_map(|e| match e {
+                Event::RunStarted { at, .. }
+                | Event::ProjectStarted { at, .. }
+                | Event::RunFinished { at, .. } => Some(*at),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stamped, [at; 4]);
+        let said = crate::clock::rfc3339(at);
+        for report in &reports {
+            assert_eq!(report.started.as_deref(), Some(said.as_str()), "{report:?}");
+            assert_eq!(
+                report.finished.as_deref(),
+                Some(said.as_str()),
+                "{report:?}"
+            );
+            assert_eq!(report.duration_ms, Some(0));
+        }
+    }
+
     #[test]
     fn every_sink_sees_every_event_in_order_and_secrets_never() {
         let dir = tempfile::tempdir().unwrap();
@@ -339,7 +407,7 @@ mod tests {
                 Event::Interrupting { .. } => "interrupting".into(),
                 Event::Asks { index, .. } => format!("asks {index}"),
                 Event::Held { index, .. } => format!("held {index}"),
-                Event::RunFinished { status } => format!("finished {status}"),
+                Event::RunFinished { status, .. } => format!("finished {status}"),
             })
             .collect();
         assert_eq!(
@@ -397,7 +465,8 @@ mod tests {
         assert!(matches!(
             recording.0.last(),
             Some(Event::RunFinished {
-                status: crate::status::RunStatus::Cancelled
+                status: crate::status::RunStatus::Cancelled,
+                ..
             })
         ));
     }

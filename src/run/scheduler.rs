@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 use super::events::{Event, Finished, Outcome, ProjectReport};
 use super::interrupt::{Interrupt, Stop};
 use super::plan::{Budgets, RunPlan};
+use crate::clock::Clock;
 use crate::engine::EngineKind;
 
 pub use crate::settings::run::FailurePolicy;
@@ -57,12 +58,20 @@ pub async fn run<S: Send + 'static>(
     plan: &RunPlan,
     parallel: usize,
     policy: FailurePolicy,
-    interrupt: &Interrupt,
+    (interrupt, clock): (&Interrupt, &dyn Clock),
     events: &mpsc::UnboundedSender<Event>,
     prepare: impl FnMut(usize, Stop) -> PrepareFuture<S>,
     start: impl FnMut(usize, Option<S>, Release) -> ProjectFuture,
 ) -> Vec<ProjectReport> {
-    let mut walk = Walk::new(plan, parallel, policy, interrupt, events, prepare, start);
+    let mut walk = Walk::new(
+        plan,
+        parallel,
+        policy,
+        (interrupt, clock),
+        events,
+        prepare,
+        start,
+    );
     loop {
         walk.fill();
         match walk.next().await {
@@ -212,6 +221,8 @@ struct Walk<'a, S, P, St> {
     parallel: usize,
     policy: FailurePolicy,
     interrupt: &'a Interrupt,
+    /// What stamps when each project started and ended.
+    clock: &'a dyn Clock,
     events: &'a mpsc::UnboundedSender<Event>,
     prepare: P,
     start: St,
@@ -259,7 +270,7 @@ where
         plan: &'a RunPlan,
         parallel: usize,
         policy: FailurePolicy,
-        interrupt: &'a Interrupt,
+        (interrupt, clock): (&'a Interrupt, &'a dyn Clock),
         events: &'a mpsc::UnboundedSender<Event>,
         prepare: P,
         start: St,
@@ -290,6 +301,7 @@ where
             parallel,
             policy,
             interrupt,
+            clock,
             events,
             prepare,
             start,
@@ -394,9 +406,12 @@ where
             return;
         }
         let path = self.plan.projects[i].path.clone();
-        self.started_at.insert(i, SystemTime::now());
+        let at = self.clock.now();
+        self.started_at.insert(i, at);
         self.ready.count(i, 1);
-        let _ = self.events.send(Event::ProjectStarted { index: i, path });
+        let _ = self
+            .events
+            .send(Event::ProjectStarted { index: i, path, at });
         let release = Release {
             index: i,
             to: self.releases.clone(),
@@ -505,7 +520,8 @@ where
         } else if !self.released.contains(&i) {
             self.let_go(i);
         }
-        let report = ProjectReport::new(path, self.started_at.get(&i).copied(), finished);
+        let ran = (self.started_at.get(&i)).map(|&started| (started, self.clock.now()));
+        let report = ProjectReport::new(path, ran, finished);
         let _ = self.events.send(Event::ProjectFinished {
             index: i,
             report: Box::new(report.clone()),
@@ -654,7 +670,7 @@ mod tests {
             &plan,
             parallel,
             policy,
-            &Interrupt::default(),
+            (&Interrupt::default(), &crate::clock::SystemClock),
             &tx,
             prepare,
             |i, _, _| {
@@ -820,7 +836,7 @@ mod tests {
             plan,
             parallel,
             FailurePolicy::StopAll,
-            &Interrupt::default(),
+            (&Interrupt::default(), &crate::clock::SystemClock),
             &tx,
             prepare,
             start,
@@ -903,7 +919,16 @@ mod tests {
                 })
             };
             let policy = FailurePolicy::StopAll;
-            let reports = run(&plan, 4, policy, &Interrupt::default(), &tx, prepare, start).await;
+            let reports = run(
+                &plan,
+                4,
+                policy,
+                (&Interrupt::default(), &crate::clock::SystemClock),
+                &tx,
+                prepare,
+                start,
+            )
+            .await;
             assert!(reports.iter().all(|r| r.status == ProjectStatus::Succeeded));
         }
     }
@@ -933,7 +958,15 @@ mod tests {
         };
         let policy = FailurePolicy::StopAll;
         let interrupt = Interrupt::default();
-        let walk = run(&plan, 8, policy, &interrupt, &tx, prepare, start);
+        let walk = run(
+            &plan,
+            8,
+            policy,
+            (&interrupt, &crate::clock::SystemClock),
+            &tx,
+            prepare,
+            start,
+        );
         let reports = tokio::time::timeout(std::time::Duration::from_secs(10), walk)
             .await
             .expect("the preparations are told to stop");

@@ -262,7 +262,7 @@ impl Sink for Reporter {
     fn handle(&mut self, event: &Event) {
         match event {
             Event::RunStarted { projects, .. } => self.run_started(*projects),
-            Event::ProjectStarted { index, path } => self.started(*index, path),
+            Event::ProjectStarted { index, path, .. } => self.started(*index, path),
             Event::Line {
                 index, path, text, ..
             } => {
@@ -358,14 +358,17 @@ mod tests {
             Event::RunStarted {
                 operation: crate::engine::Operation::Up,
                 projects: 2,
+                at: std::time::UNIX_EPOCH,
             },
             Event::ProjectStarted {
                 index: 0,
                 path: "infra/vpc".into(),
+                at: std::time::UNIX_EPOCH,
             },
             Event::ProjectStarted {
                 index: 1,
                 path: "infra/dns".into(),
+                at: std::time::UNIX_EPOCH,
             },
             line(0, "infra/vpc", "create aws:ec2:Vpc main"),
             line(1, "infra/dns", "create aws:route53:Zone zone"),
@@ -396,6 +399,7 @@ mod tests {
             },
             Event::RunFinished {
                 status: RunStatus::Cancelled,
+                at: std::time::UNIX_EPOCH,
             },
         ]
     }

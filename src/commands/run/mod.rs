@@ -38,7 +38,7 @@ use crate::workspace::stack::ResolvedStack;
 use crate::workspace::stack_config::StackConfigFile;
 use confirmation::Stored;
 pub use summary::summarize;
-use summary::{outcome, terminal, warn_killed};
+use summary::{terminal, warn_killed};
 
 /// `mara up|preview|refresh|destroy`, as typed.
 pub fn run(settings: &Settings, command: RunCommand) -> Result<()> {
@@ -84,20 +84,6 @@ struct Loaded<'d> {
 /// The environment file a first `up` writes when there is none: the stack it deployed.
 fn first_env(stack: &ResolvedStack) -> String {
     format!("PULUMI_STACK={}\n", stack.name)
-}
-
-/// A run that lost its lease before its projects were done says so, whatever they did (an
-/// interruption stays one); one lost after cost them nothing (its record is kept for later).
-fn lease_kept(interrupt: &Interrupt, result: Result<()>) -> Result<()> {
-    match (interrupt.lease().cost(), result) {
-        (Some(reason), result) if !matches!(result, Err(Error::Interrupted)) => {
-            Err(Error::LeaseLost {
-                reason,
-                running: interrupt.lease().running(),
-            })
-        }
-        (_, result) => result,
-    }
 }
 
 /// What the run finds of the stack before it is planned (`Invocation::survey`).
@@ -171,7 +157,7 @@ impl<'a> Invocation<'a> {
         let Some(found) = self.survey(deployment, &loaded, &mut ledger, &env)? else {
             return Ok(());
         };
-        let started = SystemTime::now();
+        let started = self.runner.now();
         let run_id = self.run_id(started);
         let planner = Planner {
             deployment,
@@ -220,7 +206,7 @@ impl<'a> Invocation<'a> {
         let mut ran = false;
         let result = self.go(&planner, prepared, recorder.as_mut(), &mut ran);
         planner.forget_plans();
-        let result = lease_kept(interrupt, result);
+        let result = summary::lease_kept(interrupt, result);
         self.close(recorder, &result, ran, &planner);
         result
     }
@@ -288,16 +274,17 @@ impl<'a> Invocation<'a> {
 
         // Report.
         let took = clock_start.elapsed();
-        let mut summary = summary::of(run, planner, reports, prepared.started, took, interrupt);
+        let times = (prepared.started, self.runner.now());
+        let mut summary = summary::of(run, planner, reports, times, took, interrupt);
         // What the run ends with, decided first so that the summary says it (`exit_code`).
         let nothing = stacks::none_has_it(&summary.projects, stack.name.as_str());
         let destroyed = prepared.destroyed.take().filter(|_| nothing);
-        let result = match (nothing, &destroyed) {
-            (true, Some(_)) => Ok(()),
-            (true, None) => Err(stacks::no_such_stack(stack, &Default::default())),
-            (false, _) => lease_kept(interrupt, outcome(run, &summary)),
+        let found = match (nothing, &destroyed) {
+            (true, Some(_)) => summary::Found::DestroyedAlready,
+            (true, None) => summary::Found::NoStack,
+            (false, _) => summary::Found::TheStack,
         };
-        summary.exit_code = Some(result.as_ref().map_or_else(Error::exit_code, |()| 0));
+        let result = summary::verdict(run, &mut summary, interrupt, (stack, found));
         summarize(self.settings, run, &summary)?;
         warn_killed(self.settings, &summary);
         if nothing {

@@ -21,7 +21,7 @@ pub(super) fn of(
     run: &RunSettings,
     planner: &Planner<'_>,
     reports: Vec<ProjectReport>,
-    started: SystemTime,
+    (started, finished): (SystemTime, SystemTime),
     took: Duration,
     interrupt: &Interrupt,
 ) -> RunSummary {
@@ -32,13 +32,9 @@ pub(super) fn of(
         operation: run.operation,
         provider: planner.deployment.provider.name.clone(),
         stack: planner.stack.name.to_string(),
-        // A run that lost its lease stopped short of what it was asked: it failed.
-        status: match interrupt.lease().cost() {
-            Some(_) => RunStatus::Failed,
-            None => run_status(&reports, interrupt.is_interrupted()),
-        },
+        status: run_status(&reports, interrupt),
         started: clock::rfc3339(started),
-        finished: clock::rfc3339(SystemTime::now()),
+        finished: clock::rfc3339(finished),
         duration: took,
         // A job of a fanned-out run keeps its logs in the team's ledger; its runner's files go
         // with it.
@@ -124,7 +120,55 @@ pub fn summarize(settings: &Settings, run: &RunSettings, summary: &RunSummary) -
 
 /// What the run's outcome means as an exit: interrupted (130), a project failed (1), the preview
 /// found changes it was told to expect none of (4).
-pub(super) fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
+/// Whether the run found its stack: a destroy or refresh that found no project with it ends
+/// otherwise than by its projects.
+pub(super) enum Found {
+    TheStack,
+    /// No project has it, and none ever did (a typo, a backend changed).
+    NoStack,
+    /// No project has it: a destroy of a stack mara destroyed already.
+    DestroyedAlready,
+}
+
+/// The run's verdict, decided in one place: its status (`run_status`, as its events and its
+/// record say it) and its result — what the deployment came to, unless it found no stack, and
+/// a lease lost before its projects were done — whose exit code the summary says too.
+pub(super) fn verdict(
+    run: &RunSettings,
+    summary: &mut RunSummary,
+    interrupt: &Interrupt,
+    (stack, found): (&crate::workspace::stack::ResolvedStack, Found),
+) -> Result<()> {
+    summary.status = run_status(&summary.projects, interrupt);
+    let result = match found {
+        Found::DestroyedAlready => Ok(()),
+        Found::NoStack => Err(crate::run::stacks::no_such_stack(
+            stack,
+            &Default::default(),
+        )),
+        Found::TheStack => lease_kept(interrupt, outcome(run, summary)),
+    };
+    summary.exit_code = Some(result.as_ref().map_or_else(Error::exit_code, |()| 0));
+    result
+}
+
+/// A run that lost its lease before its projects were done says so, whatever they did (an
+/// interruption stays one); one lost after cost them nothing (its record is kept for later).
+pub(super) fn lease_kept(interrupt: &Interrupt, result: Result<()>) -> Result<()> {
+    match (interrupt.lease().cost(), result) {
+        (Some(reason), result) if !matches!(result, Err(Error::Interrupted)) => {
+            Err(Error::LeaseLost {
+                reason,
+                running: interrupt.lease().running(),
+            })
+        }
+        (_, result) => result,
+    }
+}
+
+/// What the deployment came to, as the run's result: interrupted, projects failed, plans
+/// refused, a job that ran nothing, drift found, changes where none were expected.
+fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
     let failed = summary.count(ProjectStatus::Failed);
     if summary.status == RunStatus::Cancelled {
         return Err(Error::Interrupted);

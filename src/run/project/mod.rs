@@ -44,6 +44,8 @@ pub struct Context {
 pub struct Shared {
     pub context: Context,
     pub interrupt: Interrupt,
+    /// The run's clock, which stamps its events (`clock::Clock`).
+    pub clock: Arc<dyn crate::clock::Clock>,
 }
 
 /// One project's task: owned, so that it can run on its own.

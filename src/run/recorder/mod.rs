@@ -481,10 +481,13 @@ mod tests {
 
         let plan = fixtures::plan(Operation::Up, &["vpc", "eks"]);
         let mut sink = recorder.sink(&plan, Path::new("/w"));
+        // The times the run's clock gave its events, not the sink's.
+        let started_at = std::time::UNIX_EPOCH + Duration::from_secs(1_795_280_936);
         for (index, project) in plan.projects.iter().enumerate() {
             sink.handle(&Event::ProjectStarted {
                 index,
                 path: project.path.clone(),
+                at: started_at,
             });
             let finished = Finished {
                 outcome: if index == 0 {
@@ -507,7 +510,7 @@ mod tests {
                 index,
                 report: Box::new(ProjectReport::new(
                     project.path.clone(),
-                    Some(SystemTime::now()),
+                    Some((started_at, started_at)),
                     finished,
                 )),
             });
@@ -539,6 +542,8 @@ mod tests {
             ]
         );
         assert_eq!(run.projects[1].reason.as_deref(), Some("boom"));
+        let said = clock::rfc3339(started_at);
+        assert_eq!(run.projects[0].started.as_deref(), Some(said.as_str()));
         assert!(
             run.projects[0].fingerprint.is_some(),
             "the plan's fingerprint is recorded"

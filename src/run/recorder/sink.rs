@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use super::{Recorder, Shared};
 use crate::clock;
@@ -356,10 +356,10 @@ impl Writer {
     fn entry_of(&self, event: &Event) -> Option<Entry> {
         let run_id = self.run_id.clone();
         match event {
-            Event::ProjectStarted { index, path } => Some(Entry::ProjectStarted {
+            Event::ProjectStarted { index, path, at } => Some(Entry::ProjectStarted {
                 run_id,
                 path: path.clone(),
-                started: clock::rfc3339(SystemTime::now()),
+                started: clock::rfc3339(*at),
                 fingerprint: self.fingerprints.get(index).cloned(),
             }),
             Event::ProjectFinished { index, report } => Some(Entry::ProjectFinished {
