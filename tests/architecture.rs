@@ -1,7 +1,8 @@
-//! The shape of the code, held by reading it (docs/ARCHITECTURE.md): the modules form no import
-//! circle, only the command layer and `ui` know about terminals, the clap types stop at the
-//! settings, every input file is read through the one counted path, and comments cite the
-//! project's own documents.
+//! The shape of the code, held by reading it (docs/ARCHITECTURE.md): every module uses only its
+//! layer and those below (`LAYERS`, read with a Rust parser), the modules form no import circle,
+//! only the command layer and `ui` know about terminals, the clap types stop at the settings,
+//! every input file is read through the one counted path, and comments cite the project's own
+//! documents.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -453,4 +454,384 @@ fn comments_cite_the_projects_own_documents() {
             }
         }
     }
+}
+
+/// The layers, from the bottom (docs/ARCHITECTURE.md, "Modules"): a module uses modules of its
+/// own layer and below, never above. Read from the code by a Rust parser (`syn`), so that no
+/// way of naming a module escapes it: every `use` tree (nested groups, `super::{super::…}`,
+/// `pub(crate) use` spread over lines), every path in code and in macros, what `lib.rs`
+/// re-exports, and the code after `mod tests`. Only what `#[cfg(test)]` keeps out of the build
+/// is not read.
+const LAYERS: &[&[&str]] = &[
+    &["error", "status", "style", "clock", "files", "parallel"],
+    &["engine", "cluster"],
+    &["workspace"],
+    &["provider"],
+    &["graph"],
+    &["fingerprint", "ledger"],
+    &["cli"],
+    &["settings"],
+    &["configure"],
+    &["deployment"],
+    &["run"],
+    &["ui"],
+    &["commands"],
+    &["lib", "main"],
+];
+
+/// A module's layer (its top-level module's place in `LAYERS`).
+fn layer(module: &str) -> Option<usize> {
+    let top = top(module);
+    LAYERS.iter().position(|layer| layer.contains(&top))
+}
+
+/// One reference of a module to another: where, and the absolute path it names (`run::plan`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reference {
+    line: usize,
+    path: Vec<String>,
+}
+
+/// Whether an item is kept out of the build but for tests (`#[cfg(test)]`).
+fn test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.parse_args::<syn::Meta>()
+                .is_ok_and(|m| m.path().is_ident("test"))
+    })
+}
+
+/// Collects the `crate::`, `self::` and `super::` paths of a file's items (not test-only ones),
+/// resolved against the module `at` they are in.
+struct Paths {
+    at: Vec<String>,
+    found: Vec<Reference>,
+}
+
+impl Paths {
+    /// `segments`, named in module `self.at`, as an absolute path (`None`: not the crate's).
+    fn absolute(&self, segments: &[String]) -> Option<Vec<String>> {
+        let (first, rest) = segments.split_first()?;
+        let mut base = match first.as_str() {
+            "crate" => Vec::new(),
+            "self" => self.at.clone(),
+            "super" => {
+                let mut base = self.at.clone();
+                base.pop()?;
+                base
+            }
+            _ => return None,
+        };
+        let mut rest = rest;
+        while let Some((next, tail)) = rest.split_first().filter(|(n, _)| *n == "super") {
+            let _ = next;
+            base.pop()?;
+            rest = tail;
+        }
+        base.extend(rest.iter().cloned());
+        Some(base)
+    }
+
+    fn add(&mut self, line: usize, segments: &[String]) {
+        if let Some(path) = self.absolute(segments) {
+            self.found.push(Reference { line, path });
+        }
+    }
+
+    /// The paths of a `use` tree, each resolved.
+    fn use_tree(&mut self, tree: &syn::UseTree, prefix: &mut Vec<String>) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(&p.tree, prefix);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => {
+                let line = n.ident.span().start().line;
+                let mut path = prefix.clone();
+                if n.ident != "self" {
+                    path.push(n.ident.to_string());
+                }
+                self.add(line, &path);
+            }
+            syn::UseTree::Rename(r) => {
+                let mut path = prefix.clone();
+                path.push(r.ident.to_string());
+                self.add(r.ident.span().start().line, &path);
+            }
+            syn::UseTree::Glob(g) => {
+                self.add(g.star_token.spans[0].start().line, prefix);
+            }
+            syn::UseTree::Group(g) => {
+                for tree in &g.items {
+                    self.use_tree(tree, prefix);
+                }
+            }
+        }
+    }
+
+    /// `crate :: a :: b` and the like in a macro's tokens (which the parser leaves unread).
+    fn tokens(&mut self, tokens: proc_macro2::TokenStream) {
+        let tokens: Vec<proc_macro2::TokenTree> = tokens.into_iter().collect();
+        let mut i = 0;
+        while i < tokens.len() {
+            if let proc_macro2::TokenTree::Group(g) = &tokens[i] {
+                self.tokens(g.stream());
+            }
+            if let proc_macro2::TokenTree::Ident(first) = &tokens[i]
+                && ["crate", "super", "self"].contains(&first.to_string().as_str())
+            {
+                let mut path = vec![first.to_string()];
+                let mut j = i + 1;
+                while let (
+                    Some(proc_macro2::TokenTree::Punct(a)),
+                    Some(proc_macro2::TokenTree::Punct(b)),
+                    Some(proc_macro2::TokenTree::Ident(next)),
+                ) = (tokens.get(j), tokens.get(j + 1), tokens.get(j + 2))
+                    && a.as_char() == ':'
+                    && b.as_char() == ':'
+                {
+                    path.push(next.to_string());
+                    j += 3;
+                }
+                if path.len() > 1 {
+                    self.add(first.span().start().line, &path);
+                }
+                i = j;
+                continue;
+            }
+            i += 1;
+        }
+    }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for Paths {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        let attrs: &[syn::Attribute] = match item {
+            syn::Item::Mod(m) => &m.attrs,
+            syn::Item::Fn(f) => &f.attrs,
+            syn::Item::Impl(i) => &i.attrs,
+            syn::Item::Use(u) => &u.attrs,
+            syn::Item::Const(c) => &c.attrs,
+            syn::Item::Static(s) => &s.attrs,
+            syn::Item::Struct(s) => &s.attrs,
+            syn::Item::Enum(e) => &e.attrs,
+            syn::Item::Trait(t) => &t.attrs,
+            syn::Item::Type(t) => &t.attrs,
+            syn::Item::Macro(m) => &m.attrs,
+            _ => &[],
+        };
+        if test_only(attrs) {
+            return;
+        }
+        match item {
+            syn::Item::Use(u) => self.use_tree(&u.tree, &mut Vec::new()),
+            // An inline module: its paths are named from within it.
+            syn::Item::Mod(m) if m.content.is_some() => {
+                self.at.push(m.ident.to_string());
+                syn::visit::visit_item_mod(self, m);
+                self.at.pop();
+            }
+            item => syn::visit::visit_item(self, item),
+        }
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        if let Some(first) = path.segments.first() {
+            self.add(first.ident.span().start().line, &segments);
+        }
+        syn::visit::visit_path(self, path);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        self.tokens(mac.tokens.clone());
+        syn::visit::visit_macro(self, mac);
+    }
+}
+
+/// The references of a file of module `module` (its whole text, tests included: the parser
+/// leaves out what `#[cfg(test)]` does).
+fn parsed_references(module: &str, text: &str) -> Vec<Reference> {
+    let file = syn::parse_file(text).unwrap_or_else(|e| panic!("{module}: {e}"));
+    let mut paths = Paths {
+        at: match module {
+            "lib" | "main" => Vec::new(),
+            module => module.split("::").map(str::to_string).collect(),
+        },
+        found: Vec::new(),
+    };
+    syn::visit::Visit::visit_file(&mut paths, &file);
+    paths.found
+}
+
+/// Every Rust file under `src/` (with its tests), by module path.
+fn whole_sources() -> BTreeMap<String, (PathBuf, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    sources()
+        .into_keys()
+        .map(|module| {
+            let file = match module.as_str() {
+                "lib" | "main" => root.join(format!("{module}.rs")),
+                _ => {
+                    let rel: PathBuf = module.split("::").collect();
+                    let flat = root.join(&rel).with_extension("rs");
+                    match flat.is_file() {
+                        true => flat,
+                        false => root.join(rel).join("mod.rs"),
+                    }
+                }
+            };
+            let text = std::fs::read_to_string(&file).unwrap();
+            (module, (file, text))
+        })
+        .collect()
+}
+
+/// What `lib.rs` re-exports under another name (`pub use settings as knobs;`, `pub use
+/// crate::run::plan as plans;`): `alias` → the top-level module it names.
+fn aliases(lib: &str) -> BTreeMap<String, String> {
+    fn walk(tree: &syn::UseTree, first: Option<String>, into: &mut BTreeMap<String, String>) {
+        let first_of = |ident: &syn::Ident| match (&first, ident.to_string().as_str()) {
+            (Some(first), _) => first.clone(),
+            (None, "crate") => String::new(),
+            (None, name) => name.to_string(),
+        };
+        match tree {
+            syn::UseTree::Path(p) => {
+                let next = first_of(&p.ident);
+                walk(&p.tree, Some(next).filter(|n| !n.is_empty()), into);
+            }
+            syn::UseTree::Rename(r) => {
+                into.insert(r.rename.to_string(), first_of(&r.ident));
+            }
+            syn::UseTree::Group(g) => {
+                for tree in &g.items {
+                    walk(tree, first.clone(), into);
+                }
+            }
+            syn::UseTree::Name(_) | syn::UseTree::Glob(_) => {}
+        }
+    }
+    let file = syn::parse_file(lib).expect("lib.rs parses");
+    let mut found = BTreeMap::new();
+    for item in &file.items {
+        if let syn::Item::Use(u) = item {
+            walk(&u.tree, None, &mut found);
+        }
+    }
+    found
+}
+
+/// Every reference of the crate's modules that goes up a layer: `(module, line, what it names)`.
+fn upward(sources: &BTreeMap<String, (PathBuf, String)>) -> Vec<(String, usize, String)> {
+    let aliases = sources
+        .get("lib")
+        .map(|(_, t)| aliases(t))
+        .unwrap_or_default();
+    let mut up = Vec::new();
+    for (module, (_, text)) in sources {
+        let Some(own) = layer(module) else {
+            up.push((
+                module.clone(),
+                0,
+                "its module has no layer in LAYERS".into(),
+            ));
+            continue;
+        };
+        for reference in parsed_references(module, text) {
+            let Some(first) = reference.path.first() else {
+                continue;
+            };
+            // A name `lib.rs` re-exports stands for what it names.
+            let first = aliases
+                .get(first)
+                .filter(|_| layer(first).is_none())
+                .unwrap_or(first);
+            if let Some(target) = layer(first)
+                && target > own
+            {
+                up.push((module.clone(), reference.line, reference.path.join("::")));
+            }
+        }
+    }
+    up
+}
+
+#[test]
+fn every_module_uses_only_its_layer_and_those_below() {
+    let up = upward(&whole_sources());
+    assert!(up.is_empty(), "imports that go up a layer: {up:#?}");
+}
+
+/// The ways an upward reference was seen to hide (issue 41): each is found.
+#[test]
+fn an_upward_reference_is_found_however_it_is_written() {
+    let file = |module: &str, text: &str| {
+        BTreeMap::from([
+            (
+                "lib".to_string(),
+                (
+                    PathBuf::new(),
+                    "pub mod settings;\npub use settings as knobs;\n".to_string(),
+                ),
+            ),
+            (module.to_string(), (PathBuf::new(), text.to_string())),
+        ])
+    };
+    let found = |module: &str, text: &str| -> Vec<String> {
+        upward(&file(module, text))
+            .into_iter()
+            .map(|(_, _, p)| p)
+            .collect()
+    };
+    assert_eq!(
+        found("ledger", "use crate::settings::Settings;"),
+        ["settings::Settings"]
+    );
+    assert_eq!(
+        found(
+            "ledger::records",
+            "use super::{store, super::run::plan::RunPlan};"
+        ),
+        ["run::plan::RunPlan"]
+    );
+    assert_eq!(
+        found(
+            "ledger",
+            "pub(crate) use crate::{\n    error::Error,\n    commands::run,\n};"
+        ),
+        ["commands::run"]
+    );
+    assert_eq!(
+        found("ledger", "fn f() { let _ = crate::ui::print(\"x\"); }"),
+        ["ui::print"]
+    );
+    assert_eq!(
+        found(
+            "ledger",
+            "fn f() -> bool { matches!(1, _ if crate::deployment::ok()) }"
+        ),
+        ["deployment::ok"]
+    );
+    assert_eq!(
+        found("ledger", "fn f() { crate::knobs::load(); }"),
+        ["knobs::load"]
+    );
+    assert_eq!(
+        found(
+            "status",
+            "#[cfg(test)]\nmod tests {}\nfn after() { crate::run::go(); }"
+        ),
+        ["run::go"]
+    );
+    // What tests alone use is theirs.
+    assert!(
+        found(
+            "ledger",
+            "#[cfg(test)]\nmod tests { use crate::run::plan; }"
+        )
+        .is_empty()
+    );
+    assert!(found("ledger", "use crate::error::Error; use super::store;").is_empty());
 }
