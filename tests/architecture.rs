@@ -506,6 +506,9 @@ fn test_only(attrs: &[syn::Attribute]) -> bool {
 struct Paths {
     at: Vec<String>,
     found: Vec<Reference>,
+    /// The names a `use … as` (or `extern crate self as`) gives a path of the crate here: each
+    /// stands for what it names (`use crate as root;`: the crate's root).
+    aliases: BTreeMap<String, Vec<String>>,
 }
 
 impl Paths {
@@ -520,7 +523,7 @@ impl Paths {
                 base.pop()?;
                 base
             }
-            _ => return None,
+            alias => self.aliases.get(alias)?.clone(),
         };
         let mut rest = rest;
         while let Some((next, tail)) = rest.split_first().filter(|(n, _)| *n == "super") {
@@ -556,7 +559,12 @@ impl Paths {
             }
             syn::UseTree::Rename(r) => {
                 let mut path = prefix.clone();
-                path.push(r.ident.to_string());
+                if r.ident != "self" {
+                    path.push(r.ident.to_string());
+                }
+                if let Some(absolute) = self.absolute(&path) {
+                    self.aliases.insert(r.rename.to_string(), absolute);
+                }
                 self.add(r.ident.span().start().line, &path);
             }
             syn::UseTree::Glob(g) => {
@@ -605,7 +613,49 @@ impl Paths {
     }
 }
 
+impl Paths {
+    /// A path written whole in a string literal among `tokens` (serde's `with = "crate::…"`).
+    fn strings(&mut self, tokens: proc_macro2::TokenStream) {
+        for token in tokens {
+            match token {
+                proc_macro2::TokenTree::Group(g) => self.strings(g.stream()),
+                proc_macro2::TokenTree::Literal(literal) => {
+                    let Ok(syn::Lit::Str(text)) = syn::parse_str::<syn::Lit>(&literal.to_string())
+                    else {
+                        continue;
+                    };
+                    if let Ok(path) = syn::parse_str::<syn::Path>(&text.value()) {
+                        let segments: Vec<String> =
+                            path.segments.iter().map(|s| s.ident.to_string()).collect();
+                        self.add(literal.span().start().line, &segments);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// An expression as the tokens it is written with.
+fn quote_tokens(expr: &syn::Expr) -> proc_macro2::TokenStream {
+    let mut tokens = proc_macro2::TokenStream::new();
+    quote::ToTokens::to_tokens(expr, &mut tokens);
+    tokens
+}
+
 impl<'ast> syn::visit::Visit<'ast> for Paths {
+    /// An attribute's arguments, which the parser leaves as tokens, and a path written in one
+    /// of its strings (`#[serde(with = "crate::…")]`).
+    fn visit_attribute(&mut self, attr: &'ast syn::Attribute) {
+        let tokens = match &attr.meta {
+            syn::Meta::List(list) => list.tokens.clone(),
+            syn::Meta::NameValue(nv) => quote_tokens(&nv.value),
+            syn::Meta::Path(_) => proc_macro2::TokenStream::new(),
+        };
+        self.strings(tokens.clone());
+        self.tokens(tokens);
+    }
+
     fn visit_item(&mut self, item: &'ast syn::Item) {
         let attrs: &[syn::Attribute] = match item {
             syn::Item::Mod(m) => &m.attrs,
@@ -626,6 +676,12 @@ impl<'ast> syn::visit::Visit<'ast> for Paths {
         }
         match item {
             syn::Item::Use(u) => self.use_tree(&u.tree, &mut Vec::new()),
+            // `extern crate self as mara;`: the crate's root under another name.
+            syn::Item::ExternCrate(e) if e.ident == "self" => {
+                if let Some((_, rename)) = &e.rename {
+                    self.aliases.insert(rename.to_string(), Vec::new());
+                }
+            }
             // An inline module: its paths are named from within it.
             syn::Item::Mod(m) if m.content.is_some() => {
                 self.at.push(m.ident.to_string());
@@ -660,6 +716,7 @@ fn parsed_references(module: &str, text: &str) -> Vec<Reference> {
             module => module.split("::").map(str::to_string).collect(),
         },
         found: Vec::new(),
+        aliases: BTreeMap::new(),
     };
     syn::visit::Visit::visit_file(&mut paths, &file);
     paths.found
@@ -688,9 +745,11 @@ fn whole_sources() -> BTreeMap<String, (PathBuf, String)> {
         .collect()
 }
 
-/// What `lib.rs` re-exports under another name (`pub use settings as knobs;`, `pub use
-/// crate::run::plan as plans;`): `alias` → the top-level module it names.
-fn aliases(lib: &str) -> BTreeMap<String, String> {
+/// What `lib.rs` names at the crate's root besides its modules: each re-export (`pub use
+/// settings as knobs;`, `pub use commands::output;`) → the top-level module it names; a glob
+/// re-export (`pub use commands::*;`) → `"*"` and the module; an item of its own (a function, a
+/// macro) → `lib`.
+fn root_names(lib: &str) -> BTreeMap<String, String> {
     fn walk(tree: &syn::UseTree, first: Option<String>, into: &mut BTreeMap<String, String>) {
         let first_of = |ident: &syn::Ident| match (&first, ident.to_string().as_str()) {
             (Some(first), _) => first.clone(),
@@ -705,31 +764,63 @@ fn aliases(lib: &str) -> BTreeMap<String, String> {
             syn::UseTree::Rename(r) => {
                 into.insert(r.rename.to_string(), first_of(&r.ident));
             }
+            syn::UseTree::Name(n) if first.is_some() => {
+                into.insert(n.ident.to_string(), first_of(&n.ident));
+            }
+            syn::UseTree::Glob(_) => {
+                into.insert(
+                    format!("*{}", first.clone().unwrap_or_default()),
+                    first.unwrap_or_default(),
+                );
+            }
             syn::UseTree::Group(g) => {
                 for tree in &g.items {
                     walk(tree, first.clone(), into);
                 }
             }
-            syn::UseTree::Name(_) | syn::UseTree::Glob(_) => {}
+            syn::UseTree::Name(_) => {}
         }
     }
     let file = syn::parse_file(lib).expect("lib.rs parses");
     let mut found = BTreeMap::new();
     for item in &file.items {
-        if let syn::Item::Use(u) = item {
-            walk(&u.tree, None, &mut found);
-        }
+        let name = match item {
+            syn::Item::Use(u) => {
+                walk(&u.tree, None, &mut found);
+                continue;
+            }
+            syn::Item::Fn(f) => f.sig.ident.to_string(),
+            syn::Item::Const(c) => c.ident.to_string(),
+            syn::Item::Static(s) => s.ident.to_string(),
+            syn::Item::Struct(s) => s.ident.to_string(),
+            syn::Item::Enum(e) => e.ident.to_string(),
+            syn::Item::Macro(m) => match &m.ident {
+                Some(ident) => ident.to_string(),
+                None => continue,
+            },
+            _ => continue,
+        };
+        found.insert(name, "lib".to_string());
     }
     found
 }
 
-/// Every reference of the crate's modules that goes up a layer: `(module, line, what it names)`.
+/// Every reference of the crate's modules that goes up a layer, or that names at the crate's
+/// root what no layer holds (so that it could hide one): `(module, line, what it names)`.
 fn upward(sources: &BTreeMap<String, (PathBuf, String)>) -> Vec<(String, usize, String)> {
-    let aliases = sources
+    let root = sources
         .get("lib")
-        .map(|(_, t)| aliases(t))
+        .map(|(_, t)| root_names(t))
         .unwrap_or_default();
     let mut up = Vec::new();
+    for (name, module) in root.iter().filter(|(name, _)| name.starts_with('*')) {
+        let _ = name;
+        up.push((
+            "lib".into(),
+            0,
+            format!("{module}::* (a glob re-export hides what it names)"),
+        ));
+    }
     for (module, (_, text)) in sources {
         let Some(own) = layer(module) else {
             up.push((
@@ -743,14 +834,19 @@ fn upward(sources: &BTreeMap<String, (PathBuf, String)>) -> Vec<(String, usize, 
             let Some(first) = reference.path.first() else {
                 continue;
             };
-            // A name `lib.rs` re-exports stands for what it names.
-            let first = aliases
-                .get(first)
-                .filter(|_| layer(first).is_none())
-                .unwrap_or(first);
-            if let Some(target) = layer(first)
-                && target > own
-            {
+            // A name the crate's root re-exports stands for what it names.
+            let named = match layer(first) {
+                Some(_) => first.as_str(),
+                None => match root.get(first) {
+                    Some(target) => target.as_str(),
+                    None => {
+                        let said = format!("{} (no layer holds it)", reference.path.join("::"));
+                        up.push((module.clone(), reference.line, said));
+                        continue;
+                    }
+                },
+            };
+            if layer(named).is_some_and(|target| target > own) {
                 up.push((module.clone(), reference.line, reference.path.join("::")));
             }
         }
@@ -825,6 +921,56 @@ fn an_upward_reference_is_found_however_it_is_written() {
         ),
         ["run::go"]
     );
+    // The crate's root under another name, here or in lib.rs.
+    assert_eq!(
+        found(
+            "ledger",
+            "use crate as root;\nfn f() { root::commands::run(); }"
+        ),
+        ["commands::run"]
+    );
+    assert_eq!(
+        found(
+            "ledger::records",
+            "use super::super as root;\nfn f() { root::ui::go(); }"
+        ),
+        ["ui::go"]
+    );
+    assert_eq!(
+        found(
+            "ledger",
+            "use crate::{self as c};\nfn f() { c::run::go(); }"
+        ),
+        ["run::go"]
+    );
+    assert_eq!(
+        found("ledger", "use crate::commands as c;\nfn f() { c::x(); }"),
+        ["commands", "commands::x"]
+    );
+    assert_eq!(
+        found(
+            "ledger",
+            "extern crate self as mara;\nfn f() { ::mara::commands::x(); }"
+        ),
+        ["commands::x"]
+    );
+    // In an attribute's tokens, or its string.
+    assert_eq!(
+        found("ledger", "#[attr(crate::commands::x)]\nfn f() {}"),
+        ["commands::x"]
+    );
+    assert_eq!(
+        found(
+            "ledger",
+            "struct S { #[serde(with = \"crate::run::x\")] a: u8 }"
+        ),
+        ["run::x"]
+    );
+    // What no layer holds at the crate's root is named, not passed over.
+    assert_eq!(
+        found("ledger", "fn f() { crate::nowhere::x(); }"),
+        ["nowhere::x (no layer holds it)"]
+    );
     // What tests alone use is theirs.
     assert!(
         found(
@@ -833,5 +979,11 @@ fn an_upward_reference_is_found_however_it_is_written() {
         )
         .is_empty()
     );
-    assert!(found("ledger", "use crate::error::Error; use super::store;").is_empty());
+    assert!(
+        found(
+            "ledger::records",
+            "use crate::error::Error; use super::store;"
+        )
+        .is_empty()
+    );
 }

@@ -28,6 +28,11 @@ pub trait Engine: Send + Sync + 'static {
     /// `None` when a shell runs what it runs.
     fn program(&self, programs: &Programs<'_>) -> Option<String>;
 
+    /// How to install its program, when it is missing.
+    fn install_hint(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The steps of `operation` on `target`, in order, before what every engine's steps share
     /// (`Engines::steps`: the outputs read only for their readers).
     fn steps(&self, run: &Engines, target: &Target<'_>, operation: Operation) -> Vec<Step>;

@@ -94,6 +94,8 @@ impl std::ops::Deref for EngineKind {
 }
 
 impl PartialEq for EngineKind {
+    /// By name: names are unique, and an engine may be zero-sized (two statics of no size
+    /// may share an address).
     fn eq(&self, other: &EngineKind) -> bool {
         self.as_str() == other.as_str()
     }
@@ -279,6 +281,16 @@ impl Target<'_> {
 }
 
 impl Engines {
+    /// The run's stack: every engine's (Pulumi's stack, a Terraform workspace).
+    pub fn stack(&self) -> &str {
+        &self.pulumi.stack
+    }
+
+    /// The run's colour: whether the engines colour what they print.
+    pub fn color(&self) -> bool {
+        self.pulumi.color
+    }
+
     pub fn engine_of(&self, target: &Target<'_>) -> EngineKind {
         target.engine.unwrap_or(self.default)
     }

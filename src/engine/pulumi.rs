@@ -119,6 +119,17 @@ impl super::Engine for PulumiEngine {
         Some(programs.pulumi.to_string())
     }
 
+    fn install_hint(&self) -> Option<&'static str> {
+        Some(
+            "install the Pulumi CLI (https://www.pulumi.com/docs/iac/download-install/), or set `binary` under [pulumi] in mara.toml",
+        )
+    }
+
+    /// `stack output --json`; what is not JSON is no outputs at all (`null`).
+    fn parse_outputs(&self, stdout: &str, _show_secrets: bool) -> Value {
+        serde_json::from_str(stdout).unwrap_or(Value::Null)
+    }
+
     fn steps(&self, run: &super::Engines, target: &super::Target<'_>, op: Operation) -> Vec<Step> {
         let remove = run.remove_stacks && op == Operation::Destroy;
         let mut steps = run.pulumi.steps(target.path, target.dir, op, remove);

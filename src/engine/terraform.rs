@@ -261,8 +261,8 @@ impl TerraformEngine {
     fn terraform(&self, run: &super::Engines) -> Terraform {
         Terraform {
             binary: self.binary.to_string(),
-            stack: run.pulumi.stack.clone(),
-            color: run.pulumi.color,
+            stack: run.stack().to_string(),
+            color: run.color(),
         }
     }
 
@@ -297,6 +297,13 @@ impl super::Engine for TerraformEngine {
 
     fn program(&self, _programs: &super::Programs<'_>) -> Option<String> {
         Some(self.binary.to_string())
+    }
+
+    fn install_hint(&self) -> Option<&'static str> {
+        Some(match self.binary {
+            "tofu" => "install OpenTofu (https://opentofu.org/docs/intro/install/)",
+            _ => "install Terraform (https://developer.hashicorp.com/terraform/install)",
+        })
     }
 
     fn steps(&self, run: &super::Engines, target: &super::Target<'_>, op: Operation) -> Vec<Step> {

@@ -208,10 +208,7 @@ after = ["net"]
             operation,
             provider: "testing".into(),
             stack: "dev".into(),
-            status: match reports.iter().all(|r| r.status.is_success()) {
-                true => RunStatus::Succeeded,
-                false => RunStatus::Failed,
-            },
+            status: crate::run::events::run_status(&reports, runner.interrupt()),
             started: "t0".into(),
             finished: "t1".into(),
             projects: reports,

@@ -30,10 +30,10 @@ pub fn outputs_of(
     let project = deployment.graph.project(i);
     let dir = workspace.project_dir(&project.path);
     let engine = project.engine_or(workspace.settings.engine);
-    let kept = workspace.command_outputs_file(&engines.pulumi.stack, &project.path);
+    let kept = workspace.command_outputs_file(engines.stack(), &project.path);
     match engine.outputs_source(engines, &dir, &kept, show_secrets) {
         OutputsSource::Steps(steps) => {
-            let Some(stdout) = read_steps(engine, &steps, env, &engines.pulumi.stack)? else {
+            let Some(stdout) = read_steps(engine, &steps, env, engines.stack())? else {
                 return Ok(Value::Null);
             };
             Ok(engine.parse_outputs(&stdout, show_secrets))
@@ -57,7 +57,7 @@ fn read_steps(
 ) -> Result<Option<String>> {
     let mut stdout = String::new();
     for step in steps {
-        let finished = run_step(step, env)?;
+        let finished = run_step(step, env, engine.install_hint())?;
         if step.listed.is_some()
             && (finished.code != Some(0) || !engine.lists(&finished.stdout, stack))
         {
@@ -101,11 +101,15 @@ pub fn with_secrets(
 }
 
 /// Runs an outputs step to its end; a program missing from PATH is a configuration error, with
-/// how to install it where that is known.
-fn run_step(step: &Step, env: &BTreeMap<String, String>) -> Result<process::Finished> {
+/// how to install it (`hint`, its engine's).
+fn run_step(
+    step: &Step,
+    env: &BTreeMap<String, String>,
+    hint: Option<&str>,
+) -> Result<process::Finished> {
     run_blocking(step, env, None).map_err(|error| {
         if error.kind() == std::io::ErrorKind::NotFound {
-            let hint = crate::deployment::checks::install_hint(&step.program);
+            let hint = hint.map(str::to_string);
             Error::config(Problem::new(error.to_string()).maybe_hint(hint))
         } else {
             Error::Spawn {

@@ -512,7 +512,7 @@ fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> 
     let (engines, workspace) = (inputs.engines, inputs.workspace);
     let operation = inputs.operation;
     let graph = inputs.selected.graph;
-    let stack = engines.pulumi.stack.clone();
+    let stack = engines.stack().to_string();
     let project = graph.project(i);
     let dir = workspace.project_dir(&project.path);
     let has_dir = (inputs.is_dir)(&dir);

@@ -97,7 +97,7 @@ pub fn find(
     known: &BTreeSet<String>,
 ) -> Found {
     let order = selected.order();
-    let stack = engines.pulumi.stack.as_str();
+    let stack = engines.stack();
     let answers = crate::parallel::map_with(width, order.len(), |k| {
         let project = selected.graph.project(order[k]);
         let engine = project.engine_or(workspace.settings.engine);

@@ -52,22 +52,22 @@ impl Clearing {
         let programs = crate::engine::Programs {
             pulumi: &workspace.settings.pulumi.binary,
         };
-        let clearing: std::collections::BTreeSet<String> = (run.engine_locks_left().iter())
-            .filter_map(|p| deployment.graph.lookup(&p.path))
-            .map(|i| deployment.graph.project(i))
-            .filter_map(|p| {
-                let engine = p.engine_or(workspace.settings.engine);
-                let clears = engine.lock_clearing(&workspace.project_dir(&p.path), "");
-                matches!(clears, LockClearing::ByMara(_)).then(|| engine.program(&programs))?
-            })
-            .collect();
-        for binary in &clearing {
+        let clearing: std::collections::BTreeMap<String, Option<&str>> = (run
+            .engine_locks_left()
+            .iter())
+        .filter_map(|p| deployment.graph.lookup(&p.path))
+        .map(|i| deployment.graph.project(i))
+        .filter_map(|p| {
+            let engine = p.engine_or(workspace.settings.engine);
+            let clears = engine.lock_clearing(&workspace.project_dir(&p.path), "");
+            let program = engine.program(&programs)?;
+            matches!(clears, LockClearing::ByMara(_)).then(|| (program, engine.install_hint()))
+        })
+        .collect();
+        for (binary, hint) in &clearing {
             if let Err(error) = process::resolve_program(binary, &env, &workspace.root) {
-                let mut problem = Problem::new(format!("cannot run `{binary}`: {error}"));
-                if let Some(hint) = crate::deployment::checks::install_hint(binary) {
-                    problem = problem.hint(hint);
-                }
-                return Err(Error::config(problem));
+                let problem = Problem::new(format!("cannot run `{binary}`: {error}"));
+                return Err(Error::config(problem.maybe_hint(hint.map(str::to_string))));
             }
         }
         Ok(Clearing::Left(Box::new(Left {
@@ -114,8 +114,10 @@ impl Clearing {
             };
             let dir = workspace.project_dir(path);
             let engine = (deployment.graph.project(i)).engine_or(workspace.settings.engine);
+            // Said with the directory as the workspace names it.
+            let shown = workspace.display(&dir).into_owned();
             let said = match (
-                engine.lock_clearing(&dir, &unlock),
+                engine.lock_clearing(&shown, &unlock),
                 engine.cancel_step(&engines, &dir),
             ) {
                 (LockClearing::ByMara(_), Some(step)) => {
@@ -136,13 +138,7 @@ impl Clearing {
                         }
                     }
                 }
-                (LockClearing::ByHand(how), _) => format!(
-                    "not cleared by mara: {}",
-                    how.replace(
-                        &dir.display().to_string(),
-                        &workspace.display(&dir).display().to_string()
-                    )
-                ),
+                (LockClearing::ByHand(how), _) => how,
                 _ => "its engine keeps no lock".to_string(),
             };
             text.push_str(&format!("[{path}] {said}\n"));

@@ -203,11 +203,11 @@ impl<'a> Invocation<'a> {
             destroyed: found.destroyed,
             inputs: found.inputs,
         };
-        let mut ran = false;
-        let result = self.go(&planner, prepared, recorder.as_mut(), &mut ran);
+        let mut went = Went::default();
+        let result = self.go(&planner, prepared, recorder.as_mut(), &mut went);
         planner.forget_plans();
         let result = summary::lease_kept(interrupt, result);
-        self.close(recorder, &result, ran, &planner);
+        self.close(recorder, &result, (went.ran, went.verdict), &planner);
         result
     }
 
@@ -219,16 +219,17 @@ impl<'a> Invocation<'a> {
             .unwrap_or_else(|| clock::run_id(started))
     }
 
-    /// Prepare, plan, confirm, execute, report. `ran` says whether anything ran: a secret stored
-    /// or a project run (as opposed to the run stopping before, or finding no project with the
-    /// stack).
+    /// Prepare, plan, confirm, execute, report. `went` says whether anything ran — a secret
+    /// stored or a project run (as opposed to the run stopping before, or finding no project
+    /// with the stack) — and the run's verdict, once it has one, for its record.
     fn go(
         &self,
         planner: &Planner<'_>,
         mut prepared: Prepared<'_>,
         mut recorder: Option<&mut Recorder>,
-        ran: &mut bool,
+        went: &mut Went,
     ) -> Result<()> {
+        let ran = &mut went.ran;
         let (run, interrupt) = (self.run, self.runner.interrupt());
         let workspace = &planner.deployment.files.workspace;
         let stack = planner.stack;
@@ -285,6 +286,7 @@ impl<'a> Invocation<'a> {
             (false, _) => summary::Found::TheStack,
         };
         let result = summary::verdict(run, &mut summary, interrupt, (stack, found));
+        went.verdict = Some((summary.status, times.1));
         summarize(self.settings, run, &summary)?;
         warn_killed(self.settings, &summary);
         if nothing {
@@ -325,6 +327,15 @@ impl<'a> Invocation<'a> {
         }
         reports
     }
+}
+
+/// What a run's `go` came to, for its record (`Recorder::close`).
+#[derive(Default)]
+struct Went {
+    /// Whether anything ran: a secret stored, a project run.
+    ran: bool,
+    /// The run's status and end, as its summary said them.
+    verdict: Option<(crate::status::RunStatus, SystemTime)>,
 }
 
 /// The stack as the run goes on with it, once prepared.

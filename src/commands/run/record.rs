@@ -133,7 +133,7 @@ impl Invocation<'_> {
         &self,
         recorder: Option<Recorder>,
         result: &Result<()>,
-        ran: bool,
+        went: (bool, Option<(crate::status::RunStatus, SystemTime)>),
         planner: &Planner<'_>,
     ) {
         let Some(recorder) = recorder else {
@@ -142,7 +142,7 @@ impl Invocation<'_> {
         let paths: Vec<String> = (planner.selected.order().iter())
             .map(|&i| planner.deployment.graph.project(i).path.clone())
             .collect();
-        if let Err(error) = recorder.close(result, ran, &paths) {
+        if let Err(error) = recorder.close(result, went, &paths) {
             let text = format!("warning: the run's end was not recorded: {error}");
             eprintln!("{}", self.settings.stderr_style.yellow(&text));
         }

@@ -120,14 +120,14 @@ fn program_in(workspace: &Workspace, path: &str, command: &str) -> Option<String
 /// How to get a program mara runs, when it is not on PATH: said by `validate` and by the
 /// commands that run it.
 pub fn install_hint(program: &str) -> Option<String> {
-    let hint = match program {
-        "pulumi" => {
-            "install the Pulumi CLI (https://www.pulumi.com/docs/iac/download-install/), or set `binary` under [pulumi] in mara.toml"
-        }
-        "terraform" => "install Terraform (https://developer.hashicorp.com/terraform/install)",
-        "tofu" => "install OpenTofu (https://opentofu.org/docs/intro/install/)",
-        "k3d" => "install k3d (https://k3d.io) and Docker",
-        _ => return None,
+    // An engine's program, as it is named by default, says how its engine is installed.
+    let programs = crate::engine::Programs { pulumi: "pulumi" };
+    let engine =
+        crate::engine::EngineKind::all().find(|e| e.program(&programs).as_deref() == Some(program));
+    let hint = match (engine.and_then(|e| e.install_hint()), program) {
+        (Some(hint), _) => hint,
+        (None, "k3d") => "install k3d (https://k3d.io) and Docker",
+        (None, _) => return None,
     };
     Some(hint.to_string())
 }

@@ -252,7 +252,7 @@ impl Prepared {
                 "# mara {} {} at {}",
                 self.job.operation,
                 self.job.project.path,
-                crate::clock::rfc3339(std::time::SystemTime::now())
+                crate::clock::rfc3339(self.job.shared.clock.now())
             );
         }
     }

@@ -278,20 +278,29 @@ impl Recorder {
     /// secrets were stored was stopped by a person, as an interruption. A job of a fanned-out
     /// run that failed before its projects (`paths`) ran records them failed, with why, rather
     /// than leave them waiting for a job that came.
-    pub fn close(self, result: &Result<()>, ran: bool, paths: &[String]) -> Result<()> {
+    ///
+    /// `verdict` is the run's status and end as its summary said them, once it had one
+    /// (`commands::run`'s verdict): the record says the same.
+    pub fn close(
+        self,
+        result: &Result<()>,
+        (ran, verdict): (bool, Option<(RunStatus, SystemTime)>),
+        paths: &[String],
+    ) -> Result<()> {
         // A job's projects are released whatever it did: a retry may run them at once.
         if self.joined
             && let Ok(mut ledger) = self.ledger.lock()
         {
             let _ = ledger.release(&self.run_id);
         }
+        let ended = |status| verdict.unwrap_or((status, SystemTime::now()));
         match (result, ran) {
             // A drift check that found drift ran as it should: what it found is its projects'.
-            (Ok(()) | Err(Error::Drifted { .. }), true) => self.finish(RunStatus::Succeeded),
+            (Ok(()) | Err(Error::Drifted { .. }), true) => self.finish(ended(RunStatus::Succeeded)),
             // It found nothing to do (a stack destroyed already).
             (Ok(()), false) => self.forget(),
             (Err(Error::Interrupted | Error::Declined(_)), true) => {
-                self.finish(RunStatus::Cancelled)
+                self.finish(ended(RunStatus::Cancelled))
             }
             (Err(error), false) if self.joined && !matches!(error, Error::Interrupted) => {
                 let reason = match error.problems() {
@@ -301,7 +310,7 @@ impl Recorder {
                 self.not_run(paths, &reason)
             }
             (Err(_), false) => self.forget(),
-            (Err(_), true) => self.finish(RunStatus::Failed),
+            (Err(_), true) => self.finish(ended(RunStatus::Failed)),
         }
     }
 
@@ -312,7 +321,7 @@ impl Recorder {
     }
 
     /// Records how the run ended and releases the stack's lock.
-    fn finish(mut self, status: RunStatus) -> Result<()> {
+    fn finish(mut self, (status, at): (RunStatus, SystemTime)) -> Result<()> {
         self.stop_watching();
         if self.joined {
             return Ok(());
@@ -320,7 +329,7 @@ impl Recorder {
         let entry = Entry::Finish {
             run_id: self.run_id.clone(),
             status,
-            finished: clock::rfc3339(SystemTime::now()),
+            finished: clock::rfc3339(at),
         };
         self.write(entry)
     }
@@ -516,7 +525,9 @@ mod tests {
             });
         }
         drop(sink);
-        recorder.finish(RunStatus::Failed).unwrap();
+        recorder
+            .finish((RunStatus::Failed, SystemTime::now()))
+            .unwrap();
 
         let ledger = crate::ledger::open(&crate::ledger::Place::File(file.clone())).unwrap();
         let run = ledger.run("r1").unwrap().unwrap();
@@ -578,7 +589,9 @@ mod tests {
         }
         assert!(interrupt.is_interrupted());
         assert_eq!(interrupt.cause(), Cause::CancelRequest);
-        recorder.finish(RunStatus::Cancelled).unwrap();
+        recorder
+            .finish((RunStatus::Cancelled, SystemTime::now()))
+            .unwrap();
     }
 
     #[test]
@@ -610,7 +623,7 @@ mod tests {
             let ledger = crate::ledger::open(&place).unwrap();
             let (recorder, _) =
                 Recorder::start(ledger, &start(id), true, None, &|a| format!("mara {a}")).unwrap();
-            recorder.close(&result, ran, &[]).unwrap();
+            recorder.close(&result, (ran, None), &[]).unwrap();
             let ledger = crate::ledger::open(&place).unwrap();
             let status = ledger.run(id).unwrap().map(|r| r.status);
             assert_eq!(status, expected, "{id}");
@@ -646,7 +659,9 @@ mod tests {
             interrupt: Interrupt::default(),
         };
         let refused = Error::config(Problem::new("the kubeconfig cannot be written"));
-        joined(ledger).close(&Err(refused), false, &paths).unwrap();
+        joined(ledger)
+            .close(&Err(refused), (false, None), &paths)
+            .unwrap();
         let ledger = crate::ledger::open(&place).unwrap();
         let run = ledger.run("r1").unwrap().unwrap();
         assert_eq!(
@@ -663,12 +678,14 @@ mod tests {
         // Not confirmed (a job run by hand, answered "no"): its project did not run, and the run
         // goes on without it.
         joined(ledger)
-            .close(&Err(Error::Interrupted), false, &paths)
+            .close(&Err(Error::Interrupted), (false, None), &paths)
             .unwrap();
         let declined = Err(Error::Declined(Box::new(Problem::new("no"))));
         let other = ["infrastructure/aws/eks".to_string()];
         let ledger = crate::ledger::open(&place).unwrap();
-        joined(ledger).close(&declined, false, &other).unwrap();
+        joined(ledger)
+            .close(&declined, (false, None), &other)
+            .unwrap();
         let ledger = crate::ledger::open(&place).unwrap();
         let run = ledger.run("r1").unwrap().unwrap();
         assert_eq!(run.status, RunStatus::Running);
