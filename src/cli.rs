@@ -183,6 +183,13 @@ pub enum Command {
         command: Option<LedgerCommand>,
     },
 
+    /// Where the engines keep the projects' state: `migrate` moves it into the ledger's server
+    #[command(
+        subcommand,
+        after_help = "`state = \"ledger\"` in mara.toml keeps the state of every project that names no backend of its own in the ledger's PostgreSQL server (docs/commands.md, \"State in the ledger\")."
+    )]
+    State(StateCommand),
+
     /// Fan a deployment out over CI runners: one job per project
     #[command(subcommand)]
     Ci(CiCommand),
@@ -603,6 +610,19 @@ pub enum CiCommand {
         /// Write the summary as one pull-request comment in Markdown to FILE
         #[arg(long, value_name = "FILE")]
         markdown: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// Move the stack's state of every project that names no backend into the ledger's server
+    /// (`state = "ledger"`): Terraform modules' local state, Pulumi stacks from where they are.
+    /// Nothing moves if the server already holds any of them
+    Migrate {
+        /// Where the Pulumi stacks are now (`file://…`, `s3://…`); default PULUMI_BACKEND_URL
+        /// of the environment, else Pulumi's login
+        #[arg(long, value_name = "URL")]
+        from: Option<String>,
     },
 }
 

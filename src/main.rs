@@ -55,6 +55,7 @@ fn main() {
             follow,
         } => commands::ledger::logs(&settings, run, project, follow),
         Command::Cancel => commands::ledger::cancel(&settings),
+        Command::State(command) => commands::state::run(&settings, command),
         Command::Ci(command) => commands::ci::run(&settings, command),
         Command::Serve { listen, allow_host } => {
             commands::serve::run(&settings, &listen, allow_host)

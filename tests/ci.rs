@@ -964,8 +964,18 @@ fn terraform_s_local_state_is_refused_at_open() {
     assert_eq!(output.status.code(), Some(3));
     insta::assert_snapshot!(common::stderr(&output), @r#"
     error: network, app keep Terraform's state locally (no backend, or `backend "local"`): each CI runner would have a copy of its own, and no job would see what the others deployed
-      hint: a fanned-out run needs shared state: a `backend` block (s3, gcs, azurerm, http, …) or a `cloud` block in each module
+      hint: a fanned-out run needs shared state: `state = "ledger"` in mara.toml (the team ledger's server), or a `backend` block (s3, gcs, azurerm, pg, …) or a `cloud` block in each module
     "#);
+    // Kept in the ledger's server, they pass (and the open goes on to the server).
+    let toml = dir.path().join("mara.toml");
+    let settings = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("{settings}state = \"ledger\"\n")).unwrap();
+    let output = open();
+    let said = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{said}");
+    assert!(!said.contains("Terraform's state locally"), "{said}");
+    assert!(said.contains("cannot connect"), "{said}");
+    std::fs::write(&toml, settings).unwrap();
     // A module with a backend of its own passes this check (and goes on to the server).
     for module in ["network", "app"] {
         std::fs::write(

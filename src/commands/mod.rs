@@ -10,4 +10,5 @@ pub mod output;
 pub mod run;
 pub mod serve;
 pub mod show_execution;
+pub mod state;
 pub mod validate;

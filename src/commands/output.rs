@@ -28,10 +28,13 @@ pub fn run(settings: &Settings, args: OutputArgs) -> Result<()> {
     let result = (|| {
         let stack = files.required_stack()?;
         let graph = &deployment.graph;
-        let env = crate::run::prepare::engine_env_in(workspace, &files.environment(settings));
+        let all = files.environment(settings);
+        let state = crate::deployment::state::for_command(workspace, &settings.env, &all)?;
+        let env = crate::run::prepare::engine_env_in(workspace, &all);
         let config = (files.config.clone())
             .unwrap_or_else(|| StackConfigFile::Missing(workspace.stack_config_file(&stack.name)));
-        let engines = crate::run::plan::engines(&deployment, stack, &config, &env);
+        let engines =
+            crate::run::plan::engines(&deployment, stack, &config, (&env, state.as_ref()));
         let pulumi = &engines.pulumi;
         let chosen: Vec<usize> = match &project {
             Some(name) => vec![graph.find(name).map_err(Error::usage)?],

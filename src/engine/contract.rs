@@ -14,6 +14,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::state::{InServer, Migration, StateServer};
 use super::{
     ApprovalSteps, Changes, Engines, Operation, PlannedOutputs, ResourceDiff, StateVersion, Step,
     Target,
@@ -191,9 +192,49 @@ pub trait Engine: Send + Sync + 'static {
     }
 
     /// Whether the project in `dir` keeps its state in a file beside it (no backend, or a local
-    /// one): a run fanned out over CI jobs needs it elsewhere.
-    fn keeps_state_locally(&self, _dir: &Path) -> bool {
+    /// one), unless `in_ledger` (`state = "ledger"`) keeps it in the ledger's server: a run
+    /// fanned out over CI jobs needs it elsewhere.
+    fn keeps_state_locally(&self, _dir: &Path, _in_ledger: bool) -> bool {
         false
+    }
+
+    /// The backend the project in `dir` names itself (a module's `backend` block, a Pulumi
+    /// project's `backend.url`): it keeps its state there whatever `state` says.
+    fn own_backend(&self, _dir: &Path) -> Option<String> {
+        None
+    }
+
+    /// How the project at `path` (in `dir`) keeps its state in the ledger's server `server`
+    /// (`state = "ledger"`): `None` when it names a backend of its own (or the environment
+    /// does), or keeps no state.
+    fn state_in(&self, _server: &StateServer, _path: &str, _dir: &Path) -> Option<InServer> {
+        None
+    }
+
+    /// How `run`'s stack's state of the project at `path` (in `dir`) moves into the ledger's
+    /// server (`run.state`), from where it is now — `from`, a backend URL its engine takes
+    /// (`None`: its own default) — with `scratch`, a private directory of mara's for what the
+    /// move needs: `None` when it names a backend of its own, keeps no state, or has none there.
+    fn migration(
+        &self,
+        _run: &Engines,
+        _path: &str,
+        _dir: &Path,
+        (_scratch, _from): (&Path, Option<&str>),
+    ) -> Option<Migration> {
+        None
+    }
+
+    /// Whether what a migration's `found` or `taken` step printed says there is a state of
+    /// `stack` there.
+    fn holds_state(&self, _stdout: &str, _stack: &str) -> bool {
+        false
+    }
+
+    /// The state the project in `dir` keeps in files beside it for `stack` that `state =
+    /// "ledger"` would leave behind (`mara state migrate` moves it): each file that holds one.
+    fn local_state(&self, _dir: &Path, _stack: &str) -> Vec<std::path::PathBuf> {
+        Vec::new()
     }
 
     /// Whether its projects have outputs (another project may take them as inputs).

@@ -8,6 +8,7 @@ pub mod command;
 mod contract;
 pub mod kubectl;
 pub mod pulumi;
+pub mod state;
 pub mod terraform;
 #[cfg(test)]
 pub mod test_engine;
@@ -224,6 +225,8 @@ pub struct Engines {
     pub remove_stacks: bool,
     /// How the kubectl engine reaches the stack's cluster.
     pub kubectl: kubectl::Kubectl,
+    /// `state = "ledger"`: the server the projects that name no backend keep their state in.
+    pub state: Option<state::StateServer>,
 }
 
 /// One project, as its engine needs to know it.
@@ -321,9 +324,25 @@ impl Engines {
         {
             steps.insert(at + 1, marks);
         }
+        self.keep_state(engine, target.path, target.dir, &mut steps);
         // Held by the plan until the run ends: no room for steps that will not come.
         steps.shrink_to_fit();
         steps
+    }
+
+    /// Gives each of `steps` of the project at `path` (in `dir`) what keeps its state in the
+    /// ledger's server (`state = "ledger"`), when it keeps it there: its engine's variables,
+    /// the password, the file its engine reads.
+    pub fn keep_state(&self, engine: EngineKind, path: &str, dir: &Path, steps: &mut [Step]) {
+        state::keep(&*engine, self.state.as_ref(), path, dir, steps);
+    }
+
+    /// `step` of the project at `path` (in `dir`), with what keeps its state (`keep_state`).
+    pub fn keeping_state(&self, engine: EngineKind, path: &str, dir: &Path, step: Step) -> Step {
+        let mut steps = [step];
+        self.keep_state(engine, path, dir, &mut steps);
+        let [step] = steps;
+        step
     }
 
     /// What an `up` of an approved plan may run instead of its operation (docs/commands.md,
@@ -334,7 +353,28 @@ impl Engines {
         saved: Option<&Path>,
         replan: &Path,
     ) -> ApprovalSteps {
-        (self.engine_of(target)).approval_steps(self, target, saved, replan)
+        let engine = self.engine_of(target);
+        let mut steps = engine.approval_steps(self, target, saved, replan);
+        let ApprovalSteps {
+            apply_saved,
+            replan,
+            apply_replanned,
+            show_saved,
+            show_replanned,
+            read_state,
+        } = &mut steps;
+        let each = [
+            apply_saved,
+            replan,
+            apply_replanned,
+            show_saved,
+            show_replanned,
+        ];
+        for step in each.into_iter().flatten() {
+            self.keep_state(engine, target.path, target.dir, std::slice::from_mut(step));
+        }
+        self.keep_state(engine, target.path, target.dir, read_state);
+        steps
     }
 }
 
@@ -453,6 +493,9 @@ pub struct Step {
     /// A list of the project's stacks (`terraform workspace list`): the project is without its
     /// stack unless the list names this one.
     pub listed: Option<String>,
+    /// A file its engine reads that mara writes (`state = "ledger"`'s backend for a Terraform
+    /// module): made, when missing or different, before its process starts.
+    pub generated: Option<state::Generated>,
 }
 
 /// What a step's failure may say is missing, and what provides it.
@@ -521,6 +564,7 @@ impl Step {
             unset: Vec::new(),
             listed: None,
             writes: None,
+            generated: None,
         }
     }
 

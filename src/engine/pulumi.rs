@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::state::{InServer, Migration, StateServer};
 use super::{Changes, Operation, Step, StepKind, changes_summary};
 
 /// Pulumi's message when another update holds the stack (DIY backends and Pulumi Cloud).
@@ -33,6 +34,8 @@ pub struct Pulumi {
     pub secrets_project: String,
     pub secrets_provider: Option<String>,
     pub color: bool,
+    /// `state = "ledger"`: the server its projects that name no backend keep their stacks in.
+    pub state: Option<super::state::StateServer>,
 }
 
 impl Pulumi {
@@ -68,7 +71,7 @@ impl Pulumi {
             Operation::Up | Operation::Preview => vec![self.select_step(dir)],
             Operation::Refresh | Operation::Destroy | Operation::Drift => Vec::new(),
         };
-        steps.push(Step::new(StepKind::Operation, self.binary.clone(), op, dir));
+        steps.push(self.kept(Step::new(StepKind::Operation, self.binary.clone(), op, dir)));
         let stack = self.stack.as_str();
         match operation {
             Operation::Up => steps.push(self.step(
@@ -245,6 +248,116 @@ impl super::Engine for PulumiEngine {
     fn project_files(&self) -> super::ProjectFiles {
         super::ProjectFiles::PulumiProject
     }
+
+    fn own_backend(&self, dir: &Path) -> Option<String> {
+        backend_of(dir)
+    }
+
+    /// `stack export` from where the stack is (`from`, else the login), `stack select
+    /// --create` and `stack import` in the server: Pulumi's own way to move a stack between
+    /// backends. The export (secrets encrypted, as the stack keeps them) goes through
+    /// `scratch`.
+    fn migration(
+        &self,
+        run: &super::Engines,
+        path: &str,
+        dir: &Path,
+        (scratch, from): (&Path, Option<&str>),
+    ) -> Option<Migration> {
+        let server = run.state.as_ref()?;
+        backend_of(dir).is_none().then_some(())?;
+        let pulumi = Pulumi {
+            state: Some(StateServer {
+                set: Default::default(),
+                ..server.clone()
+            }),
+            ..run.pulumi.clone()
+        };
+        let source = |mut step: Step| {
+            step.env.remove(BACKEND_VARIABLE);
+            step.env.remove(super::state::PASSWORD_VARIABLE);
+            match from {
+                Some(url) => {
+                    step.env.insert(BACKEND_VARIABLE.into(), url.to_string());
+                }
+                None => step.unset = vec![BACKEND_VARIABLE],
+            }
+            step
+        };
+        let file = scratch.join(format!("{}.json", path.replace('/', "__")));
+        let file = file.display().to_string();
+        let stack = pulumi.stack.as_str();
+        let export = [
+            "--non-interactive",
+            "stack",
+            "export",
+            "--stack",
+            stack,
+            "--file",
+            &file,
+        ];
+        let import = [
+            "--non-interactive",
+            "stack",
+            "import",
+            "--stack",
+            stack,
+            "--file",
+            &file,
+        ];
+        Some(Migration {
+            from: format!("stack {stack} in {}", from.unwrap_or("Pulumi's login")),
+            found: vec![source(pulumi.list_step(dir))],
+            taken: vec![(format!("stack {stack}"), vec![pulumi.list_step(dir)])],
+            moves: vec![
+                source(pulumi.step(StepKind::Prepare, dir, &export, false)),
+                pulumi.select_step(dir),
+                pulumi.step(StepKind::Prepare, dir, &import, false),
+            ],
+        })
+    }
+
+    fn holds_state(&self, stdout: &str, stack: &str) -> bool {
+        stack_names(stdout).is_some_and(|names| names.iter().any(|n| n == stack))
+    }
+
+    /// Pulumi's DIY `postgres://` backend, in its table `pulumi_state` (Pulumi's default, so
+    /// that `pulumi login` with the same URL finds the same stacks); not when the project's
+    /// `Pulumi.yaml` or the environment (`PULUMI_BACKEND_URL`) names a backend.
+    fn state_in(&self, server: &StateServer, _path: &str, dir: &Path) -> Option<InServer> {
+        if server.set.contains(BACKEND_VARIABLE) || backend_of(dir).is_some() {
+            return None;
+        }
+        let joiner = if server.url.contains('?') { '&' } else { '?' };
+        let url = format!("{}{joiner}table={STATE_TABLE}", server.url);
+        Some(InServer {
+            env: std::collections::BTreeMap::from([(BACKEND_VARIABLE.to_string(), url)]),
+            file: None,
+        })
+    }
+}
+
+/// The variable that names Pulumi's backend, over `Pulumi.yaml`'s and the login's.
+pub const BACKEND_VARIABLE: &str = "PULUMI_BACKEND_URL";
+
+/// The table Pulumi's `postgres://` backend keeps the stacks of `state = "ledger"` in.
+pub const STATE_TABLE: &str = "pulumi_state";
+
+/// The backend the Pulumi project in `dir` names (`backend.url` in its `Pulumi.yaml`).
+pub fn backend_of(dir: &Path) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Project {
+        backend: Option<Backend>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Backend {
+        url: Option<String>,
+    }
+    let text = ["Pulumi.yaml", "Pulumi.yml"]
+        .iter()
+        .find_map(|name| crate::files::read_to_string(&dir.join(name)).ok())?;
+    let project: Project = serde_saphyr::from_str(&text).ok()?;
+    project.backend?.url.filter(|url| !url.trim().is_empty())
 }
 
 impl Pulumi {
@@ -257,7 +370,15 @@ impl Pulumi {
                 self.shared_config.display().to_string(),
             ]);
         }
-        Step::new(kind, self.binary.clone(), args, dir)
+        self.kept(Step::new(kind, self.binary.clone(), args, dir))
+    }
+
+    /// `step`, with what keeps its project's stacks in the ledger's server (`state`).
+    fn kept(&self, mut step: Step) -> Step {
+        let dir = step.cwd.clone();
+        let steps = std::slice::from_mut(&mut step);
+        super::state::keep(&PULUMI, self.state.as_ref(), "", &dir, steps);
+        step
     }
 
     /// `stack select --create` in `dir`: a stack must exist before its configuration can be set.
@@ -1002,6 +1123,7 @@ mod tests {
     }
 
     use super::*;
+    use crate::engine::{Engine as _, Engines};
 
     #[test]
     fn malformed_messages_are_read_without_a_panic() {
@@ -1022,7 +1144,107 @@ mod tests {
             secrets_project: "kubernetes/secrets".into(),
             secrets_provider: None,
             color: false,
+            state: None,
         }
+    }
+
+    fn server() -> StateServer {
+        StateServer {
+            url: "postgres://mara@db:5432/team?sslmode=verify-full".into(),
+            password: Some("hunter2".into()),
+            set: Default::default(),
+        }
+    }
+
+    #[test]
+    fn with_state_in_the_ledger_every_step_names_the_server_and_gets_the_password() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Pulumi.yaml"), "name: vpc\nruntime: yaml\n").unwrap();
+        let pulumi = Pulumi {
+            state: Some(server()),
+            ..self::pulumi()
+        };
+        let mut steps = pulumi.steps("infrastructure/vpc", dir.path(), Operation::Up, false);
+        steps.push(pulumi.set_secret_step(dir.path(), "vpc:x", false, false));
+        steps.push(pulumi.list_step(dir.path()));
+        for step in &steps {
+            assert_eq!(
+                step.env["PULUMI_BACKEND_URL"],
+                "postgres://mara@db:5432/team?sslmode=verify-full&table=pulumi_state",
+                "{}",
+                step.display()
+            );
+            assert_eq!(step.env["PGPASSWORD"], "hunter2");
+            // Never in the arguments, nor where a step is shown.
+            assert!(!step.args.iter().any(|a| a.contains("hunter2")));
+            assert!(!step.display().contains("hunter2"));
+        }
+        // A project that names its backend keeps it; so does one whose environment names one.
+        let own = "name: vpc\nruntime: yaml\nbackend:\n  url: s3://bucket/state\n";
+        std::fs::write(dir.path().join("Pulumi.yaml"), own).unwrap();
+        assert_eq!(
+            PULUMI.own_backend(dir.path()).as_deref(),
+            Some("s3://bucket/state")
+        );
+        let kept = pulumi.list_step(dir.path());
+        assert!(!kept.env.contains_key("PULUMI_BACKEND_URL"));
+        assert!(!kept.env.contains_key("PGPASSWORD"));
+        std::fs::write(dir.path().join("Pulumi.yaml"), "name: vpc\n").unwrap();
+        let named = Pulumi {
+            state: Some(StateServer {
+                set: ["PULUMI_BACKEND_URL".to_string()].into(),
+                ..server()
+            }),
+            ..self::pulumi()
+        };
+        assert!(named.list_step(dir.path()).env.is_empty());
+        // The password is not in what a run's debug output shows of its server.
+        assert!(!format!("{:?}", server()).contains("hunter2"));
+    }
+
+    #[test]
+    fn a_stack_moves_by_export_select_and_import_from_where_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Pulumi.yaml"), "name: vpc\n").unwrap();
+        let run = crate::run::plan::fixtures::engines();
+        let run = Engines {
+            state: Some(server()),
+            ..run
+        };
+        let scratch = Path::new("/w/.mara/migrating");
+        let from = Some("file:///w/.mara/pulumi-state");
+        let migration = PULUMI
+            .migration(&run, "infrastructure/vpc", dir.path(), (scratch, from))
+            .unwrap();
+        let source = &migration.found[0];
+        assert_eq!(
+            source.env["PULUMI_BACKEND_URL"],
+            "file:///w/.mara/pulumi-state"
+        );
+        assert!(!source.env.contains_key("PGPASSWORD"));
+        let target = &migration.taken[0].1[0];
+        assert!(target.env["PULUMI_BACKEND_URL"].starts_with("postgres://"));
+        let shown: Vec<String> = migration.moves.iter().map(Step::display).collect();
+        assert_eq!(
+            shown,
+            [
+                "pulumi --non-interactive stack export --stack dev --file /w/.mara/migrating/infrastructure__vpc.json",
+                "pulumi --non-interactive stack select --create --stack dev",
+                "pulumi --non-interactive stack import --stack dev --file /w/.mara/migrating/infrastructure__vpc.json",
+            ]
+        );
+        assert_eq!(
+            migration.moves[0].env["PULUMI_BACKEND_URL"],
+            "file:///w/.mara/pulumi-state"
+        );
+        assert!(migration.moves[2].env["PULUMI_BACKEND_URL"].starts_with("postgres://"));
+        // From Pulumi's login: the environment's backend is not passed.
+        let login = PULUMI
+            .migration(&run, "infrastructure/vpc", dir.path(), (scratch, None))
+            .unwrap();
+        assert_eq!(login.found[0].unset, ["PULUMI_BACKEND_URL"]);
+        assert!(PULUMI.holds_state(r#"[{"name":"organization/vpc/dev"}]"#, "dev"));
+        assert!(!PULUMI.holds_state(r#"[{"name":"prod"}]"#, "dev"));
     }
 
     fn lines(steps: &[Step]) -> Vec<String> {

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::state::{Generated, InServer, Migration, StateServer};
 use super::{Changes, Missing, Operation, Repair, Step, StepKind, changes_summary};
 
 /// Terraform's message when another run holds the state lock.
@@ -257,6 +258,22 @@ pub static TERRAFORM: TerraformEngine = TerraformEngine {
 pub static TOFU: TerraformEngine = TerraformEngine { binary: "tofu" };
 
 impl TerraformEngine {
+    /// `words` in `dir` outside a run's plan (`init` before outputs are read), with the
+    /// shared configuration's variables of the module.
+    fn call_in(&self, run: &super::Engines, dir: &Path, words: &[&str]) -> Step {
+        let leaf = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let mut step = Step::new(
+            StepKind::Prepare,
+            self.binary,
+            words.iter().map(|w| w.to_string()).collect(),
+            dir,
+        );
+        step.env = variables(&run.config, leaf);
+        step.env.insert("TF_IN_AUTOMATION".into(), "1".into());
+        step.unset = vec!["TF_WORKSPACE"];
+        step
+    }
+
     /// The binary of this run, on its stack.
     fn terraform(&self, run: &super::Engines) -> Terraform {
         Terraform {
@@ -424,10 +441,22 @@ impl super::Engine for TerraformEngine {
         _kept: &Path,
         _show_secrets: bool,
     ) -> super::OutputsSource {
-        if !dir.join(".terraform").is_dir() {
-            return super::OutputsSource::NotDeployed;
-        }
         let terraform = self.terraform(run);
+        let mut steps = Vec::new();
+        // A working directory never initialized here: a local state is read as it is (there is
+        // none: nothing deployed), a backend elsewhere (the ledger's server, on a fresh clone)
+        // after `init`.
+        if !dir.join(".terraform").is_dir() {
+            let own = backend_of(dir);
+            let local = own.as_deref() == Some("local") || (own.is_none() && run.state.is_none());
+            match local {
+                true if local_workspaces(dir).is_empty() => {
+                    return super::OutputsSource::NotDeployed;
+                }
+                true => {}
+                false => steps.push(self.call_in(run, dir, &["init", "-input=false"])),
+            }
+        }
         let mut list = Step::new(
             StepKind::Prepare,
             self.binary,
@@ -438,7 +467,8 @@ impl super::Engine for TerraformEngine {
         );
         list.unset = vec!["TF_WORKSPACE"];
         list.listed = Some(terraform.stack.clone());
-        super::OutputsSource::Steps(vec![list, terraform.output_step(dir)])
+        steps.extend([list, terraform.output_step(dir)]);
+        super::OutputsSource::Steps(steps)
     }
 
     fn lists(&self, stdout: &str, stack: &str) -> bool {
@@ -466,8 +496,126 @@ impl super::Engine for TerraformEngine {
         Some(self.stamp(target))
     }
 
-    fn keeps_state_locally(&self, dir: &Path) -> bool {
-        backend_of(dir).is_none_or(|b| b == "local")
+    fn keeps_state_locally(&self, dir: &Path, in_ledger: bool) -> bool {
+        match backend_of(dir) {
+            Some(backend) => backend == "local",
+            None => !in_ledger,
+        }
+    }
+
+    fn own_backend(&self, dir: &Path) -> Option<String> {
+        backend_of(dir)
+    }
+
+    /// The `pg` backend, in a schema of the module's own (`terraform/<path>`), its workspace the
+    /// stack: an override file gives the module the backend, `PG_CONN_STR` the connection.
+    fn state_in(&self, server: &StateServer, path: &str, dir: &Path) -> Option<InServer> {
+        if backend_of(dir).is_some() {
+            return None;
+        }
+        Some(InServer {
+            env: BTreeMap::from([("PG_CONN_STR".to_string(), server.url.clone())]),
+            file: Some(Generated {
+                path: dir.join(STATE_FILE),
+                text: state_file(&state_schema(path)),
+            }),
+        })
+    }
+
+    fn local_state(&self, dir: &Path, stack: &str) -> Vec<PathBuf> {
+        local_state(dir, stack)
+    }
+
+    /// `init -migrate-state -force-copy` with the module given the server's backend, which
+    /// moves every workspace it keeps locally; each first looked for in the server from a
+    /// module of mara's own (`scratch`) that has nothing but that backend.
+    fn migration(
+        &self,
+        run: &super::Engines,
+        path: &str,
+        dir: &Path,
+        (scratch, _from): (&Path, Option<&str>),
+    ) -> Option<Migration> {
+        let server = run.state.as_ref()?;
+        let in_server = self.state_in(server, path, dir)?;
+        let local = local_workspaces(dir);
+        if local.is_empty() {
+            return None;
+        }
+        let terraform = self.terraform(run);
+        let keep = |mut step: Step, file: Option<Generated>| {
+            step.env.extend(in_server.env.clone());
+            step.env.extend(server.variables());
+            step.env.insert("TF_IN_AUTOMATION".into(), "1".into());
+            step.generated = file;
+            step.unset = vec!["TF_WORKSPACE"];
+            step
+        };
+        let words = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let probe = scratch.join(path);
+        let probe_file = (in_server.file.clone()).map(|f| Generated {
+            path: probe.join(STATE_FILE),
+            ..f
+        });
+        let taken = (local.iter())
+            .map(|(workspace, _)| {
+                let init = Step::new(
+                    StepKind::Prepare,
+                    &terraform.binary,
+                    words(&["init", "-input=false", "-no-color"]),
+                    &probe,
+                );
+                let mut pull = Step::new(
+                    StepKind::StateVersion,
+                    &terraform.binary,
+                    words(&["state", "pull"]),
+                    &probe,
+                );
+                pull = keep(pull, probe_file.clone());
+                pull.unset.clear();
+                pull.env.insert("TF_WORKSPACE".into(), workspace.clone());
+                (
+                    format!("workspace {workspace}"),
+                    vec![keep(init, probe_file.clone()), pull],
+                )
+            })
+            .collect();
+        let migrate = Step::new(
+            StepKind::Prepare,
+            &terraform.binary,
+            words(&[
+                "init",
+                "-input=false",
+                "-migrate-state",
+                "-force-copy",
+                "-no-color",
+            ]),
+            dir,
+        );
+        let files: Vec<String> = local
+            .iter()
+            .map(|(_, file)| file.display().to_string())
+            .collect();
+        Some(Migration {
+            from: files.join(", "),
+            found: Vec::new(),
+            taken,
+            moves: vec![keep(migrate, in_server.file.clone())],
+        })
+    }
+
+    /// A state pulled (`state pull`) that holds resources or outputs; an empty one (a workspace
+    /// made and never applied) holds nothing a move would lose.
+    fn holds_state(&self, stdout: &str, _stack: &str) -> bool {
+        let Ok(state) = serde_json::from_str::<Value>(stdout) else {
+            return false;
+        };
+        let some = |key: &str| match state.get(key) {
+            Some(Value::Array(list)) => !list.is_empty(),
+            Some(Value::Object(map)) => !map.is_empty(),
+            _ => false,
+        };
+        some("resources") || some("outputs")
     }
 
     fn project_files(&self) -> super::ProjectFiles {
@@ -539,19 +687,90 @@ pub fn backend_in(text: &str) -> Option<String> {
 }
 
 /// The backend the root module in `dir` declares (`backend_in` of its first `.tf` file, in
-/// name order, that declares one).
+/// name order, that declares one), not the one mara gives it (`STATE_FILE`).
 pub fn backend_of(dir: &Path) -> Option<String> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "tf"))
+        .filter(|p| p.file_name().is_none_or(|n| n != STATE_FILE))
         .collect();
     files.sort();
     files.iter().find_map(|file| {
         let text = crate::files::read_to_string(file).ok()?;
         backend_in(&text)
     })
+}
+
+/// The file that gives a module that names no backend the ledger's server (`state =
+/// "ledger"`): an override file, which Terraform and OpenTofu merge over the module's own, so
+/// that no file of the user's is edited. It holds nothing secret.
+pub const STATE_FILE: &str = "mara_state_override.tf";
+
+/// The schema a module keeps its state in on the ledger's server: `terraform/<path>`, each
+/// stack a workspace in it (the `pg` backend's own way to keep states apart). PostgreSQL cuts
+/// a name at 63 bytes: a longer one ends in a digest of the whole.
+pub fn state_schema(path: &str) -> String {
+    let name = format!("terraform/{path}");
+    if name.len() <= 63 {
+        return name;
+    }
+    let digest = super::sha256(&name);
+    let mut cut = 48;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}~{}", &name[..cut], &digest["sha256:".len()..][..12])
+}
+
+/// `STATE_FILE`'s text for a module kept in `schema`.
+pub fn state_file(schema: &str) -> String {
+    let quoted = (schema.replace('\\', "\\\\").replace('"', "\\\""))
+        .replace("${", "$${")
+        .replace("%{", "%%{");
+    format!(
+        "# Written by mara, as `state = \"ledger\"` in mara.toml says: this module keeps its state in\n\
+         # the ledger's PostgreSQL server (docs/commands.md, \"State in the ledger\"). The connection\n\
+         # comes from PG_CONN_STR and PGPASSWORD, which mara gives Terraform: nothing secret is here.\n\
+         # mara writes it again when it is missing; keep it out of the repository.\n\
+         terraform {{\n  backend \"pg\" {{\n    schema_name = \"{quoted}\"\n  }}\n}}\n"
+    )
+}
+
+/// The files of the module in `dir` that hold a state of `stack`'s workspace: `state =
+/// "ledger"` would leave them behind.
+pub fn local_state(dir: &Path, stack: &str) -> Vec<PathBuf> {
+    let file = match stack {
+        "default" => dir.join("terraform.tfstate"),
+        _ => dir
+            .join("terraform.tfstate.d")
+            .join(stack)
+            .join("terraform.tfstate"),
+    };
+    let holds = |file: &Path| std::fs::metadata(file).is_ok_and(|m| m.len() > 0);
+    std::iter::once(file).filter(|f| holds(f)).collect()
+}
+
+/// Every workspace the module in `dir` keeps a state of locally, with its file (relative to
+/// `dir`): `default`'s `terraform.tfstate`, the others' in `terraform.tfstate.d/`.
+pub fn local_workspaces(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(dir.join("terraform.tfstate.d"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| Some(entry.file_name().to_str()?.to_string()))
+        .map(|name| {
+            let file = Path::new("terraform.tfstate.d")
+                .join(&name)
+                .join("terraform.tfstate");
+            (name, file)
+        })
+        .collect();
+    found.push(("default".into(), PathBuf::from("terraform.tfstate")));
+    found.retain(|(_, file)| std::fs::metadata(dir.join(file)).is_ok_and(|m| m.len() > 0));
+    found.sort();
+    found
 }
 
 /// Whether a failed step says the module's working directory needs `init` (a module or a
@@ -995,6 +1214,101 @@ impl Reader {
 
 #[cfg(test)]
 mod tests {
+    use crate::engine::Engine as _;
+    use crate::engine::state::StateServer;
+
+    #[test]
+    fn with_state_in_the_ledger_a_module_without_a_backend_gets_the_pg_backend_from_mara() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("main.tf"),
+            "output \"x\" {\n  value = 1\n}\n",
+        )
+        .unwrap();
+        let server = StateServer {
+            url: "postgres://mara@db:5432/team?sslmode=verify-full".into(),
+            password: Some("hunter2".into()),
+            set: Default::default(),
+        };
+        let kept = super::TERRAFORM
+            .state_in(&server, "platform/network", dir.path())
+            .unwrap();
+        assert_eq!(kept.env["PG_CONN_STR"], server.url);
+        let file = kept.file.unwrap();
+        assert_eq!(file.path, dir.path().join(super::STATE_FILE));
+        assert!(file.text.contains("backend \"pg\""), "{}", file.text);
+        assert!(
+            file.text
+                .contains("schema_name = \"terraform/platform/network\"")
+        );
+        assert!(!file.text.contains("hunter2") && !file.text.contains("db:5432"));
+        // Written, the module still names no backend of its own (and keeps none locally).
+        file.ensure().unwrap();
+        assert_eq!(super::backend_of(dir.path()), None);
+        assert!(!super::TERRAFORM.keeps_state_locally(dir.path(), true));
+        assert!(super::TERRAFORM.keeps_state_locally(dir.path(), false));
+        // A module with a backend keeps it, even `local`.
+        std::fs::write(
+            dir.path().join("backend.tf"),
+            "terraform {\n  backend \"local\" {}\n}\n",
+        )
+        .unwrap();
+        assert!(
+            super::TERRAFORM
+                .state_in(&server, "platform/network", dir.path())
+                .is_none()
+        );
+        assert!(super::TERRAFORM.keeps_state_locally(dir.path(), true));
+    }
+
+    #[test]
+    fn a_schema_name_fits_postgres_and_its_file_quotes_it() {
+        assert_eq!(super::state_schema("app"), "terraform/app");
+        let long = "a/".repeat(40) + "module";
+        let schema = super::state_schema(&long);
+        assert!(schema.len() <= 63, "{schema}");
+        assert_ne!(schema, super::state_schema(&("b/".repeat(40) + "module")));
+        assert_eq!(schema, super::state_schema(&long));
+        let text = super::state_file("terraform/we\"ird${x}\\");
+        assert!(
+            text.contains(r#"schema_name = "terraform/we\"ird$${x}\\""#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn local_workspaces_are_the_state_files_that_hold_something() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(super::local_workspaces(dir.path()).is_empty());
+        let dev = dir.path().join("terraform.tfstate.d/dev");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("terraform.tfstate"), "{}").unwrap();
+        std::fs::create_dir_all(dir.path().join("terraform.tfstate.d/emptied")).unwrap();
+        std::fs::write(
+            dir.path()
+                .join("terraform.tfstate.d/emptied/terraform.tfstate"),
+            "",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("terraform.tfstate"), "{}").unwrap();
+        let found: Vec<String> = super::local_workspaces(dir.path())
+            .into_iter()
+            .map(|(w, _)| w)
+            .collect();
+        assert_eq!(found, ["default", "dev"]);
+        assert_eq!(super::local_state(dir.path(), "dev").len(), 1);
+        assert!(super::local_state(dir.path(), "emptied").is_empty());
+        let holds = |text: &str| super::TERRAFORM.holds_state(text, "dev");
+        assert!(holds(
+            r#"{"version":4,"resources":[{"type":"x"}],"outputs":{}}"#
+        ));
+        assert!(holds(
+            r#"{"version":4,"resources":[],"outputs":{"a":{"value":1}}}"#
+        ));
+        assert!(!holds(r#"{"version":4,"resources":[],"outputs":{}}"#));
+        assert!(!holds(""));
+    }
+
     #[test]
     fn a_saved_plan_says_each_output_after_the_apply_or_that_it_is_known_only_then() {
         let show = r#"{"format_version": "1.2", "output_changes": {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::engine::terraform::InitStamp;
+use crate::engine::terraform::{InitStamp, STATE_FILE};
 use crate::graph::Plan;
 use crate::provider::Project;
 use walk::Special;
@@ -203,8 +203,14 @@ fn walked(
         .map(|&i| project_dir(&plan.graph.project(i).path))
         .collect();
     let special = Special::default();
-    let files = project_files(&dirs, state_dir, &global, &special);
+    let mut files = project_files(&dirs, state_dir, &global, &special);
     special.refuse()?;
+    // The backend mara writes for `state = "ledger"` is mara's, not the project's code: its
+    // schema follows from the project's path.
+    let mine = |p: &PathBuf| p.file_name().is_some_and(|n| n == STATE_FILE);
+    for found in files.iter_mut().flatten() {
+        found.retain(|p| !mine(p));
+    }
     Ok(Walked {
         counted,
         dirs,

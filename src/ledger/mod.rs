@@ -562,6 +562,10 @@ pub trait Ledger: Send {
     /// otherwise they are only in the log files of the machine that ran.
     fn stores_logs(&self) -> bool;
 
+    /// Whether its connection is over TLS: the engines that keep their state on its server
+    /// (`state = "ledger"`) connect as it did.
+    fn over_tls(&self) -> Result<bool>;
+
     /// Appends log lines (`(project, line)`, already redacted) of run `run_id`, in order.
     fn append_logs(&mut self, run_id: &str, lines: &[(String, String)]) -> Result<()>;
 
@@ -679,6 +683,12 @@ pub trait Ledger: Send {
         backend: &str,
         stack: &str,
     ) -> Result<std::collections::BTreeSet<String>>;
+
+    /// Each project known to have `stack` on some backend, with those backends.
+    fn stack_backends(
+        &self,
+        stack: &str,
+    ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeSet<String>>>;
 
     /// Records that the projects of `exist` have `stack` on `backend`, and that those of `gone`
     /// no longer do, in one transaction.

@@ -399,6 +399,10 @@ impl<S: Store> Ledger for Records<S> {
         self.store.stores_logs()
     }
 
+    fn over_tls(&self) -> Result<bool> {
+        self.store.over_tls()
+    }
+
     fn append_logs(&mut self, run_id: &str, lines: &[(String, String)]) -> Result<()> {
         self.write_entries(&[Entry::Logs {
             run_id: run_id.to_string(),
@@ -836,6 +840,22 @@ impl<S: Store> Ledger for Records<S> {
             .map(|r| r.text(0))
             .collect::<Read<_>>()
             .map_err(|m| self.unreadable(m))
+    }
+
+    fn stack_backends(&self, stack: &str) -> Result<BTreeMap<String, BTreeSet<String>>> {
+        let rows = self.store.query(
+            "SELECT project, backend FROM {p}stacks WHERE stack = $1",
+            &[stack.into()],
+        )?;
+        let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for row in &rows {
+            let (project, backend) = (row.text(0), row.text(1));
+            let (project, backend) = project
+                .and_then(|p| Ok((p, backend?)))
+                .map_err(|m| self.unreadable(m))?;
+            found.entry(project).or_default().insert(backend);
+        }
+        Ok(found)
     }
 
     fn stacks_changed(

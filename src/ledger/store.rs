@@ -297,6 +297,11 @@ pub trait Store: Send {
         false
     }
 
+    /// Whether its connection is over TLS (a server's, as the server sees it).
+    fn over_tls(&self) -> Result<bool> {
+        Ok(false)
+    }
+
     /// The statement that appends `lines` to run `run_id`'s, where it keeps them.
     fn logs_statement(&self, _run_id: &str, _lines: &[(String, String)]) -> Option<Statement> {
         None

@@ -32,7 +32,8 @@ pub fn outputs_of(
     let engine = project.engine_or(workspace.settings.engine);
     let kept = workspace.command_outputs_file(engines.stack(), &project.path);
     match engine.outputs_source(engines, &dir, &kept, show_secrets) {
-        OutputsSource::Steps(steps) => {
+        OutputsSource::Steps(mut steps) => {
+            engines.keep_state(engine, &project.path, &dir, &mut steps);
             let Some(stdout) = read_steps(engine, &steps, env, engines.stack())? else {
                 return Ok(Value::Null);
             };

@@ -11,6 +11,7 @@ use crate::deployment::Deployment;
 use crate::engine::command::Context;
 use crate::engine::kubectl::{self, Kubectl};
 use crate::engine::pulumi::Pulumi;
+use crate::engine::state::StateServer;
 use crate::engine::terraform::InitStamp;
 use crate::engine::{EngineKind, Engines, Operation, Step, Target};
 use crate::graph::Plan;
@@ -260,6 +261,8 @@ pub struct Planner<'a> {
     pub kubeconfig: &'a crate::workspace::kubeconfig::Choice,
     /// The plans its previews save and its `up` applies.
     pub plans: &'a Plans,
+    /// `state = "ledger"`: the server the projects that name no backend keep their state in.
+    pub state: Option<&'a StateServer>,
 }
 
 /// The Pulumi CLI of a run on `stack`, with the shared configuration `config`.
@@ -267,7 +270,7 @@ pub fn pulumi(
     deployment: &Deployment,
     stack: &ResolvedStack,
     config: &StackConfigFile,
-    color: bool,
+    (color, state): (bool, Option<&StateServer>),
 ) -> Pulumi {
     let settings = &deployment.files.workspace.settings;
     Pulumi {
@@ -277,23 +280,25 @@ pub fn pulumi(
         secrets_project: settings.secrets_project.clone(),
         secrets_provider: settings.pulumi.secrets_provider.clone(),
         color,
+        state: state.cloned(),
     }
 }
 
 /// The engines of a command that runs them outside a run (`mara output`, `unlock --engine`):
-/// on `stack`, with the shared configuration `config`, the kubeconfig the stack's is.
+/// on `stack`, with the shared configuration `config`, the kubeconfig the stack's is, the
+/// server `state = "ledger"` keeps state in.
 pub fn engines(
     deployment: &Deployment,
     stack: &ResolvedStack,
     config: &StackConfigFile,
-    env: &BTreeMap<String, String>,
+    (env, state): (&BTreeMap<String, String>, Option<&StateServer>),
 ) -> Engines {
     let workspace = &deployment.files.workspace;
     let kubeconfig =
         crate::workspace::kubeconfig::choose(workspace, &stack.name, config.config(), env);
     Engines {
         default: workspace.settings.engine,
-        pulumi: pulumi(deployment, stack, config, false),
+        pulumi: pulumi(deployment, stack, config, (false, state)),
         config: (config.config())
             .map(|c| c.values.clone())
             .unwrap_or_default(),
@@ -302,6 +307,7 @@ pub fn engines(
             kubeconfig: kubeconfig.file,
             context: kubeconfig.context,
         },
+        state: state.cloned(),
     }
 }
 
@@ -313,7 +319,7 @@ impl Planner<'_> {
             self.deployment,
             self.stack,
             &self.for_engines(config),
-            self.color,
+            (self.color, self.state),
         )
     }
 
@@ -395,6 +401,7 @@ impl Planner<'_> {
                 kubeconfig: self.kubeconfig.file.clone(),
                 context: self.kubeconfig.context.clone(),
             },
+            state: self.state.cloned(),
         }
     }
 }
@@ -670,6 +677,7 @@ pub mod fixtures {
                 secrets_project: "kubernetes/secrets".into(),
                 secrets_provider: None,
                 color: false,
+                state: None,
             },
             config: Default::default(),
             remove_stacks: false,
@@ -677,6 +685,7 @@ pub mod fixtures {
                 kubeconfig: "/w/.mara/kube/dev.yaml".into(),
                 context: None,
             },
+            state: None,
         }
     }
 

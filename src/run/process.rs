@@ -238,12 +238,21 @@ async fn read_lines(
 
 /// `step` as a process to start: its program as `env`'s PATH finds it, its arguments and
 /// directory, exactly `env` plus the step's own variables, standard input piped when there is
-/// something to write, standard output and error piped.
+/// something to write, standard output and error piped. The file its engine reads that mara
+/// writes (`Step::generated`) is made first.
 fn command(
     step: &Step,
     env: &BTreeMap<String, String>,
     stdin: bool,
 ) -> std::io::Result<std::process::Command> {
+    if let Some(file) = &step.generated {
+        file.ensure().map_err(|error| {
+            std::io::Error::new(
+                error.kind(),
+                format!("cannot write {}: {error}", file.path.display()),
+            )
+        })?;
+    }
     let mut command = std::process::Command::new(resolve_program(&step.program, env, &step.cwd)?);
     command
         .args(&step.args)

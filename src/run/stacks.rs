@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use crate::engine::state::StateServer;
 use crate::engine::{Engines, Operation, StepKind};
 use crate::error::{Error, Problem, Result};
 use crate::graph::Plan;
@@ -101,7 +102,9 @@ pub fn find(
     let answers = crate::parallel::map_with(width, order.len(), |k| {
         let project = selected.graph.project(order[k]);
         let engine = project.engine_or(workspace.settings.engine);
-        let step = engine.stacks_step(engines, &workspace.project_dir(&project.path))?;
+        let dir = workspace.project_dir(&project.path);
+        let step = engine.stacks_step(engines, &dir)?;
+        let step = engines.keeping_state(engine, &project.path, &dir, step);
         // The ledger knows it has the stack: not asked (if it is gone after all, the operation
         // says so, and the project is reported without it).
         if known.contains(&project.path) {
@@ -200,6 +203,51 @@ pub fn known(
         .unwrap_or_default()
 }
 
+/// With `state = "ledger"` (`state`), the selected projects kept in the ledger's server
+/// (`backend`) that the ledger knows to have the stack on another backend, and not there: an
+/// `up` would start them anew in the server, beside what their stacks there hold. Refused
+/// (exit 3) before anything runs, naming where each is.
+pub fn moved_away(
+    ledger: Option<&dyn crate::ledger::Ledger>,
+    (selected, workspace): (&Plan<'_>, &Workspace),
+    (state, backend): (Option<&StateServer>, &str),
+    known: &BTreeSet<String>,
+    stack: &str,
+) -> Result<()> {
+    let (Some(ledger), Some(server)) = (ledger, state) else {
+        return Ok(());
+    };
+    let elsewhere = ledger.stack_backends(stack)?;
+    let left: Vec<String> = (selected.order().iter())
+        .map(|&i| selected.graph.project(i))
+        .filter(|p| !known.contains(&p.path))
+        .filter(|p| {
+            let engine = p.engine_or(workspace.settings.engine);
+            (engine.state_in(server, &p.path, &workspace.project_dir(&p.path))).is_some()
+        })
+        .filter_map(|p| {
+            let on: Vec<&str> = (elsewhere.get(&p.path)?.iter())
+                .filter(|b| b.as_str() != backend)
+                .map(String::as_str)
+                .collect();
+            (!on.is_empty()).then(|| format!("{} (on {})", p.path, on.join(", ")))
+        })
+        .collect();
+    if left.is_empty() {
+        return Ok(());
+    }
+    Err(Error::config(
+        Problem::new(format!(
+            "the ledger records stack {stack} of {} elsewhere, not in the ledger's server that `state = \"ledger\"` keeps {} in: the run would start {} anew there, beside what {} holds",
+            left.join(", "),
+            if left.len() == 1 { "it" } else { "them" },
+            if left.len() == 1 { "it" } else { "them" },
+            if left.len() == 1 { "that stack" } else { "those stacks" },
+        ))
+        .hint("`mara state migrate --from URL` moves a stack from where it is into the server (docs/commands.md, \"State in the ledger\")"),
+    ))
+}
+
 /// A `destroy` or `refresh` of a stack no selected project has (a typo, a stack never deployed),
 /// naming the stacks that exist.
 pub fn no_such_stack(stack: &ResolvedStack, existing: &BTreeSet<String>) -> Error {
@@ -223,11 +271,14 @@ pub fn no_such_stack(stack: &ResolvedStack, existing: &BTreeSet<String>) -> Erro
 }
 
 /// The backend the run's Pulumi projects use, as the ledger keys the stacks it knows: the
-/// environment's `PULUMI_BACKEND_URL` (made absolute), or the CLI's login when unset.
-pub fn backend_of(env: &BTreeMap<String, String>) -> String {
+/// environment's `PULUMI_BACKEND_URL` (made absolute), else the ledger's server with `state =
+/// "ledger"` (`state`), else the CLI's login.
+pub fn backend_of(env: &BTreeMap<String, String>, state: Option<&StateServer>) -> String {
+    let ledger = state.map(|s| format!("{} (state = \"ledger\")", s.url));
     env.get("PULUMI_BACKEND_URL")
         .filter(|url| !url.is_empty())
         .cloned()
+        .or(ledger)
         .unwrap_or_else(|| "(login)".to_string())
 }
 
@@ -400,11 +451,22 @@ mod tests {
     fn the_backend_is_the_url_or_the_login() {
         let env = |url: &str| BTreeMap::from([("PULUMI_BACKEND_URL".to_string(), url.to_string())]);
         assert_eq!(
-            backend_of(&env("file:///w/.mara/state")),
+            backend_of(&env("file:///w/.mara/state"), None),
             "file:///w/.mara/state"
         );
-        assert_eq!(backend_of(&env("")), "(login)");
-        assert_eq!(backend_of(&BTreeMap::new()), "(login)");
+        assert_eq!(backend_of(&env(""), None), "(login)");
+        assert_eq!(backend_of(&BTreeMap::new(), None), "(login)");
+        let server = StateServer {
+            url: "postgres://mara@db:5432/team?sslmode=verify-full".into(),
+            password: Some("hunter2".into()),
+            set: Default::default(),
+        };
+        let ledger = backend_of(&BTreeMap::new(), Some(&server));
+        assert_eq!(
+            ledger,
+            "postgres://mara@db:5432/team?sslmode=verify-full (state = \"ledger\")"
+        );
+        assert_eq!(backend_of(&env("s3://b"), Some(&server)), "s3://b");
     }
 
     #[test]

@@ -145,6 +145,69 @@ pub fn shown(url: &str) -> String {
     out
 }
 
+/// The URL as the engines' PostgreSQL driver (Go's `lib/pq`, for Pulumi's `postgres://` backend
+/// and Terraform's `pg`) takes it, for `state = "ledger"`: the user, host, port and database of
+/// the ledger's, no password (the engines get it in `PGPASSWORD`), and a TLS mode `lib/pq` knows
+/// that is what mara does — `verify-full` where mara's connection is TLS (`over_tls`: mara
+/// always verifies the server's certificate and name, against the system's roots, and `lib/pq`
+/// does so in `verify-full`, `SSL_CERT_FILE` included), else `disable` (`lib/pq` refuses
+/// `prefer`, and takes no `sslmode` as `require`). Several hosts are refused: `lib/pq` takes one.
+pub fn for_engines(url: &str, over_tls: bool) -> Result<String, String> {
+    let config = parse(url)?;
+    let hosts = config.get_hosts();
+    if hosts.len() > 1 {
+        return Err(format!(
+            "names {} hosts, and the engines' PostgreSQL driver (lib/pq) takes one: `state = \"ledger\"` needs a ledger URL with a single host",
+            hosts.len()
+        ));
+    }
+    let encode = |text: &str| -> String {
+        text.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    };
+    let mut out = String::from("postgres://");
+    if let Some(user) = config.get_user() {
+        out.push_str(&encode(user));
+        out.push('@');
+    }
+    let port = config.get_ports().first().copied();
+    let mut query = Vec::new();
+    match hosts.first() {
+        Some(tokio_postgres::config::Host::Tcp(name)) => {
+            match name.contains(':') {
+                true => out.push_str(&format!("[{name}]")),
+                false => out.push_str(&encode(name)),
+            }
+            if let Some(port) = port {
+                out.push_str(&format!(":{port}"));
+            }
+        }
+        #[cfg(unix)]
+        Some(tokio_postgres::config::Host::Unix(path)) => {
+            query.push(format!("host={}", encode(&path.display().to_string())));
+            query.extend(port.map(|port| format!("port={port}")));
+        }
+        None => {}
+    }
+    out.push('/');
+    out.push_str(&encode(config.get_dbname().unwrap_or_default()));
+    let tls = over_tls && !only_sockets(&config);
+    query.push(format!(
+        "sslmode={}",
+        if tls { "verify-full" } else { "disable" }
+    ));
+    if let Some(timeout) = config.get_connect_timeout() {
+        query.push(format!("connect_timeout={}", timeout.as_secs().max(1)));
+    }
+    Ok(format!("{out}?{}", query.join("&")))
+}
+
 /// Whether the URL holds a password, in any form.
 pub fn has_password(url: &str) -> bool {
     parse(url).is_ok_and(|c| c.get_password().is_some())
@@ -161,6 +224,32 @@ pub fn only_sockets(config: &tokio_postgres::Config) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_engines_get_the_ledger_url_without_its_password_and_with_a_tls_mode_lib_pq_knows() {
+        let url = "postgres://mara:s3cr%40t@db.example:6432/team?sslmode=prefer&application_name=x";
+        assert_eq!(
+            super::for_engines(url, true).unwrap(),
+            "postgres://mara@db.example:6432/team?sslmode=verify-full"
+        );
+        assert_eq!(
+            super::for_engines(url, false).unwrap(),
+            "postgres://mara@db.example:6432/team?sslmode=disable"
+        );
+        let socket = "postgres://mara@/team?host=/run/postgresql&sslmode=require";
+        assert_eq!(
+            super::for_engines(socket, true).unwrap(),
+            "postgres://mara@/team?host=%2Frun%2Fpostgresql&sslmode=disable"
+        );
+        let timeout = "postgres://m@h/d?connect_timeout=7";
+        assert!(
+            super::for_engines(timeout, false)
+                .unwrap()
+                .ends_with("sslmode=disable&connect_timeout=7")
+        );
+        let err = super::for_engines("postgres://m@a:1,b:2/d", true).unwrap_err();
+        assert!(err.contains("2 hosts"), "{err}");
+    }
+
     use super::*;
 
     #[test]

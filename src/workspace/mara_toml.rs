@@ -30,6 +30,19 @@ pub struct WorkspaceSettings {
     pub limits: BTreeMap<EngineKind, usize>,
     /// `[retry]`: which failures run a project's operation again.
     pub retry: Option<Retry>,
+    /// `state`: where the engines keep the projects' state.
+    pub state: StatePlace,
+}
+
+/// Where the engines keep the state of the projects that name no backend of their own
+/// (docs/commands.md, "State in the ledger").
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum StatePlace {
+    /// Where each engine's own settings say (a Pulumi login, a module's local state).
+    #[default]
+    Engines,
+    /// `state = "ledger"`: the ledger's PostgreSQL server, said where mara.toml says it.
+    Ledger(Location),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +70,7 @@ impl Default for WorkspaceSettings {
             pools: BTreeMap::new(),
             limits: BTreeMap::new(),
             retry: None,
+            state: StatePlace::Engines,
         }
     }
 }
@@ -79,6 +93,7 @@ struct RawMaraToml {
     #[serde(default)]
     limits: BTreeMap<EngineKind, Spanned<i64>>,
     retry: Option<Spanned<RawRetry>>,
+    state: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -106,6 +121,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         pools,
         limits,
         retry,
+        state,
     } = raw;
     let defaults = WorkspaceSettings::default();
     let mut read = Reader {
@@ -121,6 +137,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
     let parallel = read.parallel(parallel, defaults.parallel);
     let pulumi = read.pulumi(pulumi, defaults.pulumi);
     let ledger = read.ledger(ledger);
+    let state = read.state(state);
     let mut problems = read.problems;
     let mut checked = Checked {
         path,
@@ -148,6 +165,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         pools,
         limits,
         retry,
+        state,
     })
 }
 
@@ -234,6 +252,28 @@ impl Reader<'_> {
                 None => default.binary,
             },
             secrets_provider,
+        }
+    }
+
+    /// `state`: `"ledger"`, or `"engines"` (the default, said explicitly).
+    fn state(&mut self, value: Option<Spanned<String>>) -> StatePlace {
+        let Some(value) = value else {
+            return StatePlace::Engines;
+        };
+        let at = self.at(&value);
+        match value.get_ref().as_str() {
+            "ledger" => StatePlace::Ledger(at),
+            "engines" => StatePlace::Engines,
+            other => {
+                self.problems.push(
+                    Problem::new(format!(
+                        "must be \"ledger\" (the state in the ledger's PostgreSQL server) or \"engines\" (where each engine's settings say), not {other:?}"
+                    ))
+                    .at(at)
+                    .subject("`state`"),
+                );
+                StatePlace::Engines
+            }
         }
     }
 
@@ -419,6 +459,24 @@ secrets_provider = "passphrase"
             settings.pulumi.secrets_provider.as_deref(),
             Some("passphrase")
         );
+    }
+
+    #[test]
+    fn state_is_the_ledger_or_the_engines() {
+        let settings = parse(Path::new("mara.toml"), "parallel = 2\nstate = \"ledger\"\n").unwrap();
+        let StatePlace::Ledger(at) = settings.state else {
+            panic!("state = ledger: {:?}", settings.state);
+        };
+        assert_eq!(at.line, Some(2));
+        let default = parse(Path::new("mara.toml"), "").unwrap();
+        assert_eq!(default.state, StatePlace::Engines);
+        let said = parse(Path::new("mara.toml"), "state = \"engines\"\n").unwrap();
+        assert_eq!(said.state, StatePlace::Engines);
+        let err = parse(Path::new("mara.toml"), "\nstate = \"postgres\"\n").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("mara.toml:2"), "{text}");
+        assert!(text.contains("`state`"), "{text}");
+        assert!(text.contains("not \"postgres\""), "{text}");
     }
 
     #[test]

@@ -1,9 +1,6 @@
 # A simulated application on the network: the network's outputs reach it as inputs
 # (`[project.inputs]` in providers/local-tf.toml), as TF_VAR_subnets and TF_VAR_network_name,
 # from what the network's last `up` recorded — it needs no access to the network's state.
-terraform {
-  backend "local" {}
-}
 
 variable "replicas" {
   type        = number

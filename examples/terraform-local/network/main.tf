@@ -1,7 +1,4 @@
 # A simulated network: only inputs and outputs, so that it needs no provider download.
-terraform {
-  backend "local" {}
-}
 
 variable "cidr" {
   type        = string

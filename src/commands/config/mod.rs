@@ -61,13 +61,18 @@ pub(super) struct Files {
     shared: PathBuf,
     secrets: PathBuf,
     env: BTreeMap<String, String>,
+    /// `state = "ledger"`: the server the stacks are kept in.
+    state: Option<crate::engine::state::StateServer>,
 }
 
 pub(super) fn files(settings: &Settings, stack_files: &StackFiles) -> Result<Files> {
     let workspace = &stack_files.workspace;
     let stack = stack_files.required_stack()?;
-    let env = crate::run::prepare::engine_env_in(workspace, &stack_files.environment(settings));
+    let all = stack_files.environment(settings);
+    let state = crate::deployment::state::for_command(workspace, &settings.env, &all)?;
+    let env = crate::run::prepare::engine_env_in(workspace, &all);
     Ok(Files {
+        state,
         shared: workspace.stack_config_file(&stack.name),
         secrets: workspace.secrets_config_file(&stack.name),
         stack: stack.name.clone(),
@@ -83,6 +88,7 @@ pub(super) fn pulumi(workspace: &Workspace, files: &Files) -> Pulumi {
         secrets_project: workspace.settings.secrets_project.clone(),
         secrets_provider: workspace.settings.pulumi.secrets_provider.clone(),
         color: false,
+        state: files.state.clone(),
     }
 }
 

@@ -26,6 +26,8 @@ pub(super) struct Left {
     run: RunRecord,
     deployment: Deployment,
     env: std::collections::BTreeMap<String, String>,
+    /// `state = "ledger"`: the server the stacks are kept in.
+    state: Option<crate::engine::state::StateServer>,
 }
 
 impl Clearing {
@@ -47,7 +49,9 @@ impl Clearing {
         let files = &deployment.files;
         let workspace = &files.workspace;
         files.required_stack()?;
-        let env = crate::run::prepare::engine_env_in(workspace, &files.environment(settings));
+        let all = files.environment(settings);
+        let state = crate::deployment::state::for_command(workspace, &settings.env, &all)?;
+        let env = crate::run::prepare::engine_env_in(workspace, &all);
         // The engines mara clears the locks of must be there to run, before any is cleared.
         let programs = crate::engine::Programs {
             pulumi: &workspace.settings.pulumi.binary,
@@ -74,6 +78,7 @@ impl Clearing {
             run,
             deployment,
             env,
+            state,
         })))
     }
 
@@ -83,6 +88,7 @@ impl Clearing {
             run,
             deployment,
             env,
+            state,
         } = match self {
             Clearing::Nothing(text) => return Ok((text, 0)),
             Clearing::Left(left) => *left,
@@ -94,7 +100,8 @@ impl Clearing {
         let config = (files.config.clone()).unwrap_or_else(|| {
             StackConfigFile::Missing(workspace.stack_config_file(&resolved.name))
         });
-        let engines = crate::run::plan::engines(&deployment, resolved, &config, &env);
+        let engines =
+            crate::run::plan::engines(&deployment, resolved, &config, (&env, state.as_ref()));
         let unlock = String::new();
         let mut text = format!(
             "Run {} left {} {} whose engine may still hold the stack's own lock:\n",
@@ -118,7 +125,8 @@ impl Clearing {
             let shown = workspace.display(&dir).into_owned();
             let said = match (
                 engine.lock_clearing(&shown, &unlock),
-                engine.cancel_step(&engines, &dir),
+                (engine.cancel_step(&engines, &dir))
+                    .map(|step| engines.keeping_state(engine, path, &dir, step)),
             ) {
                 (LockClearing::ByMara(_), Some(step)) => {
                     let finished = run_blocking(&step, &env, None).map_err(|error| {

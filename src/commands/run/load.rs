@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Invocation, Loaded, Survey};
-use crate::deployment::Deployment;
 use crate::deployment::checks::{RunChecks, dependents, fanout};
+use crate::deployment::{self, Deployment};
 use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::graph::Plan;
@@ -51,6 +51,7 @@ impl Invocation<'_> {
             with_secrets: files.environment(self.settings),
             stored,
             fingerprints,
+            state: None,
         })
     }
 
@@ -65,6 +66,7 @@ impl Invocation<'_> {
         ledger: &mut Opener,
     ) -> Result<()> {
         let run = self.run;
+        self.configuration_elsewhere(deployment, loaded, ledger)?;
         let orphaned = self.orphaned(loaded, ledger)?;
         let mara = self.settings.invoked();
         let checks = RunChecks {
@@ -105,6 +107,53 @@ impl Invocation<'_> {
         }
     }
 
+    /// A checkout without the stack's configuration, for a stack the ledger has runs of: not the
+    /// stack's first run, but a machine that lacks the file (git ignores it, a clean CI runner),
+    /// which a first run's questions would write anew. Refused (exit 3), saying where it comes
+    /// from for a run fanned out over CI jobs.
+    fn configuration_elsewhere(
+        &self,
+        deployment: &Deployment,
+        loaded: &Loaded<'_>,
+        ledger: &mut Opener,
+    ) -> Result<()> {
+        let stack = loaded.stack.name.as_str();
+        let asks = self.run.operation.runs_programs();
+        if !asks || !loaded.config.is_first_run() || self.run.join.is_some() {
+            return Ok(());
+        }
+        let Some(known) = ledger.existing()? else {
+            return Ok(());
+        };
+        let Some(last) = known.runs(Some(stack), 1)?.into_iter().next() else {
+            return Ok(());
+        };
+        let workspace = &deployment.files.workspace;
+        let file = workspace
+            .display(loaded.config.path())
+            .display()
+            .to_string();
+        let hint = match self.run.open.is_some() {
+            true => format!(
+                "give the run the stack's configuration: `{}` with FILE a CI secret file, or write the pipeline that way with `mara ci generate … --config-secret NAME`",
+                self.settings.again(&format!(
+                    "ci open --run {} --config FILE",
+                    self.run.open.as_ref().map_or("ID", |o| o.run_id.as_str())
+                ))
+            ),
+            false => format!(
+                "put the stack's configuration back in {file} (from where the team keeps it: git ignores it in many repositories)"
+            ),
+        };
+        Err(Error::config(
+            Problem::new(format!(
+                "{file} is not here, but stack {stack} is not new: the ledger has its runs (the last, {}, on {}); this checkout lacks the stack's configuration, and a first run's questions would write it anew",
+                last.run_id, last.host
+            ))
+            .hint(hint),
+        ))
+    }
+
     /// Why a destroy may not run: it would leave deployed projects standing on what it destroys
     /// (`dependents::orphaned`; a job of a fanned-out run is a part of a destroy `ci open`
     /// checked whole).
@@ -139,8 +188,20 @@ impl Invocation<'_> {
         env: &BTreeMap<String, String>,
     ) -> Result<Option<Survey>> {
         let run = self.run;
-        let backend = stacks::backend_of(&loaded.with_secrets);
+        let backend = stacks::backend_of(&loaded.with_secrets, loaded.state.as_ref());
         let known_stacks = stacks::known(ledger.existing(), &backend, loaded.stack);
+        if matches!(run.operation, Operation::Up | Operation::Preview) && !run.dry_run {
+            let (workspace, state) = (&deployment.files.workspace, loaded.state.as_ref());
+            let on = (&loaded.selected, workspace);
+            let stack = loaded.stack.name.as_str();
+            stacks::moved_away(
+                ledger.existing()?,
+                on,
+                (state, &backend),
+                &known_stacks,
+                stack,
+            )?;
+        }
         let kubeconfig = crate::workspace::kubeconfig::choose(
             &deployment.files.workspace,
             &loaded.stack.name,
@@ -226,7 +287,12 @@ impl Invocation<'_> {
             Some(ledger) => ledger.outputs(stack, &upstreams)?,
             None => BTreeMap::new(),
         };
-        let engines = run::plan::engines(deployment, loaded.stack, &loaded.config, env);
+        let engines = run::plan::engines(
+            deployment,
+            loaded.stack,
+            &loaded.config,
+            (env, loaded.state.as_ref()),
+        );
         let interrupt = self.runner.interrupt();
         let mut read = |j: usize| run::outputs::with_secrets(deployment, &engines, j, env);
         let operation = self.run.operation;
@@ -266,7 +332,12 @@ impl Invocation<'_> {
             // Which projects have the stack, asked first by what never creates one: a drift
             // check of a stack nothing has fails before any check runs, as refresh does.
             Operation::Destroy | Operation::Refresh | Operation::Drift => {
-                let engines = run::plan::engines(deployment, loaded.stack, &loaded.config, env);
+                let engines = run::plan::engines(
+                    deployment,
+                    loaded.stack,
+                    &loaded.config,
+                    (env, loaded.state.as_ref()),
+                );
                 let interrupt = self.runner.interrupt();
                 let selected = &loaded.selected;
                 let found = stacks::find(
@@ -305,7 +376,7 @@ impl Invocation<'_> {
     pub(super) fn ledger(
         &self,
         deployment: &Deployment,
-        loaded: &Loaded<'_>,
+        loaded: &mut Loaded<'_>,
     ) -> Result<Option<Opener>> {
         let run = self.run;
         let place = ledger::place(&deployment.files.workspace, &self.settings.env)?;
@@ -338,10 +409,19 @@ impl Invocation<'_> {
             fanout::team_ledger(ledger.place(), None)?;
         }
         // A server is reached before anything runs: one that cannot be (down, a wrong password,
-        // a bad lease) fails the run here, exit 3, not after engine calls.
-        if !run.dry_run && matches!(ledger.place(), ledger::Place::Server(_)) {
-            ledger.existing()?;
-        }
+        // a bad lease) fails the run here, exit 3, not after engine calls; so is the one the
+        // engines keep their state in (`state = "ledger"`).
+        let workspace = &deployment.files.workspace;
+        loaded.state = match run.dry_run {
+            true => deployment::state::check(workspace, ledger.place()).map(|_| None)?,
+            false => {
+                if matches!(ledger.place(), ledger::Place::Server(_)) {
+                    ledger.existing()?;
+                }
+                let env = &loaded.with_secrets;
+                deployment::state::server(workspace, &mut ledger, &self.settings.env, env)?
+            }
+        };
         Ok(Some(ledger))
     }
 }

@@ -79,6 +79,8 @@ struct Loaded<'d> {
     stored: StackConfigFile,
     /// What `--changed` compares, and what a real `up` records.
     fingerprints: BTreeMap<usize, String>,
+    /// `state = "ledger"`: the server the engines keep state in, once the ledger is reached.
+    state: Option<crate::engine::state::StateServer>,
 }
 
 /// The environment file a first `up` writes when there is none: the stack it deployed.
@@ -141,7 +143,7 @@ impl<'a> Invocation<'a> {
         let (run, interrupt) = (self.run, self.runner.interrupt());
         let mut loaded = self.loaded(deployment)?;
         let files = &deployment.files;
-        let Some(mut ledger) = self.ledger(deployment, &loaded)? else {
+        let Some(mut ledger) = self.ledger(deployment, &mut loaded)? else {
             return Ok(());
         };
         if !self.decide(&mut ledger, deployment, &mut loaded)? {
@@ -172,6 +174,7 @@ impl<'a> Invocation<'a> {
             known_stacks: &found.known_stacks,
             kubeconfig: &found.kubeconfig,
             plans: &plans,
+            state: loaded.state.as_ref(),
         };
         // Every approved plan still holds, or nothing is recorded nor applied (a dry run checks
         // what needs no engine).

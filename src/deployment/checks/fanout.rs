@@ -9,6 +9,7 @@ use crate::deployment::Deployment;
 use crate::error::{Error, Problem, Result};
 use crate::graph::Plan;
 use crate::ledger::Place;
+use crate::workspace::mara_toml::StatePlace;
 
 /// Everything `mara ci open` checks of where the run's state is kept: the ledger, the Pulumi
 /// backend, each selected Terraform module's state.
@@ -58,7 +59,7 @@ pub fn shared_backend(env: &BTreeMap<String, String>, root: &Path) -> Result<()>
         Problem::new(format!(
             "PULUMI_BACKEND_URL is {url}, {whose}: each CI runner would have a copy of its own, and no job would see what the others deployed"
         ))
-        .hint("a fanned-out run needs a shared backend: Pulumi Cloud, a bucket (s3://, gs://, azblob://), or a file:// path every runner mounts"),
+        .hint("a fanned-out run needs a shared backend: `state = \"ledger\"` in mara.toml (the team ledger's server) without this line, Pulumi Cloud, a bucket (s3://, gs://, azblob://), or a file:// path every runner mounts"),
     ))
 }
 
@@ -79,11 +80,12 @@ fn lexical(path: &Path) -> PathBuf {
 /// is a file on each runner.
 pub fn shared_terraform_state(deployment: &Deployment, selected: &Plan<'_>) -> Result<()> {
     let workspace = &deployment.files.workspace;
+    let in_ledger = matches!(workspace.settings.state, StatePlace::Ledger(_));
     let local: Vec<&str> = (selected.order().iter())
         .map(|&i| deployment.graph.project(i))
         .filter(|p| {
             let engine = p.engine_or(workspace.settings.engine);
-            engine.keeps_state_locally(&workspace.project_dir(&p.path))
+            engine.keeps_state_locally(&workspace.project_dir(&p.path), in_ledger)
         })
         .map(|p| p.path.as_str())
         .collect();
@@ -96,7 +98,10 @@ pub fn shared_terraform_state(deployment: &Deployment, selected: &Plan<'_>) -> R
             local.join(", "),
             if local.len() == 1 { "s" } else { "" }
         ))
-        .hint("a fanned-out run needs shared state: a `backend` block (s3, gcs, azurerm, http, …) or a `cloud` block in each module"),
+        .hint(match in_ledger {
+            true => "a fanned-out run needs shared state: `state = \"ledger\"` keeps a module without a backend in the team ledger's server, not one with `backend \"local\"`",
+            false => "a fanned-out run needs shared state: `state = \"ledger\"` in mara.toml (the team ledger's server), or a `backend` block (s3, gcs, azurerm, pg, …) or a `cloud` block in each module",
+        }),
     ))
 }
 

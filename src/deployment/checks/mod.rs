@@ -9,6 +9,7 @@
 pub mod dependents;
 pub mod fanout;
 mod projects;
+mod state;
 mod tools;
 
 use std::collections::BTreeMap;
@@ -226,6 +227,7 @@ impl RunChecks<'_> {
             operation.runs_programs(),
         );
         projects::inputs_have_outputs(&mut found, workspace, self.selected);
+        state::left_behind(&mut found, workspace, self.selected, self.stack.as_str());
         local_cluster(&mut found, provider, self.selected, self.stack);
         // A preview checks what the update it previews would meet (a drift check in CI too).
         if matches!(

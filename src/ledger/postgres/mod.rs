@@ -619,6 +619,14 @@ impl Store for Postgres {
         true
     }
 
+    fn over_tls(&self) -> Result<bool> {
+        let rows = self.query(
+            "SELECT CASE WHEN ssl THEN 1 ELSE 0 END FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )?;
+        Ok(rows.first().and_then(|r| r.int(0).ok()) == Some(1))
+    }
+
     fn logs_statement(&self, run_id: &str, lines: &[(String, String)]) -> Option<store::Statement> {
         let (paths, texts): (Vec<String>, Vec<String>) = lines.iter().cloned().unzip();
         Some((
