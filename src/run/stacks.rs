@@ -218,33 +218,45 @@ pub fn moved_away(
         return Ok(());
     };
     let elsewhere = ledger.stack_backends(stack)?;
-    let left: Vec<String> = (selected.order().iter())
-        .map(|&i| selected.graph.project(i))
-        .filter(|p| !known.contains(&p.path))
-        .filter(|p| {
-            let engine = p.engine_or(workspace.settings.engine);
-            (engine.state_in(server, &p.path, &workspace.project_dir(&p.path))).is_some()
-        })
-        .filter_map(|p| {
-            let on: Vec<&str> = (elsewhere.get(&p.path)?.iter())
-                .filter(|b| b.as_str() != backend)
-                .map(String::as_str)
-                .collect();
-            (!on.is_empty()).then(|| format!("{} (on {})", p.path, on.join(", ")))
-        })
+    // The projects of each other backend, in order.
+    let mut on: Vec<(String, Vec<&str>)> = Vec::new();
+    for p in (selected.order().iter()).map(|&i| selected.graph.project(i)) {
+        let engine = p.engine_or(workspace.settings.engine);
+        let dir = workspace.project_dir(&p.path);
+        if known.contains(&p.path) || engine.state_in(server, &p.path, &dir).is_none() {
+            continue;
+        }
+        let others = (elsewhere.get(&p.path).into_iter().flatten()).filter(|b| *b != backend);
+        for other in others {
+            let named = match other.as_str() {
+                "(login)" => {
+                    "their engines' default: Pulumi's login, a module's local files".into()
+                }
+                url => url.to_string(),
+            };
+            match on.iter_mut().find(|(b, _)| *b == named) {
+                Some((_, paths)) => paths.push(&p.path),
+                None => on.push((named, vec![&p.path])),
+            }
+        }
+    }
+    let left: Vec<String> = (on.iter())
+        .map(|(backend, paths)| format!("{} (on {backend})", paths.join(", ")))
         .collect();
     if left.is_empty() {
         return Ok(());
     }
+    let one = on.len() == 1 && on[0].1.len() == 1;
     Err(Error::config(
         Problem::new(format!(
-            "the ledger records stack {stack} of {} elsewhere, not in the ledger's server that `state = \"ledger\"` keeps {} in: the run would start {} anew there, beside what {} holds",
-            left.join(", "),
-            if left.len() == 1 { "it" } else { "them" },
-            if left.len() == 1 { "it" } else { "them" },
-            if left.len() == 1 { "that stack" } else { "those stacks" },
+            "the ledger records stack {stack} of {} elsewhere, and not in the ledger's server where `state = \"ledger\"` keeps {}: the run would start {} anew there, beside what {} hold{}",
+            left.join(" and "),
+            if one { "it" } else { "them" },
+            if one { "it" } else { "them" },
+            if one { "that stack" } else { "those stacks" },
+            if one { "s" } else { "" },
         ))
-        .hint("`mara state migrate --from URL` moves a stack from where it is into the server (docs/commands.md, \"State in the ledger\")"),
+        .hint("`mara state migrate` moves a stack in from where it is: `--from URL` names a Pulumi backend; a module's local files move from the machine that has them (docs/commands.md, \"State in the ledger\")"),
     ))
 }
 

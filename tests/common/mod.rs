@@ -136,7 +136,8 @@ pub fn copy_example(from: &Path, to: &Path) {
             && !from.ends_with("config/pulumi");
         let terraform_state = name == ".terraform"
             || name == ".terraform.lock.hcl"
-            || name.starts_with("terraform.tfstate");
+            || name.starts_with("terraform.tfstate")
+            || name == "mara_state_override.tf";
         if name == ".mara" || stack_file || terraform_state {
             continue;
         }
