@@ -189,6 +189,10 @@ fn check_plan(
     }
     checks::mergeable_kubeconfig(checks, plan, env);
     checks::inputs_have_outputs(checks, workspace, plan);
+    checks::state::keeping(checks, workspace, &settings.env, env);
+    if let Some(stack) = &files.stack {
+        checks::state::left_behind(checks, workspace, plan, stack.name.as_str());
+    }
     check_stack_files(checks, settings, files, (provider, plan), config, env);
     short_secrets(checks, env);
     checks::tools(checks, workspace, plan, env);

@@ -9,7 +9,7 @@
 pub mod dependents;
 pub mod fanout;
 mod projects;
-mod state;
+pub mod state;
 mod tools;
 
 use std::collections::BTreeMap;
