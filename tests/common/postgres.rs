@@ -156,6 +156,48 @@ impl Server {
         )
     }
 
+    /// Makes a role `name` that logs in over TCP with `password`, checked with SCRAM-SHA-256: the
+    /// role is created with that password, a `host all <name> 127.0.0.1/32 scram-sha-256` line
+    /// goes first in `pg_hba.conf` (the rest stays trust) and the server reloads, which this
+    /// waits for. The role owns nothing and may create nothing: grant it what the test needs
+    /// with [`Server::sql`] (`GRANT CREATE ON SCHEMA public TO <name>` in a database lets it
+    /// create tables there).
+    pub fn role_with_password(&self, name: &str, password: &str) {
+        let password = password.replace('\'', "''");
+        self.sql(
+            "postgres",
+            &format!("CREATE ROLE \"{name}\" LOGIN PASSWORD '{password}'"),
+        );
+        let hba = self.data().join("pg_hba.conf");
+        let rules = std::fs::read_to_string(&hba).unwrap();
+        let line = format!("host all \"{name}\" 127.0.0.1/32 scram-sha-256\n");
+        std::fs::write(&hba, format!("{line}{rules}")).unwrap();
+        let data = self.data().display().to_string();
+        let reloaded = self.tool("pg_ctl", &["-D", &data, "reload"]);
+        assert!(
+            reloaded.status.success(),
+            "pg_ctl reload: {}",
+            String::from_utf8_lossy(&reloaded.stderr)
+        );
+        // The postmaster rereads pg_hba.conf on its own time: until then the role gets in
+        // without a password.
+        let port = self.port.to_string();
+        for _ in 0..100 {
+            let trusted = Command::new(self.bin.join("psql"))
+                .args(["-w", "-h", "127.0.0.1", "-p", &port, "-U", name])
+                .args(["-d", "postgres", "-c", "SELECT 1"])
+                .env_remove("PGPASSWORD")
+                .env_remove("PGPASSFILE")
+                .output()
+                .unwrap();
+            if !trusted.status.success() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the server never asked {name} for a password");
+    }
+
     /// Runs SQL with `psql`, returning its unaligned output.
     pub fn sql(&self, database: &str, sql: &str) -> String {
         let output = self.client("psql", &["-d", database, "-At", "-c", sql]);

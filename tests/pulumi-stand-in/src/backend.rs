@@ -1,6 +1,9 @@
-//! State as Pulumi's DIY (`file://`) backend keeps it: `<root>/.pulumi/meta.yaml`,
-//! `stacks/<project>/<stack>.json` checkpoints, `locks/organization/<project>/<stack>/<id>.json`
-//! held while an operation runs, and the stack configuration files with their `secure:` values.
+//! State as Pulumi's DIY backend keeps it, in a directory (`file://`) or a PostgreSQL table
+//! (`postgres://`, `postgres/`), the same objects under the same keys either way (`store.rs`):
+//! `.pulumi/meta.yaml` (`version: 1`, written when missing), `.pulumi/stacks/<project>/<stack>.json`
+//! checkpoints (the one replaced kept as `<stack>.json.bak`; `stack rm` leaves only the `.bak`),
+//! `.pulumi/locks/organization/<project>/<stack>/<id>.json` held while an operation runs, and
+//! the stack configuration files, beside the project, with their `secure:` values.
 //!
 //! Secrets are encoded, not encrypted: `v1:` + base64 of the value XOR-ed with the passphrase. It
 //! keeps plaintext out of every file (which is what mara's tests check) and fails on a wrong
@@ -13,6 +16,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value, json};
 
 use crate::Failure;
+use crate::store::{Files, Store, write_atomic};
 
 pub const VERSION: &str = "v3.259.0";
 /// How Pulumi marks a secret value inside a checkpoint.
@@ -20,74 +24,80 @@ pub const SECRET_SIG: &str = "4dabf18193072939515e22adb298388d";
 const SECRET_SIG_VALUE: &str = "1b47061264138c4ac30d75fd1eb44270";
 const CHECK: &str = "pulumi";
 
+/// The DIY backend over its store: where each object is, and what the DIY backend does with them.
 pub struct Backend {
-    pub root: PathBuf,
+    store: Box<dyn Store>,
 }
 
+const META: &str = ".pulumi/meta.yaml";
+
 impl Backend {
-    /// The backend of `PULUMI_BACKEND_URL` (`file://` only).
+    /// The backend of `PULUMI_BACKEND_URL`: `file://<dir>` or `postgres://…`.
     pub fn from_env(env: &dyn Fn(&str) -> Option<String>, cwd: &Path) -> Result<Backend, Failure> {
         let url = env("PULUMI_BACKEND_URL").ok_or_else(|| {
-            Failure::new(1, "the pulumi stand-in needs PULUMI_BACKEND_URL=file://<dir> (it has no `pulumi login`)")
+            Failure::new(1, "the pulumi stand-in needs PULUMI_BACKEND_URL=file://<dir> or postgres://… (it has no `pulumi login`)")
         })?;
-        let Some(path) = url.strip_prefix("file://") else {
+        let store: Box<dyn Store> = if let Some(path) = url.strip_prefix("file://") {
+            let root = if path == "~" || path.starts_with("~/") {
+                PathBuf::from(env("HOME").unwrap_or_default())
+                    .join(path.trim_start_matches('~').trim_start_matches('/'))
+            } else {
+                cwd.join(path)
+            };
+            Box::new(Files { root })
+        } else if url.starts_with("postgres://") {
+            Box::new(crate::postgres::Table::open(&url, env)?)
+        } else {
+            let url = crate::postgres::url::redacted(&url);
             return Err(Failure::new(
                 1,
-                format!("the pulumi stand-in supports file:// backends only, not {url}"),
+                format!(
+                    "the pulumi stand-in supports file:// and postgres:// backends only, not {url}"
+                ),
             ));
         };
-        let root = if path == "~" || path.starts_with("~/") {
-            PathBuf::from(env("HOME").unwrap_or_default())
-                .join(path.trim_start_matches('~').trim_start_matches('/'))
-        } else {
-            cwd.join(path)
-        };
-        let backend = Backend { root };
-        let meta = backend.dir().join("meta.yaml");
-        if !meta.exists() {
-            std::fs::create_dir_all(backend.dir()).map_err(|e| Failure::io(&backend.dir(), e))?;
-            write_atomic(&meta, "version: 1\n")?;
+        let backend = Backend { store };
+        // A new state store is laid out by project (meta version 1), as Pulumi's is.
+        if !backend.store.exists(META)? {
+            backend.store.write(META, b"version: 1\n")?;
         }
         Ok(backend)
     }
 
-    fn dir(&self) -> PathBuf {
-        self.root.join(".pulumi")
+    fn checkpoint_key(project: &str, stack: &str) -> String {
+        format!(".pulumi/stacks/{project}/{stack}.json")
     }
 
-    pub fn checkpoint_path(&self, project: &str, stack: &str) -> PathBuf {
-        self.dir()
-            .join("stacks")
-            .join(project)
-            .join(format!("{stack}.json"))
+    fn lock_dir(project: &str, stack: &str) -> String {
+        format!(".pulumi/locks/organization/{project}/{stack}")
     }
 
-    pub fn lock_dir(&self, project: &str, stack: &str) -> PathBuf {
-        self.dir()
-            .join("locks")
-            .join("organization")
-            .join(project)
-            .join(stack)
-    }
-
-    pub fn exists(&self, project: &str, stack: &str) -> bool {
-        self.checkpoint_path(project, stack).is_file()
+    pub fn exists(&self, project: &str, stack: &str) -> Result<bool, Failure> {
+        self.store.exists(&Self::checkpoint_key(project, stack))
     }
 
     pub fn read(&self, project: &str, stack: &str) -> Result<Value, Failure> {
-        let path = self.checkpoint_path(project, stack);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|_| Failure::new(6, format!("no stack named '{stack}' found")))?;
-        serde_json::from_str(&text)
-            .map_err(|e| Failure::new(1, format!("could not read {}: {e}", path.display())))
+        let key = Self::checkpoint_key(project, stack);
+        let bytes = self
+            .store
+            .read(&key)?
+            .ok_or_else(|| Failure::new(6, format!("no stack named '{stack}' found")))?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            Failure::new(
+                1,
+                format!("could not read {}: {e}", self.store.locator(&key)),
+            )
+        })
     }
 
+    /// Writes the stack's checkpoint, the one it replaces kept as `<stack>.json.bak`.
     pub fn write(&self, project: &str, stack: &str, checkpoint: &Value) -> Result<(), Failure> {
-        let path = self.checkpoint_path(project, stack);
-        if path.exists() {
-            let _ = std::fs::copy(&path, path.with_extension("json.bak"));
+        let key = Self::checkpoint_key(project, stack);
+        if self.store.exists(&key)? {
+            let _ = self.store.copy(&key, &format!("{key}.bak"));
         }
-        write_atomic(&path, &serde_json::to_string(checkpoint).expect("JSON"))
+        let text = serde_json::to_string(checkpoint).expect("JSON");
+        self.store.write(&key, text.as_bytes())
     }
 
     pub fn create(&self, project: &str, stack: &str, salt: &str) -> Result<(), Failure> {
@@ -104,88 +114,111 @@ impl Backend {
         self.write(project, stack, &checkpoint)
     }
 
+    /// `stack rm`: the checkpoint becomes `<stack>.json.bak`, the stack's history goes.
     pub fn remove(&self, project: &str, stack: &str) -> Result<(), Failure> {
-        let path = self.checkpoint_path(project, stack);
-        std::fs::rename(&path, path.with_extension("json.bak"))
-            .map_err(|e| Failure::io(&path, e))?;
-        let _ = std::fs::remove_dir_all(self.dir().join("history").join(project).join(stack));
+        let key = Self::checkpoint_key(project, stack);
+        self.store.rename(&key, &format!("{key}.bak"))?;
+        self.store
+            .remove_dir(&format!(".pulumi/history/{project}/{stack}"));
         Ok(())
     }
 
     /// Stacks of `project`, sorted.
-    pub fn stacks(&self, project: &str) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(self.dir().join("stacks").join(project))
-            .map(|entries| {
-                entries
-                    .filter_map(|e| e.ok())
-                    .filter_map(|e| {
-                        e.file_name()
-                            .to_str()
-                            .and_then(|n| n.strip_suffix(".json"))
-                            .map(str::to_string)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+    pub fn stacks(&self, project: &str) -> Result<Vec<String>, Failure> {
+        let dir = format!(".pulumi/stacks/{project}");
+        let mut names: Vec<String> = self
+            .store
+            .list(&dir)?
+            .iter()
+            .filter_map(|key| key.rsplit('/').next()?.strip_suffix(".json"))
+            .map(str::to_string)
+            .collect();
         names.sort();
-        names
+        Ok(names)
     }
 
     /// Takes the stack's lock, or fails as the real DIY backend does when another holds it.
-    pub fn lock(&self, project: &str, stack: &str) -> Result<Lock, Failure> {
-        let dir = self.lock_dir(project, stack);
-        std::fs::create_dir_all(&dir).map_err(|e| Failure::io(&dir, e))?;
+    pub fn lock(&self, project: &str, stack: &str) -> Result<Lock<'_>, Failure> {
+        let dir = Self::lock_dir(project, stack);
         let id = format!("{:016x}{:08x}", now_nanos(), std::process::id());
-        let path = dir.join(format!("{id}.json"));
+        let key = format!("{dir}/{id}.json");
         let content = json!({
             "pid": std::process::id(),
             "username": username(),
             "hostname": hostname(),
             "timestamp": rfc3339_now(),
         });
-        write_atomic(&path, &serde_json::to_string(&content).expect("JSON"))?;
-        let others: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map(|e| {
-                e.filter_map(|e| e.ok())
-                    .map(|e| e.path())
-                    .filter(|p| p != &path)
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !others.is_empty() {
-            let _ = std::fs::remove_file(&path);
-            let mut message = format!(
-                "the stack is currently locked by {} lock(s). Either wait for the other process(es) to end or delete the lock file with `pulumi cancel`.",
-                others.len()
-            );
-            for other in &others {
-                let held: Value = std::fs::read_to_string(other)
-                    .ok()
-                    .and_then(|t| serde_json::from_str(&t).ok())
-                    .unwrap_or_default();
-                message.push_str(&format!(
-                    "\n  file://{}: created by {}@{} (pid {}) at {}",
-                    other.display(),
-                    held["username"].as_str().unwrap_or("?"),
-                    held["hostname"].as_str().unwrap_or("?"),
-                    held["pid"],
-                    held["timestamp"].as_str().unwrap_or("?"),
-                ));
-            }
-            return Err(Failure::new(1, message));
+        self.store.write(
+            &key,
+            serde_json::to_string(&content).expect("JSON").as_bytes(),
+        )?;
+        let lock = Lock { backend: self, key };
+        let others: Vec<String> = self
+            .store
+            .list(&dir)?
+            .into_iter()
+            .filter(|k| k != &lock.key)
+            .collect();
+        if others.is_empty() {
+            return Ok(lock);
         }
-        Ok(Lock { path })
+        drop(lock);
+        Err(Failure::new(1, self.locked_message(&others)))
+    }
+
+    fn locked_message(&self, others: &[String]) -> String {
+        let mut message = format!(
+            "the stack is currently locked by {} lock(s). Either wait for the other process(es) to end or delete the lock file with `pulumi cancel`.",
+            others.len()
+        );
+        for other in others {
+            let held: Value = self
+                .store
+                .read(other)
+                .ok()
+                .flatten()
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                .unwrap_or_default();
+            message.push_str(&format!(
+                "\n  {}: created by {}@{} (pid {}) at {}",
+                self.store.locator(other),
+                held["username"].as_str().unwrap_or("?"),
+                held["hostname"].as_str().unwrap_or("?"),
+                held["pid"],
+                held["timestamp"].as_str().unwrap_or("?"),
+            ));
+        }
+        message
+    }
+
+    /// `pulumi cancel`: every lock of the stack deleted.
+    pub fn cancel(&self, project: &str, stack: &str) -> Result<(), Failure> {
+        for key in self.store.list(&Self::lock_dir(project, stack))? {
+            let _ = self.store.delete(&key);
+        }
+        Ok(())
+    }
+
+    /// A count the stand-in keeps in the backend (`PULUMI_STAND_IN_FLAKY`), at the backend's root.
+    pub fn counter(&self, name: &str) -> Result<u32, Failure> {
+        let bytes = self.store.read(name)?.unwrap_or_default();
+        Ok(String::from_utf8_lossy(&bytes).trim().parse().unwrap_or(0))
+    }
+
+    pub fn set_counter(&self, name: &str, value: u32) -> Result<(), Failure> {
+        self.store.write(name, value.to_string().as_bytes())
     }
 }
 
 /// A held stack lock, released when dropped.
-pub struct Lock {
-    path: PathBuf,
+pub struct Lock<'a> {
+    backend: &'a Backend,
+    key: String,
 }
 
-impl Drop for Lock {
+impl Drop for Lock<'_> {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        let _ = self.backend.store.delete(&self.key);
     }
 }
 
@@ -266,7 +299,7 @@ impl ConfigFile {
         let text = serde_saphyr::to_string(&Value::Object(self.top.clone())).map_err(|e| {
             Failure::new(1, format!("could not write {}: {e}", self.path.display()))
         })?;
-        write_atomic(&self.path, &text)
+        write_atomic(&self.path, text.as_bytes())
     }
 }
 
@@ -328,15 +361,6 @@ pub fn check_salt(salt: &str, passphrase: &str) -> Result<(), Failure> {
 
 pub fn secret_value(ciphertext: String) -> Value {
     json!({SECRET_SIG: SECRET_SIG_VALUE, "ciphertext": ciphertext})
-}
-
-pub fn write_atomic(path: &Path, text: &str) -> Result<(), Failure> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Failure::io(parent, e))?;
-    }
-    let temp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&temp, text).map_err(|e| Failure::io(&temp, e))?;
-    std::fs::rename(&temp, path).map_err(|e| Failure::io(path, e))
 }
 
 pub fn now_nanos() -> u128 {

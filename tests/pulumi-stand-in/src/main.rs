@@ -1,8 +1,18 @@
 //! A stand-in for the `pulumi` CLI (v3.259) for mara's tests: the real CLI cannot be installed from
 //! the package registries. It follows `tests/pulumi-stand-in/pulumi-cli.md`: every flag is checked
-//! against the real flag table (`pulumi-flags.json`), state lives in a DIY file backend laid out
-//! as Pulumi's, exit codes and messages are Pulumi's, and programs are a small subset of Pulumi
-//! YAML (see `program.rs`) so that state really flows between projects through stack references.
+//! against the real flag table (`pulumi-flags.json`), state lives in a DIY backend laid out as
+//! Pulumi's — a directory (`PULUMI_BACKEND_URL=file://…`) or a table of a real PostgreSQL server
+//! (`postgres://…`, Pulumi's DIY PostgreSQL backend with lib/pq's connection rules: see
+//! `postgres/mod.rs`) — exit codes and messages are Pulumi's, and programs are a small subset of
+//! Pulumi YAML (see `program.rs`) so that state really flows between projects through stack
+//! references. `stack export` and `stack import` move a stack between backends (`transfer.rs`);
+//! `stack init` reuses the `encryptionsalt` its configuration file already holds, once the
+//! passphrase is checked against it, as the passphrase secrets manager does.
+//!
+//! Not part of the real CLI's contract but of what it does, and mirrored: a `postgres://` URL
+//! with a path keeps its keys under that path (`<database>/.pulumi/…`); lib/pq v1.12.3 takes
+//! `sslmode=prefer` and `allow` (older Pulumi, with lib/pq v1.10.9, refused them: see
+//! `PULUMI_STAND_IN_LIBPQ`) and defaults to `require`.
 //!
 //! Test knobs (environment variables):
 //! - `PULUMI_STAND_IN_LOG=<file>`: append one JSON line per invocation (argv, cwd, pid, start,
@@ -25,12 +35,19 @@
 //!   nothing (exit 255), as it ends the real CLI.
 //! - `PULUMI_STAND_IN_IGNORE_SIGINT=1`: ignore SIGINT (otherwise it cancels the operation as
 //!   Pulumi does, releasing the lock, exit 8).
+//! - `PULUMI_STAND_IN_LIBPQ=1.10.9`: connect to a `postgres://` backend as lib/pq v1.10.9 did
+//!   (Pulumi v3.177 to v3.244): an `sslmode` other than `disable`, `require`, `verify-ca` and
+//!   `verify-full` is refused once the host is dialled, with `pq: unsupported sslmode "prefer";
+//!   only "require" (default), "verify-full", "verify-ca", and "disable" supported`.
 //! - `PULUMI_STAND_IN_CHECK_ONLY=1`: only check the command line against the flag table (exit 0
 //!   or 1 with the real CLI's message) and do nothing else; tests use it to re-check recorded argv.
 
 mod backend;
 mod flags;
+mod postgres;
 mod program;
+mod store;
+mod transfer;
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -197,6 +214,8 @@ fn run(args: &Args, invocation: &mut Invocation) -> Result<(), Failure> {
         "config set" => ctx.config_set(),
         "config rm" => ctx.config_rm(),
         "cancel" => ctx.cancel(),
+        "stack export" => ctx.stack_export(),
+        "stack import" => ctx.stack_import(),
         "up" | "preview" | "refresh" | "destroy" => ctx.operation(),
         other => Err(Failure::new(
             1,
@@ -264,7 +283,7 @@ impl Ctx<'_> {
     }
 
     fn stack_select(&self) -> Result<(), Failure> {
-        if self.backend.exists(&self.project.name, &self.stack) {
+        if self.backend.exists(&self.project.name, &self.stack)? {
             return Ok(());
         }
         if !self.args.has("create") {
@@ -277,21 +296,14 @@ impl Ctx<'_> {
     }
 
     fn stack_init(&self) -> Result<(), Failure> {
-        if self.backend.exists(&self.project.name, &self.stack) {
-            return Err(Failure::new(
-                1,
-                format!(
-                    "stack 'organization/{}/{}' already exists",
-                    self.project.name, self.stack
-                ),
-            ));
-        }
         self.create_stack()
     }
 
+    /// `stack init` (and `stack select --create`) as `CreateStack` does it: the secrets manager
+    /// first, then the stack, then its configuration file.
     fn create_stack(&self) -> Result<(), Failure> {
         match self.args.value("secrets-provider") {
-            None | Some("default") | Some("passphrase") => {}
+            None | Some("") | Some("default") | Some("passphrase") => {}
             Some(other) => {
                 return Err(Failure::new(
                     1,
@@ -301,19 +313,49 @@ impl Ctx<'_> {
                 ));
             }
         }
-        let passphrase = backend::passphrase(&env)?;
-        let salt = backend::new_salt(&passphrase);
+        let mut file = ConfigFile::load(&self.project.stack_config_path(&self.stack))?;
+        let salt = self.salt_for_new_stack(&file).map_err(|failure| {
+            Failure::new(
+                failure.code,
+                format!(
+                    "could not create secrets manager for new stack: {}",
+                    failure.message
+                ),
+            )
+        })?;
+        if self.backend.exists(&self.project.name, &self.stack)? {
+            return Err(Failure::new(
+                1,
+                format!(
+                    "stack 'organization/{}/{}' already exists",
+                    self.project.name, self.stack
+                ),
+            ));
+        }
         self.backend
             .create(&self.project.name, &self.stack, &salt)?;
+        println!("Created stack '{}'", self.stack);
         // As `stack init` does on a passphrase stack: the salt goes into the project's stack file.
-        let mut file = ConfigFile::load(&self.project.stack_config_path(&self.stack))?;
         if !file.top.contains_key("encryptionsalt") {
             file.top
                 .insert("encryptionsalt".into(), Value::String(salt));
             file.save()?;
         }
-        println!("Created stack '{}'", self.stack);
         Ok(())
+    }
+
+    /// The passphrase provider's salt for a new stack (`NewPromptingPassphraseSecretsManager`): the
+    /// one the stack's configuration file already holds, once the passphrase is checked against
+    /// it (`incorrect passphrase` otherwise), else a new one.
+    fn salt_for_new_stack(&self, file: &ConfigFile) -> Result<String, Failure> {
+        let passphrase = backend::passphrase(&env)?;
+        match file.top.get("encryptionsalt").and_then(Value::as_str) {
+            Some(salt) => {
+                backend::check_salt(salt, &passphrase)?;
+                Ok(salt.to_string())
+            }
+            None => Ok(backend::new_salt(&passphrase)),
+        }
     }
 
     fn stack_rm(&self) -> Result<(), Failure> {
@@ -342,7 +384,7 @@ impl Ctx<'_> {
     }
 
     fn stack_ls(&self) -> Result<(), Failure> {
-        let names = self.backend.stacks(&self.project.name);
+        let names = self.backend.stacks(&self.project.name)?;
         let list: Vec<Value> = names
             .iter()
             .map(|name| {
@@ -594,12 +636,7 @@ impl Ctx<'_> {
 
     fn cancel(&self) -> Result<(), Failure> {
         self.require_stack()?;
-        let dir = self.backend.lock_dir(&self.project.name, &self.stack);
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for entry in entries.flatten() {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
+        self.backend.cancel(&self.project.name, &self.stack)?;
         println!(
             "The currently running update for '{}' has been canceled!",
             self.stack
@@ -620,15 +657,12 @@ impl Ctx<'_> {
         let Some((Some(times), message)) = entry else {
             return Ok(None);
         };
-        let counter = (self.backend.root).join(format!(".stand-in-flaky-{}", self.project.name));
-        let failed: u32 = std::fs::read_to_string(&counter)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(0);
+        let counter = format!(".stand-in-flaky-{}", self.project.name);
+        let failed = self.backend.counter(&counter)?;
         if failed >= times {
             return Ok(None);
         }
-        std::fs::write(&counter, (failed + 1).to_string()).map_err(|e| Failure::io(&counter, e))?;
+        self.backend.set_counter(&counter, failed + 1)?;
         Ok(Some(message.to_string()))
     }
 

@@ -330,7 +330,7 @@ impl Evaluator<'_> {
                 ));
             }
         };
-        if !self.backend.exists(project, stack) {
+        if !self.backend.exists(project, stack)? {
             return Err(Failure::new(
                 1,
                 format!("unknown stack \"organization/{project}/{stack}\""),
