@@ -300,3 +300,94 @@ fn state_in_the_ledger_needs_a_ledger_server() {
       hint: add `state = "ledger"` to mara.toml first (docs/commands.md, "State in the ledger")
     "#);
 }
+
+/// Every file under `root` whose bytes hold `secret`.
+fn files_holding(root: &Path, secret: &str) -> Vec<PathBuf> {
+    common::tree(root)
+        .into_iter()
+        .filter_map(|(path, bytes)| {
+            let bytes = bytes?;
+            String::from_utf8_lossy(&bytes)
+                .contains(secret)
+                .then_some(path)
+        })
+        .collect()
+}
+
+#[test]
+fn pulumi_stacks_move_from_the_file_backend_into_the_ledger_with_a_password_only_in_pgpassword() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    server.url("platform");
+    let password = "s3cret-ledger-pw";
+    server.role_with_password("alice", password);
+    server.sql("postgres", "ALTER DATABASE platform OWNER TO alice");
+    let url = format!(
+        "postgres://alice:{password}@127.0.0.1:{}/platform?sslmode=disable",
+        server.port
+    );
+    let copy = common::Deployment::of("mara-local");
+    let run = |args: &[&str]| {
+        let output = copy
+            .mara()
+            .env("MARA_LEDGER_URL", &url)
+            .args(args)
+            .output()
+            .unwrap();
+        let code = output.status.code().unwrap_or(-1);
+        (code, common::stdout(&output), common::stderr(&output))
+    };
+    // Deployed with the example's file backend, the team's ledger recording it.
+    let (code, _, err) = run(&["up", "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    let toml = copy.root().join("mara.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("{text}state = \"ledger\"\n")).unwrap();
+    let env_file = copy.root().join("config/pulumi/environment");
+    let with_backend = std::fs::read_to_string(&env_file).unwrap();
+    let without: String = (with_backend.lines())
+        .filter(|l| !l.starts_with("PULUMI_BACKEND_URL="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+
+    // Without the environment's backend and before a migration, nothing runs: the ledger saw
+    // the stacks in the file backend.
+    std::fs::write(&env_file, &without).unwrap();
+    let (code, _, err) = run(&["up", "--yes"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("the ledger records stack dev of infrastructure/local/cluster, infrastructure/local/registry"), "{err}");
+    assert!(err.contains(".mara/pulumi-state"), "{err}");
+
+    // The migration reads them where the environment file says.
+    std::fs::write(&env_file, &with_backend).unwrap();
+    let (code, out, err) = run(&["state", "migrate"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.matches(": moved stack dev in file://").count(),
+        14,
+        "{out}"
+    );
+    assert!(out.contains("PULUMI_BACKEND_URL is set"), "{out}");
+    let stacks = server.sql(
+        "platform",
+        "SELECT count(*) FROM pulumi_state WHERE key LIKE '%/.pulumi/stacks/%/dev.json'",
+    );
+    assert_eq!(stacks.trim(), "14");
+
+    // Kept in the server from now on: nothing changes, the file backend is not read.
+    std::fs::write(&env_file, &without).unwrap();
+    let state_dir = copy.root().join(".mara/pulumi-state");
+    std::fs::rename(&state_dir, copy.root().join("old-state")).unwrap();
+    let (code, out, err) = run(&["preview", "--expect-no-changes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = run(&["up", "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!state_dir.exists());
+
+    // The password went to the engines in PGPASSWORD: no file holds it, no argv.
+    assert_eq!(files_holding(copy.root(), password), Vec::<PathBuf>::new());
+    for call in copy.calls() {
+        assert!(!call["argv"].to_string().contains(password), "{call}");
+    }
+}

@@ -47,9 +47,13 @@ fn migrate(settings: &Settings, deployment: &Deployment, from: Option<String>) -
     let mut ledger = Opener::new(ledger::place(workspace, &settings.env)?);
     refuse_while_locked(&mut ledger, stack.name.as_str())?;
     // The ledger's server whatever the environment names: that is what the state leaves.
-    let server =
-        crate::deployment::state::server(workspace, &mut ledger, &settings.env, &BTreeMap::new())?
-            .expect("`state = \"ledger\"` was checked");
+    let server = crate::deployment::state::server(
+        (workspace, &[]),
+        &mut ledger,
+        &settings.env,
+        &BTreeMap::new(),
+    )?
+    .expect("`state = \"ledger\"` was checked");
     let env = crate::run::prepare::engine_env_in(workspace, &all);
     let config = (files.config.clone())
         .unwrap_or_else(|| StackConfigFile::Missing(workspace.stack_config_file(&stack.name)));

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::engine::state::StateServer;
+use crate::engine::EngineKind;
+use crate::engine::state::{Shared, StateServer};
 use crate::error::{Error, Problem, Result};
 use crate::ledger::{Opener, Place};
 use crate::workspace::Workspace;
@@ -45,15 +46,16 @@ pub fn for_command(
         return Ok(None);
     }
     let mut ledger = Opener::new(crate::ledger::place(workspace, process)?);
-    server(workspace, &mut ledger, process, env)
+    server((workspace, &[]), &mut ledger, process, env)
 }
 
 /// The ledger's server as the engines reach it, when the workspace keeps their state there:
 /// its URL for them (TLS as mara's own connection to it, `ledger` connected here), the
 /// password (from the ledger's URL or `PGPASSWORD` in `process`, as mara's own connection
 /// takes it), and the names the run's environment `env` sets (a backend named there wins).
+/// What the backends of `engines` make on first use is made first, once.
 pub fn server(
-    workspace: &Workspace,
+    (workspace, engines): (&Workspace, &[EngineKind]),
     ledger: &mut Opener,
     process: &BTreeMap<String, String>,
     env: &BTreeMap<String, String>,
@@ -70,6 +72,19 @@ pub fn server(
     };
     let for_engines = crate::workspace::ledger_url::for_engines(&url, over_tls)
         .map_err(|reason| Error::config(Problem::new(reason)))?;
+    let shared: Vec<Shared> = (engines.iter())
+        .flat_map(|e| e.shared_in_server().iter().copied())
+        .collect();
+    if !shared.is_empty() {
+        ledger.writable()?.make_for_engines(&shared).map_err(|error| {
+            let names: Vec<&str> = shared.iter().map(|s| s.name).collect();
+            let problem = Problem::new(format!(
+                "cannot make what the engines keep their state in on the ledger's server ({}): {error}",
+                names.join(", ")
+            ));
+            Error::config(problem.hint("the ledger's user needs CREATE on the database's schema for the first run (docs/commands.md, \"State in the ledger\")"))
+        })?;
+    }
     Ok(Some(StateServer {
         url: for_engines,
         password: ledger.place().password(process).into_iter().next(),

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::state::{InServer, Migration, StateServer};
+use super::state::{InServer, Migration, Shared, StateServer};
 use super::{
     ApprovalSteps, Changes, Engines, Operation, PlannedOutputs, ResourceDiff, StateVersion, Step,
     Target,
@@ -223,6 +223,12 @@ pub trait Engine: Send + Sync + 'static {
         (_scratch, _from): (&Path, Option<&str>),
     ) -> Option<Migration> {
         None
+    }
+
+    /// What its backend makes in the ledger's server on first use that all its projects share
+    /// (`state = "ledger"`): mara makes it first, once.
+    fn shared_in_server(&self) -> &'static [Shared] {
+        &[]
     }
 
     /// Whether what a migration's `found` or `taken` step printed says there is a state of

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::state::{InServer, Migration, StateServer};
+use super::state::{InServer, Migration, Shared, StateServer};
 use super::{Changes, Operation, Step, StepKind, changes_summary};
 
 /// Pulumi's message when another update holds the stack (DIY backends and Pulumi Cloud).
@@ -319,6 +319,21 @@ impl super::Engine for PulumiEngine {
 
     fn holds_state(&self, stdout: &str, stack: &str) -> bool {
         stack_names(stdout).is_some_and(|names| names.iter().any(|n| n == stack))
+    }
+
+    /// The table and index of its `postgres://` backend, as Pulumi makes them
+    /// (`pkg/backend/diy/postgres/schema.sql`).
+    fn shared_in_server(&self) -> &'static [Shared] {
+        &[
+            Shared {
+                name: "pulumi_state",
+                make: "CREATE TABLE IF NOT EXISTS pulumi_state (key TEXT PRIMARY KEY, data JSON NOT NULL, updated_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT now())",
+            },
+            Shared {
+                name: "pulumi_state_key_prefix_idx",
+                make: "CREATE INDEX IF NOT EXISTS pulumi_state_key_prefix_idx ON pulumi_state (key text_pattern_ops)",
+            },
+        ]
     }
 
     /// Pulumi's DIY `postgres://` backend, in its table `pulumi_state` (Pulumi's default, so

@@ -70,6 +70,17 @@ pub fn keep(
     }
 }
 
+/// What an engine's backend makes in the server on its first use, shared by all its projects (a
+/// table, a sequence): mara makes it first, once, before projects run side by side — two first
+/// uses at once collide, PostgreSQL's `CREATE … IF NOT EXISTS` not being safe against itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shared {
+    /// Its name, as PostgreSQL's `to_regclass` finds it.
+    pub name: &'static str,
+    /// The statement its engine makes it with, as the engine writes it.
+    pub make: &'static str,
+}
+
 /// How one project keeps its state in the server: the variables its steps get, and a file its
 /// engine reads that mara writes before a step runs (Terraform's backend block).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

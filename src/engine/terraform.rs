@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::state::{Generated, InServer, Migration, StateServer};
+use super::state::{Generated, InServer, Migration, Shared, StateServer};
 use super::{Changes, Missing, Operation, Repair, Step, StepKind, changes_summary};
 
 /// Terraform's message when another run holds the state lock.
@@ -602,6 +602,15 @@ impl super::Engine for TerraformEngine {
             taken,
             moves: vec![keep(migrate, in_server.file.clone())],
         })
+    }
+
+    /// The sequence every module's `states` table numbers its rows from, as the `pg` backend
+    /// makes it (its schemas and tables are each module's own).
+    fn shared_in_server(&self) -> &'static [Shared] {
+        &[Shared {
+            name: "public.global_states_id_seq",
+            make: "CREATE SEQUENCE IF NOT EXISTS public.global_states_id_seq AS bigint",
+        }]
     }
 
     /// A state pulled (`state pull`) that holds resources or outputs; an empty one (a workspace

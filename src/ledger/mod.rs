@@ -562,6 +562,13 @@ pub trait Ledger: Send {
     /// otherwise they are only in the log files of the machine that ran.
     fn stores_logs(&self) -> bool;
 
+    /// Makes what of `shared` its server does not have yet (`state = "ledger"`: what the
+    /// engines' backends make on first use), one maker at a time; the names made.
+    fn make_for_engines(
+        &mut self,
+        shared: &[crate::engine::state::Shared],
+    ) -> Result<Vec<&'static str>>;
+
     /// Whether its connection is over TLS: the engines that keep their state on its server
     /// (`state = "ledger"`) connect as it did.
     fn over_tls(&self) -> Result<bool>;

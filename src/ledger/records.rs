@@ -13,6 +13,7 @@ use super::writes::{self, Entry};
 use super::{
     Begun, History, Holder, ImageRecord, Ledger, ProjectRecord, RunRecord, RunStart, whoami,
 };
+use crate::engine::state::Shared;
 use crate::engine::{Changes, Operation};
 use crate::error::{Error, Problem, Result};
 use crate::status::{ProjectStatus, RunStatus};
@@ -401,6 +402,44 @@ impl<S: Store> Ledger for Records<S> {
 
     fn over_tls(&self) -> Result<bool> {
         self.store.over_tls()
+    }
+
+    fn make_for_engines(&mut self, shared: &[Shared]) -> Result<Vec<&'static str>> {
+        let missing = |tx: &mut dyn Tx, name: &'static str| -> Result<bool> {
+            let rows = tx.query(
+                "SELECT CASE WHEN to_regclass($1) IS NULL THEN 1 ELSE 0 END",
+                &[name.into()],
+            )?;
+            Ok(rows.first().and_then(|r| r.int(0).ok()) == Some(1))
+        };
+        // Checked first without a transaction: a user that may not create (a team's runner)
+        // finds them there.
+        let mut wanted = Vec::new();
+        for one in shared {
+            let rows = self.store.query(
+                "SELECT CASE WHEN to_regclass($1) IS NULL THEN 1 ELSE 0 END",
+                &[one.name.into()],
+            )?;
+            if rows.first().and_then(|r| r.int(0).ok()) == Some(1) {
+                wanted.push(*one);
+            }
+        }
+        let mut made = Vec::new();
+        if wanted.is_empty() {
+            return Ok(made);
+        }
+        // One maker at a time, as the stack's lock is decided.
+        self.store.transaction(Some(" engines' state"), &mut |tx| {
+            made.clear();
+            for one in &wanted {
+                if missing(tx, one.name)? {
+                    tx.execute(one.make, &[])?;
+                    made.push(one.name);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(made)
     }
 
     fn append_logs(&mut self, run_id: &str, lines: &[(String, String)]) -> Result<()> {

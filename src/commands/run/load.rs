@@ -419,7 +419,19 @@ impl Invocation<'_> {
                     ledger.existing()?;
                 }
                 let env = &loaded.with_secrets;
-                deployment::state::server(workspace, &mut ledger, &self.settings.env, env)?
+                let selected = &loaded.selected;
+                let mut engines: Vec<_> = (selected.order().iter())
+                    .map(|&i| {
+                        selected
+                            .graph
+                            .project(i)
+                            .engine_or(workspace.settings.engine)
+                    })
+                    .collect();
+                engines.sort();
+                engines.dedup();
+                let on = (workspace, &engines[..]);
+                deployment::state::server(on, &mut ledger, &self.settings.env, env)?
             }
         };
         Ok(Some(ledger))
