@@ -1820,3 +1820,87 @@ fn a_fanned_out_drift_check_leaves_its_verdict_to_the_close() {
         "checked after one not there: {report:#}"
     );
 }
+
+/// The one-PostgreSQL setup (docs/commands.md, "State in the ledger"): the example workspace
+/// with `state = "ledger"` and no state backend of its own, its GitLab pipeline run twice on one
+/// runner — each job on a clean copy, the runner's home kept — with the team's ledger (a
+/// password role) holding the runs and every stack. The second run deploys nothing new.
+#[test]
+fn the_example_pipeline_keeps_its_state_in_the_ledger_and_runs_twice_on_one_runner() {
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    let Some(server) = Server::start() else {
+        return;
+    };
+    server.url("team");
+    let password = "pipeline-pw-7f3";
+    server.role_with_password("runner", password);
+    server.sql("postgres", "ALTER DATABASE team OWNER TO runner");
+    let url = format!(
+        "postgres://runner:{password}@127.0.0.1:{}/team?sslmode=disable",
+        server.port
+    );
+    let copy = Deployment::of("mara-local");
+    let toml = copy.root().join("mara.toml");
+    let settings = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("{settings}state = \"ledger\"\n")).unwrap();
+    let env_file = copy.root().join("config/pulumi/environment");
+    let env: String = (std::fs::read_to_string(&env_file).unwrap().lines())
+        .filter(|l| !l.starts_with("PULUMI_BACKEND_URL="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&env_file, env).unwrap();
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &["ci", "generate", "gitlab", "--file", ".gitlab-ci.yml"],
+    );
+    assert_eq!(code, 0, "{err}");
+    commit_all(copy.root(), true, "the workspace, its state in the ledger");
+
+    let variables = [format!("MARA_LEDGER_URL={url}")];
+    for round in ["first", "second"] {
+        let (code, out) = gitlab_ci_local(&copy, &tools, &variables);
+        assert_eq!(code, 0, "the {round} pipeline: {out}");
+        assert!(out.contains(" PASS  mara-close"), "{out}");
+    }
+
+    // Two runs, the second with nothing to change.
+    let (code, history, err) = mara(&copy, Some(&url), &["--output", "json", "history"]);
+    assert_eq!(code, 0, "{err}");
+    let runs: Value = serde_json::from_str(&history).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    assert!(runs.iter().all(|r| r["status"] == "succeeded"), "{runs:#?}");
+    let (code, status, err) = mara(&copy, Some(&url), &["--output", "json", "status"]);
+    assert_eq!(code, 0, "{err}");
+    let status: Value = serde_json::from_str(&status).unwrap();
+    let projects = status[0]["projects"].as_array().unwrap();
+    assert_eq!(projects.len(), 14);
+    assert!(
+        projects.iter().all(|p| p["status"] == "unchanged"),
+        "the second pipeline changed something: {status:#}"
+    );
+    // Every stack in the server's table, no state backend in the workspace or any job's copy.
+    let stacks = server.sql(
+        "team",
+        "SELECT count(*) FROM pulumi_state WHERE key LIKE '%/.pulumi/stacks/%/dev.json'",
+    );
+    assert_eq!(stacks.trim(), "14");
+    let trees = common::tree(copy.root());
+    let backends: Vec<&PathBuf> = (trees.keys())
+        .filter(|p| p.ends_with(".pulumi/meta.yaml"))
+        .collect();
+    assert!(backends.is_empty(), "{backends:?}");
+    // The password reached the engines in PGPASSWORD alone: in no file, log or argv.
+    let holding: Vec<&PathBuf> = (trees.iter())
+        .filter(|(_, bytes)| {
+            bytes
+                .as_ref()
+                .is_some_and(|b| String::from_utf8_lossy(b).contains(password))
+        })
+        .map(|(path, _)| path)
+        .collect();
+    assert!(holding.is_empty(), "{holding:?}");
+}
