@@ -183,7 +183,7 @@ pub enum Command {
         command: Option<LedgerCommand>,
     },
 
-    /// Where the engines keep the projects' state: `migrate` moves it into the ledger's server
+    /// The projects' state; `migrate` moves it into the ledger's server
     #[command(
         subcommand,
         after_help = "`state = \"ledger\"` in mara.toml keeps the state of every project that names no backend of its own in the ledger's PostgreSQL server (docs/commands.md, \"State in the ledger\")."

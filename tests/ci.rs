@@ -1851,6 +1851,12 @@ fn the_example_pipeline_keeps_its_state_in_the_ledger_and_runs_twice_on_one_runn
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(&env_file, env).unwrap();
+    // The cluster's kubeconfig merged into the runner's own (its home is kept): the second
+    // pipeline's job is a fresh copy with no `.mara`, and must know the entries for its own.
+    let provider = copy.root().join("providers/local.toml");
+    let text = std::fs::read_to_string(&provider).unwrap();
+    assert!(text.contains("merge = false\n"), "{text}");
+    std::fs::write(&provider, text.replace("merge = false\n", "merge = true\n")).unwrap();
     let (code, _, err) = mara(
         &copy,
         None,
@@ -1858,6 +1864,9 @@ fn the_example_pipeline_keeps_its_state_in_the_ledger_and_runs_twice_on_one_runn
     );
     assert_eq!(code, 0, "{err}");
     commit_all(copy.root(), true, "the workspace, its state in the ledger");
+    // As a runner's clone has it: the job token in the remote's URL.
+    let remote = "https://gitlab-ci-token:glcbt-secret-9q@GitLab.example.com/team/platform.git";
+    git(copy.root(), &["remote", "add", "origin", remote]);
 
     let variables = [format!("MARA_LEDGER_URL={url}")];
     for round in ["first", "second"] {
@@ -1903,4 +1912,12 @@ fn the_example_pipeline_keeps_its_state_in_the_ledger_and_runs_twice_on_one_runn
         .map(|(path, _)| path)
         .collect();
     assert!(holding.is_empty(), "{holding:?}");
+    // mara's entries in the runner's kubeconfig, marked as the repository's (no token).
+    let kubeconfig = std::fs::read_to_string(copy.root().join("home/.kube/config")).unwrap();
+    assert!(kubeconfig.contains("name: mara-dev"), "{kubeconfig}");
+    assert!(
+        kubeconfig.contains("workspace: gitlab.example.com/team/platform"),
+        "{kubeconfig}"
+    );
+    assert!(!kubeconfig.contains("glcbt-secret-9q"), "{kubeconfig}");
 }

@@ -91,6 +91,39 @@ fn an_unknown_key_in_mara_toml_is_refused() {
 }
 
 #[test]
+fn a_bad_id_in_mara_toml_is_refused_with_its_line_among_the_others() {
+    let long = "x".repeat(201);
+    let ws = Workspace::new(&[("mara.toml", "id = \"\"\nparallel = 0\n")]);
+    let output = ws
+        .mara()
+        .args(["show-execution", "-p", "aws"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    insta::assert_snapshot!("bad_mara_toml_id", stderr(&output));
+    for (id, said) in [
+        (
+            long.as_str(),
+            "`id`: is 201 characters long, and an id has at most 200",
+        ),
+        (
+            "a\\tb",
+            "`id`: must be printable text on one line, and it holds \\t",
+        ),
+    ] {
+        let ws = Workspace::new(&[("mara.toml", &format!("parallel = 2\nid = \"{id}\"\n"))]);
+        let output = ws
+            .mara()
+            .args(["show-execution", "-p", "aws"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(3));
+        let err = stderr(&output);
+        assert!(err.contains(&format!("mara.toml:2: {said}")), "{err}");
+    }
+}
+
+#[test]
 fn several_mistakes_in_one_provider_file_are_reported_together() {
     let ws = with_provider(
         r#"description = "several"

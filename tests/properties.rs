@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use mara::engine::{EngineKind, Operation, Reader};
-use mara::run::kubeconfig::{merge, unmerge};
+use mara::run::kubeconfig::{Owner, merge, unmerge};
 use mara::run::redact::Redactor;
+use mara::workspace::identity::{Identity, Source};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -121,7 +122,8 @@ proptest! {
         if let Some(current) = &current {
             existing["current-context"] = json!(current);
         }
-        let Ok((merged, record)) = merge(Some(existing.clone()), &new, &stack, None) else {
+        let owner = Owner::new(Identity::named("gitlab.example.com/g/p", Source::Remote), &stack);
+        let Ok((merged, done)) = merge(Some(existing.clone()), &new, &owner) else {
             // Refused: it had an entry of mara's names that mara did not write.
             return Ok(());
         };
@@ -131,8 +133,8 @@ proptest! {
                 prop_assert!(kept, "{section} lost {entry}");
             }
         }
-        let (back, changed) = unmerge(merged, &record);
-        prop_assert!(changed.is_empty());
+        let (back, unmerged) = unmerge(merged, &owner, done.link().as_ref());
+        prop_assert!(unmerged.kept.is_empty());
         for section in ["clusters", "contexts", "users"] {
             let before = existing[section].as_array().cloned().unwrap_or_default();
             let after = back[section].as_array().cloned().unwrap_or_default();

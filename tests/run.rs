@@ -1371,7 +1371,8 @@ fn merged_kubeconfigs_never_clobber_and_two_stacks_coexist() {
         std::fs::read_to_string(kube.with_file_name("config.mara.bak")).unwrap(),
         users_own
     );
-    // An entry of mara's name that mara did not write is never replaced.
+    // An entry of mara's name that mara did not write for the stack is never replaced: here,
+    // prod's renamed, its mark naming prod still.
     let foreign = std::fs::read_to_string(&kube)
         .unwrap()
         .replace("mara-prod", "mara-stage");
@@ -1389,7 +1390,7 @@ fn merged_kubeconfigs_never_clobber_and_two_stacks_coexist() {
     assert_eq!(output.status.code(), Some(1));
     assert!(
         common::stdout(&output)
-            .contains("already has a cluster `mara-stage` that mara did not write"),
+            .contains("already has a cluster `mara-stage` that mara did not write for this stack: it is stack `prod`'s, of this workspace"),
         "{}",
         common::stdout(&output)
     );

@@ -191,6 +191,7 @@ after = ["net"]
                 stack: root.join(".mara/kube/dev.yaml"),
                 root: root.to_path_buf(),
                 stack_name: "dev".into(),
+                id: None,
             },
             unlock: "mara unlock --engine".into(),
             inputs: Default::default(),

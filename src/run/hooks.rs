@@ -39,7 +39,7 @@ pub fn run(
         (Hook::Kubeconfig { output, merge }, Operation::Up) => {
             kubeconfig::write(files, env, outputs, output, *merge).map(Work::Done)
         }
-        (Hook::Kubeconfig { .. }, _) => kubeconfig::remove(files).map(Work::Done),
+        (Hook::Kubeconfig { .. }, _) => kubeconfig::remove(files, env).map(Work::Done),
         (Hook::Command { run }, _) => Ok(Work::Process {
             step: Box::new(command::hook_step(run, cwd, context, outputs)),
             what: format!("the hook `{run}`"),

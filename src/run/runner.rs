@@ -311,6 +311,7 @@ mod tests {
                 stack: root.join("kube/dev.yaml"),
                 root: root.to_path_buf(),
                 stack_name: "dev".into(),
+                id: None,
             },
             unlock: "mara unlock --engine".into(),
             inputs: Default::default(),

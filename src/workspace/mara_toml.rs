@@ -10,9 +10,14 @@ use super::budgets::{Checked, RawRetry, Retry};
 use crate::engine::EngineKind;
 use crate::error::{Error, Location, Problem, Result};
 
+/// The longest `id` mara.toml may give: it is written into every entry mara merges.
+const ID_LIMIT: usize = 200;
+
 /// The workspace settings with every default applied. Paths are relative to the workspace root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspaceSettings {
+    /// `id`: the workspace's identity, which every copy of it shares (`workspace::identity`).
+    pub id: Option<String>,
     pub projects_dir: String,
     pub config_dir: String,
     pub providers_dir: String,
@@ -54,6 +59,7 @@ pub struct PulumiSettings {
 impl Default for WorkspaceSettings {
     fn default() -> Self {
         WorkspaceSettings {
+            id: None,
             projects_dir: ".".into(),
             config_dir: "config/pulumi".into(),
             providers_dir: "providers".into(),
@@ -78,6 +84,7 @@ impl Default for WorkspaceSettings {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawMaraToml {
+    id: Option<Spanned<String>>,
     projects_dir: Option<Spanned<String>>,
     config_dir: Option<Spanned<String>>,
     providers_dir: Option<Spanned<String>>,
@@ -108,6 +115,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
     let raw: RawMaraToml =
         toml::from_str(text).map_err(|e| Error::config(toml_problem(path, text, &e)))?;
     let RawMaraToml {
+        id,
         projects_dir,
         config_dir,
         providers_dir,
@@ -129,6 +137,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         text,
         problems: Vec::new(),
     };
+    let id = read.id(id);
     let projects_dir = read.dir("projects_dir", projects_dir, defaults.projects_dir);
     let config_dir = read.dir("config_dir", config_dir, defaults.config_dir);
     let providers_dir = read.dir("providers_dir", providers_dir, defaults.providers_dir);
@@ -152,6 +161,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         return Err(Error::Problems(problems));
     }
     Ok(WorkspaceSettings {
+        id,
         projects_dir,
         config_dir,
         providers_dir,
@@ -179,6 +189,36 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn at<T>(&self, value: &Spanned<T>) -> Location {
         Location::at_offset(self.path, self.text, value.span().start)
+    }
+
+    /// `id`: the name every copy of the workspace marks its kubeconfig entries with — a line of
+    /// printable text, at most 200 characters.
+    fn id(&mut self, value: Option<Spanned<String>>) -> Option<String> {
+        let value = value?;
+        let text = value.get_ref();
+        let problem = if text.trim().is_empty() {
+            Some("must name the workspace (every copy of it shares it), not be empty".to_string())
+        } else if let Some(bad) = text.chars().find(|c| c.is_control()) {
+            Some(format!(
+                "must be printable text on one line, and it holds {}",
+                bad.escape_default()
+            ))
+        } else if text.chars().count() > ID_LIMIT {
+            Some(format!(
+                "is {} characters long, and an id has at most {ID_LIMIT}",
+                text.chars().count()
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(message) => {
+                self.problems
+                    .push(Problem::new(message).at(self.at(&value)).subject("`id`"));
+                None
+            }
+            None => Some(value.into_inner()),
+        }
     }
 
     /// A directory `key`: relative and inside the workspace, and so must its default be.
@@ -501,6 +541,41 @@ secrets_provider = "passphrase"
         assert!(!err.to_string().contains("hunter2"), "{err}");
         let err = parse(Path::new("mara.toml"), "ledger = \"mysql://db\"\n").unwrap_err();
         assert!(err.problems()[0].message.contains("PostgreSQL URL"));
+    }
+
+    #[test]
+    fn an_id_is_one_printable_line_of_at_most_200_characters() {
+        let settings = parse(Path::new("mara.toml"), "id = \"shop platform\"\n").unwrap();
+        assert_eq!(settings.id.as_deref(), Some("shop platform"));
+        let long = "x".repeat(201);
+        for (text, said) in [
+            ("id = \"\"\n".to_string(), "must name the workspace"),
+            ("id = \"  \"\n".to_string(), "must name the workspace"),
+            (
+                "id = \"a\\nb\"\n".to_string(),
+                "printable text on one line, and it holds \\n",
+            ),
+            ("id = \"a\\u0007\"\n".to_string(), "printable text"),
+            (
+                format!("id = \"{long}\"\n"),
+                "201 characters long, and an id has at most 200",
+            ),
+        ] {
+            let text = format!("parallel = 2\n{text}");
+            let err = parse(Path::new("mara.toml"), &text).unwrap_err();
+            let problem = err.problems()[0].to_string();
+            assert!(problem.starts_with("mara.toml:2: `id`: "), "{problem}");
+            assert!(problem.contains(said), "{problem}");
+        }
+        let err = parse(Path::new("mara.toml"), "id = 42\n").unwrap_err();
+        assert!(err.to_string().contains("`id`"), "{err}");
+        assert!(
+            parse(
+                Path::new("mara.toml"),
+                &format!("id = \"{}\"\n", "é".repeat(200))
+            )
+            .is_ok()
+        );
     }
 
     #[test]

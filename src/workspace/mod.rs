@@ -6,6 +6,7 @@
 pub mod budgets;
 pub mod config_path;
 pub mod envfile;
+pub mod identity;
 pub mod kubeconfig;
 pub mod ledger_url;
 pub mod mara_toml;
@@ -83,6 +84,12 @@ impl Workspace {
             settings,
         };
         (workspace, error)
+    }
+
+    /// Which workspace this is, as every copy of it says it (`identity`): mara.toml's `id`,
+    /// else its git remote and path inside the repository, else its directory.
+    pub fn identity(&self) -> std::result::Result<identity::Identity, String> {
+        identity::identify(&self.root, self.settings.id.as_deref())
     }
 
     /// `relative` (a setting of mara.toml) under the root, without `.` components: paths in logs

@@ -409,15 +409,9 @@ pub fn delete(settings: &Settings, yes: bool) -> Result<()> {
 /// of the projects deployed on it is said, with how to recover.
 fn gone(settings: &Settings, local: &Local) -> Result<()> {
     let stack = local.target.stack.name.to_string();
-    let files = crate::run::kubeconfig::Files {
-        stack: local
-            .target
-            .workspace
-            .kubeconfig_file(&local.target.stack.name),
-        root: local.target.workspace.root.clone(),
-        stack_name: stack.clone(),
-    };
-    let removed = crate::run::kubeconfig::remove(&files)
+    let files =
+        crate::run::kubeconfig::Files::of(&local.target.workspace, &local.target.stack.name);
+    let removed = crate::run::kubeconfig::remove(&files, &local.target.env)
         .map_err(|e| Error::config(Problem::new(e).subject("the stack's kubeconfig")))?;
     let stale = deployed_on_cluster(settings, local)?;
     let mut text = format!(
@@ -467,11 +461,9 @@ pub fn status(settings: &Settings) -> Result<()> {
         &local.target.env,
     );
     let exists = choice.file.is_file();
-    let written = local
-        .target
-        .workspace
-        .kubeconfig_file(&local.target.stack.name);
-    let merged = crate::run::kubeconfig::merged_for(&written);
+    let files =
+        crate::run::kubeconfig::Files::of(&local.target.workspace, &local.target.stack.name);
+    let merged = crate::run::kubeconfig::merged_for(&files, &local.target.env);
     if settings.output == OutputFormat::Json {
         return local.say(
             settings,

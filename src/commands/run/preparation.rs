@@ -73,11 +73,7 @@ impl Invocation<'_> {
         let context = Context {
             redactor,
             env,
-            kubeconfig: kubeconfig::Files {
-                stack: workspace.kubeconfig_file(&planner.stack.name),
-                root: workspace.root.clone(),
-                stack_name: planner.stack.name.to_string(),
-            },
+            kubeconfig: kubeconfig::Files::of(workspace, &planner.stack.name),
             unlock: settings.again("unlock --engine"),
             inputs: std::sync::Arc::new(crate::run::inputs::Values::new(prepared.inputs.clone())),
         };

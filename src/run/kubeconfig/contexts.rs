@@ -5,7 +5,10 @@
 //! whose merge came after it — whatever order stacks, and workspaces, are destroyed in.
 //!
 //! The chain is `.<file>.mara-contexts.json` in the kubeconfig's directory, private, read and
-//! written only under the kubeconfig's lock.
+//! written only under the kubeconfig's lock. A stack is keyed by its owner, `<stack>@<workspace>`
+//! (`mark::Owner::key`): the same for every copy of the workspace, so that a cleaned workspace or
+//! a second clone gives back the right context. Before issue 42 a stack was keyed by the absolute
+//! path of its record in `.mara`; such a link is taken over (`claim`) by the owner it matches.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,7 +22,7 @@ pub struct Link {
     pub previous: Option<String>,
 }
 
-/// Every stack merged into one kubeconfig, by its owner (the record of the workspace's stack).
+/// Every stack merged into one kubeconfig, by its owner (`<stack>@<workspace>`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Chain {
     pub stacks: BTreeMap<String, Link>,
@@ -37,6 +40,23 @@ impl Chain {
         link
     }
 
+    /// `key`'s link, when it has none, from the first other key `was_it` says is the same
+    /// owner's (an alias of its workspace, or a key from before issue 42). Whether it changed.
+    pub fn claim(&mut self, key: &str, was_it: impl Fn(&str, &Link) -> bool) -> bool {
+        if self.stacks.contains_key(key) {
+            return false;
+        }
+        let Some(old) = (self.stacks.iter())
+            .find(|(k, link)| was_it(k, link))
+            .map(|(k, _)| k.clone())
+        else {
+            return false;
+        };
+        let link = self.stacks.remove(&old).expect("the link found");
+        self.stacks.insert(key.to_string(), link);
+        true
+    }
+
     /// `owner` taken out: its link, and every other stack that would give back its context
     /// gives back the one current before it instead.
     pub fn removed(&mut self, owner: &str) -> Option<Link> {
@@ -48,6 +68,12 @@ impl Chain {
         }
         Some(link)
     }
+}
+
+/// Whether `key` is one from before issue 42: the absolute path of a stack's record,
+/// `<state_dir>/kube/<stack>.merged.json`.
+pub fn keyed_by_record(key: &str) -> bool {
+    key.starts_with('/') && key.ends_with(".merged.json")
 }
 
 /// The chain of the kubeconfig at `real` (its symlinks followed).
@@ -115,5 +141,20 @@ mod tests {
             assert_eq!(current.as_deref(), Some("prod"), "{order:?}");
             assert!(chain.stacks.is_empty());
         }
+    }
+
+    #[test]
+    fn a_link_keyed_the_old_way_is_taken_over_once() {
+        let mut chain = Chain::default();
+        let old = "/home/u/shop/.mara/kube/dev.merged.json";
+        chain.merged(old, "mara-dev", Some("prod".into()));
+        chain.merged("qa@shop", "mara-qa", Some("mara-dev".into()));
+        let was_it = |k: &str, _: &Link| k == old;
+        assert!(chain.claim("dev@shop", was_it));
+        assert_eq!(chain.stacks["dev@shop"].previous.as_deref(), Some("prod"));
+        assert!(!chain.stacks.contains_key(old));
+        assert!(!chain.claim("dev@shop", |_, _| true), "it has its own");
+        assert!(!chain.claim("x@shop", |_, _| false));
+        assert!(keyed_by_record(old) && !keyed_by_record("dev@shop"));
     }
 }

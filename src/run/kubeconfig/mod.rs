@@ -6,15 +6,29 @@
 //! Merged into the user's kubeconfig (the first path of `KUBECONFIG`, else `~/.kube/config`), its
 //! entries get names of their own — `mara-<stack>`, or `mara-<stack>-<name>` when a section holds
 //! several — because engines reuse generic names (pulumi-eks: cluster `kubernetes`, user and
-//! context `aws`) that a user's own entries, or another stack's, already have. mara records what
-//! it wrote in `<state_dir>/kube/<stack>.merged.json`, never replaces an entry it did not write,
-//! and on `destroy` removes only what it wrote (unless changed since) and restores the
-//! `current-context` it found — through the chain of contexts kept beside the user's file
-//! (`contexts`), whichever workspace's stack goes first. The user's file is changed under its lock (`<file>.lock`, kubectl's
-//! convention), written atomically through a symlink to its target, with a backup of the file as
-//! it was before mara first changed it; a section it did not have is never added empty.
+//! context `aws`) that a user's own entries, or another stack's, already have.
+//!
+//! What mara merged is marked in the kubeconfig itself, not in the workspace (docs/decisions.md,
+//! "Kubeconfig ownership travels with the kubeconfig (issue 42)"): each entry carries mara's
+//! extension (`mark`), naming the workspace (`workspace::identity`: mara.toml's `id`, else its
+//! git remote, else its directory) and the stack, with a digest of the entry as mara wrote it. A
+//! second clone, a cleaned workspace or a CI runner whose home persists recognises its own
+//! entries by it. mara never replaces an entry not marked as the stack's; `up` replaces the
+//! stack's own (one changed since mara wrote it is said); `destroy` removes only the stack's own
+//! that are unchanged, and restores the `current-context` it found — through the chain of
+//! contexts kept beside the user's file (`contexts`), keyed by workspace and stack, whichever
+//! workspace's stack goes first. `<state_dir>/kube/<stack>.merged-into.json` names the file last
+//! merged into, so that an `up` with `KUBECONFIG` elsewhere, or a `destroy`, takes the entries out
+//! of it too: a note of where to look, never of what is whose. A record from before issue 42
+//! (`<stack>.merged.json`) is carried over once (`carry_over`).
+//!
+//! The user's file is changed under its lock (`<file>.lock`, kubectl's convention), written
+//! atomically through a symlink to its target, with a backup of the file as it was before mara
+//! first changed it; a section it did not have is never added empty.
 
+mod carry_over;
 mod contexts;
+mod mark;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,21 +38,38 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use self::contexts::Link;
+pub use self::mark::{Claim, EXTENSION, Mark, Owner};
 use crate::files::write_private;
+use crate::workspace::Workspace;
+use crate::workspace::identity::{self, Source};
 pub use crate::workspace::kubeconfig::{read_user as read_kubeconfig, user_kubeconfig};
+use crate::workspace::stack::StackName;
 
 /// Where the hook writes: the stack's file, and what it needs to merge into the user's.
 #[derive(Debug, Clone)]
 pub struct Files {
     /// `<state_dir>/kube/<stack>.yaml`.
     pub stack: PathBuf,
-    /// The workspace root, to name the stack's file shortly.
+    /// The workspace root, to name the stack's file shortly, and to know which workspace this is.
     pub root: PathBuf,
     /// The stack's name: the merged entries are `mara-<stack>`.
     pub stack_name: String,
+    /// mara.toml's `id`, which names the workspace in the marks of its entries.
+    pub id: Option<String>,
 }
 
 impl Files {
+    /// The hook's files for `stack` of `workspace`.
+    pub fn of(workspace: &Workspace, stack: &StackName) -> Files {
+        Files {
+            stack: workspace.kubeconfig_file(stack),
+            root: workspace.root.clone(),
+            stack_name: stack.to_string(),
+            id: workspace.settings.id.clone(),
+        }
+    }
+
     fn shown(&self, path: &Path) -> String {
         path.strip_prefix(&self.root)
             .unwrap_or(path)
@@ -46,14 +77,26 @@ impl Files {
             .to_string()
     }
 
-    /// `<state_dir>/kube/<stack>.merged.json`: what mara wrote into the user's kubeconfig.
+    /// Whose the merged entries are: this workspace, by its identity, and the stack.
+    fn owner(&self) -> Result<Owner, String> {
+        let workspace = identity::identify(&self.root, self.id.as_deref())?;
+        Ok(Owner::new(workspace, &self.stack_name))
+    }
+
+    /// `<state_dir>/kube/<stack>.merged-into.json`: the user's kubeconfig the stack was last
+    /// merged into.
+    fn merged_into(&self) -> PathBuf {
+        self.stack.with_extension("merged-into.json")
+    }
+
+    /// `<state_dir>/kube/<stack>.merged.json`: the record of a merge from before issue 42.
     fn record(&self) -> PathBuf {
         self.stack.with_extension("merged.json")
     }
 
-    /// The stack, as the chain of contexts beside a user's kubeconfig names it: its record's
-    /// path (one per workspace and stack).
-    fn owner(&self) -> String {
+    /// The stack, as the chain of contexts beside a user's kubeconfig named it before issue 42:
+    /// its record's absolute path.
+    fn record_key(&self) -> String {
         let record = self.record();
         std::path::absolute(&record)
             .unwrap_or(record)
@@ -64,17 +107,45 @@ impl Files {
 
 const SECTIONS: [&str; 3] = ["clusters", "users", "contexts"];
 
-/// What mara merged into a user's kubeconfig for one stack.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Where a stack is merged (`mara cluster status` shows it): the user's kubeconfig, and the
+/// stack's context in it.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Merged {
-    /// The user's kubeconfig it was merged into.
     pub target: PathBuf,
-    /// Each section's entries, as written, by name.
-    pub entries: BTreeMap<String, BTreeMap<String, Value>>,
-    /// The context mara made current.
     pub context: Option<String>,
-    /// The `current-context` before mara first set its own, restored when unmerging.
-    pub previous_context: Option<String>,
+}
+
+/// What merging a stack's kubeconfig into a user's did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Merge {
+    /// The stack's context: the one its first merge makes current.
+    pub context: Option<String>,
+    /// The `current-context` before, when this merge made the stack's current.
+    pub previous: Option<String>,
+    /// The names of the stack's contexts in the file.
+    pub contexts: Vec<String>,
+    /// The stack's entries that had changed since mara wrote them, replaced (`context
+    /// `mara-dev``).
+    pub replaced: Vec<String>,
+}
+
+impl Merge {
+    /// The link the chain of contexts gets for this merge.
+    pub fn link(&self) -> Option<Link> {
+        Some(Link {
+            context: self.context.clone()?,
+            previous: self.previous.clone(),
+        })
+    }
+}
+
+/// What taking a stack's entries out of a user's kubeconfig did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Unmerged {
+    /// The entries removed (`cluster `mara-dev``).
+    pub removed: Vec<String>,
+    /// The stack's entries left in place because they changed since mara wrote them.
+    pub kept: Vec<String>,
 }
 
 /// After `up`: writes the stack output `output` as the stack's kubeconfig, and with `merge` into
@@ -104,59 +175,76 @@ pub fn write(
         let Some(target) = user_kubeconfig(env) else {
             return Err("cannot merge the kubeconfig: neither KUBECONFIG nor HOME is set".into());
         };
-        let recorded = read_record(files)?;
-        // Merged elsewhere before (KUBECONFIG changed since): taken out of that file first, so
-        // that no entry of mara's is left where no record points any more.
-        if let Some(moved) = recorded.as_ref().filter(|r| r.target != target) {
-            lines.extend(take_out(files, moved, false)?);
-        }
-        // The file and the stack's record change together, under the file's lock: another
-        // stack's destroy hands its previous context on to the records it finds there, so the
-        // record is read again inside it.
-        let context = with_user_file(
-            &target,
-            |existing| {
-                let earlier = read_record(files)?.filter(|r| r.target == target);
-                let (merged, record) =
-                    self::merge(existing, &kubeconfig, &files.stack_name, earlier.as_ref())
-                        .map_err(|clash| format!("{}: {clash}", target.display()))?;
-                // Recorded before the file is written: a record that claims entries the file
-                // does not get is harmless (only entries exactly as recorded are ever removed);
-                // entries in the file that no record claims would be the user's for good.
-                let mut record = Merged {
-                    target: target.clone(),
-                    ..record
-                };
-                // The context to give back is the chain's, beside the file: another
-                // workspace's merge may have come before this one.
-                if let Some(context) = &record.context {
-                    let real = resolve_symlinks(&target);
-                    let mut chain = contexts::read(&real)?;
-                    let owner = files.owner();
-                    let previous = record.previous_context.clone();
-                    record.previous_context =
-                        chain.merged(&owner, context, previous).previous.clone();
-                    contexts::write(&real, &chain)?;
-                }
-                write_record(files, &record)?;
-                Ok((Some(merged), record.context.unwrap_or_default()))
-            },
-            Ok,
-        )?;
-        lines.push(format!(
-            "merged into {} (context {context})",
-            target.display()
-        ));
+        lines.extend(merge_into(files, &target, &kubeconfig)?);
     }
     Ok(lines)
 }
 
-/// After `destroy`: removes what `write` wrote: its entries from the user's kubeconfig (the
-/// previous `current-context` restored), and the stack's file.
-pub fn remove(files: &Files) -> Result<Vec<String>, String> {
+/// Merges the stack's `kubeconfig` into the user's `target`, under its lock, the chain of
+/// contexts beside it changed with it. The lines to show.
+fn merge_into(files: &Files, target: &Path, kubeconfig: &Value) -> Result<Vec<String>, String> {
+    let owner = files.owner()?;
+    let mut lines = carry_over::carry_over(files, &owner)?;
+    // Merged elsewhere before (KUBECONFIG changed since): taken out of that file first, so that
+    // no entry of mara's is left where mara no longer looks.
+    if let Some(moved) = read_merged_into(files)?.filter(|m| m != target) {
+        lines.extend(take_out(files, &owner, &moved)?);
+    }
+    let real = resolve_symlinks(target);
+    let merge = with_user_file(
+        target,
+        |existing| {
+            let (merged, merge) = self::merge(existing, kubeconfig, &owner)
+                .map_err(|clash| format!("{}: {clash}", target.display()))?;
+            // The context to give back is the chain's, beside the file: another workspace's
+            // merge may have come before this one.
+            if let Some(link) = merge.link() {
+                let mut chain = contexts::read(&real)?;
+                claim_link(&mut chain, files, &owner, &merge.contexts);
+                chain.merged(&owner.key(), &link.context, link.previous);
+                contexts::write(&real, &chain)?;
+            }
+            // Noted before the file is written: a note of a file that holds nothing of the
+            // stack's is harmless; a file whose entries no note points at is looked in only
+            // while `KUBECONFIG` names it.
+            write_merged_into(files, target)?;
+            Ok((Some(merged), merge))
+        },
+        Ok,
+    )?;
+    let shown = target.display();
+    for entry in &merge.replaced {
+        lines.push(format!(
+            "replaced {entry} in {shown}: it had changed since mara wrote it"
+        ));
+    }
+    let context = merge.context.unwrap_or_default();
+    lines.push(format!("merged into {shown} (context {context})"));
+    Ok(lines)
+}
+
+/// After `destroy`: removes what `write` wrote: the stack's entries from the user's kubeconfig
+/// (the previous `current-context` restored) — from the file it was last merged into and from
+/// the one `KUBECONFIG` (or HOME) names now —, and the stack's file.
+pub fn remove(files: &Files, env: &BTreeMap<String, String>) -> Result<Vec<String>, String> {
     let mut lines = Vec::new();
-    if let Some(record) = read_record(files)? {
-        lines.extend(take_out(files, &record, true)?);
+    let current = user_kubeconfig(env);
+    let look = files.record().exists()
+        || files.merged_into().exists()
+        || current.as_deref().is_some_and(touched_by_mara);
+    if look {
+        let owner = files.owner()?;
+        lines.extend(carry_over::carry_over(files, &owner)?);
+        let mut targets: Vec<PathBuf> = read_merged_into(files)?.into_iter().collect();
+        if let Some(current) = current
+            && !(targets.iter()).any(|t| resolve_symlinks(t) == resolve_symlinks(&current))
+        {
+            targets.push(current);
+        }
+        for target in &targets {
+            lines.extend(take_out(files, &owner, target)?);
+        }
+        forget_merged_into(files)?;
     }
     if files.stack.exists() {
         std::fs::remove_file(&files.stack)
@@ -166,63 +254,161 @@ pub fn remove(files: &Files) -> Result<Vec<String>, String> {
     Ok(lines)
 }
 
-/// Takes what `record` says mara merged out of the file it was merged into (each entry only if
-/// still as written), and hands its previous context on to any other stack's record that would
-/// give back this stack's context: the contexts are restored whatever order stacks go in. With
-/// `forget`, the stack's record is removed. All of it under the file's lock, so that stacks
-/// merged and removed at once see each other's records whole.
-fn take_out(files: &Files, record: &Merged, forget: bool) -> Result<Vec<String>, String> {
-    let target = &record.target;
+/// Whether mara may have merged into the user's kubeconfig `target`: it holds an entry with
+/// mara's mark, or a chain of contexts beside it. (A destroy looks in the user's file even when
+/// the stack never merged: one mara never touched is left alone, unlocked, even unreadable.)
+fn touched_by_mara(target: &Path) -> bool {
+    let marked = read_kubeconfig(target)
+        .ok()
+        .flatten()
+        .is_some_and(|config| {
+            (SECTIONS.iter()).any(|&s| {
+                section(&config, s)
+                    .iter()
+                    .any(|e| mark::mark_of(s, e).is_some())
+            })
+        });
+    marked || contexts::path(&resolve_symlinks(target)).exists()
+}
+
+/// Takes the stack's entries out of the user's `target` (each only if unchanged) and its link
+/// out of the chain of contexts beside it, which hands its previous context on to any other
+/// stack that would give back this stack's context: the contexts are restored whatever order
+/// stacks go in. All of it under the file's lock. The lines to show.
+fn take_out(files: &Files, owner: &Owner, target: &Path) -> Result<Vec<String>, String> {
     let real = resolve_symlinks(target);
-    let records = |_: &Merged, kept: Vec<String>| -> Result<Vec<String>, String> {
-        // Out of the chain: a stack merged after this one gives back what was current before.
-        let mut chain = contexts::read(&real)?;
-        if chain.removed(&files.owner()).is_some() {
-            contexts::write(&real, &chain)?;
-        }
-        if forget {
-            std::fs::remove_file(files.record())
-                .map_err(|e| format!("cannot remove {}: {e}", files.record().display()))?;
-        }
-        Ok(kept)
-    };
-    if read_kubeconfig(target)?.is_none() {
-        // The chain beside it changes under the file's lock all the same.
-        let _lock = Lock::take(&real)?;
-        records(record, Vec::new())?;
-        return Ok(Vec::new());
-    }
-    let kept = with_user_file(
+    let done = with_user_file(
         target,
         |existing| {
-            // As it is now: the context to give back is the chain's (another stack's removal,
-            // from any workspace, may have handed one on to it).
-            let fresh = read_record(files)?.filter(|r| r.target == *target);
-            let mut record = fresh.unwrap_or_else(|| record.clone());
-            if let Some(link) = contexts::read(&real)?.stacks.get(&files.owner()) {
-                record.previous_context = link.previous.clone();
-            }
-            let Some(existing) = existing else {
-                return Ok((None, (record, Vec::new())));
+            let mut chain = contexts::read(&real)?;
+            let before = chain.clone();
+            let own = existing
+                .as_ref()
+                .map_or_else(Vec::new, |c| own_names(c, owner, "contexts"));
+            claim_link(&mut chain, files, owner, &own);
+            let link = chain.stacks.get(&owner.key()).cloned();
+            let (cleaned, done) = match existing {
+                Some(existing) => {
+                    let (cleaned, done) = unmerge(existing, owner, link.as_ref());
+                    (Some(cleaned), done)
+                }
+                None => (None, Unmerged::default()),
             };
-            let (cleaned, kept) = unmerge(existing, &record);
-            Ok((Some(cleaned), (record, kept)))
+            Ok((cleaned, (chain, before, done)))
         },
-        // Only once the file is written: a record gone before the file changed would leave
-        // mara's entries there with nothing to say they are mara's.
-        |(record, kept)| records(&record, kept),
+        // Out of the chain only once the file is written: a link gone before the file changed
+        // would leave the stack's context current with nothing to give back.
+        |(mut chain, before, done)| {
+            chain.removed(&owner.key());
+            if chain != before {
+                contexts::write(&real, &chain)?;
+            }
+            Ok(done)
+        },
     )?;
-    let mut lines = vec![format!(
-        "removed the stack's entries from {}",
-        target.display()
-    )];
-    for name in kept {
+    let mut lines = Vec::new();
+    if !done.removed.is_empty() {
         lines.push(format!(
-            "left {name} in {}: it changed since mara wrote it",
+            "removed the stack's entries from {}",
+            target.display()
+        ));
+    }
+    for entry in done.kept {
+        lines.push(format!(
+            "left {entry} in {}: it changed since mara wrote it",
             target.display()
         ));
     }
     Ok(lines)
+}
+
+/// The owner's link in the chain, taken over from a key it had before: an alias of its
+/// workspace's, or (before issue 42) the path of its record — this copy's, or any whose context
+/// is one of the stack's `own` contexts in the file.
+fn claim_link(chain: &mut contexts::Chain, files: &Files, owner: &Owner, own: &[String]) {
+    let aliases = owner.alias_keys();
+    let record = files.record_key();
+    chain.claim(&owner.key(), |key, link| {
+        aliases.iter().any(|a| a == key)
+            || (contexts::keyed_by_record(key) && (key == record || own.contains(&link.context)))
+    });
+}
+
+/// The names of `owner`'s entries in one section of a kubeconfig.
+fn own_names(config: &Value, owner: &Owner, section_name: &str) -> Vec<String> {
+    section(config, section_name)
+        .iter()
+        .filter(|e| matches!(mark::claim(section_name, e, owner), Claim::Ours { .. }))
+        .filter_map(|e| e.get("name")?.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Which user's kubeconfig the stack is merged into, and its context there (`mara cluster
+/// status` shows them): the file it was last merged into, else the one `KUBECONFIG` (or HOME)
+/// names, when it holds the stack's entries; `None` otherwise.
+pub fn merged_for(files: &Files, env: &BTreeMap<String, String>) -> Option<Merged> {
+    let owner = files.owner().ok()?;
+    let noted = read_merged_into(files).ok().flatten();
+    noted
+        .into_iter()
+        .chain(user_kubeconfig(env))
+        .find_map(|target| {
+            let config = read_kubeconfig(&target).ok().flatten()?;
+            let holds = (SECTIONS.iter()).any(|s| !own_names(&config, &owner, s).is_empty());
+            let contexts = own_names(&config, &owner, "contexts");
+            let current = config.get("current-context").and_then(Value::as_str);
+            let context = (contexts.iter().find(|c| Some(c.as_str()) == current))
+                .or(contexts.first())
+                .cloned();
+            holds.then_some(Merged { target, context })
+        })
+}
+
+/// The note of where the stack was last merged.
+#[derive(Debug, Serialize, Deserialize)]
+struct MergedInto {
+    file: PathBuf,
+}
+
+/// The user's kubeconfig the stack was last merged into, as its note says.
+fn read_merged_into(files: &Files) -> Result<Option<PathBuf>, String> {
+    let path = files.merged_into();
+    match crate::files::read_to_string(&path) {
+        Ok(text) => serde_json::from_str::<MergedInto>(&text)
+            .map(|note| Some(note.file))
+            .map_err(|e| {
+                format!(
+                    "{} is not mara's note of where the stack is merged ({e}): remove it",
+                    path.display()
+                )
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+fn write_merged_into(files: &Files, target: &Path) -> Result<(), String> {
+    let path = files.merged_into();
+    let note = MergedInto {
+        file: target.to_path_buf(),
+    };
+    let text = serde_json::to_string_pretty(&note).expect("a note serializes");
+    write_private(&path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn forget_merged_into(files: &Files) -> Result<(), String> {
+    let path = files.merged_into();
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(format!("cannot remove {}: {e}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// An entry as messages name it: `cluster `mara-dev``.
+fn describe(section: &str, name: &str) -> String {
+    format!("{} `{name}`", section.trim_end_matches('s'))
 }
 
 /// The names mara gives a stack's entries of one section: `mara-<stack>` for a section of one
@@ -242,37 +428,6 @@ fn renamed(stack: &str, section: &[Value]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Merges the stack's kubeconfig `new` into `existing` under mara's names, and says what it
-/// wrote. `earlier` is what mara wrote for the stack before: its entries may be replaced, any
-/// other entry of the same name may not (the error names it).
-pub fn merge(
-    existing: Option<Value>,
-    new: &Value,
-    stack: &str,
-    earlier: Option<&Merged>,
-) -> Result<(Value, Merged), String> {
-    let mut merged = match existing {
-        Some(Value::Object(map)) => map,
-        _ => Map::from_iter([
-            ("apiVersion".into(), Value::from("v1")),
-            ("kind".into(), Value::from("Config")),
-        ]),
-    };
-    let names: Names = SECTIONS
-        .iter()
-        .map(|&s| (s, renamed(stack, &section(new, s))))
-        .collect();
-    let mut record = Merged {
-        previous_context: earlier.and_then(|e| e.previous_context.clone()),
-        ..Merged::default()
-    };
-    for section_name in SECTIONS {
-        merge_section(&mut merged, &mut record, section_name, new, &names, earlier)?;
-    }
-    make_current(&mut merged, &mut record, new, &names, earlier);
-    Ok((Value::Object(merged), record))
-}
-
 /// Each section's names in the stack's kubeconfig, and the names mara gives them (`renamed`).
 type Names<'a> = BTreeMap<&'a str, BTreeMap<String, String>>;
 
@@ -285,20 +440,53 @@ fn section(config: &Value, name: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+/// Merges the stack's kubeconfig `new` into `existing` under mara's names, each entry marked as
+/// `owner`'s, and says what it did. An entry of the same name marked as `owner`'s is replaced;
+/// any other is not, and the error says whose it is.
+pub fn merge(
+    existing: Option<Value>,
+    new: &Value,
+    owner: &Owner,
+) -> Result<(Value, Merge), String> {
+    let mut merged = match existing {
+        Some(Value::Object(map)) => map,
+        _ => Map::from_iter([
+            ("apiVersion".into(), Value::from("v1")),
+            ("kind".into(), Value::from("Config")),
+        ]),
+    };
+    let names: Names = SECTIONS
+        .iter()
+        .map(|&s| (s, renamed(&owner.stack, &section(new, s))))
+        .collect();
+    // The stack's first merge into this file: none of its entries is there yet.
+    let first = !SECTIONS.iter().any(|&s| {
+        (merged
+            .get(s)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten())
+        .any(|e| matches!(mark::claim(s, e, owner), Claim::Ours { .. }))
+    });
+    let mut merge = Merge::default();
+    for section_name in SECTIONS {
+        merge_section(&mut merged, &mut merge, section_name, new, &names, owner)?;
+    }
+    make_current(&mut merged, &mut merge, new, &names, first);
+    Ok((Value::Object(merged), merge))
+}
+
 /// The entries of one section of `new` into `merged` under mara's names (a context's cluster and
-/// user too), each written into `record`; an entry of the same name that mara did not write
-/// (`earlier` says which it did) is refused.
+/// user too), each marked as `owner`'s; an entry of the same name that is not `owner`'s is
+/// refused.
 fn merge_section(
     merged: &mut Map<String, Value>,
-    record: &mut Merged,
+    merge: &mut Merge,
     section_name: &str,
     new: &Value,
     names: &Names<'_>,
-    earlier: Option<&Merged>,
+    owner: &Owner,
 ) -> Result<(), String> {
-    let ours = |section: &str, name: &str| {
-        earlier.is_some_and(|e| e.entries.get(section).is_some_and(|s| s.contains_key(name)))
-    };
     let entries = section(new, section_name);
     if entries.is_empty() {
         return Ok(());
@@ -315,46 +503,94 @@ fn merge_section(
             continue;
         };
         let new_name = names[section_name][old_name].clone();
-        let mut entry = entry.clone();
-        entry["name"] = Value::String(new_name.clone());
-        if section_name == "contexts" {
-            for (field, target) in [("cluster", "clusters"), ("user", "users")] {
-                let referred = entry["context"][field].as_str().map(str::to_string);
-                if let Some(new_ref) = referred.and_then(|r| names[target].get(&r).cloned()) {
-                    entry["context"][field] = Value::String(new_ref);
-                }
-            }
-        }
+        let entry = mark::marked(
+            section_name,
+            &under_mara_s_names(&entry, section_name, &new_name, names),
+            owner,
+        );
         match list
             .iter_mut()
             .find(|e| e.get("name").and_then(Value::as_str) == Some(&new_name))
         {
-            Some(_) if !ours(section_name, &new_name) => {
-                let one = section_name.trim_end_matches('s');
-                return Err(format!(
-                    "it already has a {one} `{new_name}` that mara did not write: mara never replaces it; rename or remove it, then run `mara up` again"
-                ));
-            }
-            Some(existing) => *existing = entry.clone(),
-            None => list.push(entry.clone()),
+            Some(existing) => match mark::claim(section_name, existing, owner) {
+                Claim::Ours { unchanged } => {
+                    if !unchanged {
+                        merge.replaced.push(describe(section_name, &new_name));
+                    }
+                    *existing = entry;
+                }
+                claim => return Err(refusal(section_name, &new_name, &claim, owner)),
+            },
+            None => list.push(entry),
         }
-        record
-            .entries
-            .entry(section_name.to_string())
-            .or_default()
-            .insert(new_name, entry);
+        if section_name == "contexts" {
+            merge.contexts.push(new_name);
+        }
     }
     Ok(())
 }
 
-/// The context `new` makes current, under mara's name, recorded; and made current in `merged` on
-/// the stack's first merge (`earlier` is none), the one it replaces recorded to give back.
+/// An entry of the stack's kubeconfig under mara's name `new_name`, a context's cluster and user
+/// under theirs.
+fn under_mara_s_names(entry: &Value, section_name: &str, new_name: &str, names: &Names) -> Value {
+    let mut entry = entry.clone();
+    entry["name"] = Value::String(new_name.to_string());
+    if section_name == "contexts" {
+        for (field, target) in [("cluster", "clusters"), ("user", "users")] {
+            let referred = entry["context"][field].as_str().map(str::to_string);
+            if let Some(new_ref) = referred.and_then(|r| names[target].get(&r).cloned()) {
+                entry["context"][field] = Value::String(new_ref);
+            }
+        }
+    }
+    entry
+}
+
+/// Why the entry `name` of `section` is not replaced: the user's (no mark), or another stack's or
+/// workspace's, named. A workspace known by its directory only is told how every copy of it
+/// could share one name.
+fn refusal(section: &str, name: &str, claim: &Claim, owner: &Owner) -> String {
+    let one = section.trim_end_matches('s');
+    let (whose, another_workspace) = match claim {
+        Claim::Theirs(mark) if owner.workspace.answers_to(&mark.workspace) => (
+            format!(
+                " for this stack: it is stack `{}`'s, of this workspace; mara never replaces another stack's entry; rename or remove it",
+                mark.stack
+            ),
+            false,
+        ),
+        Claim::Theirs(mark) => (
+            format!(
+                " for this workspace: it is stack `{}`'s of workspace `{}`; mara never replaces another workspace's entry; destroy that stack there, or rename or remove the entry",
+                mark.stack, mark.workspace
+            ),
+            true,
+        ),
+        _ => (
+            ": mara never replaces it; rename or remove it".to_string(),
+            true,
+        ),
+    };
+    let mut message = format!(
+        "it already has a {one} `{name}` that mara did not write{whose}, then run `mara up` again"
+    );
+    if another_workspace && owner.workspace.source == Source::Directory {
+        message.push_str(&format!(
+            " (this workspace has no `id` in mara.toml and no git remote `origin`, so only its directory, {}, recognises the entries it merged: set `id = \"…\"` in mara.toml, committed, for every copy of it to share)",
+            owner.workspace.name
+        ));
+    }
+    message
+}
+
+/// The context `new` makes current, under mara's name, said; and made current in `merged` on
+/// the stack's `first` merge into the file, the one it replaces said to give back.
 fn make_current(
     merged: &mut Map<String, Value>,
-    record: &mut Merged,
+    merge: &mut Merge,
     new: &Value,
     names: &Names<'_>,
-    earlier: Option<&Merged>,
+    first: bool,
 ) {
     let wanted = new
         .get("current-context")
@@ -377,68 +613,79 @@ fn make_current(
         .filter(|c| !c.is_empty())
         .map(str::to_string);
     // mara's context becomes current on the stack's first merge only (as k3d's and the
-    // clouds' own tools do); a later `up` leaves the user's choice alone, and the context
-    // to give back stays the one current before that first merge.
-    if earlier.is_none() {
+    // clouds' own tools do); a later `up` — from any copy of the workspace — leaves the user's
+    // choice alone, and the context to give back stays the one current before that first merge.
+    if first {
         if current.as_deref() != Some(context.as_str()) {
-            record.previous_context = current;
+            merge.previous = current;
         }
         merged.insert("current-context".into(), Value::String(context.clone()));
     }
-    record.context = Some(context);
+    merge.context = Some(context);
 }
 
-/// Removes from `existing` what `record` says mara wrote, each entry only if it is still as mara
-/// wrote it, and restores the previous `current-context`. Returns the file and the entries left
-/// in place because they changed.
-pub fn unmerge(existing: Value, record: &Merged) -> (Value, Vec<String>) {
+/// Removes from `existing` the entries marked as `owner`'s, each only if it is still as mara
+/// wrote it, and restores the `current-context` that `link` (the chain's) says was current
+/// before the stack's. Returns the file, and what was removed and kept.
+pub fn unmerge(existing: Value, owner: &Owner, link: Option<&Link>) -> (Value, Unmerged) {
     let Value::Object(mut map) = existing else {
-        return (existing, Vec::new());
+        return (existing, Unmerged::default());
     };
-    let mut kept = Vec::new();
-    for (section, entries) in &record.entries {
-        if let Some(Value::Array(list)) = map.get_mut(section) {
-            list.retain(|entry| {
-                let Some(name) = entry.get("name").and_then(Value::as_str) else {
-                    return true;
-                };
-                match entries.get(name) {
-                    Some(written) if written == entry => false,
-                    Some(_) => {
-                        kept.push(format!("{} `{name}`", section.trim_end_matches('s')));
-                        true
-                    }
-                    None => true,
-                }
-            });
-        }
+    let mut done = Unmerged::default();
+    let mut own_contexts = Vec::new();
+    for section in SECTIONS {
+        let Some(Value::Array(list)) = map.get_mut(section) else {
+            continue;
+        };
+        list.retain(|entry| {
+            let Claim::Ours { unchanged } = mark::claim(section, entry, owner) else {
+                return true;
+            };
+            let name = entry.get("name").and_then(Value::as_str).unwrap_or("");
+            if section == "contexts" {
+                own_contexts.push(name.to_string());
+            }
+            let list = match unchanged {
+                true => &mut done.removed,
+                false => &mut done.kept,
+            };
+            list.push(describe(section, name));
+            !unchanged
+        });
     }
-    let current = map
-        .get("current-context")
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    restore_current(&mut map, link, &own_contexts);
+    (Value::Object(map), done)
+}
+
+/// When the `current-context` is the stack's (`link`'s, or one of its `own` contexts), the one
+/// current before it comes back.
+fn restore_current(map: &mut Map<String, Value>, link: Option<&Link>, own: &[String]) {
+    let Some(current) = map.get("current-context").and_then(Value::as_str) else {
+        return;
+    };
+    let ours = link.is_some_and(|l| l.context == current) || own.iter().any(|c| c == current);
+    if !ours {
+        return;
+    }
+    let defined = |name: &str| {
+        map.get("contexts")
+            .and_then(Value::as_array)
+            .is_some_and(|list| {
+                list.iter()
+                    .any(|c| c.get("name").and_then(Value::as_str) == Some(name))
+            })
+    };
     // The user's own `current-context` comes back as it was, even one this file does not define
     // (it may be in another file of KUBECONFIG's list) — but not a context of mara's that is gone
-    // (another stack's, removed meanwhile from outside this workspace's records).
-    if current.is_some() && current == record.context {
-        let defined = |name: &str| {
-            map.get("contexts")
-                .and_then(Value::as_array)
-                .is_some_and(|list| {
-                    list.iter()
-                        .any(|c| c.get("name").and_then(Value::as_str) == Some(name))
-                })
-        };
-        match &record.previous_context {
-            Some(previous) if defined(previous) || !previous.starts_with("mara-") => {
-                map.insert("current-context".into(), Value::String(previous.clone()));
-            }
-            _ => {
-                map.remove("current-context");
-            }
+    // (another stack's, removed meanwhile from outside this workspace).
+    match link.and_then(|l| l.previous.clone()) {
+        Some(previous) if defined(&previous) || !previous.starts_with("mara-") => {
+            map.insert("current-context".into(), Value::String(previous));
+        }
+        _ => {
+            map.remove("current-context");
         }
     }
-    (Value::Object(map), kept)
 }
 
 /// Reads, changes and writes back the user's kubeconfig `target` under its lock: `change` gets
@@ -466,7 +713,8 @@ fn with_user_file<T, U>(
         write_private(&real, &text)
             .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
     }
-    // What may only follow the file's write (removing mara's records), still under the lock.
+    // What may only follow the file's write (a link out of the chain, a record carried over),
+    // still under the lock.
     after(result)
 }
 
@@ -529,37 +777,6 @@ impl Drop for Lock {
     }
 }
 
-/// What mara merged into a user's kubeconfig for the stack whose own kubeconfig is `stack_file`
-/// (`mara cluster status` shows it); `None` when nothing is merged, or the record is unreadable.
-pub fn merged_for(stack_file: &Path) -> Option<Merged> {
-    read_record_at(&stack_file.with_extension("merged.json"))
-        .ok()
-        .flatten()
-}
-
-fn read_record(files: &Files) -> Result<Option<Merged>, String> {
-    read_record_at(&files.record())
-}
-
-fn read_record_at(path: &Path) -> Result<Option<Merged>, String> {
-    match crate::files::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| format!("{} is not mara's record of a merge: {e}", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-    }
-}
-
-fn write_record(files: &Files, record: &Merged) -> Result<(), String> {
-    write_record_at(&files.record(), record)
-}
-
-fn write_record_at(path: &Path, record: &Merged) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(record).expect("a record serializes");
-    write_private(path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
 /// `config` → `config.mara.bak`, beside it.
 fn backup_path(target: &Path) -> PathBuf {
     let mut name = target.file_name().unwrap_or_default().to_os_string();
@@ -602,6 +819,7 @@ fn parse_text(text: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workspace::identity::Identity;
     use serde_json::json;
 
     /// What pulumi-eks outputs: generic names that any AWS stack shares.
@@ -626,13 +844,28 @@ mod tests {
         })
     }
 
-    /// Where the hook of `stack` writes, in a workspace at `dir`.
+    /// The stack `stack` of the workspace `id`.
+    fn owner(id: &str, stack: &str) -> Owner {
+        Owner::new(Identity::named(id, Source::Configured), stack)
+    }
+
+    /// Where the hook of `stack` writes, in a workspace at `dir` (known by its directory).
     fn setup(dir: &Path, stack: &str) -> Files {
         Files {
             stack: dir.join(format!(".mara/kube/{stack}.yaml")),
             root: dir.to_path_buf(),
             stack_name: stack.to_string(),
+            id: None,
         }
+    }
+
+    /// A user's kubeconfig at `dir/kube/config` holding `config`, and the environment naming it.
+    fn user_file(dir: &Path, config: &Value) -> (PathBuf, BTreeMap<String, String>) {
+        let kube = dir.join("kube/config");
+        std::fs::create_dir_all(kube.parent().unwrap()).unwrap();
+        std::fs::write(&kube, serde_saphyr::to_string(config).unwrap()).unwrap();
+        let env = BTreeMap::from([("KUBECONFIG".to_string(), kube.display().to_string())]);
+        (kube, env)
     }
 
     fn current(path: &Path) -> Option<String> {
@@ -640,32 +873,39 @@ mod tests {
         value["current-context"].as_str().map(str::to_string)
     }
 
+    fn names(config: &Value, section: &str) -> Vec<String> {
+        config[section]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
     #[test]
     fn stacks_removed_in_the_order_they_came_give_back_the_user_s_context() {
         let dir = tempfile::tempdir().unwrap();
-        let kube = dir.path().join("kube/config");
-        std::fs::create_dir_all(kube.parent().unwrap()).unwrap();
-        std::fs::write(&kube, serde_saphyr::to_string(&users_own()).unwrap()).unwrap();
-        let env = BTreeMap::from([("KUBECONFIG".to_string(), kube.display().to_string())]);
+        let (kube, env) = user_file(dir.path(), &users_own());
         let (dev, prod) = (setup(dir.path(), "dev"), setup(dir.path(), "prod"));
         for (files, server) in [(&dev, "https://dev"), (&prod, "https://prod")] {
             let outputs = json!({"kubeconfig": eks(server)});
             write(files, &env, &outputs, "kubeconfig", true).unwrap();
         }
         assert_eq!(current(&kube).as_deref(), Some("mara-prod"));
-        remove(&dev).unwrap();
+        remove(&dev, &env).unwrap();
         assert_eq!(
             current(&kube).as_deref(),
             Some("mara-prod"),
             "not dev's: it stays"
         );
-        remove(&prod).unwrap();
+        remove(&prod, &env).unwrap();
         assert_eq!(
             current(&kube).as_deref(),
             Some("kubernetes-admin@kubernetes"),
             "the context before either stack"
         );
         assert_eq!(read_kubeconfig(&kube).unwrap().unwrap(), users_own());
+        assert!(!contexts::path(&kube).exists(), "no chain left");
     }
 
     #[test]
@@ -680,12 +920,15 @@ mod tests {
         }
         let in_first = read_kubeconfig(&first).unwrap().unwrap();
         assert_eq!(in_first["clusters"], json!([]), "{in_first}");
-        assert_eq!(read_record(&dev).unwrap().unwrap().target, second);
-        remove(&dev).unwrap();
+        assert_eq!(read_merged_into(&dev).unwrap(), Some(second.clone()));
+        // Removed from the file it was merged into, whatever KUBECONFIG says now.
+        let elsewhere = BTreeMap::from([("HOME".to_string(), dir.path().display().to_string())]);
+        remove(&dev, &elsewhere).unwrap();
         assert_eq!(
             read_kubeconfig(&second).unwrap().unwrap()["clusters"],
             json!([])
         );
+        assert!(!dev.merged_into().exists());
     }
 
     #[test]
@@ -706,46 +949,44 @@ mod tests {
 
     #[test]
     fn merged_entries_get_names_of_their_own_and_clobber_nothing() {
-        let (merged, dev) = merge(Some(users_own()), &eks("https://dev"), "dev", None).unwrap();
+        let (dev_owner, prod_owner) = (owner("shop", "dev"), owner("shop", "prod"));
+        let (merged, dev) = merge(Some(users_own()), &eks("https://dev"), &dev_owner).unwrap();
         // The user's `kubernetes` cluster still points at their kubeadm cluster.
         assert_eq!(
             merged["clusters"][0]["cluster"]["server"],
             "https://kubeadm:6443"
         );
         assert_eq!(merged["clusters"][1]["name"], "mara-dev");
+        assert_eq!(merged["contexts"][1]["context"]["cluster"], "mara-dev");
+        assert_eq!(merged["contexts"][1]["context"]["user"], "mara-dev");
         assert_eq!(
-            merged["contexts"][1]["context"],
-            json!({"cluster": "mara-dev", "user": "mara-dev"})
+            mark::mark_of("contexts", &merged["contexts"][1])
+                .unwrap()
+                .stack,
+            "dev"
         );
         assert_eq!(merged["current-context"], "mara-dev");
         assert_eq!(merged["preferences"], json!({"colors": true}));
-        assert_eq!(
-            dev.previous_context.as_deref(),
-            Some("kubernetes-admin@kubernetes")
-        );
+        assert_eq!(dev.previous.as_deref(), Some("kubernetes-admin@kubernetes"));
         // A second AWS stack coexists with the first.
-        let (both, prod) = merge(Some(merged), &eks("https://prod"), "prod", None).unwrap();
-        let names: Vec<&str> = both["contexts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["name"].as_str().unwrap())
-            .collect();
+        let (both, prod) = merge(Some(merged), &eks("https://prod"), &prod_owner).unwrap();
         assert_eq!(
-            names,
+            names(&both, "contexts"),
             ["kubernetes-admin@kubernetes", "mara-dev", "mara-prod"]
         );
         // Unmerging prod gives dev back its context; unmerging dev gives the user theirs.
-        let (back, kept) = unmerge(both, &prod);
-        assert!(kept.is_empty());
+        let (back, done) = unmerge(both, &prod_owner, prod.link().as_ref());
+        assert!(done.kept.is_empty());
+        assert_eq!(done.removed.len(), 3);
         assert_eq!(back["current-context"], "mara-dev");
-        let (back, _) = unmerge(back, &dev);
+        let (back, _) = unmerge(back, &dev_owner, dev.link().as_ref());
         assert_eq!(back, users_own(), "exactly the user's file");
     }
 
     #[test]
     fn mara_s_context_becomes_current_once_and_the_user_s_choice_then_stands() {
-        let (merged, dev) = merge(Some(users_own()), &eks("https://dev"), "dev", None).unwrap();
+        let shop = owner("shop", "dev");
+        let (merged, first) = merge(Some(users_own()), &eks("https://dev"), &shop).unwrap();
         assert_eq!(merged["current-context"], "mara-dev");
         let mut switched = merged;
         switched["contexts"]
@@ -754,65 +995,302 @@ mod tests {
             .push(json!({"name": "staging", "context": {"cluster": "kubernetes", "user": "kubernetes-admin"}}));
         switched["current-context"] = json!("staging");
         // A second up of dev, after the user chose `staging`: their choice stands.
-        let (again, dev) = merge(Some(switched), &eks("https://dev2"), "dev", Some(&dev)).unwrap();
+        let (again, second) = merge(Some(switched), &eks("https://dev2"), &shop).unwrap();
         assert_eq!(again["current-context"], "staging");
         assert_eq!(again["clusters"][1]["cluster"]["server"], "https://dev2");
-        assert_eq!(
-            dev.previous_context.as_deref(),
-            Some("kubernetes-admin@kubernetes")
-        );
-        let (back, _) = unmerge(again, &dev);
+        assert_eq!(second.previous, None, "not its first merge");
+        let (back, _) = unmerge(again, &shop, first.link().as_ref());
         assert_eq!(back["current-context"], "staging");
     }
 
     #[test]
     fn an_entry_mara_did_not_write_is_never_replaced() {
+        let shop = owner("shop", "dev");
         let mut existing = users_own();
         existing["contexts"]
             .as_array_mut()
             .unwrap()
             .push(json!({"name": "mara-dev", "context": {"cluster": "kubernetes", "user": "kubernetes-admin"}}));
-        let error = merge(Some(existing.clone()), &eks("https://dev"), "dev", None).unwrap_err();
+        let error = merge(Some(existing.clone()), &eks("https://dev"), &shop).unwrap_err();
         assert!(
-            error.contains("already has a context `mara-dev` that mara did not write"),
+            error.contains(
+                "already has a context `mara-dev` that mara did not write: mara never replaces it"
+            ),
             "{error}"
         );
-        // What mara wrote before, it may replace (a second up); what changed since, it leaves.
-        let (merged, record) = merge(None, &eks("https://dev"), "dev", None).unwrap();
-        let (again, _) = merge(
-            Some(merged.clone()),
-            &eks("https://dev2"),
-            "dev",
-            Some(&record),
-        )
-        .unwrap();
+        assert!(!error.contains("`id`"), "the workspace has one: {error}");
+        // Its own, mara replaces (a second up) — changed since or not; it says which it replaced
+        // changed. What changed, `destroy` leaves.
+        let (merged, _) = merge(None, &eks("https://dev"), &shop).unwrap();
+        let mut edited = merged.clone();
+        edited["users"][0]["user"]["exec"]["args"] = json!(["--profile", "mine"]);
+        let (again, merge) = merge(Some(edited.clone()), &eks("https://dev2"), &shop).unwrap();
         assert_eq!(again["clusters"][0]["cluster"]["server"], "https://dev2");
-        let mut edited = merged;
-        edited["users"][0]["user"] = json!({"token": "the user's own"});
-        let (_, kept) = unmerge(edited, &record);
-        assert_eq!(kept, ["user `mara-dev`"]);
+        assert_eq!(merge.replaced, ["user `mara-dev`"]);
+        let (left, done) = unmerge(edited, &shop, None);
+        assert_eq!(done.kept, ["user `mara-dev`"]);
+        assert_eq!(names(&left, "users"), ["mara-dev"]);
+        assert!(names(&left, "clusters").is_empty());
     }
 
     #[test]
     fn several_entries_of_a_section_keep_their_names_after_the_stack() {
+        let shop = owner("shop", "dev");
         let mut two = eks("https://dev");
         two["contexts"]
             .as_array_mut()
             .unwrap()
             .push(json!({"name": "admin", "context": {"cluster": "kubernetes", "user": "aws"}}));
-        let (merged, record) = merge(None, &two, "dev", None).unwrap();
-        let names: Vec<&str> = merged["contexts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, ["mara-dev-aws", "mara-dev-admin"]);
+        let (merged, done) = merge(None, &two, &shop).unwrap();
+        assert_eq!(
+            names(&merged, "contexts"),
+            ["mara-dev-aws", "mara-dev-admin"]
+        );
         assert_eq!(merged["current-context"], "mara-dev-aws");
-        assert_eq!(record.context.as_deref(), Some("mara-dev-aws"));
+        assert_eq!(done.context.as_deref(), Some("mara-dev-aws"));
         // Nothing empty is added that was not there.
         let no_users = json!({"clusters": [{"name": "c", "cluster": {}}], "contexts": []});
-        let (merged, _) = merge(None, &no_users, "dev", None).unwrap();
+        let (merged, _) = merge(None, &no_users, &shop).unwrap();
         assert!(merged.get("users").is_none() && merged.get("contexts").is_none());
+    }
+
+    #[test]
+    fn ownership_is_recognised_once_the_workspace_s_state_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let (kube, env) = user_file(dir.path(), &users_own());
+        let workspace = dir.path().join("shop");
+        let dev = setup(&workspace, "dev");
+        let outputs = json!({"kubeconfig": eks("https://dev")});
+        write(&dev, &env, &outputs, "kubeconfig", true).unwrap();
+        assert_eq!(
+            merged_for(&dev, &env),
+            Some(Merged {
+                target: kube.clone(),
+                context: Some("mara-dev".into())
+            })
+        );
+        // `git clean -fdx`: nothing of mara's is left in the workspace.
+        std::fs::remove_dir_all(workspace.join(".mara")).unwrap();
+        assert_eq!(merged_for(&dev, &env).unwrap().target, kube);
+        let again = json!({"kubeconfig": eks("https://dev2")});
+        let lines = write(&dev, &env, &again, "kubeconfig", true).unwrap();
+        assert!(lines.iter().all(|l| !l.contains("replaced")), "{lines:?}");
+        let merged = read_kubeconfig(&kube).unwrap().unwrap();
+        assert_eq!(names(&merged, "clusters"), ["kubernetes", "mara-dev"]);
+        assert_eq!(merged["clusters"][1]["cluster"]["server"], "https://dev2");
+        // And once more, before its destroy.
+        std::fs::remove_dir_all(workspace.join(".mara")).unwrap();
+        let lines = remove(&dev, &env).unwrap();
+        assert_eq!(
+            lines,
+            [format!(
+                "removed the stack's entries from {}",
+                kube.display()
+            )]
+        );
+        assert_eq!(read_kubeconfig(&kube).unwrap().unwrap(), users_own());
+        // A destroy finds nothing more, and leaves the file alone.
+        assert!(remove(&dev, &env).unwrap().is_empty());
+    }
+
+    /// A git clone at `dir` whose `origin` is `url`.
+    fn clone_of(dir: &Path, url: &str) {
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        let config = format!("[remote \"origin\"]\n\turl = {url}\n");
+        std::fs::write(dir.join(".git/config"), config).unwrap();
+    }
+
+    #[test]
+    fn a_second_clone_recognises_its_entries_and_no_other_workspace_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let (kube, env) = user_file(dir.path(), &users_own());
+        let outputs = json!({"kubeconfig": eks("https://dev")});
+        // A CI runner's clone (a token in its URL), then a developer's (SSH).
+        let (ci, laptop) = (dir.path().join("ci"), dir.path().join("laptop"));
+        clone_of(
+            &ci,
+            "https://gitlab-ci-token:SECRET@gitlab.example.com/g/shop.git",
+        );
+        clone_of(&laptop, "git@gitlab.example.com:g/shop.git");
+        write(&setup(&ci, "dev"), &env, &outputs, "kubeconfig", true).unwrap();
+        write(&setup(&laptop, "dev"), &env, &outputs, "kubeconfig", true).unwrap();
+        let text = std::fs::read_to_string(&kube).unwrap();
+        assert!(
+            text.contains("workspace: gitlab.example.com/g/shop"),
+            "{text}"
+        );
+        for file in [kube.clone(), contexts::path(&kube)] {
+            let text = std::fs::read_to_string(&file).unwrap();
+            assert!(!text.contains("SECRET"), "{}: {text}", file.display());
+        }
+        // Another repository's workspace: refused, naming whose entry it is.
+        let other = dir.path().join("other");
+        clone_of(&other, "https://gitlab.example.com/g/other.git");
+        let error = write(&setup(&other, "dev"), &env, &outputs, "kubeconfig", true).unwrap_err();
+        assert!(
+            error.contains("a cluster `mara-dev` that mara did not write for this workspace: it is stack `dev`'s of workspace `gitlab.example.com/g/shop`"),
+            "{error}"
+        );
+        assert!(!error.contains("`id`"), "it has a remote: {error}");
+        // A workspace known by its directory only is told of `id`.
+        let alone = dir.path().join("alone");
+        std::fs::create_dir_all(&alone).unwrap();
+        let error = write(&setup(&alone, "dev"), &env, &outputs, "kubeconfig", true).unwrap_err();
+        assert!(
+            error.contains("no `id` in mara.toml and no git remote `origin`")
+                && error.contains("set `id = \"…\"` in mara.toml"),
+            "{error}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&kube).unwrap(),
+            text,
+            "left as it was"
+        );
+        // The same workspace with an `id`: what its remote marked is still its own.
+        let mut with_id = setup(&laptop, "dev");
+        with_id.id = Some("shop".into());
+        write(&with_id, &env, &outputs, "kubeconfig", true).unwrap();
+        assert!(
+            std::fs::read_to_string(&kube)
+                .unwrap()
+                .contains("workspace: shop")
+        );
+        remove(&setup(&ci, "prod"), &env).unwrap();
+        assert!(
+            current(&kube).is_some_and(|c| c == "mara-dev"),
+            "not prod's"
+        );
+        // `ci` has no `id`, and answers to the remote only: the marks say `shop` now.
+        remove(&with_id, &env).unwrap();
+        assert_eq!(read_kubeconfig(&kube).unwrap().unwrap(), users_own());
+    }
+
+    #[test]
+    fn the_user_s_own_entry_of_mara_s_name_is_never_replaced_by_a_workspace_known_by_its_directory()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let mut own = users_own();
+        own["clusters"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "mara-dev", "cluster": {"server": "https://mine"}}));
+        let (kube, env) = user_file(dir.path(), &own);
+        let before = std::fs::read_to_string(&kube).unwrap();
+        let outputs = json!({"kubeconfig": eks("https://dev")});
+        let error = write(
+            &setup(dir.path(), "dev"),
+            &env,
+            &outputs,
+            "kubeconfig",
+            true,
+        )
+        .unwrap_err();
+        assert!(
+            error.contains(
+                "already has a cluster `mara-dev` that mara did not write: mara never replaces it"
+            ) && error.contains("set `id = \"…\"` in mara.toml"),
+            "{error}"
+        );
+        assert_eq!(std::fs::read_to_string(&kube).unwrap(), before);
+        // A destroy leaves it too (and removes the stack's own file, written before the merge).
+        let lines = remove(&setup(dir.path(), "dev"), &env).unwrap();
+        assert_eq!(lines, ["removed .mara/kube/dev.yaml"]);
+        assert_eq!(std::fs::read_to_string(&kube).unwrap(), before);
+    }
+
+    /// What mara before issue 42 left: the entries merged without a mark, its record in
+    /// `.mara`, and the chain keyed by the record's path.
+    fn merged_before_issue_42(files: &Files, kube: &Path, server: &str) {
+        let shop = owner("unused", &files.stack_name);
+        let (merged, done) = merge(read_kubeconfig(kube).unwrap(), &eks(server), &shop).unwrap();
+        let mut entries: BTreeMap<String, BTreeMap<String, Value>> = BTreeMap::new();
+        let mut unmarked = merged.clone();
+        for section in SECTIONS {
+            for entry in unmarked[section].as_array_mut().unwrap() {
+                if let Some(Value::Object(body)) = entry.get_mut(mark::body(section)) {
+                    body.remove("extensions");
+                }
+                let name = entry["name"].as_str().unwrap().to_string();
+                if name.starts_with("mara-") {
+                    entries
+                        .entry(section.into())
+                        .or_default()
+                        .insert(name, entry.clone());
+                }
+            }
+        }
+        std::fs::write(kube, serde_saphyr::to_string(&unmarked).unwrap()).unwrap();
+        let record = json!({"target": kube, "entries": entries,
+            "context": done.context, "previous_context": done.previous});
+        std::fs::create_dir_all(files.record().parent().unwrap()).unwrap();
+        std::fs::write(files.record(), record.to_string()).unwrap();
+        let mut chain = contexts::read(kube).unwrap();
+        chain.merged(
+            &files.record_key(),
+            done.context.as_deref().unwrap(),
+            done.previous,
+        );
+        contexts::write(kube, &chain).unwrap();
+    }
+
+    #[test]
+    fn an_old_record_is_carried_over_once_and_then_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (kube, env) = user_file(dir.path(), &users_own());
+        let workspace = dir.path().join("shop");
+        let (dev, prod) = (setup(&workspace, "dev"), setup(&workspace, "prod"));
+        merged_before_issue_42(&dev, &kube, "https://dev");
+        merged_before_issue_42(&prod, &kube, "https://prod");
+        // The user changed prod's user since; kubectl rewrote the file its way (defaults).
+        let mut config = read_kubeconfig(&kube).unwrap().unwrap();
+        config["users"][1]["user"]["exec"]["provideClusterInfo"] = json!(false);
+        config["users"][2]["user"]["exec"]["args"] = json!(["--profile", "mine"]);
+        std::fs::write(&kube, serde_saphyr::to_string(&config).unwrap()).unwrap();
+        // dev's up carries its record over: its entries marked, the record gone.
+        let outputs = json!({"kubeconfig": eks("https://dev")});
+        let lines = write(&dev, &env, &outputs, "kubeconfig", true).unwrap();
+        assert!(
+            lines[1]
+                .starts_with("carried over .mara/kube/dev.merged.json: 3 of the stack's entries"),
+            "{lines:?}"
+        );
+        assert!(!dev.record().exists());
+        assert_eq!(read_merged_into(&dev).unwrap(), Some(kube.clone()));
+        let chain = contexts::read(&kube).unwrap();
+        let dev_key = dev.owner().unwrap().key();
+        assert_eq!(
+            chain.stacks[&dev_key].previous.as_deref(),
+            Some("kubernetes-admin@kubernetes")
+        );
+        assert!(!chain.stacks.contains_key(&dev.record_key()));
+        // prod's destroy: carried over, then removed — but its changed user, unmarked, stays.
+        let lines = remove(&prod, &env).unwrap();
+        assert!(lines[0].contains("2 of the stack's entries"), "{lines:?}");
+        assert!(!prod.record().exists());
+        let left = read_kubeconfig(&kube).unwrap().unwrap();
+        assert_eq!(
+            names(&left, "users"),
+            ["kubernetes-admin", "mara-dev", "mara-prod"]
+        );
+        assert_eq!(
+            names(&left, "contexts"),
+            ["kubernetes-admin@kubernetes", "mara-dev"]
+        );
+        assert_eq!(
+            current(&kube).as_deref(),
+            Some("mara-dev"),
+            "prod's gave back dev's"
+        );
+        // Nothing to carry over any more; dev's destroy gives the user their context.
+        remove(&dev, &env).unwrap();
+        assert_eq!(
+            current(&kube).as_deref(),
+            Some("kubernetes-admin@kubernetes")
+        );
+        assert_eq!(
+            names(&read_kubeconfig(&kube).unwrap().unwrap(), "clusters"),
+            ["kubernetes"]
+        );
+        assert!(!contexts::path(&kube).exists());
     }
 }
