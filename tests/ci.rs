@@ -1921,3 +1921,65 @@ fn the_example_pipeline_keeps_its_state_in_the_ledger_and_runs_twice_on_one_runn
     );
     assert!(!kubeconfig.contains("glcbt-secret-9q"), "{kubeconfig}");
 }
+
+/// `examples/terraform-local` fanned out the same way (docs/commands.md, "State in the ledger"):
+/// its GitLab pipeline run twice through gitlab-ci-local with the real Terraform, each job on a
+/// clean copy, both modules' state in the ledger's server and no state file in any copy.
+#[test]
+fn the_terraform_example_pipeline_keeps_its_state_in_the_ledger_and_runs_twice() {
+    let Some(terraform) = common::terraform() else {
+        return;
+    };
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("modules");
+    let copy = Deployment::of("terraform-local");
+    let toml = copy.root().join("mara.toml");
+    let settings = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("{settings}state = \"ledger\"\n")).unwrap();
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &["ci", "generate", "gitlab", "--file", ".gitlab-ci.yml"],
+    );
+    assert_eq!(code, 0, "{err}");
+    commit_all(copy.root(), true, "two modules, their state in the ledger");
+
+    let mara_dir = assert_cmd::cargo::cargo_bin("mara");
+    let path = format!(
+        "PATH={}:{}:{}",
+        terraform.parent().unwrap().display(),
+        mara_dir.parent().unwrap().display(),
+        copy.environment()[0].1
+    );
+    let variables = [format!("MARA_LEDGER_URL={url}"), path];
+    for round in ["first", "second"] {
+        let (code, out) = gitlab_ci_local(&copy, &tools, &variables);
+        assert_eq!(code, 0, "the {round} pipeline: {out}");
+        assert!(out.contains(" PASS  mara-close"), "{out}");
+    }
+    let (code, status, err) = mara(&copy, Some(&url), &["--output", "json", "status"]);
+    assert_eq!(code, 0, "{err}");
+    let status: Value = serde_json::from_str(&status).unwrap();
+    let projects = status[0]["projects"].as_array().unwrap();
+    assert_eq!(projects.len(), 2, "{status:#}");
+    assert!(
+        projects.iter().all(|p| p["status"] == "unchanged"),
+        "the second pipeline changed something: {status:#}"
+    );
+    let schemas = server.sql(
+        "modules",
+        "SELECT table_schema FROM information_schema.tables WHERE table_name = 'states' ORDER BY 1",
+    );
+    assert_eq!(schemas.trim(), "terraform/app\nterraform/network");
+    let states: Vec<PathBuf> = (common::tree(copy.root()).into_keys())
+        .filter(|p| {
+            p.ends_with("terraform.tfstate") && !p.to_string_lossy().contains(".terraform/")
+        })
+        .collect();
+    assert!(states.is_empty(), "{states:?}");
+}
