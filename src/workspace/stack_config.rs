@@ -117,6 +117,11 @@ impl StackConfigFile {
         self.config().is_none()
     }
 
+    /// Whether there is no file at all (an empty one is a stack configured with nothing).
+    pub fn is_missing(&self) -> bool {
+        matches!(self, StackConfigFile::Missing(_))
+    }
+
     /// The file's text with `value` at `path` and nothing else changed (docs/decisions.md,
     /// "Typed, nested configuration").
     pub fn with_value(

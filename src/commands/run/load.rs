@@ -119,7 +119,7 @@ impl Invocation<'_> {
     ) -> Result<()> {
         let stack = loaded.stack.name.as_str();
         let asks = self.run.operation.runs_programs();
-        if !asks || !loaded.config.is_first_run() || self.run.join.is_some() {
+        if !asks || !loaded.config.is_missing() || self.run.join.is_some() {
             return Ok(());
         }
         let Some(known) = ledger.existing()? else {
