@@ -29,7 +29,7 @@ Exit codes: 0 success · 1 a project failed · 2 usage error · 3 validation or 
             6 not confirmed · 130 interrupted";
 
 #[derive(Debug, Parser)]
-#[command(name = "mara", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+#[command(name = "mara", version = env!("MARA_VERSION"), about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
 #[command(propagate_version = true, max_term_width = 100)]
 pub struct Cli {
     #[command(flatten)]

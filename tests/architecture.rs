@@ -371,6 +371,15 @@ fn only_the_command_layer_and_ui_know_about_terminals() {
     assert!(found.is_empty(), "{found:#?}");
 }
 
+/// The standard print macros panic on a closed pipe (`mara up --output json 2>&1 >/dev/null |
+/// head -3`), which would end a run half-recorded: mara's code writes through `ui::print`,
+/// `ui::eprint` and `ui::errln!`, which never do.
+#[test]
+fn no_standard_print_macro_can_panic_on_a_closed_pipe() {
+    let found = used_outside(&["println!", "print!(", "eprintln!", "eprint!("], &[]);
+    assert!(found.is_empty(), "{found:#?}");
+}
+
 #[test]
 fn only_the_command_layer_uses_ui() {
     let found = used_outside(&["crate::ui", "ui::"], &["main", "commands", "ui"]);

@@ -1983,3 +1983,93 @@ fn the_terraform_example_pipeline_keeps_its_state_in_the_ledger_and_runs_twice()
         .collect();
     assert!(states.is_empty(), "{states:?}");
 }
+
+/// mara's own release (docs/install.md): the workflow passes actionlint, and the archive
+/// `.ci/release-archive` makes of a binary holds it under the name `ci generate --install`
+/// fetches, with a SHA-256 that `sha256sum -c` checks and that a changed byte fails.
+#[test]
+fn the_release_workflow_is_clean_and_its_archive_holds_a_checked_mara() {
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let findings = actionlint(&tools, &repository.join(".github/workflows/release.yml"));
+    assert_eq!(findings, serde_json::json!([]), "actionlint: {findings:#}");
+
+    let out = tempfile::tempdir().unwrap();
+    let binary = assert_cmd::cargo::cargo_bin("mara");
+    let made = Command::new(repository.join(".ci/release-archive"))
+        .args([
+            binary.as_os_str(),
+            "x86_64-unknown-linux-gnu".as_ref(),
+            out.path().as_os_str(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let version = env!("CARGO_PKG_VERSION");
+    let name = format!("mara-{version}-x86_64-unknown-linux-gnu");
+    let archive = out.path().join(format!("{name}.tar.gz"));
+    assert_eq!(
+        String::from_utf8_lossy(&made.stdout).trim(),
+        archive.display().to_string()
+    );
+    let check = |dir: &Path| {
+        Command::new("sha256sum")
+            .args(["-c", &format!("{name}.tar.gz.sha256")])
+            .current_dir(dir)
+            .output()
+            .unwrap()
+    };
+    assert!(check(out.path()).status.success());
+    let listed = Command::new("tar")
+        .arg("-tzf")
+        .arg(&archive)
+        .output()
+        .unwrap();
+    let mut entries: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    entries.sort();
+    assert_eq!(
+        entries,
+        [
+            format!("{name}/"),
+            format!("{name}/LICENSE"),
+            format!("{name}/README.md"),
+            format!("{name}/mara"),
+        ]
+    );
+    let unpacked = tempfile::tempdir().unwrap();
+    let untar = Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(unpacked.path())
+        .status()
+        .unwrap();
+    assert!(untar.success());
+    let said = Command::new(unpacked.path().join(&name).join("mara"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&said.stdout).into_owned();
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(repository)
+        .output()
+        .unwrap();
+    let commit = String::from_utf8_lossy(&commit.stdout).trim().to_string();
+    assert_eq!(said.trim(), format!("mara {version} ({commit})"));
+    // One byte changed: the sum no longer checks.
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&archive, bytes).unwrap();
+    assert!(!check(out.path()).status.success());
+}

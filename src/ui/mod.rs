@@ -87,6 +87,22 @@ pub fn stdout_closed() -> bool {
     ready > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
+/// Writes `text` to stderr in one piece; a closed or failing stderr (`mara … 2>&1 >/dev/null |
+/// head -3`) drops it. A message is never worth a run: the run goes on and is recorded as it
+/// ends (docs/decisions.md, "A closed pipe ends output, not the run"). `errln!` is the
+/// `eprintln!` of mara's own code, which never uses the standard one (tests/architecture.rs).
+pub fn eprint(text: &str) {
+    let _ = io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// `eprintln!` that never panics: see `eprint`.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::ui::eprint(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use errln;
+
 /// Writes `text` to stdout in one piece. A closed pipe (`mara … | head`) is not an error.
 pub fn print(text: &str) -> crate::error::Result<()> {
     let mut out = io::stdout().lock();

@@ -158,7 +158,7 @@ fn hidden_line(prompt: &str) -> Result<String> {
 
 impl Prompter for TerminalPrompter {
     fn say(&mut self, text: &str) {
-        eprintln!("{text}");
+        crate::ui::errln!("{text}");
     }
 
     fn text(

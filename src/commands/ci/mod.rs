@@ -112,7 +112,7 @@ fn close(settings: &Settings, run_id: &str, reports: Reports) -> Result<()> {
     }
     let record = ledger.run(run_id)?.expect("the run was read above");
     if closed {
-        eprintln!("Run {run_id} was closed already ({}).", record.status);
+        crate::ui::errln!("Run {run_id} was closed already ({}).", record.status);
     }
     let previews = crate::ui::recorded::previews_of(ledger.as_ref(), &record)?;
     let mut summary = crate::ui::recorded::summary_of(&record, &deployment.graph, previews);

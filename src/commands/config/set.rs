@@ -164,7 +164,7 @@ fn out_of_bounds(
                 settings.again("up"),
                 settings.again("validate")
             );
-            eprintln!("{}", settings.stderr_style.yellow(&warning));
+            crate::ui::errln!("{}", settings.stderr_style.yellow(&warning));
         }
     }
 }
@@ -251,7 +251,7 @@ fn likely_typo(
             "warning: provider {} declares no `{}`: did you mean `{near}`? (set as given)",
             provider.name, target.key
         );
-        eprintln!("{}", settings.stderr_style.yellow(&warning));
+        crate::ui::errln!("{}", settings.stderr_style.yellow(&warning));
     }
 }
 
@@ -320,7 +320,7 @@ fn first_run_note(stack_files: &StackFiles, deployment: &Deployment, settings: &
         deployment.provider.name,
         unset.join(", ")
     );
-    eprintln!("{}", settings.stderr_style.yellow(&note));
+    crate::ui::errln!("{}", settings.stderr_style.yellow(&note));
 }
 
 /// A plain value, written by mara into the shared configuration in place: nothing else in the

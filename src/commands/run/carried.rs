@@ -57,7 +57,7 @@ impl Invocation<'_> {
                 .map(StackConfigFile::text)
                 .unwrap_or("");
             if !checkout.is_empty() && checkout != text {
-                eprintln!(
+                crate::ui::errln!(
                     "{} differs from the stack configuration run {run_id} was opened with: the run's is used.",
                     workspace.display(&path).display()
                 );
@@ -78,7 +78,7 @@ impl Invocation<'_> {
                 .as_ref()
                 .is_some_and(|c| !c.is_empty() && *c != text)
             {
-                eprintln!(
+                crate::ui::errln!(
                     "{} differs from the environment file run {run_id} was opened with: the run's is used (its secrets still come from this runner).",
                     workspace.display(&path).display()
                 );

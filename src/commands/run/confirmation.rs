@@ -176,7 +176,7 @@ fn confirm(
         _ => {
             let preview = preview();
             let n = preview.len();
-            eprintln!(
+            crate::ui::errln!(
                 "Previewing {n} {} on stack {stack}…",
                 plural(n, "project", "projects")
             );

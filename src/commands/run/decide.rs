@@ -45,7 +45,7 @@ impl Invocation<'_> {
                             0 => String::new(),
                             n => format!(" ({n} never started)"),
                         };
-                        eprintln!(
+                        crate::ui::errln!(
                             "Resuming run {run_id} ({status}): {} of its projects did not complete{never}.",
                             plan.len()
                         );

@@ -39,7 +39,7 @@ impl Invocation<'_> {
                 .collect();
             let joined = Recorder::join(ledger.take_writable()?, id, stack, run.operation, &paths);
             if let Err(Error::Interrupted) = joined {
-                eprintln!("Run {id} was cancelled: this job runs nothing.");
+                crate::ui::errln!("Run {id} was cancelled: this job runs nothing.");
             }
             return joined.map(|mut recorder| {
                 recorder.keep_unsent_in(journal);
@@ -92,7 +92,7 @@ impl Invocation<'_> {
             let warning = format!(
                 "warning: took over the lock of {holder}, whose {whose}; that run is recorded abandoned\n{note}"
             );
-            eprintln!("{}", self.settings.stderr_style.yellow(warning.trim_end()));
+            crate::ui::errln!("{}", self.settings.stderr_style.yellow(warning.trim_end()));
         }
         Ok(Some(recorder))
     }
@@ -144,7 +144,7 @@ impl Invocation<'_> {
             .collect();
         if let Err(error) = recorder.close(result, went, &paths) {
             let text = format!("warning: the run's end was not recorded: {error}");
-            eprintln!("{}", self.settings.stderr_style.yellow(&text));
+            crate::ui::errln!("{}", self.settings.stderr_style.yellow(&text));
         }
     }
 }
@@ -190,13 +190,13 @@ pub(super) fn infra_type(settings: &Settings, planner: &Planner<'_>, config: &St
     let style = settings.stderr_style;
     match prepare::record_infra_type(config, infra_type) {
         Ok(true) if settings.verbosity >= 0 => {
-            eprintln!("kubernetes:infra_type `{infra_type}` recorded in {file}")
+            crate::ui::errln!("kubernetes:infra_type `{infra_type}` recorded in {file}")
         }
         Ok(true) => {}
-        Ok(false) => eprintln!(
+        Ok(false) => crate::ui::errln!(
             "{}",
             style.yellow(&format!("warning: {file} does not say which provider built the stack: add `kubernetes:infra_type: {infra_type}` under `config:`"))
         ),
-        Err(error) => eprintln!("{}", style.yellow(&format!("warning: {error}"))),
+        Err(error) => crate::ui::errln!("{}", style.yellow(&format!("warning: {error}"))),
     }
 }

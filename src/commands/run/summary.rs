@@ -81,7 +81,7 @@ pub(super) fn terminal(settings: &Settings, run: &RunSettings) -> Reporter {
 pub fn summarize(settings: &Settings, run: &RunSettings, summary: &RunSummary) -> Result<()> {
     match settings.output {
         OutputFormat::Json => {
-            eprint!("{}", report::table(summary, settings.stderr_style));
+            crate::ui::eprint(&report::table(summary, settings.stderr_style));
             crate::ui::print(&summary.to_json())?;
         }
         // `-q`: only what went wrong — the failed projects' lines came as they failed; then the
@@ -113,7 +113,7 @@ pub fn summarize(settings: &Settings, run: &RunSettings, summary: &RunSummary) -
             .map(|s| format!(": {s}"))
             .unwrap_or_default();
         let warning = format!("warning: the report was not written: {error}{cause}");
-        eprintln!("{}", settings.stderr_style.yellow(&warning));
+        crate::ui::errln!("{}", settings.stderr_style.yellow(&warning));
     }
     Ok(())
 }
@@ -231,5 +231,5 @@ pub(super) fn warn_killed(settings: &Settings, summary: &RunSummary) {
             project.reason.as_deref().unwrap_or_default()
         ));
     }
-    eprintln!("{}", settings.stderr_style.yellow(&text));
+    crate::ui::errln!("{}", settings.stderr_style.yellow(&text));
 }

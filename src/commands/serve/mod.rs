@@ -73,12 +73,13 @@ pub fn run(settings: &Settings, listen: &str, allow_hosts: Vec<String>) -> Resul
         };
         match settings.output {
             // For a script that asked for any free port: where, as one JSON line on stdout.
-            crate::settings::OutputFormat::Json => println!(
-                "{}",
-                serde_json::json!({"url": format!("http://{bound}/"), "ledger": source.place,
-                    "actions": token.is_some()})
-            ),
-            crate::settings::OutputFormat::Human => eprintln!(
+            crate::settings::OutputFormat::Json => {
+                let line = serde_json::json!({"url": format!("http://{bound}/"),
+                    "ledger": source.place, "actions": token.is_some()});
+                // Whoever asked may have gone: the server still serves.
+                let _ = crate::ui::print(&format!("{line}\n"));
+            }
+            crate::settings::OutputFormat::Human => crate::ui::errln!(
                 "Serving the run ledger {} on http://{bound}/ ({actions}). Ctrl-C stops.",
                 source.place
             ),
@@ -128,7 +129,7 @@ async fn stop_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminated => {}
     }
-    eprintln!("Stopped.");
+    crate::ui::errln!("Stopped.");
 }
 
 /// What every request is served with.

@@ -262,7 +262,7 @@ fn write_or_check(settings: &Settings, asked: Asked, at: Where) -> Result<()> {
     }
     pipeline.refused_names()?;
     for warning in ignored_inputs(files, &repository, pipeline.config_secret.is_some()) {
-        eprintln!("{warning}");
+        crate::ui::errln!("{warning}");
     }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
