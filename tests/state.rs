@@ -374,6 +374,13 @@ fn pulumi_stacks_move_from_the_file_backend_into_the_ledger_with_a_password_only
         "SELECT count(*) FROM pulumi_state WHERE key LIKE '%/.pulumi/stacks/%/dev.json'",
     );
     assert_eq!(stacks.trim(), "14");
+    // While the environment file still names the file backend, every run says so.
+    let (code, _, err) = run(&["preview"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("warning: `state = \"ledger\"`, but the run's environment names another backend for 14 projects (infrastructure/local/cluster, infrastructure/local/registry, "),
+        "{err}"
+    );
 
     // Kept in the server from now on: nothing changes, the file backend is not read.
     std::fs::write(&env_file, &without).unwrap();
@@ -390,4 +397,93 @@ fn pulumi_stacks_move_from_the_file_backend_into_the_ledger_with_a_password_only
     for call in copy.calls() {
         assert!(!call["argv"].to_string().contains(password), "{call}");
     }
+}
+
+/// A workspace deployed with its own ledger and the example's file backend, switched to
+/// `state = "ledger"` on a server that knows nothing of it yet: its own ledger still says where
+/// the stacks are, so nothing starts anew; `state migrate` with no source it can read fails
+/// rather than finding "nothing to move"; a relative `--from` means the workspace's directory;
+/// and once moved, a teammate with a role of their own finds the same stacks.
+#[test]
+fn a_switch_to_the_ledger_s_server_is_refused_until_the_workspace_s_own_stacks_are_moved() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("fresh");
+    let copy = common::Deployment::of("mara-local");
+    let run = |url: Option<&str>, args: &[&str]| {
+        let mut cmd = copy.mara();
+        if let Some(url) = url {
+            cmd.env("MARA_LEDGER_URL", url);
+        }
+        let output = cmd.args(args).output().unwrap();
+        let code = output.status.code().unwrap_or(-1);
+        (code, common::stdout(&output), common::stderr(&output))
+    };
+    let (code, _, err) = run(None, &["up", "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    let toml = copy.root().join("mara.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("{text}state = \"ledger\"\n")).unwrap();
+    let env_file = copy.root().join("config/pulumi/environment");
+    let without: String = (std::fs::read_to_string(&env_file).unwrap().lines())
+        .filter(|l| !l.starts_with("PULUMI_BACKEND_URL="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&env_file, &without).unwrap();
+
+    let (code, _, err) = run(Some(&url), &["up", "--yes"]);
+    assert_eq!(code, 3, "{err}");
+    let backend = format!("file://{}/.mara/pulumi-state", copy.root().display());
+    assert!(
+        err.contains("this workspace's own ledger (.mara/ledger.db) records stack dev of infrastructure/local/cluster"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("`mara state migrate --from {backend}` moves them in from there; `mara ledger migrate` brings its runs along")),
+        "{err}"
+    );
+    let (code, _, err) = run(Some(&url), &["preview"]);
+    assert_eq!(code, 3, "{err}");
+
+    // No source it can read: an error, not "nothing to move".
+    let (code, out, err) = run(Some(&url), &["state", "migrate"]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(
+        err.contains("`pulumi ") && err.contains("failed: "),
+        "{err}"
+    );
+    assert!(err.contains("nothing was moved"), "{err}");
+    assert!(!out.contains("nothing to move"), "{out}");
+
+    // Relative to the workspace, as in the environment file: no directory made in a project.
+    let (code, out, err) = run(
+        Some(&url),
+        &["state", "migrate", "--from", "file://.mara/pulumi-state"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.matches(": moved stack dev in file://").count(),
+        14,
+        "{out}"
+    );
+    let strays: Vec<PathBuf> = (common::tree(copy.root()).into_keys())
+        .filter(|p| {
+            p.components().count() > 2 && p.to_string_lossy().contains(".mara/pulumi-state")
+        })
+        .filter(|p| !p.starts_with(".mara"))
+        .collect();
+    assert!(strays.is_empty(), "{strays:?}");
+    let (code, out, err) = run(Some(&url), &["preview", "--expect-no-changes"]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // A teammate's own role (a member of the one that owns what the backends made).
+    server.role_with_password("bob", "bob-pw-41");
+    server.sql("postgres", "GRANT mara TO bob");
+    let bob = format!(
+        "postgres://bob:bob-pw-41@127.0.0.1:{}/fresh?sslmode=disable",
+        server.port
+    );
+    let (code, out, err) = run(Some(&bob), &["preview", "--expect-no-changes"]);
+    assert_eq!(code, 0, "{out}{err}");
 }

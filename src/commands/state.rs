@@ -60,7 +60,14 @@ fn migrate(settings: &Settings, deployment: &Deployment, from: Option<String>) -
     let engines = crate::run::plan::engines(deployment, stack, &config, (&env, Some(&server)));
     let scratch = workspace.state_dir().join("migrating");
     make_private(&scratch)?;
-    let from = from.or_else(|| all.get("PULUMI_BACKEND_URL").cloned());
+    // A relative `file://` means the same as in the environment file: under the workspace root.
+    let from = from
+        .or_else(|| all.get("PULUMI_BACKEND_URL").cloned())
+        .map(|url| {
+            let mut named = BTreeMap::from([("PULUMI_BACKEND_URL".to_string(), url)]);
+            crate::deployment::resolve_backend_url(&mut named, &workspace.root);
+            named.remove("PULUMI_BACKEND_URL").unwrap_or_default()
+        });
     let moves: Vec<Move> = (deployment.graph.order().iter())
         .map(|&i| deployment.graph.project(i))
         .filter_map(|project| {
@@ -145,7 +152,7 @@ fn checked_and_moved(moves: &[Move], env: &BTreeMap<String, String>, stack: &str
     let mut moved = Vec::new();
     for each in due {
         for step in &each.migration.moves {
-            ran(each, step, env, true)?;
+            ran(each, step, env)?;
         }
         moved.push((each.path.clone(), each.migration.from.clone()));
     }
@@ -154,34 +161,43 @@ fn checked_and_moved(moves: &[Move], env: &BTreeMap<String, String>, stack: &str
 
 /// Whether the last of `steps` (each run in turn, stopping at one that fails) says there is a
 /// state of `stack`.
+/// Whether the state `steps` read holds the stack: `false` when the engine says there is no
+/// such stack (or workspace); any other failure (a backend that cannot be read, a login
+/// missing, a permission) stops the migration before anything moves, with what the engine said.
 fn holds(each: &Move, steps: &[Step], env: &BTreeMap<String, String>, stack: &str) -> Result<bool> {
     let mut last = None;
     for step in steps {
-        match ran(each, step, env, false)? {
-            Some(stdout) => last = Some(stdout),
-            None => return Ok(false),
+        let finished = run_blocking(step, env, None).map_err(|source| Error::Spawn {
+            program: step.program.clone(),
+            source,
+        })?;
+        if finished.code == Some(0) {
+            last = Some(finished.stdout);
+            continue;
         }
+        if (each.engine).is_missing_stack(stack, finished.code, &finished.stderr) {
+            return Ok(false);
+        }
+        let said = process::last_error(&finished.stderr)
+            .or_else(|| process::last_error(&finished.stdout))
+            .unwrap_or("it failed");
+        return Err(Error::config(
+            Problem::new(format!("`{}` failed: {said}", step.display()))
+                .subject(each.path.clone())
+                .hint("nothing was moved: where a Pulumi stack is comes from `--from URL`, else PULUMI_BACKEND_URL, else Pulumi's login; the server needs a role that may use what the backends made (docs/commands.md, \"State in the ledger\")"),
+        ));
     }
     Ok(last.is_some_and(|stdout| each.engine.holds_state(&stdout, stack)))
 }
 
-/// Runs `step` of a move: its output when it succeeded; when it failed, `None`, or with
-/// `must`, the project's failure (what the engine said).
-fn ran(
-    each: &Move,
-    step: &Step,
-    env: &BTreeMap<String, String>,
-    must: bool,
-) -> Result<Option<String>> {
+/// Runs `step` of a move; when it fails, the project's failure (what the engine said).
+fn ran(each: &Move, step: &Step, env: &BTreeMap<String, String>) -> Result<()> {
     let finished = run_blocking(step, env, None).map_err(|source| Error::Spawn {
         program: step.program.clone(),
         source,
     })?;
     if finished.code == Some(0) {
-        return Ok(Some(finished.stdout));
-    }
-    if !must {
-        return Ok(None);
+        return Ok(());
     }
     let said = process::last_error(&finished.stderr)
         .or_else(|| process::last_error(&finished.stdout))

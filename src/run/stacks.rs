@@ -208,7 +208,7 @@ pub fn known(
 /// `up` would start them anew in the server, beside what their stacks there hold. Refused
 /// (exit 3) before anything runs, naming where each is.
 pub fn moved_away(
-    ledger: Option<&dyn crate::ledger::Ledger>,
+    (ledger, whose): (Option<&dyn crate::ledger::Ledger>, Option<&str>),
     (selected, workspace): (&Plan<'_>, &Workspace),
     (state, backend): (Option<&StateServer>, &str),
     known: &BTreeSet<String>,
@@ -247,16 +247,28 @@ pub fn moved_away(
         return Ok(());
     }
     let one = on.len() == 1 && on[0].1.len() == 1;
+    let them = if one { "it" } else { "them" };
+    let from = match on.as_slice() {
+        [(url, _)] if url.contains("://") => {
+            format!("`mara state migrate --from {url}` moves {them} in from there")
+        }
+        _ => "`mara state migrate` moves a stack in from where it is: `--from URL` names a Pulumi backend; a module's local files move from the machine that has them".to_string(),
+    };
+    let history = match whose {
+        Some(_) => "; `mara ledger migrate` brings its runs along",
+        None => "",
+    };
     Err(Error::config(
         Problem::new(format!(
-            "the ledger records stack {stack} of {} elsewhere, and not in the ledger's server where `state = \"ledger\"` keeps {}: the run would start {} anew there, beside what {} hold{}",
+            "{} records stack {stack} of {} elsewhere, and not in the ledger's server where `state = \"ledger\"` keeps {}: the run would start {} anew there, beside what {} hold{}",
+            whose.map_or("the ledger".to_string(), |w| format!("this workspace's own ledger ({w})")),
             left.join(" and "),
             if one { "it" } else { "them" },
             if one { "it" } else { "them" },
             if one { "that stack" } else { "those stacks" },
             if one { "s" } else { "" },
         ))
-        .hint("`mara state migrate` moves a stack in from where it is: `--from URL` names a Pulumi backend; a module's local files move from the machine that has them (docs/commands.md, \"State in the ledger\")"),
+        .hint(format!("{from}{history} (docs/commands.md, \"State in the ledger\")")),
     ))
 }
 
@@ -282,11 +294,16 @@ pub fn no_such_stack(stack: &ResolvedStack, existing: &BTreeSet<String>) -> Erro
     )
 }
 
+/// What the ledger records as the backend of a stack kept in its own server (`state =
+/// "ledger"`): not the URL the engine was given, which names a user and a spelling of the host
+/// (every member of a team has their own), but the ledger itself, which is that server.
+pub const IN_THE_LEDGER: &str = "(the ledger's server)";
+
 /// The backend the run's Pulumi projects use, as the ledger keys the stacks it knows: the
 /// environment's `PULUMI_BACKEND_URL` (made absolute), else the ledger's server with `state =
 /// "ledger"` (`state`), else the CLI's login.
 pub fn backend_of(env: &BTreeMap<String, String>, state: Option<&StateServer>) -> String {
-    let ledger = state.map(|s| format!("{} (state = \"ledger\")", s.url));
+    let ledger = state.map(|_| IN_THE_LEDGER.to_string());
     env.get("PULUMI_BACKEND_URL")
         .filter(|url| !url.is_empty())
         .cloned()
@@ -473,11 +490,9 @@ mod tests {
             password: Some("hunter2".into()),
             set: Default::default(),
         };
+        // Whoever connects, by whichever name of the host: the ledger's own server.
         let ledger = backend_of(&BTreeMap::new(), Some(&server));
-        assert_eq!(
-            ledger,
-            "postgres://mara@db:5432/team?sslmode=verify-full (state = \"ledger\")"
-        );
+        assert_eq!(ledger, IN_THE_LEDGER);
         assert_eq!(backend_of(&env("s3://b"), Some(&server)), "s3://b");
     }
 

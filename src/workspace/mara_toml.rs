@@ -179,6 +179,17 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
     })
 }
 
+/// Whether `text` is a URL with a password or token before its host (`scheme://user:secret@`).
+fn holds_credentials(text: &str) -> bool {
+    let Some((_, rest)) = text.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(user, _)| user.contains(':'))
+}
+
 /// `mara.toml`'s values read one key at a time, the problems each has collected.
 struct Reader<'a> {
     path: &'a Path,
@@ -203,6 +214,9 @@ impl Reader<'_> {
                 "must be printable text on one line, and it holds {}",
                 bad.escape_default()
             ))
+        } else if holds_credentials(text) {
+            // It is written into every teammate's kubeconfig, beside mara's mark.
+            Some("holds a URL's credentials (`user:…@`): name the workspace without them (a remote's URL without its token, or any name)".to_string())
         } else if text.chars().count() > ID_LIMIT {
             Some(format!(
                 "is {} characters long, and an id has at most {ID_LIMIT}",
@@ -556,6 +570,10 @@ secrets_provider = "passphrase"
                 "printable text on one line, and it holds \\n",
             ),
             ("id = \"a\\u0007\"\n".to_string(), "printable text"),
+            (
+                "id = \"https://gitlab-ci-token:glpat-x@gitlab.com/g/p.git\"\n".to_string(),
+                "holds a URL's credentials",
+            ),
             (
                 format!("id = \"{long}\"\n"),
                 "201 characters long, and an id has at most 200",

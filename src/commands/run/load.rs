@@ -195,12 +195,21 @@ impl Invocation<'_> {
             let on = (&loaded.selected, workspace);
             let stack = loaded.stack.name.as_str();
             stacks::moved_away(
-                ledger.existing()?,
+                (ledger.existing()?, None),
                 on,
                 (state, &backend),
                 &known_stacks,
                 stack,
             )?;
+            // Switched to `state = "ledger"` on a server that knows nothing yet: what the
+            // workspace's own ledger recorded before the switch still tells where the stacks are.
+            let own = crate::ledger::path(workspace);
+            if state.is_some() && own.exists() {
+                let local = crate::ledger::open_existing(&crate::ledger::Place::File(own.clone()))?;
+                let shown = workspace.display(&own).display().to_string();
+                let whose = (local.as_deref(), Some(shown.as_str()));
+                stacks::moved_away(whose, on, (state, &backend), &known_stacks, stack)?;
+            }
         }
         let kubeconfig = crate::workspace::kubeconfig::choose(
             &deployment.files.workspace,
@@ -431,9 +440,57 @@ impl Invocation<'_> {
                 engines.sort();
                 engines.dedup();
                 let on = (workspace, &engines[..]);
-                deployment::state::server(on, &mut ledger, &self.settings.env, env)?
+                let server = deployment::state::server(on, &mut ledger, &self.settings.env, env)?;
+                self.warn_kept_elsewhere(workspace, selected, server.as_ref());
+                server
             }
         };
         Ok(Some(ledger))
+    }
+
+    /// With `state = "ledger"`, the selected projects whose state the run's environment sends
+    /// elsewhere (`PULUMI_BACKEND_URL` left in the environment file after a switch): said on
+    /// every run, as `validate` says it, since they keep using the old backend.
+    fn warn_kept_elsewhere(
+        &self,
+        workspace: &crate::workspace::Workspace,
+        selected: &crate::graph::Plan<'_>,
+        server: Option<&crate::engine::state::StateServer>,
+    ) {
+        let Some(server) = server else {
+            return;
+        };
+        let unset = crate::engine::state::StateServer {
+            set: Default::default(),
+            ..server.clone()
+        };
+        let elsewhere: Vec<&str> = (selected.order().iter())
+            .map(|&i| selected.graph.project(i))
+            .filter(|p| {
+                let (engine, dir) = (
+                    p.engine_or(workspace.settings.engine),
+                    workspace.project_dir(&p.path),
+                );
+                engine.state_in(server, &p.path, &dir).is_none()
+                    && engine.state_in(&unset, &p.path, &dir).is_some()
+            })
+            .map(|p| p.path.as_str())
+            .collect();
+        if elsewhere.is_empty() {
+            return;
+        }
+        let warning = format!(
+            "warning: `state = \"ledger\"`, but the run's environment names another backend for {} project{} ({}{}): they keep their state there; take the variable (PULUMI_BACKEND_URL) out of the environment file once `mara state migrate` moved them",
+            elsewhere.len(),
+            if elsewhere.len() == 1 { "" } else { "s" },
+            elsewhere
+                .iter()
+                .take(3)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", "),
+            if elsewhere.len() > 3 { ", …" } else { "" },
+        );
+        crate::ui::errln!("{}", self.settings.stderr_style.yellow(&warning));
     }
 }
