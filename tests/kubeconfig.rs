@@ -144,15 +144,18 @@ fn a_cleaned_workspace_and_a_second_copy_recognise_mara_s_entries_and_only_them(
     )
     .unwrap();
     let before = std::fs::read_to_string(&kube).unwrap();
+    // Said before anything runs (exit 3), not after the cluster project is applied.
+    let calls = d.calls().len();
     let output = mara_in(&d, d.root(), &["up", "--yes", "-s", "stage"]);
-    assert_eq!(output.status.code(), Some(1), "{}", common::stderr(&output));
-    assert!(
-        common::stdout(&output).contains(
-            "already has a cluster `mara-stage` that mara did not write: mara never replaces it"
-        ),
-        "{}",
-        common::stdout(&output)
+    assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+    assert_eq!(
+        common::stderr(&output),
+        format!(
+            "error: hooks: cannot merge the cluster's kubeconfig into {}: it already has a cluster `mara-stage` that mara did not write: mara never replaces it; rename or remove it, then run `mara up` again\n",
+            kube.display()
+        )
     );
+    assert_eq!(d.calls().len(), calls, "no engine ran");
     assert_eq!(std::fs::read_to_string(&kube).unwrap(), before);
 
     // A second copy of the workspace, with the same `id`: the entries are its own.
@@ -167,8 +170,8 @@ fn a_cleaned_workspace_and_a_second_copy_recognise_mara_s_entries_and_only_them(
     let text = std::fs::read_to_string(&toml).unwrap();
     std::fs::write(&toml, text.replace("id = \"shop\"\n", "")).unwrap();
     let output = mara_in(&d, other.path(), &["up", "--yes"]);
-    let said = common::stdout(&output);
-    assert_eq!(output.status.code(), Some(1), "{said}");
+    let said = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(3), "{said}");
     assert!(
         said.contains(
             "that mara did not write for this workspace: it is stack `dev`'s of workspace `shop`"
@@ -266,4 +269,35 @@ fn kubectl_keeps_mara_s_mark_and_its_rewrites_change_nothing_mara_compares() {
     assert_eq!(kubectl(&kube, &["config", "get-clusters"]), "NAME\nprod");
     assert_eq!(kubectl(&kube, &["config", "get-users"]), "NAME\nprod-admin");
     assert_eq!(kubectl(&kube, &["config", "current-context"]), "prod");
+}
+
+/// `KUBECONFIG` pointed at another file whose `mara-dev` is the user's own: the merge there is
+/// refused, and the entries stay in the file they were merged into (they used to be taken out
+/// first, leaving the user with neither).
+#[test]
+fn a_merge_refused_in_a_new_kubeconfig_leaves_the_entries_in_the_old_one() {
+    let d = merging(Some("shop"));
+    let kube = users_kubeconfig(&d);
+    succeeds(&mara_in(&d, d.root(), &["up", "--yes"]));
+    let before = std::fs::read_to_string(&kube).unwrap();
+    assert!(before.contains("name: mara-dev"), "{before}");
+
+    let other = d.root().join("home/other-config");
+    let own = "apiVersion: v1\nkind: Config\nclusters:\n- name: mara-dev\n  cluster:\n    server: https://mine.example.com\nusers: []\ncontexts: []\n";
+    std::fs::write(&other, own).unwrap();
+    let mut cmd = common::mara(d.root());
+    let output = cmd
+        .envs(d.environment())
+        .env("KUBECONFIG", &other)
+        .args(["up", "--yes", "--only", "cluster"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", common::stdout(&output));
+    assert!(
+        common::stderr(&output).contains("a cluster `mara-dev` that mara did not write"),
+        "{}",
+        common::stderr(&output)
+    );
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), own);
+    assert_eq!(std::fs::read_to_string(&kube).unwrap(), before);
 }

@@ -1387,12 +1387,16 @@ fn merged_kubeconfigs_never_clobber_and_two_stacks_coexist() {
         .args(["up", "--yes", "--only", "cluster", "-s", "stage"])
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "refused before anything runs"
+    );
     assert!(
-        common::stdout(&output)
+        common::stderr(&output)
             .contains("already has a cluster `mara-stage` that mara did not write for this stack: it is stack `prod`'s, of this workspace"),
         "{}",
-        common::stdout(&output)
+        common::stderr(&output)
     );
     assert_eq!(
         std::fs::read_to_string(&kube).unwrap(),

@@ -91,6 +91,9 @@ impl Invocation<'_> {
             Err(Error::Problems(more)) => problems.extend(more),
             Err(error) => return Err(error),
         }
+        if asks {
+            problems.extend(self.refused_merge(deployment, loaded));
+        }
         if !problems.is_empty() {
             // Said at once with what `up` would need asked, so that one run shows every problem.
             if let (true, Err(Error::Problems(more))) = (asks, checks.needs()) {
@@ -105,6 +108,27 @@ impl Invocation<'_> {
             true => checks.needs(),
             false => Ok(()),
         }
+    }
+
+    /// An `up` whose kubeconfig hook merges into the user's kubeconfig, where an entry of the
+    /// stack's name is not the stack's: the merge would fail after the cluster project ran
+    /// (docs/commands.md, "Your kubeconfig").
+    fn refused_merge(&self, deployment: &Deployment, loaded: &Loaded<'_>) -> Option<Problem> {
+        let selected = &loaded.selected;
+        let merges = selected.order().iter().any(|&i| {
+            (selected.graph.project(i).on_success.iter())
+                .any(|h| matches!(h, crate::provider::Hook::Kubeconfig { merge: true, .. }))
+        });
+        if !merges {
+            return None;
+        }
+        let workspace = &deployment.files.workspace;
+        let files = crate::run::kubeconfig::Files::of(workspace, &loaded.stack.name);
+        let why = crate::run::kubeconfig::refused_merge(&files, &loaded.with_secrets).err()?;
+        Some(
+            Problem::new(format!("cannot merge the cluster's kubeconfig into {why}"))
+                .subject("hooks"),
+        )
     }
 
     /// A checkout without the stack's configuration, for a stack the ledger has runs of: not the

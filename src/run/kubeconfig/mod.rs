@@ -185,11 +185,10 @@ pub fn write(
 fn merge_into(files: &Files, target: &Path, kubeconfig: &Value) -> Result<Vec<String>, String> {
     let owner = files.owner()?;
     let mut lines = carry_over::carry_over(files, &owner)?;
-    // Merged elsewhere before (KUBECONFIG changed since): taken out of that file first, so that
-    // no entry of mara's is left where mara no longer looks.
-    if let Some(moved) = read_merged_into(files)?.filter(|m| m != target) {
-        lines.extend(take_out(files, &owner, &moved)?);
-    }
+    // Merged elsewhere before (KUBECONFIG changed since): taken out of that file once this
+    // merge is done, so that no entry of mara's is left where mara no longer looks — and a
+    // merge refused here leaves the entries where they were.
+    let moved = read_merged_into(files)?.filter(|m| m != target);
     let real = resolve_symlinks(target);
     let merge = with_user_file(
         target,
@@ -212,6 +211,9 @@ fn merge_into(files: &Files, target: &Path, kubeconfig: &Value) -> Result<Vec<St
         },
         Ok,
     )?;
+    if let Some(moved) = moved {
+        lines.extend(take_out(files, &owner, &moved)?);
+    }
     let shown = target.display();
     for entry in &merge.replaced {
         lines.push(format!(
@@ -221,6 +223,42 @@ fn merge_into(files: &Files, target: &Path, kubeconfig: &Value) -> Result<Vec<St
     let context = merge.context.unwrap_or_default();
     lines.push(format!("merged into {shown} (context {context})"));
     Ok(lines)
+}
+
+/// Before an `up` that merges: an entry named as the stack's (`mara-<stack>`) in the user's
+/// kubeconfig that is not the stack's — the user's, or another stack's or workspace's — would
+/// refuse the merge after the cluster project ran; said before anything runs instead. (A
+/// cluster whose kubeconfig holds several gets names only its output tells; the merge still
+/// refuses those.) A record from before issue 42 is carried over by the merge: not judged here.
+pub fn refused_merge(files: &Files, env: &BTreeMap<String, String>) -> Result<(), String> {
+    let Some(target) = user_kubeconfig(env) else {
+        return Ok(());
+    };
+    if files.record().exists() {
+        return Ok(());
+    }
+    let Some(existing) = read_kubeconfig(&target)? else {
+        return Ok(());
+    };
+    let owner = files.owner()?;
+    let name = format!("mara-{}", files.stack_name);
+    for section_name in SECTIONS {
+        let found = section(&existing, section_name);
+        let entry = found
+            .iter()
+            .find(|e| e.get("name").and_then(Value::as_str) == Some(&name));
+        let Some(entry) = entry else {
+            continue;
+        };
+        match mark::claim(section_name, entry, &owner) {
+            Claim::Ours { .. } => {}
+            claim => {
+                let why = refusal(section_name, &name, &claim, &owner);
+                return Err(format!("{}: {why}", target.display()));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// After `destroy`: removes what `write` wrote: the stack's entries from the user's kubeconfig
@@ -566,9 +604,10 @@ fn refusal(section: &str, name: &str, claim: &Claim, owner: &Owner) -> String {
             ),
             true,
         ),
+        // Written by hand (or by a tool): whatever names the workspace, it is not mara's.
         _ => (
             ": mara never replaces it; rename or remove it".to_string(),
-            true,
+            false,
         ),
     };
     let mut message = format!(
