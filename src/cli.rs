@@ -541,7 +541,8 @@ pub struct GenerateArgs {
     #[arg(long, value_name = "COMMAND")]
     pub setup: Option<String>,
     /// A secret of the CI's secret store given to mara's steps (cloud credentials:
-    /// AWS_SECRET_ACCESS_KEY, DIGITALOCEAN_TOKEN, PULUMI_ACCESS_TOKEN, …); repeatable
+    /// AWS_SECRET_ACCESS_KEY, PULUMI_ACCESS_TOKEN, …; the provider's own token, such as
+    /// DIGITALOCEAN_TOKEN, is given already); repeatable
     #[arg(long = "env", value_name = "NAME", value_parser = variable_name)]
     pub env: Vec<String>,
     /// A plain variable given to mara's steps (GitHub's `vars.NAME`, a GitLab CI/CD

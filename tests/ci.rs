@@ -6,6 +6,8 @@
 //! and are skipped, and counted, elsewhere.
 
 mod common;
+#[path = "ci/github_runner.rs"]
+mod github_runner;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -145,8 +147,13 @@ fn gitlab_ci_local(copy: &Deployment, tools: &Path, variables: &[String]) -> (i3
 /// Each project's `up` as the stand-in logged it: (start, end) by project path, from the
 /// directory it ran in (`…/.gitlab-ci-local/builds/JOB/PROJECT`).
 fn ups(copy: &Deployment) -> BTreeMap<String, Vec<(f64, f64)>> {
+    ups_in(copy.calls(), "/.gitlab-ci-local/builds/")
+}
+
+/// Each project's `up` among `calls`, from the directory it ran in (`…BUILDSJOB/PROJECT`).
+fn ups_in(calls: Vec<Value>, builds: &str) -> BTreeMap<String, Vec<(f64, f64)>> {
     let mut found: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    for call in copy.calls() {
+    for call in calls {
         let argv: Vec<&str> = call["argv"]
             .as_array()
             .unwrap()
@@ -157,7 +164,7 @@ fn ups(copy: &Deployment) -> BTreeMap<String, Vec<(f64, f64)>> {
             continue;
         }
         let cwd = call["cwd"].as_str().unwrap();
-        let Some((_, rest)) = cwd.split_once("/.gitlab-ci-local/builds/") else {
+        let Some((_, rest)) = cwd.split_once(builds) else {
             continue;
         };
         let project = rest.split_once('/').map(|(_, p)| p).unwrap_or_default();
@@ -2072,4 +2079,462 @@ fn the_release_workflow_is_clean_and_its_archive_holds_a_checked_mara() {
     bytes[last] ^= 0x01;
     std::fs::write(&archive, bytes).unwrap();
     assert!(!check(out.path()).status.success());
+}
+
+/// Issue 43: `--setup` reaches mara on GitHub. The workflow run as GitHub runs it (each step a
+/// new shell: `github_runner`) on runners where mara is not on the PATH until the setup puts it
+/// there: its `export PATH=…` and its variables reach mara's steps through `$GITHUB_PATH` and
+/// `$GITHUB_ENV` — here the stand-in's log, which no runner has before the setup — and the
+/// setup's own step gets no secret. Every project deployed once, after its dependencies; the
+/// run recorded once, succeeded.
+#[test]
+fn a_github_setup_reaches_mara_s_steps() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("github");
+    let copy = Deployment::of("mara-local");
+    let state = tempfile::tempdir().unwrap();
+    shared_state(&copy, state.path());
+    let tools = tempfile::tempdir().unwrap();
+    let bin = tools.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(assert_cmd::cargo::cargo_bin("mara"), bin.join("mara")).unwrap();
+    let seen = tools.path().join("seen");
+    std::fs::create_dir(&seen).unwrap();
+    let setup = format!(
+        "export PATH=\"{}:$PATH\" PULUMI_STAND_IN_LOG={} && env | cut -d= -f1 | sort > \"{}/$GITHUB_JOB\"",
+        bin.display(),
+        copy.log().display(),
+        seen.display()
+    );
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &[
+            "ci", "generate", "github", "--setup", &setup, "--file", "wf.yml",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    commit_all(copy.root(), true, "the workspace");
+    let workflow = std::fs::read_to_string(copy.root().join("wf.yml")).unwrap();
+
+    let runners = tempfile::tempdir().unwrap();
+    let base: BTreeMap<String, String> = BTreeMap::from([
+        (
+            "PATH".into(),
+            github_runner::path_without_mara(&copy.environment()[0].1),
+        ),
+        (
+            "HOME".into(),
+            copy.root().join("home").display().to_string(),
+        ),
+        ("NO_COLOR".into(), "1".into()),
+    ]);
+    let env_file = std::fs::read_to_string(copy.root().join("config/pulumi/environment")).unwrap();
+    let mut secrets: BTreeMap<String, String> = (env_file.lines())
+        .filter(|l| l.starts_with("MARA_SECRET_") || l.starts_with("PULUMI_CONFIG_PASSPHRASE="))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    secrets.insert("MARA_LEDGER_URL".into(), url.clone());
+    let runner = github_runner::Runner {
+        dir: runners.path().to_path_buf(),
+        repository: copy.root().to_path_buf(),
+        base,
+        secrets: secrets.clone(),
+        run_id: 7,
+    };
+    let ran = runner.run(&workflow);
+    assert_eq!(ran.len(), 16);
+    for job in &ran {
+        assert_eq!(job.code, Some(0), "{}: {}", job.id, job.output);
+        assert!(!job.output.contains("command not found"), "{}", job.output);
+        // The setup's step is not mara's: it sees none of the secrets.
+        let names = std::fs::read_to_string(seen.join(&job.id)).unwrap();
+        for secret in secrets.keys() {
+            assert!(
+                !names.lines().any(|n| n == secret),
+                "{}'s setup saw {secret}",
+                job.id
+            );
+        }
+    }
+
+    // The stand-in's log, which only the setup's `$GITHUB_ENV` gives mara's steps: every
+    // project once, never before its dependencies.
+    let ups = ups_in(copy.calls(), &format!("{}/jobs/", runners.path().display()));
+    let edges = edges(&copy);
+    assert_eq!(
+        ups.keys().collect::<Vec<_>>(),
+        edges.keys().collect::<Vec<_>>(),
+        "{ups:?}"
+    );
+    for (project, runs) in &ups {
+        assert_eq!(runs.len(), 1, "{project} ran {} times", runs.len());
+        for dependency in &edges[project] {
+            assert!(
+                ups[dependency][0].1 <= runs[0].0,
+                "{project} before {dependency}"
+            );
+        }
+    }
+    let (code, history, err) = mara(&copy, Some(&url), &["--output", "json", "history"]);
+    assert_eq!(code, 0, "{err}");
+    let runs: Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs:#}");
+    assert_eq!(runs[0]["run_id"], "gh-7-1", "{runs:#}");
+    assert_eq!(runs[0]["status"], "succeeded", "{runs:#}");
+}
+
+/// Issue 43: least secrets on GitLab, which gives every job every CI/CD variable. The pipeline
+/// run through gitlab-ci-local with a `--setup` that writes the names of the variables it sees:
+/// the close job's setup sees no run secret, no passphrase and no `--env` credential (the close
+/// job's own `before_script`, not the default's); a project job's setup no `MARA_SECRET_*` but
+/// its project's (its `--env` credentials it does see: docs/commands.md says so). And a job
+/// stores only the secrets its own project reads: the secrets project's job stores each of them
+/// once, the jobs of the projects that declare them (prometheus, sirius) none.
+#[test]
+fn a_gitlab_job_s_setup_sees_only_its_own_secrets_and_only_the_secrets_job_stores_them() {
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("least");
+    let copy = Deployment::of("mara-local");
+    let state = tempfile::tempdir().unwrap();
+    shared_state(&copy, state.path());
+    let seen = tempfile::tempdir().unwrap();
+    let setup = format!(
+        "env | cut -d= -f1 | sort > \"{}/$CI_JOB_NAME\"",
+        seen.path().display()
+    );
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &[
+            "ci",
+            "generate",
+            "gitlab",
+            "--setup",
+            &setup,
+            "--env",
+            "CLOUD_TOKEN",
+            "--file",
+            ".gitlab-ci.yml",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    commit_all(copy.root(), true, "the workspace");
+    let env_file = std::fs::read_to_string(copy.root().join("config/pulumi/environment")).unwrap();
+    let mut variables: Vec<String> = (env_file.lines())
+        .filter(|l| l.starts_with("MARA_SECRET_") || l.starts_with("PULUMI_CONFIG_PASSPHRASE="))
+        .map(String::from)
+        .collect();
+    let secrets: BTreeSet<String> = (variables.iter())
+        .map(|v| v.split_once('=').unwrap().0.to_string())
+        .collect();
+    assert_eq!(secrets.len(), 6, "{secrets:?}");
+    variables.push(format!("MARA_LEDGER_URL={url}"));
+    variables.push("CLOUD_TOKEN=cloud-token-3x9".into());
+    let (code, out) = gitlab_ci_local(&copy, &tools, &variables);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(" PASS  mara-close"), "{out}");
+
+    let names = |job: &str| -> BTreeSet<String> {
+        let text = std::fs::read_to_string(seen.path().join(job))
+            .unwrap_or_else(|e| panic!("{job}'s setup wrote nothing: {e}"));
+        text.lines().map(String::from).collect()
+    };
+    let close = names("mara-close");
+    assert!(close.contains("MARA_LEDGER_URL"), "{close:?}");
+    let leaked: Vec<&String> = (close.iter())
+        .filter(|n| secrets.contains(*n) || *n == "CLOUD_TOKEN")
+        .collect();
+    assert!(leaked.is_empty(), "the close job's setup saw {leaked:?}");
+    let own = |job: &str| -> BTreeSet<String> {
+        (names(job).into_iter())
+            .filter(|n| n.starts_with("MARA_SECRET_"))
+            .collect()
+    };
+    assert_eq!(
+        own("kubernetes-prometheus"),
+        BTreeSet::from(["MARA_SECRET_PROMETHEUS_ADMINPASS".to_string()])
+    );
+    assert_eq!(own("kubernetes-applications-sirius").len(), 4);
+    assert!(own("kubernetes-certmgr").is_empty());
+    // What GitLab cannot scope: a project job's setup sees the engines' credentials.
+    assert!(names("kubernetes-certmgr").contains("CLOUD_TOKEN"));
+
+    // Five secrets, stored once each, by the secrets project's job.
+    let writes: Vec<(String, String)> = (copy.calls().iter())
+        .filter_map(|call| {
+            let argv: Vec<&str> = (call["argv"].as_array().unwrap().iter())
+                .map(|a| a.as_str().unwrap())
+                .collect();
+            let set = argv.windows(3).any(|w| w == ["config", "set", "--secret"]);
+            set.then(|| {
+                let key = argv[argv.iter().position(|a| *a == "--secret").unwrap() + 1];
+                (call["cwd"].as_str().unwrap().to_string(), key.to_string())
+            })
+        })
+        .collect();
+    assert_eq!(writes.len(), 5, "{writes:#?}");
+    assert!(
+        writes
+            .iter()
+            .all(|(cwd, _)| cwd.ends_with("/kubernetes-secrets/kubernetes/secrets")),
+        "{writes:#?}"
+    );
+}
+
+/// Issue 43: every built-in provider's pipeline carries what its engines read on every run. A
+/// provider's token — a `kind = "secret"` question with an `env` variable, read here from the
+/// provider files themselves — is mapped from the CI's secret store into the open and project
+/// jobs (not the close job, which unsets it on GitLab), and the header says so; `--env` of it is
+/// refused as given twice. And `ci generate` outside a git repository shows nothing of git's.
+#[test]
+fn every_built_in_provider_s_pipeline_carries_its_tokens() {
+    let copy = Deployment::of("mara-local");
+    let providers = Path::new(env!("CARGO_MANIFEST_DIR")).join("providers");
+    let mut tokens: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for entry in std::fs::read_dir(&providers).unwrap() {
+        let path = entry.unwrap().path();
+        let file: toml::Table = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+        let questions = file.get("config").and_then(|c| c.as_array()).cloned();
+        let read = (questions.unwrap_or_default().iter())
+            .filter(|q| q.get("kind").and_then(|k| k.as_str()) == Some("secret"))
+            .filter_map(|q| q.get("env").and_then(|e| e.as_str()).map(String::from))
+            .collect();
+        tokens.insert(name, read);
+    }
+    assert_eq!(
+        tokens["do"],
+        BTreeSet::from(["DIGITALOCEAN_TOKEN".to_string()])
+    );
+    assert_eq!(
+        tokens["linode"],
+        BTreeSet::from(["LINODE_TOKEN".to_string()])
+    );
+    tokens.remove("mara-kubernetes"); // what the others extend: no provider of its own
+    for (provider, read) in &tokens {
+        let file = format!("{provider}.yml");
+        let (code, _, err) = mara(
+            &copy,
+            None,
+            &[
+                "--provider",
+                provider,
+                "ci",
+                "generate",
+                "github",
+                "--file",
+                &file,
+            ],
+        );
+        assert_eq!(code, 0, "{provider}: {err}");
+        assert!(!err.contains("fatal:"), "git's own words: {err}");
+        let text = std::fs::read_to_string(copy.root().join(&file)).unwrap();
+        let workflow: Value = serde_saphyr::from_str(&text).unwrap();
+        for (id, job) in workflow["jobs"].as_object().unwrap() {
+            let mara_step = (job["steps"].as_array().unwrap().iter())
+                .find(|s| s["run"].as_str().is_some_and(|r| r.contains("mara ")))
+                .unwrap();
+            let env = mara_step["env"].as_object().unwrap();
+            for token in read {
+                let given = env.get(token).and_then(Value::as_str);
+                match id.as_str() {
+                    "mara-close" => assert_eq!(given, None, "{provider}: {id}"),
+                    _ => assert_eq!(
+                        given,
+                        Some(format!("${{{{ secrets.{token} }}}}").as_str()),
+                        "{provider}: {id}"
+                    ),
+                }
+            }
+        }
+        for token in read {
+            assert!(
+                text.lines()
+                    .take(8)
+                    .any(|l| l.contains(&format!("read {token} ("))),
+                "{provider}: the header names {token}: {text}"
+            );
+        }
+
+        let file = format!("{provider}.gitlab-ci.yml");
+        let (code, _, err) = mara(
+            &copy,
+            None,
+            &[
+                "--provider",
+                provider,
+                "ci",
+                "generate",
+                "gitlab",
+                "--file",
+                &file,
+            ],
+        );
+        assert_eq!(code, 0, "{provider}: {err}");
+        let text = std::fs::read_to_string(copy.root().join(&file)).unwrap();
+        let pipeline: Value = serde_saphyr::from_str(&text).unwrap();
+        let close = pipeline["mara-close"]["script"][0].as_str().unwrap();
+        for token in read {
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with("# MARA_LEDGER_URL") && l.contains(token)),
+                "{provider}: the header names {token}"
+            );
+            assert!(
+                close.starts_with("unset ") && close.contains(token),
+                "{close}"
+            );
+            for (id, job) in pipeline.as_object().unwrap() {
+                let Some(script) = job.get("script").and_then(Value::as_array) else {
+                    continue;
+                };
+                let unsets = script.iter().any(|l| {
+                    l.as_str()
+                        .is_some_and(|l| l.starts_with("unset ") && l.contains(token))
+                });
+                assert_eq!(unsets, id == "mara-close", "{provider}: {id}");
+            }
+        }
+    }
+
+    // The token given again is refused, saying why.
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &[
+            "--provider",
+            "do",
+            "ci",
+            "generate",
+            "github",
+            "--env",
+            "DIGITALOCEAN_TOKEN",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("DIGITALOCEAN_TOKEN is provider do's token (`digitalocean:token`)"),
+        "{err}"
+    );
+    // The open job's checks find the token in the variable the pipeline maps.
+    let (code, out, err) = mara(&copy, None, &["--provider", "do", "validate"]);
+    let said = format!("{out}{err}");
+    assert!(
+        code != 0 && said.contains("DIGITALOCEAN_TOKEN is not set"),
+        "{said}"
+    );
+    let (_, out, err) = {
+        let output = copy
+            .mara()
+            .env("DIGITALOCEAN_TOKEN", "do-token-1234")
+            .args(["--provider", "do", "validate"])
+            .output()
+            .unwrap();
+        (0, common::stdout(&output), common::stderr(&output))
+    };
+    let said = format!("{out}{err}");
+    assert!(!said.contains("DIGITALOCEAN_TOKEN is not set"), "{said}");
+}
+
+/// Issue 43: `ci generate --check` holds where `ci generate` ran. The workspace a directory of
+/// the repository (`examples/mara-local`): written from the workspace's directory — the default
+/// file at the repository's root, and a `--file` of the workspace's — its header records the
+/// workspace and the file from the repository's root, and `--check` alone holds from the
+/// workspace's directory and from the root (no `-C`: the header's), each file named from there.
+#[test]
+fn check_holds_from_where_generate_ran_and_from_the_repository_s_root() {
+    let root = tempfile::tempdir().unwrap();
+    let workspace = root.path().join("examples/mara-local");
+    std::fs::create_dir_all(&workspace).unwrap();
+    common::copy_example(&common::example("mara-local"), &workspace);
+    git(root.path(), &["init", "-q"]);
+    let run = |dir: &Path, args: &[&str]| {
+        let output = common::mara(dir).args(args).output().unwrap();
+        let said = format!("{}{}", common::stdout(&output), common::stderr(&output));
+        (output.status.code().unwrap_or(-1), said)
+    };
+    let (code, said) = run(&workspace, &["ci", "generate", "gitlab"]);
+    assert_eq!(code, 0, "{said}");
+    let (code, said) = run(
+        &workspace,
+        &["ci", "generate", "github", "--file", "ci/wf.yml"],
+    );
+    assert_eq!(code, 0, "{said}");
+    let default = std::fs::read_to_string(root.path().join("mara-dev-up.gitlab-ci.yml")).unwrap();
+    assert!(
+        default.starts_with("# Written by `mara -C 'examples/mara-local' ci generate gitlab --operation up --provider local --stack dev` (from the repository's root)"),
+        "{default}"
+    );
+    let named = std::fs::read_to_string(workspace.join("ci/wf.yml")).unwrap();
+    assert!(
+        named
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("--file examples/mara-local/ci/wf.yml` (from the repository's root):"),
+        "{named}"
+    );
+    for (dir, file) in [
+        (&workspace, "ci/wf.yml"),
+        (&root.path().to_path_buf(), "examples/mara-local/ci/wf.yml"),
+    ] {
+        let (code, said) = run(dir, &["ci", "generate", "gitlab", "--check"]);
+        assert_eq!(code, 0, "{}: {said}", dir.display());
+        assert!(
+            said.ends_with("mara-dev-up.gitlab-ci.yml is up to date.\n"),
+            "{said}"
+        );
+        let (code, said) = run(
+            dir,
+            &["ci", "generate", "github", "--check", "--file", file],
+        );
+        assert_eq!((code, said), (0, format!("{file} is up to date.\n")));
+    }
+    // Checked from the root, a file written from there is the same file.
+    let (code, said) = run(
+        root.path(),
+        &[
+            "-C",
+            "examples/mara-local",
+            "ci",
+            "generate",
+            "github",
+            "--file",
+            "examples/mara-local/ci/wf.yml",
+        ],
+    );
+    assert_eq!(code, 0, "{said}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("ci/wf.yml")).unwrap(),
+        named
+    );
+    // An edit is found from either place.
+    std::fs::write(
+        workspace.join("ci/wf.yml"),
+        named.replace("mara up", "mara  up"),
+    )
+    .unwrap();
+    for (dir, file) in [
+        (&workspace, "ci/wf.yml"),
+        (&root.path().to_path_buf(), "examples/mara-local/ci/wf.yml"),
+    ] {
+        let (code, said) = run(
+            dir,
+            &["ci", "generate", "github", "--check", "--file", file],
+        );
+        assert_eq!(code, 4, "{said}");
+        assert!(
+            said.contains(&format!("{file} no longer matches")),
+            "{said}"
+        );
+    }
 }

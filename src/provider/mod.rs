@@ -219,6 +219,20 @@ pub struct Provider {
     pub pools: BTreeMap<String, usize>,
 }
 
+impl Provider {
+    /// The tokens its engines read from the environment on every run: each `kind = "secret"`
+    /// question with an `env` variable (`digitalocean:token` from `DIGITALOCEAN_TOKEN`), as
+    /// (variable, question).
+    pub fn tokens(&self) -> impl Iterator<Item = (&str, &ConfigSpec)> {
+        self.config
+            .iter()
+            .filter_map(|spec| match (spec.kind, &spec.env) {
+                (ConfigKind::Secret, Some(variable)) => Some((variable.as_str(), spec)),
+                _ => None,
+            })
+    }
+}
+
 /// A provider file, not yet parsed.
 #[derive(Debug, Clone)]
 pub struct ProviderSource {

@@ -33,6 +33,8 @@ pub struct Stack<'a> {
     pub interrupt: &'a Interrupt,
     /// `mara` as this invocation was typed (`Settings::invoked`), for hints.
     pub mara: &'a str,
+    /// A job of a fanned-out run (`--run`), on a runner of its own.
+    pub joined: bool,
 }
 
 impl Stack<'_> {
@@ -66,13 +68,21 @@ impl Stack<'_> {
         let files = &self.deployment.files;
         let provider = &self.deployment.provider;
         let secrets_project = &files.workspace.settings.secrets_project;
-        let needs = configure::needs(
+        let mut needs = configure::needs(
             provider,
             self.selected,
             secrets_project,
             self.config,
             self.stored,
         );
+        // A job of a fanned-out run stores only the secrets its own projects read: the secrets
+        // project's program reads them from its configuration, the others read its outputs, and
+        // what a job stores stays on its runner. Only the secrets project's job stores them.
+        let graph = self.selected.graph;
+        let reads_them = (graph.lookup(secrets_project)).is_some_and(|i| self.selected.contains(i));
+        if self.joined && !reads_them {
+            needs.secrets.clear();
+        }
         let interactive = prompter.is_some();
         let answers = match prompter {
             _ if needs.is_empty() => Answers::default(),
@@ -327,15 +337,12 @@ pub fn token_variables(
     secrets: &Secrets,
     env: &mut BTreeMap<String, String>,
 ) {
-    for spec in &provider.config {
-        let (crate::provider::ConfigKind::Secret, Some(variable)) = (spec.kind, &spec.env) else {
-            continue;
-        };
+    for (variable, spec) in provider.tokens() {
         if env.get(variable).is_some_and(|v| !v.is_empty()) {
             continue;
         }
         if let Some(value) = secrets.get(&spec.key) {
-            env.insert(variable.clone(), value.clone());
+            env.insert(variable.to_string(), value.clone());
         }
     }
 }

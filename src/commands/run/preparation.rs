@@ -39,6 +39,7 @@ impl Invocation<'_> {
             pulumi: &pulumi,
             interrupt: self.runner.interrupt(),
             mara: &mara,
+            joined: run.join.is_some(),
         };
         let (config, mut secrets) = match run.operation {
             Operation::Up => {

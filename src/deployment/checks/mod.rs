@@ -442,10 +442,7 @@ pub fn tokens(
     if config.is_first_run() {
         return;
     }
-    for spec in &provider.config {
-        let (ConfigKind::Secret, Some(variable)) = (spec.kind, &spec.env) else {
-            continue;
-        };
+    for (variable, spec) in provider.tokens() {
         let key = &spec.key;
         if configure::supplied_by_env(spec, env) {
             checks.pass("configuration", format!("`{key}`: from {variable}"));

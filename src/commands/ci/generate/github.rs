@@ -136,7 +136,7 @@ fn job(pipeline: &Pipeline, job: &Job<'_>) -> String {
     }
     out.push_str("    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n");
     if let Some(setup) = &pipeline.setup {
-        out.push_str(&format!("      - run: {}\n", quoted(setup)));
+        out.push_str(&setup_step(setup));
     }
     out.push_str(&format!(
         "      - run: {}\n{}",
@@ -144,6 +144,38 @@ fn job(pipeline: &Pipeline, job: &Job<'_>) -> String {
         step_env(pipeline, job.secrets, !closing)
     ));
     out
+}
+
+/// The setup's step. GitHub runs each step in a shell of its own, so what the setup exports
+/// (`export PATH=…`, a tool's `JAVA_HOME`) would end with its step, before mara's runs: the step
+/// hands it on as GitHub has steps do, `PATH` to `$GITHUB_PATH` and each other variable it set
+/// or changed to `$GITHUB_ENV`. It is a step of its own, not a part of mara's, so that it gets
+/// none of the secrets mara's step is given. A setup that fails fails its step, whatever its
+/// last command (`{ …; } || exit`: bash's `-e` lets an `a && b` whose `a` fails go on).
+fn setup_step(setup: &str) -> String {
+    let script = [
+        "declare -A mara_before",
+        "for mara_n in $(compgen -e); do mara_before[$mara_n]=${!mara_n}; done",
+        &format!("{{ {setup}"),
+        "} || exit $?",
+        "for mara_n in $(compgen -e); do",
+        "  case $mara_n in",
+        "    _|PWD|OLDPWD|SHLVL|GITHUB_*|RUNNER_*) ;;",
+        "    PATH) [ \"$PATH\" = \"${mara_before[PATH]-}\" ] || printf '%s\\n' \"$PATH\" >> \"$GITHUB_PATH\" ;;",
+        "    *) if [ \"${mara_before[$mara_n]+set}\" != set ] || [ \"${mara_before[$mara_n]}\" != \"${!mara_n}\" ]; then",
+        "         mara_eof=mara_eof_$RANDOM$RANDOM$RANDOM",
+        "         printf '%s<<%s\\n%s\\n%s\\n' \"$mara_n\" \"$mara_eof\" \"${!mara_n}\" \"$mara_eof\" >> \"$GITHUB_ENV\"",
+        "       fi ;;",
+        "  esac",
+        "done",
+    ];
+    let mut step = String::from(
+        "      - name: setup (its PATH and variables kept for the next steps)\n        shell: bash\n        run: |\n",
+    );
+    for line in script {
+        step.push_str(&format!("          {line}\n"));
+    }
+    step
 }
 
 /// A mara step's variables: the ledger's URL and `names` from the CI's secret store — the

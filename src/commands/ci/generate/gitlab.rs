@@ -111,10 +111,21 @@ fn project_job(pipeline: &Pipeline, j: &Job) -> String {
     )
 }
 
-/// The close job: no secret but the ledger's URL; its reports as artifacts, a preview's summary
-/// exposed on its merge request.
+/// The close job: no secret but the ledger's URL — not the run's secrets, not the engines'
+/// credentials (`--env`), which it unsets before its own setup (a `before_script` of its own:
+/// the default's would run the setup first, with every secret); its reports as artifacts, a
+/// preview's summary exposed on its merge request.
 fn close_job(pipeline: &Pipeline) -> String {
-    let withheld: Vec<String> = pipeline.secrets.iter().cloned().collect();
+    let mut withheld: Vec<String> = pipeline.secrets.iter().cloned().collect();
+    withheld.extend(pipeline.env.iter().cloned());
+    let unset = unset(&withheld);
+    let (before, unset) = match &pipeline.setup {
+        Some(setup) => (
+            format!("  before_script:\n{unset}    - {}\n", quoted(setup)),
+            String::new(),
+        ),
+        None => (String::new(), unset),
+    };
     let (paths, exposed) = match pipeline.operation {
         CiOperation::Preview => (
             format!("mara-report.json, {PREVIEW_FILE}"),
@@ -123,9 +134,8 @@ fn close_job(pipeline: &Pipeline) -> String {
         _ => ("mara-report.json".to_string(), ""),
     };
     format!(
-        "\nmara-close:\n  stage: mara-close\n{}  script:\n{}    - {}\n  artifacts:\n    when: always\n{exposed}    paths: [{paths}]\n    reports:\n      junit: mara-junit.xml\n",
+        "\nmara-close:\n  stage: mara-close\n{}{before}  script:\n{unset}    - {}\n  artifacts:\n    when: always\n{exposed}    paths: [{paths}]\n    reports:\n      junit: mara-junit.xml\n",
         when(pipeline, true),
-        unset(&withheld),
         quoted(&close_command(
             pipeline,
             " --report mara-report.json --junit mara-junit.xml"

@@ -121,10 +121,11 @@ impl Asked {
     }
 }
 
-/// Where the file is: the `--file` its header records, the file written or checked (`None`:
-/// the default one), and whether it is only checked.
+/// Where the file is: the `--file` its header records, from the repository's root (`Some`: the
+/// options are the header's), the file written or checked, as given on the command line or found
+/// (`None`: the default one), and whether it is only checked.
 struct Where {
-    recorded: Option<PathBuf>,
+    recorded: Option<Option<PathBuf>>,
     path: Option<PathBuf>,
     check: bool,
 }
@@ -134,28 +135,38 @@ pub fn generate(
     asked: Asked,
     (file, check): (Option<PathBuf>, bool),
 ) -> Result<()> {
-    // `--check` alone: the file is checked against what its header says it was written with.
-    if check && asked.is_bare() {
+    // A check takes the workspace, stack and provider from the file's header where this
+    // invocation names none; `--check` alone, every option too.
+    if check && (file.is_some() || asked.is_bare()) {
         let here = std::env::current_dir().map_err(|e| Error::read(Path::new("."), e))?;
         let path = match &file {
-            Some(file) => Some(here.join(file)),
-            None => default_path(settings, asked.system).ok(),
+            Some(file) => here.join(file),
+            None => match default_path(settings, asked.system) {
+                Ok(path) => path,
+                // No workspace here (the repository's root, above it): the one pipeline of
+                // this system mara wrote at the root, by its default name.
+                Err(error) => written_default(&here, asked.system, error)?,
+            },
         };
-        let written = path.and_then(|p| crate::workspace::read_input(&p).ok());
+        let written = crate::workspace::read_input(&path).ok();
         if let Some((then, settings_then, recorded)) =
-            written.as_deref().and_then(|t| header_asked(t, settings))
+            (written.as_deref()).and_then(|t| header_asked(t, settings, &anchor(&here)))
             && then.system == asked.system
         {
+            let (asked, recorded) = match asked.is_bare() {
+                true => (then, Some(recorded)),
+                false => (asked, None),
+            };
             let at = Where {
                 recorded,
-                path: file,
+                path: Some(path),
                 check,
             };
-            return write_or_check(&settings_then, then, at);
+            return write_or_check(&settings_then, asked, at);
         }
     }
     let at = Where {
-        recorded: file.clone(),
+        recorded: None,
         path: file,
         check,
     };
@@ -174,10 +185,68 @@ fn default_path(settings: &Settings, system: CiSystem) -> Result<PathBuf> {
     )))
 }
 
+/// Where a check without a workspace finds the default file: the one file of `system` at the
+/// root of the repository `here` is in that has mara's header and the default name; else
+/// `error`, why the workspace could not be loaded, or the files to choose from.
+fn written_default(here: &Path, system: CiSystem, error: Error) -> Result<PathBuf> {
+    let root = anchor(here);
+    let (dir, suffix) = match system {
+        CiSystem::Github => (root.join(".github/workflows"), "-up.yml"),
+        CiSystem::Gitlab => (root.clone(), "-up.gitlab-ci.yml"),
+    };
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            (path.file_name().and_then(|n| n.to_str()))
+                .is_some_and(|n| n.starts_with("mara-") && n.ends_with(suffix))
+        })
+        .filter(|path| {
+            crate::workspace::read_input(path)
+                .is_ok_and(|text| text.starts_with("# Written by `mara "))
+        })
+        .collect();
+    found.sort();
+    match found.len() {
+        0 => Err(error),
+        1 => Ok(found.remove(0)),
+        _ => {
+            let shown: Vec<String> = (found.iter())
+                .map(|p| p.strip_prefix(here).unwrap_or(p).display().to_string())
+                .collect();
+            Err(Error::usage(
+                Problem::new(format!(
+                    "--check found {} pipelines mara wrote here: {}",
+                    found.len(),
+                    shown.join(", ")
+                ))
+                .hint("name the one to check: `--check --file FILE`"),
+            ))
+        }
+    }
+}
+
+/// What the paths a file's header records are relative to, seen from `here`: the root of the
+/// repository `here` is in, else of the workspace, else `here`.
+fn anchor(here: &Path) -> PathBuf {
+    let found = (here.ancestors()).find(|d| d.join(".git").exists());
+    found
+        .map(Path::to_path_buf)
+        .or_else(|| crate::workspace::find_root(here))
+        .unwrap_or_else(|| here.to_path_buf())
+}
+
 /// The options the header of a file mara wrote records (its first line's command), the settings
 /// with its workspace, stack and provider where this invocation names none, and its `--file`;
-/// `None` when the text has no such header.
-fn header_asked(text: &str, settings: &Settings) -> Option<(Asked, Settings, Option<PathBuf>)> {
+/// `None` when the text has no such header. Its paths are from the repository's root, `root`,
+/// wherever the check runs.
+fn header_asked(
+    text: &str,
+    settings: &Settings,
+    root: &Path,
+) -> Option<(Asked, Settings, Option<PathBuf>)> {
     let line = text.lines().next()?;
     let command = line.strip_prefix("# Written by `")?.split('`').next()?;
     let words = shell_words(command)?;
@@ -187,13 +256,13 @@ fn header_asked(text: &str, settings: &Settings) -> Option<(Asked, Settings, Opt
     };
     let (asked, (file, _)) = Asked::of(args);
     let mut settings = settings.clone();
-    // The header's `-C` is from the repository's root, where the check runs.
-    if let Some(dir) = cli
-        .global
-        .cwd
-        .filter(|_| settings.start_dir == Path::new("."))
-    {
-        settings.start_dir = dir;
+    // The workspace is the header's `-C` from the repository's root (the root itself without
+    // one), unless this invocation names its own.
+    if settings.start_dir == Path::new(".") {
+        settings.start_dir = match cli.global.cwd {
+            Some(dir) => root.join(dir),
+            None => root.to_path_buf(),
+        };
     }
     if settings.stack.is_none() {
         settings.stack = cli.global.stack;
@@ -296,7 +365,6 @@ fn planned(
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     pipeline.setup = asked.setup;
-    pipeline.file = at.recorded.clone();
     (pipeline.env, pipeline.vars, pipeline.oidc) = (asked.env, asked.vars, asked.oidc);
     pipeline.config_secret = asked.config_secret;
     (pipeline.on, pipeline.schedule) = (asked.on, asked.schedule);
@@ -305,7 +373,15 @@ fn planned(
         Some(file) => here.join(file),
         None => repository.join(default_file(system, operation, stack.name.as_str())),
     };
-    pipeline.in_repository = (path.strip_prefix(repository).unwrap_or(&path))
+    let in_repository = path.strip_prefix(repository).ok().map(Path::to_path_buf);
+    // The header records a `--file` from the repository's root, as its `-C`: the file is the
+    // same wherever it is written from, and a check finds it from anywhere in the repository.
+    pipeline.file = match &at.recorded {
+        Some(recorded) => recorded.clone(),
+        None => (at.path.as_ref()).map(|_| in_repository.clone().unwrap_or_else(|| path.clone())),
+    };
+    pipeline.in_repository = in_repository
+        .unwrap_or_else(|| path.clone())
         .display()
         .to_string();
     Ok((pipeline, path))
@@ -405,8 +481,9 @@ fn out_of_date(shown: &str, current: Option<&str>, pipeline: &Pipeline) -> Probl
         .hint(format!(
             "check it as it was written with `--check` and no other options (`mara ci generate {} --check{}`), or write it again as asked: {now}",
             system_word(pipeline.system),
+            // From here, as a `--file` on the command line is.
             match &pipeline.file {
-                Some(file) => format!(" --file {}", file.display()),
+                Some(_) => format!(" --file {}", pipeline::shell_word(shown)),
                 None => String::new(),
             }
         )),
@@ -442,12 +519,15 @@ fn ignored_inputs(
         ),
     ] {
         let Some(file) = file else { continue };
+        // git's own words (`fatal: not a git repository` outside one) are not mara's to show:
+        // its answer is its exit status alone.
         let ignored = std::process::Command::new("git")
             .args(["check-ignore", "-q"])
             .arg(&file)
             .current_dir(repository)
-            .status()
-            .is_ok_and(|s| s.success());
+            .stdin(std::process::Stdio::null())
+            .output()
+            .is_ok_and(|o| o.status.success());
         if ignored {
             found.push(format!(
                 "warning: {} ({what}) is ignored by git: the runners' checkouts will not have it; {how}",

@@ -38,8 +38,14 @@ pub(super) struct Pipeline {
     /// the open job all of them (its checks need what a first run needs), a project's job only
     /// its own (`Job::secrets`) and the engines'.
     pub(super) secrets: BTreeSet<String>,
-    /// The engines' secrets every project job gets (`PULUMI_CONFIG_PASSPHRASE`).
+    /// The engines' secrets every project job gets (`PULUMI_CONFIG_PASSPHRASE`, the provider's
+    /// tokens).
     pub(super) engine_secrets: BTreeSet<String>,
+    /// The provider's tokens (`DIGITALOCEAN_TOKEN`): each variable with the key whose question
+    /// names it. Its engines read it on every run, so the pipeline maps it from the CI's secret
+    /// store into the open and project jobs, as it does the passphrase (docs/decisions.md,
+    /// "Generated pipelines").
+    pub(super) tokens: Vec<(String, String)>,
     /// The workspace's directory in the repository (`-C` for every job), empty at its root.
     pub(super) workspace_dir: String,
     /// `--setup`: what every job runs first.
@@ -276,7 +282,11 @@ pub(super) fn pipeline(
             }
         })
         .collect();
-    let engine_secrets = engine_secrets(deployment, &order);
+    let tokens: Vec<(String, String)> = (deployment.provider.tokens())
+        .map(|(variable, spec)| (variable.to_string(), spec.key.clone()))
+        .collect();
+    let mut engine_secrets = engine_secrets(deployment, &order);
+    engine_secrets.extend(tokens.iter().map(|(variable, _)| variable.clone()));
     let mut secrets = all_secrets;
     secrets.extend(engine_secrets.iter().cloned());
     Pipeline {
@@ -288,6 +298,7 @@ pub(super) fn pipeline(
         jobs,
         secrets,
         engine_secrets,
+        tokens,
         workspace_dir: String::new(),
         setup: None,
         file: None,
@@ -302,7 +313,7 @@ pub(super) fn pipeline(
 }
 
 pub(super) fn header(pipeline: &Pipeline) -> String {
-    format!(
+    let mut header = format!(
         "# Written by `{}` (from the repository's root):\n\
          # one job per project of provider {}, stack {}.\n\
          # Do not edit it: write it again when the provider changes (`mara ci generate … --check`\n\
@@ -311,7 +322,16 @@ pub(super) fn header(pipeline: &Pipeline) -> String {
         regenerate(pipeline),
         pipeline.provider,
         pipeline.stack,
-    )
+    );
+    // The provider's tokens are in the file without being asked for: say so.
+    for (variable, key) in &pipeline.tokens {
+        header.push_str(&format!(
+            "# Provider {}'s engines read {variable} (`{key}`) on every run:\n\
+             # the open and project jobs take it from the CI's secret store too.\n",
+            pipeline.provider
+        ));
+    }
+    header
 }
 
 /// `mara`, in the workspace's directory of the repository.
@@ -397,6 +417,14 @@ impl Pipeline {
                 problems.push(Problem::new(format!(
                     "{name} is given twice (--env, --var)"
                 )));
+            } else if let Some((_, key)) = self.tokens.iter().find(|(v, _)| v == name) {
+                problems.push(
+                    Problem::new(format!(
+                        "{name} is provider {}'s token (`{key}`): the pipeline gives it to the jobs already",
+                        self.provider
+                    ))
+                    .hint(format!("leave out --env {name}: the open and project jobs take it from the CI's secret store")),
+                );
             } else if MARAS_OWN.contains(&name.as_str()) || self.secrets.contains(name) {
                 problems.push(
                     Problem::new(format!("{name} is one mara gives the jobs itself"))
