@@ -540,6 +540,15 @@ pub struct GenerateArgs {
     /// into the file)
     #[arg(long, value_name = "COMMAND")]
     pub setup: Option<String>,
+    /// Every job installs this release of mara first (before the setup): from a release's
+    /// archive with --install-from, its SHA-256 checked, else with `cargo install --locked`
+    #[arg(long, value_name = "VERSION")]
+    pub install: Option<String>,
+    /// Where --install fetches the archive: a URL with {version} and {target}
+    /// (https://github.com/OWNER/REPO/releases/download/v{version}/mara-{version}-{target}.tar.gz,
+    /// or a mirror); its SHA-256 is the same URL with .sha256
+    #[arg(long, value_name = "URL", requires = "install")]
+    pub install_from: Option<String>,
     /// A secret of the CI's secret store given to mara's steps (cloud credentials:
     /// AWS_SECRET_ACCESS_KEY, PULUMI_ACCESS_TOKEN, …; the provider's own token, such as
     /// DIGITALOCEAN_TOKEN, is given already); repeatable

@@ -1828,6 +1828,22 @@ fn a_fanned_out_drift_check_leaves_its_verdict_to_the_close() {
     );
 }
 
+/// A copy of example `name` with `state = "ledger"` and no backend of its own: its runners share
+/// nothing but the ledger's server.
+fn state_in_the_ledger(name: &str) -> Deployment {
+    let copy = Deployment::of(name);
+    let toml = copy.root().join("mara.toml");
+    let settings = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("{settings}state = \"ledger\"\n")).unwrap();
+    let env_file = copy.root().join("config/pulumi/environment");
+    let env: String = (std::fs::read_to_string(&env_file).unwrap().lines())
+        .filter(|l| !l.starts_with("PULUMI_BACKEND_URL="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&env_file, env).unwrap();
+    copy
+}
+
 /// The one-PostgreSQL setup (docs/commands.md, "State in the ledger"): the example workspace
 /// with `state = "ledger"` and no state backend of its own, its GitLab pipeline run twice on one
 /// runner — each job on a clean copy, the runner's home kept — with the team's ledger (a
@@ -1848,16 +1864,7 @@ fn the_example_pipeline_keeps_its_state_in_the_ledger_and_runs_twice_on_one_runn
         "postgres://runner:{password}@127.0.0.1:{}/team?sslmode=disable",
         server.port
     );
-    let copy = Deployment::of("mara-local");
-    let toml = copy.root().join("mara.toml");
-    let settings = std::fs::read_to_string(&toml).unwrap();
-    std::fs::write(&toml, format!("{settings}state = \"ledger\"\n")).unwrap();
-    let env_file = copy.root().join("config/pulumi/environment");
-    let env: String = (std::fs::read_to_string(&env_file).unwrap().lines())
-        .filter(|l| !l.starts_with("PULUMI_BACKEND_URL="))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(&env_file, env).unwrap();
+    let copy = state_in_the_ledger("mara-local");
     // The cluster's kubeconfig merged into the runner's own (its home is kept): the second
     // pipeline's job is a fresh copy with no `.mara`, and must know the entries for its own.
     let provider = copy.root().join("providers/local.toml");
@@ -2537,4 +2544,182 @@ fn check_holds_from_where_generate_ran_and_from_the_repository_s_root() {
             "{said}"
         );
     }
+}
+
+/// The files of `dir` over HTTP on loopback (GET, one connection each): a release's download
+/// page, as a mirror serves it. Its port.
+fn serve(dir: PathBuf) -> u16 {
+    use std::io::{BufRead, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+            let mut first = String::new();
+            let _ = reader.read_line(&mut first);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let name = first.split_whitespace().nth(1).unwrap_or("/");
+            let file = dir.join(name.trim_start_matches('/'));
+            let body =
+                (!name.contains("..") && file.is_file()).then(|| std::fs::read(&file).unwrap());
+            let status = if body.is_some() {
+                "200 OK"
+            } else {
+                "404 Not Found"
+            };
+            let body = body.unwrap_or_default();
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream
+                .write_all(head.as_bytes())
+                .and_then(|()| stream.write_all(&body));
+        }
+    });
+    port
+}
+
+/// `ci generate --install` (docs/install.md, "In a pipeline"): the example's GitLab pipeline on
+/// runners without mara, each job installing it from a release archive `.ci/release-archive`
+/// made of the binary under test, served on loopback, its SHA-256 checked — the whole run green
+/// with the team's ledger and state on a real PostgreSQL; then the same archive with a wrong
+/// sum beside it fails the first job, and nothing runs.
+#[test]
+fn jobs_install_mara_from_a_release_archive_and_refuse_one_whose_sum_is_wrong() {
+    let Some(tools) = node_tools() else {
+        return;
+    };
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url("installed");
+    let target = match std::env::consts::ARCH {
+        "aarch64" => "aarch64-unknown-linux-gnu",
+        _ => "x86_64-unknown-linux-gnu",
+    };
+    let dist = tempfile::tempdir().unwrap();
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let made = Command::new(repository.join(".ci/release-archive"))
+        .arg(assert_cmd::cargo::cargo_bin("mara"))
+        .args([target.as_ref(), dist.path().as_os_str()])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let port = serve(dist.path().to_path_buf());
+    let version = env!("CARGO_PKG_VERSION");
+    let template = format!("http://127.0.0.1:{port}/mara-{{version}}-{{target}}.tar.gz");
+
+    let copy = state_in_the_ledger("mara-local");
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &[
+            "ci",
+            "generate",
+            "gitlab",
+            "--file",
+            ".gitlab-ci.yml",
+            "--install",
+            version,
+            "--install-from",
+            &template,
+            "--setup",
+            "command -v mara",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let file = std::fs::read_to_string(copy.root().join(".gitlab-ci.yml")).unwrap();
+    assert!(
+        file.contains(&format!(
+            "# each job installs mara {version} from {template}"
+        )),
+        "{file}"
+    );
+    assert!(
+        file.contains("; the runners must have pulumi on PATH, and curl, sha256sum and tar.\n"),
+        "{file}"
+    );
+    // Checked as written: the header records the install.
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &[
+            "ci",
+            "generate",
+            "gitlab",
+            "--check",
+            "--file",
+            ".gitlab-ci.yml",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    // Without it, the header says what the runners must have.
+    let (code, _, err) = mara(
+        &copy,
+        None,
+        &["ci", "generate", "gitlab", "--file", "plain.yml"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let plain = std::fs::read_to_string(copy.root().join("plain.yml")).unwrap();
+    assert!(
+        plain.contains(&format!("# The runners must have on PATH: mara {version} or newer (`--install VERSION` installs it) and pulumi.\n")),
+        "{plain}"
+    );
+    std::fs::remove_file(copy.root().join("plain.yml")).unwrap();
+    commit_all(
+        copy.root(),
+        true,
+        "the workspace, mara installed by its jobs",
+    );
+
+    // Runners with the engines (the stand-in) and the system's tools, and no mara.
+    let scratch = tempfile::tempdir().unwrap();
+    let variables = [
+        format!("MARA_LEDGER_URL={url}"),
+        format!(
+            "PATH={}:/usr/local/bin:/usr/bin:/bin",
+            copy.environment()[0].1.split(':').next().unwrap()
+        ),
+        format!("TMPDIR={}", scratch.path().display()),
+    ];
+    let (code, out) = gitlab_ci_local(&copy, &tools, &variables);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(" PASS  mara-close"), "{out}");
+    let archive = format!("mara-{version}-{target}.tar.gz");
+    assert!(
+        out.contains(&format!("{archive}: OK")),
+        "the sum checked: {out}"
+    );
+    // Each job's own, from the archive: `command -v mara` names the job's directory.
+    let installed = format!("> {}/tmp.", scratch.path().display());
+    assert_eq!(
+        out.matches(&installed).count(),
+        16,
+        "mara is the one installed: {out}"
+    );
+    let (code, history, err) = mara(&copy, Some(&url), &["--output", "json", "history"]);
+    assert_eq!(code, 0, "{err}");
+    let runs: Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs:#}");
+    assert_eq!(runs[0]["status"], "succeeded", "{runs:#}");
+
+    // The archive is not the one its sum names: the first job fails, nothing runs.
+    let sum = dist.path().join(format!("{archive}.sha256"));
+    std::fs::write(&sum, format!("{}  {archive}\n", "0".repeat(64))).unwrap();
+    let (code, out) = gitlab_ci_local(&copy, &tools, &variables);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains(&format!("{archive}: FAILED")), "{out}");
+    assert!(out.contains(" FAIL  mara-open"), "{out}");
+    let (code, history, err) = mara(&copy, Some(&url), &["--output", "json", "history"]);
+    assert_eq!(code, 0, "{err}");
+    let runs: Value = serde_json::from_str(&history).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "no run opened: {runs:#}");
 }

@@ -135,7 +135,7 @@ fn job(pipeline: &Pipeline, job: &Job<'_>) -> String {
         }
     }
     out.push_str("    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n");
-    if let Some(setup) = &pipeline.setup {
+    if let Some(setup) = &super::pipeline::setup_line(pipeline) {
         out.push_str(&setup_step(setup));
     }
     out.push_str(&format!(

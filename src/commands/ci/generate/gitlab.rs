@@ -38,7 +38,7 @@ pub(super) fn gitlab(pipeline: &Pipeline) -> String {
             "# MARA_LEDGER_URL{names} are the project's CI/CD variables (masked where GitLab can\n# mask them; not protected: GitLab gives protected variables only to protected branches'\n# pipelines, and a merge request's runs on its source branch — give a preview read-only\n# credentials).\n"
         ),
     });
-    if let Some(setup) = &pipeline.setup {
+    if let Some(setup) = &super::pipeline::setup_line(pipeline) {
         out.push_str(&format!(
             "\ndefault:\n  before_script:\n    - {}\n",
             quoted(setup)
@@ -94,7 +94,7 @@ fn when(pipeline: &Pipeline, always: bool) -> String {
 /// its own setup included, which then comes after.
 fn project_job(pipeline: &Pipeline, j: &Job) -> String {
     let unset = unset(&pipeline.withheld(j));
-    let first = match (&pipeline.setup, unset.is_empty()) {
+    let first = match (&super::pipeline::setup_line(pipeline), unset.is_empty()) {
         (Some(setup), false) => format!("  before_script:\n{unset}    - {}\n", quoted(setup)),
         _ => String::new(),
     };
@@ -119,7 +119,7 @@ fn close_job(pipeline: &Pipeline) -> String {
     let mut withheld: Vec<String> = pipeline.secrets.iter().cloned().collect();
     withheld.extend(pipeline.env.iter().cloned());
     let unset = unset(&withheld);
-    let (before, unset) = match &pipeline.setup {
+    let (before, unset) = match &super::pipeline::setup_line(pipeline) {
         Some(setup) => (
             format!("  before_script:\n{unset}    - {}\n", quoted(setup)),
             String::new(),

@@ -4,6 +4,7 @@
 
 mod github;
 mod gitlab;
+mod install;
 mod pipeline;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,8 @@ pub struct Asked {
     pub system: CiSystem,
     pub operation: CiOperation,
     pub setup: Option<String>,
+    /// `--install VERSION`, `--install-from URL`: every job installs mara first.
+    pub install: (Option<String>, Option<String>),
     /// `--env NAME`: secrets of the CI's store for mara's steps.
     pub env: Vec<String>,
     /// `--var NAME`: plain variables for mara's steps.
@@ -47,6 +50,8 @@ impl Asked {
             file,
             check,
             setup,
+            install,
+            install_from,
             env,
             vars,
             oidc,
@@ -59,6 +64,7 @@ impl Asked {
             system,
             operation,
             setup,
+            install: (install, install_from),
             env,
             vars,
             oidc,
@@ -81,6 +87,7 @@ impl Asked {
                     .hint("put the commands in a script of the repository and give `--setup 'sh ./ci/setup.sh'`, or join them with `&&` and use $(…)"),
             ));
         }
+        install::Install::asked(self.install.0.clone(), self.install.1.clone())?;
         if self.on == Some(CiTrigger::PullRequest) && self.operation != CiOperation::Preview {
             return Err(Error::usage(
                 Problem::new(format!(
@@ -111,6 +118,7 @@ impl Asked {
     fn is_bare(&self) -> bool {
         self.operation == CiOperation::default()
             && self.setup.is_none()
+            && self.install.0.is_none()
             && self.env.is_empty()
             && self.vars.is_empty()
             && !self.oidc
@@ -365,6 +373,7 @@ fn planned(
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     pipeline.setup = asked.setup;
+    pipeline.install = install::Install::asked(asked.install.0, asked.install.1)?;
     (pipeline.env, pipeline.vars, pipeline.oidc) = (asked.env, asked.vars, asked.oidc);
     pipeline.config_secret = asked.config_secret;
     (pipeline.on, pipeline.schedule) = (asked.on, asked.schedule);

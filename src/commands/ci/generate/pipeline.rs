@@ -50,6 +50,10 @@ pub(super) struct Pipeline {
     pub(super) workspace_dir: String,
     /// `--setup`: what every job runs first.
     pub(super) setup: Option<String>,
+    /// `--install`: the release of mara every job installs, before its setup.
+    pub(super) install: Option<super::install::Install>,
+    /// The engines the selected projects use (`pulumi`, `terraform`): what the runners need.
+    pub(super) engines: Vec<String>,
     /// `--file`, as given.
     pub(super) file: Option<PathBuf>,
     /// `--env`, `--var`: secrets and plain variables for mara's steps.
@@ -138,6 +142,10 @@ pub(super) fn command_args(pipeline: &Pipeline) -> String {
     }
     if let Some(setup) = &pipeline.setup {
         args.push(format!("--setup {}", shell_quoted(setup)));
+    }
+    if let Some(install) = &pipeline.install {
+        let flags = install.flags().into_iter();
+        args.extend(flags.map(|(flag, value)| format!("{flag} {}", shell_word(value))));
     }
     args.extend(pipeline.env.iter().map(|name| format!("--env {name}")));
     args.extend(pipeline.vars.iter().map(|name| format!("--var {name}")));
@@ -301,6 +309,8 @@ pub(super) fn pipeline(
         tokens,
         workspace_dir: String::new(),
         setup: None,
+        install: None,
+        engines: engines(deployment, &order),
         file: None,
         env: Vec::new(),
         vars: Vec::new(),
@@ -318,11 +328,12 @@ pub(super) fn header(pipeline: &Pipeline) -> String {
          # one job per project of provider {}, stack {}.\n\
          # Do not edit it: write it again when the provider changes (`mara ci generate … --check`\n\
          # fails while it is out of date). The ledger's URL and the secrets come from the CI's\n\
-         # secret store; mara, and the engines, must be on the runners' PATH.\n",
+         # secret store.\n",
         regenerate(pipeline),
         pipeline.provider,
         pipeline.stack,
     );
+    header.push_str(&runners_need(pipeline));
     // The provider's tokens are in the file without being asked for: say so.
     for (variable, key) in &pipeline.tokens {
         header.push_str(&format!(
@@ -332,6 +343,60 @@ pub(super) fn header(pipeline: &Pipeline) -> String {
         ));
     }
     header
+}
+
+/// What the runners must have: mara (unless the jobs install it) and the selected projects'
+/// engines, on `PATH`.
+fn runners_need(pipeline: &Pipeline) -> String {
+    let engines = match pipeline.engines.as_slice() {
+        [] => String::new(),
+        names => format!(" and {}", names.join(", ")),
+    };
+    match &pipeline.install {
+        Some(install) => format!(
+            "# {}; the runners must have{} on PATH{}.\n",
+            install.said(),
+            match engines.is_empty() {
+                true => " nothing else".to_string(),
+                false => engines.trim_start_matches(" and").to_string(),
+            },
+            match install.from.is_some() {
+                true => ", and curl, sha256sum and tar",
+                false => "",
+            },
+        ),
+        None => format!(
+            "# The runners must have on PATH: mara {} or newer (`--install VERSION` installs it){engines}.\n",
+            env!("CARGO_PKG_VERSION")
+        ),
+    }
+}
+
+/// The engines the projects in `order` use, by the program each runs (none for a shell step).
+fn engines(deployment: &Deployment, order: &[usize]) -> Vec<String> {
+    let settings = &deployment.files.workspace.settings;
+    let programs = crate::engine::Programs {
+        pulumi: &settings.pulumi.binary,
+    };
+    let mut names: Vec<String> = (order.iter())
+        .filter_map(|&i| {
+            let engine = deployment.graph.project(i).engine_or(settings.engine);
+            engine.program(&programs)
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// What every job runs before mara: the install, then the setup (`--install`, `--setup`).
+pub(super) fn setup_line(pipeline: &Pipeline) -> Option<String> {
+    let install = pipeline.install.as_ref().map(super::install::Install::line);
+    match (install, &pipeline.setup) {
+        (Some(install), Some(setup)) => Some(format!("{install} && {setup}")),
+        (Some(install), None) => Some(install),
+        (None, setup) => setup.clone(),
+    }
 }
 
 /// `mara`, in the workspace's directory of the repository.
