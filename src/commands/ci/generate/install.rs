@@ -35,10 +35,13 @@ impl Install {
         };
         let (release, pre) = version.split_once('-').unwrap_or((&version, ""));
         let numbers = release.split('.').collect::<Vec<_>>();
+        // As cargo reads a version: no leading zero (`00.1.0` is refused there).
+        let number = |n: &&str| {
+            let digits = !n.is_empty() && n.chars().all(|c| c.is_ascii_digit());
+            digits && (n.len() == 1 || !n.starts_with('0'))
+        };
         let version_ok = numbers.len() == 3
-            && numbers
-                .iter()
-                .all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            && numbers.iter().all(number)
             && pre.chars().all(|c| c.is_ascii_alphanumeric() || c == '.');
         if !version_ok {
             return Err(usage(
@@ -86,7 +89,7 @@ impl Install {
     pub fn said(&self) -> String {
         match &self.from {
             Some(url) => format!(
-                "each job installs mara {} from {url} (its .sha256 beside it checked first)",
+                "each job installs mara {} from {url}\n# (its .sha256 beside it checked first; a Linux binary, x86_64 or aarch64, glibc 2.35 or newer)",
                 self.version
             ),
             None => format!(
@@ -109,6 +112,7 @@ impl Install {
 /// A URL mara can write between double quotes in a shell line and in YAML: http or https, and
 /// none of the characters a shell or the file would read.
 fn url_refused(url: &str) -> Result<()> {
+    placeholders_refused(url)?;
     let scheme = url.starts_with("https://") || url.starts_with("http://");
     let bad = url
         .chars()
@@ -122,9 +126,42 @@ fn url_refused(url: &str) -> Result<()> {
         (true, Some(c)) => Err(usage(
             &format!(
                 "--install-from: the URL holds {}, which the jobs' shell would read",
-                c.escape_default()
+                named(c)
             ),
             "percent-encode it in the URL",
+        )),
+    }
+}
+
+/// A character as a message names it.
+fn named(c: char) -> String {
+    match c {
+        ' ' => "a space".to_string(),
+        '"' | '\'' => "a quote".to_string(),
+        c if c.is_whitespace() || c.is_control() => format!("`{}`", c.escape_default()),
+        c => format!("`{c}`"),
+    }
+}
+
+/// `{version}` and `{target}` are what the URL may hold in braces, and `{target}` it must: each
+/// runner fetches its own machine's archive.
+fn placeholders_refused(url: &str) -> Result<()> {
+    let mut rest = url;
+    while let Some(open) = rest.find('{') {
+        let name = rest[open + 1..].split('}').next().unwrap_or_default();
+        if name != "version" && name != "target" {
+            return Err(usage(
+                &format!("--install-from: `{{{name}}}` is not a placeholder mara fills in"),
+                "the URL may hold {version} and {target}",
+            ));
+        }
+        rest = &rest[open + 1..];
+    }
+    match url.contains("{target}") {
+        true => Ok(()),
+        false => Err(usage(
+            "--install-from: the URL has no {target}: every runner, x86_64 or aarch64, would fetch the same archive",
+            "name the archive by its target: …/mara-{version}-{target}.tar.gz",
         )),
     }
 }
@@ -185,9 +222,15 @@ mod tests {
         assert!(refused(Some("0.1"), None).contains("MAJOR.MINOR.PATCH"));
         assert!(refused(Some("0.1.0;rm"), None).contains("MAJOR.MINOR.PATCH"));
         assert!(refused(None, Some("https://x")).contains("no --install was given"));
-        assert!(refused(Some("0.1.0"), Some("ftp://x")).contains("http:// or https://"));
-        assert!(refused(Some("0.1.0"), Some("https://x/$(id)")).contains("holds $"));
-        assert!(refused(Some("0.1.0"), Some("https://x/a b")).contains("holds"));
+        assert!(refused(Some("0.1.0"), Some("ftp://x/{target}")).contains("http:// or https://"));
+        let url = |tail: &str| format!("https://x/{{target}}/{tail}");
+        assert!(refused(Some("0.1.0"), Some(&url("$(id)"))).contains("holds `$`"));
+        assert!(refused(Some("0.1.0"), Some(&url("a b"))).contains("holds a space"));
+        assert!(refused(Some("0.1.0"), Some(&url("\"x"))).contains("holds a quote"));
+        let braces = refused(Some("0.1.0"), Some("https://x/{Version}/{target}"));
+        assert!(braces.contains("`{Version}` is not a placeholder"), "{braces}");
+        assert!(refused(Some("0.1.0"), Some("https://x/mara.tar.gz")).contains("has no {target}"));
+        assert!(refused(Some("00.1.0"), None).contains("MAJOR.MINOR.PATCH"));
         assert!(Install::asked(Some("1.2.3-rc.1".into()), None).is_ok());
         assert_eq!(Install::asked(None, None).unwrap(), None);
     }
