@@ -722,3 +722,58 @@ fn a_script_reads_where_the_server_listens_and_names_its_hosts() {
         421
     );
 }
+
+/// A connection that sends nothing is closed within 15 s (docs/commands.md, "serve"), and so is
+/// one kept alive and left idle after its answer.
+#[test]
+fn an_idle_connection_is_closed() {
+    use std::io::{Read, Write};
+    let w = workspace();
+    let serve = Serve::start(w.path(), &[]);
+    let quiet = |stream: &mut std::net::TcpStream| {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let start = Instant::now();
+        let mut rest = Vec::new();
+        let _ = stream.read_to_end(&mut rest);
+        start.elapsed()
+    };
+    let mut silent = std::net::TcpStream::connect(("127.0.0.1", serve.port)).unwrap();
+    let waited = quiet(&mut silent);
+    assert!(waited < Duration::from_secs(15), "{waited:?}");
+    // Kept alive after an answer, then idle.
+    let mut kept = std::net::TcpStream::connect(("127.0.0.1", serve.port)).unwrap();
+    let request = format!(
+        "GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n\r\n",
+        serve.port
+    );
+    kept.write_all(request.as_bytes()).unwrap();
+    let waited = quiet(&mut kept);
+    assert!(waited < Duration::from_secs(15), "{waited:?}");
+}
+
+/// 300 connections that say nothing, to a server that may open 256 files, do not keep a real
+/// request out: the server takes at most half its files in connections, the others wait in the
+/// kernel's queue, and the idle ones are closed (docs/commands.md, "serve").
+#[test]
+fn three_hundred_idle_connections_do_not_keep_a_request_out() {
+    let w = workspace();
+    let serve = Serve::start_with_files(w.path(), 256);
+    let idle: Vec<std::net::TcpStream> = (0..300)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", serve.port)).unwrap())
+        .collect();
+    let start = Instant::now();
+    let reply = serve.get("/api/runs");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(
+        start.elapsed() < Duration::from_secs(25),
+        "{:?}",
+        start.elapsed()
+    );
+    drop(idle);
+    // The server still serves, and says nothing of it.
+    assert_eq!(serve.get("/").status, 200);
+    let (code, said) = serve.stop();
+    assert_eq!(code, Some(0), "{said}");
+}

@@ -220,6 +220,39 @@ impl Serve {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        Serve::spawned(command)
+    }
+
+    /// `start_with`, the server allowed to open at most `files` files (its connections among
+    /// them), as a machine's low limit would.
+    pub fn start_with_files(dir: &Path, files: u64) -> Serve {
+        use std::os::unix::process::CommandExt;
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("mara"));
+        command
+            .current_dir(dir)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("NO_COLOR", "1")
+            .env_remove("MARA_SERVE_TOKEN")
+            .env_remove("MARA_LEDGER_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let limit = libc::rlimit {
+            rlim_cur: files,
+            rlim_max: files,
+        };
+        // SAFETY: setrlimit is async-signal-safe, and the limit is a plain value.
+        unsafe {
+            command.pre_exec(move || match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            });
+        }
+        Serve::spawned(command)
+    }
+
+    /// The server `command` starts, once it says where it listens.
+    fn spawned(mut command: Command) -> Serve {
         let mut child = command.spawn().expect("start mara serve");
         let mut stderr = BufReader::new(child.stderr.take().expect("its stderr"));
         let mut first = String::new();

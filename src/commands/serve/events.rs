@@ -1,5 +1,6 @@
 //! `/api/runs/ID/events` (docs/commands.md, "serve"): a running run as a stream of Server-Sent
-//! Events, read from the ledger every half second — `project` when a project's row changes
+//! Events, from what its poller (`poller`, one for all the run's streams) reads every half
+//! second — `project` when a project's row changes
 //! (its status, duration, changes, reason), `log` for each new log line (numbered within its
 //! project, so that a page that already shows a line skips it), `run` when the run's status or
 //! duration changes, and `graph` (the drawing, `svg::Drawing`) when the run's record gains a
@@ -8,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -16,16 +16,11 @@ use futures_util::{Stream, StreamExt, stream};
 use serde_json::json;
 
 use crate::graph::ExecutionGraph;
-use crate::ledger::RunRecord;
-use crate::status::RunStatus;
 
 use super::Shared;
+use super::poller::{Held, Seen};
 use super::routes::{Failure, Params, parameters, shaped};
-use super::source::LogCursor;
 use super::views::{self, ProjectRow, RunPage};
-
-/// How often the ledger is read for a running run.
-const EVERY: Duration = Duration::from_millis(500);
 
 pub async fn stream(
     State(app): State<Shared>,
@@ -45,13 +40,12 @@ pub async fn stream(
     let mut stopping = app.stopping.clone();
     let graph = app.source.graph(provider).await;
     let watch = Watch {
-        app,
-        run_id,
+        held: app.pollers.watch(&app, &run_id),
         graph,
         drawn: None,
         shown: BTreeMap::new(),
         lines: BTreeMap::new(),
-        cursor: LogCursor::default(),
+        sent: 0,
         status: None,
         first: true,
         done: false,
@@ -60,10 +54,6 @@ pub async fn stream(
         if watch.done {
             return None;
         }
-        if !watch.first {
-            tokio::time::sleep(EVERY).await;
-        }
-        watch.first = false;
         let events = watch.tick().await;
         Some((stream::iter(events.into_iter().map(Ok)), watch))
     })
@@ -76,8 +66,8 @@ pub async fn stream(
 
 /// What the stream has said of its run so far.
 struct Watch {
-    app: Shared,
-    run_id: String,
+    /// The run's poller, shared with every other stream of the run (`poller`).
+    held: Held,
     /// The graph of the run's provider, as the workspace defines it.
     graph: std::result::Result<ExecutionGraph, String>,
     /// The projects the graph last sent had.
@@ -86,7 +76,8 @@ struct Watch {
     shown: BTreeMap<String, serde_json::Value>,
     /// How many of each project's log lines were sent.
     lines: BTreeMap<String, usize>,
-    cursor: LogCursor,
+    /// How many of the poller's log lines were sent.
+    sent: usize,
     /// What the run's status and duration last said.
     status: Option<(String, String)>,
     first: bool,
@@ -94,34 +85,35 @@ struct Watch {
 }
 
 impl Watch {
-    /// The events since the last look: rows that changed, new log lines, the run's status.
+    /// The events since this stream's last look at what the poller published (the first look
+    /// takes what it has, when it has read once): rows that changed, new log lines, the run's
+    /// status.
     async fn tick(&mut self) -> Vec<Event> {
-        let id = self.run_id.clone();
-        let read = self.app.source.read(move |ledger| {
-            let Some(record) = ledger.run(&id)? else {
-                return Ok(None);
-            };
-            let previews = crate::ui::recorded::previews_of(ledger, &record)?;
-            Ok(Some((record.as_seen(), previews)))
-        });
-        let (record, previews) = match read.await {
-            Ok(Some(Some(found))) => found,
-            // The run is gone (its ledger made anew): nothing more will come.
-            Ok(_) => {
-                self.done = true;
-                return Vec::new();
-            }
-            // The ledger did not answer this time: the next look tries again.
-            Err(_) => return Vec::new(),
+        let ready = std::mem::take(&mut self.first) && self.held.seen.borrow().reads > 0;
+        if !ready && self.held.seen.changed().await.is_err() {
+            self.done = true;
+            return Vec::new();
+        }
+        let seen = self.held.seen.borrow_and_update().clone();
+        let events = self.said(&seen);
+        self.done = seen.over;
+        events
+    }
+
+    /// What `seen` says that this stream has not.
+    fn said(&mut self, seen: &Seen) -> Vec<Event> {
+        let Some(run) = &seen.run else {
+            return Vec::new();
         };
+        let (record, previews) = &**run;
         let page = shaped(
-            &record,
+            record,
             self.graph.as_ref().map_err(String::as_str),
-            previews,
+            previews.clone(),
             None,
         );
         let mut events = self.rows(&page);
-        events.extend(self.logs(&record).await);
+        events.extend(self.logs(&seen.lines));
         let (class, said) = page.run.shown();
         let status = (said.to_string(), views::duration(page.run.duration_ms));
         if self.status.as_ref() != Some(&status) {
@@ -131,7 +123,6 @@ impl Watch {
             ));
             self.status = Some(status);
         }
-        self.done = record.status != RunStatus::Running;
         events
     }
 
@@ -155,17 +146,11 @@ impl Watch {
         events
     }
 
-    /// A `log` event for each line written since the last look.
-    async fn logs(&mut self, record: &RunRecord) -> Vec<Event> {
-        let paths = record.projects.iter().map(|p| p.path.clone()).collect();
-        let read = (self.app.source)
-            .logs(self.run_id.clone(), paths, self.cursor.clone())
-            .await;
-        let Ok((lines, cursor)) = read else {
-            return Vec::new();
-        };
-        self.cursor = cursor;
-        (lines.into_iter())
+    /// A `log` event for each line the poller read since this stream's last look.
+    fn logs(&mut self, lines: &[(String, String)]) -> Vec<Event> {
+        let new = lines.get(self.sent..).unwrap_or_default();
+        self.sent = lines.len();
+        (new.iter())
             .map(|(project, line)| {
                 let n = self.lines.entry(project.clone()).or_default();
                 *n += 1;

@@ -9,7 +9,9 @@
 
 mod actions;
 mod events;
+mod listener;
 mod pages;
+mod poller;
 mod routes;
 mod source;
 mod svg;
@@ -92,6 +94,7 @@ pub fn run(settings: &Settings, listen: &str, allow_hosts: Vec<String>) -> Resul
             token,
             hosts,
             stopping: stopped,
+            pollers: poller::Pollers::default(),
         });
         serve(listener, router, stopping, stop_signal())
             .await
@@ -142,6 +145,8 @@ struct App {
     hosts: Vec<String>,
     /// Becomes `true` when the server stops: the streams of running runs end.
     stopping: watch::Receiver<bool>,
+    /// The running runs being watched, one reader each (`poller`).
+    pollers: poller::Pollers,
 }
 
 type Shared = Arc<App>;
@@ -175,19 +180,13 @@ async fn serve(
     stopping: watch::Sender<bool>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let (stopped, on_stop) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        let _ = on_stop.await;
-    });
-    let server = tokio::spawn(async move { server.await });
+    let server = listener::accept(listener, router, listener::limit(), stopping.subscribe());
+    let server = tokio::spawn(server);
     stop.await;
     let _ = stopping.send(true);
-    let _ = stopped.send(());
-    match tokio::time::timeout(Duration::from_secs(5), server).await {
-        Ok(Ok(result)) => result,
-        // A request still open after that is dropped with the process.
-        Ok(Err(_)) | Err(_) => Ok(()),
-    }
+    // A request still open after that is dropped with the process.
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    Ok(())
 }
 
 /// Whether `address` is one only this machine can reach.

@@ -1,10 +1,11 @@
-//! Where `mara serve` reads (docs/commands.md, "serve"): the workspace's ledger, driven on a
-//! thread of its own (a ledger is synchronous, and a server's drives a runtime of its own), the
+//! Where `mara serve` reads (docs/commands.md, "serve"): the workspace's ledger, driven on
+//! threads of its own (a ledger is synchronous, and a server's drives a runtime of its own), the
 //! runs' log lines (kept by a server's ledger, else in the log files of this machine), and the
 //! graph of a run's provider, read from the workspace.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -24,47 +25,29 @@ pub struct Source {
     pub place: String,
 }
 
+/// How many threads read the ledger, each with its own connection: a request is never queued
+/// behind one the ledger is slow to answer while another thread is free.
+const READERS: usize = 3;
+
+/// How long a request waits for the ledger: past the ledger's own limits (a server's connection
+/// and statement timeouts, 10 s), it is answered "the ledger does not answer" rather than held,
+/// and its work, not yet begun, is dropped.
+const WAIT: Duration = Duration::from_secs(12);
+
 impl Source {
-    /// Starts the ledger's thread. The ledger is opened at the first request, and again at each
+    /// Starts the ledger's readers. The ledger is opened at the first request, and again at each
     /// while there is none (a workspace that has run nothing yet is served empty).
     pub fn start(workspace: Workspace, place: Place) -> Source {
         let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
         let shown = place.to_string();
-        std::thread::Builder::new()
-            .name("mara-serve-ledger".into())
-            .spawn(move || {
-                let mut opened: Option<Box<dyn Ledger>> = None;
-                let mut file = None;
-                for job in queue {
-                    // A workspace's ledger file removed or made again since it was opened (a
-                    // fresh start): the one there now is read, not the one still held open.
-                    if let Place::File(path) = &place {
-                        let now = identity(path);
-                        if now != file {
-                            opened = None;
-                            file = now;
-                        }
-                    }
-                    if opened.is_none() {
-                        match ledger::open_existing(&place) {
-                            Ok(ledger) => opened = ledger,
-                            Err(error) => {
-                                job(Err(error));
-                                continue;
-                            }
-                        }
-                    }
-                    // A job that panics (a bug) costs its request, not the server: its answer
-                    // is dropped (the request fails) and the ledger is opened again.
-                    let ledger = opened.as_deref_mut().map(|l| l as &mut dyn Ledger);
-                    let done =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Ok(ledger))));
-                    if done.is_err() {
-                        opened = None;
-                    }
-                }
-            })
-            .expect("a thread for the ledger");
+        for n in 0..READERS {
+            let (queue, place) = (queue.clone(), place.clone());
+            std::thread::Builder::new()
+                .name(format!("mara-serve-ledger-{n}"))
+                .spawn(move || reader(&queue, &place))
+                .expect("a thread for the ledger");
+        }
         Source {
             jobs,
             workspace,
@@ -88,6 +71,10 @@ impl Source {
     ) -> Result<Option<T>> {
         let (answer, answered) = oneshot::channel();
         let job: Job = Box::new(move |ledger| {
+            // Its request gave up waiting: the ledger is not asked.
+            if answer.is_closed() {
+                return;
+            }
             let result = match ledger {
                 Ok(Some(ledger)) => work(ledger).map(Some),
                 Ok(None) => Ok(None),
@@ -96,7 +83,13 @@ impl Source {
             let _ = answer.send(result);
         });
         self.jobs.send(job).map_err(|_| stopped())?;
-        answered.await.map_err(|_| stopped())?
+        match tokio::time::timeout(WAIT, answered).await {
+            Ok(answer) => answer.map_err(|_| stopped())?,
+            Err(_) => Err(Error::Runtime(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the ledger did not answer within {} s", WAIT.as_secs()),
+            ))),
+        }
     }
 
     /// The execution graph of provider `name` as the workspace defines it now; else why not (a
@@ -175,6 +168,46 @@ impl Source {
         })
         .await
         .map_err(|e| Error::Runtime(std::io::Error::other(e)))?
+    }
+}
+
+/// One reader of the ledger: takes the next job, on its own connection, until the server stops.
+fn reader(queue: &Mutex<mpsc::Receiver<Job>>, place: &Place) {
+    let mut opened: Option<Box<dyn Ledger>> = None;
+    let mut file = None;
+    loop {
+        let job = match queue.lock() {
+            Ok(queue) => queue.recv(),
+            Err(_) => return,
+        };
+        let Ok(job) = job else {
+            return;
+        };
+        // A workspace's ledger file removed or made again since it was opened (a fresh
+        // start): the one there now is read, not the one still held open.
+        if let Place::File(path) = place {
+            let now = identity(path);
+            if now != file {
+                opened = None;
+                file = now;
+            }
+        }
+        if opened.is_none() {
+            match ledger::open_existing(place) {
+                Ok(ledger) => opened = ledger,
+                Err(error) => {
+                    job(Err(error));
+                    continue;
+                }
+            }
+        }
+        // A job that panics (a bug) costs its request, not the server: its answer is dropped
+        // (the request fails) and the ledger is opened again.
+        let ledger = opened.as_deref_mut().map(|l| l as &mut dyn Ledger);
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(Ok(ledger))));
+        if done.is_err() {
+            opened = None;
+        }
     }
 }
 
