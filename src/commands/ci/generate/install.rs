@@ -228,7 +228,10 @@ mod tests {
         assert!(refused(Some("0.1.0"), Some(&url("a b"))).contains("holds a space"));
         assert!(refused(Some("0.1.0"), Some(&url("\"x"))).contains("holds a quote"));
         let braces = refused(Some("0.1.0"), Some("https://x/{Version}/{target}"));
-        assert!(braces.contains("`{Version}` is not a placeholder"), "{braces}");
+        assert!(
+            braces.contains("`{Version}` is not a placeholder"),
+            "{braces}"
+        );
         assert!(refused(Some("0.1.0"), Some("https://x/mara.tar.gz")).contains("has no {target}"));
         assert!(refused(Some("00.1.0"), None).contains("MAJOR.MINOR.PATCH"));
         assert!(Install::asked(Some("1.2.3-rc.1".into()), None).is_ok());
