@@ -347,7 +347,7 @@ fn beyond_loopback_the_page_asks_for_a_token_once_and_acts_with_it() {
         wait_for_text(
             &client,
             "#token-said",
-            "Wrong token: no token of this server's ledger is that one (revoked, or mistyped).",
+            "Wrong token: this server has no such token (mistyped, or revoked).",
         )
         .await;
         let typed = client.find(Locator::Css(input)).await.unwrap();

@@ -108,8 +108,7 @@ pub fn challenge(response: Response) -> Response {
     response
 }
 
-pub const WRONG: &str =
-    "Wrong token: no token of this server's ledger is that one (revoked, or mistyped).";
+pub const WRONG: &str = "Wrong token: this server has no such token (mistyped, or revoked).";
 
 /// The caller of an action (cancel, unlock), who must hold an operator's token; else the
 /// refusal: 403 when the server takes no token or the token is a viewer's, 401 when none or a
