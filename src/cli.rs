@@ -196,7 +196,8 @@ pub enum Command {
 
     /// Show the ledger's runs, locks and logs on a web page, live
     #[command(
-        after_help = "The page and its JSON (/api/runs, /api/stacks) are read-only. With MARA_SERVE_TOKEN set, POST /api/runs/ID/cancel and /api/stacks/NAME/unlock act with `Authorization: Bearer TOKEN`, and the page offers both. An address other than loopback needs MARA_SERVE_TOKEN."
+        args_conflicts_with_subcommands = true,
+        after_help = "The page and its JSON (/api/runs, /api/stacks) read the ledger. POST /api/runs/ID/cancel and /api/stacks/NAME/unlock act with `Authorization: Bearer TOKEN`, an operator's token (`mara serve token add NAME --role operator`, or MARA_SERVE_TOKEN), and the page offers both. On an address other than loopback, reading needs a token too (a viewer's is enough)."
     )]
     Serve {
         /// Where to listen: an address and port (port 0: any free one)
@@ -206,6 +207,8 @@ pub enum Command {
         /// machine's name (repeatable): the name a load balancer or DNS gives the server
         #[arg(long = "allow-host", value_name = "NAME")]
         allow_host: Vec<String>,
+        #[command(subcommand)]
+        command: Option<ServeCommand>,
     },
 
     /// Clear the stack's lock when the run holding it is gone
@@ -634,6 +637,40 @@ pub enum StateCommand {
         #[arg(long, value_name = "URL")]
         from: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServeCommand {
+    /// The named tokens of `mara serve`, kept (hashed) in the ledger: every server and every
+    /// machine using the ledger sees the same
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a token and print it, once, alone on the last line
+    Add {
+        /// Its name, as the audit and `token list` show it (letters, digits, . _ - @)
+        name: String,
+        /// viewer: reads the pages; operator: also cancels runs and clears locks
+        #[arg(long, value_enum, value_name = "ROLE")]
+        role: RoleArg,
+    },
+    /// The tokens: names, roles, when made and last used (never a value)
+    List,
+    /// Remove a token: a server refuses it from the next request on (401)
+    Revoke {
+        /// The token's name
+        name: String,
+    },
+}
+
+/// `--role`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RoleArg {
+    Viewer,
+    Operator,
 }
 
 #[derive(Debug, Subcommand)]

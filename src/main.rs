@@ -14,7 +14,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::{CommandFactory, Parser};
 
-use mara::cli::{Cli, ClusterCommand, Command, ImagesCommand, RunCommand};
+use mara::cli::{Cli, ClusterCommand, Command, ImagesCommand, RunCommand, ServeCommand};
 use mara::error::{Error, exit};
 use mara::settings::Settings;
 use mara::{commands, ui};
@@ -57,9 +57,15 @@ fn main() {
         Command::Cancel => commands::ledger::cancel(&settings),
         Command::State(command) => commands::state::run(&settings, command),
         Command::Ci(command) => commands::ci::run(&settings, command),
-        Command::Serve { listen, allow_host } => {
-            commands::serve::run(&settings, &listen, allow_host)
-        }
+        Command::Serve {
+            command: Some(ServeCommand::Token(command)),
+            ..
+        } => commands::serve::tokens::run(&settings, command),
+        Command::Serve {
+            listen,
+            allow_host,
+            command: None,
+        } => commands::serve::run(&settings, &listen, allow_host),
         Command::Unlock { force, engine } => commands::ledger::unlock(&settings, force, engine),
         Command::Ledger { command } => commands::ledger::ledger(&settings, command),
         Command::Kubectl { args } => commands::cluster::kubectl(&settings, args),

@@ -423,8 +423,9 @@ fn the_help_is_stable() {
         .unwrap();
     insta::assert_snapshot!("help_show_execution", stdout(&output));
     for (command, name) in [
-        (["cluster", "--help"], "help_cluster"),
-        (["images", "--help"], "help_images"),
+        (&["cluster", "--help"][..], "help_cluster"),
+        (&["images", "--help"], "help_images"),
+        (&["serve", "token", "--help"], "help_serve_token"),
     ] {
         let output = ws.mara().args(command).output().unwrap();
         assert!(output.status.success());

@@ -16,6 +16,7 @@ use std::time::Duration;
 use common::postgres::Server;
 use mara::engine::Operation;
 use mara::error::Error;
+use mara::ledger::access::{self, Act, Actor, Role, Token, Via};
 use mara::ledger::{self, Begun, History, ImageRecord, Ledger, Place, ProjectRecord, RunStart};
 use mara::status::{ProjectStatus, RunStatus};
 
@@ -102,6 +103,11 @@ fn ended(path: &str, status: ProjectStatus) -> ProjectRecord {
         log: None,
         fingerprint: None,
     }
+}
+
+/// Who acts in these tests: the command line of this machine.
+fn me() -> Actor {
+    Actor::command_line()
 }
 
 fn statuses(ledger: &dyn Ledger, run_id: &str) -> Vec<(String, ProjectStatus)> {
@@ -429,7 +435,7 @@ fn a_run_records_every_project_it_selected_as_it_starts() {
         // Abandoned (its lock cleared), its running projects are abandoned, the others skipped.
         ledger.begin(&selected("r2"), true).unwrap();
         ledger.project_started("r2", "vpc", "t4", None).unwrap();
-        backend.open().unlock("dev").unwrap();
+        backend.open().unlock("dev", &me()).unwrap();
         let run = backend.open().run("r2").unwrap().unwrap();
         let abandoned: Vec<(&str, ProjectStatus)> = (run.projects.iter())
             .map(|p| (p.path.as_str(), p.status))
@@ -464,7 +470,11 @@ fn a_forced_unlock_abandons_the_run_and_its_running_projects() {
             .project_finished("r1", &ended("ecr", ProjectStatus::Succeeded))
             .unwrap();
         let mut other = backend.open();
-        assert_eq!(other.unlock("dev").unwrap().unwrap().run_id, "r1", "{name}");
+        assert_eq!(
+            other.unlock("dev", &me()).unwrap().unwrap().run_id,
+            "r1",
+            "{name}"
+        );
         let run = other.run("r1").unwrap().unwrap();
         assert_eq!(run.status, RunStatus::Abandoned, "{name}");
         assert!(run.finished.is_some(), "{name}");
@@ -481,7 +491,7 @@ fn a_forced_unlock_abandons_the_run_and_its_running_projects() {
             "{name}"
         );
         assert!(
-            other.unlock("dev").unwrap().is_none(),
+            other.unlock("dev", &me()).unwrap().is_none(),
             "{name}: nothing left to clear"
         );
         // The holder learns it: where locks are leases, it can no longer renew one.
@@ -633,7 +643,7 @@ fn a_cancel_request_reaches_the_run_holding_the_stack() {
         let name = backend.name;
         let mut ledger = backend.open();
         assert!(
-            ledger.request_cancel("dev").unwrap().is_none(),
+            ledger.request_cancel("dev", &me()).unwrap().is_none(),
             "{name}: no run to ask"
         );
         ledger
@@ -645,7 +655,7 @@ fn a_cancel_request_reaches_the_run_holding_the_stack() {
         assert!(!ledger.cancel_requested("r1").unwrap(), "{name}");
         let mut other = backend.open();
         assert_eq!(
-            other.request_cancel("dev").unwrap().unwrap().run_id,
+            other.request_cancel("dev", &me()).unwrap().unwrap().run_id,
             "r1",
             "{name}"
         );
@@ -653,6 +663,133 @@ fn a_cancel_request_reaches_the_run_holding_the_stack() {
         assert!(
             !ledger.cancel_requested("r2").unwrap() && !ledger.cancel_requested("nope").unwrap(),
             "{name}"
+        );
+    }
+}
+
+#[test]
+fn tokens_are_kept_as_digests_and_every_cancel_and_unlock_is_audited() {
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        assert!(ledger.tokens().unwrap().is_empty(), "{name}");
+        let value = access::new_value().unwrap();
+        let token = |n: &str, role, value: &str| Token {
+            name: n.into(),
+            role,
+            digest: access::digest(value),
+            created: "2026-11-25T10:00:00.000Z".into(),
+            created_by: "ana@laptop".into(),
+            last_used: None,
+        };
+        assert!(
+            ledger
+                .add_token(&token("ana", Role::Operator, &value))
+                .unwrap(),
+            "{name}"
+        );
+        assert!(
+            ledger
+                .add_token(&token("bo", Role::Viewer, "other"))
+                .unwrap(),
+            "{name}"
+        );
+        assert!(
+            !ledger
+                .add_token(&token("ana", Role::Viewer, "third"))
+                .unwrap(),
+            "{name}: one token a name"
+        );
+        // Another connection (another machine) sees the same set, and finds a value by its
+        // digest; the value itself is nowhere.
+        let mut other = backend.open();
+        let tokens = other.tokens().unwrap();
+        let names: Vec<(&str, Role)> = tokens.iter().map(|t| (t.name.as_str(), t.role)).collect();
+        assert_eq!(
+            names,
+            [("ana", Role::Operator), ("bo", Role::Viewer)],
+            "{name}"
+        );
+        assert_eq!(access::find(&tokens, &value).unwrap().name, "ana", "{name}");
+        assert!(tokens.iter().all(|t| !t.digest.contains(&value)), "{name}");
+        // Its last use, to the minute: a second use within it writes nothing.
+        other.token_used("ana", "2026-11-25T10:05:01.000Z").unwrap();
+        other.token_used("ana", "2026-11-25T10:05:40.000Z").unwrap();
+        let used = |l: &dyn Ledger| l.tokens().unwrap()[0].last_used.clone();
+        assert_eq!(
+            used(ledger.as_ref()).as_deref(),
+            Some("2026-11-25T10:05:01.000Z"),
+            "{name}"
+        );
+        other.token_used("ana", "2026-11-25T10:06:00.000Z").unwrap();
+        assert_eq!(
+            used(ledger.as_ref()).as_deref(),
+            Some("2026-11-25T10:06:00.000Z"),
+            "{name}"
+        );
+        assert!(other.revoke_token("ana").unwrap(), "{name}");
+        assert!(!other.revoke_token("ana").unwrap(), "{name}: gone");
+        assert!(
+            access::find(&ledger.tokens().unwrap(), &value).is_none(),
+            "{name}"
+        );
+
+        // A cancel and an unlock, each recorded with who asked, from where.
+        ledger
+            .begin(&start("r1", "dev", Operation::Up), true)
+            .unwrap();
+        let ana = Actor {
+            name: "ana".into(),
+            via: Via::Page,
+        };
+        assert_eq!(
+            other.request_cancel("dev", &ana).unwrap().unwrap().run_id,
+            "r1"
+        );
+        assert_eq!(other.unlock("dev", &me()).unwrap().unwrap().run_id, "r1");
+        assert!(
+            other.unlock("dev", &me()).unwrap().is_none(),
+            "{name}: nothing, not audited"
+        );
+        let run = ledger.run("r1").unwrap().unwrap();
+        let acts: Vec<(Act, &str, Via, &str)> = (run.actions.iter())
+            .map(|a| (a.act, a.by.as_str(), a.via, a.stack.as_str()))
+            .collect();
+        let (user, host) = ledger::whoami();
+        let cli = format!("{user}@{host}");
+        assert_eq!(
+            acts,
+            [
+                (Act::Cancel, "ana", Via::Page, "dev"),
+                (Act::Unlock, cli.as_str(), Via::Cli, "dev")
+            ],
+            "{name}"
+        );
+        assert!(
+            run.actions[0]
+                .said()
+                .starts_with("cancelled by ana via the web page at ")
+        );
+        // The list of runs carries them too, and a migration copies them with their run.
+        let listed = ledger.runs(None, 10).unwrap();
+        assert_eq!(listed[0].actions, run.actions, "{name}");
+        let history = ledger.export().unwrap();
+        assert_eq!(history.runs[0].actions, run.actions, "{name}");
+        let copy = tempfile::tempdir().unwrap();
+        let place = match &backend._server {
+            None => Place::File(copy.path().join("ledger.db")),
+            Some(server) => Place::Server(server.url("contract_audit")),
+        };
+        let mut moved = ledger::open(&place).unwrap();
+        moved.import(&history).unwrap();
+        assert_eq!(
+            moved.run("r1").unwrap().unwrap().actions,
+            run.actions,
+            "{name}"
+        );
+        assert!(
+            moved.tokens().unwrap().is_empty(),
+            "{name}: tokens are not moved"
         );
     }
 }
@@ -684,7 +821,7 @@ fn a_job_joins_only_an_open_run_of_its_stack_and_operation() {
             "there is no run `nope` to join",
             "{name}"
         );
-        opener.request_cancel("dev").unwrap();
+        opener.request_cancel("dev", &me()).unwrap();
         assert!(
             matches!(
                 job.join("r1", "dev", Operation::Up),
@@ -799,7 +936,7 @@ fn both_backends_hold_the_same_history_after_the_same_calls() {
             .begin(&at("r2", Operation::Destroy, "t2"), true)
             .unwrap();
         ledger.project_started("r2", "vpc", "t3", None).unwrap();
-        ledger.unlock("dev").unwrap();
+        ledger.unlock("dev", &me()).unwrap();
         ledger
             .stacks_changed("(login)", "dev", &["vpc".into()], &[])
             .unwrap();
@@ -808,6 +945,9 @@ fn both_backends_hold_the_same_history_after_the_same_calls() {
         for run in &mut history.runs {
             if run.status == RunStatus::Abandoned {
                 run.finished = Some("unlocked".into());
+            }
+            for action in &mut run.actions {
+                action.at = "unlocked".into();
             }
         }
         histories.push((backend.name, render(&history)));
@@ -1390,6 +1530,29 @@ const SCHEMA: &[Table] = &[
             value("run_id", Text),
             value("path", Text),
             value("preview", Text),
+        ],
+    ),
+    table(
+        "tokens",
+        &[
+            value("name", Text),
+            value("role", Text),
+            // SHA-256 of the value, in hex: the value is kept nowhere.
+            value("digest", Text),
+            value("created", Text),
+            value("created_by", Text),
+            maybe("last_used", Text),
+        ],
+    ),
+    table(
+        "audit",
+        &[
+            value("at", Text),
+            value("action", Text),
+            value("stack", Text),
+            value("run_id", Text),
+            value("actor", Text),
+            value("via", Text),
         ],
     ),
     server_table(

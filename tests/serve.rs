@@ -1,7 +1,9 @@
 //! `mara serve` (docs/commands.md, "serve"): every page and JSON route against a ledger the
 //! tests fill by running mara — this machine's SQLite one and a real PostgreSQL server's —, the
-//! answers to what is not there or makes no sense, the token rules of the two actions, the
-//! listen address it refuses, a hostile log line shown as text, and a clean stop on Ctrl-C.
+//! answers to what is not there or makes no sense, the token rules of the two actions, named
+//! tokens and their roles (`mara serve token`), the audit of every cancel and unlock, reading
+//! beyond loopback with a token only, the listen address it refuses, a hostile log line shown as
+//! text, and a clean stop on Ctrl-C.
 
 mod common;
 
@@ -536,8 +538,8 @@ fn an_address_other_machines_reach_needs_a_token() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     insta::assert_snapshot!(common::stderr(&output), @r"
-    error: refusing to serve on 0.0.0.0:0 without MARA_SERVE_TOKEN: it is not a loopback address, so other machines could reach the page
-      hint: set MARA_SERVE_TOKEN (cancel and unlock then need it), or listen on 127.0.0.1
+    error: refusing to serve on 0.0.0.0:0 with no token: it is not a loopback address, so other machines could reach the page
+      hint: make one (`mara serve token add NAME --role viewer|operator`: reading there needs a token too), or set MARA_SERVE_TOKEN (an operator's), or listen on 127.0.0.1
     ");
     let output = w
         .mara()
@@ -547,7 +549,7 @@ fn an_address_other_machines_reach_needs_a_token() {
     assert_eq!(output.status.code(), Some(2));
     insta::assert_snapshot!(common::stderr(&output), @r"
     error: --listen `7300` is not an address with a port
-      hint: such as 127.0.0.1:7300, [::1]:7300, or 0.0.0.0:7300 with MARA_SERVE_TOKEN
+      hint: such as 127.0.0.1:7300, [::1]:7300, or 0.0.0.0:7300 (with a token)
     ");
 }
 
@@ -776,4 +778,301 @@ fn three_hundred_idle_connections_do_not_keep_a_request_out() {
     assert_eq!(serve.get("/").status, 200);
     let (code, said) = serve.stop();
     assert_eq!(code, Some(0), "{said}");
+}
+
+/// `mara serve token add NAME --role ROLE`: its output, and the token, alone on its last line.
+fn token_add(w: &Workspace, url: Option<&str>, name: &str, role: &str) -> (String, String) {
+    let (code, said) = mara(
+        w,
+        url,
+        &[],
+        &["serve", "token", "add", name, "--role", role],
+    );
+    assert_eq!(code, 0, "{said}");
+    let token = said.lines().last().unwrap().to_string();
+    assert!(token.starts_with("mara_") && token.len() == 48, "{said}");
+    assert_eq!(said.matches(&token).count(), 1, "shown once: {said}");
+    (said, token)
+}
+
+/// `POST path` with `token`, as the page's script sends it.
+fn from_page(serve: &Serve, path: &str, token: &str) -> common::web::Reply {
+    let bearer = format!("Bearer {token}");
+    serve.request(
+        "POST",
+        path,
+        &[("Authorization", &bearer), ("Mara-Via", "page")],
+    )
+}
+
+/// Named tokens: a viewer's cannot cancel (403), an operator's does (200), and the cancel is
+/// recorded with its name, which `history`, `status` and the run's page show; `token list` shows
+/// no value; a revoked token is 401; a cancel and an unlock from the command line are recorded
+/// with its user@host.
+fn named_tokens_and_the_audit(url: Option<&str>) {
+    let w = workspace();
+    assert_eq!(mara(&w, url, &[], &["up", "--yes"]).0, 0);
+    let (said, operator) = token_add(&w, url, "ana", "operator");
+    assert!(said.contains("Added token `ana` (operator)"), "{said}");
+    let (_, viewer) = token_add(&w, url, "viv", "viewer");
+    let (code, said) = mara(
+        &w,
+        url,
+        &[],
+        &["serve", "token", "add", "ana", "--role", "viewer"],
+    );
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains("has a token `ana` already"), "{said}");
+    let (code, said) = mara(
+        &w,
+        url,
+        &[],
+        &["serve", "token", "add", "a b", "--role", "viewer"],
+    );
+    assert_eq!(code, 2, "{said}");
+    let (code, listed) = mara(&w, url, &[], &["serve", "token", "list"]);
+    assert_eq!(code, 0, "{listed}");
+    assert!(listed.contains("ana") && listed.contains("operator") && listed.contains("viv"));
+    assert!(
+        !listed.contains(&operator) && !listed.contains(&viewer),
+        "{listed}"
+    );
+    let (_, json) = mara(
+        &w,
+        url,
+        &[],
+        &["--output", "json", "serve", "token", "list"],
+    );
+    assert!(
+        !json.contains(&operator) && !json.contains("digest"),
+        "{json}"
+    );
+
+    // Named tokens alone turn the actions on: no MARA_SERVE_TOKEN.
+    let serve = Serve::start(w.path(), &ledger_env(url));
+    let mut up = slow_up_on(&w, url, "20");
+    let running = run_running(&serve, "app");
+    let cancel = format!("/api/runs/{running}/cancel");
+    let page = serve.get(&format!("/runs/{running}"));
+    assert!(
+        page.body.contains(&format!(r#"data-url="{cancel}""#)),
+        "{}",
+        page.body
+    );
+    let refused = from_page(&serve, &cancel, &viewer);
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(
+        refused.body.contains("`viv` is a viewer's"),
+        "{}",
+        refused.body
+    );
+    let wrong = from_page(&serve, &cancel, "mara_not-a-token");
+    assert_eq!(wrong.status, 401, "{}", wrong.body);
+    assert!(
+        wrong.json()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Wrong token")
+    );
+    assert!(!wrong.body.contains("needs the server's token"));
+    assert_eq!(serve.post(&cancel, None).status, 401);
+    let done = from_page(&serve, &cancel, &operator);
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(done.json()["by"], "ana");
+    assert_eq!(wait_for(&mut up, Duration::from_secs(30)), Some(130));
+
+    // Recorded with the token's name: the run's page, its JSON, `history` and `status`.
+    let said = "cancelled by ana via the web page at ";
+    assert!(serve.get(&format!("/runs/{running}")).body.contains(said));
+    let run = serve.get(&format!("/api/runs/{running}")).json();
+    assert_eq!(run["status"], "cancelled", "{run:#}");
+    assert_eq!(
+        (
+            run["actions"][0]["act"].as_str(),
+            run["actions"][0]["by"].as_str()
+        ),
+        (Some("cancel"), Some("ana")),
+        "{run:#}"
+    );
+    for command in [&["history"][..], &["status"]] {
+        let (code, text) = mara(&w, url, &[], command);
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains(said), "{command:?}: {text}");
+    }
+    let (_, listed) = mara(&w, url, &[], &["serve", "token", "list"]);
+    let ana = listed.lines().find(|l| l.starts_with("ana ")).unwrap();
+    assert!(!ana.ends_with("never"), "ana's last use: {listed}");
+
+    // Revoked: 401 from the next request on, on every server of the ledger.
+    let (code, said) = mara(&w, url, &[], &["serve", "token", "revoke", "ana"]);
+    assert_eq!(code, 0, "{said}");
+    let revoked = from_page(&serve, "/api/stacks/dev/unlock", &operator);
+    assert_eq!(revoked.status, 401, "{}", revoked.body);
+    assert!(revoked.body.contains("Wrong token"), "{}", revoked.body);
+    assert_eq!(
+        mara(&w, url, &[], &["serve", "token", "revoke", "ana"]).0,
+        2
+    );
+
+    // From the command line: user@host.
+    let me = {
+        let run = &runs(&serve)[0];
+        format!(
+            "{}@{}",
+            run["user"].as_str().unwrap(),
+            run["host"].as_str().unwrap()
+        )
+    };
+    let mut up = slow_up_on(&w, url, "20");
+    let cancelled = run_running(&serve, "app");
+    assert_eq!(mara(&w, url, &[], &["cancel"]).0, 0);
+    assert_eq!(wait_for(&mut up, Duration::from_secs(30)), Some(130));
+    let mut up = slow_up_on(&w, url, "20");
+    let killed = run_running(&serve, "app");
+    up.kill().unwrap();
+    up.wait().unwrap();
+    let (code, said) = mara(&w, url, &[], &["unlock", "--force"]);
+    assert_eq!(code, 0, "{said}");
+    let (_, history) = mara(&w, url, &[], &["history"]);
+    assert!(
+        history.contains(&format!("cancelled by {me} via `mara cancel` at ")),
+        "{history}"
+    );
+    assert!(
+        history.contains(&format!("unlocked by {me} via `mara unlock` at ")),
+        "{history}"
+    );
+    for (id, act) in [(&cancelled, "cancel"), (&killed, "unlock")] {
+        let run = serve.get(&format!("/api/runs/{id}")).json();
+        assert_eq!(run["actions"][0]["act"], act, "{run:#}");
+        assert_eq!(run["actions"][0]["via"], "cli", "{run:#}");
+    }
+    // The values are nowhere: not in the workspace (its ledger keeps digests), not in what the
+    // server said.
+    for token in [&operator, &viewer] {
+        assert_eq!(token_count(&w, token), 0);
+        assert!(!serve.said().contains(token.as_str()));
+    }
+}
+
+/// `slow_up`, its ledger on `url` when given.
+fn slow_up_on(w: &Workspace, url: Option<&str>, seconds: &str) -> std::process::Child {
+    match url {
+        None => slow_up(w, seconds),
+        Some(url) => {
+            let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("mara"));
+            cmd.current_dir(w.path())
+                .args(["up", "--yes"])
+                .env("NO_COLOR", "1")
+                .env("MARA_TEST_SLEEP", seconds)
+                .env("MARA_LEDGER_URL", url)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            cmd.spawn().unwrap()
+        }
+    }
+}
+
+#[test]
+fn named_tokens_have_roles_and_every_action_is_audited() {
+    named_tokens_and_the_audit(None);
+}
+
+#[test]
+fn a_team_ledger_s_tokens_and_audit_are_every_machine_s() {
+    let Some(server) = common::postgres::Server::start() else {
+        return;
+    };
+    named_tokens_and_the_audit(Some(&server.url("tokens")));
+}
+
+/// An IPv4 address of this machine other than loopback (`hostname -I`), if it has one.
+fn address_beyond_loopback() -> Option<String> {
+    let output = std::process::Command::new("hostname")
+        .arg("-I")
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .filter_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
+        .find(|a| !a.is_loopback())
+        .map(|a| a.to_string())
+}
+
+#[test]
+fn beyond_loopback_reading_needs_a_token_too() {
+    let w = workspace();
+    assert_eq!(mara(&w, None, &[], &["up", "--yes"]).0, 0);
+    let (_, viewer) = token_add(&w, None, "viv", "viewer");
+    // The machine's own address, reached there; else every address, reached on loopback (the
+    // address listened on decides).
+    let listen = match address_beyond_loopback() {
+        Some(ip) => format!("{ip}:0"),
+        None => "0.0.0.0:0".to_string(),
+    };
+    let serve = Serve::start_on(w.path(), &[], &listen, &[]);
+    assert!(
+        serve.said().contains("reading needs a token"),
+        "{}",
+        serve.said()
+    );
+    let bearer = |token: &str| format!("Bearer {token}");
+
+    // Without a token: 401, a page that asks for one (the stylesheet and script it needs are
+    // served), JSON under /api.
+    let page = serve.get("/");
+    assert_eq!(page.status, 401, "{}", page.body);
+    assert_eq!(page.header("www-authenticate"), Some("Bearer"));
+    assert!(
+        page.body.contains(r#"<form id="token-form""#),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("<table"),
+        "nothing of the ledger: {}",
+        page.body
+    );
+    assert_eq!(serve.get("/assets/serve.js").status, 200);
+    assert_eq!(serve.get("/assets/serve.css").status, 200);
+    for path in ["/api/runs", "/stacks", "/runs/nope", "/api/stacks"] {
+        assert_eq!(serve.get(path).status, 401, "{path}");
+    }
+    let api = serve.get("/api/runs");
+    assert!(
+        api.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("needs a token to read")
+    );
+    // A wrong one: said so.
+    let wrong = serve.request("GET", "/", &[("Authorization", &bearer("mara_wrong"))]);
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.body.contains("Wrong token"), "{}", wrong.body);
+    // A viewer's reads every page, and its stream; it cannot act.
+    let auth = bearer(&viewer);
+    let headers = [("Authorization", auth.as_str())];
+    let listed = serve.request("GET", "/api/runs", &headers);
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let id = listed.json()[0]["run_id"].as_str().unwrap().to_string();
+    let page = serve.request("GET", "/", &headers);
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains(r#"data-guarded="true""#) && page.body.contains(&id));
+    assert_eq!(
+        serve
+            .request("GET", &format!("/runs/{id}"), &headers)
+            .status,
+        200
+    );
+    let events = serve.events_with(
+        &format!("/api/runs/{id}/events"),
+        &headers,
+        |text| text.contains("event: run"),
+        Duration::from_secs(10),
+    );
+    assert!(events.contains("event: run"), "{events}");
+    let cancel = serve.request("POST", &format!("/api/runs/{id}/cancel"), &headers);
+    assert_eq!(cancel.status, 403, "{}", cancel.body);
+    assert_eq!(token_count(&w, &viewer), 0);
 }

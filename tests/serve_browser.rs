@@ -2,7 +2,9 @@
 //! chromedriver over WebDriver, opens the page of a running run and sees its projects go from
 //! running to succeeded with no reload, and a hostile log line shown as text with no alert; and
 //! follows a run that prints secrets split by a CR, a CRLF and an LF, none of which reaches the
-//! page. The page's screenshot is kept under target/test-artifacts/.
+//! page; and, on an address beyond loopback, asks for a token once, keeps it for the tab, follows
+//! a running run with it and cancels it, recorded with the token's name. The page's screenshot is
+//! kept under target/test-artifacts/.
 
 mod common;
 
@@ -273,4 +275,129 @@ async fn follow(client: &Client, page: &str) -> Vec<u8> {
         "{app}"
     );
     client.screenshot().await.unwrap()
+}
+
+/// An IPv4 address of this machine other than loopback (`hostname -I`), else every address.
+fn listen_beyond_loopback() -> String {
+    let output = Command::new("hostname").arg("-I").output().unwrap();
+    let found = String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .filter_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
+        .find(|a| !a.is_loopback());
+    match found {
+        Some(ip) => format!("{ip}:0"),
+        None => "0.0.0.0:0".into(),
+    }
+}
+
+#[test]
+fn beyond_loopback_the_page_asks_for_a_token_once_and_acts_with_it() {
+    let why = "the browser test of mara serve";
+    let Some(browser) = common::tools::tool("chromium", why) else {
+        return;
+    };
+    let Some(chromedriver) = common::tools::tool("chromedriver", why) else {
+        return;
+    };
+    let driver = Driver::start(&chromedriver);
+    let w = workspace();
+    let added = w
+        .mara()
+        .args(["serve", "token", "add", "ana", "--role", "operator"])
+        .output()
+        .unwrap();
+    assert!(added.status.success());
+    let token = String::from_utf8_lossy(&added.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    let serve = Serve::start_on(w.path(), &[], &listen_beyond_loopback(), &[]);
+    let mut up = slow_up(&w, "30");
+    let bearer = format!("Bearer {token}");
+    let run = {
+        // The server's own API, read with the token, until `app` runs.
+        let start = Instant::now();
+        loop {
+            let listed = serve.request("GET", "/api/runs", &[("Authorization", &bearer)]);
+            let running = (listed
+                .json()
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter())
+            .find(|r| r["status"] == "running");
+            if let Some(run) = running {
+                break run["run_id"].as_str().unwrap().to_string();
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "no run running");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let page = serve.url(&format!("/runs/{run}"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = session(&driver, browser).await;
+        client.goto(&page).await.unwrap();
+        // Asked for a token: a wrong one is said so, then the right one opens the page.
+        let input = "#token-form input[name=token]";
+        let typed = client.find(Locator::Css(input)).await.unwrap();
+        typed.send_keys("mara_wrong").await.unwrap();
+        typed.send_keys("\n").await.unwrap();
+        wait_for_text(
+            &client,
+            "#token-said",
+            "Wrong token: this server has no such token (mistyped, or revoked).",
+        )
+        .await;
+        let typed = client.find(Locator::Css(input)).await.unwrap();
+        typed.send_keys(&token).await.unwrap();
+        typed.send_keys("\n").await.unwrap();
+        wait_for_text(&client, "tr[data-project='app'] .status-cell", "running").await;
+        // Kept for the tab: a link followed, and back, without asking again.
+        client
+            .find(Locator::Css("nav a[href='/stacks']"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_for_text(&client, "h1", "Stacks").await;
+        client.back().await.unwrap();
+        wait_for_text(&client, "tr[data-project='app'] .status-cell", "running").await;
+        // The button acts with the kept token: no field to type it in.
+        let form = "form.action[data-url$='/cancel']";
+        let field = client
+            .find(Locator::Css(&format!("{form} input")))
+            .await
+            .unwrap();
+        assert!(
+            !field.is_displayed().await.unwrap(),
+            "the token is asked for again"
+        );
+        client
+            .find(Locator::Css(&format!("{form} button")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_for_text(&client, "#run-status", "cancelled").await;
+        let kept = client
+            .execute(
+                "return document.cookie + '|' + sessionStorage.length;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(kept, json!("|1"), "no cookie; the tab's storage only");
+        client.close().await.unwrap();
+    });
+    assert_eq!(up.wait().unwrap().code(), Some(130));
+    let history = w.mara().args(["history"]).output().unwrap();
+    let said = String::from_utf8_lossy(&history.stdout);
+    assert!(
+        said.contains("cancelled by ana via the web page at "),
+        "{said}"
+    );
 }

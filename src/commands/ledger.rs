@@ -220,6 +220,9 @@ fn render_run(run: &RunRecord, style: Style) -> String {
         run.pid,
         run.finished.as_ref().map(|f| format!(", finished {f}")).unwrap_or_default()
     )));
+    for action in &run.actions {
+        out.push_str(&format!("{}\n", style.yellow(&action.said())));
+    }
     let rows: Vec<[String; 3]> = run
         .projects
         .iter()
@@ -312,9 +315,13 @@ pub fn history(settings: &Settings, limit: usize, all_stacks: bool) -> Result<()
                 format!("{}  {}", padded.join("  "), cells[6])
             };
             let mut out = format!("{}\n", settings.stdout_style.bold(&line(headers)));
-            for r in &rows {
+            for (r, run) in rows.iter().zip(&runs) {
                 out.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6]]));
                 out.push('\n');
+                // What was done to it, under its row: `cancelled by ana via the web page at …`.
+                for action in &run.actions {
+                    out.push_str(&format!("  {}\n", action.said()));
+                }
             }
             if runs.is_empty() {
                 out.push_str("(no runs recorded)\n");
@@ -603,7 +610,8 @@ pub fn cancel(settings: &Settings) -> Result<()> {
     let Some(mut ledger) = open_existing(settings, &workspace)? else {
         return ui::print(&format!("No run holds stack {stack}.\n"));
     };
-    let Some(holder) = ledger.request_cancel(&stack)? else {
+    let by = ledger::access::Actor::command_line();
+    let Some(holder) = ledger.request_cancel(&stack, &by)? else {
         return ui::print(&format!("No run holds stack {stack}.\n"));
     };
     let text = match settings.output {
@@ -647,7 +655,7 @@ pub fn unlock(settings: &Settings, force: bool, engine: bool) -> Result<()> {
             }
             let text = match force {
                 false => String::new(),
-                true => match ledger.unlock(&stack)? {
+                true => match ledger.unlock(&stack, &ledger::access::Actor::command_line())? {
                     Some(holder) => {
                         format!("Cleared the lock of {holder}; that run is recorded abandoned.\n")
                     }

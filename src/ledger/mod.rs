@@ -7,6 +7,7 @@
 //! (`postgres.rs`), each only a dialect; `open` and `open_existing` are where a command gets one,
 //! and `tests/ledger_contract.rs` holds both to the same behaviour.
 
+pub mod access;
 pub mod journal;
 pub mod postgres;
 pub use postgres::Escalation;
@@ -343,6 +344,10 @@ pub struct RunRecord {
     /// seen, and no pid of this machine's says otherwise (two machines may share a host name).
     #[serde(skip)]
     pub leased: bool,
+    /// What was done to it from outside, oldest first: a cancel asked, its lock cleared — who,
+    /// when, from where (`access::Action`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<access::Action>,
 }
 
 impl RunRecord {
@@ -505,10 +510,11 @@ pub struct RecordedOutputs {
     pub destroyed: Option<String>,
 }
 
-/// Everything a ledger holds but its locks: what `mara ledger migrate` copies.
+/// Everything a ledger holds but its locks and its tokens: what `mara ledger migrate` copies (a
+/// token made for one ledger grants nothing on another).
 #[derive(Debug, Clone, Default)]
 pub struct History {
-    /// Oldest first, each with its projects.
+    /// Oldest first, each with its projects and the actions done to it.
     pub runs: Vec<RunRecord>,
     /// (stack, project, fingerprint) of what is deployed.
     pub deployed: Vec<(String, String, String)>,
@@ -615,11 +621,26 @@ pub trait Ledger: Send {
     /// Who holds `stack`'s lock now.
     fn holder(&self, stack: &str) -> Result<Option<Holder>>;
 
-    /// Clears `stack`'s lock whoever holds it; the run is recorded `abandoned`.
-    fn unlock(&mut self, stack: &str) -> Result<Option<Holder>>;
+    /// Clears `stack`'s lock whoever holds it; the run is recorded `abandoned`, and `by`'s
+    /// action with it, in one transaction.
+    fn unlock(&mut self, stack: &str, by: &access::Actor) -> Result<Option<Holder>>;
 
-    /// Asks the run holding `stack` to stop; returns it.
-    fn request_cancel(&mut self, stack: &str) -> Result<Option<Holder>>;
+    /// Asks the run holding `stack` to stop, recording `by`'s action with the request; returns
+    /// it.
+    fn request_cancel(&mut self, stack: &str, by: &access::Actor) -> Result<Option<Holder>>;
+
+    /// The named tokens `mara serve` takes, by name (their digests, never their values).
+    fn tokens(&self) -> Result<Vec<access::Token>>;
+
+    /// Adds `token`; `false` when a token of its name exists (nothing is changed).
+    fn add_token(&mut self, token: &access::Token) -> Result<bool>;
+
+    /// Removes token `name`; whether there was one.
+    fn revoke_token(&mut self, name: &str) -> Result<bool>;
+
+    /// Records that token `name` was accepted at `at` — unless it was in the same minute: a
+    /// page read is not a write of the ledger each time.
+    fn token_used(&mut self, name: &str, at: &str) -> Result<()>;
 
     fn cancel_requested(&self, run_id: &str) -> Result<bool>;
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::store::{Read, Row, Store, Tx, Value};
 use super::writes::{self, Entry};
 
+use super::access::{Act, Action, Actor, Role, Token, Via};
 use super::{
     Begun, History, Holder, ImageRecord, Ledger, ProjectRecord, RunRecord, RunStart, whoami,
 };
@@ -97,12 +98,30 @@ impl<S: Store> Records<S> {
             .map_err(|m| self.unreadable(m))
     }
 
+    /// The runs of `rows`, each with the actions done to it.
     fn runs_from(&self, rows: Vec<Row>) -> Result<Vec<RunRecord>> {
         let leased = self.store.lease().is_some();
-        rows.iter()
+        let mut runs = rows
+            .iter()
             .map(|row| run(row, leased))
             .collect::<Read<Vec<_>>>()
-            .map_err(|m| self.unreadable(m))
+            .map_err(|m| self.unreadable(m))?;
+        if runs.is_empty() {
+            return Ok(runs);
+        }
+        let ids: Vec<String> = runs.iter().map(|r| r.run_id.clone()).collect();
+        let rows = self.store.query(
+            "SELECT at, action, stack, run_id, actor, via FROM {p}audit
+             WHERE run_id IN (SELECT value FROM {list $1}) ORDER BY at, action",
+            &[Value::Texts(ids)],
+        )?;
+        for row in &rows {
+            let action = action(row).map_err(|m| self.unreadable(m))?;
+            if let Some(run) = runs.iter_mut().find(|r| r.run_id == action.run_id) {
+                run.actions.push(action);
+            }
+        }
+        Ok(runs)
     }
 
     fn pairs(&self, sql: &'static str) -> Result<Vec<(String, String)>> {
@@ -179,6 +198,58 @@ fn abandon(tx: &mut dyn Tx, run_id: &str, at: &str) -> Result<()> {
     Ok(())
 }
 
+/// Records `by`'s `act` on run `run_id` of `stack`, now.
+fn audit(tx: &mut dyn Tx, act: Act, stack: &str, run_id: &str, by: &Actor) -> Result<()> {
+    let now = crate::clock::rfc3339(std::time::SystemTime::now());
+    let action = Action {
+        at: now,
+        act,
+        stack: stack.to_string(),
+        run_id: run_id.to_string(),
+        by: by.name.clone(),
+        via: by.via,
+    };
+    tx.execute(AUDIT, &action_values(&action))?;
+    Ok(())
+}
+
+const AUDIT: &str =
+    "INSERT INTO {p}audit (at, action, stack, run_id, actor, via) VALUES ($1, $2, $3, $4, $5, $6)";
+
+/// An action's row, in the order `{p}audit` takes its columns.
+fn action_values(a: &Action) -> [Value; 6] {
+    [
+        (&a.at).into(),
+        a.act.as_str().into(),
+        (&a.stack).into(),
+        (&a.run_id).into(),
+        (&a.by).into(),
+        a.via.as_str().into(),
+    ]
+}
+
+fn action(row: &Row) -> Read<Action> {
+    Ok(Action {
+        at: row.text(0)?,
+        act: row.parsed(1, Act::parse, "action")?,
+        stack: row.text(2)?,
+        run_id: row.text(3)?,
+        by: row.text(4)?,
+        via: row.parsed(5, Via::parse, "place an action came from")?,
+    })
+}
+
+fn token(row: &Row) -> Read<Token> {
+    Ok(Token {
+        name: row.text(0)?,
+        role: row.parsed(1, Role::parse, "role")?,
+        digest: row.text(2)?,
+        created: row.text(3)?,
+        created_by: row.text(4)?,
+        last_used: row.opt_text(5)?,
+    })
+}
+
 fn holder(row: &Row) -> Read<Holder> {
     Ok(Holder {
         run_id: row.text(0)?,
@@ -213,6 +284,7 @@ fn run(row: &Row, leased: bool) -> Read<RunRecord> {
             .opt_int(12)?
             .map(|n| n.clamp(0, i64::from(u32::MAX)) as u32),
         leased,
+        actions: Vec::new(),
     })
 }
 
@@ -337,6 +409,9 @@ impl<S: Store> Ledger for Records<S> {
                     continue;
                 }
                 added.push(run.run_id.clone());
+                for action in &run.actions {
+                    tx.execute(AUDIT, &action_values(action))?;
+                }
                 for p in &run.projects {
                     tx.execute(
                         "INSERT INTO {p}projects (run_id, path, status, started, finished, exit_code, changes, reason, log, fingerprint)
@@ -605,7 +680,7 @@ impl<S: Store> Ledger for Records<S> {
         self.read_holder(rows.first().map(holder))
     }
 
-    fn unlock(&mut self, stack: &str) -> Result<Option<Holder>> {
+    fn unlock(&mut self, stack: &str, by: &Actor) -> Result<Option<Holder>> {
         let mut found = None;
         self.store.transaction(Some(stack), &mut |tx| {
             found = holder_of(tx, stack)?;
@@ -613,21 +688,70 @@ impl<S: Store> Ledger for Records<S> {
                 let now = crate::clock::rfc3339(std::time::SystemTime::now());
                 tx.execute("DELETE FROM {p}locks WHERE stack = $1", &[stack.into()])?;
                 abandon(tx, &holder.run_id, &now)?;
+                audit(tx, Act::Unlock, stack, &holder.run_id, by)?;
             }
             Ok(())
         })?;
         self.read_holder(found)
     }
 
-    fn request_cancel(&mut self, stack: &str) -> Result<Option<Holder>> {
-        let holder = self.holder(stack)?;
-        if let Some(holder) = &holder {
-            self.store.execute(
-                "UPDATE {p}runs SET cancel_requested = TRUE WHERE run_id = $1",
-                &[(&holder.run_id).into()],
-            )?;
-        }
-        Ok(holder)
+    fn request_cancel(&mut self, stack: &str, by: &Actor) -> Result<Option<Holder>> {
+        let mut found = None;
+        self.store.transaction(Some(stack), &mut |tx| {
+            found = holder_of(tx, stack)?;
+            if let Some(Ok(holder)) = &found {
+                tx.execute(
+                    "UPDATE {p}runs SET cancel_requested = TRUE WHERE run_id = $1",
+                    &[(&holder.run_id).into()],
+                )?;
+                audit(tx, Act::Cancel, stack, &holder.run_id, by)?;
+            }
+            Ok(())
+        })?;
+        self.read_holder(found)
+    }
+
+    fn tokens(&self) -> Result<Vec<Token>> {
+        let rows = self.store.query(
+            "SELECT name, role, digest, created, created_by, last_used FROM {p}tokens ORDER BY name",
+            &[],
+        )?;
+        rows.iter()
+            .map(token)
+            .collect::<Read<Vec<_>>>()
+            .map_err(|m| self.unreadable(m))
+    }
+
+    fn add_token(&mut self, t: &Token) -> Result<bool> {
+        let added = self.store.execute(
+            "INSERT INTO {p}tokens (name, role, digest, created, created_by)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            &[
+                (&t.name).into(),
+                t.role.as_str().into(),
+                (&t.digest).into(),
+                (&t.created).into(),
+                (&t.created_by).into(),
+            ],
+        )?;
+        Ok(added == 1)
+    }
+
+    fn revoke_token(&mut self, name: &str) -> Result<bool> {
+        let removed = self
+            .store
+            .execute("DELETE FROM {p}tokens WHERE name = $1", &[name.into()])?;
+        Ok(removed > 0)
+    }
+
+    fn token_used(&mut self, name: &str, at: &str) -> Result<()> {
+        // Instants of one format compare as their texts do: to the minute, `2026-11-26T04:42`.
+        let minute: String = at.chars().take(16).collect();
+        self.store.execute(
+            "UPDATE {p}tokens SET last_used = $2 WHERE name = $1 AND (last_used IS NULL OR last_used < $3)",
+            &[name.into(), at.into(), (&minute).into()],
+        )?;
+        Ok(())
     }
 
     fn cancel_requested(&self, run_id: &str) -> Result<bool> {

@@ -329,6 +329,7 @@ mod tests {
             selected: None,
             projects,
             leased: true,
+            actions: Vec::new(),
         }
     }
 

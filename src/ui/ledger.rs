@@ -104,6 +104,7 @@ mod tests {
             selected: None,
             projects,
             leased: true,
+            actions: Vec::new(),
         }
     }
 

@@ -195,6 +195,8 @@ pub fn runs(serve: &Serve) -> Vec<serde_json::Value> {
 pub struct Serve {
     /// `None`: a second client of a server another `Serve` started (`probe`).
     child: Option<Child>,
+    /// The address it is reached at: 127.0.0.1, or the one it listens on.
+    pub host: String,
     pub port: u16,
     /// What the server wrote on stderr.
     said: Arc<Mutex<String>>,
@@ -208,10 +210,16 @@ impl Serve {
 
     /// `start`, with more arguments.
     pub fn start_with(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Serve {
+        Serve::start_on(dir, env, "127.0.0.1:0", args)
+    }
+
+    /// `mara serve --listen LISTEN` (an address, port 0), reached at that address (127.0.0.1
+    /// for 0.0.0.0).
+    pub fn start_on(dir: &Path, env: &[(&str, &str)], listen: &str, args: &[&str]) -> Serve {
         let mut command = Command::new(assert_cmd::cargo::cargo_bin("mara"));
         command
             .current_dir(dir)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .args(args)
             .env("NO_COLOR", "1")
             .env_remove("MARA_SERVE_TOKEN")
@@ -259,10 +267,15 @@ impl Serve {
         stderr
             .read_line(&mut first)
             .expect("read what mara serve says");
-        let port = (first.split("http://127.0.0.1:").nth(1))
+        let (host, port) = (first.split(" on http://").nth(1))
             .and_then(|rest| rest.split('/').next())
-            .and_then(|port| port.parse().ok())
+            .and_then(|bound| bound.rsplit_once(':'))
+            .and_then(|(host, port)| Some((host.to_string(), port.parse().ok()?)))
             .unwrap_or_else(|| panic!("mara serve did not say where it listens: {first:?}"));
+        let host = match host.as_str() {
+            "0.0.0.0" => "127.0.0.1".to_string(),
+            _ => host,
+        };
         let said = Arc::new(Mutex::new(first.clone()));
         let rest = said.clone();
         std::thread::spawn(move || {
@@ -272,6 +285,7 @@ impl Serve {
         });
         Serve {
             child: Some(child),
+            host,
             port,
             said,
         }
@@ -281,13 +295,14 @@ impl Serve {
     pub fn probe(port: u16) -> Serve {
         Serve {
             child: None,
+            host: "127.0.0.1".into(),
             port,
             said: Arc::default(),
         }
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!("http://{}:{}{path}", self.host, self.port)
     }
 
     pub fn get(&self, path: &str) -> Reply {
@@ -312,7 +327,7 @@ impl Serve {
     }
 
     fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> TcpStream {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        let mut stream = TcpStream::connect((self.host.as_str(), self.port)).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
@@ -321,7 +336,7 @@ impl Serve {
             .iter()
             .any(|(name, _)| name.eq_ignore_ascii_case("host"))
         {
-            request.push_str(&format!("Host: 127.0.0.1:{}\r\n", self.port));
+            request.push_str(&format!("Host: {}:{}\r\n", self.host, self.port));
         }
         for (name, value) in headers {
             request.push_str(&format!("{name}: {value}\r\n"));
@@ -339,7 +354,18 @@ impl Serve {
     /// The event stream at `path`, as text, read until `enough` holds of what came, the stream
     /// ends, or `limit` passes.
     pub fn events(&self, path: &str, enough: impl Fn(&str) -> bool, limit: Duration) -> String {
-        let mut reader = BufReader::new(self.send("GET", path, &[]));
+        self.events_with(path, &[], enough, limit)
+    }
+
+    /// `events`, the request with `headers`.
+    pub fn events_with(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        enough: impl Fn(&str) -> bool,
+        limit: Duration,
+    ) -> String {
+        let mut reader = BufReader::new(self.send("GET", path, headers));
         let mut line = String::new();
         // The status line and the headers.
         loop {
@@ -366,6 +392,11 @@ impl Serve {
             text.push_str(&String::from_utf8_lossy(&chunk[..size]));
         }
         text
+    }
+
+    /// What the server wrote on stderr so far.
+    pub fn said(&self) -> String {
+        self.said.lock().unwrap().clone()
     }
 
     /// Ctrl-C's signal; its exit status, within ten seconds.

@@ -1,81 +1,41 @@
 //! The two things `mara serve` does to the ledger (docs/commands.md, "serve"), only for a caller
-//! with `Authorization: Bearer TOKEN` equal to `MARA_SERVE_TOKEN`: cancel a run, as `mara
-//! cancel` does, and clear a stack's lock, as `mara unlock --force` does. Without a token set
-//! the server has no actions (403); a missing or wrong token is 401. No cookie is read or set,
-//! so no other site can act through a browser that has the page open.
+//! with an operator's token (`auth::operator`): cancel a run, as `mara cancel` does, and clear a
+//! stack's lock, as `mara unlock --force` does — each recorded in the ledger with the token's
+//! name, in the same transaction. A server that takes no token has no actions (403), a viewer's
+//! token is 403, a missing, wrong or revoked one 401. No cookie is read or set, so no other site
+//! can act through a browser that has the page open.
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
+use crate::ledger::access::Actor;
 use crate::ledger::{Holder, Ledger, process_exists, whoami};
 use crate::status::RunStatus;
 
 use super::Shared;
 use super::routes::{Failure, Params, parameters};
 
-/// The refusal of a request that does not carry the server's token; `None` when it does.
-fn refusal(app: &Shared, headers: &HeaderMap) -> Option<Response> {
-    let Some(token) = &app.token else {
-        return Some(
-            Failure::new(
-                StatusCode::FORBIDDEN,
-                "Actions are off: this server was started without MARA_SERVE_TOKEN.",
-            )
-            .into_response(),
-        );
-    };
-    // An authentication scheme is named in any case in HTTP: `bearer` is `Bearer`.
-    let given = (headers.get(header::AUTHORIZATION))
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token);
-    match given {
-        Some(given) if same(given.trim(), token) => None,
-        _ => {
-            let mut response = Failure::new(
-                StatusCode::UNAUTHORIZED,
-                "This action needs the server's token: `Authorization: Bearer MARA_SERVE_TOKEN`.",
-            )
-            .into_response();
-            (response.headers_mut()).insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer"),
-            );
-            Some(response)
-        }
-    }
-}
-
-/// `a == b` in a time that says nothing of where they differ, nor of the token's length: their
-/// digests are compared, every byte.
-fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (Sha256::digest(a.as_bytes()), Sha256::digest(b.as_bytes()));
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
-}
-
 /// What an action found: done (with what to say), or why not.
 type Done = Result<(serde_json::Value, String), Failure>;
 
-/// `work` done on the ledger for a request that carries the token; its answer.
+/// `work` done on the ledger, as the caller (who must hold an operator's token) says; its answer.
 async fn acting(
     app: &Shared,
     headers: &HeaderMap,
-    work: impl FnOnce(&mut dyn Ledger) -> crate::error::Result<Done> + Send + 'static,
+    work: impl FnOnce(&mut dyn Ledger, &Actor) -> crate::error::Result<Done> + Send + 'static,
 ) -> Response {
-    if let Some(refused) = refusal(app, headers) {
-        return refused;
-    }
-    match app.source.act(work).await {
+    let by = match super::auth::operator(app, headers).await {
+        Ok(caller) => caller.actor(headers),
+        Err(refused) => return refused,
+    };
+    let name = by.name.clone();
+    match app.source.act(move |ledger| work(ledger, &by)).await {
         Ok(Some(Ok((mut value, message)))) => {
             value["message"] = json!(message);
+            value["by"] = json!(name);
             Json(value).into_response()
         }
         Ok(Some(Err(failure))) => failure.into_response(),
@@ -94,7 +54,7 @@ pub async fn cancel(
     if let Err(failure) = parameters(query, &[]) {
         return failure.into_response();
     }
-    acting(&app, &headers, move |ledger| {
+    acting(&app, &headers, move |ledger, by| {
         let Some(record) = ledger.run(&run_id)?.map(|r| r.as_seen()) else {
             return Ok(Err(Failure::no_run(&run_id)));
         };
@@ -111,7 +71,7 @@ pub async fn cancel(
                 record.stack
             ))));
         }
-        Ok(match ledger.request_cancel(&record.stack)? {
+        Ok(match ledger.request_cancel(&record.stack, by)? {
             Some(holder) => Ok((
                 json!({"cancelled": holder}),
                 format!("Asked {holder} to stop; its engines are cancelling."),
@@ -136,7 +96,7 @@ pub async fn unlock(
         Ok(mut found) => found.remove("run").filter(|r| !r.is_empty()),
         Err(failure) => return failure.into_response(),
     };
-    acting(&app, &headers, move |ledger| {
+    acting(&app, &headers, move |ledger, by| {
         let Some(holder) = ledger.holder(&stack)? else {
             return Ok(Err(conflict(format!("Stack {stack} is not locked."))));
         };
@@ -151,7 +111,7 @@ pub async fn unlock(
                          cancel it instead."
             ))));
         }
-        let Some(holder) = ledger.unlock(&stack)? else {
+        let Some(holder) = ledger.unlock(&stack, by)? else {
             return Ok(Err(conflict(format!("Stack {stack} is not locked."))));
         };
         // What its engines may have kept, as `mara unlock --force` says it.

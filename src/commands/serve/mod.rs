@@ -1,13 +1,16 @@
 //! `mara serve` (docs/commands.md, "serve"): the ledger's runs, locks and logs on a web page and
 //! as JSON, a running run's page kept current through a stream of its events, and two actions
-//! (cancel a run, clear a stack's lock) only for a caller with the server's token. `run` checks
-//! where it may listen and the token, then serves until Ctrl-C or SIGTERM.
+//! (cancel a run, clear a stack's lock) only for a caller with an operator's token. `run` checks
+//! where it may listen and that a token guards an address beyond loopback, then serves until
+//! Ctrl-C or SIGTERM; `tokens` is `mara serve token add|list|revoke`.
 //!
 //! `source` reads the ledger, the logs and the graphs; `views` shapes what they hold for the
-//! pages (`pages`, `svg`) and the JSON (`routes`); `events` streams a running run; `actions` are
-//! the two writes. The server writes nothing else.
+//! pages (`pages`, `svg`) and the JSON (`routes`); `events` streams a running run; `auth` says
+//! who a request's token names; `actions` are the two writes, each recorded with who asked. The
+//! server writes nothing else but a token's last use.
 
 mod actions;
+mod auth;
 mod events;
 mod listener;
 mod pages;
@@ -15,6 +18,7 @@ mod poller;
 mod routes;
 mod source;
 mod svg;
+pub mod tokens;
 mod views;
 
 use std::net::{IpAddr, SocketAddr};
@@ -39,17 +43,7 @@ use crate::configure::SERVE_TOKEN_VARIABLE as TOKEN;
 pub fn run(settings: &Settings, listen: &str, allow_hosts: Vec<String>) -> Result<()> {
     let address = address(listen)?;
     let token = crate::configure::serve_token(&settings.env);
-    if !is_loopback(&address) && token.is_none() {
-        return Err(Error::usage(
-            Problem::new(format!(
-                "refusing to serve on {address} without {TOKEN}: it is not a loopback address, \
-                 so other machines could reach the page"
-            ))
-            .hint(format!(
-                "set {TOKEN} (cancel and unlock then need it), or listen on 127.0.0.1"
-            )),
-        ));
-    }
+    let guarded = !is_loopback(&address);
     let workspace = crate::deployment::discover(settings)?;
     let place = crate::ledger::place(&workspace, &settings.env)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -61,7 +55,11 @@ pub fn run(settings: &Settings, listen: &str, allow_hosts: Vec<String>) -> Resul
         // The ledger is reached once before anything is served: a server that cannot be
         // reached, or refuses mara, is said now (exit 3), not on every page.
         let source = Source::start(workspace, place);
-        source.read(|_| Ok(())).await?;
+        let named = (source.read(|ledger| Ok(ledger.tokens()?.len())).await?).unwrap_or(0);
+        let tokens = named + usize::from(token.is_some());
+        if guarded && tokens == 0 {
+            return Err(beyond_loopback_without_token(address));
+        }
         let listener = tokio::net::TcpListener::bind(address).await.map_err(|e| {
             Error::Problems(vec![
                 Problem::new(format!("cannot listen on {address}: {e}"))
@@ -69,15 +67,16 @@ pub fn run(settings: &Settings, listen: &str, allow_hosts: Vec<String>) -> Resul
             ])
         })?;
         let bound = listener.local_addr().map_err(Error::Runtime)?;
-        let actions = match &token {
-            Some(_) => "cancel and unlock need the token in MARA_SERVE_TOKEN",
-            None => "read-only: set MARA_SERVE_TOKEN to cancel and unlock from the page",
+        let actions = match (guarded, tokens) {
+            (true, _) => "reading needs a token, a viewer's or an operator's; cancel and unlock an operator's",
+            (false, 0) => "read-only: `mara serve token add NAME --role operator` turns on cancel and unlock",
+            (false, _) => "cancel and unlock need an operator's token",
         };
         match settings.output {
             // For a script that asked for any free port: where, as one JSON line on stdout.
             crate::settings::OutputFormat::Json => {
                 let line = serde_json::json!({"url": format!("http://{bound}/"),
-                    "ledger": source.place, "actions": token.is_some()});
+                    "ledger": source.place, "actions": tokens > 0, "reading_needs_token": guarded});
                 // Whoever asked may have gone: the server still serves.
                 let _ = crate::ui::print(&format!("{line}\n"));
             }
@@ -92,6 +91,7 @@ pub fn run(settings: &Settings, listen: &str, allow_hosts: Vec<String>) -> Resul
         let router = router(App {
             source,
             token,
+            guarded,
             hosts,
             stopping: stopped,
             pollers: poller::Pollers::default(),
@@ -100,6 +100,20 @@ pub fn run(settings: &Settings, listen: &str, allow_hosts: Vec<String>) -> Resul
             .await
             .map_err(Error::Runtime)
     })
+}
+
+/// The refusal of an address beyond loopback while no token would guard it.
+fn beyond_loopback_without_token(address: SocketAddr) -> Error {
+    Error::usage(
+        Problem::new(format!(
+            "refusing to serve on {address} with no token: it is not a loopback address, so other \
+             machines could reach the page"
+        ))
+        .hint(format!(
+            "make one (`mara serve token add NAME --role viewer|operator`: reading there needs a \
+             token too), or set {TOKEN} (an operator's), or listen on 127.0.0.1"
+        )),
+    )
 }
 
 /// `--listen`: an address with its port.
@@ -111,7 +125,7 @@ fn address(listen: &str) -> Result<SocketAddr> {
     resolved.parse().map_err(|_| {
         Error::usage(
             Problem::new(format!("--listen `{listen}` is not an address with a port"))
-                .hint("such as 127.0.0.1:7300, [::1]:7300, or 0.0.0.0:7300 with MARA_SERVE_TOKEN"),
+                .hint("such as 127.0.0.1:7300, [::1]:7300, or 0.0.0.0:7300 (with a token)"),
         )
     })
 }
@@ -138,8 +152,10 @@ async fn stop_signal() {
 /// What every request is served with.
 struct App {
     source: Source,
-    /// `MARA_SERVE_TOKEN`: the two actions are off without it.
+    /// `MARA_SERVE_TOKEN`: an operator's token besides the ledger's named ones (`auth`).
     token: Option<String>,
+    /// Listening beyond loopback: reading needs a token too.
+    guarded: bool,
     /// The host names requests may name besides `localhost` and IP addresses (`guard`): this
     /// machine's, and those given with `--allow-host`.
     hosts: Vec<String>,
@@ -217,6 +233,13 @@ async fn guard(State(app): State<Shared>, request: Request, next: Next) -> Respo
              and the names given with --allow-host.",
         )
         .into_response(),
+        // The stylesheet, the script and the icon are the page that asks for the token.
+        true if app.guarded && !path.starts_with("/assets/") => {
+            match reader_refused(&app, &path, request.headers()).await {
+                Some(refused) => refused,
+                None => next.run(request).await,
+            }
+        }
         true => next.run(request).await,
     };
     let mut response = uniform(&path, response).await;
@@ -231,6 +254,34 @@ async fn guard(State(app): State<Shared>, request: Request, next: Next) -> Respo
         headers.insert(name, HeaderValue::from_static(value));
     }
     response
+}
+
+/// Whether this server has actions: `MARA_SERVE_TOKEN`, or a named token in the ledger (the
+/// pages show the buttons then).
+async fn actions_on(app: &Shared) -> bool {
+    if app.token.is_some() {
+        return true;
+    }
+    let any = app.source.read(|ledger| Ok(!ledger.tokens()?.is_empty()));
+    matches!(any.await, Ok(Some(true)))
+}
+
+/// On an address beyond loopback, the refusal of a request without a token of this server's
+/// (any role reads): 401, as JSON under `/api/`, elsewhere a page that asks for the token.
+async fn reader_refused(app: &Shared, path: &str, headers: &HeaderMap) -> Option<Response> {
+    let message = match auth::identify(app, headers).await {
+        Ok((auth::Presented::Known(_), _)) => return None,
+        Ok((auth::Presented::Wrong, _)) => auth::WRONG,
+        Ok((auth::Presented::Nothing, _)) => {
+            "This server needs a token to read: a viewer's is enough (`Authorization: Bearer TOKEN`)."
+        }
+        Err(error) => return Some(routes::Failure::from(error).into_response()),
+    };
+    let response = match path.starts_with("/api/") {
+        true => auth::unauthorized(message).into_response(),
+        false => (StatusCode::UNAUTHORIZED, pages::token_needed(message)).into_response(),
+    };
+    Some(auth::challenge(response))
 }
 
 /// A failure that axum said in its own way (a path that is not UTF-8, a method the address does

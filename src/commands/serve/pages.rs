@@ -18,6 +18,9 @@ pub struct Chrome<'a> {
     pub run: Option<&'a str>,
     /// Whether that run is running: the page keeps itself current.
     pub live: bool,
+    /// Whether reading needs a token (an address beyond loopback): the script then fetches the
+    /// pages with the token the tab keeps.
+    pub guarded: bool,
 }
 
 fn layout(chrome: &Chrome<'_>, content: Markup) -> Markup {
@@ -32,7 +35,7 @@ fn layout(chrome: &Chrome<'_>, content: Markup) -> Markup {
                 link rel="icon" href="/assets/icon.svg" type="image/svg+xml";
                 script src="/assets/serve.js" defer {}
             }
-            body data-run=[chrome.run] data-live=(chrome.live) {
+            body data-run=[chrome.run] data-live=(chrome.live) data-guarded=[chrome.guarded.then_some("true")] {
                 header {
                     a.brand href="/" { "mara" }
                     nav {
@@ -166,6 +169,7 @@ pub fn run(
             " · " span #run-duration { (views::duration(run.duration_ms)) }
         }
         p.meta { code { (run.command) } }
+        @for action in &run.actions { p.meta.action { (action.said()) } }
         @if actions && run.status == RunStatus::Running {
             (action_form("Cancel this run", &format!("/api/runs/{}/cancel", encode(&run.run_id))))
         }
@@ -291,18 +295,44 @@ fn lock(holder: &Holder) -> Markup {
     }
 }
 
-/// A button that acts with the server's token, asked for on the page (sent as a bearer token
-/// by the script; nothing is kept, so no other site can act through the browser).
+/// A button that acts with an operator's token, asked for on the page (sent as a bearer token by
+/// the script, and kept for the tab only: no cookie, so no other site can act through the
+/// browser).
 fn action_form(label: &str, url: &str) -> Markup {
     html! {
         // Sent by the page's script with the token as a bearer token; without the script, a
         // plain POST that is refused (401), the token never in a URL.
         form.action method="post" action=(url) data-url=(url) {
-            input type="password" name="token" placeholder="MARA_SERVE_TOKEN" autocomplete="off" required;
+            input type="password" name="token" placeholder="an operator's token" autocomplete="off" required;
             button type="submit" { (label) }
             output {}
         }
     }
+}
+
+/// The page of a server beyond loopback to a request without a token of its own (401): it asks
+/// for one, which the script keeps for the tab (`sessionStorage`) and sends with each request.
+pub fn token_needed(message: &str) -> Markup {
+    let chrome = Chrome {
+        title: "A token, please".into(),
+        place: "",
+        run: None,
+        live: false,
+        guarded: true,
+    };
+    let content = html! {
+        h1 { (chrome.title) }
+        p.problem #token-said { (message) }
+        // Read by the page's script; without it, a POST (the token never in a URL) that is
+        // refused.
+        form #token-form method="post" {
+            input type="password" name="token" placeholder="a viewer's or an operator's token" autocomplete="off" required;
+            button type="submit" { "Read" }
+        }
+        p.note { "The token is kept for this tab only, and sent with each request. "
+            code { "mara serve token add NAME --role viewer" } " makes one." }
+    };
+    layout(&chrome, content)
 }
 
 /// A page that says what went wrong: a run or project that is not there, a bad query.

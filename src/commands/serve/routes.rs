@@ -61,6 +61,7 @@ impl Failure {
             place: "",
             run: None,
             live: false,
+            guarded: false,
         };
         (self.status, pages::problem(&chrome, &self.message)).into_response()
     }
@@ -220,6 +221,7 @@ fn chrome<'a>(app: &'a Shared, title: String, run: Option<&'a RunRow>) -> Chrome
         place: &app.source.place,
         run: run.map(|r| r.run_id.as_str()),
         live: run.is_some_and(|r| r.status == RunStatus::Running),
+        guarded: app.guarded,
     }
 }
 
@@ -300,7 +302,8 @@ pub async fn run_page(
             let logs = log_lines(&app, &page.run.run_id, paths).await?;
             let title = format!("{} of {}", page.run.operation, page.run.stack);
             let chrome = chrome(&app, title, Some(&page.run));
-            Ok(pages::run(&chrome, &page, &logs, app.token.is_some()))
+            let actions = super::actions_on(&app).await;
+            Ok(pages::run(&chrome, &page, &logs, actions))
         }
         .await,
     )
@@ -421,10 +424,11 @@ pub async fn stacks_page(State(app): State<Shared>, query: Params) -> Response {
         async {
             parameters(query, &[])?;
             let rows = stack_rows(&app).await?;
+            let actions = super::actions_on(&app).await;
             Ok(pages::stacks(
                 &chrome(&app, "Stacks".into(), None),
                 &rows,
-                app.token.is_some(),
+                actions,
             ))
         }
         .await,

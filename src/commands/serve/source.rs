@@ -64,7 +64,8 @@ impl Source {
         self.act(move |ledger| work(ledger)).await
     }
 
-    /// `work` done on the ledger's thread, which may write: the two actions only.
+    /// `work` done on the ledger's thread, which may write: the two actions, and a token's last
+    /// use.
     pub async fn act<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut dyn Ledger) -> Result<T> + Send + 'static,

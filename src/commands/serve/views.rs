@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::clock::parse_rfc3339;
 use crate::engine::{Changes, Operation, ResourceDiff};
+use crate::ledger::access::Action;
 use crate::ledger::{Holder, RunRecord};
 use crate::run::events::ProjectReport;
 use crate::status::{ProjectStatus, RunStatus};
@@ -39,6 +40,9 @@ pub struct RunRow {
     /// How its status is shown (the class of its badge): `drifted` for a drift check that
     /// found drift, where its status alone would say `succeeded`; else its status.
     pub shown: &'static str,
+    /// What was done to it from outside: a cancel, its lock cleared — who, when, from where.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<Action>,
 }
 
 impl RunRow {
@@ -74,6 +78,7 @@ impl RunRow {
                 true => "drifted",
                 false => record.status.as_str(),
             },
+            actions: record.actions.clone(),
         }
     }
 

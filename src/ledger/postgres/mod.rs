@@ -134,6 +134,25 @@ const MIGRATIONS: &[&str] = &[
     // 10: how many projects a run selected, its projects recorded `waiting` as it starts, so
     // that `--resume` knows those it never started; none for a run recorded before.
     "ALTER TABLE mara_runs ADD COLUMN selected INTEGER;",
+    // 11: the named tokens `mara serve` takes (their SHA-256 digests, never their values), and
+    // the audit of every cancel and unlock: who, when, from where.
+    "CREATE TABLE mara_tokens (
+        name TEXT PRIMARY KEY,
+        role TEXT NOT NULL,
+        digest TEXT NOT NULL UNIQUE,
+        created TEXT NOT NULL,
+        created_by TEXT NOT NULL,
+        last_used TEXT
+    );
+    CREATE TABLE mara_audit (
+        at TEXT NOT NULL,
+        action TEXT NOT NULL,
+        stack TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        via TEXT NOT NULL
+    );
+    CREATE INDEX mara_audit_by_run ON mara_audit (run_id, at);",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2

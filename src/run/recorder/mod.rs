@@ -581,7 +581,7 @@ mod tests {
         recorder.watch_cancel(interrupt.clone());
         crate::ledger::open(&crate::ledger::Place::File(file.clone()))
             .unwrap()
-            .request_cancel("dev")
+            .request_cancel("dev", &crate::ledger::access::Actor::command_line())
             .unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while !interrupt.is_interrupted() && std::time::Instant::now() < deadline {
