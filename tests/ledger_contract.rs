@@ -332,6 +332,10 @@ fn a_lock_whose_holder_is_gone_is_taken_over_and_its_run_abandoned() {
             .env(HOLDER, &place)
             .output()
             .unwrap();
+        // Its lease was last renewed before its process ended, so before this: it has run out
+        // a lease from now (a slow start of the holder would make one counted from the spawn
+        // too early).
+        let ended = std::time::Instant::now();
         assert!(
             held.status.success(),
             "{name}: {}",
@@ -351,7 +355,7 @@ fn a_lock_whose_holder_is_gone_is_taken_over_and_its_run_abandoned() {
                 assert!(matches!(early.unwrap(), Begun::Held(_)), "{name}");
             }
             std::thread::sleep(
-                (LEASE + Duration::from_millis(200)).saturating_sub(spawned.elapsed()),
+                (LEASE + Duration::from_millis(200)).saturating_sub(ended.elapsed()),
             );
         }
         let Begun::Started {
