@@ -32,6 +32,9 @@ use crate::settings::Settings;
 
 use source::Source;
 
+/// The measure of a drawn graph's edge crossings, for the browser test (docs/testing.md).
+pub use svg::crossings;
+
 use crate::configure::SERVE_TOKEN_VARIABLE as TOKEN;
 
 pub fn run(settings: &Settings, listen: &str, allow_hosts: Vec<String>) -> Result<()> {

@@ -186,3 +186,129 @@ fn edges(graph: &ExecutionGraph, at: &BTreeMap<usize, usize>) -> Vec<(usize, usi
     }
     edges.into_iter().collect()
 }
+
+/// How many times the drawn edges cross: `paths` are the edges as drawn (SVG path data of
+/// absolute `M`, `L` and `C` commands, as `Drawing::curves` holds and the page shows), each
+/// flattened into short segments; every point where two edges cross counts once (points closer
+/// than a pixel are one), but not where they meet at a box they both start or end at. The
+/// measure of docs/commands.md ("serve"), applied by the browser test to the page's own edges.
+pub fn crossings(paths: &[&str]) -> usize {
+    let lines: Vec<Vec<(f64, f64)>> = paths.iter().map(|d| flattened(d)).collect();
+    let mut count = 0;
+    for (a, first) in lines.iter().enumerate() {
+        for second in &lines[a + 1..] {
+            let ends: Vec<(f64, f64)> = [first, second]
+                .iter()
+                .flat_map(|l| [l.first(), l.last()])
+                .flatten()
+                .copied()
+                .collect();
+            let near = |p: (f64, f64), q: &(f64, f64), by: f64| (q.0 - p.0).hypot(q.1 - p.1) < by;
+            let mut found: Vec<(f64, f64)> = Vec::new();
+            for s in first.windows(2) {
+                for t in second.windows(2) {
+                    if let Some(p) = intersection((s[0], s[1]), (t[0], t[1]))
+                        && !ends.iter().any(|e| near(p, e, 1.5))
+                        && !found.iter().any(|f| near(p, f, 1.0))
+                    {
+                        found.push(p);
+                    }
+                }
+            }
+            count += found.len();
+        }
+    }
+    count
+}
+
+/// An SVG path of absolute `M`, `L` and `C` commands as points along it (each cubic curve in
+/// 24 straight steps).
+fn flattened(d: &str) -> Vec<(f64, f64)> {
+    const STEPS: u32 = 24;
+    let mut points = Vec::new();
+    let mut numbers = Vec::new();
+    let mut command = ' ';
+    let mut words = d
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| !w.is_empty());
+    let flush = |command: char, numbers: &mut Vec<f64>, points: &mut Vec<(f64, f64)>| {
+        let pairs: Vec<(f64, f64)> = numbers.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+        numbers.clear();
+        match command {
+            'M' | 'L' => points.extend(pairs),
+            'C' => {
+                for c in pairs.chunks_exact(3) {
+                    let p0 = points.last().copied().unwrap_or(c[0]);
+                    points
+                        .extend((1..=STEPS).map(|i| {
+                            bezier(p0, c[0], c[1], c[2], f64::from(i) / f64::from(STEPS))
+                        }));
+                }
+            }
+            _ => {}
+        }
+    };
+    for word in words.by_ref() {
+        match word.parse::<f64>() {
+            Ok(n) => numbers.push(n),
+            Err(_) => {
+                flush(command, &mut numbers, &mut points);
+                command = word.chars().next().unwrap_or(' ');
+            }
+        }
+    }
+    flush(command, &mut numbers, &mut points);
+    points
+}
+
+/// The point at `t` of the cubic Bézier curve from `a` to `d` with controls `b` and `c`.
+fn bezier(a: (f64, f64), b: (f64, f64), c: (f64, f64), d: (f64, f64), t: f64) -> (f64, f64) {
+    let u = 1.0 - t;
+    let (wa, wb, wc, wd) = (u * u * u, 3.0 * u * u * t, 3.0 * u * t * t, t * t * t);
+    (
+        wa * a.0 + wb * b.0 + wc * c.0 + wd * d.0,
+        wa * a.1 + wb * b.1 + wc * c.1 + wd * d.1,
+    )
+}
+
+/// Where segment `s` crosses segment `t` (each taken with its start and without its end, so
+/// that a crossing at the joint of two steps counts once), if they do and are not parallel.
+fn intersection(s: ((f64, f64), (f64, f64)), t: ((f64, f64), (f64, f64))) -> Option<(f64, f64)> {
+    let (p, r) = (s.0, (s.1.0 - s.0.0, s.1.1 - s.0.1));
+    let (q, e) = (t.0, (t.1.0 - t.0.0, t.1.1 - t.0.1));
+    let cross = r.0 * e.1 - r.1 * e.0;
+    if cross.abs() < 1e-9 {
+        return None;
+    }
+    let (w0, w1) = (q.0 - p.0, q.1 - p.1);
+    let a = (w0 * e.1 - w1 * e.0) / cross;
+    let b = (w0 * r.1 - w1 * r.0) / cross;
+    ((0.0..1.0).contains(&a) && (0.0..1.0).contains(&b)).then_some((p.0 + a * r.0, p.1 + a * r.1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crossings_count_where_drawn_edges_cross_not_where_they_meet() {
+        // An X of two straight edges, a line across both of its arms, and a wave that crosses
+        // a line twice.
+        assert_eq!(crossings(&["M 0 0 L 10 10", "M 0 10 L 10 0"]), 1);
+        let across = "M -5 2 L 15 2";
+        assert_eq!(crossings(&["M 0 0 L 10 10", "M 0 10 L 10 0", across]), 3);
+        assert_eq!(
+            crossings(&["M 0 5 C 3 -10, 7 20, 10 5", "M -5 6 L 15 6"]),
+            2
+        );
+        // Two edges from one box to two others, and two into one: they meet, they do not cross.
+        let fan = ["M 0 5 C 20 5, 30 0, 50 0", "M 0 5 C 20 5, 30 40, 50 40"];
+        assert_eq!(crossings(&fan), 0);
+        let into = ["M 0 0 C 20 0, 30 20, 50 20", "M 0 40 C 20 40, 30 20, 50 20"];
+        assert_eq!(crossings(&into), 0);
+        // Parallel edges, and two curves whose ends swap sides.
+        assert_eq!(crossings(&["M 0 0 L 10 0", "M 0 5 L 10 5"]), 0);
+        let swap = ["M 0 0 C 20 0, 30 40, 50 40", "M 0 40 C 20 40, 30 0, 50 0"];
+        assert_eq!(crossings(&swap), 1);
+    }
+}
