@@ -9,6 +9,7 @@
 
 mod actions;
 mod events;
+mod layout;
 mod pages;
 mod routes;
 mod source;
