@@ -87,7 +87,9 @@ fn pages_and_json(url: Option<&str>) {
     let page = serve.get(&format!("/runs/{failed}"));
     assert_eq!(page.status, 200);
     assert!(page.body.contains(r#"<svg class="graph""#), "{}", page.body);
-    assert_eq!(page.body.matches(r#"class="edge""#).count(), 2);
+    // Both edges, each on the critical path (the longest chain) and marked so.
+    assert_eq!(page.body.matches(r#"class="edge"#).count(), 2);
+    assert_eq!(page.body.matches(r#"class="edge critical""#).count(), 2);
     assert!(
         page.body
             .contains(r#"<g class="node failed" data-project="web">"#)

@@ -4,7 +4,9 @@
 //! follows a run that prints secrets split by a CR, a CRLF and an LF, none of which reaches the
 //! page; and, on an address beyond loopback, asks for a token once, keeps it for the tab, follows
 //! a running run with it and cancels it, recorded with the token's name. The page's screenshot is
-//! kept under target/test-artifacts/.
+//! kept under target/test-artifacts/. And the graph of a run of
+//! the example workspace's 14 projects: whole names, a legend, fewer crossings than before issue
+//! 44; its screenshot is docs/images/serve-graph.png.
 
 mod common;
 
@@ -228,6 +230,11 @@ async fn follow(client: &Client, page: &str) -> Vec<u8> {
         web.attr("class").await.unwrap().as_deref(),
         Some("node succeeded")
     );
+    // The graph as the script draws it again from the stream's drawing: each box its whole
+    // path, the critical path (net, app, web: the one chain) marked.
+    assert_eq!(text(client, "g.node[data-project='web'] text").await, "web");
+    let marked = "return document.querySelectorAll('svg.graph rect.critical, svg.graph path.edge.critical').length;";
+    assert_eq!(client.execute(marked, vec![]).await.unwrap(), json!(5));
     let duration = text(client, "tr[data-project='app'] .duration").await;
     assert!(
         duration.ends_with('s') && duration != "0.0s",
@@ -399,5 +406,92 @@ fn beyond_loopback_the_page_asks_for_a_token_once_and_acts_with_it() {
     assert!(
         said.contains("cancelled by ana via the web page at "),
         "{said}"
+    );
+}
+
+/// How many times the edges of the example's graph crossed as main drew it before issue 44
+/// (projects in columns by how many come before them, in the graph's order), by the same measure
+/// (`mara::commands::serve::crossings`, docs/commands.md "serve").
+const CROSSINGS_BEFORE: usize = 15;
+
+#[test]
+fn the_example_workspaces_graph_shows_full_names_a_legend_and_few_crossings() {
+    let why = "the browser test of mara serve";
+    let Some(browser) = common::tools::tool("chromium", why) else {
+        return;
+    };
+    let Some(chromedriver) = common::tools::tool("chromedriver", why) else {
+        return;
+    };
+    let driver = Driver::start(&chromedriver);
+    let d = common::Deployment::of("mara-local");
+    let output = d.mara().args(["up", "--yes"]).output().unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let environment = d.environment();
+    let env: Vec<(&str, &str)> = (environment.iter())
+        .map(|(key, value)| (*key, value.as_str()))
+        .collect();
+    let serve = Serve::start(d.root(), &env);
+    let run = common::web::runs(&serve)[0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let detail = serve.get(&format!("/api/runs/{run}")).json();
+    let mut paths: Vec<String> = (detail["projects"].as_array().unwrap().iter())
+        .map(|p| p["path"].as_str().unwrap().to_string())
+        .collect();
+    paths.sort();
+    assert_eq!(paths.len(), 14, "{paths:?}");
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (shot, names, curves, legend) = runtime.block_on(async {
+        let client = session(&driver, browser).await;
+        client.goto(&serve.url(&format!("/runs/{run}"))).await.unwrap();
+        let read = |script: &'static str| {
+            let client = client.clone();
+            async move {
+                let value = client.execute(script, vec![]).await.unwrap();
+                serde_json::from_value::<Vec<String>>(value).unwrap()
+            }
+        };
+        let names = read(
+            "return [...document.querySelectorAll('svg.graph g.node text')].map(t => t.textContent);",
+        )
+        .await;
+        let curves = read(
+            "return [...document.querySelectorAll('svg.graph path.edge')].map(p => p.getAttribute('d'));",
+        )
+        .await;
+        let legend = read("return [...document.querySelectorAll('.legend li')].map(l => l.textContent.trim());").await;
+        // The legend's colour is the boxes': a succeeded box's border, its swatch's.
+        let colours = read(
+            "const style = (css, key) => getComputedStyle(document.querySelector(css))[key];
+             return [style('g.node.succeeded rect', 'stroke'),
+                     style('.legend .swatch.succeeded', 'borderTopColor')];",
+        )
+        .await;
+        assert_eq!(colours[0], colours[1], "{colours:?}");
+        let graph = client.find(Locator::Css("#graph")).await.unwrap();
+        let shot = graph.screenshot().await.unwrap();
+        client.close().await.unwrap();
+        (shot, names, curves, legend)
+    });
+    let file = artifacts().join("serve-graph.png");
+    std::fs::write(&file, &shot).unwrap();
+    eprintln!("screenshot: {}", file.display());
+    let curves: Vec<&str> = curves.iter().map(String::as_str).collect();
+    let crossings = mara::commands::serve::crossings(&curves);
+    eprintln!("crossings: {crossings} (before: {CROSSINGS_BEFORE})");
+
+    // Each box says its project's whole path (wrapped over lines, every character kept).
+    let mut names = names;
+    names.sort();
+    assert_eq!(names, paths);
+    for status in ["succeeded", "failed", "running", "waiting", "critical path"] {
+        assert!(legend.iter().any(|l| l == status), "{status}: {legend:?}");
+    }
+    assert!(
+        crossings < CROSSINGS_BEFORE,
+        "{crossings} crossings, {CROSSINGS_BEFORE} before"
     );
 }

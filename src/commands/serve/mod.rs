@@ -12,6 +12,7 @@
 mod actions;
 mod auth;
 mod events;
+mod layout;
 mod listener;
 mod pages;
 mod poller;
@@ -37,6 +38,9 @@ use crate::error::{Error, Problem, Result};
 use crate::settings::Settings;
 
 use source::Source;
+
+/// The measure of a drawn graph's edge crossings, for the browser test (docs/testing.md).
+pub use svg::crossings;
 
 use crate::configure::SERVE_TOKEN_VARIABLE as TOKEN;
 

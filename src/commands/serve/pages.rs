@@ -7,6 +7,7 @@ use maud::{DOCTYPE, Markup, html};
 use crate::ledger::Holder;
 use crate::status::RunStatus;
 
+use super::svg;
 use super::views::{self, OPERATIONS, RunPage, RunRow, StackRow};
 
 /// What every page has around its content.
@@ -173,10 +174,10 @@ pub fn run(
         @if actions && run.status == RunStatus::Running {
             (action_form("Cancel this run", &format!("/api/runs/{}/cancel", encode(&run.run_id))))
         }
-        section {
+        section #graph {
             h2 { "Graph" }
             @if let Some(note) = &page.graph.note { p.note { (note) } }
-            div.graph-box { (page.graph.svg()) }
+            div.graph-box { (page.graph.svg()) (svg::legend()) }
         }
         section {
             h2 { "Projects" }

@@ -21,7 +21,7 @@ use crate::ui::report::RunSummary;
 use super::Shared;
 use super::pages::{self, Chrome, Filter};
 use super::source::LogCursor;
-use super::svg::Drawing;
+use super::svg::{self, Drawing};
 use super::views::{OPERATIONS, RunPage, RunRow, StackRow};
 
 /// Why a request got no answer: its status, and what to say.
@@ -282,8 +282,8 @@ pub fn shaped(
 ) -> RunPage {
     let summary = summary(record, graph.ok(), previews);
     let mut page = RunPage::of(record, &summary, lock);
-    let shown: Vec<(String, String)> = (page.projects.iter())
-        .map(|p| (p.path.clone(), p.shown.to_string()))
+    let shown: Vec<svg::Shown> = (page.projects.iter())
+        .map(|p| (p.path.clone(), p.shown.to_string(), p.duration_ms))
         .collect();
     page.graph = Drawing::of(&shown, graph);
     page

@@ -198,7 +198,8 @@
       }
     };
 
-    // The graph drawn again from the server's drawing (`svg::Drawing`).
+    // The graph drawn again from the server's drawing (`svg::Drawing`), as the server draws it:
+    // the critical path's edges over the others, each box's path over its lines.
     const redraw = (drawing) => {
       const old = document.querySelector("svg.graph");
       if (!old) return;
@@ -208,27 +209,37 @@
       });
       svg.append(make(svgNS, "title", {}, "The run's projects and the order between them"));
       const defs = make(svgNS, "defs");
-      const marker = make(svgNS, "marker", {
-        id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7,
-        orient: "auto-start-reverse",
-      });
-      marker.append(make(svgNS, "path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrowhead" }));
-      defs.append(marker);
-      svg.append(defs);
-      for (const curve of drawing.curves) {
-        svg.append(make(svgNS, "path", { class: "edge", "marker-end": "url(#arrow)", d: curve }));
+      for (const [id, kind] of [["arrow", "arrowhead"], ["arrow-critical", "arrowhead critical"]]) {
+        const marker = make(svgNS, "marker", {
+          id, viewBox: "0 0 10 10", refX: 10, refY: 5, markerUnits: "userSpaceOnUse",
+          markerWidth: 10, markerHeight: 10, orient: "auto-start-reverse",
+        });
+        marker.append(make(svgNS, "path", { d: "M 0 0 L 10 5 L 0 10 z", class: kind }));
+        defs.append(marker);
       }
+      svg.append(defs);
+      const path = drawing.critical || [];
+      const steps = new Set(path.slice(1).map((to, i) => path[i] + ">" + to));
+      const critical = drawing.edges.map(([from, to]) => steps.has(from + ">" + to));
+      const edge = (i) => make(svgNS, "path", critical[i]
+        ? { class: "edge critical", "marker-end": "url(#arrow-critical)", d: drawing.curves[i] }
+        : { class: "edge", "marker-end": "url(#arrow)", d: drawing.curves[i] });
+      drawing.curves.forEach((_, i) => { if (!critical[i]) svg.append(edge(i)); });
+      drawing.curves.forEach((_, i) => { if (critical[i]) svg.append(edge(i)); });
       nodes.clear();
-      for (const node of drawing.nodes) {
+      drawing.nodes.forEach((node, k) => {
         const g = make(svgNS, "g", { class: "node " + node.status, "data-project": node.path });
-        g.append(
-          make(svgNS, "title", {}, node.path + " — " + node.status),
-          make(svgNS, "rect", { x: node.x, y: node.y, width: 180, height: 30, rx: 5 }),
-          make(svgNS, "text", { x: node.x + 10, y: node.y + 19 }, node.label),
-        );
+        const rect = { x: node.x, y: node.y, width: node.width, height: node.height, rx: 5 };
+        if (path.includes(k)) rect.class = "critical";
+        // svg.rs's PAD_X, PAD_Y + ASCENT and LINE.
+        const text = make(svgNS, "text", { x: node.x + 10, y: node.y + 8 + 11 });
+        node.lines.forEach((line, i) => {
+          text.append(make(svgNS, "tspan", { x: node.x + 10, dy: i === 0 ? 0 : 15 }, line));
+        });
+        g.append(make(svgNS, "title", {}, node.path + " — " + node.status), make(svgNS, "rect", rect), text);
         svg.append(g);
         nodes.set(node.path, g);
-      }
+      });
       old.replaceWith(svg);
     };
 
