@@ -45,6 +45,12 @@ fn pages_and_json(url: Option<&str>) {
     assert_eq!(listed.len(), 2, "{listed:#?}");
     assert_eq!(listed[0]["status"], "failed");
     assert_eq!(listed[0]["counts"]["failed"], 1);
+    // Which failed, for the list's column.
+    assert_eq!(
+        listed[0]["failed"],
+        serde_json::json!(["web"]),
+        "{listed:#?}"
+    );
     assert_eq!(
         listed[0]["counts"]["unchanged"].as_u64().unwrap_or(0)
             + listed[0]["counts"]["succeeded"].as_u64().unwrap_or(0),

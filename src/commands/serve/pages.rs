@@ -63,6 +63,19 @@ fn shown(run: &RunRow) -> Markup {
     html! { span class={"status " (class)} { (words) } }
 }
 
+/// The projects a run's row names as failed: the first three, each linked to its log, and how
+/// many more.
+fn failed(run: &RunRow) -> Markup {
+    let more = run.failed.len().saturating_sub(3);
+    html! {
+        @for (i, path) in run.failed.iter().take(3).enumerate() {
+            @if i > 0 { ", " }
+            a href=(log_link(&run.run_id, path)) { code { (path) } }
+        }
+        @if more > 0 { " and " (more) " more" }
+    }
+}
+
 /// A recorded instant as people read it: `2026-11-26 04:42:41`.
 fn when(instant: &str) -> Markup {
     let shown = instant.replace('T', " ");
@@ -132,7 +145,7 @@ pub fn runs(chrome: &Chrome<'_>, rows: &[RunRow], stacks: &[String], filter: &Fi
         } @else {
             table.runs {
                 thead { tr { th { "Run" } th { "Operation" } th { "Stack" } th { "Provider" } th { "Status" }
-                    th { "By" } th { "Started" } th.num { "Duration" } th { "Projects" } } }
+                    th { "By" } th { "Started" } th.num { "Duration" } th { "Projects" } th { "Failed" } } }
                 tbody {
                     @for row in rows {
                         tr {
@@ -145,6 +158,7 @@ pub fn runs(chrome: &Chrome<'_>, rows: &[RunRow], stacks: &[String], filter: &Fi
                             td { (when(&row.started)) }
                             td.num { (views::duration(row.duration_ms)) }
                             td { (row.counts_said()) }
+                            td.failed { (failed(row)) }
                         }
                     }
                 }

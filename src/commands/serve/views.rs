@@ -34,6 +34,8 @@ pub struct RunRow {
     pub duration_ms: Option<u64>,
     /// How many of its projects ended in each status.
     pub counts: BTreeMap<ProjectStatus, usize>,
+    /// The projects that failed, in the run's order: which to look at first.
+    pub failed: Vec<String>,
     /// What it came to, as its summary's last line says: its status, or what a drift check
     /// found (`1 project drifted`, `nothing drifted`).
     pub result: String,
@@ -70,6 +72,10 @@ impl RunRow {
                 record.status,
             ),
             counts,
+            failed: (record.projects.iter())
+                .filter(|p| p.status == ProjectStatus::Failed)
+                .map(|p| p.path.clone())
+                .collect(),
             result: summary.result(),
             shown: match record.operation == Operation::Drift
                 && record.status == RunStatus::Succeeded
