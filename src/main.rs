@@ -37,61 +37,7 @@ fn main() {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let settings = Settings::resolve(cli.global, env, ui::terminals());
     init_tracing(settings.verbosity, settings.stderr_style.enabled);
-    let result = match cli.command {
-        Command::Up(args) => commands::run::run(&settings, RunCommand::Up(args)),
-        Command::Preview(args) => commands::run::run(&settings, RunCommand::Preview(args)),
-        Command::Refresh(args) => commands::run::run(&settings, RunCommand::Refresh(args)),
-        Command::Drift(args) => commands::run::run(&settings, RunCommand::Drift(args)),
-        Command::Destroy(args) => commands::run::run(&settings, RunCommand::Destroy(args)),
-        Command::Output(args) => commands::output::run(&settings, args),
-        Command::Config(command) => commands::config::run(&settings, command),
-        Command::Status { watch } => commands::ledger::status(&settings, watch),
-        Command::History { limit, all_stacks } => {
-            commands::ledger::history(&settings, limit, all_stacks)
-        }
-        Command::Logs {
-            run,
-            project,
-            follow,
-        } => commands::ledger::logs(&settings, run, project, follow),
-        Command::Cancel => commands::ledger::cancel(&settings),
-        Command::State(command) => commands::state::run(&settings, command),
-        Command::Ci(command) => commands::ci::run(&settings, command),
-        Command::Serve {
-            command: Some(ServeCommand::Token(command)),
-            ..
-        } => commands::serve::tokens::run(&settings, command),
-        Command::Serve {
-            listen,
-            allow_host,
-            command: None,
-        } => commands::serve::run(&settings, &listen, allow_host),
-        Command::Unlock { force, engine } => commands::ledger::unlock(&settings, force, engine),
-        Command::Ledger { command } => commands::ledger::ledger(&settings, command),
-        Command::Kubectl { args } => commands::cluster::kubectl(&settings, args),
-        Command::Cluster(command) => match command {
-            ClusterCommand::Start => commands::cluster::start(&settings),
-            ClusterCommand::Stop => commands::cluster::stop(&settings),
-            ClusterCommand::Delete { yes } => commands::cluster::delete(&settings, yes),
-            ClusterCommand::Status => commands::cluster::status(&settings),
-        },
-        Command::Images(ImagesCommand::Import { images }) => {
-            commands::cluster::import_images(&settings, images)
-        }
-        Command::Images(ImagesCommand::Update) => commands::cluster::update_images(&settings),
-        Command::Images(ImagesCommand::List) => commands::cluster::list_images(&settings),
-        Command::Images(ImagesCommand::Forget { images }) => {
-            commands::cluster::forget_images(&settings, images)
-        }
-        Command::ListProviders(args) => commands::list_providers::run(&settings, args),
-        Command::ShowExecution(args) => commands::show_execution::run(&settings, args),
-        Command::Validate(args) => commands::validate::run(&settings, args.selection.into()),
-        Command::Completions { shell } => {
-            let mut out = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "mara", &mut out);
-            ui::print(&String::from_utf8_lossy(&out))
-        }
-    };
+    let result = dispatch(&settings, cli.command);
     let code = match result {
         Ok(()) => exit::SUCCESS,
         Err(error) => {
@@ -102,6 +48,65 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// The command asked for, run.
+fn dispatch(settings: &Settings, command: Command) -> mara::error::Result<()> {
+    match command {
+        Command::Up(args) => commands::run::run(settings, RunCommand::Up(args)),
+        Command::Preview(args) => commands::run::run(settings, RunCommand::Preview(args)),
+        Command::Refresh(args) => commands::run::run(settings, RunCommand::Refresh(args)),
+        Command::Drift(args) => commands::run::run(settings, RunCommand::Drift(args)),
+        Command::Destroy(args) => commands::run::run(settings, RunCommand::Destroy(args)),
+        Command::Output(args) => commands::output::run(settings, args),
+        Command::Config(command) => commands::config::run(settings, command),
+        Command::Status { watch } => commands::ledger::status(settings, watch),
+        Command::History { limit, all_stacks } => {
+            commands::ledger::history(settings, limit, all_stacks)
+        }
+        Command::Logs {
+            run,
+            project,
+            follow,
+        } => commands::ledger::logs(settings, run, project, follow),
+        Command::Cancel => commands::ledger::cancel(settings),
+        Command::State(command) => commands::state::run(settings, command),
+        Command::Ci(command) => commands::ci::run(settings, command),
+        Command::Serve {
+            command: Some(ServeCommand::Token(command)),
+            ..
+        } => commands::serve::tokens::run(settings, command),
+        Command::Serve {
+            listen,
+            allow_host,
+            command: None,
+        } => commands::serve::run(settings, &listen, allow_host),
+        Command::Unlock { force, engine } => commands::ledger::unlock(settings, force, engine),
+        Command::Ledger { command } => commands::ledger::ledger(settings, command),
+        Command::Kubectl { args } => commands::cluster::kubectl(settings, args),
+        Command::Cluster(command) => match command {
+            ClusterCommand::Start => commands::cluster::start(settings),
+            ClusterCommand::Stop => commands::cluster::stop(settings),
+            ClusterCommand::Delete { yes } => commands::cluster::delete(settings, yes),
+            ClusterCommand::Status => commands::cluster::status(settings),
+        },
+        Command::Images(ImagesCommand::Import { images }) => {
+            commands::cluster::import_images(settings, images)
+        }
+        Command::Images(ImagesCommand::Update) => commands::cluster::update_images(settings),
+        Command::Images(ImagesCommand::List) => commands::cluster::list_images(settings),
+        Command::Images(ImagesCommand::Forget { images }) => {
+            commands::cluster::forget_images(settings, images)
+        }
+        Command::ListProviders(args) => commands::list_providers::run(settings, args),
+        Command::ShowExecution(args) => commands::show_execution::run(settings, args),
+        Command::Validate(args) => commands::validate::run(settings, args.selection.into()),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "mara", &mut out);
+            ui::print(&String::from_utf8_lossy(&out))
+        }
+    }
 }
 
 /// `error: …` for each problem (with its hint), then `caused by: …` for each underlying cause.

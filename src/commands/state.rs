@@ -61,13 +61,8 @@ fn migrate(settings: &Settings, deployment: &Deployment, from: Option<String>) -
     let scratch = workspace.state_dir().join("migrating");
     make_private(&scratch)?;
     // A relative `file://` means the same as in the environment file: under the workspace root.
-    let from = from
-        .or_else(|| all.get("PULUMI_BACKEND_URL").cloned())
-        .map(|url| {
-            let mut named = BTreeMap::from([("PULUMI_BACKEND_URL".to_string(), url)]);
-            crate::deployment::resolve_backend_url(&mut named, &workspace.root);
-            named.remove("PULUMI_BACKEND_URL").unwrap_or_default()
-        });
+    let from = (from.or_else(|| all.get("PULUMI_BACKEND_URL").cloned()))
+        .map(|url| crate::deployment::absolute_backend_url(&url, &workspace.root));
     let moves: Vec<Move> = (deployment.graph.order().iter())
         .map(|&i| deployment.graph.project(i))
         .filter_map(|project| {

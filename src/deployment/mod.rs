@@ -350,20 +350,21 @@ pub fn resolve_runnable(registry: &Registry, name: &str) -> Result<Provider> {
 /// process runs in its own project directory, so a relative path would mean a different backend
 /// to each.
 pub fn resolve_backend_url(env: &mut BTreeMap<String, String>, root: &Path) {
-    let Some(url) = env.get("PULUMI_BACKEND_URL") else {
-        return;
-    };
+    if let Some(url) = env.get_mut("PULUMI_BACKEND_URL") {
+        *url = absolute_backend_url(url, root);
+    }
+}
+
+/// `url` with a relative `file://` path made absolute under `root`; any other URL as it is.
+pub fn absolute_backend_url(url: &str, root: &Path) -> String {
     let Some(path) = url.strip_prefix("file://") else {
-        return;
+        return url.to_string();
     };
     if path.is_empty() || path.starts_with('/') || path.starts_with('~') {
-        return;
+        return url.to_string();
     }
     let absolute = root.join(path.trim_start_matches("./"));
-    env.insert(
-        "PULUMI_BACKEND_URL".into(),
-        format!("file://{}", absolute.display()),
-    );
+    format!("file://{}", absolute.display())
 }
 
 #[cfg(test)]

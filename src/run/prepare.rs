@@ -67,22 +67,7 @@ impl Stack<'_> {
     ) -> Result<(StackConfigFile, Secrets)> {
         let files = &self.deployment.files;
         let provider = &self.deployment.provider;
-        let secrets_project = &files.workspace.settings.secrets_project;
-        let mut needs = configure::needs(
-            provider,
-            self.selected,
-            secrets_project,
-            self.config,
-            self.stored,
-        );
-        // A job of a fanned-out run stores only the secrets its own projects read: the secrets
-        // project's program reads them from its configuration, the others read its outputs, and
-        // what a job stores stays on its runner. Only the secrets project's job stores them.
-        let graph = self.selected.graph;
-        let reads_them = (graph.lookup(secrets_project)).is_some_and(|i| self.selected.contains(i));
-        if self.joined && !reads_them {
-            needs.secrets.clear();
-        }
+        let needs = self.needs();
         let interactive = prompter.is_some();
         let answers = match prompter {
             _ if needs.is_empty() => Answers::default(),
@@ -139,6 +124,27 @@ impl Stack<'_> {
             stored.insert(key.clone(), value.expose().to_string());
         }
         Ok((config, stored))
+    }
+
+    /// What the run must ask or take from the environment. A job of a fanned-out run stores
+    /// only the secrets its own projects read: the secrets project's program reads them from
+    /// its configuration, the others read its outputs, and what a job stores stays on its
+    /// runner. Only the secrets project's job stores them.
+    fn needs(&self) -> configure::Needs<'_> {
+        let secrets_project = &self.deployment.files.workspace.settings.secrets_project;
+        let mut needs = configure::needs(
+            &self.deployment.provider,
+            self.selected,
+            secrets_project,
+            self.config,
+            self.stored,
+        );
+        let graph = self.selected.graph;
+        let reads_them = (graph.lookup(secrets_project)).is_some_and(|i| self.selected.contains(i));
+        if self.joined && !reads_them {
+            needs.secrets.clear();
+        }
+        needs
     }
 
     /// `config set --secret KEY` with the value on standard input, in the secrets project — after

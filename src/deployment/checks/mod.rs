@@ -732,12 +732,6 @@ pub fn secrets(
         checks.pass("secrets", format!("{wanted} stored in {shown}"));
         return;
     }
-    let keys = |list: &[&crate::provider::SecretSpec]| {
-        list.iter()
-            .map(|s| s.key.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     if interactive {
         let up = checks.again("up");
         checks.warn(
@@ -751,6 +745,23 @@ pub fn secrets(
         );
         return;
     }
+    not_stored(checks, &missing, env);
+}
+
+/// The secrets' keys, as a message lists them.
+fn keys(list: &[&crate::provider::SecretSpec]) -> String {
+    (list.iter().map(|s| s.key.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Without a terminal: the secrets not stored yet, each to be supplied by its `MARA_SECRET_*`
+/// variable, or failed, naming the variables to set.
+fn not_stored(
+    checks: &mut Checks,
+    missing: &[&crate::provider::SecretSpec],
+    env: &BTreeMap<String, String>,
+) {
     let unsupplied: Vec<_> = missing
         .iter()
         .filter(|s| configure::supplied_secret(&s.key, env).is_none())
