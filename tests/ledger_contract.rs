@@ -76,6 +76,7 @@ fn start(id: &str, stack: &str, operation: Operation) -> RunStart {
             second % 60
         ),
         projects: Vec::new(),
+        graph: Vec::new(),
     }
 }
 
@@ -395,8 +396,11 @@ fn a_run_records_every_project_it_selected_as_it_starts() {
     for backend in backends() {
         let name = backend.name;
         let mut ledger = backend.open();
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        let graph = vec![pair("vpc", "eks"), pair("vpc", "ecr")];
         let selected = |id| RunStart {
             projects: ["vpc", "eks", "ecr"].map(String::from).to_vec(),
+            graph: graph.clone(),
             ..start(id, "dev", Operation::Up)
         };
         ledger.begin(&selected("r1"), true).unwrap();
@@ -406,10 +410,12 @@ fn a_run_records_every_project_it_selected_as_it_starts() {
             [waiting("vpc"), waiting("eks"), waiting("ecr")],
             "{name}: in the run's order, before any starts"
         );
+        let run = ledger.run("r1").unwrap().unwrap();
+        assert_eq!(run.selected, Some(3), "{name}");
         assert_eq!(
-            ledger.run("r1").unwrap().unwrap().selected,
-            Some(3),
-            "{name}"
+            run.graph.as_ref(),
+            Some(&graph),
+            "{name}: its graph as it started"
         );
         // Listed in the run's order whatever order they start in.
         ledger.project_started("r1", "eks", "t1", None).unwrap();
@@ -917,6 +923,7 @@ fn both_backends_hold_the_same_history_after_the_same_calls() {
         let mut ledger = backend.open();
         let at = |id, operation, started: &str| RunStart {
             started: started.into(),
+            graph: vec![("vpc".into(), "eks".into())],
             ..start(id, "dev", operation)
         };
         ledger.begin(&at("r1", Operation::Up, "t0"), true).unwrap();
@@ -1450,6 +1457,8 @@ const SCHEMA: &[Table] = &[
             value("cancel_requested", Boolean),
             // None for a run recorded before mara recorded its selection.
             maybe("selected", Integer),
+            // Its graph as it started, JSON; none for a run recorded before mara recorded it.
+            maybe("graph", Text),
         ],
     ),
     table(

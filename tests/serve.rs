@@ -369,6 +369,86 @@ fn the_event_stream_follows_a_running_run_to_its_end() {
     );
 }
 
+/// The edges `/api/runs/ID` draws, as (from, to) paths.
+fn drawn_edges(page: &serde_json::Value) -> Vec<(String, String)> {
+    let nodes = page["graph"]["nodes"].as_array().unwrap();
+    let path = |k: &serde_json::Value| nodes[k.as_u64().unwrap() as usize]["path"].to_string();
+    let mut edges: Vec<(String, String)> = (page["graph"]["edges"].as_array().unwrap().iter())
+        .map(|e| (path(&e[0]), path(&e[1])))
+        .collect();
+    edges.sort();
+    edges
+}
+
+#[test]
+fn a_running_runs_page_shows_every_project_and_the_graph_it_started_with() {
+    let w = workspace();
+    let serve = Serve::start(w.path(), &[]);
+    let mut up = slow_up(&w, "2");
+    let id = run_running(&serve, "app");
+    // The provider changes under the run: the web front no longer needs the application, and a
+    // project is added.
+    let provider = std::fs::read_to_string(w.path().join("providers/web.toml")).unwrap();
+    let changed = provider.replace("after = [\"app\"]", "after = [\"net\"]")
+        + "\n[[project]]\npath = \"extra\"\nengine = \"command\"\nup = \"true\"\ndestroy = \"true\"\n";
+    assert_ne!(changed, provider);
+    w.write("providers/web.toml", &changed);
+    let page = serve.get(&format!("/api/runs/{id}")).json();
+    let statuses: Vec<(String, String)> = (page["projects"].as_array().unwrap().iter())
+        .map(|p| (p["path"].to_string(), p["status"].to_string()))
+        .collect();
+    let said = |p: &str, s: &str| (format!("{p:?}"), format!("{s:?}"));
+    assert_eq!(
+        statuses,
+        [
+            said("net", "succeeded"),
+            said("app", "running"),
+            said("web", "waiting")
+        ],
+        "the pending project is listed, and nothing the run did not select"
+    );
+    let pair = |a: &str, b: &str| (format!("{a:?}"), format!("{b:?}"));
+    assert_eq!(
+        drawn_edges(&page),
+        [pair("app", "web"), pair("net", "app")],
+        "the graph as the run had it"
+    );
+    assert!(page["graph"].get("note").is_none(), "{page}");
+    let html = serve.get(&format!("/runs/{id}")).body;
+    assert!(
+        row_says(&html, r#"data-project="web""#, "waiting"),
+        "the page lists the web front waiting"
+    );
+    assert!(up.wait().unwrap().success());
+
+    // A run an earlier mara recorded (no graph) is drawn on the provider as it is now, and says so.
+    let ledger = rusqlite::Connection::open(w.path().join(".mara/ledger.db")).unwrap();
+    ledger
+        .execute_batch("UPDATE runs SET graph = NULL;")
+        .unwrap();
+    drop(ledger);
+    let page = serve.get(&format!("/api/runs/{id}")).json();
+    assert_eq!(
+        drawn_edges(&page),
+        [pair("net", "app"), pair("net", "web")],
+        "the provider's edges now"
+    );
+    let note = page["graph"]["note"].as_str().unwrap_or_default();
+    assert!(note.contains("recorded no graph"), "{page}");
+}
+
+/// Whether `html` says `status` in a table row that holds `marker`.
+fn row_says(html: &str, marker: &str, status: &str) -> bool {
+    html.split("<tr ")
+        .filter(|row| row.contains(marker))
+        .any(|row| {
+            row.split("</tr>")
+                .next()
+                .unwrap_or_default()
+                .contains(status)
+        })
+}
+
 #[test]
 fn the_actions_need_the_servers_token() {
     let w = workspace();

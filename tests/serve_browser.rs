@@ -215,9 +215,22 @@ async fn follow(client: &Client, page: &str) -> Vec<u8> {
         text(client, "tr[data-project='app'] .status-cell").await,
         "running"
     );
+    // The web front has not started: listed, and drawn, as waiting.
+    assert_eq!(
+        text(client, "tr[data-project='web'] .status-cell").await,
+        "waiting"
+    );
+    let web = client
+        .find(Locator::Css("g.node[data-project='web']"))
+        .await
+        .unwrap();
+    assert_eq!(
+        web.attr("class").await.unwrap().as_deref(),
+        Some("node waiting")
+    );
 
-    // The application, then the web front (waiting when the page was rendered: its folded log
-    // opens as it starts), succeed; then the run does.
+    // The application, then the web front (its folded log opens as it starts), succeed; then
+    // the run does.
     wait_for_text(client, "tr[data-project='app'] .status-cell", "succeeded").await;
     wait_for_text(client, "tr[data-project='web'] .status-cell", "running").await;
     wait_for_text(client, "tr[data-project='web'] .status-cell", "succeeded").await;

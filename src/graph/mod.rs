@@ -115,6 +115,32 @@ impl ExecutionGraph {
         self.neighbours(i, Direction::Outgoing)
     }
 
+    /// The edges between the projects `among` marks (`among[i]` for project `i`): each
+    /// (needed, needing) pair where the second needs the first directly or through projects
+    /// not among them, whose order still holds; in execution order of the needed. What a run
+    /// of a selection records as its graph, and what its page draws.
+    pub fn edges_among(&self, among: &[bool]) -> Vec<(usize, usize)> {
+        let mut edges = std::collections::BTreeSet::new();
+        for &i in self.order.iter().filter(|&&i| among[i]) {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut next: Vec<usize> = self.successors(i).into_iter().map(|(j, _)| j).collect();
+            while let Some(j) = next.pop() {
+                if !seen.insert(j) {
+                    continue;
+                }
+                match among[j] {
+                    true => {
+                        edges.insert((self.position[i], self.position[j]));
+                    }
+                    false => next.extend(self.successors(j).into_iter().map(|(n, _)| n)),
+                }
+            }
+        }
+        (edges.into_iter())
+            .map(|(a, b)| (self.order[a], self.order[b]))
+            .collect()
+    }
+
     fn neighbours(&self, i: usize, direction: Direction) -> Vec<(usize, EdgeKind)> {
         let mut found: Vec<(usize, EdgeKind)> = self
             .graph
@@ -512,6 +538,38 @@ mod tests {
         // The stage rule reaches the kubernetes sources only.
         assert_eq!(graph.predecessors(0), vec![(3, EdgeKind::Stage)]);
         assert_eq!(graph.predecessors(1), vec![(2, EdgeKind::Declared)]);
+    }
+
+    #[test]
+    fn the_edges_among_some_projects_go_through_those_left_out() {
+        // a → b → c → d, a → e; among a, c, d, e: a → c (through b), c → d, a → e.
+        let graph = ExecutionGraph::from_projects(vec![
+            project("a", Stage::Kubernetes, &[]),
+            project("b", Stage::Kubernetes, &["a"]),
+            project("c", Stage::Kubernetes, &["b"]),
+            project("d", Stage::Kubernetes, &["c"]),
+            project("e", Stage::Kubernetes, &["a"]),
+        ])
+        .unwrap();
+        let named = |edges: Vec<(usize, usize)>| -> Vec<(String, String)> {
+            (edges.into_iter())
+                .map(|(x, y)| (graph.project(x).path.clone(), graph.project(y).path.clone()))
+                .collect()
+        };
+        let pair = |x: &str, y: &str| (x.to_string(), y.to_string());
+        let among = [true, false, true, true, true];
+        assert_eq!(
+            named(graph.edges_among(&among)),
+            [pair("a", "c"), pair("a", "e"), pair("c", "d")]
+        );
+        // Nothing left out: the graph's own edges.
+        assert_eq!(named(graph.edges_among(&[true; 5])).len(), 4);
+        // One project alone has none.
+        assert!(
+            graph
+                .edges_among(&[false, false, true, false, false])
+                .is_empty()
+        );
     }
 
     #[test]

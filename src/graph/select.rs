@@ -124,6 +124,11 @@ impl<'g> Plan<'g> {
         self.order.iter().rev().copied()
     }
 
+    /// The selected projects' edges, through those left out (`ExecutionGraph::edges_among`).
+    pub fn edges(&self) -> Vec<(usize, usize)> {
+        self.graph.edges_among(&self.selected)
+    }
+
     pub fn contains(&self, i: usize) -> bool {
         self.selected[i]
     }

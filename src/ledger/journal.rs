@@ -241,6 +241,7 @@ mod tests {
             command: "mara up".into(),
             started: "2026-01-01T00:00:00Z".into(),
             projects: Vec::new(),
+            graph: Vec::new(),
         };
         ledger.begin(&start, true).unwrap();
         assert_eq!(journal.replay(ledger.as_mut()).unwrap(), (4, 0));
@@ -271,6 +272,7 @@ mod tests {
             command: "mara up".into(),
             started: "2026-01-01T00:00:00Z".into(),
             projects: Vec::new(),
+            graph: Vec::new(),
         };
         ledger.begin(&start, true).unwrap();
         let keeping = {

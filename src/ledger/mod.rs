@@ -318,6 +318,9 @@ pub struct RunStart {
     /// The projects it selected, in its order (reversed for a destroy): recorded `waiting` as
     /// it starts, so that no project of a run that dies goes unaccounted for.
     pub projects: Vec<String>,
+    /// Its graph: (needed, needing) pairs of those projects' paths, as the provider had them
+    /// when it started (`Plan::edges`).
+    pub graph: Vec<(String, String)>,
 }
 
 /// A recorded run.
@@ -340,6 +343,10 @@ pub struct RunRecord {
     /// never started).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selected: Option<u32>,
+    /// Its graph as it started: (needed, needing) pairs of its projects' paths; `None` for a
+    /// run recorded by a mara that did not record it (its page draws the provider as it is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<Vec<(String, String)>>,
     /// Read from a server, whose leases say whether a run is alive: its status is already as
     /// seen, and no pid of this machine's says otherwise (two machines may share a host name).
     #[serde(skip)]

@@ -41,7 +41,7 @@ const FORGET: [&str; 6] = [
 /// A run's columns, in the order `run` reads them.
 macro_rules! run_columns {
     () => {
-        "run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status, {lapsed}, selected"
+        "run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status, {lapsed}, selected, graph"
     };
 }
 
@@ -283,6 +283,12 @@ fn run(row: &Row, leased: bool) -> Read<RunRecord> {
         selected: row
             .opt_int(12)?
             .map(|n| n.clamp(0, i64::from(u32::MAX)) as u32),
+        graph: match row.opt_text(13)? {
+            Some(text) => {
+                Some(serde_json::from_str(&text).map_err(|e| format!("a run's graph: {e}"))?)
+            }
+            None => None,
+        },
         leased,
         actions: Vec::new(),
     })
@@ -317,6 +323,11 @@ fn image_values(i: &ImageRecord) -> [Value; 6] {
 }
 
 /// A project's row, in the order `{p}projects` takes its columns.
+/// A run's graph as its row keeps it: JSON, (needed, needing) pairs of paths.
+fn graph_text(graph: &[(String, String)]) -> String {
+    serde_json::to_string(graph).expect("pairs of strings serialize")
+}
+
 fn project_values(run_id: &str, p: &ProjectRecord) -> [Value; 10] {
     let changes = match &p.changes {
         Some(c) => Value::Text(serde_json::to_string(c).expect("counts serialize")),
@@ -388,8 +399,8 @@ impl<S: Store> Ledger for Records<S> {
             added.clear();
             for run in &history.runs {
                 let inserted = tx.execute(
-                    "INSERT INTO {p}runs (run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status, selected)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING",
+                    "INSERT INTO {p}runs (run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status, selected, graph)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING",
                     &[
                         (&run.run_id).into(),
                         run.operation.as_str().into(),
@@ -403,6 +414,7 @@ impl<S: Store> Ledger for Records<S> {
                         (&run.finished).into(),
                         run.status.as_str().into(),
                         run.selected.map(i64::from).into(),
+                        (&run.graph.as_deref().map(graph_text)).into(),
                     ],
                 )?;
                 if inserted == 0 {
@@ -568,8 +580,8 @@ impl<S: Store> Ledger for Records<S> {
                 took_over = Some(holder);
             }
             tx.execute(
-                "INSERT INTO {p}runs (run_id, operation, provider, stack, {user}, host, pid, command, started, status, selected)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10)",
+                "INSERT INTO {p}runs (run_id, operation, provider, stack, {user}, host, pid, command, started, status, selected, graph)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $11)",
                 &[
                     (&run.run_id).into(),
                     run.operation.as_str().into(),
@@ -581,6 +593,7 @@ impl<S: Store> Ledger for Records<S> {
                     (&run.command).into(),
                     (&run.started).into(),
                     (run.projects.len() as i64).into(),
+                    (&graph_text(&run.graph)).into(),
                 ],
             )?;
             // Every project it selected, in its order, before any starts.

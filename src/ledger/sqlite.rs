@@ -136,6 +136,9 @@ const MIGRATIONS: &[&str] = &[
         via TEXT NOT NULL
     );
     CREATE INDEX audit_by_run ON audit (run_id, at);",
+    // 10: a run's graph as it started ((needed, needing) pairs of its projects' paths, as
+    // JSON), for its page to draw as the run had it; none for a run recorded before.
+    "ALTER TABLE runs ADD COLUMN graph TEXT;",
 ];
 
 /// The workspace's own ledger.
@@ -421,6 +424,7 @@ mod tests {
             command: "mara up".into(),
             started: format!("2026-11-21T00:00:0{}.000Z", id.len()),
             projects: Vec::new(),
+            graph: Vec::new(),
         }
     }
 

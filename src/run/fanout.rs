@@ -63,6 +63,15 @@ pub fn waiting(selected: &Plan<'_>, operation: Operation) -> Vec<String> {
         .collect()
 }
 
+/// The run's graph as it records it at its start: (needed, needing) pairs of the selected
+/// projects' paths (`Plan::edges`), for its page to draw as the run had it.
+pub fn edges(selected: &Plan<'_>) -> Vec<(String, String)> {
+    let path = |i: usize| selected.graph.project(i).path.clone();
+    (selected.edges().into_iter())
+        .map(|(a, b)| (path(a), path(b)))
+        .collect()
+}
+
 /// A job of run `run_id`: the selected projects its record rules out, with why, and the run's
 /// projects. Its projects must be the run's.
 pub fn joined(
@@ -327,6 +336,7 @@ mod tests {
             finished: None,
             status: RunStatus::Running,
             selected: None,
+            graph: None,
             projects,
             leased: true,
             actions: Vec::new(),

@@ -102,6 +102,7 @@ mod tests {
             finished: Some("2026-11-28T10:20:00.000Z".into()),
             status: RunStatus::Abandoned,
             selected: None,
+            graph: None,
             projects,
             leased: true,
             actions: Vec::new(),

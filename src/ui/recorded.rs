@@ -22,8 +22,9 @@ pub fn previews_of(
     }
 }
 
-/// The run as its summary shows it, the projects in the run's order; a preview's with what each
-/// showed (`previews`), and which read what another's would change.
+/// The run as its summary shows it, the projects in the run's order (`graph`'s, for a run an
+/// earlier mara recorded); a preview's with what each showed (`previews`), and which read what
+/// another's would change.
 pub fn summary_of(
     record: &RunRecord,
     graph: &crate::graph::ExecutionGraph,
@@ -36,9 +37,13 @@ pub fn summary_of(
             .unwrap_or(usize::MAX)
     };
     let mut projects: Vec<&ProjectRecord> = record.projects.iter().collect();
-    projects.sort_by_key(|p| position(&p.path));
-    if record.operation == Operation::Destroy {
-        projects.reverse();
+    // A run recorded whole as it started lists them in its own order (reversed for a destroy)
+    // whatever the provider says now; one an earlier mara recorded, in the provider's.
+    if record.selected.is_none() {
+        projects.sort_by_key(|p| position(&p.path));
+        if record.operation == Operation::Destroy {
+            projects.reverse();
+        }
     }
     let mut reports: Vec<ProjectReport> = (projects.into_iter())
         .map(|p| report(p, previews.remove(&p.path).unwrap_or_default()))

@@ -74,6 +74,7 @@ impl Invocation<'_> {
             command: std::env::args().collect::<Vec<_>>().join(" "),
             started: clock::rfc3339(started),
             projects: fanout::waiting(planner.selected, run.operation),
+            graph: fanout::edges(planner.selected),
         };
         let lease = run.open.as_ref().map(|o| o.lease);
         let again = |args: &str| self.settings.again(args);

@@ -21,7 +21,7 @@ use crate::ui::report::RunSummary;
 use super::Shared;
 use super::pages::{self, Chrome, Filter};
 use super::source::LogCursor;
-use super::svg::{self, Drawing};
+use super::svg::{self, Drawing, Edges};
 use super::views::{OPERATIONS, RunPage, RunRow, StackRow};
 
 /// Why a request got no answer: its status, and what to say.
@@ -272,8 +272,9 @@ async fn recorded(app: &Shared, run_id: String) -> Answer<RunPage> {
     ))
 }
 
-/// `record` as its page shows it, on its provider's `graph` when the workspace has it (else why
-/// not, said under the drawing).
+/// `record` as its page shows it: its graph as it recorded it as it started, else (a run an
+/// earlier mara recorded) its provider's `graph` when the workspace has it (else why not, said
+/// under the drawing).
 pub fn shaped(
     record: &RunRecord,
     graph: std::result::Result<&ExecutionGraph, &str>,
@@ -285,7 +286,12 @@ pub fn shaped(
     let shown: Vec<svg::Shown> = (page.projects.iter())
         .map(|p| (p.path.clone(), p.shown.to_string(), p.duration_ms))
         .collect();
-    page.graph = Drawing::of(&shown, graph);
+    let edges = match (&record.graph, graph) {
+        (Some(recorded), _) => Edges::Recorded(recorded),
+        (None, Ok(graph)) => Edges::Now(graph),
+        (None, Err(why)) => Edges::Unknown(why),
+    };
+    page.graph = Drawing::of(&shown, edges);
     page
 }
 

@@ -1,8 +1,9 @@
 //! A run's graph as the run's page draws it (docs/commands.md, "serve"; docs/decisions.md, "A
 //! graph people can read"): its projects in layers from the top (`layout`: each below those it
 //! comes after, ordered to cross little), each box coloured by its status and saying its
-//! project's whole path over as many lines as it takes, the edges of the provider's graph
-//! between them — through the projects the run left out, so that a run of a selection still
+//! project's whole path over as many lines as it takes, the edges of the graph the run recorded
+//! as it started between them (else, for a run an earlier mara recorded, its provider's graph
+//! as it is now) — through the projects the run left out, so that a run of a selection still
 //! shows what waited on what — and the critical path drawn heavier.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -73,18 +74,49 @@ pub struct Drawing {
     pub note: Option<String>,
 }
 
+/// What a run's edges are drawn from (docs/commands.md, "serve").
+#[derive(Debug, Clone, Copy)]
+pub enum Edges<'a> {
+    /// The graph it recorded as it started: (needed, needing) pairs of its projects' paths.
+    Recorded(&'a [(String, String)]),
+    /// Its provider's graph as the workspace defines it now: a run an earlier mara recorded.
+    Now(&'a ExecutionGraph),
+    /// Why there are none: the run recorded none, and its provider's graph cannot be read.
+    Unknown(&'a str),
+}
+
+/// Said under the drawing of a run that recorded no graph.
+const DRAWN_AS_NOW: &str = "This run recorded no graph (an earlier mara ran it): its edges are \
+     its provider's as the workspace defines them now.";
+
 impl Drawing {
-    /// `projects` (in the run's order) placed on `graph`, the graph of the run's provider as
-    /// the workspace defines it now (else why it has none).
-    pub fn of(projects: &[Shown], graph: Result<&ExecutionGraph, &str>) -> Drawing {
-        match graph {
-            Ok(graph) => {
-                let at: BTreeMap<usize, usize> = (projects.iter().enumerate())
-                    .filter_map(|(k, (path, _, _))| graph.lookup(path).map(|i| (i, k)))
+    /// `projects` (in the run's order) with the edges between them that `edges` gives.
+    pub fn of(projects: &[Shown], edges: Edges<'_>) -> Drawing {
+        let at: BTreeMap<&str, usize> = (projects.iter().enumerate())
+            .map(|(k, (path, _, _))| (path.as_str(), k))
+            .collect();
+        match edges {
+            Edges::Recorded(pairs) => {
+                let edges = (pairs.iter())
+                    .filter_map(|(a, b)| Some((*at.get(a.as_str())?, *at.get(b.as_str())?)))
                     .collect();
-                Drawing::laid(projects, edges(graph, &at), None)
+                Drawing::laid(projects, edges, None)
             }
-            Err(why) => {
+            Edges::Now(graph) => {
+                let mut among = vec![false; graph.len()];
+                let mut index = BTreeMap::new();
+                for (k, (path, _, _)) in projects.iter().enumerate() {
+                    if let Some(i) = graph.lookup(path) {
+                        among[i] = true;
+                        index.insert(i, k);
+                    }
+                }
+                let edges = (graph.edges_among(&among).into_iter())
+                    .map(|(a, b)| (index[&a], index[&b]))
+                    .collect();
+                Drawing::laid(projects, edges, Some(DRAWN_AS_NOW.to_string()))
+            }
+            Edges::Unknown(why) => {
                 let note = format!("The edges are not drawn: {why}");
                 Drawing::laid(projects, Vec::new(), Some(note))
             }
@@ -453,28 +485,6 @@ fn wrapped(path: &str) -> Vec<String> {
     lines
 }
 
-/// The edges between the run's projects (`at`: graph index → index in the run), each project
-/// to the nearest of the run's that come after it, through any left out of the run.
-fn edges(graph: &ExecutionGraph, at: &BTreeMap<usize, usize>) -> Vec<(usize, usize)> {
-    let mut edges = BTreeSet::new();
-    for (&i, &from) in at {
-        let mut seen = BTreeSet::new();
-        let mut next: Vec<usize> = graph.successors(i).into_iter().map(|(j, _)| j).collect();
-        while let Some(j) = next.pop() {
-            if !seen.insert(j) {
-                continue;
-            }
-            match at.get(&j) {
-                Some(&to) => {
-                    edges.insert((from, to));
-                }
-                None => next.extend(graph.successors(j).into_iter().map(|(n, _)| n)),
-            }
-        }
-    }
-    edges.into_iter().collect()
-}
-
 /// How many times the drawn edges cross: `paths` are the edges as drawn (SVG path data of
 /// absolute `M`, `L` and `C` commands, as `Drawing::curves` holds and the page shows), each
 /// flattened into short segments; every point where two edges cross counts once (points closer
@@ -660,7 +670,8 @@ mod tests {
         let last_plain = svg.rfind(r#"class="edge""#).unwrap();
         assert!(svg.find(r#"class="edge critical""#).unwrap() > last_plain);
         // With no edge, no path; projects in rows of a few.
-        let alone = Drawing::of(&shown(&["a", "b", "c", "d", "e"]), Err("no provider"));
+        let why = Edges::Unknown("no provider");
+        let alone = Drawing::of(&shown(&["a", "b", "c", "d", "e"]), why);
         assert!(alone.critical.is_empty());
         assert_eq!(alone.nodes[4].layer, 1);
         assert!(alone.note.as_deref().unwrap().contains("no provider"));

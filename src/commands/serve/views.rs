@@ -15,7 +15,7 @@ use crate::run::events::ProjectReport;
 use crate::status::{ProjectStatus, RunStatus};
 use crate::ui::report::RunSummary;
 
-use super::svg::Drawing;
+use super::svg::{Drawing, Edges};
 
 /// A run as the list shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -177,7 +177,7 @@ impl RunPage {
         RunPage {
             run: RunRow::of(record, summary),
             projects,
-            graph: Drawing::of(&[], Err("")),
+            graph: Drawing::of(&[], Edges::Unknown("")),
             lock: lock.filter(|l| l.run_id == record.run_id),
         }
     }

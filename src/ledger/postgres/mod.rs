@@ -153,6 +153,9 @@ const MIGRATIONS: &[&str] = &[
         via TEXT NOT NULL
     );
     CREATE INDEX mara_audit_by_run ON mara_audit (run_id, at);",
+    // 12: a run's graph as it started ((needed, needing) pairs of its projects' paths, as
+    // JSON), for its page to draw as the run had it; none for a run recorded before.
+    "ALTER TABLE mara_runs ADD COLUMN graph TEXT;",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2

@@ -459,6 +459,7 @@ mod tests {
             command: "mara up".into(),
             started: clock::rfc3339(SystemTime::now()),
             projects: Vec::new(),
+            graph: Vec::new(),
         }
     }
 
