@@ -37,11 +37,20 @@ impl Drop for Driver {
 
 impl Driver {
     fn start(program: &PathBuf) -> Driver {
+        Driver::start_in(program, None)
+    }
+
+    /// chromedriver, and the browsers it starts, in time zone `zone` (`TZ`) when given.
+    fn start_in(program: &PathBuf, zone: Option<&str>) -> Driver {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let child = Command::new(program)
+        let mut command = Command::new(program);
+        if let Some(zone) = zone {
+            command.env("TZ", zone);
+        }
+        let child = command
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -403,6 +412,19 @@ fn beyond_loopback_the_page_asks_for_a_token_once_and_acts_with_it() {
             .await
             .unwrap();
         wait_for_text(&client, "#run-status", "cancelled").await;
+        // Said at the top of the page, the run's id as code; the action listed at once.
+        let said = text(&client, "#said").await;
+        assert!(
+            said.starts_with(&format!("Cancel run {run}: Asked run {run}")),
+            "{said}"
+        );
+        assert!(!said.contains('`'), "{said}");
+        assert_eq!(text(&client, "#said code").await, run);
+        let action = text(&client, "#actions p.action").await;
+        assert!(
+            action.starts_with("cancelled by ana via the web page at "),
+            "{action}"
+        );
         let kept = client
             .execute(
                 "return document.cookie + '|' + sessionStorage.length;",
@@ -420,6 +442,69 @@ fn beyond_loopback_the_page_asks_for_a_token_once_and_acts_with_it() {
         said.contains("cancelled by ana via the web page at "),
         "{said}"
     );
+}
+
+#[test]
+fn an_unlock_is_said_at_the_top_its_row_shows_it_at_once_and_times_are_the_viewers() {
+    let why = "the browser test of mara serve";
+    let Some(browser) = common::tools::tool("chromium", why) else {
+        return;
+    };
+    let Some(chromedriver) = common::tools::tool("chromedriver", why) else {
+        return;
+    };
+    // A zone five and a half hours from UTC, with no summer time.
+    let driver = Driver::start_in(&chromedriver, Some("Asia/Kolkata"));
+    let w = workspace();
+    let serve = Serve::start(w.path(), &[("MARA_SERVE_TOKEN", "operator-token")]);
+    // A run killed mid-way leaves its lock, held by a process that is gone.
+    let mut up = slow_up(&w, "8");
+    run_running(&serve, "app");
+    up.kill().unwrap();
+    up.wait().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = session(&driver, browser).await;
+        client.goto(&serve.url("/stacks")).await.unwrap();
+        // The lock's time in the viewer's zone, which is said.
+        let time = client
+            .find(Locator::Css("table.stacks td time"))
+            .await
+            .unwrap();
+        let instant = time.attr("datetime").await.unwrap().unwrap();
+        let at =
+            mara::clock::parse_rfc3339(&instant).unwrap() + Duration::from_secs(5 * 3600 + 1800);
+        let local = mara::clock::rfc3339(at)[..19].replace('T', " ");
+        assert_eq!(time.text().await.unwrap(), format!("{local} GMT+5:30"));
+        let mark = "window.maraTestMark = 'kept'; return true;";
+        client.execute(mark, vec![]).await.unwrap();
+        // Unlocked from its row: said at the top, the row says so with no reload.
+        let form = "table.stacks form.action";
+        let field = client
+            .find(Locator::Css(&format!("{form} input")))
+            .await
+            .unwrap();
+        field.send_keys("operator-token").await.unwrap();
+        client
+            .find(Locator::Css(&format!("{form} button")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        wait_for_text(&client, "table.stacks tbody td:nth-child(2)", "not locked").await;
+        let said = text(&client, "#said").await;
+        assert!(
+            said.starts_with("Unlock stack dev: Cleared the lock of run "),
+            "{said}"
+        );
+        assert!(!said.contains('`'), "{said}");
+        let class = client.find(Locator::Css("#said")).await.unwrap();
+        assert_eq!(class.attr("class").await.unwrap().as_deref(), Some("done"));
+        let kept = client.execute("return window.maraTestMark;", vec![]).await;
+        assert_eq!(kept.unwrap(), json!("kept"), "the page was reloaded");
+        client.close().await.unwrap();
+    });
 }
 
 /// How many times the edges of the example's graph crossed as main drew it before issue 44

@@ -223,8 +223,8 @@ pub struct Action {
 }
 
 impl Action {
-    /// `cancelled by ana via the web page at 2026-11-26T04:42:41.123Z`.
-    pub fn said(&self) -> String {
+    /// What was done, by whom, how: `cancelled by ana via the web page`.
+    pub fn what(&self) -> String {
         let done = match self.act {
             Act::Cancel => "cancelled",
             Act::Unlock => "unlocked",
@@ -235,7 +235,13 @@ impl Action {
             (Via::Cli, Act::Cancel) => "`mara cancel`",
             (Via::Cli, Act::Unlock) => "`mara unlock`",
         };
-        format!("{done} by {} via {via} at {}", self.by, self.at)
+        format!("{done} by {} via {via}", self.by)
+    }
+
+    /// What was done, by whom, how, when: `cancelled by ana via the web page at
+    /// 2026-11-26T04:42:41.123Z`.
+    pub fn said(&self) -> String {
+        format!("{} at {}", self.what(), self.at)
     }
 }
 

@@ -45,7 +45,11 @@ fn layout(chrome: &Chrome<'_>, content: Markup) -> Markup {
                     }
                     @if !chrome.place.is_empty() { span.place title="The run ledger" { (chrome.place) } }
                 }
-                main { (content) }
+                main {
+                    // What an action of the page's came to (`form.action`), said by its script.
+                    div #said role="status" aria-live="polite" hidden {}
+                    (content)
+                }
             }
         }
     }
@@ -76,7 +80,8 @@ fn failed(run: &RunRow) -> Markup {
     }
 }
 
-/// A recorded instant as people read it: `2026-11-26 04:42:41`.
+/// A recorded instant as people read it, its zone said: `2026-11-26 04:42:41 UTC` (the page's
+/// script shows it in the viewer's own zone, and says which).
 fn when(instant: &str) -> Markup {
     let shown = instant.replace('T', " ");
     let shown = shown
@@ -84,7 +89,20 @@ fn when(instant: &str) -> Markup {
         .next()
         .unwrap_or(&shown)
         .trim_end_matches('Z');
-    html! { time datetime=(instant) { (shown) } }
+    match instant.ends_with('Z') {
+        true => html! { time datetime=(instant) { (shown) " UTC" } },
+        false => html! { time datetime=(instant) { (shown) } },
+    }
+}
+
+/// Text that names commands and ids between backquotes, as mara's messages do, with those
+/// shown as code.
+fn prose(text: &str) -> Markup {
+    html! {
+        @for (i, part) in text.split('`').enumerate() {
+            @if i % 2 == 1 { code { (part) } } @else { (part) }
+        }
+    }
 }
 
 fn run_link(run_id: &str) -> String {
@@ -149,7 +167,7 @@ pub fn runs(chrome: &Chrome<'_>, rows: &[RunRow], stacks: &[String], filter: &Fi
                 tbody {
                     @for row in rows {
                         tr {
-                            td { a href=(run_link(&row.run_id)) { code { (row.run_id) } } }
+                            td { a href=(run_link(&row.run_id)) { code.run-id { (row.run_id) } } }
                             td { (row.operation.as_str()) }
                             td { (row.stack) }
                             td { (row.provider) }
@@ -179,14 +197,18 @@ pub fn run(
     let content = html! {
         h1 { (run.operation.as_str()) " of " (run.stack) " " span #run-status { (shown(run)) } }
         p.meta {
-            "Run " code { (run.run_id) } " · provider " (run.provider) " · by " (run.user) "@" (run.host)
+            "Run " code.run-id { (run.run_id) } " · provider " (run.provider) " · by " (run.user) "@" (run.host)
             " · started " (when(&run.started))
             " · " span #run-duration { (views::duration(run.duration_ms)) }
         }
         p.meta { code { (run.command) } }
-        @for action in &run.actions { p.meta.action { (action.said()) } }
+        div #actions data-refresh="actions" {
+            @for action in &run.actions {
+                p.meta.action { (prose(&action.what())) " at " (when(&action.at)) }
+            }
+        }
         @if actions && run.status == RunStatus::Running {
-            (action_form("Cancel this run", &format!("/api/runs/{}/cancel", encode(&run.run_id))))
+            (action_form("Cancel this run", &format!("Cancel run `{}`", run.run_id), &format!("/api/runs/{}/cancel", encode(&run.run_id))))
         }
         section #graph {
             h2 { "Graph" }
@@ -259,7 +281,7 @@ fn log_block(path: &str, lines: &[String], tail: Option<usize>) -> Markup {
 pub fn log(chrome: &Chrome<'_>, run: &RunRow, path: &str, lines: &[String]) -> Markup {
     let content = html! {
         h1 { "Log of " code { (path) } }
-        p.meta { "In " a href=(run_link(&run.run_id)) { (run.operation.as_str()) " of " (run.stack) " (" code { (run.run_id) } ")" }
+        p.meta { "In " a href=(run_link(&run.run_id)) { (run.operation.as_str()) " of " (run.stack) " (" code.run-id { (run.run_id) } ")" }
             " " span #run-status { (shown(run)) } }
         @if lines.is_empty() && run.status != RunStatus::Running { p.empty { "(no log)" } }
         (log_block(path, lines, None))
@@ -274,7 +296,7 @@ pub fn stacks(chrome: &Chrome<'_>, rows: &[StackRow], actions: bool) -> Markup {
         @if rows.is_empty() {
             p.empty { "No run recorded yet." }
         } @else {
-            table.stacks {
+            table.stacks data-refresh="stacks" {
                 thead { tr { th { "Stack" } th { "Lock" }
                     @for op in OPERATIONS { th { "Last " (op.as_str()) } } } }
                 tbody {
@@ -283,7 +305,7 @@ pub fn stacks(chrome: &Chrome<'_>, rows: &[StackRow], actions: bool) -> Markup {
                             td { (row.stack) }
                             td { @match &row.lock {
                                 Some(holder) => { (lock(holder)) @if actions {
-                                    (action_form("Unlock", &format!("/api/stacks/{}/unlock?run={}", encode(&row.stack), encode(&holder.run_id))))
+                                    (action_form("Unlock", &format!("Unlock stack {}", row.stack), &format!("/api/stacks/{}/unlock?run={}", encode(&row.stack), encode(&holder.run_id))))
                                 } }
                                 None => { span.muted { "not locked" } }
                             } }
@@ -304,7 +326,7 @@ pub fn stacks(chrome: &Chrome<'_>, rows: &[StackRow], actions: bool) -> Markup {
 
 fn lock(holder: &Holder) -> Markup {
     html! {
-        a href=(run_link(&holder.run_id)) { code { (holder.run_id) } }
+        a href=(run_link(&holder.run_id)) { code.run-id { (holder.run_id) } }
         " by " (holder.user) "@" (holder.host) " since " (when(&holder.started))
         @if let Some(left) = holder.lease_left { " · lease " (left) "s left" }
     }
@@ -312,15 +334,14 @@ fn lock(holder: &Holder) -> Markup {
 
 /// A button that acts with an operator's token, asked for on the page (sent as a bearer token by
 /// the script, and kept for the tab only: no cookie, so no other site can act through the
-/// browser).
-fn action_form(label: &str, url: &str) -> Markup {
+/// browser). What it came to is said at the top of the page (`#said`), headed by `what`.
+fn action_form(label: &str, what: &str, url: &str) -> Markup {
     html! {
         // Sent by the page's script with the token as a bearer token; without the script, a
         // plain POST that is refused (401), the token never in a URL.
-        form.action method="post" action=(url) data-url=(url) {
+        form.action method="post" action=(url) data-url=(url) data-what=(what) {
             input type="password" name="token" placeholder="an operator's token" autocomplete="off" required;
             button type="submit" { (label) }
-            output {}
         }
     }
 }
@@ -337,7 +358,7 @@ pub fn token_needed(message: &str) -> Markup {
     };
     let content = html! {
         h1 { (chrome.title) }
-        p.problem #token-said { (message) }
+        p.problem #token-said { (prose(message)) }
         // Read by the page's script; without it, a POST (the token never in a URL) that is
         // refused.
         form #token-form method="post" {
@@ -354,6 +375,6 @@ pub fn token_needed(message: &str) -> Markup {
 pub fn problem(chrome: &Chrome<'_>, message: &str) -> Markup {
     layout(
         chrome,
-        html! { h1 { (chrome.title) } p.problem { (message) } p { a href="/" { "All runs" } } },
+        html! { h1 { (chrome.title) } p.problem { (prose(message)) } p { a href="/" { "All runs" } } },
     )
 }

@@ -67,9 +67,52 @@
     }
   };
 
+  // `text` into `element` as mara's messages have it: what is between backquotes (a command, an
+  // id) as code; every part as text, never as HTML.
+  const prose = (element, text) => {
+    element.replaceChildren();
+    String(text).split("`").forEach((part, i) => {
+      if (i % 2 === 1) {
+        const code = document.createElement("code");
+        code.textContent = part;
+        element.append(code);
+      } else if (part) {
+        element.append(document.createTextNode(part));
+      }
+    });
+  };
+
+  // What an action came to, said at the top of the page: `what` and the server's words.
+  const say = (what, text, kind) => {
+    const said = document.getElementById("said");
+    if (!said) return;
+    const head = document.createElement("strong");
+    prose(head, what + ": ");
+    const body = document.createElement("span");
+    prose(body, text);
+    said.replaceChildren(head, body);
+    said.className = kind;
+    said.hidden = false;
+  };
+
+  // The parts of the page an action changes (`data-refresh`: the stacks' table, a run's actions)
+  // read again from the server and put in place: an unlocked stack's row says so at once.
+  const refresh = async () => {
+    const response = await fetch(location.href, { headers: bearer(kept()) });
+    if (!response.ok) return;
+    const page = new DOMParser().parseFromString(await response.text(), "text/html");
+    for (const part of document.querySelectorAll("[data-refresh]")) {
+      const fresh = page.querySelector('[data-refresh="' + CSS.escape(part.dataset.refresh) + '"]');
+      if (fresh) part.replaceWith(document.adoptNode(fresh));
+    }
+    localTimes(document);
+    acting();
+  };
+
   // The actions: the token kept for the tab, else the one typed (kept once it is taken).
   const acting = () => {
-    for (const form of document.querySelectorAll("form.action")) {
+    for (const form of document.querySelectorAll("form.action:not([data-bound])")) {
+      form.dataset.bound = "true";
       const input = form.querySelector("input[name=token]");
       if (kept()) {
         input.hidden = true;
@@ -77,30 +120,46 @@
       }
       form.addEventListener("submit", async (submitted) => {
         submitted.preventDefault();
-        const said = form.querySelector("output");
+        const what = form.dataset.what || "The action";
         const token = input.value.trim() || kept();
-        said.textContent = "…";
+        say(what, "…", "pending");
         try {
           const response = await fetch(form.dataset.url, {
             method: "POST",
             headers: Object.assign({ "Mara-Via": "page" }, bearer(token)),
           });
           const body = await response.json().catch(() => ({}));
-          said.textContent = body.message || body.error || response.statusText;
-          said.className = response.ok ? "done" : "refused";
+          say(what, body.message || body.error || response.statusText, response.ok ? "done" : "refused");
           if (response.ok) {
             keep(token);
             input.value = "";
+            await refresh();
           } else if (response.status === 401 || response.status === 403) {
             // Another token, an operator's, may be typed.
             input.hidden = false;
             input.required = true;
           }
         } catch (error) {
-          said.textContent = String(error);
-          said.className = "refused";
+          say(what, String(error), "refused");
         }
       });
+    }
+  };
+
+  // Every recorded instant (`<time datetime>`, which the server says in UTC) in the viewer's own
+  // time zone, the zone said: `2026-11-26 05:42:41 GMT+1`; the instant as recorded on hover.
+  const localTimes = (root) => {
+    const format = new Intl.DateTimeFormat(undefined, {
+      year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+      second: "2-digit", hourCycle: "h23", timeZoneName: "short",
+    });
+    for (const time of root.querySelectorAll("time[datetime]")) {
+      const instant = new Date(time.dateTime);
+      if (Number.isNaN(instant.getTime())) continue;
+      const part = Object.fromEntries(format.formatToParts(instant).map((p) => [p.type, p.value]));
+      time.textContent = part.year + "-" + part.month + "-" + part.day + " " + part.hour + ":" +
+        part.minute + ":" + part.second + " " + part.timeZoneName;
+      time.title = time.dateTime;
     }
   };
 
@@ -309,6 +368,7 @@
 
   // Everything the page shown does.
   const start = () => {
+    localTimes(document);
     asking();
     following();
     acting();
