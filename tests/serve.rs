@@ -38,10 +38,15 @@ fn pages_and_json(url: Option<&str>) {
     assert_eq!(mara(&w, url, &[], &["up", "--yes"]).0, 0);
     let (code, said) = mara(&w, url, &[("MARA_TEST_WEB_EXIT", "3")], &["up", "--yes"]);
     assert_eq!(code, 1, "{said}");
+    // A run of the network alone: not one of the web front's.
+    let (code, said) = mara(&w, url, &[], &["drift", "--only", "net"]);
+    assert_eq!(code, 0, "{said}");
     let serve = Serve::start(w.path(), &ledger_env(url));
 
     // The list: newest first, counted, filtered.
-    let listed = runs(&serve);
+    let listed: Vec<Value> = (runs(&serve).into_iter())
+        .filter(|r| r["operation"] == "up")
+        .collect();
     assert_eq!(listed.len(), 2, "{listed:#?}");
     assert_eq!(listed[0]["status"], "failed");
     assert_eq!(listed[0]["counts"]["failed"], 1);
@@ -62,8 +67,13 @@ fn pages_and_json(url: Option<&str>) {
         listed[1]["run_id"].as_str().unwrap().to_string(),
     );
     let only = serve.get("/api/runs?status=succeeded&stack=dev").json();
-    assert_eq!(only.as_array().unwrap().len(), 1);
-    assert_eq!(only[0]["run_id"], succeeded.as_str());
+    let ids: Vec<&str> = (only.as_array().unwrap().iter())
+        .map(|r| r["run_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&succeeded.as_str()) && !ids.contains(&failed.as_str()),
+        "{ids:?}"
+    );
     assert_eq!(
         serve.get("/api/runs?stack=prod").json(),
         serde_json::json!([])
@@ -122,6 +132,40 @@ fn pages_and_json(url: Option<&str>) {
         .json();
     assert!((lines["lines"].as_array().unwrap().iter()).any(|l| l == "<script>alert(1)</script>"));
 
+    // A project's page: its runs, newest first, with its own status in each; its durations;
+    // the last run that changed it (the failed one did not).
+    let web = serve.get("/api/projects/web").json();
+    let statuses: Vec<(&str, &str)> = (web["runs"].as_array().unwrap().iter())
+        .map(|r| {
+            let id = r["run"]["run_id"].as_str().unwrap();
+            (id, r["project"]["status"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (failed.as_str(), "failed"),
+            (succeeded.as_str(), "succeeded")
+        ]
+    );
+    assert_eq!(web["last_change"]["run"]["run_id"], succeeded.as_str());
+    let page = serve.get("/projects/web");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert_eq!(
+        page.body.matches("<rect class=").count(),
+        2,
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("Last changed by"), "{}", page.body);
+    let run_page = serve.get(&format!("/runs/{failed}")).body;
+    assert!(run_page.contains(r#"href="/projects/web""#), "{run_page}");
+    // The network's: the drift check of it alone too, which changed nothing.
+    let net = serve.get("/api/projects/net").json();
+    assert_eq!(net["runs"].as_array().unwrap().len(), 3, "{net}");
+    assert_eq!(net["runs"][0]["run"]["operation"], "drift");
+    assert_eq!(net["last_change"]["run"]["run_id"], failed.as_str());
+
     // The stacks: no lock, the last up.
     let stacks = serve.get("/api/stacks").json();
     assert_eq!(stacks[0]["stack"], "dev");
@@ -143,6 +187,9 @@ fn pages_and_json(url: Option<&str>) {
     for (path, status) in [
         ("/runs/nope", 404),
         ("/api/runs/nope", 404),
+        ("/projects/nope", 404),
+        ("/api/projects/nope", 404),
+        ("/api/projects/web?limit=2", 400),
         ("/api/runs/nope/events", 404),
         (&format!("/runs/{failed}/log?project=nope") as &str, 404),
         (&format!("/runs/{failed}/log") as &str, 400),
@@ -167,7 +214,10 @@ fn pages_and_json(url: Option<&str>) {
         }
     }
     let said = serve.get("/?status=sideways").body;
-    assert!(said.contains("Unknown status `sideways`"), "{said}");
+    assert!(
+        said.contains("Unknown status <code>sideways</code>"),
+        "{said}"
+    );
 
     // Every answer forbids inline script and other origins; a page for another host is refused.
     let reply = serve.get("/");
@@ -240,6 +290,7 @@ fn the_pages_as_people_see_them() {
     snap("page_run", &format!("/runs/{id}"));
     snap("page_log", &format!("/runs/{id}/log?project=web"));
     snap("page_stacks", "/stacks");
+    snap("page_project", "/projects/web");
     snap("page_missing_run", "/runs/20990101-000000-abcdef");
 }
 

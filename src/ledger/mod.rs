@@ -679,6 +679,10 @@ pub trait Ledger: Send {
     /// One run with its projects.
     fn run(&self, run_id: &str) -> Result<Option<RunRecord>>;
 
+    /// The runs that selected project `path` (of any stack or provider), newest first, each
+    /// with that project alone, as `run` reads them.
+    fn project_runs(&self, path: &str, limit: usize) -> Result<Vec<RunRecord>>;
+
     /// The last run of `operation` on `stack`, with its projects.
     fn last_run(&self, stack: &str, operation: Operation) -> Result<Option<RunRecord>>;
 

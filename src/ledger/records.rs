@@ -876,6 +876,40 @@ impl<S: Store> Ledger for Records<S> {
         Ok(Some(record))
     }
 
+    fn project_runs(&self, path: &str, limit: usize) -> Result<Vec<RunRecord>> {
+        const RUNS: &str = concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM {p}runs WHERE run_id IN (SELECT run_id FROM {p}projects WHERE path = $1)
+             ORDER BY started DESC, run_id DESC LIMIT $2"
+        );
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let mut runs = self.runs_from(self.store.query(RUNS, &[path.into(), limit.into()])?)?;
+        if runs.is_empty() {
+            return Ok(runs);
+        }
+        let ids: Vec<String> = runs.iter().map(|r| r.run_id.clone()).collect();
+        let rows = self.store.query(
+            "SELECT path, status, started, finished, exit_code, changes, reason, log, fingerprint, run_id
+             FROM {p}projects WHERE path = $1 AND run_id IN (SELECT value FROM {list $2})",
+            &[path.into(), Value::Texts(ids)],
+        )?;
+        for row in &rows {
+            let found = project(row).and_then(|p| Ok((row.text(9)?, p)));
+            let (run_id, found) = found.map_err(|m| self.unreadable(m))?;
+            if let Some(run) = runs.iter_mut().find(|r| r.run_id == run_id) {
+                run.projects = vec![found];
+            }
+        }
+        Ok(runs
+            .into_iter()
+            .map(|run| match run.status {
+                RunStatus::Abandoned => run.abandoned(),
+                _ => run,
+            })
+            .collect())
+    }
+
     fn last_run(&self, stack: &str, operation: Operation) -> Result<Option<RunRecord>> {
         let rows = self.store.query(
             "SELECT run_id FROM {p}runs WHERE stack = $1 AND operation = $2

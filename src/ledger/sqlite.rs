@@ -139,6 +139,8 @@ const MIGRATIONS: &[&str] = &[
     // 10: a run's graph as it started ((needed, needing) pairs of its projects' paths, as
     // JSON), for its page to draw as the run had it; none for a run recorded before.
     "ALTER TABLE runs ADD COLUMN graph TEXT;",
+    // 11: a project's runs, for its page in `mara serve`.
+    "CREATE INDEX projects_by_path ON projects (path);",
 ];
 
 /// The workspace's own ledger.

@@ -5,7 +5,8 @@
 //! Ctrl-C or SIGTERM; `tokens` is `mara serve token add|list|revoke`.
 //!
 //! `source` reads the ledger, the logs and the graphs; `views` shapes what they hold for the
-//! pages (`pages`, `svg`) and the JSON (`routes`); `events` streams a running run; `auth` says
+//! pages (`pages`, `svg`) and the JSON (`routes`; `projects`, a project across its runs);
+//! `events` streams a running run; `auth` says
 //! who a request's token names; `actions` are the two writes, each recorded with who asked. The
 //! server writes nothing else but a token's last use.
 
@@ -16,6 +17,7 @@ mod layout;
 mod listener;
 mod pages;
 mod poller;
+mod projects;
 mod routes;
 mod source;
 mod svg;
@@ -179,6 +181,8 @@ fn router(app: App) -> Router {
         .route("/runs/{id}", get(routes::run_page))
         .route("/runs/{id}/log", get(routes::log_page))
         .route("/stacks", get(routes::stacks_page))
+        .route("/projects/{*path}", get(projects::project_page))
+        .route("/api/projects/{*path}", get(projects::project_json))
         .route("/api/runs", get(routes::runs_json))
         .route("/api/runs/{id}", get(routes::run_json))
         .route("/api/runs/{id}/log", get(routes::log_json))

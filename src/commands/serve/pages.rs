@@ -7,6 +7,7 @@ use maud::{DOCTYPE, Markup, html};
 use crate::ledger::Holder;
 use crate::status::RunStatus;
 
+use super::projects::ProjectPage;
 use super::svg;
 use super::views::{self, OPERATIONS, RunPage, RunRow, StackRow};
 
@@ -107,6 +108,10 @@ fn prose(text: &str) -> Markup {
 
 fn run_link(run_id: &str) -> String {
     format!("/runs/{}", encode(run_id))
+}
+
+fn project_link(path: &str) -> String {
+    format!("/projects/{}", encode(path))
 }
 
 fn log_link(run_id: &str, project: &str) -> String {
@@ -222,7 +227,8 @@ pub fn run(
                 tbody {
                     @for p in &page.projects {
                         tr data-project=(p.path) {
-                            td { a href=(log_link(&run.run_id, &p.path)) { (p.path) } }
+                            td { a href=(log_link(&run.run_id, &p.path)) { (p.path) }
+                                " " a.runs href=(project_link(&p.path)) title="This project's runs" { "runs" } }
                             td.status-cell { (badge(p.shown)) }
                             td.num.duration { (views::duration(p.duration_ms)) }
                             td.changes { (p.said) }
@@ -285,6 +291,53 @@ pub fn log(chrome: &Chrome<'_>, run: &RunRow, path: &str, lines: &[String]) -> M
             " " span #run-status { (shown(run)) } }
         @if lines.is_empty() && run.status != RunStatus::Running { p.empty { "(no log)" } }
         (log_block(path, lines, None))
+    };
+    layout(chrome, content)
+}
+
+/// `/projects/PATH`: a project's runs, newest first, how long it took in each (`durations`), and
+/// the last run that changed it.
+pub fn project(chrome: &Chrome<'_>, page: &ProjectPage, durations: Markup) -> Markup {
+    let content = html! {
+        h1 { "Project " code { (page.path) } }
+        p.meta {
+            @match &page.last_change {
+                Some(change) => {
+                    "Last changed by " a href=(run_link(&change.run.run_id)) { (change.run.operation.as_str()) " of " (change.run.stack) }
+                    " (" (change.run.provider) ") by " (change.run.user) "@" (change.run.host)
+                    @if let Some(at) = change.project.finished.as_ref().or(change.project.started.as_ref()) { ", " (when(at)) }
+                    @if !change.project.said.is_empty() { ": " (change.project.said) }
+                }
+                None => { "None of these runs changed it." }
+            }
+        }
+        section {
+            h2 { "How long it took" }
+            div.chart { (durations) }
+        }
+        section {
+            h2 { "Its runs" }
+            table.project-runs {
+                thead { tr { th { "Run" } th { "Operation" } th { "Stack" } th { "Provider" } th { "Its status" }
+                    th { "Started" } th.num { "Duration" } th { "Changes" } th { "Reason" } } }
+                tbody {
+                    @for r in &page.runs {
+                        tr data-run=(r.run.run_id) {
+                            td { a href=(run_link(&r.run.run_id)) { code.run-id { (r.run.run_id) } } }
+                            td { (r.run.operation.as_str()) }
+                            td { (r.run.stack) }
+                            td { (r.run.provider) }
+                            td { a href=(log_link(&r.run.run_id, &page.path)) title="Its log" { (badge(r.project.shown)) } }
+                            td { @if let Some(at) = &r.project.started { (when(at)) } }
+                            td.num { (views::duration(r.project.duration_ms)) }
+                            td { (r.project.said) }
+                            td { @if let Some(reason) = &r.project.reason { (reason) } }
+                        }
+                    }
+                }
+            }
+            @if page.runs.len() == super::projects::RUNS { p.note { "Its last " (page.runs.len()) " runs." } }
+        }
     };
     layout(chrome, content)
 }

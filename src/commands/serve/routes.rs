@@ -86,14 +86,14 @@ impl IntoResponse for Failure {
     }
 }
 
-type Answer<T> = std::result::Result<T, Failure>;
+pub type Answer<T> = std::result::Result<T, Failure>;
 
 /// A request's query as pairs, or why it could not be read: every route checks it
 /// (`parameters`).
 pub type Params = std::result::Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 /// A page, or its failure as a page.
-fn html(page: Answer<Markup>) -> Response {
+pub fn html(page: Answer<Markup>) -> Response {
     match page {
         Ok(markup) => markup.into_response(),
         Err(failure) => failure.page(),
@@ -215,7 +215,7 @@ fn stacks(ledger: &dyn Ledger) -> crate::error::Result<Vec<String>> {
     Ok(stacks)
 }
 
-fn chrome<'a>(app: &'a Shared, title: String, run: Option<&'a RunRow>) -> Chrome<'a> {
+pub fn chrome<'a>(app: &'a Shared, title: String, run: Option<&'a RunRow>) -> Chrome<'a> {
     Chrome {
         title,
         place: &app.source.place,

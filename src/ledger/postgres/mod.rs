@@ -156,6 +156,8 @@ const MIGRATIONS: &[&str] = &[
     // 12: a run's graph as it started ((needed, needing) pairs of its projects' paths, as
     // JSON), for its page to draw as the run had it; none for a run recorded before.
     "ALTER TABLE mara_runs ADD COLUMN graph TEXT;",
+    // 13: a project's runs, for its page in `mara serve`.
+    "CREATE INDEX mara_projects_by_path ON mara_projects (path);",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2

@@ -234,7 +234,8 @@
       if (tbody) {
         const row = make(null, "tr", { "data-project": path });
         const name = make(null, "td");
-        name.append(make(null, "a", { href: logLink(path) }, path));
+        const runs = make(null, "a", { class: "runs", href: "/projects/" + path.split("/").map(encodeURIComponent).join("/"), title: "This project's runs" }, "runs");
+        name.append(make(null, "a", { href: logLink(path) }, path), " ", runs);
         row.append(
           name,
           make(null, "td", { class: "status-cell" }),
