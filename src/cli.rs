@@ -250,6 +250,12 @@ pub enum Command {
     #[command(subcommand)]
     Images(ImagesCommand),
 
+    /// Make this directory a workspace: a small runnable one, or mara.toml for the projects here
+    #[command(
+        after_help = "In a directory without projects: mara.toml, providers/starter.toml (a Terraform module and a command after it), the stack dev and its configuration, .gitignore. In a repository of projects (Pulumi.yaml files, Terraform modules): mara.toml for them — `projects_dir` where the built-in providers' projects are (the original MARA's pulumi/python), else a provider listing them. No file is overwritten."
+    )]
+    Init,
+
     /// List the providers, with their description and where each is defined
     ListProviders(ListProvidersArgs),
 

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Reads a file mara did not make itself, or that something else may have replaced (a command's
 /// outputs, a log, a record): only a regular file (following symlinks) is read — a FIFO is opened
@@ -330,6 +330,21 @@ pub fn read_from(file: &Path, offset: &mut u64) -> Option<String> {
     let whole = bytes.iter().rposition(|b| *b == b'\n').map(|i| i + 1)?;
     *offset += whole as u64;
     Some(String::from_utf8_lossy(&bytes[..whole]).into_owned())
+}
+
+/// `a/./b/../c` → `a/c`, without touching the file system.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

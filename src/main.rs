@@ -98,6 +98,7 @@ fn dispatch(settings: &Settings, command: Command) -> mara::error::Result<()> {
         Command::Images(ImagesCommand::Forget { images }) => {
             commands::cluster::forget_images(settings, images)
         }
+        Command::Init => commands::init::run(settings),
         Command::ListProviders(args) => commands::list_providers::run(settings, args),
         Command::ShowExecution(args) => commands::show_execution::run(settings, args),
         Command::Validate(args) => commands::validate::run(settings, args.selection.into()),

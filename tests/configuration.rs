@@ -370,8 +370,32 @@ fn the_provider_comes_from_the_stack_when_not_given() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stdout(&output).starts_with("infrastructure/linode/lke\n"));
 
+    // A directory that is no workspace says so, once, whatever the command.
     let empty = Workspace::new(&[]);
-    let output = empty.mara().args(["show-execution"]).output().unwrap();
+    for command in [
+        &["show-execution"][..],
+        &["up", "--yes"],
+        &["validate"],
+        &["config", "get", "aws:region"],
+    ] {
+        let output = empty.mara().args(command).output().unwrap();
+        assert_eq!(output.status.code(), Some(3), "{command:?}");
+        let said = stderr(&output);
+        assert!(
+            said.starts_with("error: not a mara workspace: ") && said.contains("`mara init`"),
+            "{command:?}: {said}"
+        );
+        assert_eq!(said.matches("error:").count(), 1, "{said}");
+    }
+    // A provider named explicitly is shown anywhere.
+    let output = (empty.mara())
+        .args(["show-execution", "--provider", "do", "--format", "list"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    // A workspace (its configuration's directory is there) that names no provider.
+    let bare = Workspace::new(&[("config/pulumi/environment", "")]);
+    let output = bare.mara().args(["show-execution"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("no provider given"));
 }

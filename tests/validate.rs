@@ -124,7 +124,7 @@ fn a_missing_secret_fails_without_a_terminal() {
 
 #[test]
 fn the_first_run_is_reported_with_what_will_be_asked() {
-    let ws = Workspace::new(&[]);
+    let ws = Workspace::new(&[("config/pulumi/environment", "")]);
     let output = ws
         .mara()
         .args(["validate", "-p", "aws", "-s", "dev", "--output", "json"])
@@ -236,7 +236,7 @@ fn a_broken_mara_toml_still_checks_the_rest() {
 
 #[test]
 fn quiet_shows_only_what_went_wrong() {
-    let ws = Workspace::new(&[]);
+    let ws = Workspace::new(&[("config/pulumi/environment", "")]);
     let output = ws
         .mara()
         .args(["-q", "validate", "-p", "aws", "-s", "dev"])

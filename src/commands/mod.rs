@@ -4,6 +4,7 @@
 pub mod ci;
 pub mod cluster;
 pub mod config;
+pub mod init;
 pub mod ledger;
 pub mod list_providers;
 pub mod output;

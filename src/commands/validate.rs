@@ -37,6 +37,10 @@ pub fn run(settings: &Settings, selection: Selection) -> Result<()> {
     if !settings.start_dir.is_dir() {
         crate::deployment::discover(settings)?;
     }
+    // Outside a workspace, that one thing is said, not every check that follows from it.
+    let start =
+        std::path::absolute(&settings.start_dir).unwrap_or_else(|_| settings.start_dir.clone());
+    Workspace::discover_leniently(&start).0.require()?;
     let report = check(settings, &selection);
     let text = match settings.output {
         OutputFormat::Json => {

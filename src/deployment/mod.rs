@@ -35,7 +35,7 @@ pub struct StackFiles {
 impl StackFiles {
     /// Finds the workspace and reads its environment file and the stack's configuration.
     pub fn load(settings: &Settings) -> Result<StackFiles> {
-        let workspace = discover(settings)?;
+        let workspace = workspace(settings)?;
         StackFiles::load_in(settings, workspace)
     }
 
@@ -184,13 +184,14 @@ impl Deployment {
     }
 
     /// For a command that only shows the plan: the stack's files are read only when the provider
-    /// has to come from the stack's configuration.
+    /// has to come from the stack's configuration (a provider named explicitly is shown anywhere,
+    /// in a workspace or not).
     pub fn load_for_planning(settings: &Settings) -> Result<Deployment> {
         let workspace = discover(settings)?;
         let files = if explicit_provider(settings, &workspace).is_some() {
             StackFiles::unread(workspace)
         } else {
-            StackFiles::load_in(settings, workspace)?
+            StackFiles::load_in(settings, workspace.require()?)?
         };
         files.into_deployment(settings)
     }
@@ -208,6 +209,12 @@ pub fn discover(settings: &Settings) -> Result<Workspace> {
         Some(root) => e.relative_to(&root),
         None => e,
     })
+}
+
+/// The workspace of a command that needs one (`discover`, then `Workspace::require`): outside
+/// one, the one error that says so.
+pub fn workspace(settings: &Settings) -> Result<Workspace> {
+    discover(settings)?.require()
 }
 
 /// The built-in providers and the workspace's own.

@@ -13,6 +13,7 @@ pub mod mara_toml;
 pub mod pulumi_project;
 pub mod stack;
 pub mod stack_config;
+pub mod survey;
 pub mod yaml;
 pub mod yaml_edit;
 pub mod yaml_nodes;
@@ -84,6 +85,30 @@ impl Workspace {
             settings,
         };
         (workspace, error)
+    }
+
+    /// Whether this is a mara workspace: its root holds `mara.toml`, the stack configuration's
+    /// directory (`config/pulumi/`) or the providers' (`providers/`). The root is found as
+    /// always (the nearest `mara.toml` above, else the starting directory); one holding none of
+    /// them is not a workspace, and a command that needs one says so (`require`).
+    pub fn is_recognized(&self) -> bool {
+        self.settings_file.is_some() || self.config_dir().is_dir() || self.providers_dir().is_dir()
+    }
+
+    /// This workspace, when it is one (`is_recognized`); else the one error that says where
+    /// mara looked and how to make one (docs/commands.md, "Outside a workspace"): exit 3.
+    pub fn require(self) -> Result<Workspace> {
+        if self.is_recognized() {
+            return Ok(self);
+        }
+        let problem = crate::error::Problem::new(format!(
+            "not a mara workspace: {} (no mara.toml here or above; no {}/ or {}/ here)",
+            self.root.display(),
+            self.settings.config_dir,
+            self.settings.providers_dir,
+        ))
+        .hint("`mara init` makes one here (in a repository of projects, it finds them); or run mara in the workspace, or name it with `-C DIR`");
+        Err(Error::config(problem))
     }
 
     /// Which workspace this is, as every copy of it says it (`identity`): mara.toml's `id`,

@@ -40,7 +40,7 @@ pub fn run(settings: &Settings, command: CiCommand) -> Result<()> {
             }
             // Everything `run` checks, then the run recorded under this id, holding its stack for
             // its jobs, and nothing run.
-            let workspace = deployment::discover(settings)?;
+            let workspace = deployment::workspace(settings)?;
             let mut open = RunSettings::started(
                 operation_of(operation),
                 selection.into(),

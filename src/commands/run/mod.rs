@@ -45,7 +45,7 @@ pub fn run(settings: &Settings, command: RunCommand) -> Result<()> {
     // Signals are the run's from its first step: a Ctrl-C or SIGTERM at any point below ends it
     // at the next step, with what it started stopped, and exit 130.
     let runner = runner(settings)?;
-    let workspace = deployment::discover(settings)?;
+    let workspace = deployment::workspace(settings)?;
     let run = RunSettings::resolve(command, settings, &workspace.settings)?;
     Invocation::new(settings, &run, &runner).load(workspace)
 }

@@ -4,11 +4,12 @@
 //! configuration lives.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::Checks;
 use crate::engine::{EngineKind, ProjectFiles, kubectl};
 use crate::error::plural;
+use crate::files::normalize;
 use crate::graph::Plan;
 use crate::workspace::Workspace;
 use crate::workspace::pulumi_project::PulumiProject;
@@ -17,7 +18,8 @@ use crate::workspace::pulumi_project::PulumiProject;
 pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
     let default_engine = workspace.settings.engine;
     let mut names: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    let mut missing_dirs = 0;
+    let mut missing = Missing::default();
+    let mut venvs = Venvs::default();
     let mut pulumi_projects = pulumi_projects(workspace, plan).into_iter();
     for &i in plan.order() {
         let project = plan.graph.project(i);
@@ -38,12 +40,15 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
         }
         // A project file read means its directory is there (no look at it per project).
         if !matches!(found, Some(Some(Ok(_)))) && !dir.is_dir() {
-            no_directory(checks, workspace, path, &dir, &mut missing_dirs);
+            missing.add(path, &dir);
             continue;
         }
         match files {
             ProjectFiles::PulumiProject => match found.flatten() {
-                Some(Ok(pulumi)) => pulumi_project(checks, workspace, path, pulumi, &mut names),
+                Some(Ok(pulumi)) => {
+                    venvs.add(path, &dir, &pulumi);
+                    pulumi_project(checks, workspace, path, pulumi, &mut names)
+                }
                 Some(Err(error)) => checks.fail_with("project", error),
                 None => checks.fail(
                     "project",
@@ -61,11 +66,13 @@ pub fn projects(checks: &mut Checks, workspace: &Workspace, plan: &Plan<'_>) {
             ProjectFiles::Nothing => unreachable!("handled above"),
         }
     }
+    missing.said(checks, workspace);
+    venvs.said(checks, workspace);
     named_once(checks, workspace, plan, names);
 }
 
 /// A Pulumi project whose file was read: its runtime, where it says its stack configuration
-/// lives, its Python virtualenv; its name is kept in `names` (no two alike).
+/// lives; its name is kept in `names` (no two alike). Its virtualenv is `Venvs`'.
 fn pulumi_project<'a>(
     checks: &mut Checks,
     workspace: &Workspace,
@@ -105,22 +112,6 @@ fn pulumi_project<'a>(
                 Some("a plain `pulumi up` in that directory would read other configuration".into()),
             );
         }
-    }
-    if let Some(venv) = &pulumi.virtualenv
-        && !dir.join(venv).join("bin").is_dir()
-    {
-        let shown = workspace
-            .display(&normalize(&dir.join(venv)))
-            .display()
-            .to_string();
-        checks.fail(
-            "project",
-            format!("{path}: its Pulumi.yaml runs Python in the virtualenv {shown}, which does not exist"),
-            Some(format!(
-                "create it: `python3 -m venv {shown}` and install the project's requirements into it (or `pulumi install` in {})",
-                workspace.display(&dir).display()
-            )),
-        );
     }
     names.entry(pulumi.name).or_default().push(path);
 }
@@ -262,21 +253,6 @@ fn named_once<'a>(
     }
 }
 
-/// `a/./b/../c` → `a/c`, without touching the file system.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
 /// Before a run (docs/commands.md, "up, preview, refresh, destroy"): every selected project's
 /// directory and entry file exists — a `Pulumi.yaml` read for what Pulumi refuses before it runs
 /// anything (no name, no runtime, not YAML, two projects of one name), other engines' files looked
@@ -290,7 +266,7 @@ pub fn preflight(
     runs_programs: bool,
 ) {
     let default_engine = workspace.settings.engine;
-    let mut missing_dirs = 0;
+    let mut missing = Missing::default();
     let mut names: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let mut pulumi_projects = pulumi_projects(workspace, plan).into_iter();
     for &i in plan.order() {
@@ -318,7 +294,7 @@ pub fn preflight(
             continue;
         }
         if !dir.is_dir() {
-            no_directory(checks, workspace, path, &dir, &mut missing_dirs);
+            missing.add(path, &dir);
             continue;
         }
         if files == ProjectFiles::Manifests
@@ -358,6 +334,7 @@ pub fn preflight(
     if secrets_needed {
         secrets_project_dir(checks, workspace, plan);
     }
+    missing.said(checks, workspace);
     named_once(checks, workspace, plan, names);
 }
 
@@ -491,28 +468,114 @@ fn no_manifests(path: &str, shown: &str) -> String {
     )
 }
 
-/// A project without its directory. The same hint on every missing directory would bury the
-/// list: it is said once, with the first (`missing` counts them).
-fn no_directory(
-    checks: &mut Checks,
-    workspace: &Workspace,
-    path: &str,
-    dir: &Path,
-    missing: &mut usize,
-) {
-    *missing += 1;
-    let hint = (*missing == 1).then(|| {
-        format!(
-            "create the project there, or point `projects_dir` in mara.toml (now \"{}\") at the directory that holds the projects",
-            workspace.settings.projects_dir
-        )
-    });
-    let shown = workspace.display(dir);
-    let what = match dir.exists() {
-        true => format!("{} is not a directory", shown.display()),
-        false => format!("no directory {}", shown.display()),
-    };
-    checks.fail("project", format!("{path}: {what}"), hint);
+/// The selected projects without their directory, said together once every project was looked
+/// at (`said`): one problem for them all, not one a project, with where they are when the
+/// workspace holds them elsewhere (`survey::projects_dir_of`).
+#[derive(Default)]
+struct Missing {
+    /// Each one's path and directory, in the run's order.
+    projects: Vec<(String, PathBuf)>,
+}
+
+impl Missing {
+    fn add(&mut self, path: &str, dir: &Path) {
+        self.projects.push((path.to_string(), dir.to_path_buf()));
+    }
+
+    fn said(self, checks: &mut Checks, workspace: &Workspace) {
+        // A file where a project's directory should be is its own problem.
+        let (files, absent): (Vec<_>, Vec<_>) =
+            (self.projects.into_iter()).partition(|(_, dir)| dir.exists());
+        for (path, dir) in &files {
+            let shown = workspace.display(dir);
+            checks.fail(
+                "project",
+                format!("{path}: {} is not a directory", shown.display()),
+                None,
+            );
+        }
+        let Some((first, dir)) = absent.first() else {
+            return;
+        };
+        let paths: Vec<&str> = absent.iter().map(|(p, _)| p.as_str()).collect();
+        let hint = match crate::workspace::survey::projects_dir_of(&workspace.root, &paths) {
+            Some((found, n)) => format!(
+                "{} under {found}: set `projects_dir = \"{found}\"` in mara.toml",
+                match n == paths.len() {
+                    true => "they are".to_string(),
+                    false => format!("{n} of them are"),
+                }
+            ),
+            None => format!(
+                "create the projects there, or point `projects_dir` in mara.toml (now \"{}\") at the directory that holds them",
+                workspace.settings.projects_dir
+            ),
+        };
+        let message = match paths.len() {
+            1 => format!("{first}: no directory {}", workspace.display(dir).display()),
+            n => format!(
+                "{n} projects have no directory in {}: {}",
+                workspace.display(&workspace.projects_dir()).display(),
+                listed(&paths)
+            ),
+        };
+        checks.fail("project", message, Some(hint));
+    }
+}
+
+/// The Pulumi projects whose `Pulumi.yaml` runs Python in a virtualenv that is not there, by
+/// virtualenv: one problem a virtualenv (the original MARA's projects share one), not a project.
+#[derive(Default)]
+struct Venvs {
+    missing: BTreeMap<PathBuf, Vec<String>>,
+}
+
+impl Venvs {
+    fn add(&mut self, path: &str, dir: &Path, pulumi: &PulumiProject) {
+        if let Some(venv) = &pulumi.virtualenv
+            && !dir.join(venv).join("bin").is_dir()
+        {
+            let venv = normalize(&dir.join(venv));
+            self.missing.entry(venv).or_default().push(path.to_string());
+        }
+    }
+
+    fn said(self, checks: &mut Checks, workspace: &Workspace) {
+        for (venv, paths) in self.missing {
+            let shown = workspace.display(&venv).display().to_string();
+            let whose = match paths.as_slice() {
+                [one] => format!("{one}: its Pulumi.yaml runs"),
+                many => format!(
+                    "{} projects' Pulumi.yaml files run ({})",
+                    many.len(),
+                    listed(&many.iter().map(String::as_str).collect::<Vec<_>>())
+                ),
+            };
+            let place = match paths.as_slice() {
+                [one] => workspace
+                    .display(&workspace.project_dir(one))
+                    .display()
+                    .to_string(),
+                _ => "each project's directory".into(),
+            };
+            checks.fail(
+                "project",
+                format!("{whose} Python in the virtualenv {shown}, which does not exist"),
+                Some(format!(
+                    "create it: `python3 -m venv {shown}` and install the projects' requirements into it (or `pulumi install` in {place})"
+                )),
+            );
+        }
+    }
+}
+
+/// Up to five of `paths`, and how many more.
+fn listed(paths: &[&str]) -> String {
+    let shown = paths.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+    match paths.len() {
+        n if n > 5 => format!("{shown} and {} more", n - 5),
+        _ => shown,
+    }
 }
 
 /// The user's kubeconfig, when a selected project's hook merges into it (`merge = true`): one
