@@ -681,7 +681,8 @@ pub fn unlock(settings: &Settings, force: bool, engine: bool) -> Result<()> {
             }
         }
         (false, Some(last)) => {
-            text.push_str(&ui::ledger::engine_locks_note(&last, &clear));
+            let keeps = crate::deployment::keeps_engine_lock(&workspace, &last.provider);
+            text.push_str(&ui::ledger::engine_locks_note(&last, &clear, keeps));
             ui::print(&text)
         }
         (false, None) => ui::print(&text),

@@ -217,6 +217,41 @@ pub fn workspace(settings: &Settings) -> Result<Workspace> {
     discover(settings)?.require()
 }
 
+/// The workspace of a command that reads the ledger (`serve`, `serve token`): any directory
+/// when the ledger is a team's server; the workspace's own file only in a workspace (outside
+/// one, `Workspace::require`'s error, rather than a ledger made where nothing ran).
+pub fn ledger_workspace(settings: &Settings) -> Result<(Workspace, crate::ledger::Place)> {
+    let workspace = discover(settings)?;
+    let place = crate::ledger::place(&workspace, &settings.env)?;
+    match place {
+        crate::ledger::Place::File(_) => Ok((workspace.require()?, place)),
+        _ => Ok((workspace, place)),
+    }
+}
+
+/// The graph of provider `name` as `workspace` defines it now.
+pub fn graph_of(workspace: &Workspace, name: &str) -> Result<ExecutionGraph> {
+    let registry = registry(workspace)?;
+    ExecutionGraph::build(&resolve_runnable(&registry, name)?)
+}
+
+/// Whether a project of provider `name` keeps a lock of its engine's on its stack, by path
+/// (`Engine::lock_clearing`): one whose engine keeps none (a command's) need not be cleared. A
+/// project the provider no longer has, or a provider that does not read, may.
+pub fn keeps_engine_lock(workspace: &Workspace, name: &str) -> impl Fn(&str) -> bool + use<> {
+    let graph = graph_of(workspace, name).ok();
+    let default = workspace.settings.engine;
+    let lockless: std::collections::BTreeSet<String> = (graph.iter())
+        .flat_map(|g| (0..g.len()).map(move |i| g.project(i)))
+        .filter(|p| {
+            let engine = p.engine_or(default);
+            engine.lock_clearing(Path::new(""), "") == crate::engine::LockClearing::NoLock
+        })
+        .map(|p| p.path.clone())
+        .collect();
+    move |path: &str| !lockless.contains(path)
+}
+
 /// The built-in providers and the workspace's own.
 pub fn registry(workspace: &Workspace) -> Result<Registry> {
     Registry::load(&workspace.providers_dir(), |path| {

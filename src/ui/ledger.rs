@@ -5,13 +5,15 @@ use crate::ledger::{KILLED, LOCKED, RunRecord};
 
 /// What to say of the engines' own locks after `run` (as seen) ended without being able to stop
 /// its engines cleanly: the projects it killed, those still running when it was abandoned, and
-/// those its engine found locked — each may still hold its stack's own lock — and `clear`, the
+/// those its engine found locked — each may still hold its stack's own lock, unless `keeps` says
+/// its engine keeps none (`deployment::keeps_engine_lock`) — and `clear`, the
 /// command that clears them (`mara unlock --engine`, as this invocation would type it). Empty
 /// when none. `mara unlock` says it; a run that took a lock over says `takeover_note`, of the
 /// projects that were running alone.
-pub fn engine_locks_note(run: &RunRecord, clear: &str) -> String {
+pub fn engine_locks_note(run: &RunRecord, clear: &str, keeps: impl Fn(&str) -> bool) -> String {
     let run = run.clone().as_seen();
-    let left = run.engine_locks_left();
+    let mut left = run.engine_locks_left();
+    left.retain(|p| keeps(&p.path));
     if left.is_empty() {
         return String::new();
     }

@@ -286,7 +286,7 @@ impl Sink for Reporter {
                         "interrupted: the running projects are cancelling (Ctrl-C again to kill them)"
                     }
                     (_, Cause::CancelRequest) => {
-                        "cancelled by `mara cancel`: the running projects are cancelling"
+                        "a cancel was asked (`mara cancel` or the web page; `mara status` says by whom): the running projects are cancelling"
                     }
                 };
                 // The live lines go first: the notice is not drawn among them, and what

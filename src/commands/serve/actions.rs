@@ -96,8 +96,15 @@ pub async fn unlock(
         Ok(mut found) => found.remove("run").filter(|r| !r.is_empty()),
         Err(failure) => return failure.into_response(),
     };
+    let workspace = app.source.workspace.clone();
     acting(&app, &headers, move |ledger, by| {
         let Some(holder) = ledger.holder(&stack)? else {
+            if ledger.runs(Some(&stack), 1)?.is_empty() {
+                return Ok(Err(Failure::new(
+                    StatusCode::NOT_FOUND,
+                    format!("No stack `{stack}` in this ledger: no run of it is recorded."),
+                )));
+            }
             return Ok(Err(conflict(format!("Stack {stack} is not locked."))));
         };
         if let Some(expected) = expected.filter(|run| *run != holder.run_id) {
@@ -117,7 +124,10 @@ pub async fn unlock(
         // What its engines may have kept, as `mara unlock --force` says it.
         let clear = format!("mara -s {stack} unlock --engine");
         let note = (ledger.run(&holder.run_id)?)
-            .map(|run| crate::ui::ledger::engine_locks_note(&run, &clear))
+            .map(|run| {
+                let keeps = crate::deployment::keeps_engine_lock(&workspace, &run.provider);
+                crate::ui::ledger::engine_locks_note(&run, &clear, keeps)
+            })
             .unwrap_or_default();
         let said = format!("Cleared the lock of {holder}; that run is recorded abandoned.\n{note}");
         Ok(Ok((

@@ -4,7 +4,8 @@
 //! (its status, duration, changes, reason), `log` for each new log line (numbered within its
 //! project, so that a page that already shows a line skips it), `run` when the run's status or
 //! duration changes, and `graph` (the drawing, `svg::Drawing`) when the run's record gains a
-//! project the drawing did not have (a run an earlier mara recorded a project at a time). The
+//! project the drawing did not have (a run an earlier mara recorded a project at a time) or its
+//! critical path changes. The
 //! stream ends after the run's end, or when the server stops.
 
 use std::collections::BTreeMap;
@@ -70,8 +71,8 @@ struct Watch {
     held: Held,
     /// The graph of the run's provider, as the workspace defines it.
     graph: std::result::Result<ExecutionGraph, String>,
-    /// The projects the graph last sent had.
-    drawn: Option<Vec<String>>,
+    /// The projects the graph last sent had, and its critical path.
+    drawn: Option<(Vec<String>, Vec<usize>)>,
     /// Each project's row as last sent.
     shown: BTreeMap<String, serde_json::Value>,
     /// How many of each project's log lines were sent.
@@ -126,16 +127,18 @@ impl Watch {
         events
     }
 
-    /// A `graph` event when the run has projects the last drawing had not; a `project` event
-    /// for each project whose row is not as last sent.
+    /// A `graph` event when the run has projects the last drawing had not, or another critical
+    /// path (durations change as projects run and end); a `project` event for each project whose
+    /// row is not as last sent.
     fn rows(&mut self, page: &RunPage) -> Vec<Event> {
         let mut events = Vec::new();
         let paths: Vec<String> = page.projects.iter().map(|p| p.path.clone()).collect();
+        let drawn = Some((paths, page.graph.critical.clone()));
         // At the first look too: projects may have started since the page was rendered.
-        if self.drawn.as_ref() != Some(&paths) {
+        if self.drawn != drawn {
             events.push(event("graph", json!(page.graph)));
         }
-        self.drawn = Some(paths);
+        self.drawn = drawn;
         for project in &page.projects {
             let row = said(project);
             if self.shown.get(&project.path) != Some(&row) {

@@ -50,8 +50,7 @@ pub fn run(settings: &Settings, listen: &str, allow_hosts: Vec<String>) -> Resul
     let address = address(listen)?;
     let token = crate::configure::serve_token(&settings.env);
     let guarded = !is_loopback(&address);
-    let workspace = crate::deployment::discover(settings)?;
-    let place = crate::ledger::place(&workspace, &settings.env)?;
+    let (workspace, place) = crate::deployment::ledger_workspace(settings)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -90,6 +89,12 @@ pub fn run(settings: &Settings, listen: &str, allow_hosts: Vec<String>) -> Resul
                 "Serving the run ledger {} on http://{bound}/ ({actions}). Ctrl-C stops.",
                 source.place
             ),
+        }
+        if guarded && let Some(short) = token.as_ref().filter(|t| t.chars().count() < 16) {
+            crate::ui::errln!(
+                "warning: {TOKEN} is {} characters long, and guards an address others reach: a named token (`mara serve token add NAME --role operator`) is 32 random bytes",
+                short.chars().count()
+            );
         }
         let (stopping, stopped) = tokio::sync::watch::channel(false);
         let mut hosts = allow_hosts;

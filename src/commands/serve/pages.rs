@@ -392,7 +392,10 @@ fn action_form(label: &str, what: &str, url: &str) -> Markup {
     html! {
         // Sent by the page's script with the token as a bearer token; without the script, a
         // plain POST that is refused (401), the token never in a URL.
-        form.action method="post" action=(url) data-url=(url) data-what=(what) {
+        // Shown by the script (`hidden` until then): without it, the button could not send the
+        // token as it must.
+        noscript { p.note { "“" (label) "” needs JavaScript on this page (or the API: docs/commands.md, “serve”)." } }
+        form.action method="post" action=(url) data-url=(url) data-what=(what) hidden {
             input type="password" name="token" placeholder="an operator's token" autocomplete="off" required;
             button type="submit" { (label) }
         }

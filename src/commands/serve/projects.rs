@@ -33,11 +33,44 @@ pub struct ProjectPage {
     pub last_change: Option<ProjectRun>,
 }
 
-/// One run of a project: the run's row, and the project's in it.
+/// One run of a project: the run (what it was, who ran it, how it ended — not its projects'
+/// counts: it is read with this project alone), and the project's row in it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProjectRun {
-    pub run: RunRow,
+    pub run: RunHead,
     pub project: ProjectRow,
+}
+
+/// A run as a project's page lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunHead {
+    pub run_id: String,
+    pub operation: Operation,
+    pub stack: String,
+    pub provider: String,
+    pub status: crate::status::RunStatus,
+    pub user: String,
+    pub host: String,
+    pub started: String,
+    pub finished: Option<String>,
+    pub duration_ms: Option<u64>,
+}
+
+impl From<RunRow> for RunHead {
+    fn from(row: RunRow) -> RunHead {
+        RunHead {
+            run_id: row.run_id,
+            operation: row.operation,
+            stack: row.stack,
+            provider: row.provider,
+            status: row.status,
+            user: row.user,
+            host: row.host,
+            started: row.started,
+            finished: row.finished,
+            duration_ms: row.duration_ms,
+        }
+    }
 }
 
 impl ProjectRun {
@@ -52,6 +85,8 @@ impl ProjectRun {
 
 /// Project `path`'s runs as its page shows them; 404 when no run recorded it.
 async fn recorded(app: &Shared, path: String) -> Answer<ProjectPage> {
+    // `/projects/a/b/` is project `a/b`.
+    let path = path.trim_end_matches('/').to_string();
     let wanted = path.clone();
     let runs = app
         .source
@@ -84,6 +119,7 @@ fn shaped(ledger: &dyn Ledger, path: &str) -> crate::error::Result<Vec<ProjectRu
             run, mut projects, ..
         } = RunPage::of(&record, &summary, None);
         if let Some(project) = projects.pop() {
+            let run = run.into();
             runs.push(ProjectRun { run, project });
         }
     }
@@ -135,7 +171,12 @@ pub fn durations(runs: &[ProjectRun]) -> Markup {
         1 => format!("How long it took in its one run: {longest_said}"),
         n => format!("How long it took in each of its last {n} runs; the longest, {longest_said}"),
     };
+    let said = match timed.len() {
+        0 => "None of its runs started it.".to_string(),
+        _ => format!("A bar a run, oldest on the left, coloured by how it ended; the tallest took {longest_said}."),
+    };
     html! {
+        p.note { (said) }
         svg.durations role="img" width=(width) height=(HEIGHT + 2 * MARGIN) viewBox={"0 0 " (width) " " (HEIGHT + 2 * MARGIN)} {
             title { (label) }
             @for (k, (run, ms)) in timed.iter().enumerate() {

@@ -20,7 +20,7 @@ type Job = Box<dyn FnOnce(Result<Option<&mut dyn Ledger>>) + Send>;
 /// The ledger, the logs and the graphs, shared by every request.
 pub struct Source {
     jobs: mpsc::Sender<Job>,
-    workspace: Workspace,
+    pub workspace: Workspace,
     /// Where the ledger is, as `mara ledger` names it.
     pub place: String,
 }

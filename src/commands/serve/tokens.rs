@@ -13,8 +13,7 @@ use crate::settings::{OutputFormat, Settings};
 use crate::ui;
 
 pub fn run(settings: &Settings, command: TokenCommand) -> Result<()> {
-    let workspace = crate::deployment::discover(settings)?;
-    let place = ledger::place(&workspace, &settings.env)?;
+    let (workspace, place) = crate::deployment::ledger_workspace(settings)?;
     let relative = |e: Error| e.relative_to(&workspace.root);
     match command {
         TokenCommand::Add { name, role } => {

@@ -68,7 +68,9 @@
   };
 
   // `text` into `element` as mara's messages have it: what is between backquotes (a command, an
-  // id) as code; every part as text, never as HTML.
+  // id) as code, a recorded instant as a time (shown in the viewer's zone); every part as text,
+  // never as HTML.
+  const INSTANT = /(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)/;
   const prose = (element, text) => {
     element.replaceChildren();
     String(text).split("`").forEach((part, i) => {
@@ -76,10 +78,20 @@
         const code = document.createElement("code");
         code.textContent = part;
         element.append(code);
-      } else if (part) {
-        element.append(document.createTextNode(part));
+        return;
       }
+      part.split(INSTANT).forEach((piece, k) => {
+        if (k % 2 === 1) {
+          const time = document.createElement("time");
+          time.dateTime = piece;
+          time.textContent = piece;
+          element.append(time);
+        } else if (piece) {
+          element.append(document.createTextNode(piece));
+        }
+      });
     });
+    localTimes(element);
   };
 
   // What an action came to, said at the top of the page: `what` and the server's words.
@@ -113,6 +125,7 @@
   const acting = () => {
     for (const form of document.querySelectorAll("form.action:not([data-bound])")) {
       form.dataset.bound = "true";
+      form.hidden = false;
       const input = form.querySelector("input[name=token]");
       if (kept()) {
         input.hidden = true;
