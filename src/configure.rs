@@ -149,13 +149,49 @@ pub fn secrets_of<'p>(plan: &Plan<'p>, secrets_project: &str) -> Vec<&'p SecretS
     secrets
 }
 
-/// The default of a question: its `env` variable when set, else the provider's default with
-/// `{stack}` and `{kubeconfig}` filled in.
+/// The example configuration a repository may keep beside its stacks' (the original MARA's
+/// `config/pulumi/Pulumi.stackname.yaml.example`, `EXAMPLE`): a first run's defaults come from
+/// its `config:` map before the provider's, as the original took them — a number as it is
+/// written (`1.20`, not the original's `1.2`). Empty when there is none, or it does not read.
+pub fn example_defaults(config_dir: &std::path::Path) -> BTreeMap<String, Value> {
+    let file = config_dir.join(EXAMPLE);
+    let Ok(text) = crate::workspace::read_input(&file) else {
+        return BTreeMap::new();
+    };
+    let Ok(nodes) = crate::workspace::yaml_nodes::nodes(&text) else {
+        tracing::debug!(file = %file.display(), "the example configuration does not read");
+        return BTreeMap::new();
+    };
+    use crate::workspace::yaml_nodes::Seg;
+    (nodes.into_iter())
+        .filter_map(|node| match node.path.as_slice() {
+            [Seg::Key(top), Seg::Key(key)] if top == "config" => {
+                let raw = node.raw.trim();
+                let value = match serde_json::from_str::<Value>(raw) {
+                    Ok(value @ (Value::String(_) | Value::Bool(_))) => value,
+                    Ok(Value::Number(n)) if n.is_i64() => Value::Number(n),
+                    // A version (`1.20`) and a plain or single-quoted word, as written.
+                    _ => Value::String(raw.trim_matches('\'').to_string()),
+                };
+                Some((key.clone(), value))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The example configuration's file name, in the configuration's directory.
+pub const EXAMPLE: &str = "Pulumi.stackname.yaml.example";
+
+/// The default of a question: its `env` variable when set, else the repository's `example`
+/// configuration's value (`example_defaults`), else the provider's default with `{stack}` and
+/// `{kubeconfig}` filled in.
 pub fn default_of(
     spec: &ConfigSpec,
     env: &BTreeMap<String, String>,
     stack: &StackName,
     kubeconfig: &str,
+    example: &BTreeMap<String, Value>,
 ) -> Option<Value> {
     if let Some(value) = spec
         .env
@@ -169,6 +205,9 @@ pub fn default_of(
             }
             _ => Value::String(value.clone()),
         });
+    }
+    if let Some(value) = example.get(&spec.key) {
+        return Some(value.clone());
     }
     spec.default.clone().map(|value| match value {
         Value::String(text) => Value::String(
@@ -213,8 +252,8 @@ pub fn from_environment(needs: &Needs<'_>, env: &BTreeMap<String, String>) -> An
 pub fn ask(
     needs: &Needs<'_>,
     env: &BTreeMap<String, String>,
-    stack: &StackName,
-    kubeconfig: &str,
+    (stack, kubeconfig): (&StackName, &str),
+    example: &BTreeMap<String, Value>,
     provider: &Provider,
     prompter: &mut dyn Prompter,
 ) -> Result<Answers> {
@@ -238,7 +277,7 @@ pub fn ask(
             .and_then(|k| first_run.values.get(k))
         {
             Some(answered) => Some(answered.clone()),
-            None => default_of(spec, env, stack, kubeconfig),
+            None => default_of(spec, env, stack, kubeconfig, example),
         };
         ask_one(spec, default, env, prompter, first_run)?;
     }
@@ -631,11 +670,11 @@ mod tests {
             Some("AWS_DEFAULT_REGION"),
         );
         assert_eq!(
-            default_of(&region, &env, &stack, "/k"),
+            default_of(&region, &env, &stack, "/k", &BTreeMap::new()),
             Some(Value::from("eu-west-1"))
         );
         assert_eq!(
-            default_of(&region, &BTreeMap::new(), &stack, "/k"),
+            default_of(&region, &BTreeMap::new(), &stack, "/k", &BTreeMap::new()),
             Some(Value::from("us-east-1"))
         );
         let context = spec(
@@ -645,9 +684,45 @@ mod tests {
             None,
         );
         assert_eq!(
-            default_of(&context, &env, &stack, "/w/.mara/kube/dev.yaml"),
+            default_of(&context, &env, &stack, "/w/.mara/kube/dev.yaml", &BTreeMap::new()),
             Some(Value::from("k3d-mara-dev /w/.mara/kube/dev.yaml"))
         );
+    }
+
+    #[test]
+    fn the_repositorys_example_configuration_comes_before_the_providers_default() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(EXAMPLE),
+            "# the catalogue\nconfig:\n  docean:instance_size: s-4vcpu-8gb\n  eks:k8s_version: 1.20\n  docean:node_count: 3\n  aws:profile: 'none'\n  vpc:azs:\n    - a\n",
+        )
+        .unwrap();
+        let example = example_defaults(dir.path());
+        assert_eq!(example["docean:instance_size"], Value::from("s-4vcpu-8gb"));
+        assert_eq!(example["eks:k8s_version"], Value::from("1.20"), "as written");
+        assert_eq!(example["docean:node_count"], Value::from(3));
+        assert_eq!(example["aws:profile"], Value::from("none"));
+        assert!(!example.contains_key("vpc:azs"));
+        let stack = StackName::parse("dev").unwrap();
+        let size = spec(
+            "docean:instance_size",
+            ConfigKind::String,
+            Some(Value::from("s-2vcpu-4gb")),
+            None,
+        );
+        let (none, nothing) = (BTreeMap::new(), BTreeMap::new());
+        assert_eq!(
+            default_of(&size, &none, &stack, "/k", &example),
+            Some(Value::from("s-4vcpu-8gb"))
+        );
+        assert_eq!(
+            default_of(&size, &none, &stack, "/k", &nothing),
+            Some(Value::from("s-2vcpu-4gb"))
+        );
+        // None, or one that does not read: the provider's.
+        assert!(example_defaults(&dir.path().join("nowhere")).is_empty());
+        std::fs::write(dir.path().join(EXAMPLE), "config: [\n").unwrap();
+        assert!(example_defaults(dir.path()).is_empty());
     }
 
     #[test]
@@ -723,8 +798,8 @@ mod tests {
         let answers = ask(
             &needs,
             &BTreeMap::new(),
-            &stack,
-            "/k",
+            (&stack, "/k"),
+            &BTreeMap::new(),
             &provider,
             &mut prompter,
         )
@@ -758,7 +833,8 @@ mod tests {
         let answers = ["", "none", "", "", "", "5", "2", "10", "11", ""];
         let mut prompter = crate::ui::prompt::Scripted::new(answers);
         let env = BTreeMap::new();
-        let answers = ask(&needs, &env, &stack, "/k", &provider, &mut prompter).unwrap();
+        let none = BTreeMap::new();
+        let answers = ask(&needs, &env, (&stack, "/k"), &none, &provider, &mut prompter).unwrap();
         let values = &answers.first_run.values;
         assert!(
             !values.contains_key("aws:profile"),

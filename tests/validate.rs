@@ -366,3 +366,33 @@ fn what_the_original_required_is_required_again() {
         "{out}"
     );
 }
+
+#[test]
+fn refresh_and_destroy_of_aws_without_its_region_stop_before_any_engine_call() {
+    let ws = Workspace::new(&[
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "config:\n  kubernetes:infra_type: AWS\n  aws:profile: none\n",
+        ),
+    ]);
+    ws.project("infrastructure/aws/vpc", "aws-vpc");
+    let bin = common::stand_in_bin();
+    let log = ws.path().join("stand-in.jsonl");
+    for operation in ["refresh", "destroy"] {
+        let output = ws
+            .mara()
+            .args(["-p", "aws", operation, "--yes", "--only", "vpc"])
+            .env("PATH", common::path_with(bin.path()))
+            .env("PULUMI_STAND_IN_LOG", &log)
+            .output()
+            .unwrap();
+        let said = common::stderr(&output);
+        assert_eq!(output.status.code(), Some(3), "{operation}: {said}");
+        assert!(
+            said.contains("`aws:region`: required by infrastructure/aws/vpc but not set"),
+            "{operation}: {said}"
+        );
+        assert!(!log.exists(), "{operation}: an engine was called");
+    }
+}

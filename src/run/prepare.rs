@@ -76,11 +76,12 @@ impl Stack<'_> {
                 // machine (the engines get it made absolute: `StackConfigFile::for_engines`).
                 let written = files.workspace.kubeconfig_file(&self.stack.name);
                 let kubeconfig = files.workspace.display(&written);
+                let example = configure::example_defaults(&files.workspace.config_dir());
                 configure::ask(
                     &needs,
                     env,
-                    &self.stack.name,
-                    &kubeconfig.display().to_string(),
+                    (&self.stack.name, &kubeconfig.display().to_string()),
+                    &example,
                     provider,
                     prompter,
                 )?

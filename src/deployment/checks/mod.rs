@@ -257,12 +257,19 @@ impl RunChecks<'_> {
 
     fn configuration_into_found(&self, operation: crate::engine::Operation, found: &mut Checks) {
         // What the programs read must be there and fit for an update, and for a preview or a
-        // drift check, which run the same programs; refresh and destroy do not run them.
+        // drift check, which run the same programs; refresh and destroy do not run them, but
+        // their engines' plugins read the keys the selected projects require (`aws:region`:
+        // the original refused every operation without it).
         if operation.runs_programs() && !self.config.is_first_run() {
             self.configuration_into(found);
         } else {
             let files = &self.deployment.files;
             let (workspace, provider) = (&files.workspace, &self.deployment.provider);
+            if !self.config.is_first_run() {
+                let file = workspace.display(self.config.path()).display().to_string();
+                let required = required(self.selected);
+                unset(found, &required, self.config, Some(self.stored), &file);
+            }
             provider_lock(found, workspace, provider, self.config);
             tokens(
                 found,
@@ -331,6 +338,7 @@ pub fn configuration(
             kubeconfig: &kubeconfig,
             env,
             interactive,
+            example: configure::example_defaults(&workspace.config_dir()),
         };
         first_run(checks, provider, config, &file, &asking);
         let asked: Vec<ConfigPath> = provider.config.iter().map(|c| path_of(&c.key)).collect();
@@ -385,6 +393,8 @@ struct Asking<'a> {
     kubeconfig: &'a str,
     env: &'a BTreeMap<String, String>,
     interactive: bool,
+    /// The repository's example configuration (`configure::example_defaults`).
+    example: BTreeMap<String, serde_json::Value>,
 }
 
 /// Each required key (or path into a value) that neither `config` nor the secrets project's
@@ -564,7 +574,7 @@ fn first_run(
     let mut to_set = Vec::new();
     for spec in &provider.config {
         if spec.kind != ConfigKind::Secret {
-            let default = configure::default_of(spec, env, asking.stack, asking.kubeconfig);
+            let default = configure::default_of(spec, env, asking.stack, asking.kubeconfig, &asking.example);
             to_write.push(match default {
                 Some(default) => format!("{} (default {default})", spec.key),
                 None => spec.key.clone(),
