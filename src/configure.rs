@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::error::Result;
+use crate::error::{Result, plural};
 use crate::graph::Plan;
 use crate::provider::{ConfigKind, ConfigSpec, Provider, SecretSpec, secret_env_var};
 use crate::workspace::config_path::ConfigPath;
@@ -282,9 +282,20 @@ pub fn ask(
         ask_one(spec, default, env, prompter, first_run)?;
     }
     if !needs.secrets.is_empty() {
+        let n = needs.secrets.len();
+        let supplied = (needs.secrets.iter())
+            .filter(|s| supplied_secret(&s.key, env).is_some())
+            .count();
+        let from = match (supplied, n) {
+            (0, _) => String::new(),
+            (1, 1) => " (given by its MARA_SECRET_* variable)".to_string(),
+            (s, n) if s == n => " (given by their MARA_SECRET_* variables)".to_string(),
+            (s, _) => format!(" ({s} given by their MARA_SECRET_* variables)"),
+        };
         prompter.say(&format!(
-            "{} secrets are not stored yet; they are kept encrypted in the secrets project.",
-            needs.secrets.len()
+            "{n} {} not stored yet{from}; {} kept encrypted in the secrets project.",
+            plural(n, "secret is", "secrets are"),
+            plural(n, "it is", "they are"),
         ));
     }
     for spec in &needs.secrets {
@@ -684,7 +695,13 @@ mod tests {
             None,
         );
         assert_eq!(
-            default_of(&context, &env, &stack, "/w/.mara/kube/dev.yaml", &BTreeMap::new()),
+            default_of(
+                &context,
+                &env,
+                &stack,
+                "/w/.mara/kube/dev.yaml",
+                &BTreeMap::new()
+            ),
             Some(Value::from("k3d-mara-dev /w/.mara/kube/dev.yaml"))
         );
     }
@@ -699,7 +716,11 @@ mod tests {
         .unwrap();
         let example = example_defaults(dir.path());
         assert_eq!(example["docean:instance_size"], Value::from("s-4vcpu-8gb"));
-        assert_eq!(example["eks:k8s_version"], Value::from("1.20"), "as written");
+        assert_eq!(
+            example["eks:k8s_version"],
+            Value::from("1.20"),
+            "as written"
+        );
         assert_eq!(example["docean:node_count"], Value::from(3));
         assert_eq!(example["aws:profile"], Value::from("none"));
         assert!(!example.contains_key("vpc:azs"));
@@ -834,7 +855,15 @@ mod tests {
         let mut prompter = crate::ui::prompt::Scripted::new(answers);
         let env = BTreeMap::new();
         let none = BTreeMap::new();
-        let answers = ask(&needs, &env, (&stack, "/k"), &none, &provider, &mut prompter).unwrap();
+        let answers = ask(
+            &needs,
+            &env,
+            (&stack, "/k"),
+            &none,
+            &provider,
+            &mut prompter,
+        )
+        .unwrap();
         let values = &answers.first_run.values;
         assert!(
             !values.contains_key("aws:profile"),

@@ -16,6 +16,84 @@ fn deployed(workspace: &Path, project: &str) -> bool {
     .is_ok_and(|state| state.contains("pulumi:pulumi:Stack"))
 }
 
+/// Whether `project` has the stack `stack` (the stand-in's local backend keeps a file a stack).
+fn has_stack(workspace: &Path, project: &str, stack: &str) -> bool {
+    workspace
+        .join(format!(
+            ".mara/pulumi-state/.pulumi/stacks/{project}/{stack}.json"
+        ))
+        .is_file()
+}
+
+#[test]
+fn a_declined_first_up_leaves_nothing_behind() {
+    let d = Deployment::of("mara-local");
+    let first = |d: &Deployment| {
+        let mut terminal = common::Terminal::start(
+            d.root(),
+            d.bin.path(),
+            "-s qa up --only cluster --only registry",
+        );
+        terminal.wait_for("Name of the simulated cluster");
+        terminal.type_keys("\r");
+        terminal.wait_for("Number of simulated nodes");
+        terminal.type_keys("\r");
+        terminal
+    };
+    let mut terminal = first(&d);
+    terminal.wait_for("Do you want to perform this update?");
+    assert!(
+        has_stack(d.root(), "local-cluster", "qa"),
+        "the preview made it"
+    );
+    terminal.type_keys("\r");
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, 6, "{screen}");
+    assert!(
+        screen.contains("taken back: the empty stack of infrastructure/local/cluster; the empty stack of infrastructure/local/registry; the first run's answers in config/pulumi/Pulumi.qa.yaml"),
+        "{screen}"
+    );
+    assert!(!screen.contains("could not be taken back"), "{screen}");
+    assert!(!d.root().join("config/pulumi/Pulumi.qa.yaml").exists());
+    assert!(!has_stack(d.root(), "local-cluster", "qa"));
+    assert!(!has_stack(d.root(), "local-registry", "qa"));
+    let history = (d.mara())
+        .args(["-s", "qa", "--output", "json", "history"])
+        .output()
+        .unwrap();
+    assert_eq!(common::stdout(&history).trim(), "[]", "nothing recorded");
+    // With a secret: the secrets project's stack, made to store it, goes with it.
+    let mut terminal =
+        common::Terminal::start(d.root(), d.bin.path(), "-s qa up --only prometheus");
+    terminal.wait_for("Name of the simulated cluster");
+    terminal.type_keys("\r");
+    terminal.wait_for("Number of simulated nodes");
+    terminal.type_keys("\r");
+    // The example's environment file gives the secret (MARA_SECRET_PROMETHEUS_ADMINPASS).
+    terminal.wait_for("1 secret is not stored yet (given by its MARA_SECRET_* variable)");
+    terminal.wait_for("Do you want to perform this update?");
+    let secrets = d.root().join("kubernetes/secrets/Pulumi.qa.yaml");
+    assert!(secrets.is_file(), "stored before the question");
+    terminal.type_keys("\r");
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, 6, "{screen}");
+    assert!(
+        screen.contains("the stack of kubernetes/secrets with the 1 secret stored in it"),
+        "{screen}"
+    );
+    assert!(!screen.contains("could not be taken back"), "{screen}");
+    assert!(!secrets.exists());
+    assert!(!has_stack(d.root(), "secrets", "qa"));
+    assert!(!d.root().join("config/pulumi/Pulumi.qa.yaml").exists());
+
+    // The next `up` is a first run again, asking the same questions.
+    let mut terminal = first(&d);
+    terminal.wait_for("Do you want to perform this update?");
+    terminal.type_keys("\r");
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, 6, "{screen}");
+}
+
 #[test]
 fn up_previews_shows_the_changes_and_asks() {
     let d = Deployment::of("mara-local");
@@ -39,12 +117,13 @@ fn up_previews_shows_the_changes_and_asks() {
         screen.contains("not confirmed: nothing was deployed"),
         "{screen}"
     );
-    // It says what stays: here the empty stacks the preview created.
+    // What the preview made is taken back: the empty stacks it created.
     assert!(
-        screen.contains("the empty stack `dev` the preview created in infrastructure/local/cluster, infrastructure/local/registry"),
+        screen.contains("taken back: the empty stack of infrastructure/local/cluster; the empty stack of infrastructure/local/registry"),
         "{screen}"
     );
     assert!(!deployed(d.root(), "local-cluster"));
+    assert!(!has_stack(d.root(), "local-cluster", "dev"));
     let history = d
         .mara()
         .args(["--output", "json", "history"])

@@ -264,7 +264,9 @@ fn cancel_from_another_process_stops_the_run() {
     assert_eq!(ws.history()[0]["status"], "cancelled");
     let stderr = common::stderr(&output);
     assert!(
-        stderr.contains("a cancel was asked (`mara cancel` or the web page; `mara status` says by whom)"),
+        stderr.contains(
+            "a cancel was asked (`mara cancel` or the web page; `mara status` says by whom)"
+        ),
         "{stderr}"
     );
     assert!(!stderr.contains("killing"), "{stderr}");

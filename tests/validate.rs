@@ -59,7 +59,7 @@ fn several_problems_are_reported_together_and_nothing_changes() {
         "config/pulumi/environment:4: `PULUMI_STACK`: duplicate key (first set on line 2)",
         "infrastructure/aws/vpc/Pulumi.yaml: has no `name:`",
         "infrastructure/aws/eks and infrastructure/aws/ecr are named `aws-eks`",
-        "kubernetes/logstore: no directory kubernetes/logstore",
+        "12 projects have no directory in the workspace root: infrastructure/kubeconfig, kubernetes/secrets,",
         "config/pulumi/Pulumi.dev.yaml:3: the stack was built with kubernetes:infra_type `DO`",
         "pulumi: not found on PATH",
     ] {
@@ -206,7 +206,9 @@ fn a_broken_mara_toml_still_checks_the_rest() {
     let out = stdout(&output);
     assert!(out.contains("mara.toml:1:"), "{out}");
     assert!(
-        out.contains("infrastructure/aws/vpc: no directory"),
+        out.contains(
+            "15 projects have no directory in the workspace root: infrastructure/aws/vpc,"
+        ),
         "the other checks still ran: {out}"
     );
 

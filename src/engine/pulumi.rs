@@ -88,18 +88,10 @@ impl Pulumi {
                 ],
                 false,
             )),
-            Operation::Destroy if remove => steps.push(self.step(
+            Operation::Destroy if remove => steps.push(self.remove_stack_step(
                 StepKind::Cleanup,
                 dir,
-                &[
-                    "--non-interactive",
-                    "stack",
-                    "rm",
-                    "--yes",
-                    "--stack",
-                    stack,
-                ],
-                false,
+                path == self.secrets_project,
             )),
             _ => {}
         }
@@ -394,6 +386,20 @@ impl Pulumi {
         let steps = std::slice::from_mut(&mut step);
         super::state::keep(&PULUMI, self.state.as_ref(), "", &dir, steps);
         step
+    }
+
+    /// `stack rm --yes` in `dir`: the stack, which must hold no resources (no `--force`). A
+    /// project's own configuration file goes with it only when it is `own` (the secrets
+    /// project's, holding its secrets); any other's is kept (`--preserve-config`): a
+    /// `Pulumi.yaml` whose `config:`/`stackConfigDir` points at the shared directory would
+    /// otherwise have Pulumi delete the shared configuration (the original MARA's do).
+    pub fn remove_stack_step(&self, kind: StepKind, dir: &Path, own: bool) -> Step {
+        let mut words = vec!["--non-interactive", "stack", "rm", "--yes"];
+        if !own {
+            words.push("--preserve-config");
+        }
+        words.extend(["--stack", &self.stack]);
+        self.step(kind, dir, &words, false)
     }
 
     /// `stack select --create` in `dir`: a stack must exist before its configuration can be set.
@@ -1325,9 +1331,20 @@ mod tests {
         assert_eq!(steps[0].kind, StepKind::Operation);
         assert_eq!(
             steps[1].display(),
-            "pulumi --non-interactive stack rm --yes --stack dev"
+            "pulumi --non-interactive stack rm --yes --preserve-config --stack dev"
         );
         assert_eq!(steps[1].kind, StepKind::Cleanup);
+        // The secrets project's own file, which holds its secrets, goes with its stack.
+        let steps = p.steps(
+            "kubernetes/secrets",
+            Path::new("/w/s"),
+            Operation::Destroy,
+            true,
+        );
+        assert_eq!(
+            steps[1].display(),
+            "pulumi --non-interactive stack rm --yes --stack dev"
+        );
         let steps = p.steps("a", Path::new("/w/a"), Operation::Refresh, false);
         assert!(
             steps

@@ -1,11 +1,12 @@
-//! The confirmation before `up` and `destroy`, and what a "no" leaves behind (docs/commands.md,
-//! "Confirmation"; exit 6).
+//! The confirmation before `up` and `destroy` (docs/commands.md, "Confirmation"); a "no" is
+//! `declined`'s (exit 6).
 
 use std::collections::BTreeSet;
 
+use super::declined::{self, Stored};
 use super::{Invocation, Ready};
 use crate::engine::Operation;
-use crate::error::{Error, Problem, Result, plural};
+use crate::error::{Result, plural};
 use crate::run::events::Sink;
 use crate::run::plan::{Planner, Plans, RunPlan};
 use crate::run::project::Context;
@@ -58,8 +59,8 @@ impl Invocation<'_> {
         Ok(plan_with(&planner, &known))
     }
 
-    /// On a terminal (`Confirmation::Ask`), the person confirms `plan` (`confirm`); a "no" is
-    /// `declined`, saying what `up` had already stored (`ready.stored`). Returns the Pulumi
+    /// On a terminal (`Confirmation::Ask`), the person confirms `plan` (`confirm`); a "no"
+    /// takes back what `up` had made (`ready.stored`, `declined`) and says so. Returns the Pulumi
     /// projects whose stack the confirmation's preview selected (or made): the run need not
     /// select them again.
     fn confirm(
@@ -131,8 +132,9 @@ impl Invocation<'_> {
                     created,
                     ..ready.stored.clone()
                 };
-                let workspace = &planner.deployment.files.workspace;
-                Err(declined(run.operation, stack, &stored, workspace))
+                let done = declined::take_back(planner, (ready, self.runner.interrupt()), &stored);
+                ready.taken_back.set(done.kept.is_empty());
+                Err(declined::declined(run.operation, &done))
             }
         }
     }
@@ -220,55 +222,4 @@ fn confirm(
         },
         false => Decision::Declined { created },
     })
-}
-
-/// What an `up` had stored before its confirmation was declined.
-#[derive(Clone)]
-pub(super) struct Stored {
-    /// The shared configuration a first run wrote.
-    pub first_run: Option<String>,
-    /// How many secrets it stored.
-    pub secrets: usize,
-    /// The projects whose stack the preview created.
-    pub created: Vec<String>,
-}
-
-/// "Not confirmed", and exactly what was already stored (exit 6).
-fn declined(
-    operation: Operation,
-    stack: &ResolvedStack,
-    stored: &Stored,
-    workspace: &crate::workspace::Workspace,
-) -> Error {
-    let what = match operation {
-        Operation::Destroy => "destroyed",
-        _ => "deployed",
-    };
-    let mut kept = Vec::new();
-    if let Some(file) = &stored.first_run {
-        kept.push(format!("the first run's answers in {file}"));
-    }
-    if stored.secrets > 0 {
-        let secrets_project = &workspace.settings.secrets_project;
-        kept.push(format!(
-            "{} {} in {secrets_project}",
-            stored.secrets,
-            plural(stored.secrets, "secret", "secrets")
-        ));
-    }
-    if !stored.created.is_empty() {
-        kept.push(format!(
-            "the empty stack `{}` the preview created in {}",
-            stack.name,
-            stored.created.join(", ")
-        ));
-    }
-    let problem = Problem::new(format!("not confirmed: nothing was {what}"));
-    Error::Declined(Box::new(match kept.is_empty() {
-        true => problem,
-        false => problem.hint(format!(
-            "already stored, and kept for the next run: {}",
-            kept.join("; ")
-        )),
-    }))
 }

@@ -7,6 +7,7 @@
 mod carried;
 mod confirmation;
 mod decide;
+mod declined;
 mod load;
 mod plans;
 mod preparation;
@@ -36,7 +37,7 @@ use crate::settings::run::RunSettings;
 use crate::workspace::Workspace;
 use crate::workspace::stack::ResolvedStack;
 use crate::workspace::stack_config::StackConfigFile;
-use confirmation::Stored;
+use declined::Stored;
 pub use summary::summarize;
 use summary::{terminal, warn_killed};
 
@@ -248,7 +249,14 @@ impl<'a> Invocation<'a> {
         };
 
         // Plan, and confirm.
-        let plan = self.confirmed_plan(planner, &ready)?;
+        let plan = match self.confirmed_plan(planner, &ready) {
+            // A "no" that left nothing behind leaves no record either.
+            Err(error @ Error::Declined(_)) => {
+                *ran = *ran && !ready.taken_back.get();
+                return Err(error);
+            }
+            plan => plan?,
+        };
         interrupt.checkpoint()?;
         if run.operation == Operation::Up && planner.deployment.files.env_file.is_none() {
             let file = workspace.env_file();
@@ -348,6 +356,8 @@ struct Ready {
     context: Context,
     /// What was stored before the confirmation, for a "no".
     stored: Stored,
+    /// Set by a "no" that took back everything the run made: it is not recorded.
+    taken_back: std::cell::Cell<bool>,
     /// The projects whose stack preparing selected (the secrets project's, to store secrets).
     selected: Vec<String>,
 }

@@ -1,7 +1,7 @@
 //! Preparing the stack for a run (docs/ARCHITECTURE.md, "How a run goes", step 6): the first
 //! run's answers and the secrets, asked on the terminal, and what the run's processes are given.
 
-use super::confirmation::Stored;
+use super::declined::Stored;
 use std::collections::BTreeMap;
 
 use super::{Invocation, Loaded, Prepared, Ready};
@@ -50,9 +50,14 @@ impl Invocation<'_> {
             _ => (loaded.config.clone(), Default::default()),
         };
         let stored = Stored {
-            first_run: (run.operation == Operation::Up && loaded.config.is_first_run())
-                .then(|| workspace.display(config.path()).display().to_string()),
-            secrets: secrets.len(),
+            first_run: (run.operation == Operation::Up && loaded.config.is_first_run()).then(
+                || {
+                    let shown = workspace.display(config.path()).display().to_string();
+                    (loaded.config.clone(), shown)
+                },
+            ),
+            secrets: secrets.keys().cloned().collect(),
+            secrets_file_before: !matches!(loaded.stored, StackConfigFile::Missing(_)),
             created: Vec::new(),
         };
         let mut env = prepared.env.clone();
@@ -86,15 +91,16 @@ impl Invocation<'_> {
             let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
             crate::ui::print(&text)?;
         }
-        let selected = match stored.secrets {
-            0 => Vec::new(),
-            _ => vec![workspace.settings.secrets_project.clone()],
+        let selected = match stored.secrets.is_empty() {
+            true => Vec::new(),
+            false => vec![workspace.settings.secrets_project.clone()],
         };
         Ok(Ready {
             config,
             context,
             stored,
             selected,
+            taken_back: Default::default(),
         })
     }
 

@@ -7,9 +7,8 @@ use maud::{DOCTYPE, Markup, html};
 use crate::ledger::Holder;
 use crate::status::RunStatus;
 
-use super::projects::ProjectPage;
 use super::svg;
-use super::views::{self, OPERATIONS, RunPage, RunRow, StackRow};
+use super::views::{self, OPERATIONS, ProjectPage, RunPage, RunRow, StackRow};
 
 /// What every page has around its content.
 pub struct Chrome<'a> {
@@ -336,7 +335,7 @@ pub fn project(chrome: &Chrome<'_>, page: &ProjectPage, durations: Markup) -> Ma
                     }
                 }
             }
-            @if page.runs.len() == super::projects::RUNS { p.note { "Its last " (page.runs.len()) " runs." } }
+            @if page.runs.len() == views::PROJECT_RUNS { p.note { "Its last " (page.runs.len()) " runs." } }
         }
     };
     layout(chrome, content)

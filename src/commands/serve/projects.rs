@@ -3,85 +3,17 @@
 //! durations over time, drawn; and the last run that changed it. Read with one query of the
 //! ledger's (`Ledger::project_runs`), as HTML (`pages::project`) or JSON.
 
+use crate::ledger::{Ledger, RunRecord};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{Markup, html};
-use serde::Serialize;
-
-use crate::engine::Operation;
-use crate::ledger::{Ledger, RunRecord};
-use crate::status::ProjectStatus;
 
 use super::Shared;
 use super::pages;
 use super::routes::{Answer, Failure, Params, chrome, html as page, parameters};
-use super::views::{self, ProjectRow, RunPage, RunRow};
-
-/// How many of a project's runs its page shows, newest first.
-pub const RUNS: usize = 100;
-
-/// A project across its runs.
-#[derive(Debug, Clone, Serialize)]
-pub struct ProjectPage {
-    pub path: String,
-    /// Its runs, newest first, each with the project as that run left it.
-    pub runs: Vec<ProjectRun>,
-    /// The newest of them that changed it: an `up` or a `destroy` in which it succeeded with
-    /// changes, or with changes its engine does not count.
-    pub last_change: Option<ProjectRun>,
-}
-
-/// One run of a project: the run (what it was, who ran it, how it ended — not its projects'
-/// counts: it is read with this project alone), and the project's row in it.
-#[derive(Debug, Clone, Serialize)]
-pub struct ProjectRun {
-    pub run: RunHead,
-    pub project: ProjectRow,
-}
-
-/// A run as a project's page lists it.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunHead {
-    pub run_id: String,
-    pub operation: Operation,
-    pub stack: String,
-    pub provider: String,
-    pub status: crate::status::RunStatus,
-    pub user: String,
-    pub host: String,
-    pub started: String,
-    pub finished: Option<String>,
-    pub duration_ms: Option<u64>,
-}
-
-impl From<RunRow> for RunHead {
-    fn from(row: RunRow) -> RunHead {
-        RunHead {
-            run_id: row.run_id,
-            operation: row.operation,
-            stack: row.stack,
-            provider: row.provider,
-            status: row.status,
-            user: row.user,
-            host: row.host,
-            started: row.started,
-            finished: row.finished,
-            duration_ms: row.duration_ms,
-        }
-    }
-}
-
-impl ProjectRun {
-    /// Whether this run changed the project: an `up` or a `destroy` it succeeded in, with
-    /// changes (or changes not counted: a command's).
-    fn changed(&self) -> bool {
-        matches!(self.run.operation, Operation::Up | Operation::Destroy)
-            && self.project.status == ProjectStatus::Succeeded
-            && (self.project.changes.as_ref()).is_none_or(crate::engine::has_changes)
-    }
-}
+use super::views::{self, PROJECT_RUNS, ProjectPage, ProjectRun, RunPage};
 
 /// Project `path`'s runs as its page shows them; 404 when no run recorded it.
 async fn recorded(app: &Shared, path: String) -> Answer<ProjectPage> {
@@ -111,7 +43,7 @@ async fn recorded(app: &Shared, path: String) -> Answer<ProjectPage> {
 fn shaped(ledger: &dyn Ledger, path: &str) -> crate::error::Result<Vec<ProjectRun>> {
     let none = crate::graph::ExecutionGraph::from_projects(Vec::new()).expect("an empty graph");
     let mut runs = Vec::new();
-    for record in ledger.project_runs(path, RUNS)? {
+    for record in ledger.project_runs(path, PROJECT_RUNS)? {
         let record: RunRecord = record.as_seen();
         let previews = crate::ui::recorded::previews_of(ledger, &record)?;
         let summary = crate::ui::recorded::summary_of(&record, &none, previews);
@@ -173,7 +105,9 @@ pub fn durations(runs: &[ProjectRun]) -> Markup {
     };
     let said = match timed.len() {
         0 => "None of its runs started it.".to_string(),
-        _ => format!("A bar a run, oldest on the left, coloured by how it ended; the tallest took {longest_said}."),
+        _ => format!(
+            "A bar a run, oldest on the left, coloured by how it ended; the tallest took {longest_said}."
+        ),
     };
     html! {
         p.note { (said) }

@@ -214,3 +214,67 @@ pub fn duration(millis: Option<u64>) -> String {
         Some(ms) => crate::clock::human(std::time::Duration::from_millis(ms)),
     }
 }
+
+/// How many of a project's runs its page shows, newest first.
+pub const PROJECT_RUNS: usize = 100;
+
+/// A project across its runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectPage {
+    pub path: String,
+    /// Its runs, newest first, each with the project as that run left it.
+    pub runs: Vec<ProjectRun>,
+    /// The newest of them that changed it: an `up` or a `destroy` in which it succeeded with
+    /// changes, or with changes its engine does not count.
+    pub last_change: Option<ProjectRun>,
+}
+
+/// One run of a project: the run (what it was, who ran it, how it ended — not its projects'
+/// counts: it is read with this project alone), and the project's row in it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectRun {
+    pub run: RunHead,
+    pub project: ProjectRow,
+}
+
+/// A run as a project's page lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunHead {
+    pub run_id: String,
+    pub operation: Operation,
+    pub stack: String,
+    pub provider: String,
+    pub status: crate::status::RunStatus,
+    pub user: String,
+    pub host: String,
+    pub started: String,
+    pub finished: Option<String>,
+    pub duration_ms: Option<u64>,
+}
+
+impl From<RunRow> for RunHead {
+    fn from(row: RunRow) -> RunHead {
+        RunHead {
+            run_id: row.run_id,
+            operation: row.operation,
+            stack: row.stack,
+            provider: row.provider,
+            status: row.status,
+            user: row.user,
+            host: row.host,
+            started: row.started,
+            finished: row.finished,
+            duration_ms: row.duration_ms,
+        }
+    }
+}
+
+impl ProjectRun {
+    /// Whether this run changed the project: an `up` or a `destroy` it succeeded in, with
+    /// changes (or changes not counted: a command's).
+    pub fn changed(&self) -> bool {
+        matches!(self.run.operation, Operation::Up | Operation::Destroy)
+            && self.project.status == ProjectStatus::Succeeded
+            && (self.project.changes.as_ref()).is_none_or(crate::engine::has_changes)
+    }
+}

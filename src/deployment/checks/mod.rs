@@ -574,7 +574,8 @@ fn first_run(
     let mut to_set = Vec::new();
     for spec in &provider.config {
         if spec.kind != ConfigKind::Secret {
-            let default = configure::default_of(spec, env, asking.stack, asking.kubeconfig, &asking.example);
+            let default =
+                configure::default_of(spec, env, asking.stack, asking.kubeconfig, &asking.example);
             to_write.push(match default {
                 Some(default) => format!("{} (default {default})", spec.key),
                 None => spec.key.clone(),

@@ -513,11 +513,17 @@ impl Missing {
         };
         let message = match paths.len() {
             1 => format!("{first}: no directory {}", workspace.display(dir).display()),
-            n => format!(
-                "{n} projects have no directory in {}: {}",
-                workspace.display(&workspace.projects_dir()).display(),
-                listed(&paths)
-            ),
+            n => {
+                let under = workspace.projects_dir();
+                let place = match under == workspace.root {
+                    true => "the workspace root".to_string(),
+                    false => workspace.display(&under).display().to_string(),
+                };
+                format!(
+                    "{n} projects have no directory in {place}: {}",
+                    listed(&paths)
+                )
+            }
         };
         checks.fail("project", message, Some(hint));
     }
