@@ -134,7 +134,12 @@ pub fn replace(path: &Path, text: &str, new_mode: u32) -> std::io::Result<()> {
 /// it what it was: asked before a run whose hook merges into the user's kubeconfig, so that the
 /// refusal comes before anything is deployed.
 pub fn replaceable(path: &Path) -> std::io::Result<()> {
-    kept(&through_symlink(path)?).map(drop)
+    match through_symlink(path) {
+        Ok(target) => kept(&target).map(drop),
+        // A symlink to a file not there yet: the file is made where it points.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// The file a symlink at `path` points to (`path` itself when it is none).
@@ -505,6 +510,44 @@ mod tests {
         let refused = rewrite(&link, "config: {}\n").unwrap_err();
         assert_eq!(refused.kind(), std::io::ErrorKind::PermissionDenied);
         assert!(std::fs::read_to_string(&real).unwrap().contains("a:b: 2"));
+    }
+
+    #[test]
+    fn a_file_that_cannot_stay_what_it_was_is_refused_and_its_owner_is_kept() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("Pulumi.dev.yaml");
+        std::fs::write(&file, "config: {}\n").unwrap();
+        // As root (where the tests run in CI), another user's file stays theirs.
+        // SAFETY: geteuid only reads this process's user id.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&file, Some(4321), Some(4322)).unwrap();
+            rewrite(&file, "config:\n  a:b: 1\n").unwrap();
+            let metadata = std::fs::metadata(&file).unwrap();
+            assert_eq!((metadata.uid(), metadata.gid()), (4321, 4322));
+        }
+        let other = dir.path().join("other.yaml");
+        std::fs::hard_link(&file, &other).unwrap();
+        let before = std::fs::read(&file).unwrap();
+        let refused = rewrite(&file, "config: {}\n").unwrap_err();
+        assert!(
+            refused.to_string().starts_with("it has 2 hard links"),
+            "{refused}"
+        );
+        assert_eq!(replaceable(&file).unwrap_err().kind(), refused.kind());
+        assert_eq!(std::fs::read(&file).unwrap(), before);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            2,
+            "no file left beside"
+        );
+        // A symlink to a file not made yet is one to make, with the mode a new one gets.
+        let dangling = dir.path().join("kubeconfig");
+        std::os::unix::fs::symlink(dir.path().join("kube/config"), &dangling).unwrap();
+        replaceable(&dangling).unwrap();
+        replace(&dir.path().join("kube/config"), "x", 0o600).unwrap();
+        let made = std::fs::metadata(dir.path().join("kube/config")).unwrap();
+        assert_eq!(made.mode() & 0o777, 0o600);
     }
 
     #[test]

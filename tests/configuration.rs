@@ -608,13 +608,18 @@ fn an_edit_keeps_the_file_what_it_was() {
     );
 }
 
-/// A Terraform workspace (examples/terraform-local's shape): module `app` reads `app:replicas`.
+/// A Terraform workspace (examples/terraform-local's shape): module `app` reads `app:replicas`;
+/// beside it a Pulumi project `web` that declares `web:colour`.
 fn terraform_workspace() -> Workspace {
     Workspace::new(&[
         ("mara.toml", "provider = \"tf\"\nengine = \"terraform\"\n"),
         (
             "providers/tf.toml",
-            "description = \"tf\"\n[[project]]\npath = \"app\"\n",
+            "description = \"tf\"\n[[project]]\npath = \"app\"\n[[project]]\npath = \"web\"\nengine = \"pulumi\"\n",
+        ),
+        (
+            "web/Pulumi.yaml",
+            "name: web\nruntime: yaml\nconfig:\n  colour:\n    type: string\n",
         ),
         (
             "app/main.tf",
@@ -685,9 +690,19 @@ fn a_key_no_project_reads_is_said_with_the_one_it_is_spelled_like() {
         "{}",
         stderr(&output)
     );
-    // A variable of the module, set anew, and a key another namespace's program may read: no
-    // warning.
-    for key in ["app:image", "other:thing"] {
+    // A key a Pulumi project declares, misspelt.
+    let output = ws
+        .mara()
+        .args(["config", "set", "web:color", "red"])
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&output).contains("did you mean `web:colour`?"),
+        "{}",
+        stderr(&output)
+    );
+    // A variable of the module, set anew, and keys a program may read undeclared: no warning.
+    for key in ["app:image", "other:thing", "web:size"] {
         ws.mara().args(["config", "rm", key]).output().unwrap();
         let output = ws
             .mara()

@@ -48,23 +48,33 @@ impl KnownKeys {
             let variables = engine.config_keys_read(&dir);
             (pulumi, variables)
         });
+        // A namespace a project reads without its files saying every key (a Pulumi program's)
+        // is open, whoever else reads it.
+        let mut open = BTreeSet::new();
         for (project, (pulumi, variables)) in projects.iter().zip(read) {
-            if let Some(pulumi) = pulumi {
+            let engine = project.engine_or(default_engine);
+            let name = pulumi.as_ref().map(|p| p.name.as_str());
+            let namespace = engine.config_namespace(project.leaf(), name);
+            if let Some(pulumi) = &pulumi {
                 known
                     .keys
                     .extend(pulumi.config_keys.iter().map(|k| first_part(k)));
             }
-            let engine = project.engine_or(default_engine);
-            let (Some(variables), Some(namespace)) =
-                (variables, engine.config_namespace(project.leaf(), None))
-            else {
-                continue;
-            };
-            known
-                .keys
-                .extend(variables.iter().map(|v| format!("{namespace}:{v}")));
-            known.closed.insert(namespace, project.path.clone());
+            match (variables, namespace) {
+                (Some(variables), Some(namespace)) => {
+                    let keys = variables.iter().map(|v| format!("{namespace}:{v}"));
+                    known.keys.extend(keys);
+                    known.closed.insert(namespace, project.path.clone());
+                }
+                (None, Some(namespace)) => {
+                    open.insert(namespace);
+                }
+                _ => {}
+            }
         }
+        known
+            .closed
+            .retain(|namespace, _| !open.contains(namespace));
         known
     }
 
