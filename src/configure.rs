@@ -495,6 +495,41 @@ pub fn value_to_set(
     Ok(value)
 }
 
+/// A value set where the file has one keeps the type the file gives it (docs/decisions.md,
+/// "Edits that change only what was asked (issue 45)"): given as text that is exactly that
+/// type's writing of it — `2` where the file has a number, `true` where it has a boolean, any
+/// text where it has a string — it is set as that type, so that `config set app:replicas 4`,
+/// then `2`, leaves the file as it was. Otherwise, and where the file has no such value, it is
+/// `typed` as the provider or Pulumi's `config set` types it.
+pub fn as_the_file_types(current: Option<&Value>, typed: Value, raw: &str) -> Value {
+    let as_given = match &typed {
+        Value::String(text) => text == raw,
+        Value::Number(_) | Value::Bool(_) => {
+            let written = typed.to_string();
+            written == raw
+        }
+        _ => false,
+    };
+    if !as_given {
+        return typed;
+    }
+    let number = || {
+        let number = match raw.parse::<i64>() {
+            Ok(whole) => serde_json::Number::from(whole),
+            Err(_) => serde_json::Number::from_f64(raw.parse::<f64>().ok()?)?,
+        };
+        // Only a number written back as given (`1.5`, not `1.50` or `1e3`).
+        (number.to_string() == raw).then_some(Value::Number(number))
+    };
+    let kept = match current {
+        Some(Value::String(_)) => Some(Value::String(raw.to_string())),
+        Some(Value::Number(_)) => number(),
+        Some(Value::Bool(_)) => matches!(raw, "true" | "false").then(|| Value::Bool(raw == "true")),
+        _ => None,
+    };
+    kept.unwrap_or(typed)
+}
+
 /// Whether a value in the stack configuration fits its `[[config]]` entry, as a Pulumi program
 /// reads it: an int is a number or a string of one (`config.requireNumber` parses strings), a
 /// bool `true`/`false` or their text, a list a sequence of strings, a string any scalar.
@@ -624,9 +659,9 @@ pub fn first_run_document(values: &Map<String, Value>, infra_type: Option<&str>)
             }
         }
     }
-    let mut document = Map::new();
-    document.insert("config".into(), Value::Object(config));
-    serde_saphyr::to_string(&Value::Object(document)).expect("a mapping of plain values serializes")
+    // Written as `config set` writes a new entry: keys unquoted where YAML reads them as
+    // written (`kubernetes:infra_type:`), so that the file reads as a person would write it.
+    crate::workspace::yaml_edit::document(&config)
 }
 
 pub use crate::workspace::envfile::SECRET_PREFIX;
@@ -765,6 +800,33 @@ mod tests {
     }
 
     #[test]
+    fn a_value_set_back_keeps_the_type_the_file_gives_it() {
+        let (two, text) = (Value::from(2), Value::from("2"));
+        // Where the file has a number, a number; given back, the file is as it was.
+        assert_eq!(as_the_file_types(Some(&two), "4".into(), "4"), 4);
+        assert_eq!(
+            as_the_file_types(Some(&Value::from(1.5)), "2.5".into(), "2.5"),
+            2.5
+        );
+        // Text that a number does not write back as given stays text.
+        for raw in ["04", "1e3", "1.50", "four", "+4"] {
+            assert_eq!(as_the_file_types(Some(&two), raw.into(), raw), raw);
+        }
+        // Where the file has text, text: a path's `5` is not made a number.
+        assert_eq!(as_the_file_types(Some(&text), Value::from(5), "5"), "5");
+        assert_eq!(
+            as_the_file_types(Some(&Value::Bool(true)), "false".into(), "false"),
+            false
+        );
+        // A typing that is not the text as given (`Yes` for a bool) is the provider's.
+        assert_eq!(
+            as_the_file_types(Some(&text), Value::Bool(true), "Yes"),
+            true
+        );
+        assert_eq!(as_the_file_types(None, text.clone(), "2"), "2");
+    }
+
+    #[test]
     fn the_first_run_file_reads_back_with_its_types() {
         let mut values = Map::new();
         values.insert("eks:k8s_version".into(), Value::from("1.34"));
@@ -776,6 +838,10 @@ mod tests {
         );
         values.insert("aws:profile".into(), Value::from("true"));
         let text = first_run_document(&values, Some("AWS"));
+        assert!(
+            text.starts_with("config:\n  kubernetes:infra_type: AWS\n"),
+            "no key quoted that YAML reads as written:\n{text}"
+        );
         let config = StackConfig::parse(std::path::Path::new("Pulumi.dev.yaml"), &text).unwrap();
         assert_eq!(config.values["kubernetes:infra_type"], "AWS");
         assert_eq!(

@@ -104,11 +104,47 @@ pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 
 /// Replaces a person's file (the shared stack configuration) with `text` atomically, keeping what
 /// the file was (docs/decisions.md, "Edits keep the user's file what it was"): a symlink is
-/// written through (the file it points to is replaced, the link stays), its mode is kept
-/// whatever the umask, a byte order mark it starts with is kept, and a file its owner may not
-/// write (0444) is refused, not replaced. A new file gets 0644.
+/// written through (the file it points to is replaced, the link stays), its mode and owner are
+/// kept whatever the umask, a byte order mark it starts with is kept, and a file that cannot stay
+/// what it was is refused, not replaced (`kept`: read-only, hard-linked, another user's). A new
+/// file is as the umask makes it.
 pub fn rewrite(path: &Path, text: &str) -> std::io::Result<()> {
-    let target = match std::fs::symlink_metadata(path) {
+    // A new file is as the user's umask makes it (0644 under 022, 0600 under 077).
+    replace(path, text, 0o644 & !umask())
+}
+
+/// `rewrite`, a new file made with `new_mode` (a kubeconfig: 0600, as kubectl makes one).
+pub fn replace(path: &Path, text: &str, new_mode: u32) -> std::io::Result<()> {
+    let target = through_symlink(path)?;
+    let Some(kept) = kept(&target)? else {
+        return write_new(&target, text, new_mode, None);
+    };
+    match kept.bom && !text.starts_with('\u{feff}') {
+        true => write_new(
+            &target,
+            &format!("\u{feff}{text}"),
+            kept.mode,
+            Some(kept.owner),
+        ),
+        false => write_new(&target, text, kept.mode, Some(kept.owner)),
+    }
+}
+
+/// Whether `rewrite` or `replace` would replace the file at `path` (through a symlink) and keep
+/// it what it was: asked before a run whose hook merges into the user's kubeconfig, so that the
+/// refusal comes before anything is deployed.
+pub fn replaceable(path: &Path) -> std::io::Result<()> {
+    match through_symlink(path) {
+        Ok(target) => kept(&target).map(drop),
+        // A symlink to a file not there yet: the file is made where it points.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The file a symlink at `path` points to (`path` itself when it is none).
+fn through_symlink(path: &Path) -> std::io::Result<std::path::PathBuf> {
+    match std::fs::symlink_metadata(path) {
         Ok(link) if link.file_type().is_symlink() => std::fs::canonicalize(path).map_err(|e| {
             let points = std::fs::read_link(path).unwrap_or_default();
             std::io::Error::new(
@@ -118,28 +154,65 @@ pub fn rewrite(path: &Path, text: &str) -> std::io::Result<()> {
                     points.display()
                 ),
             )
-        })?,
-        _ => path.to_path_buf(),
-    };
-    let (mode, bom) = match std::fs::metadata(&target) {
-        Ok(metadata) => {
-            let mode = std::os::unix::fs::PermissionsExt::mode(&metadata.permissions()) & 0o7777;
-            if mode & 0o200 == 0 {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    "it is read-only (make it writable to let mara change it)",
-                ));
-            }
-            (mode, starts_with_bom(&target))
-        }
-        // A new file is as the user's umask makes it (0644 under 022, 0600 under 077).
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0o644 & !umask(), false),
+        }),
+        _ => Ok(path.to_path_buf()),
+    }
+}
+
+/// What a person's file keeps when mara writes it anew beside itself and renames it over.
+struct Kept {
+    /// Its permission bits (setuid, setgid and sticky included).
+    mode: u32,
+    /// Its user and group.
+    owner: (u32, u32),
+    bom: bool,
+}
+
+/// What the file at `target` (no symlink) keeps, `None` when there is none. Refused, saying why,
+/// when a new file renamed over it could not be what it was (docs/decisions.md, "Edits that
+/// change only what was asked (issue 45)"): one its owner may not write (0444; the directory
+/// would allow the rename), one with more than one hard link (the rename would leave the other
+/// names holding the old text), one of another user's that mara cannot give the new file.
+fn kept(target: &Path) -> std::io::Result<Option<Kept>> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = match std::fs::metadata(target) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    match bom && !text.starts_with('\u{feff}') {
-        true => write_atomic(&target, &format!("\u{feff}{text}"), mode),
-        false => write_atomic(&target, text, mode),
+    let mode = metadata.mode() & 0o7777;
+    let refused = |kind, why: String| Err(std::io::Error::new(kind, why));
+    if mode & 0o200 == 0 {
+        return refused(
+            std::io::ErrorKind::PermissionDenied,
+            "it is read-only (make it writable to let mara change it)".into(),
+        );
     }
+    if metadata.is_file() && metadata.nlink() > 1 {
+        return refused(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "it has {} hard links: mara writes a file anew and renames it over the old one, which would leave the other names with the old text (make the others symlinks, or edit it by hand)",
+                metadata.nlink()
+            ),
+        );
+    }
+    // SAFETY: geteuid only reads this process's effective user id.
+    let me = unsafe { libc::geteuid() };
+    if me != 0 && metadata.uid() != me {
+        return refused(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "it belongs to user {}: the file mara writes in its place would be yours (edit it as its owner)",
+                metadata.uid()
+            ),
+        );
+    }
+    Ok(Some(Kept {
+        mode,
+        owner: (metadata.uid(), metadata.gid()),
+        bom: starts_with_bom(target),
+    }))
 }
 
 /// The process's umask, as Linux reports it (`/proc/self/status`; 022 where it cannot be read:
@@ -289,6 +362,12 @@ pub fn is_regular(path: &Path) -> bool {
 /// Writes `text` to `path` atomically with `mode` (whatever the umask): a temporary file beside
 /// it, synced, then renamed over it.
 pub fn write_atomic(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
+    write_new(path, text, mode, None)
+}
+
+/// `write_atomic`, the new file given `owner` (user, group) before it is renamed into place —
+/// where it differs from what the new file got — so that no reader sees it otherwise owned.
+fn write_new(path: &Path, text: &str, mode: u32, owner: Option<(u32, u32)>) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     // Unique to this write: parallel hooks of one run may write beside each other.
@@ -299,19 +378,43 @@ pub fn write_atomic(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
         std::process::id(),
         WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&temp)?;
-    // The umask took bits off the mode the file was created with: they are put back.
-    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&temp, path).inspect_err(|_| {
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&temp)?;
+        if let Some(owner) = owner {
+            give(&file, owner)?;
+        }
+        // The umask took bits off the mode the file was created with (and a change of owner
+        // the setuid and setgid bits): they are put back.
+        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&temp, path)
+    })();
+    written.inspect_err(|_| {
         let _ = std::fs::remove_file(&temp);
+    })
+}
+
+/// Gives the open `file` the user and group `owner`, where they are not already its.
+fn give(file: &std::fs::File, (uid, gid): (u32, u32)) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let now = file.metadata()?;
+    if (now.uid(), now.gid()) == (uid, gid) {
+        return Ok(());
+    }
+    std::os::unix::fs::fchown(file, Some(uid), Some(gid)).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "it belongs to user {uid} and group {gid}, which the file mara writes in its place cannot be given ({e}): edit it as its owner"
+            ),
+        )
     })
 }
 
@@ -407,6 +510,44 @@ mod tests {
         let refused = rewrite(&link, "config: {}\n").unwrap_err();
         assert_eq!(refused.kind(), std::io::ErrorKind::PermissionDenied);
         assert!(std::fs::read_to_string(&real).unwrap().contains("a:b: 2"));
+    }
+
+    #[test]
+    fn a_file_that_cannot_stay_what_it_was_is_refused_and_its_owner_is_kept() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("Pulumi.dev.yaml");
+        std::fs::write(&file, "config: {}\n").unwrap();
+        // As root (where the tests run in CI), another user's file stays theirs.
+        // SAFETY: geteuid only reads this process's user id.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&file, Some(4321), Some(4322)).unwrap();
+            rewrite(&file, "config:\n  a:b: 1\n").unwrap();
+            let metadata = std::fs::metadata(&file).unwrap();
+            assert_eq!((metadata.uid(), metadata.gid()), (4321, 4322));
+        }
+        let other = dir.path().join("other.yaml");
+        std::fs::hard_link(&file, &other).unwrap();
+        let before = std::fs::read(&file).unwrap();
+        let refused = rewrite(&file, "config: {}\n").unwrap_err();
+        assert!(
+            refused.to_string().starts_with("it has 2 hard links"),
+            "{refused}"
+        );
+        assert_eq!(replaceable(&file).unwrap_err().kind(), refused.kind());
+        assert_eq!(std::fs::read(&file).unwrap(), before);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            2,
+            "no file left beside"
+        );
+        // A symlink to a file not made yet is one to make, with the mode a new one gets.
+        let dangling = dir.path().join("kubeconfig");
+        std::os::unix::fs::symlink(dir.path().join("kube/config"), &dangling).unwrap();
+        replaceable(&dangling).unwrap();
+        replace(&dir.path().join("kube/config"), "x", 0o600).unwrap();
+        let made = std::fs::metadata(dir.path().join("kube/config")).unwrap();
+        assert_eq!(made.mode() & 0o777, 0o600);
     }
 
     #[test]

@@ -580,9 +580,10 @@ fn an_edit_keeps_the_file_what_it_was() {
             .file_type()
             .is_symlink()
     );
+    // Set back where the file has a number, it stays a number (issue 45).
     assert_eq!(
         std::fs::read_to_string(&shared).unwrap(),
-        "config:\n  a:b: \"2\"\n"
+        "config:\n  a:b: 2\n"
     );
     assert_eq!(
         std::fs::metadata(&shared).unwrap().permissions().mode() & 0o777,
@@ -603,8 +604,174 @@ fn an_edit_keeps_the_file_what_it_was() {
     );
     assert_eq!(
         std::fs::read_to_string(&shared).unwrap(),
-        "config:\n  a:b: \"2\"\n"
+        "config:\n  a:b: 2\n"
     );
+}
+
+/// A Terraform workspace (examples/terraform-local's shape): module `app` reads `app:replicas`;
+/// beside it a Pulumi project `web` that declares `web:colour`.
+fn terraform_workspace() -> Workspace {
+    Workspace::new(&[
+        ("mara.toml", "provider = \"tf\"\nengine = \"terraform\"\n"),
+        (
+            "providers/tf.toml",
+            "description = \"tf\"\n[[project]]\npath = \"app\"\n[[project]]\npath = \"web\"\nengine = \"pulumi\"\n",
+        ),
+        (
+            "web/Pulumi.yaml",
+            "name: web\nruntime: yaml\nconfig:\n  colour:\n    type: string\n",
+        ),
+        (
+            "app/main.tf",
+            "variable \"replicas\" {\n  type = number\n}\nvariable \"image\" {}\n",
+        ),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+        (
+            "config/pulumi/Pulumi.dev.yaml",
+            "# the app\nconfig:\n  app:replicas: 2 # how many\n  app:image: \"nginx\"\n",
+        ),
+    ])
+}
+
+#[test]
+fn a_value_set_back_leaves_the_file_as_it_was() {
+    let ws = terraform_workspace();
+    let file = ws.path().join("config/pulumi/Pulumi.dev.yaml");
+    let before = std::fs::read(&file).unwrap();
+    let set = |key: &str, value: &str| {
+        let output = ws
+            .mara()
+            .args(["config", "set", key, value])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        output
+    };
+    set("app:replicas", "4");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "# the app\nconfig:\n  app:replicas: 4 # how many\n  app:image: \"nginx\"\n",
+        "a number where the file has one"
+    );
+    set("app:replicas", "2");
+    assert_eq!(std::fs::read(&file).unwrap(), before, "byte for byte");
+    // Text stays text, in its quotes.
+    set("app:image", "2");
+    set("app:image", "nginx");
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+}
+
+#[test]
+fn a_key_no_project_reads_is_said_with_the_one_it_is_spelled_like() {
+    let ws = terraform_workspace();
+    let output = ws
+        .mara()
+        .args(["config", "set", "app:replica", "3"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "warning: no project declares or reads `app:replica`: did you mean `app:replicas`? (set as given)"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    // Nothing like it: the module reads only its variables.
+    let output = ws
+        .mara()
+        .args(["config", "set", "app:zone", "a"])
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&output).contains(
+            "no project reads `app:zone`: app, which reads namespace `app`, has no variable `zone`"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    // A key a Pulumi project declares, misspelt.
+    let output = ws
+        .mara()
+        .args(["config", "set", "web:color", "red"])
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&output).contains("did you mean `web:colour`?"),
+        "{}",
+        stderr(&output)
+    );
+    // A variable of the module, set anew, and keys a program may read undeclared: no warning.
+    for key in ["app:image", "other:thing", "web:size"] {
+        ws.mara().args(["config", "rm", key]).output().unwrap();
+        let output = ws
+            .mara()
+            .args(["config", "set", key, "b"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(
+            !stderr(&output).contains("warning"),
+            "{key}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn an_edit_keeps_the_owner_and_refuses_a_file_with_other_names() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let ws = terraform_workspace();
+    let file = ws.path().join("config/pulumi/Pulumi.dev.yaml");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    // SAFETY: geteuid only reads this process's user id.
+    let root = unsafe { libc::geteuid() } == 0;
+    // As root, another user's file (as `sudo mara` would find it) stays theirs.
+    let owner = match root {
+        true => (4321, 4322),
+        false => (
+            std::fs::metadata(&file).unwrap().uid(),
+            std::fs::metadata(&file).unwrap().gid(),
+        ),
+    };
+    std::os::unix::fs::chown(&file, Some(owner.0), Some(owner.1)).unwrap();
+    let output = ws
+        .mara()
+        .args(["config", "set", "app:replicas", "3"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let metadata = std::fs::metadata(&file).unwrap();
+    assert_eq!((metadata.uid(), metadata.gid()), owner);
+    assert_eq!(metadata.mode() & 0o7777, 0o640);
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("app:replicas: 3 #")
+    );
+    // A hard link: replaced, the other name would keep the old text; refused, nothing written.
+    let other = ws.path().join("Pulumi.dev.yaml.link");
+    std::fs::hard_link(&file, &other).unwrap();
+    let before = std::fs::read(&file).unwrap();
+    let output = ws
+        .mara()
+        .args(["config", "set", "app:replicas", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("config/pulumi/Pulumi.dev.yaml")
+            && stderr(&output).contains("it has 2 hard links"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+    assert_eq!(std::fs::read(&other).unwrap(), before);
+    let left: Vec<_> = std::fs::read_dir(ws.path().join("config/pulumi"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "no temporary file left: {left:?}");
 }
 
 #[test]

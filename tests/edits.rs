@@ -4,8 +4,9 @@
 //! hex-looking numbers, quoted strings, comments, CRLF line endings, a byte order mark — and a
 //! random path and value, `with_value` either gives a text that every reader reads as the old
 //! one plus exactly the edit (read as YAML 1.2's core schema, as Pulumi's yaml.v3, and as YAML
-//! 1.1), with every other value written byte for byte, or refuses. The cases that found such
-//! changes are kept below (`what_the_fault_sweep_found_is_kept`).
+//! 1.1), with every other value and every key written byte for byte, or refuses. The cases that
+//! found such changes are kept below (`what_the_fault_sweep_found_is_kept`,
+//! `keys_are_never_quoted_anew`).
 
 use std::path::Path;
 
@@ -70,8 +71,18 @@ enum Written {
     BlockSeq(Vec<Written>),
 }
 
+/// A mapping's key as written: YAML 1.1 readers read some of them as other keys than the same
+/// text quoted (`0644`, `on`, `yes`, `1e3`), and an edit must not quote them anew.
+fn key(letters: &'static str, words: &[&'static str]) -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => letters.prop_map(String::from),
+        1 => prop::sample::select(words.to_vec()).prop_map(String::from),
+    ]
+}
+
 fn inline() -> impl Strategy<Value = String> {
-    let flow_map = prop::collection::vec(("[a-d]", scalar()), 1..4).prop_map(|entries| {
+    let keys = key("[a-d]", &["0644", "on", "yes", "1e3", "'q'"]);
+    let flow_map = prop::collection::vec((keys, scalar()), 1..4).prop_map(|entries| {
         let mut seen = std::collections::BTreeSet::new();
         let entries: Vec<String> = entries
             .into_iter()
@@ -89,7 +100,14 @@ fn written() -> impl Strategy<Value = Written> {
     let leaf = inline().prop_map(Written::Inline);
     leaf.prop_recursive(2, 12, 3, |inner| {
         prop_oneof![
-            prop::collection::vec(("[e-h]", inner.clone()), 1..3).prop_map(|entries| {
+            prop::collection::vec(
+                (
+                    key("[e-h]", &["0755", "off", "2e1", "\"s\""]),
+                    inner.clone()
+                ),
+                1..3
+            )
+            .prop_map(|entries| {
                 let mut seen = std::collections::BTreeSet::new();
                 Written::BlockMap(
                     entries
@@ -369,5 +387,61 @@ fn what_the_fault_sweep_found_is_kept() {
         file.with_value(&ConfigPath::parse(cases[0].1).unwrap(), &cases[0].2)
             .unwrap(),
         "config:\n  app:settings: {mode: 0644, debug: no, replicas: 3}\n"
+    );
+}
+
+/// An edit that writes a flow or block collection anew writes the keys it had as they were
+/// written: `0644:`, `on:`, `yes:` and `1e3:` quoted would be other keys to a YAML 1.1 reader
+/// (issue 45: 6 of 10,718 edits of a sweep did so).
+#[test]
+fn keys_are_never_quoted_anew() {
+    let cases: &[(&str, &str, Value, &str)] = &[
+        // A flow mapping that a new key makes a block one.
+        (
+            "config:\n  app:s: {0644: a, on: b, yes: c, 1e3: d, 'q': e}\n",
+            "app:s.zz",
+            Value::from("x"),
+            "config:\n  app:s:\n    0644: a\n    on: b\n    yes: c\n    1e3: d\n    'q': e\n    zz: x\n",
+        ),
+        // A flow mapping inside a block one.
+        (
+            "config:\n  app:s:\n    yes: {1e3: a, \"off\": b}\n",
+            "app:s.yes.zz",
+            Value::from(true),
+            "config:\n  app:s:\n    yes:\n      1e3: a\n      \"off\": b\n      zz: true\n",
+        ),
+        // A block list of mappings written anew for an item added.
+        (
+            "config:\n  app:l:\n    - on: 1\n      'q': 2\n",
+            "app:l[1]",
+            Value::from("x"),
+            "config:\n  app:l: [{on: 1, 'q': 2}, x]\n",
+        ),
+    ];
+    for (text, path, value, expected) in cases {
+        assert!(
+            check(text, path, value.clone()).unwrap_or_else(|e| panic!("{text}: {e}")),
+            "refused: {text}"
+        );
+        let file = StackConfigFile::from_text(Path::new("/w/P.yaml"), text.to_string()).unwrap();
+        let edited = file.with_value(&ConfigPath::parse(path).unwrap(), value);
+        assert_eq!(edited.as_deref(), Ok(*expected), "{text}");
+    }
+    // A key quoted anew is refused by the check every edit passes, naming its line.
+    let edit = Edit {
+        path: vec![
+            Seg::Key("config".into()),
+            Seg::Key("app:s".into()),
+            Seg::Key("zz".into()),
+        ],
+        removes_item: false,
+    };
+    assert_eq!(
+        yaml_nodes::preserved(
+            "config:\n  app:s: {on: 1}\n",
+            "config:\n  app:s:\n    \"on\": 1\n    zz: 2\n",
+            &edit
+        ),
+        Err("line 2's key `on` would be written `\"on\"`".into())
     );
 }

@@ -301,3 +301,34 @@ fn a_merge_refused_in_a_new_kubeconfig_leaves_the_entries_in_the_old_one() {
     assert_eq!(std::fs::read_to_string(&other).unwrap(), own);
     assert_eq!(std::fs::read_to_string(&kube).unwrap(), before);
 }
+
+/// A read-only kubeconfig is refused as a read-only stack configuration is (issue 45): before
+/// anything runs, not rewritten 0600 behind the user's back; one mara may write keeps its mode.
+#[test]
+fn a_read_only_kubeconfig_is_refused_before_anything_runs_and_a_writable_one_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = merging(Some("shop"));
+    let kube = users_kubeconfig(&d);
+    let mode = |m| std::fs::set_permissions(&kube, std::fs::Permissions::from_mode(m)).unwrap();
+    mode(0o444);
+    let before = std::fs::read_to_string(&kube).unwrap();
+    let output = mara_in(&d, d.root(), &["up", "--yes"]);
+    assert_eq!(output.status.code(), Some(3), "{}", common::stdout(&output));
+    let said = common::stderr(&output);
+    assert!(
+        said.contains(&format!("cannot write {}: it is read-only", kube.display())),
+        "{said}"
+    );
+    assert!(d.calls().is_empty(), "no engine ran: {:?}", d.calls());
+    assert_eq!(std::fs::read_to_string(&kube).unwrap(), before);
+    let kept = std::fs::metadata(&kube).unwrap().permissions().mode() & 0o777;
+    assert_eq!(kept, 0o444);
+
+    // Writable, it is merged into and keeps the mode its user gave it.
+    mode(0o640);
+    succeeds(&mara_in(&d, d.root(), &["up", "--yes"]));
+    let merged = std::fs::read_to_string(&kube).unwrap();
+    assert!(merged.contains("name: mara-dev"), "{merged}");
+    let kept = std::fs::metadata(&kube).unwrap().permissions().mode() & 0o777;
+    assert_eq!(kept, 0o640);
+}

@@ -557,15 +557,17 @@ fn merging_into_an_existing_kubeconfig_keeps_its_contexts() {
     std::fs::create_dir_all(kube.parent().unwrap()).unwrap();
     let existing = "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n  cluster:\n    server: https://prod.example.com\nusers:\n- name: prod-admin\n  user:\n    token: keep-me\ncontexts:\n- name: prod\n  context:\n    cluster: prod\n    user: prod-admin\ncurrent-context: prod\n";
     std::fs::write(&kube, existing).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&kube, std::fs::Permissions::from_mode(0o640)).unwrap();
     d.mara()
         .args(["up", "--yes", "--only", "cluster"])
         .assert()
         .success();
 
-    use std::os::unix::fs::PermissionsExt;
+    // The user's file keeps the mode they gave it, as kubectl keeps it (issue 45).
     assert_eq!(
         std::fs::metadata(&kube).unwrap().permissions().mode() & 0o777,
-        0o600
+        0o640
     );
     assert_eq!(
         std::fs::read_to_string(kube.with_file_name("config.mara.bak")).unwrap(),

@@ -972,7 +972,7 @@ fn config_catches_mistakes_and_removes_keys() {
     assert!(output.status.success(), "{}", common::stderr(&output));
     assert!(
         common::stderr(&output).contains(
-            "warning: provider local declares no `local-cluster:node_cout`: did you mean `local-cluster:node_count`? (set as given)"
+            "warning: no project declares or reads `local-cluster:node_cout`: did you mean `local-cluster:node_count`? (set as given)"
         ),
         "{}",
         common::stderr(&output)

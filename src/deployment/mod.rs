@@ -7,6 +7,7 @@
 //! failed checks into an error, `validate` into its list, with the same words.
 
 pub mod checks;
+pub mod known_keys;
 pub mod state;
 
 use std::collections::BTreeMap;

@@ -71,6 +71,14 @@ pub trait Engine: Send + Sync + 'static {
         None
     }
 
+    /// The keys of its namespace of the shared configuration that its project in `dir` reads,
+    /// when its files say all of them (a Terraform module's `variable` blocks), by their names
+    /// after the namespace; `None` when they do not (a Pulumi program reads what its code asks
+    /// for). `config set` warns of a key no project reads (docs/commands.md, "config").
+    fn config_keys_read(&self, _dir: &Path) -> Option<Vec<String>> {
+        None
+    }
+
     /// The variables the shared configuration's `values` of namespace `leaf` reach it as
     /// (`TF_VAR_*`): `(key, variable, value)`, for the checks that they can be sent.
     fn config_variables(

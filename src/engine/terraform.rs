@@ -371,6 +371,10 @@ impl super::Engine for TerraformEngine {
         Some(leaf.to_string())
     }
 
+    fn config_keys_read(&self, dir: &Path) -> Option<Vec<String>> {
+        declared_variables(dir)
+    }
+
     fn config_variables(
         &self,
         values: &Map<String, Value>,
@@ -821,6 +825,61 @@ pub fn lists(output: &str, name: &str) -> bool {
     output
         .lines()
         .any(|line| line.trim_start_matches(['*', ' ']).trim_end() == name)
+}
+
+/// The variables a module declares, sorted: each `variable "name" {` block of its `.tf` files
+/// (a line that starts so, as `terraform fmt` writes it; the label quoted or not) and each key
+/// of the `variable` object of its `.tf.json` files — the module's own files, as Terraform reads
+/// a root module. `None` when the directory cannot be listed or holds no module file.
+pub fn declared_variables(dir: &Path) -> Option<Vec<String>> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut modules = 0;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let json = name.ends_with(".tf.json");
+        if !json && !name.ends_with(".tf") {
+            continue;
+        }
+        modules += 1;
+        // A file that cannot be read (or is no regular file) says nothing here: the checks
+        // before a run say what is wrong with it.
+        let Ok(text) = crate::files::read_to_string(&entry.path()) else {
+            continue;
+        };
+        match json {
+            true => names.extend(json_variables(&text)),
+            false => names.extend(text.lines().filter_map(variable_label)),
+        }
+    }
+    (modules > 0).then(|| names.into_iter().collect())
+}
+
+/// The label of a `variable` block's first line (`variable "replicas" {`), if it is one.
+fn variable_label(line: &str) -> Option<String> {
+    let rest = line.trim_start().strip_prefix("variable")?;
+    if !rest.starts_with([' ', '\t', '"']) {
+        return None;
+    }
+    let rest = rest.trim_start();
+    let (label, after) = match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split_once('"')?,
+        None => rest.split_at(
+            rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+                .unwrap_or(rest.len()),
+        ),
+    };
+    (!label.is_empty() && after.trim_start().starts_with('{')).then(|| label.to_string())
+}
+
+/// The keys of a `.tf.json` file's `variable` object.
+fn json_variables(text: &str) -> Vec<String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(mut top)) => match top.remove("variable") {
+            Some(Value::Object(variables)) => variables.keys().cloned().collect(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
 }
 
 /// `TF_VAR_<key>` for every key of the shared configuration in `namespace` (`<namespace>:<key>`);
@@ -1519,6 +1578,27 @@ mod tests {
         assert!(lists("  default\n* dev\n  prod\n", "dev"));
         assert!(lists("* default\n  dev\n", "dev"));
         assert!(!lists("* default\n  development\n", "dev"));
+    }
+
+    #[test]
+    fn a_modules_variables_are_read_from_its_files() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(declared_variables(dir.path()), None, "no module file");
+        std::fs::write(
+            dir.path().join("main.tf"),
+            "# variable \"commented\" {\nvariable \"replicas\" {\n  type = number\n}\nvariable bare {}\nvariable \"x\"\nvariables {}\n  output \"variable\" {}\nresource \"a\" \"variable\" {}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("more.tf.json"),
+            r#"{"variable": {"from_json": {"type": "string"}}}"#,
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "variable \"not\" {}\n").unwrap();
+        assert_eq!(
+            declared_variables(dir.path()).unwrap(),
+            ["bare", "from_json", "replicas"]
+        );
     }
 
     #[test]

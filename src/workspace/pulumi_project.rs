@@ -43,6 +43,9 @@ pub struct PulumiProject {
     pub stack_config_dir: Option<String>,
     /// `runtime.options.virtualenv` (Python), relative to the project directory.
     pub virtualenv: Option<String>,
+    /// The keys its `config:` mapping declares, each `namespace:key` (a key without one is the
+    /// project's own, `<name>:key`, as Pulumi reads it).
+    pub config_keys: Vec<String>,
 }
 
 impl PulumiProject {
@@ -54,7 +57,7 @@ impl PulumiProject {
 
     /// The project in `dir`, `None` without a project file: each name is opened in turn, with
     /// nothing looked up first (a plan of thousands of projects counts every call).
-    fn load_in(dir: &Path) -> Option<Result<PulumiProject>> {
+    pub fn load_in(dir: &Path) -> Option<Result<PulumiProject>> {
         // A link to nothing is passed over for the next name, as Pulumi passes it over.
         let mut dangling = None;
         for name in PROJECT_FILES {
@@ -121,12 +124,22 @@ impl PulumiProject {
             (Some(Value::String(dir)), _) | (None, Some(Value::String(dir))) => Some(dir.clone()),
             _ => None,
         };
+        let config_keys = match top.get("config") {
+            Some(Value::Object(declared)) => (declared.keys())
+                .map(|key| match key.contains(':') {
+                    true => key.clone(),
+                    false => format!("{name}:{key}"),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         Ok(PulumiProject {
             file: file.to_path_buf(),
             name,
             runtime,
             stack_config_dir,
             virtualenv,
+            config_keys,
         })
     }
 }
@@ -218,8 +231,12 @@ mod tests {
             p.stack_config_dir.as_deref(),
             Some("../../../config/pulumi")
         );
-        let p = load("name: x\nruntime: yaml\nconfig:\n  region:\n    type: string\n").unwrap();
+        let p = load(
+            "name: x\nruntime: yaml\nconfig:\n  region:\n    type: string\n  aws:profile: p\n",
+        )
+        .unwrap();
         assert_eq!(p.stack_config_dir, None);
+        assert_eq!(p.config_keys, ["x:region", "aws:profile"]);
         let p = load("name: x\nruntime: yaml\nstackConfigDir: cfg\n").unwrap();
         assert_eq!(p.stack_config_dir.as_deref(), Some("cfg"));
     }

@@ -46,7 +46,16 @@ pub fn set(
                 return Ok(doc.text());
             }
             let mut new = Vec::new();
-            render_entry(&mut new, indent, unit, &render_key(key), wanted);
+            let new_keys = AsWritten::default();
+            render_entry(
+                &mut new,
+                indent,
+                unit,
+                &render_key(key),
+                wanted,
+                &new_keys,
+                &[],
+            );
             doc.insert(end, new)?;
             return Ok(doc.text());
         };
@@ -356,11 +365,12 @@ impl Doc {
                 "`{key}` must be written anew for this, and it holds `{word}`, which YAML readers read differently"
             ));
         }
-        // The key as it was written (quoted or not).
+        // The key as it was written (quoted or not), and so every key below it.
         let rest = key_of(&self.lines[at][indent..], key).ok_or("a key moved")?;
         let written = &self.lines[at][indent..self.lines[at].len() - rest.len() - 1];
+        let keys = AsWritten::below(&self.lines.concat(), at, key)?;
         let mut new = Vec::new();
-        render_entry(&mut new, indent, unit, written, value);
+        render_entry(&mut new, indent, unit, written, value, &keys, &[]);
         let new: Vec<String> = new.into_iter().map(|l| l + self.eol).collect();
         self.lines.splice(at..end, new);
         Ok(())
@@ -440,15 +450,68 @@ fn find_key(
         .find(|&i| indent_of(&lines[i]) == indent && key_of(&lines[i][indent..], key).is_some())
 }
 
+/// How the keys of an entry written anew were written, by their path below it: each is written
+/// as it was, never quoted anew — `0644:`, `on:`, `yes:` and `1e3:` are other keys than
+/// `"0644":` to a YAML 1.1 reader (docs/decisions.md, "Edits that change only what was asked
+/// (issue 45)"). A key the file did not have is written as `render_key` writes it.
+#[derive(Debug, Default)]
+struct AsWritten(std::collections::BTreeMap<Vec<Seg>, String>);
+
+impl AsWritten {
+    /// The keys below the entry of `key` on line `at` (0-based) of `text`, as the parser finds
+    /// them; a key written over several lines is left out (`yaml_nodes::preserved` then refuses
+    /// the edit that would write it otherwise).
+    fn below(text: &str, at: usize, key: &str) -> Result<AsWritten, String> {
+        let keys = super::yaml_nodes::keys(text)?;
+        let own = Seg::Key(key.to_string());
+        let Some(entry) = keys
+            .iter()
+            .find(|k| k.line == at + 1 && k.path.last() == Some(&own))
+        else {
+            return Ok(AsWritten::default());
+        };
+        let depth = entry.path.len();
+        Ok(AsWritten(
+            (keys.iter())
+                .filter(|k| k.path.len() > depth && k.path.starts_with(&entry.path))
+                .filter(|k| !k.raw.contains(['\n', '\r']))
+                .map(|k| (k.path[depth..].to_vec(), k.raw.clone()))
+                .collect(),
+        ))
+    }
+
+    /// Key `key` of the mapping at `at`, as written; else as a block (`render_key`) or a flow
+    /// mapping (double quoted) writes a new one.
+    fn key(&self, at: &[Seg], key: &str, flow: bool) -> String {
+        let path = [at, &[Seg::Key(key.to_string())]].concat();
+        match self.0.get(&path) {
+            Some(raw) => raw.clone(),
+            None if flow => quoted(key),
+            None => render_key(key),
+        }
+    }
+}
+
 /// `key: value` at `indent` (lines without their ending; `key` as it is written): a mapping as a
-/// block below it, a list of single values as a block sequence, each level `unit` deeper.
-fn render_entry(out: &mut Vec<String>, indent: usize, unit: usize, key: &str, value: &Value) {
+/// block below it, a list of single values as a block sequence, each level `unit` deeper; the
+/// keys below it that `keys` knows (by their path below `at`) as they were written.
+fn render_entry(
+    out: &mut Vec<String>,
+    indent: usize,
+    unit: usize,
+    key: &str,
+    value: &Value,
+    keys: &AsWritten,
+    at: &[Seg],
+) {
     let pad = " ".repeat(indent);
     match value {
         Value::Object(map) if !map.is_empty() => {
             out.push(format!("{pad}{key}:"));
             for (k, v) in map {
-                render_entry(out, indent + unit, unit, &render_key(k), v);
+                let inner = [at, &[Seg::Key(k.clone())]].concat();
+                let written = keys.key(at, k, false);
+                render_entry(out, indent + unit, unit, &written, v, keys, &inner);
             }
         }
         Value::Array(items)
@@ -458,8 +521,30 @@ fn render_entry(out: &mut Vec<String>, indent: usize, unit: usize, key: &str, va
             let inner = " ".repeat(indent + unit);
             out.extend(items.iter().map(|i| format!("{inner}- {}", scalar(i))));
         }
-        other => out.push(format!("{pad}{key}: {}", scalar(other))),
+        other => out.push(format!("{pad}{key}: {}", flow(other, keys, at))),
     }
+}
+
+/// The shared configuration `values` as a document of its own (a first run's answers): a
+/// `config:` mapping, its keys plain where YAML reads them back as the same text
+/// (`kubernetes:infra_type`, not `"kubernetes:infra_type"`), as `set` writes a new entry.
+pub fn document(values: &serde_json::Map<String, Value>) -> String {
+    let mut lines = vec!["config:".to_string()];
+    if values.is_empty() {
+        lines[0].push_str(" {}");
+    }
+    for (key, value) in values {
+        render_entry(
+            &mut lines,
+            2,
+            2,
+            &render_key(key),
+            value,
+            &AsWritten::default(),
+            &[],
+        );
+    }
+    lines.iter().map(|line| format!("{line}\n")).collect()
 }
 
 fn render_key(key: &str) -> String {
@@ -473,17 +558,27 @@ fn render_key(key: &str) -> String {
 /// A value on one line: a plain word where YAML reads it back as the same string, else double
 /// quoted (strings) or JSON (which YAML reads as the same value).
 pub fn scalar(value: &Value) -> String {
+    flow(value, &AsWritten::default(), &[])
+}
+
+/// `scalar`, the keys of the mappings in it that `keys` knows (by their path below `at`) as
+/// they were written.
+fn flow(value: &Value, keys: &AsWritten, at: &[Seg]) -> String {
     match value {
         Value::String(s) if is_plain(s) => s.clone(),
         Value::String(s) => quoted(s),
         Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(scalar).collect();
+            let items: Vec<String> = (items.iter().enumerate())
+                .map(|(i, item)| flow(item, keys, &[at, &[Seg::Index(i)]].concat()))
+                .collect();
             format!("[{}]", items.join(", "))
         }
         Value::Object(map) => {
-            let entries: Vec<String> = map
-                .iter()
-                .map(|(k, v)| format!("{}: {}", quoted(k), scalar(v)))
+            let entries: Vec<String> = (map.iter())
+                .map(|(k, v)| {
+                    let inner = [at, &[Seg::Key(k.clone())]].concat();
+                    format!("{}: {}", keys.key(at, k, true), flow(v, keys, &inner))
+                })
                 .collect();
             format!("{{{}}}", entries.join(", "))
         }

@@ -49,8 +49,19 @@ enum Frame {
 
 /// Every scalar and alias of `text` that is a value (not a key), in order.
 pub fn nodes(text: &str) -> Result<Vec<Node>, String> {
+    scan(text).map(|(values, _)| values)
+}
+
+/// Every key of `text`'s mappings, as written, in order: each `Node`'s path is its entry's (the
+/// mapping's path and the key as read), its text the key's own (`0644`, `"on"`, `'a'`).
+pub fn keys(text: &str) -> Result<Vec<Node>, String> {
+    scan(text).map(|(_, keys)| keys)
+}
+
+/// The values and the keys of `text`, each as written.
+fn scan(text: &str) -> Result<(Vec<Node>, Vec<Node>), String> {
     let mut frames: Vec<Frame> = Vec::new();
-    let mut found = Vec::new();
+    let (mut values, mut keys) = (Vec::new(), Vec::new());
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| e.to_string())?;
         let range = || match (span.start.byte_offset(), span.end.byte_offset()) {
@@ -61,26 +72,30 @@ pub fn nodes(text: &str) -> Result<Vec<Node>, String> {
             }
             _ => Err("a value's place in the text is not known".to_string()),
         };
-        let raw = || range().map(|r| text[r].to_string());
+        let node = |path: Vec<Seg>| -> Result<Node, String> {
+            Ok(Node {
+                path,
+                raw: text[range()?].to_string(),
+                line: span.start.line(),
+                span: range()?,
+            })
+        };
         match event {
             Event::Scalar(..) | Event::Alias(..) => {
                 if let Some(Frame::Map {
-                    key: key @ None, ..
+                    path,
+                    key: key @ None,
                 }) = frames.last_mut()
                 {
-                    *key = Some(match &event {
+                    let read = match &event {
                         Event::Scalar(value, ..) => value.to_string(),
-                        _ => raw()?,
-                    });
+                        _ => text[range()?].to_string(),
+                    };
+                    keys.push(node([path.clone(), vec![Seg::Key(read.clone())]].concat())?);
+                    *key = Some(read);
                     continue;
                 }
-                let path = next_path(&mut frames);
-                found.push(Node {
-                    path,
-                    raw: raw()?,
-                    line: span.start.line(),
-                    span: range()?,
-                });
+                values.push(node(next_path(&mut frames))?);
             }
             Event::MappingStart(..) | Event::SequenceStart(..) => {
                 if let Some(Frame::Map { key: None, .. }) = frames.last() {
@@ -98,7 +113,7 @@ pub fn nodes(text: &str) -> Result<Vec<Node>, String> {
             _ => {}
         }
     }
-    Ok(found)
+    Ok((values, keys))
 }
 
 /// The path of the value that comes next in the innermost container.
@@ -122,7 +137,8 @@ fn next_path(frames: &mut [Frame]) -> Vec<Seg> {
 /// Whether `old` became `new` by `edit` alone: every value of `old` that is neither the edited
 /// one, under it, nor one the edit's path goes through is written in `new` byte for byte, at
 /// its path (moved up, after a list item taken out), and `new` has no value `old` had not but
-/// the edited ones. `Err` names the first that is not kept, with its line.
+/// the edited ones; every key of `old` is written as it was (`keys_kept`). `Err` names the first
+/// that is not kept, with its line.
 pub fn preserved(old: &str, new: &str, edit: &Edit) -> Result<(), String> {
     let before = nodes(old)?;
     let after = nodes(new)?;
@@ -132,27 +148,13 @@ pub fn preserved(old: &str, new: &str, edit: &Edit) -> Result<(), String> {
         true => edit.path.starts_with(path) && path.len() < edit.path.len(),
         false => touched(path),
     };
-    let moved = |path: &[Seg]| -> Vec<Seg> {
-        let (Some(Seg::Index(gone)), true) = (edit.path.last(), edit.removes_item) else {
-            return path.to_vec();
-        };
-        let list = &edit.path[..edit.path.len() - 1];
-        match path.get(list.len()) {
-            Some(Seg::Index(i)) if path.starts_with(list) && i > gone => {
-                let mut path = path.to_vec();
-                path[list.len()] = Seg::Index(i - 1);
-                path
-            }
-            _ => path.to_vec(),
-        }
-    };
     let mut kept: std::collections::BTreeMap<Vec<Seg>, &Node> = after
         .iter()
         .filter(|n| !made(&n.path))
         .map(|n| (n.path.clone(), n))
         .collect();
     for node in before.iter().filter(|n| !touched(&n.path)) {
-        match kept.remove(&moved(&node.path)) {
+        match kept.remove(&moved(edit, &node.path)) {
             Some(now) if now.raw == node.raw => {}
             Some(now) => {
                 return Err(format!(
@@ -171,13 +173,66 @@ pub fn preserved(old: &str, new: &str, edit: &Edit) -> Result<(), String> {
             }
         }
     }
-    match kept.into_values().next() {
-        Some(extra) => Err(format!(
+    if let Some(extra) = kept.into_values().next() {
+        return Err(format!(
             "`{}` would be written anew beside the value being set (an alias expanded, say)",
             shown(&extra.raw)
-        )),
-        None => Ok(()),
+        ));
     }
+    keys_kept(old, new, edit)
+}
+
+/// `path` in the text after `edit`: after a list item taken out, the items after it move up.
+fn moved(edit: &Edit, path: &[Seg]) -> Vec<Seg> {
+    let (Some(Seg::Index(gone)), true) = (edit.path.last(), edit.removes_item) else {
+        return path.to_vec();
+    };
+    let list = &edit.path[..edit.path.len() - 1];
+    match path.get(list.len()) {
+        Some(Seg::Index(i)) if path.starts_with(list) && i > gone => {
+            let mut path = path.to_vec();
+            path[list.len()] = Seg::Index(i - 1);
+            path
+        }
+        _ => path.to_vec(),
+    }
+}
+
+/// Every key of `old` is in `new` written as it was — a key is never quoted anew, since `0644:`,
+/// `on:` and `1e3:` are other keys to a YAML 1.1 reader than `"0644":` — but those of the entries
+/// the edit takes out or replaces (docs/decisions.md, "Edits that change only what was asked
+/// (issue 45)").
+fn keys_kept(old: &str, new: &str, edit: &Edit) -> Result<(), String> {
+    let after: std::collections::BTreeMap<Vec<Seg>, Node> = keys(new)?
+        .into_iter()
+        .map(|k| (k.path.clone(), k))
+        .collect();
+    for key in keys(old)? {
+        // An item taken out: what was under it is gone, what is at its place now moved up.
+        if edit.removes_item && key.path.starts_with(&edit.path) {
+            continue;
+        }
+        match after.get(&moved(edit, &key.path)) {
+            Some(now) if now.raw == key.raw => {}
+            Some(now) => {
+                return Err(format!(
+                    "line {}'s key `{}` would be written `{}`",
+                    key.line,
+                    shown(&key.raw),
+                    shown(&now.raw)
+                ));
+            }
+            None if key.path.starts_with(&edit.path) => {}
+            None => {
+                return Err(format!(
+                    "line {}'s key `{}` would not be kept",
+                    key.line,
+                    shown(&key.raw)
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A value's text as a message shows it: on one line, and not too long.

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::{Files, both, declared, declared_secret, find, pulumi, run_step, target};
 use crate::configure;
+use crate::deployment::known_keys::KnownKeys;
 use crate::deployment::{Deployment, StackFiles};
 use crate::error::{Error, Location, Problem, Result};
 use crate::provider::ConfigKind;
@@ -223,9 +224,11 @@ fn unmarked_path(
     Ok(())
 }
 
-/// A key that neither the provider nor the files know, spelled like one the provider declares
-/// (`node_cout` for `node_count`): likely a typo, said as a warning. The key is set all the same:
-/// a key no provider declares may be one only a project reads.
+/// A key that no file sets and nothing is known to read (`KnownKeys`: the provider's keys, the
+/// projects' `Pulumi.yaml` declarations, the Terraform modules' variables): likely a typo, said
+/// as a warning with the known key it is spelled like (`app:replica` for `app:replicas`), or the
+/// module that reads every key of its namespace. The key is set all the same: a Pulumi program
+/// may read a key it does not declare.
 fn likely_typo(
     settings: &Settings,
     stack_files: &StackFiles,
@@ -235,24 +238,24 @@ fn likely_typo(
     if find(stack_files, target).is_ok_and(|found| !found.is_empty()) {
         return;
     }
-    let provider = &deployment.provider;
-    let declared: Vec<&str> = (provider.config.iter().map(|c| c.key.as_str()))
-        .chain(provider.projects.iter().flat_map(|p| {
-            (p.required_config.iter().map(String::as_str))
-                .chain(p.secrets.iter().map(|s| s.key.as_str()))
-        }))
-        .map(|k| k.split(['.', '[']).next().unwrap_or(k))
-        .collect();
-    if declared.contains(&target.key.as_str()) {
+    let known = KnownKeys::of(deployment);
+    let key = &target.key;
+    if known.knows(key) {
         return;
     }
-    if let Some(near) = crate::error::did_you_mean(&target.key, declared) {
-        let warning = format!(
-            "warning: provider {} declares no `{}`: did you mean `{near}`? (set as given)",
-            provider.name, target.key
-        );
-        crate::ui::errln!("{}", settings.stderr_style.yellow(&warning));
-    }
+    let warning = match (known.near(key), known.sole_reader(key)) {
+        (Some(near), _) => format!(
+            "warning: no project declares or reads `{key}`: did you mean `{near}`? (set as given)"
+        ),
+        (None, Some(module)) => {
+            let (namespace, name) = key.split_once(':').unwrap_or_default();
+            format!(
+                "warning: no project reads `{key}`: {module}, which reads namespace `{namespace}`, has no variable `{name}` (set as given)"
+            )
+        }
+        (None, None) => return,
+    };
+    crate::ui::errln!("{}", settings.stderr_style.yellow(&warning));
 }
 
 /// The same path set in the other file — in plain text in the shared configuration for a
@@ -324,7 +327,8 @@ fn first_run_note(stack_files: &StackFiles, deployment: &Deployment, settings: &
 }
 
 /// A plain value, written by mara into the shared configuration in place: nothing else in the
-/// file changes (docs/decisions.md, "Typed, nested configuration").
+/// file changes (docs/decisions.md, "Typed, nested configuration"), and a value set back keeps
+/// the type the file gives it (`configure::as_the_file_types`).
 fn set_plain(
     stack_files: &StackFiles,
     target: &ConfigPath,
@@ -340,7 +344,13 @@ fn set_plain(
             Some(config) => config.location_of_path(target),
             None => crate::error::Location::file(&path),
         };
-        let text = file.with_value(target, value).map_err(|error| {
+        // A value set back keeps the type the file gives it, whatever the file is now.
+        let current = match file.config().map(|c| c.find(target)) {
+            Some(Found::Value(current)) => Some(current),
+            _ => None,
+        };
+        let value = configure::as_the_file_types(current, value.clone(), raw);
+        let text = file.with_value(target, &value).map_err(|error| {
             let problem = match error {
                 EditError::Shape(message) => Problem::new(message),
                 EditError::Layout(reason) => Problem::new(format!(

@@ -585,8 +585,9 @@ fn listed(paths: &[&str]) -> String {
 }
 
 /// The user's kubeconfig, when a selected project's hook merges into it (`merge = true`): one
-/// mara cannot merge into (not YAML, not a mapping of lists) fails the run before anything runs,
-/// rather than its hook after the engine deployed.
+/// mara cannot merge into (not YAML, not a mapping of lists) or cannot replace and keep what it
+/// is (read-only, hard-linked) fails the run before anything runs, rather than its hook after
+/// the engine deployed.
 pub fn mergeable_kubeconfig(
     checks: &mut Checks,
     plan: &Plan<'_>,
@@ -607,6 +608,14 @@ pub fn mergeable_kubeconfig(
             "hooks",
             why,
             Some("mara merges the stack's cluster into it: fix the file, or point KUBECONFIG at another".into()),
+        );
+    } else if let Err(why) = crate::files::replaceable(&target) {
+        // Refused as a read-only stack configuration is (`files::rewrite`), and before the
+        // engine deploys rather than by the hook after it.
+        checks.fail(
+            "hooks",
+            format!("cannot write {}: {why}", target.display()),
+            Some("mara merges the stack's cluster into it: make it writable, or point KUBECONFIG at another file".into()),
         );
     }
 }

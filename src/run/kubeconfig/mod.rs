@@ -729,8 +729,9 @@ fn restore_current(map: &mut Map<String, Value>, link: Option<&Link>, own: &[Str
 
 /// Reads, changes and writes back the user's kubeconfig `target` under its lock: `change` gets
 /// the file's content (`None` when there is none) and returns what to write (`None`: nothing).
-/// The file is written through a symlink to its target, atomically with mode 0600, after a
-/// backup of it as it was before mara first changed it.
+/// The file is written through a symlink to its target, atomically (a new one 0600, one that is
+/// there keeping its mode and owner; a read-only or hard-linked one refused), after a backup of
+/// it as it was before mara first changed it.
 fn with_user_file<T, U>(
     target: &Path,
     change: impl FnOnce(Option<Value>) -> Result<(Option<Value>, T), String>,
@@ -743,14 +744,19 @@ fn with_user_file<T, U>(
     if let Some(changed) = changed
         && Some(&changed) != existing.as_ref()
     {
+        // A file that cannot stay what it was (read-only, hard-linked) is refused before
+        // anything is written, its backup included.
+        let refused = |e| format!("cannot write {}: {e}", target.display());
+        crate::files::replaceable(&real).map_err(refused)?;
         let backup = backup_path(&real);
         if real.exists() && !backup.exists() {
             std::fs::copy(&real, &backup)
                 .map_err(|e| format!("cannot back up {}: {e}", target.display()))?;
         }
         let text = serde_saphyr::to_string(&changed).map_err(|e| e.to_string())?;
-        write_private(&real, &text)
-            .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+        // A new file is 0600 (it holds credentials); one that is there keeps its mode and
+        // owner, as kubectl keeps them.
+        crate::files::replace(&real, &text, 0o600).map_err(refused)?;
     }
     // What may only follow the file's write (a link out of the chain, a record carried over),
     // still under the lock.
