@@ -1,7 +1,9 @@
 //! Flags and the process environment, merged into plain settings: the clap types stop here.
 //! Each `resolve` destructures every field of its flags, so that a flag nobody handles fails to
-//! compile. `run` does the same for the options of `up`, `preview`, `refresh` and `destroy`.
+//! compile. `run` does the same for the options of `up`, `preview`, `refresh` and `destroy`;
+//! `flags` refuses a global flag the command would not use.
 
+pub mod flags;
 pub mod run;
 
 use std::collections::BTreeMap;
@@ -97,6 +99,9 @@ impl Settings {
             color,
             non_interactive,
             output,
+            // Acted on by clap itself: the help or the version printed, nothing run.
+            help: _,
+            version: _,
         } = global;
         let no_color = env.get("NO_COLOR").is_some_and(|v| !v.is_empty());
         let ci = env
