@@ -79,6 +79,19 @@ pub fn refuse_unused(global: &GlobalArgs, command: &Command) -> Result<()> {
     }
 }
 
+/// Whether `mara ARGS`, a command a hint names (`cancel`, `unlock --force`), takes `-s` and
+/// `-p`: `Settings::again` gives it those of this invocation only where it does, so that a hint
+/// never names a command its flags would have refused. A command that does not parse keeps both.
+pub fn hint_takes(args: &str) -> (bool, bool) {
+    let words = std::iter::once("mara").chain(args.split_whitespace());
+    let Ok(cli) = <crate::cli::Cli as clap::Parser>::try_parse_from(words) else {
+        return (true, true);
+    };
+    let table = uses(&cli.command).1;
+    let takes = |flag: Flag| !table.iter().any(|u| u.flag == flag);
+    (takes(Flag::Stack), takes(Flag::Provider))
+}
+
 const RUNS_BY_STACK: &str = "the ledger finds runs by their stack, whatever the provider";
 const NO_RESULT: &str = "it prints no result: its exit code says whether it was done";
 
@@ -290,5 +303,21 @@ mod tests {
             .collect();
         assert!(refused(&args).is_empty());
         assert!(refused(&["-q", "kubectl", "get", "pods"]).is_empty());
+    }
+
+    #[test]
+    fn a_hint_names_a_command_with_the_flags_it_takes() {
+        assert_eq!(hint_takes("cancel"), (true, false));
+        assert_eq!(hint_takes("unlock --force"), (true, false));
+        assert_eq!(hint_takes("unlock --engine"), (true, true));
+        assert_eq!(hint_takes("config set --secret a:b"), (true, true));
+        assert_eq!(hint_takes("up --only cluster"), (true, true));
+        assert_eq!(hint_takes(""), (true, true));
+        let cli =
+            crate::cli::Cli::try_parse_from(["mara", "-s", "dev", "-p", "aws", "up"]).unwrap();
+        let settings =
+            super::super::Settings::resolve(cli.global, Default::default(), Default::default());
+        assert_eq!(settings.again("cancel"), "mara -s dev cancel");
+        assert_eq!(settings.again("up"), "mara -s dev -p aws up");
     }
 }

@@ -60,9 +60,11 @@ pub struct Terminals {
 
 impl Settings {
     /// `mara ARGS` as the user would type it again: with the `-C`, `--stack` and `--provider`
-    /// given to this invocation, so that a hint's command acts on the same stack.
+    /// given to this invocation, so that a hint's command acts on the same stack — those of them
+    /// the command takes (`mara -p aws cancel` would be refused: `flags::hint_takes`).
     pub fn again(&self, args: &str) -> String {
         let quote = crate::engine::shell_quote;
+        let (takes_stack, takes_provider) = flags::hint_takes(args);
         let mut words = vec!["mara".to_string()];
         if self.start_dir != std::path::Path::new(".") {
             words.push(format!(
@@ -70,10 +72,12 @@ impl Settings {
                 quote(&self.start_dir.display().to_string())
             ));
         }
-        if let Some(stack) = &self.stack {
+        if let Some(stack) = self.stack.as_ref().filter(|_| takes_stack) {
             words.push(format!("-s {}", quote(stack)));
         }
-        if let Some((provider, ProviderSource::Flag)) = &self.provider {
+        if let Some((provider, ProviderSource::Flag)) =
+            self.provider.as_ref().filter(|_| takes_provider)
+        {
             words.push(format!("-p {}", quote(provider)));
         }
         words.push(args.to_string());
