@@ -24,13 +24,24 @@ Examples:
   mara show-execution --provider do --format mermaid
   mara validate --provider aws --stack dev
 
-Exit codes: 0 success · 1 a project failed · 2 usage error · 3 validation or configuration error
-            4 drift found drift, or preview found changes · 5 the stack is locked by another run
-            6 not confirmed · 130 interrupted";
+Exit codes:
+  0    success
+  1    a project failed
+  2    usage error: a bad flag, or one the command does not use; a confirmation nobody can give
+  3    validation or configuration error: nothing ran
+  4    `drift` found drift, `preview --expect-no-changes` found changes, `ci generate --check`
+       found the file out of date, or an approved plan of `up --plans` no longer holds
+  5    the stack is locked by another run (or the run lost its lease)
+  6    not confirmed
+  7    a job of a fanned-out run (`--run`) ran none of its projects: one they depend on has not
+       succeeded
+  130  interrupted
+  `mara kubectl` and `mara images import` exit with the code of the tool they run";
 
 #[derive(Debug, Parser)]
 #[command(name = "mara", version = env!("MARA_VERSION"), about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
 #[command(propagate_version = true, max_term_width = 100)]
+#[command(disable_help_flag = true, disable_version_flag = true)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -39,6 +50,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Run as if started in DIR
     #[arg(short = 'C', long = "cwd", value_name = "DIR", global = true)]
@@ -56,7 +68,7 @@ pub struct GlobalArgs {
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
 
-    /// Say only what went wrong
+    /// Say only what went wrong, besides the output asked for: no notes, warnings or progress
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
 
@@ -77,6 +89,14 @@ pub struct GlobalArgs {
         global = true
     )]
     pub output: OutputArg,
+
+    /// Print help (a summary with -h)
+    #[arg(short, long, action = clap::ArgAction::Help, global = true)]
+    pub help: Option<bool>,
+
+    /// Print the version
+    #[arg(short = 'V', long, action = clap::ArgAction::Version, global = true)]
+    pub version: Option<bool>,
 }
 
 /// `--output`.
@@ -332,7 +352,8 @@ pub struct UpArgs {
     #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "changed", "run"])]
     pub plans: Option<PathBuf>,
 
-    /// A project whose new plan differs from the approved one applies it all the same
+    /// A project whose new plan differs from the approved one (of --plans, or of the
+    /// confirmation) applies it all the same
     #[arg(long)]
     pub replan: bool,
 

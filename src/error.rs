@@ -13,13 +13,16 @@ pub mod exit {
     pub const SUCCESS: i32 = 0;
     /// One or more projects failed.
     pub const PROJECT_FAILED: i32 = 1;
-    /// Bad flags, or a confirmation was needed and could not be asked for.
+    /// Bad flags (or one the command does not use), or a confirmation was needed and could not
+    /// be asked for.
     pub const USAGE: i32 = 2;
     /// A validation or configuration error: nothing ran.
     pub const CONFIG: i32 = 3;
-    /// `preview --expect-no-changes` found changes.
+    /// Changes where none may be: `drift` found drift, `preview --expect-no-changes` found
+    /// changes, `ci generate --check` found the file out of date, an approved plan of `up
+    /// --plans` no longer holds.
     pub const DRIFT: i32 = 4;
-    /// Another run holds the stack's lock.
+    /// Another run holds the stack's lock, or the run lost its lease.
     pub const LOCKED: i32 = 5;
     /// The person at the terminal did not confirm: nothing was deployed or destroyed.
     pub const DECLINED: i32 = 6;

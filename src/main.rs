@@ -34,10 +34,12 @@ fn main() {
         libc::signal(libc::SIGINT, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    // A flag the command would not use is refused before anything is read (exit 2).
+    let refused = mara::settings::flags::refuse_unused(&cli.global, &cli.command);
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let settings = Settings::resolve(cli.global, env, ui::terminals());
     init_tracing(settings.verbosity, settings.stderr_style.enabled);
-    let result = dispatch(&settings, cli.command);
+    let result = refused.and_then(|()| dispatch(&settings, cli.command));
     let code = match result {
         Ok(()) => exit::SUCCESS,
         Err(error) => {

@@ -434,27 +434,294 @@ fn the_stack_on_the_command_line_wins_over_the_environment_file() {
     assert_eq!(output.status.code(), Some(3));
 }
 
+/// Every command's path (`["serve", "token", "add"]`), the root's empty, from clap's own tree.
+fn command_paths() -> Vec<Vec<String>> {
+    fn walk(command: &clap::Command, path: Vec<String>, out: &mut Vec<Vec<String>>) {
+        for sub in command.get_subcommands().filter(|c| c.get_name() != "help") {
+            let mut inner = path.clone();
+            inner.push(sub.get_name().to_string());
+            walk(sub, inner, out);
+        }
+        out.push(path);
+    }
+    let mut out = Vec::new();
+    walk(
+        &<mara::cli::Cli as clap::CommandFactory>::command(),
+        Vec::new(),
+        &mut out,
+    );
+    out.sort();
+    out
+}
+
+/// The sections of a help text, by heading (`Options`, `Global options`, …), each with the
+/// flags listed under it.
+fn help_sections(help: &str) -> Vec<(String, Vec<String>)> {
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    for line in help.lines() {
+        if let Some(heading) = line.strip_suffix(':').filter(|h| !h.starts_with(' ')) {
+            sections.push((heading.to_string(), Vec::new()));
+        } else if let (Some(flag), Some(section)) = (
+            line.trim_start()
+                .split([',', ' '])
+                .next()
+                .filter(|w| w.starts_with('-')),
+            sections.last_mut(),
+        ) && line.starts_with("  ")
+            && !line.starts_with("          ")
+        {
+            section.1.push(flag.to_string());
+        }
+    }
+    sections
+}
+
 #[test]
-fn the_help_is_stable() {
+fn every_commands_help_is_stable_with_the_global_options_apart() {
+    const GLOBAL: [&str; 10] = [
+        "-C",
+        "-s",
+        "-p",
+        "-v",
+        "-q",
+        "--color",
+        "--non-interactive",
+        "--output",
+        "-h",
+        "-V",
+    ];
     let ws = Workspace::new(&[]);
-    let output = ws.mara().arg("--help").output().unwrap();
-    assert!(output.status.success());
-    insta::assert_snapshot!("help", stdout(&output));
+    let paths = command_paths();
+    assert!(paths.len() > 40, "{paths:?}");
+    for path in paths {
+        let output = ws.mara().args(&path).arg("--help").output().unwrap();
+        assert!(output.status.success(), "{path:?}: {}", stderr(&output));
+        let help = stdout(&output);
+        let sections = help_sections(&help);
+        let global: Vec<&str> = (sections.iter())
+            .filter(|(heading, _)| heading == "Global options")
+            .flat_map(|(_, flags)| flags.iter().map(String::as_str))
+            .collect();
+        assert_eq!(
+            global, GLOBAL,
+            "{path:?}: the global options, under their heading:\n{help}"
+        );
+        for (heading, flags) in sections.iter().filter(|(h, _)| h != "Global options") {
+            let strays: Vec<&String> = flags
+                .iter()
+                .filter(|f| GLOBAL.contains(&f.as_str()))
+                .collect();
+            assert!(
+                strays.is_empty(),
+                "{path:?}: {strays:?} under {heading}:\n{help}"
+            );
+        }
+        let name = match path.is_empty() {
+            true => "help".to_string(),
+            false => format!("help_{}", path.join("_").replace('-', "_")),
+        };
+        insta::assert_snapshot!(name, help);
+    }
+}
+
+#[test]
+fn the_exit_codes_are_the_same_everywhere_and_complete() {
+    use mara::error::exit;
+    let codes = [
+        exit::SUCCESS,
+        exit::PROJECT_FAILED,
+        exit::USAGE,
+        exit::CONFIG,
+        exit::DRIFT,
+        exit::LOCKED,
+        exit::DECLINED,
+        exit::SKIPPED,
+        exit::INTERRUPTED,
+    ];
+    // Each list: the lines after its heading, up to the next heading, that start with a code.
+    let listed = |text: &str, heading: &str| -> Vec<i32> {
+        let after = text.split(heading).nth(1).unwrap_or_default();
+        (after.lines().skip(1))
+            .take_while(|l| !l.starts_with('#') && !l.starts_with("Errors are"))
+            .filter_map(|l| {
+                let l = l.trim_start_matches(['|', ' ', '-', '*']);
+                l.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+            })
+            .collect()
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |file: &str| std::fs::read_to_string(root.join(file)).unwrap();
+    let help = stdout(&Workspace::new(&[]).mara().arg("--help").output().unwrap());
+    assert_eq!(listed(&help, "Exit codes:"), codes, "{help}");
+    assert_eq!(listed(&read("README.md"), "## Exit codes"), codes);
+    assert_eq!(listed(&read("docs/commands.md"), "## Exit codes"), codes);
+    // The help and the README say each code in the same words.
+    let words = |text: &str, heading: &str| -> Vec<String> {
+        let after = text.split(heading).nth(1).unwrap_or_default();
+        let block: Vec<&str> = (after.lines().skip(1))
+            .take_while(|l| !l.starts_with('#'))
+            .filter(|l| !l.starts_with("```"))
+            .collect();
+        block
+            .join(" ")
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        words(&read("README.md"), "## Exit codes"),
+        words(&help, "Exit codes:"),
+        "the README's exit codes are the help's, word for word"
+    );
+}
+
+#[test]
+fn a_global_flag_a_command_does_not_use_is_refused() {
+    let ws = Workspace::new(&[]);
+    for (args, says) in [
+        (
+            &["completions", "bash", "--provider", "nope"][..],
+            "`mara completions` does not use -p/--provider",
+        ),
+        (&["-C", ".", "completions", "bash"], "does not use -C/--cwd"),
+        (
+            &["completions", "bash", "--output", "json"],
+            "does not use --output json",
+        ),
+        (
+            &["list-providers", "-s", "dev"],
+            "`mara list-providers` does not use -s/--stack",
+        ),
+        (
+            &["show-execution", "--all", "-p", "aws"],
+            "--all shows the plan of every provider",
+        ),
+        (
+            &["history", "--all-stacks", "-s", "dev"],
+            "--all-stacks lists the runs of every stack",
+        ),
+        (
+            &["status", "-p", "aws"],
+            "`mara status` does not use -p/--provider",
+        ),
+        (
+            &["kubectl", "--output", "json", "get", "pods"],
+            "`mara kubectl` does not use --output json",
+        ),
+        (
+            &["unlock", "-p", "aws"],
+            "only `unlock --engine` reads the provider",
+        ),
+        (
+            &["config", "set", "a:b", "1", "--output", "json"],
+            "`mara config set` does not use --output json",
+        ),
+        (
+            &["serve", "token", "list", "-s", "dev"],
+            "`mara serve token list` does not use -s/--stack",
+        ),
+    ] {
+        let output = ws.mara().args(args).output().unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(says),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(output.stdout.is_empty(), "{args:?}");
+    }
+    // Every flag refused is said, each on its line.
     let output = ws
         .mara()
-        .args(["show-execution", "--help"])
+        .args(["-C", ".", "-s", "x", "completions", "bash"])
         .output()
         .unwrap();
-    insta::assert_snapshot!("help_show_execution", stdout(&output));
-    for (command, name) in [
-        (&["cluster", "--help"][..], "help_cluster"),
-        (&["images", "--help"], "help_images"),
-        (&["serve", "token", "--help"], "help_serve_token"),
+    assert_eq!(
+        stderr(&output).matches("error:").count(),
+        2,
+        "{}",
+        stderr(&output)
+    );
+    // How mara speaks is every command's to take; and a flag a command uses is never refused.
+    for args in [
+        &[
+            "-v",
+            "--color",
+            "never",
+            "--non-interactive",
+            "completions",
+            "bash",
+        ][..],
+        &["-q", "--output", "human", "completions", "bash"],
+        &["list-providers", "--output", "json"],
+        &["-p", "aws", "show-execution", "--format", "list"],
     ] {
-        let output = ws.mara().args(command).output().unwrap();
-        assert!(output.status.success());
-        insta::assert_snapshot!(name, stdout(&output));
+        let output = ws.mara().args(args).output().unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
     }
+}
+
+#[test]
+fn quiet_leaves_the_notes_out_and_the_output_asked_for_in() {
+    let ws = Workspace::new(&[("config/pulumi/environment", "")]);
+    let plan = |quiet: bool| {
+        let mut command = ws.mara();
+        command.args(["-p", "aws", "show-execution"]);
+        if quiet {
+            command.arg("-q");
+        }
+        stdout(&command.output().unwrap())
+    };
+    let (loud, quiet) = (plan(false), plan(true));
+    assert!(loud.starts_with("Provider aws:"), "{loud}");
+    assert!(quiet.starts_with("infrastructure stage\n"), "{quiet}");
+    assert!(
+        loud.ends_with(&quiet),
+        "the same tree, without its heading:\n{quiet}"
+    );
+    for args in [
+        &["history"][..],
+        &["status"],
+        &["-s", "dev", "cancel"],
+        &["serve", "token", "list"],
+    ] {
+        let output = ws.mara().args(args).output().unwrap();
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        assert!(!output.stdout.is_empty(), "{args:?}");
+        let output = ws.mara().arg("-q").args(args).output().unwrap();
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        assert_eq!(stdout(&output), "", "{args:?}");
+    }
+}
+
+#[test]
+fn cancel_and_status_answer_in_json_when_nothing_runs() {
+    let ws = Workspace::new(&[("config/pulumi/environment", "")]);
+    let output = ws
+        .mara()
+        .args(["-s", "dev", "cancel", "--output", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(said, serde_json::json!({"stack": "dev", "cancelled": null}));
+    let output = ws
+        .mara()
+        .args(["status", "--output", "json"])
+        .output()
+        .unwrap();
+    let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(said, serde_json::json!([]));
 }
 
 #[test]

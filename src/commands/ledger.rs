@@ -50,7 +50,13 @@ pub fn status(settings: &Settings, watch: bool) -> Result<()> {
     let (workspace, stack) = stack(settings)?;
     loop {
         let Some(ledger) = open_existing(settings, &workspace)? else {
-            return ui::print("No run has been recorded in this workspace yet.\n");
+            return match settings.output {
+                OutputFormat::Json => ui::print("[]\n"),
+                OutputFormat::Human => ui::note(
+                    settings,
+                    "No run has been recorded in this workspace yet.\n",
+                ),
+            };
         };
         let stacks: Vec<String> = match &stack {
             Some(stack) => vec![stack.clone()],
@@ -88,6 +94,8 @@ pub fn status(settings: &Settings, watch: bool) -> Result<()> {
                     serde_json::to_string_pretty(&shown).expect("runs serialize")
                 )
             }
+            // Nothing to show is a note: `-q` leaves it out.
+            OutputFormat::Human if runs.is_empty() && settings.verbosity < 0 => String::new(),
             OutputFormat::Human if runs.is_empty() => {
                 format!("No run recorded for stack {}.\n", stacks.join(", "))
             }
@@ -280,6 +288,8 @@ pub fn history(settings: &Settings, limit: usize, all_stacks: bool) -> Result<()
             "{}\n",
             serde_json::to_string_pretty(&runs).expect("runs serialize")
         ),
+        // No run to list is a note: `-q` leaves it out, heading and all.
+        OutputFormat::Human if runs.is_empty() && settings.verbosity < 0 => String::new(),
         OutputFormat::Human => {
             let rows: Vec<[String; 7]> = runs
                 .iter()
@@ -607,18 +617,25 @@ fn followed(settings: &Settings, lines: &[(&str, &str)]) -> String {
 
 pub fn cancel(settings: &Settings) -> Result<()> {
     let (workspace, stack) = require_stack(settings)?;
-    let Some(mut ledger) = open_existing(settings, &workspace)? else {
-        return ui::print(&format!("No run holds stack {stack}.\n"));
+    let holder = match open_existing(settings, &workspace)? {
+        Some(mut ledger) => {
+            ledger.request_cancel(&stack, &ledger::access::Actor::command_line())?
+        }
+        None => None,
     };
-    let by = ledger::access::Actor::command_line();
-    let Some(holder) = ledger.request_cancel(&stack, &by)? else {
-        return ui::print(&format!("No run holds stack {stack}.\n"));
-    };
-    let text = match settings.output {
-        OutputFormat::Json => format!("{}\n", json!({"cancelled": holder})),
-        OutputFormat::Human => format!("Asked {holder} to stop; its engines are cancelling.\n"),
-    };
-    ui::print(&text)
+    match (settings.output, holder) {
+        (OutputFormat::Json, holder) => ui::print(&format!(
+            "{}\n",
+            json!({"stack": stack, "cancelled": holder})
+        )),
+        (OutputFormat::Human, None) => {
+            ui::note(settings, &format!("No run holds stack {stack}.\n"))
+        }
+        (OutputFormat::Human, Some(holder)) => ui::note(
+            settings,
+            &format!("Asked {holder} to stop; its engines are cancelling.\n"),
+        ),
+    }
 }
 
 /// `mara unlock [--force] [--engine]`: mara's own lock of the stack cleared (`--force`, only
@@ -674,7 +691,11 @@ pub fn unlock(settings: &Settings, force: bool, engine: bool) -> Result<()> {
             };
             let (cleared, failed) = clearing.clear()?;
             text.push_str(&cleared);
-            ui::print(&text)?;
+            // What failed is said even with `-q`.
+            match failed {
+                0 => ui::note(settings, &text)?,
+                _ => ui::print(&text)?,
+            }
             match failed {
                 0 => Ok(()),
                 failed => Err(Error::ProjectsFailed { failed }),
@@ -683,9 +704,9 @@ pub fn unlock(settings: &Settings, force: bool, engine: bool) -> Result<()> {
         (false, Some(last)) => {
             let keeps = crate::deployment::keeps_engine_lock(&workspace, &last.provider);
             text.push_str(&ui::ledger::engine_locks_note(&last, &clear, keeps));
-            ui::print(&text)
+            ui::note(settings, &text)
         }
-        (false, None) => ui::print(&text),
+        (false, None) => ui::note(settings, &text),
     }
 }
 

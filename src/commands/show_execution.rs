@@ -109,6 +109,7 @@ fn plan(
             default_engine: workspace.settings.engine,
             style: settings.stdout_style,
             budgets,
+            heading: all || settings.verbosity >= 0,
         })
         .collect();
     ui::print(&render_all(&views, format, all))

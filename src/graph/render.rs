@@ -23,6 +23,9 @@ pub struct View<'a> {
     /// How many projects of each pool, and of each engine, run at once (the provider's
     /// `[pools]`, mara.toml's over them, and mara.toml's `[limits]`).
     pub budgets: &'a crate::workspace::budgets::Budgets,
+    /// Whether the tree opens with the provider and its count (not with `-q`, unless several
+    /// trees follow each other: then each names its provider).
+    pub heading: bool,
 }
 
 impl View<'_> {
@@ -56,34 +59,11 @@ pub fn list(plan: &Plan<'_>) -> String {
 /// sharing a parent directory, as the original printed them.
 pub fn tree(view: &View<'_>) -> String {
     let style = view.style;
-    let provider = view.provider;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{} {}: {}",
-        style.dim("Provider"),
-        style.bold(&provider.name),
-        provider.description
-    );
-    let total = view.plan.graph.len();
-    let count = if view.plan.is_everything() {
-        format!(
-            "{total} {}",
-            if total == 1 { "project" } else { "projects" }
-        )
-    } else {
-        format!("{} of {total} projects selected", view.plan.len())
+    // Without its heading (`-q`), the tree starts at its first stage.
+    let mut out = match view.heading {
+        true => heading(view),
+        false => String::new(),
     };
-    let infra = match &provider.infra_type {
-        Some(t) => format!(", recorded as kubernetes:infra_type {t}"),
-        None => String::new(),
-    };
-    let _ = writeln!(
-        out,
-        "{}",
-        style.dim(&format!("{count}, in execution order{infra}"))
-    );
-
     for stage in [Stage::Infrastructure, Stage::Kubernetes] {
         let projects: Vec<&Project> = view
             .projects()
@@ -130,6 +110,41 @@ pub fn tree(view: &View<'_>) -> String {
             }
         }
     }
+    match view.heading {
+        true => out,
+        false => out.trim_start_matches('\n').to_string(),
+    }
+}
+
+/// The provider, what it is, and how many of its projects the tree shows.
+fn heading(view: &View<'_>) -> String {
+    let (style, provider) = (view.style, view.provider);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} {}: {}",
+        style.dim("Provider"),
+        style.bold(&provider.name),
+        provider.description
+    );
+    let total = view.plan.graph.len();
+    let count = if view.plan.is_everything() {
+        format!(
+            "{total} {}",
+            if total == 1 { "project" } else { "projects" }
+        )
+    } else {
+        format!("{} of {total} projects selected", view.plan.len())
+    };
+    let infra = match &provider.infra_type {
+        Some(t) => format!(", recorded as kubernetes:infra_type {t}"),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "{}",
+        style.dim(&format!("{count}, in execution order{infra}"))
+    );
     out
 }
 

@@ -1,7 +1,9 @@
 //! Flags and the process environment, merged into plain settings: the clap types stop here.
 //! Each `resolve` destructures every field of its flags, so that a flag nobody handles fails to
-//! compile. `run` does the same for the options of `up`, `preview`, `refresh` and `destroy`.
+//! compile. `run` does the same for the options of `up`, `preview`, `refresh` and `destroy`;
+//! `flags` refuses a global flag the command would not use.
 
+pub mod flags;
 pub mod run;
 
 use std::collections::BTreeMap;
@@ -58,9 +60,11 @@ pub struct Terminals {
 
 impl Settings {
     /// `mara ARGS` as the user would type it again: with the `-C`, `--stack` and `--provider`
-    /// given to this invocation, so that a hint's command acts on the same stack.
+    /// given to this invocation, so that a hint's command acts on the same stack — those of them
+    /// the command takes (`mara -p aws cancel` would be refused: `flags::hint_takes`).
     pub fn again(&self, args: &str) -> String {
         let quote = crate::engine::shell_quote;
+        let (takes_stack, takes_provider) = flags::hint_takes(args);
         let mut words = vec!["mara".to_string()];
         if self.start_dir != std::path::Path::new(".") {
             words.push(format!(
@@ -68,10 +72,12 @@ impl Settings {
                 quote(&self.start_dir.display().to_string())
             ));
         }
-        if let Some(stack) = &self.stack {
+        if let Some(stack) = self.stack.as_ref().filter(|_| takes_stack) {
             words.push(format!("-s {}", quote(stack)));
         }
-        if let Some((provider, ProviderSource::Flag)) = &self.provider {
+        if let Some((provider, ProviderSource::Flag)) =
+            self.provider.as_ref().filter(|_| takes_provider)
+        {
             words.push(format!("-p {}", quote(provider)));
         }
         words.push(args.to_string());
@@ -97,6 +103,9 @@ impl Settings {
             color,
             non_interactive,
             output,
+            // Acted on by clap itself: the help or the version printed, nothing run.
+            help: _,
+            version: _,
         } = global;
         let no_color = env.get("NO_COLOR").is_some_and(|v| !v.is_empty());
         let ci = env

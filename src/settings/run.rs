@@ -207,6 +207,25 @@ impl Own {
     }
 }
 
+/// `up --replan` answers "apply the new plan?" for approved plans: those of `--plans DIR`, or
+/// those an interactive confirmation showed (docs/commands.md, "Saved plans"). An `up` that
+/// approves none (`--yes`, `--dry-run`) would take it and do nothing: refused.
+fn refuse_idle_replan(own: &Own, run: &RunSettings, dry_run: bool) -> Result<()> {
+    if !own.replan || own.plans.is_some() || run.confirmation != Confirmation::NotAsked {
+        return Ok(());
+    }
+    let why = match dry_run {
+        true => "--dry-run runs nothing",
+        false => "with --yes nothing is confirmed, so each project is planned and applied at once",
+    };
+    Err(Error::usage(
+        Problem::new(format!(
+            "--replan lets a new plan replace an approved one, and this `up` approves none: {why}"
+        ))
+        .hint("apply saved plans with `up --plans DIR --replan`, or leave out --yes to approve the plans at the confirmation"),
+    ))
+}
+
 /// A run's id given on the command line (`--run`, `ci open --run`): letters, digits, `.`, `_`
 /// and `-`, starting with a letter or digit, at most 100 (it names the run's log directory, and
 /// is often a CI variable, empty when not set).
@@ -269,6 +288,7 @@ impl RunSettings {
             settings,
             workspace,
         );
+        refuse_idle_replan(&own, &run, dry_run)?;
         run.save_plans = own.save_plans;
         run.plans = own.plans;
         run.replan = own.replan;
@@ -445,5 +465,22 @@ mod tests {
             refused(&["destroy", "--with-dependents", "--orphan-dependents"]),
             Some(clap::error::ErrorKind::ArgumentConflict)
         );
+    }
+
+    #[test]
+    fn a_replan_without_approved_plans_is_refused() {
+        for args in [
+            &["up", "--replan", "--yes"][..],
+            &["up", "--replan", "--dry-run"],
+        ] {
+            let error = resolve(args, true).unwrap_err();
+            assert_eq!(error.exit_code(), crate::error::exit::USAGE, "{args:?}");
+            let hint = error.problems()[0].hint.clone().unwrap();
+            assert!(hint.contains("--plans DIR --replan"), "{hint}");
+        }
+        // Approved plans to answer for: saved ones, or those an interactive `up` confirms.
+        let run = resolve(&["up", "--replan", "--yes", "--plans", "saved"], false).unwrap();
+        assert!(run.replan);
+        assert!(resolve(&["up", "--replan"], true).unwrap().replan);
     }
 }

@@ -103,6 +103,16 @@ macro_rules! errln {
 }
 pub(crate) use errln;
 
+/// What a command says of what it did or found, beside the output it was asked for ("No run
+/// holds stack dev.", "Removed `a:b` from …"): written as `print` does, and not at all with `-q`,
+/// which says only what went wrong (docs/decisions.md, "Help and flags").
+pub fn note(settings: &crate::settings::Settings, text: &str) -> crate::error::Result<()> {
+    match settings.verbosity < 0 {
+        true => Ok(()),
+        false => print(text),
+    }
+}
+
 /// Writes `text` to stdout in one piece. A closed pipe (`mara … | head`) is not an error.
 pub fn print(text: &str) -> crate::error::Result<()> {
     let mut out = io::stdout().lock();

@@ -137,10 +137,13 @@ pub fn list_images(settings: &Settings) -> Result<()> {
         );
     }
     if recorded.is_empty() {
-        return ui::print(&format!(
-            "No image has been imported into cluster {} yet.\n",
-            local.name
-        ));
+        return ui::note(
+            settings,
+            &format!(
+                "No image has been imported into cluster {} yet.\n",
+                local.name
+            ),
+        );
     }
     let rows: Vec<[String; 3]> = recorded
         .iter()

@@ -173,7 +173,7 @@ impl Local {
 
     fn say(&self, settings: &Settings, human: String, value: serde_json::Value) -> Result<()> {
         match settings.output {
-            OutputFormat::Human => ui::print(&format!("{human}\n")),
+            OutputFormat::Human => ui::note(settings, &format!("{human}\n")),
             OutputFormat::Json => ui::print(&format!(
                 "{}\n",
                 serde_json::to_string_pretty(&value).expect("JSON serializes")

@@ -65,7 +65,7 @@ pub(super) fn rm(
     }
     let removed = |file: &Path| {
         let shown = workspace.display(file).display().to_string();
-        crate::ui::print(&format!("Removed `{target}` from {shown}.\n"))
+        crate::ui::note(settings, &format!("Removed `{target}` from {shown}.\n"))
     };
     if let Some((file, step)) = secrets {
         let finished = run_step(&step, &files.env, None)?;

@@ -29,7 +29,11 @@ pub fn run(settings: &Settings, command: TokenCommand) -> Result<()> {
                 Some(ledger) => ledger.tokens()?,
                 None => Vec::new(),
             };
-            ui::print(&listed(settings, &tokens))
+            match (settings.output, tokens.is_empty()) {
+                // No token to list is a note: `-q` leaves it out.
+                (OutputFormat::Human, true) => ui::note(settings, &listed(settings, &tokens)),
+                _ => ui::print(&listed(settings, &tokens)),
+            }
         }
         TokenCommand::Revoke { name } => {
             let revoked = match ledger::open_existing(&place).map_err(relative)? {

@@ -335,7 +335,7 @@ fn write_or_check(settings: &Settings, asked: Asked, at: Where) -> Result<()> {
         .display()
         .to_string();
     if at.check {
-        return checked(&path, &shown, &text, &pipeline, settings.output);
+        return checked(&path, &shown, &text, &pipeline, settings);
     }
     pipeline.refused_names()?;
     for warning in ignored_inputs(files, &repository, pipeline.config_secret.is_some()) {
@@ -345,7 +345,7 @@ fn write_or_check(settings: &Settings, asked: Asked, at: Where) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
     }
     crate::files::write_atomic(&path, &text, 0o644).map_err(|e| Error::write(&path, e))?;
-    wrote(&pipeline, &shown, settings.output)
+    wrote(&pipeline, &shown, settings)
 }
 
 /// The pipeline `asked` for, and where its file goes: a file named on the command line is where
@@ -425,9 +425,9 @@ fn github_takes(pipeline: &Pipeline, text: &str) -> Result<()> {
 }
 
 /// What `ci generate` says of the file it wrote (`shown`), for people or as JSON.
-fn wrote(pipeline: &Pipeline, shown: &str, output: crate::settings::OutputFormat) -> Result<()> {
+fn wrote(pipeline: &Pipeline, shown: &str, settings: &Settings) -> Result<()> {
     let projects = pipeline.jobs.len();
-    if output == crate::settings::OutputFormat::Json {
+    if settings.output == crate::settings::OutputFormat::Json {
         let wrote = serde_json::json!({
             "file": shown,
             "system": system_word(pipeline.system),
@@ -439,12 +439,15 @@ fn wrote(pipeline: &Pipeline, shown: &str, output: crate::settings::OutputFormat
         });
         return crate::ui::print(&format!("{wrote:#}\n"));
     }
-    crate::ui::print(&format!(
-        "Wrote {shown}: {projects} {} of stack {} as {} jobs.\n",
-        crate::error::plural(projects, "project", "projects"),
-        pipeline.stack,
-        projects + 2,
-    ))
+    crate::ui::note(
+        settings,
+        &format!(
+            "Wrote {shown}: {projects} {} of stack {} as {} jobs.\n",
+            crate::error::plural(projects, "project", "projects"),
+            pipeline.stack,
+            projects + 2,
+        ),
+    )
 }
 
 /// `--check`: whether the file at `path` (`shown`) is `text`, what would be written now.
@@ -453,17 +456,19 @@ fn checked(
     shown: &str,
     text: &str,
     pipeline: &Pipeline,
-    output: crate::settings::OutputFormat,
+    settings: &Settings,
 ) -> Result<()> {
     let current = crate::workspace::read_input(path).ok();
     match current.as_deref() == Some(text) {
-        true => crate::ui::print(&match output {
-            crate::settings::OutputFormat::Json => format!(
+        true => match settings.output {
+            crate::settings::OutputFormat::Json => crate::ui::print(&format!(
                 "{:#}\n",
                 serde_json::json!({"file": shown, "up_to_date": true, "command": regenerate(pipeline)})
-            ),
-            crate::settings::OutputFormat::Human => format!("{shown} is up to date.\n"),
-        }),
+            )),
+            crate::settings::OutputFormat::Human => {
+                crate::ui::note(settings, &format!("{shown} is up to date.\n"))
+            }
+        },
         false => Err(Error::OutOfDate(Box::new(out_of_date(
             shown,
             current.as_deref(),
