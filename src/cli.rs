@@ -171,9 +171,9 @@ pub enum Command {
 
     /// Every recorded run, newest first
     History {
-        /// At most this many runs
-        #[arg(long, value_name = "N", default_value_t = 20)]
-        limit: usize,
+        /// At most this many runs (at least 1)
+        #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+        limit: u32,
         /// Runs of every stack, not only this one
         #[arg(long)]
         all_stacks: bool,

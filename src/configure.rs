@@ -87,6 +87,9 @@ pub struct Needs<'p> {
     pub config: Vec<&'p ConfigSpec>,
     /// Secrets of selected projects that the secrets project does not store yet.
     pub secrets: Vec<&'p SecretSpec>,
+    /// A first run's: the stack with its configuration whose name is spelt like this one's
+    /// (`workspace::stack::near_stack`), said before the questions.
+    pub near_stack: Option<String>,
 }
 
 impl Needs<'_> {
@@ -122,6 +125,7 @@ pub fn needs<'p>(
     Needs {
         config: config_needed,
         secrets,
+        near_stack: None,
     }
 }
 
@@ -260,8 +264,14 @@ pub fn ask(
     let mut answers = Answers::default();
     let first_run = &mut answers.first_run;
     if !needs.config.is_empty() {
+        let near = match &needs.near_stack {
+            Some(near) => format!(
+                " Did you mean stack `{near}`, which has its configuration? Ctrl-C stops here."
+            ),
+            None => String::new(),
+        };
         prompter.say(&format!(
-            "Stack {stack} has no configuration yet: provider {} asks {} questions.",
+            "Stack {stack} has no configuration yet: provider {} asks {} questions.{near}",
             provider.name,
             needs.config.len()
         ));
@@ -880,6 +890,7 @@ mod tests {
         let needs = Needs {
             config: provider.config.iter().collect(),
             secrets: Vec::new(),
+            near_stack: None,
         };
         let mut prompter = crate::ui::prompt::Scripted::new(["three", "3", "", "s3cr3t"]);
         let answers = ask(
@@ -914,6 +925,7 @@ mod tests {
         let needs = Needs {
             config: provider.config.iter().collect(),
             secrets: Vec::new(),
+            near_stack: None,
         };
         // Region and version as offered; no profile ("none"), every zone; the sizes out of order
         // first.
@@ -972,6 +984,7 @@ mod tests {
         let needs = Needs {
             config: vec![&token],
             secrets: vec![&secret],
+            near_stack: None,
         };
         let env = BTreeMap::from([
             ("MARA_SECRET_DO_TOKEN".to_string(), "t".to_string()),

@@ -64,7 +64,7 @@ fn dispatch(settings: &Settings, command: Command) -> mara::error::Result<()> {
         Command::Config(command) => commands::config::run(settings, command),
         Command::Status { watch } => commands::ledger::status(settings, watch),
         Command::History { limit, all_stacks } => {
-            commands::ledger::history(settings, limit, all_stacks)
+            commands::ledger::history(settings, limit as usize, all_stacks)
         }
         Command::Logs {
             run,

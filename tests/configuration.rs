@@ -265,6 +265,42 @@ before = ["infrastructure/aws/eks"]
 }
 
 #[test]
+fn a_redefined_project_keeps_its_order_unless_it_says_its_own() {
+    // Prometheus after the secrets and the ingress namespace, as the base says; redefined with
+    // only a description, it keeps that; with an `after` of its own, it has that alone.
+    let json = |ws: &Workspace| -> serde_json::Value {
+        let output = (ws.mara())
+            .args(["show-execution", "-p", "mine", "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        serde_json::from_str(&stdout(&output)).unwrap()
+    };
+    let after = |plan: &serde_json::Value| {
+        (plan["projects"].as_array().unwrap().iter())
+            .find(|p| p["path"] == "kubernetes/prometheus")
+            .map(|p| p["after"].clone())
+            .unwrap()
+    };
+    let ws = Workspace::new(&[(
+        "providers/mine.toml",
+        "description = \"x\"\nextends = \"aws\"\n\n[[project]]\npath = \"kubernetes/prometheus\"\ndescription = \"Metrics\"\n",
+    )]);
+    assert_eq!(
+        after(&json(&ws)),
+        serde_json::json!([
+            "kubernetes/secrets",
+            "kubernetes/nginx/ingress-controller-namespace"
+        ])
+    );
+    ws.write(
+        "providers/mine.toml",
+        "description = \"x\"\nextends = \"aws\"\n\n[[project]]\npath = \"kubernetes/prometheus\"\nafter = [\"kubernetes/secrets\"]\n",
+    );
+    assert_eq!(after(&json(&ws)), serde_json::json!(["kubernetes/secrets"]));
+}
+
+#[test]
 fn a_workspace_file_may_extend_the_built_in_it_replaces() {
     let ws = Workspace::new(&[(
         "providers/do.toml",

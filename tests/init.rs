@@ -190,3 +190,32 @@ fn in_a_repository_of_its_own_projects_it_writes_a_provider_that_lists_them() {
     paths.sort();
     assert_eq!(paths, ["apps/web", "infra/net"]);
 }
+
+#[test]
+fn the_first_hours_small_mistakes_are_said_in_mara_s_words() {
+    let w = Workspace::new(&[]);
+    assert_eq!(init(w.path()).0, 0);
+    // A stack spelt like the one there is.
+    let output = w.mara().args(["-s", "dve", "validate"]).output().unwrap();
+    let out = stdout(&output);
+    assert!(
+        out.contains("did you mean stack `dev`, which has its configuration?"),
+        "{out}"
+    );
+    // A secret in a workspace without the secrets project: said before anything is asked.
+    let output = (w.mara())
+        .args(["config", "set", "--secret", "network:token"])
+        .write_stdin("x\n")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let said = stderr(&output);
+    assert!(
+        said.contains("`--secret` keeps the value in the secrets project `kubernetes/secrets`")
+            && said.contains("TF_VAR_"),
+        "{said}"
+    );
+    // No runs at all is no listing.
+    let output = w.mara().args(["history", "--limit", "0"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+}

@@ -406,7 +406,20 @@ fn check_provider(
         }
         None => match config {
             Some(Ok(config)) => deployment::provider_for_stack(registry, config),
-            _ => Ok(None),
+            // The stack's configuration would name it, and does not read: that is what is said.
+            Some(Err(error)) => {
+                let said = match error.problems() {
+                    [] => Error::config(crate::error::Problem::new(error.to_string())),
+                    problems => Error::Problems(problems.to_vec()),
+                };
+                report.fail_with("configuration", said);
+                report.skip(
+                    "provider",
+                    "not chosen: the stack's configuration, which may name it, could not be read",
+                );
+                return None;
+            }
+            None => Ok(None),
         },
     };
     match chosen {

@@ -5,7 +5,8 @@
 //! right after its `insert_after` project when given, else right after the last of its `after`
 //! projects of the same stage, else right before the first of its `before` projects of the same
 //! stage, else at the end of its stage (infrastructure projects before kubernetes ones). A project
-//! with the same path as an inherited one replaces it in place. `remove` drops inherited projects,
+//! with the same path as an inherited one replaces it in place (keeping the inherited `after` and
+//! `before` when it declares no order of its own). `remove` drops inherited projects,
 //! and with them every `after`/`before` that names them.
 
 use std::collections::HashMap;
@@ -191,7 +192,7 @@ fn add_projects(
         }
         declared_here.insert(project.path.clone(), project.declared_at.clone());
         if let Some(index) = projects.iter().position(|p| p.path == project.path) {
-            projects[index] = project;
+            projects[index] = redefined(&projects[index], project);
             continue;
         }
         let index =
@@ -204,6 +205,17 @@ fn add_projects(
             };
         projects.insert(index, project);
     }
+}
+
+/// `project` in place of the inherited `was`: whole, but a redefinition that says nothing of its
+/// order (no `after`, `before` or inputs) keeps the inherited `after` and `before` — one that
+/// changes a description or an engine does not cut the project loose from the graph.
+fn redefined(was: &Project, mut project: Project) -> Project {
+    if project.after.is_empty() && project.before.is_empty() && project.inputs.is_empty() {
+        project.after = was.after.clone();
+        project.before = was.before.clone();
+    }
+    project
 }
 
 /// The base's `[[config]]` with the file's: an entry of the same key replaces the inherited one.

@@ -145,6 +145,11 @@ impl Stack<'_> {
         if self.joined && !reads_them {
             needs.secrets.clear();
         }
+        if matches!(self.config, StackConfigFile::Missing(_)) {
+            let config_dir = self.deployment.files.workspace.config_dir();
+            needs.near_stack =
+                crate::workspace::stack::near_stack(&config_dir, self.stack.name.as_str());
+        }
         needs
     }
 

@@ -145,7 +145,8 @@ impl Reporter {
             };
             total.set_style(ProgressStyle::with_template(template).expect("a valid template"));
             total.set_message(self.options.verb);
-            total.tick();
+            // Its elapsed time counts on its own, not only when a project ends.
+            total.enable_steady_tick(Duration::from_secs(1));
             live.total = Some(total);
         }
     }

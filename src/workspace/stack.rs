@@ -125,6 +125,32 @@ pub fn resolve(
     Ok(Some(ResolvedStack { name, source }))
 }
 
+/// The stack whose configuration `config_dir` holds (`Pulumi.<stack>.yaml`) and whose name is
+/// spelt like `name`'s, when `name` has none: `-s dve` is most likely `dev`.
+pub fn near_stack(config_dir: &std::path::Path, name: &str) -> Option<String> {
+    let Ok(entries) = std::fs::read_dir(config_dir) else {
+        return None;
+    };
+    let names: Vec<String> = (entries.flatten())
+        .filter_map(|e| {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let stack = file
+                .strip_prefix("Pulumi.")?
+                .strip_suffix(".yaml")?
+                .to_string();
+            (StackName::parse(&stack).is_ok() && stack != name).then_some(stack)
+        })
+        .collect();
+    // Stack names are short (`dev`, `qa`): a slip of a key or two, transpositions counted as
+    // one (`dve`), is what is near.
+    let most = if name.chars().count() <= 5 { 1 } else { 2 };
+    (names.into_iter())
+        .map(|stack| (strsim::osa_distance(name, &stack), stack))
+        .filter(|(distance, _)| *distance <= most)
+        .min()
+        .map(|(_, stack)| stack)
+}
+
 /// The error for a command that needs a stack when no source names one.
 pub fn missing_stack_problem(env_file_path: &std::path::Path) -> Problem {
     Problem::new("no stack name given").hint(format!(
@@ -207,5 +233,17 @@ mod tests {
             (r.name.as_str(), r.source),
             ("ci", StackSource::MaraStackVariable)
         );
+    }
+}
+
+#[cfg(test)]
+mod near_tests {
+    #[test]
+    fn a_new_stack_spelt_like_one_there_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Pulumi.dev.yaml"), "config: {}\n").unwrap();
+        std::fs::write(dir.path().join("environment"), "").unwrap();
+        assert_eq!(super::near_stack(dir.path(), "dve").as_deref(), Some("dev"));
+        assert_eq!(super::near_stack(dir.path(), "production"), None);
     }
 }

@@ -215,6 +215,13 @@ fn in_our_words(message: &str) -> String {
         let written = rest.trim_end_matches('\'');
         return unexpected(written);
     }
+    // Rust's types, and the advice to use another, are the library's user's business.
+    if message.contains("cannot deserialize null into string") {
+        return "the value is empty (null) where text is expected: write it, or quote it".into();
+    }
+    if message.contains("cannot deserialize null") {
+        return "the value is empty (null) where one is expected".into();
+    }
     if let Some(at) = message.find(" rejected by the configured policy") {
         let what = message[..at].trim_start_matches("non-finite float ");
         return format!("{what} is not a finite number, which this value must be");
@@ -257,6 +264,22 @@ fn unexpected(written: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_null_where_text_is_expected_is_said_without_rust_words() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Named {
+            name: String,
+        }
+        let error = parse::<Named>(Path::new("Pulumi.yaml"), "name:\n").unwrap_err();
+        let said = error.to_string();
+        assert!(
+            said.contains("empty (null) where text is expected"),
+            "{said}"
+        );
+        assert!(!said.contains("Option<"), "{said}");
+    }
 
     #[test]
     fn a_character_yaml_does_not_allow_is_named_in_words() {

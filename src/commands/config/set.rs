@@ -55,6 +55,9 @@ pub(super) fn set(
         .as_ref()
         .and_then(|d| declared(&d.provider, &target));
     unmarked_path(deployment.as_ref(), stack_files, key, path)?;
+    if secret {
+        secrets_project_there(workspace, deployment.as_ref())?;
+    }
     if let (None, Some(deployment)) = (spec, &deployment) {
         likely_typo(settings, stack_files, deployment, &target);
     }
@@ -363,6 +366,35 @@ fn set_plain(
         Ok(Some(text))
     })
     .map(drop)
+}
+
+/// A secret is kept by the secrets project (a Pulumi project: Pulumi encrypts it into its stack
+/// configuration): one the workspace does not have — a Terraform workspace, say — is said
+/// before anything is asked, rather than met as Pulumi failing to start there.
+fn secrets_project_there(
+    workspace: &crate::workspace::Workspace,
+    deployment: Option<&crate::deployment::Deployment>,
+) -> Result<()> {
+    let project = &workspace.settings.secrets_project;
+    let dir = workspace.project_dir(project);
+    let why = match deployment {
+        Some(d) if d.graph.lookup(project).is_none() => {
+            format!("provider {} has no project `{project}`", d.provider.name)
+        }
+        _ if !dir.join("Pulumi.yaml").is_file() && !dir.join("Pulumi.yml").is_file() => {
+            format!(
+                "there is no Pulumi project in {}",
+                workspace.display(&dir).display()
+            )
+        }
+        _ => return Ok(()),
+    };
+    Err(Error::config(
+        Problem::new(format!(
+            "`--secret` keeps the value in the secrets project `{project}`, encrypted by Pulumi, and {why}"
+        ))
+        .hint("a Terraform module reads a secret from the environment: give it as TF_VAR_<variable> from your secret store (docs/commands.md, \"Secrets\"); or set `secrets_project` in mara.toml to a Pulumi project of the workspace"),
+    ))
 }
 
 /// A secret, encrypted by Pulumi into the secrets project's stack configuration, the value on

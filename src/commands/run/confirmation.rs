@@ -182,8 +182,10 @@ fn confirm(
                 "Previewing {n} {} on stack {stack}…",
                 plural(n, "project", "projects")
             );
+            // On the terminal that will be asked: a live line a running project and the count
+            // of those done, so that a long preview is seen going (its output is not shown).
             let options = reporter::Options {
-                live: false,
+                live: true,
                 order: LogOrder::Grouped,
                 style,
                 quiet: true,

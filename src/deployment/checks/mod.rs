@@ -339,6 +339,12 @@ pub fn configuration(
             env,
             interactive,
             example: configure::example_defaults(&workspace.config_dir()),
+            near: match config {
+                StackConfigFile::Missing(_) => {
+                    crate::workspace::stack::near_stack(&workspace.config_dir(), stack.as_str())
+                }
+                _ => None,
+            },
         };
         first_run(checks, provider, config, &file, &asking);
         let asked: Vec<ConfigPath> = provider.config.iter().map(|c| path_of(&c.key)).collect();
@@ -395,6 +401,8 @@ struct Asking<'a> {
     interactive: bool,
     /// The repository's example configuration (`configure::example_defaults`).
     example: BTreeMap<String, serde_json::Value>,
+    /// A stack that has its configuration, spelt like this new one (`stack::near_stack`).
+    near: Option<String>,
 }
 
 /// Each required key (or path into a value) that neither `config` nor the secrets project's
@@ -569,6 +577,13 @@ fn first_run(
             format!(" ({})", asked.join(", "))
         }
     );
+    // `-s dve`: a stack that is new, spelt like one that is not.
+    let message = match &asking.near {
+        Some(near) => {
+            format!("{message} — did you mean stack `{near}`, which has its configuration?")
+        }
+        None => message,
+    };
     // Without a terminal only a secret can be supplied (by its variables); nothing else.
     let mut to_write = Vec::new();
     let mut to_set = Vec::new();
