@@ -130,13 +130,17 @@ fn the_first_run_and_the_secrets_are_asked_on_a_terminal() {
         terminal.wait_for("Repeat it");
         terminal.type_keys(&format!("{answer}\r"));
     }
-    // A default: an empty answer takes it.
+    // A default: an empty answer takes it, and is not asked again.
     terminal.wait_for("Bank of Sirius demo site login username (it has a default: Enter keeps it)");
-    terminal.type_keys("\r");
-    terminal.wait_for("Repeat it");
+    let repeats = terminal.screen.lock().unwrap().matches("Repeat it").count();
     terminal.type_keys("\r");
     // Two different entries are asked again.
     terminal.wait_for("Bank of Sirius demo site login password");
+    let repeated = terminal.screen.lock().unwrap().matches("Repeat it").count();
+    assert_eq!(
+        repeated, repeats,
+        "Enter kept the default: nothing to repeat"
+    );
     terminal.type_keys("Zq7-one\r");
     terminal.wait_for("Repeat it");
     terminal.type_keys("Zq7-two\r");

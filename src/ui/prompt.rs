@@ -204,6 +204,10 @@ impl Prompter for TerminalPrompter {
     fn secret(&mut self, prompt: &str) -> Result<String> {
         loop {
             let first = hidden_line(prompt)?;
+            // Enter alone keeps a default (or is refused by the caller): nothing to repeat.
+            if first.is_empty() {
+                return Ok(first);
+            }
             let again = hidden_line("Repeat it")?;
             if first == again {
                 return Ok(first);

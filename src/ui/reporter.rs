@@ -534,6 +534,8 @@ mod tests {
             }
             let live = reporter.live.as_ref().unwrap();
             if let Some(total) = &live.total {
+                // Drawn now, not on its ticker's next turn (a ticking bar draws only then).
+                total.disable_steady_tick();
                 total.tick();
             }
             screen.0.lock().unwrap().clone()
