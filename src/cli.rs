@@ -709,6 +709,19 @@ pub enum LedgerCommand {
         #[arg(long, value_name = "URL")]
         to: Option<String>,
     },
+    /// Remove old runs from the ledger and their log files, as `[retention]` in mara.toml (or
+    /// these flags) says: never a running run, one holding a lock, or a stack's newest
+    Prune {
+        /// Keep the runs started in the last N days [default: `retention.days`]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        days: Option<u32>,
+        /// Keep the newest N runs [default: `retention.runs`]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        runs: Option<u32>,
+        /// Say what would be removed, and remove nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -687,3 +687,43 @@ fn a_read_only_ledger_is_read_without_leaving_files_and_refused_for_a_run() {
     let output = run(&["up", "--yes", "--only", "cluster"]);
     assert!(output.status.success(), "{}", common::stderr(&output));
 }
+
+#[test]
+fn prune_keeps_what_the_retention_says_and_takes_the_logs_too() {
+    let ws = common::Workspace::new(&[
+        ("mara.toml", "provider = \"p\"\n\n[retention]\nruns = 1\n"),
+        (
+            "providers/p.toml",
+            "description = \"p\"\ninfra_type = \"p\"\n\n[[project]]\npath = \"app\"\nup = \"echo up\"\ndestroy = \"true\"\n",
+        ),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+    ]);
+    for _ in 0..3 {
+        let up = ws.mara().args(["up", "--yes"]).output().unwrap();
+        assert!(up.status.success(), "{}", common::stderr(&up));
+    }
+    let logs = || std::fs::read_dir(ws.path().join(".mara/logs")).unwrap().count();
+    assert_eq!(logs(), 3);
+    let said = |args: &[&str]| {
+        let output = ws.mara().args(args).output().unwrap();
+        (output.status.code(), common::stdout(&output) + &common::stderr(&output))
+    };
+    let (code, out) = said(&["ledger", "prune", "--dry-run"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("Would remove 2 runs"), "{out}");
+    assert_eq!(logs(), 3, "a dry run removes nothing");
+    let (code, out) = said(&["ledger", "prune"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("Removed 2 runs from the ledger, and 2 log directories"), "{out}");
+    assert_eq!(logs(), 1);
+    let (_, history) = said(&["--output", "json", "history"]);
+    let runs: serde_json::Value = serde_json::from_str(history.trim()).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1);
+    // Nothing to keep by: said; a retention that makes no sense: its line.
+    ws.write("mara.toml", "provider = \"p\"\n");
+    assert_eq!(said(&["ledger", "prune"]).0, Some(2));
+    ws.write("mara.toml", "provider = \"p\"\n[retention]\nruns = 0\n");
+    let (code, out) = said(&["ledger", "prune"]);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.contains("mara.toml:3: `retention.runs`"), "{out}");
+}

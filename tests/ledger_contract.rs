@@ -1693,3 +1693,44 @@ fn both_backends_migrate_to_the_one_schema_described() {
         );
     }
 }
+
+#[test]
+fn prune_removes_what_the_retention_does_not_keep_and_never_a_running_run() {
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        let at = |id: &str, stack: &str, started: &str| RunStart {
+            started: started.into(),
+            projects: vec!["vpc".into()],
+            ..start(id, stack, Operation::Up)
+        };
+        for (id, stack, started) in [
+            ("r1", "dev", "2026-01-01T00:00:00.000Z"),
+            ("r2", "dev", "2026-02-01T00:00:00.000Z"),
+            ("q1", "qa", "2026-02-02T00:00:00.000Z"),
+            ("r3", "dev", "2026-09-01T00:00:00.000Z"),
+        ] {
+            ledger.begin(&at(id, stack, started), true).unwrap();
+            ledger.finish(id, RunStatus::Succeeded, started).unwrap();
+        }
+        // A run still running, started long ago and holding its lock.
+        ledger
+            .begin(&at("r0", "prod", "2025-01-01T00:00:00.000Z"), true)
+            .unwrap();
+        let since = Some("2026-06-01T00:00:00.000Z");
+        // Said, not done.
+        assert_eq!(ledger.prune(since, None, true).unwrap(), ["r1", "r2"], "{name}");
+        assert!(ledger.run("r1").unwrap().is_some(), "{name}: a dry run removes nothing");
+        // Done: the old runs of dev; qa's only run (its newest) and the running one kept.
+        assert_eq!(ledger.prune(since, None, false).unwrap(), ["r1", "r2"], "{name}");
+        assert!(ledger.run("r1").unwrap().is_none(), "{name}");
+        assert!(ledger.run("q1").unwrap().is_some(), "{name}");
+        assert!(ledger.run("r0").unwrap().is_some(), "{name}");
+        let mut stacks = ledger.stacks().unwrap();
+        stacks.sort();
+        assert_eq!(stacks, ["dev", "prod", "qa"], "{name}");
+        // By count: the newest one kept; each stack's newest kept anyway.
+        assert!(ledger.prune(None, Some(1), false).unwrap().is_empty(), "{name}");
+        assert_eq!(ledger.runs(None, 10).unwrap().len(), 3, "{name}");
+    }
+}

@@ -1,6 +1,7 @@
 //! `mara status`, `history`, `logs`, `cancel` and `unlock` (docs/commands.md, "status, history,
 //! logs" and "cancel, unlock"): reading the run ledger, and the two ways to act on a stack's lock.
 
+mod prune;
 mod unlock_engines;
 
 use std::collections::BTreeMap;
@@ -60,16 +61,7 @@ pub fn status(settings: &Settings, watch: bool) -> Result<()> {
         };
         let stacks: Vec<String> = match &stack {
             Some(stack) => vec![stack.clone()],
-            None => {
-                let mut stacks: Vec<String> = ledger
-                    .runs(None, 1000)?
-                    .into_iter()
-                    .map(|r| r.stack)
-                    .collect();
-                stacks.sort();
-                stacks.dedup();
-                stacks
-            }
+            None => ledger.stacks()?,
         };
         let mut runs = Vec::new();
         let mut checks = Vec::new();
@@ -794,6 +786,11 @@ pub fn ledger(settings: &Settings, command: Option<crate::cli::LedgerCommand>) -
             ui::print(&text)
         }
         Some(crate::cli::LedgerCommand::Migrate { to }) => migrate(settings, workspace, to),
+        Some(crate::cli::LedgerCommand::Prune {
+            days,
+            runs,
+            dry_run,
+        }) => prune::run(settings, workspace, (days, runs), dry_run),
     }
 }
 

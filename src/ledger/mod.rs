@@ -679,6 +679,20 @@ pub trait Ledger: Send {
     /// One run with its projects.
     fn run(&self, run_id: &str) -> Result<Option<RunRecord>>;
 
+    /// Every stack a run is recorded of, by name — however old its runs.
+    fn stacks(&self) -> Result<Vec<String>>;
+
+    /// The runs a retention does not keep — started before `since` (an RFC 3339 instant), or
+    /// past the newest `newest` — removed with everything recorded of them (their projects,
+    /// previews, inputs, audit, a server's log lines), unless `dry_run`; never a running run, one
+    /// that holds a lock, or a stack's newest run. Their ids, oldest first.
+    fn prune(
+        &mut self,
+        since: Option<&str>,
+        newest: Option<usize>,
+        dry_run: bool,
+    ) -> Result<Vec<String>>;
+
     /// The runs that selected project `path` (of any stack or provider), newest first, each
     /// with that project alone, as `run` reads them.
     fn project_runs(&self, path: &str, limit: usize) -> Result<Vec<RunRecord>>;

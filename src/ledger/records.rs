@@ -29,7 +29,8 @@ pub struct Records<S> {
 /// The tables a forgotten run's rows are deleted from, in this order (the locks and log lines
 /// name its run, whose projects name it too): whether a store keeps log lines says if
 /// `log_lines` is there.
-const FORGET: [&str; 6] = [
+const FORGET: [&str; 7] = [
+    "DELETE FROM {p}audit WHERE run_id = $1",
     "DELETE FROM {p}run_inputs WHERE run_id = $1",
     "DELETE FROM {p}previews WHERE run_id = $1",
     "DELETE FROM {p}locks WHERE run_id = $1",
@@ -874,6 +875,66 @@ impl<S: Store> Ledger for Records<S> {
             record = record.abandoned();
         }
         Ok(Some(record))
+    }
+
+    fn stacks(&self) -> Result<Vec<String>> {
+        let rows = self
+            .store
+            .query("SELECT DISTINCT stack FROM {p}runs ORDER BY stack", &[])?;
+        (rows.iter())
+            .map(|r| r.text(0))
+            .collect::<Read<Vec<_>>>()
+            .map_err(|m| self.unreadable(m))
+    }
+
+    fn prune(
+        &mut self,
+        since: Option<&str>,
+        newest: Option<usize>,
+        dry_run: bool,
+    ) -> Result<Vec<String>> {
+        let rows = self.store.query(
+            "SELECT run_id, stack, started, status FROM {p}runs ORDER BY started DESC, run_id DESC",
+            &[],
+        )?;
+        let held = self.store.query("SELECT run_id FROM {p}locks", &[])?;
+        let read = || -> Read<(Vec<(String, String, String, String)>, BTreeSet<String>)> {
+            let runs = (rows.iter())
+                .map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?, r.text(3)?)))
+                .collect::<Read<Vec<_>>>()?;
+            let held = held.iter().map(|r| r.text(0)).collect::<Read<_>>()?;
+            Ok((runs, held))
+        };
+        let (runs, held) = read().map_err(|m| self.unreadable(m))?;
+        let mut newest_of = BTreeSet::new();
+        let mut gone = Vec::new();
+        for (k, (run_id, stack, started, status)) in runs.into_iter().enumerate() {
+            let kept = newest_of.insert(stack)
+                || status == RunStatus::Running.as_str()
+                || held.contains(&run_id);
+            let old = since.is_some_and(|s| started.as_str() < s);
+            let past = newest.is_some_and(|n| k >= n);
+            if !kept && (old || past) {
+                gone.push(run_id);
+            }
+        }
+        gone.reverse();
+        if dry_run || gone.is_empty() {
+            return Ok(gone);
+        }
+        let logs = self.store.stores_logs();
+        // A transaction a few hundred runs: the ledger is not held for long at once.
+        for batch in gone.chunks(200) {
+            self.store.transaction(None, &mut |tx| {
+                for run_id in batch {
+                    for sql in FORGET.iter().filter(|sql| logs || !sql.contains("log_lines")) {
+                        tx.execute(sql, &[run_id.into()])?;
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        Ok(gone)
     }
 
     fn project_runs(&self, path: &str, limit: usize) -> Result<Vec<RunRecord>> {

@@ -37,6 +37,17 @@ pub struct WorkspaceSettings {
     pub retry: Option<Retry>,
     /// `state`: where the engines keep the projects' state.
     pub state: StatePlace,
+    /// `[retention]`: how much of the ledger's history `mara ledger prune` keeps.
+    pub retention: Retention,
+}
+
+/// `[retention]` (docs/commands.md, "ledger"): the runs `mara ledger prune` keeps — those
+/// started in the last `days`, and the newest `runs` — besides every running run and each
+/// stack's newest. Unset, a key keeps everything it would decide.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    pub days: Option<u32>,
+    pub runs: Option<u32>,
 }
 
 /// Where the engines keep the state of the projects that name no backend of their own
@@ -77,6 +88,7 @@ impl Default for WorkspaceSettings {
             limits: BTreeMap::new(),
             retry: None,
             state: StatePlace::Engines,
+            retention: Retention::default(),
         }
     }
 }
@@ -101,6 +113,14 @@ struct RawMaraToml {
     limits: BTreeMap<EngineKind, Spanned<i64>>,
     retry: Option<Spanned<RawRetry>>,
     state: Option<Spanned<String>>,
+    retention: Option<RawRetention>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    days: Option<Spanned<i64>>,
+    runs: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -130,6 +150,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         limits,
         retry,
         state,
+        retention,
     } = raw;
     let defaults = WorkspaceSettings::default();
     let mut read = Reader {
@@ -147,6 +168,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
     let pulumi = read.pulumi(pulumi, defaults.pulumi);
     let ledger = read.ledger(ledger);
     let state = read.state(state);
+    let retention = read.retention(retention);
     let mut problems = read.problems;
     let mut checked = Checked {
         path,
@@ -176,6 +198,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         limits,
         retry,
         state,
+        retention,
     })
 }
 
@@ -280,6 +303,29 @@ impl Reader<'_> {
                 );
                 default
             }
+        }
+    }
+
+    /// `[retention]`: `days` and `runs`, each a whole number from 1.
+    fn retention(&mut self, value: Option<RawRetention>) -> Retention {
+        let Some(RawRetention { days, runs }) = value else {
+            return Retention::default();
+        };
+        let mut positive = |key: &str, value: Option<Spanned<i64>>| match value {
+            None => None,
+            Some(n) if (1..=i64::from(u32::MAX)).contains(n.get_ref()) => Some(*n.get_ref() as u32),
+            Some(n) => {
+                self.problems.push(
+                    Problem::new(format!("must be a whole number from 1, not {}", n.get_ref()))
+                        .at(self.at(&n))
+                        .subject(format!("`retention.{key}`")),
+                );
+                None
+            }
+        };
+        Retention {
+            days: positive("days", days),
+            runs: positive("runs", runs),
         }
     }
 

@@ -205,14 +205,9 @@ fn summary(
     crate::ui::recorded::summary_of(record, graph.unwrap_or(&none), previews)
 }
 
-/// Every stack a run was recorded of, by name.
+/// Every stack a run was recorded of, by name, however old its runs.
 fn stacks(ledger: &dyn Ledger) -> crate::error::Result<Vec<String>> {
-    let mut stacks: Vec<String> = (ledger.runs(None, 1000)?.into_iter())
-        .map(|r| r.stack)
-        .collect();
-    stacks.sort();
-    stacks.dedup();
-    Ok(stacks)
+    ledger.stacks()
 }
 
 pub fn chrome<'a>(app: &'a Shared, title: String, run: Option<&'a RunRow>) -> Chrome<'a> {
