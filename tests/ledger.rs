@@ -702,11 +702,18 @@ fn prune_keeps_what_the_retention_says_and_takes_the_logs_too() {
         let up = ws.mara().args(["up", "--yes"]).output().unwrap();
         assert!(up.status.success(), "{}", common::stderr(&up));
     }
-    let logs = || std::fs::read_dir(ws.path().join(".mara/logs")).unwrap().count();
+    let logs = || {
+        std::fs::read_dir(ws.path().join(".mara/logs"))
+            .unwrap()
+            .count()
+    };
     assert_eq!(logs(), 3);
     let said = |args: &[&str]| {
         let output = ws.mara().args(args).output().unwrap();
-        (output.status.code(), common::stdout(&output) + &common::stderr(&output))
+        (
+            output.status.code(),
+            common::stdout(&output) + &common::stderr(&output),
+        )
     };
     let (code, out) = said(&["ledger", "prune", "--dry-run"]);
     assert_eq!(code, Some(0), "{out}");
@@ -714,7 +721,10 @@ fn prune_keeps_what_the_retention_says_and_takes_the_logs_too() {
     assert_eq!(logs(), 3, "a dry run removes nothing");
     let (code, out) = said(&["ledger", "prune"]);
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.contains("Removed 2 runs from the ledger, and 2 log directories"), "{out}");
+    assert!(
+        out.contains("Removed 2 runs from the ledger, and 2 log directories"),
+        "{out}"
+    );
     assert_eq!(logs(), 1);
     let (_, history) = said(&["--output", "json", "history"]);
     let runs: serde_json::Value = serde_json::from_str(history.trim()).unwrap();

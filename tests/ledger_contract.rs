@@ -1719,10 +1719,21 @@ fn prune_removes_what_the_retention_does_not_keep_and_never_a_running_run() {
             .unwrap();
         let since = Some("2026-06-01T00:00:00.000Z");
         // Said, not done.
-        assert_eq!(ledger.prune(since, None, true).unwrap(), ["r1", "r2"], "{name}");
-        assert!(ledger.run("r1").unwrap().is_some(), "{name}: a dry run removes nothing");
+        assert_eq!(
+            ledger.prune(since, None, true).unwrap(),
+            ["r1", "r2"],
+            "{name}"
+        );
+        assert!(
+            ledger.run("r1").unwrap().is_some(),
+            "{name}: a dry run removes nothing"
+        );
         // Done: the old runs of dev; qa's only run (its newest) and the running one kept.
-        assert_eq!(ledger.prune(since, None, false).unwrap(), ["r1", "r2"], "{name}");
+        assert_eq!(
+            ledger.prune(since, None, false).unwrap(),
+            ["r1", "r2"],
+            "{name}"
+        );
         assert!(ledger.run("r1").unwrap().is_none(), "{name}");
         assert!(ledger.run("q1").unwrap().is_some(), "{name}");
         assert!(ledger.run("r0").unwrap().is_some(), "{name}");
@@ -1730,7 +1741,10 @@ fn prune_removes_what_the_retention_does_not_keep_and_never_a_running_run() {
         stacks.sort();
         assert_eq!(stacks, ["dev", "prod", "qa"], "{name}");
         // By count: the newest one kept; each stack's newest kept anyway.
-        assert!(ledger.prune(None, Some(1), false).unwrap().is_empty(), "{name}");
+        assert!(
+            ledger.prune(None, Some(1), false).unwrap().is_empty(),
+            "{name}"
+        );
         assert_eq!(ledger.runs(None, 10).unwrap().len(), 3, "{name}");
     }
 }

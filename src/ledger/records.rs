@@ -324,6 +324,9 @@ fn image_values(i: &ImageRecord) -> [Value; 6] {
 }
 
 /// A project's row, in the order `{p}projects` takes its columns.
+/// A run as `prune` weighs it: its id, stack, start and status.
+type RunHeld = (String, String, String, String);
+
 /// A run's graph as its row keeps it: JSON, (needed, needing) pairs of paths.
 fn graph_text(graph: &[(String, String)]) -> String {
     serde_json::to_string(graph).expect("pairs of strings serialize")
@@ -898,7 +901,7 @@ impl<S: Store> Ledger for Records<S> {
             &[],
         )?;
         let held = self.store.query("SELECT run_id FROM {p}locks", &[])?;
-        let read = || -> Read<(Vec<(String, String, String, String)>, BTreeSet<String>)> {
+        let read = || -> Read<(Vec<RunHeld>, BTreeSet<String>)> {
             let runs = (rows.iter())
                 .map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?, r.text(3)?)))
                 .collect::<Read<Vec<_>>>()?;
@@ -927,7 +930,10 @@ impl<S: Store> Ledger for Records<S> {
         for batch in gone.chunks(200) {
             self.store.transaction(None, &mut |tx| {
                 for run_id in batch {
-                    for sql in FORGET.iter().filter(|sql| logs || !sql.contains("log_lines")) {
+                    for sql in FORGET
+                        .iter()
+                        .filter(|sql| logs || !sql.contains("log_lines"))
+                    {
                         tx.execute(sql, &[run_id.into()])?;
                     }
                 }

@@ -316,9 +316,12 @@ impl Reader<'_> {
             Some(n) if (1..=i64::from(u32::MAX)).contains(n.get_ref()) => Some(*n.get_ref() as u32),
             Some(n) => {
                 self.problems.push(
-                    Problem::new(format!("must be a whole number from 1, not {}", n.get_ref()))
-                        .at(self.at(&n))
-                        .subject(format!("`retention.{key}`")),
+                    Problem::new(format!(
+                        "must be a whole number from 1, not {}",
+                        n.get_ref()
+                    ))
+                    .at(self.at(&n))
+                    .subject(format!("`retention.{key}`")),
                 );
                 None
             }
