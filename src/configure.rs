@@ -155,8 +155,9 @@ pub fn secrets_of<'p>(plan: &Plan<'p>, secrets_project: &str) -> Vec<&'p SecretS
 
 /// The example configuration a repository may keep beside its stacks' (the original MARA's
 /// `config/pulumi/Pulumi.stackname.yaml.example`, `EXAMPLE`): a first run's defaults come from
-/// its `config:` map before the provider's, as the original took them — a number as it is
-/// written (`1.20`, not the original's `1.2`). Empty when there is none, or it does not read.
+/// its `config:` map before the provider's, as the original took them (for a question the
+/// provider gives a default, not an optional one: `default_of`) — a number as it is written
+/// (`1.20`, not the original's `1.2`). Empty when there is none, or it does not read.
 pub fn example_defaults(config_dir: &std::path::Path) -> BTreeMap<String, Value> {
     let file = config_dir.join(EXAMPLE);
     let Ok(text) = crate::workspace::read_input(&file) else {
@@ -210,7 +211,13 @@ pub fn default_of(
             _ => Value::String(value.clone()),
         });
     }
-    if let Some(value) = example.get(&spec.key) {
+    // Where the provider offers a default for a question that must be answered — where the
+    // original took the example's — not for an optional one or one without a default (a
+    // placeholder such as `mara.example.com` is no answer).
+    if !spec.optional
+        && spec.default.is_some()
+        && let Some(value) = example.get(&spec.key)
+    {
         return Some(value.clone());
     }
     spec.default.clone().map(|value| match value {

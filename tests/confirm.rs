@@ -78,7 +78,7 @@ fn a_declined_first_up_leaves_nothing_behind() {
     let (code, screen) = terminal.finish();
     assert_eq!(code, 6, "{screen}");
     assert!(
-        screen.contains("the stack of kubernetes/secrets with the 1 secret stored in it"),
+        screen.contains("the secret `prometheus:adminpass`; the empty stack of kubernetes/secrets"),
         "{screen}"
     );
     assert!(!screen.contains("could not be taken back"), "{screen}");

@@ -219,3 +219,13 @@ fn the_first_hours_small_mistakes_are_said_in_mara_s_words() {
     let output = w.mara().args(["history", "--limit", "0"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
 }
+
+#[test]
+fn a_repository_that_is_one_project_is_refused_and_nothing_written() {
+    let w = Workspace::new(&[("main.tf", "output \"x\" { value = 1 }\n")]);
+    let before = common::tree(w.path());
+    let (code, said) = init(w.path());
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains("is a project itself"), "{said}");
+    assert_eq!(common::tree(w.path()), before);
+}

@@ -36,7 +36,8 @@ pub struct StackFiles {
 impl StackFiles {
     /// Finds the workspace and reads its environment file and the stack's configuration.
     pub fn load(settings: &Settings) -> Result<StackFiles> {
-        let workspace = workspace(settings)?;
+        // A team's ledger is reached from anywhere (`status` in a CI job with no checkout).
+        let (workspace, _) = ledger_workspace(settings)?;
         StackFiles::load_in(settings, workspace)
     }
 

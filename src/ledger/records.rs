@@ -323,7 +323,6 @@ fn image_values(i: &ImageRecord) -> [Value; 6] {
     .map(Value::from)
 }
 
-/// A project's row, in the order `{p}projects` takes its columns.
 /// A run as `prune` weighs it: its id, stack, start and status.
 type RunHeld = (String, String, String, String);
 
@@ -332,6 +331,7 @@ fn graph_text(graph: &[(String, String)]) -> String {
     serde_json::to_string(graph).expect("pairs of strings serialize")
 }
 
+/// A project's row, in the order `{p}projects` takes its columns.
 fn project_values(run_id: &str, p: &ProjectRecord) -> [Value; 10] {
     let changes = match &p.changes {
         Some(c) => Value::Text(serde_json::to_string(c).expect("counts serialize")),
@@ -883,11 +883,14 @@ impl<S: Store> Ledger for Records<S> {
     fn stacks(&self) -> Result<Vec<String>> {
         let rows = self
             .store
-            .query("SELECT DISTINCT stack FROM {p}runs ORDER BY stack", &[])?;
-        (rows.iter())
+            .query("SELECT DISTINCT stack FROM {p}runs", &[])?;
+        let mut stacks = (rows.iter())
             .map(|r| r.text(0))
             .collect::<Read<Vec<_>>>()
-            .map_err(|m| self.unreadable(m))
+            .map_err(|m| self.unreadable(m))?;
+        // Sorted here: the two backends' collations differ.
+        stacks.sort();
+        Ok(stacks)
     }
 
     fn prune(

@@ -76,7 +76,7 @@ pub fn projects(root: &Path) -> Vec<Found> {
     found.into_iter().map(|(_, f)| f).collect()
 }
 
-fn has_tf(dir: &Path) -> bool {
+pub fn has_tf(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|entries| {
         entries
             .flatten()

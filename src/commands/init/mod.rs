@@ -16,6 +16,7 @@ use crate::deployment;
 use crate::error::{Error, Problem, Result};
 use crate::settings::{OutputFormat, Settings};
 use crate::ui;
+use crate::workspace::MARA_TOML;
 use found::{Found, Layout};
 
 /// What `init` writes (relative paths and contents) and what to do next.
@@ -41,6 +42,20 @@ pub fn run(settings: &Settings) -> Result<()> {
                 root.display()
             ))
             .hint("`mara validate` checks it; nothing was written"),
+        ));
+    }
+    // A repository that is one project: mara runs projects in directories of their own.
+    if ["Pulumi.yaml", "Pulumi.yml"]
+        .iter()
+        .any(|f| root.join(f).is_file())
+        || found::has_tf(&root)
+    {
+        return Err(Error::usage(
+            Problem::new(format!(
+                "{} is a project itself (a Pulumi.yaml or .tf files at its top): nothing was written",
+                root.display()
+            ))
+            .hint("run `mara init` in the directory above it, or move the project into a directory of its own"),
         ));
     }
     let made = decide(&root)?;
@@ -92,9 +107,10 @@ fn builtin_layout(projects_dir: &str, matched: &[found::Matched], venvs: &[Strin
         .collect();
     let text = format!(
         "# mara's settings for this workspace (docs/formats.md, \"mara.toml\").\n\
-         # The built-in providers' projects are under {projects_dir}: {}.\n\
-         projects_dir = \"{projects_dir}\"\n",
-        names.join(", ")
+         # The built-in providers' projects are there: {}.\n\
+         projects_dir = {}\n",
+        names.join(", "),
+        toml_string(projects_dir)
     );
     let mut next: Vec<String> = (venvs.iter())
         .map(|venv| {
@@ -176,7 +192,9 @@ fn toml_string(text: &str) -> String {
 /// written, and those left as they were.
 fn write(root: &Path, files: &[(String, String)]) -> Result<(Vec<String>, Vec<String>)> {
     let (mut written, mut kept) = (Vec::new(), Vec::new());
-    for (relative, text) in files {
+    // `mara.toml` last: a write that fails before it leaves no workspace for `init` to refuse.
+    let (last, first): (Vec<_>, Vec<_>) = files.iter().partition(|(f, _)| f == MARA_TOML);
+    for (relative, text) in first.into_iter().chain(last) {
         let path = root.join(relative);
         if std::fs::symlink_metadata(&path).is_ok() {
             kept.push(relative.clone());

@@ -7,7 +7,7 @@
 use super::Ready;
 use crate::engine::pulumi::Pulumi;
 use crate::engine::{Step, StepKind};
-use crate::error::{Error, Problem, plural};
+use crate::error::{Error, Problem};
 use crate::run::interrupt::Interrupt;
 use crate::run::plan::Planner;
 use crate::run::process::run_step;
@@ -36,9 +36,26 @@ pub(super) struct TakenBack {
 
 impl TakenBack {
     /// `step` run for `what`: taken when it succeeds, else kept with Pulumi's last words.
-    fn run(&mut self, (ready, interrupt): (&Ready, &Interrupt), step: Step, what: String) {
+    fn run(&mut self, at: (&Ready, &Interrupt), step: Step, what: String) {
+        self.ran(at, step, what, false);
+    }
+
+    /// `run` for a stack's removal, where Pulumi's refusal of a stack that holds resources
+    /// means it was there before the run: not the run's to take back, and not said.
+    fn run_unless_held(&mut self, at: (&Ready, &Interrupt), step: Step, what: String) {
+        self.ran(at, step, what, true);
+    }
+
+    fn ran(
+        &mut self,
+        (ready, interrupt): (&Ready, &Interrupt),
+        step: Step,
+        what: String,
+        held: bool,
+    ) {
         match run_step(&step, &ready.context.env, None, interrupt) {
             Ok(done) if done.code == Some(0) => self.taken.push(what),
+            Ok(done) if held && done.stderr.contains("still has resources") => {}
             Ok(done) => {
                 let why = crate::run::process::last_error(&done.stderr).unwrap_or("it failed");
                 self.kept
@@ -68,41 +85,46 @@ pub(super) fn take_back(
         done.run(at, step, format!("the empty stack of {path}"));
     }
     let secrets_dir = workspace.project_dir(secrets_project);
-    let secrets_stack_new = !stored.secrets_file_before
-        && (!stored.secrets.is_empty() || stored.created.contains(secrets_project));
-    if secrets_stack_new {
-        // Its configuration, which holds the secrets, goes with it.
-        let step = pulumi.remove_stack_step(StepKind::Cleanup, &secrets_dir, true);
-        let what = format!(
-            "the stack of {secrets_project} with the {} {} stored in it",
-            stored.secrets.len(),
-            plural(stored.secrets.len(), "secret", "secrets")
-        );
-        done.run(at, step, what);
-    } else {
-        for key in &stored.secrets {
-            let path =
-                crate::workspace::config_path::ConfigPath::parse(key).is_ok_and(|p| p.is_nested());
-            let step = pulumi.rm_step(&secrets_dir, key, path);
-            done.run(at, step, format!("the secret `{key}`"));
-        }
+    // Each secret this run stored, whatever its stack held before.
+    for key in &stored.secrets {
+        let path =
+            crate::workspace::config_path::ConfigPath::parse(key).is_ok_and(|p| p.is_nested());
+        let step = pulumi.rm_step(&secrets_dir, key, path);
+        done.run(at, step, format!("the secret `{key}`"));
+    }
+    // Its stack, when this run made it (its preview did, or it had no configuration before the
+    // secrets were stored): its file goes with it only when the run made that too. A stack that
+    // holds resources was there before, and is not removed (no `--force`).
+    let made = stored.created.contains(secrets_project)
+        || (!stored.secrets_file_before && !stored.secrets.is_empty());
+    if made && done.kept.is_empty() {
+        let own = !stored.secrets_file_before;
+        let step = pulumi.remove_stack_step(StepKind::Cleanup, &secrets_dir, own);
+        done.run_unless_held(at, step, format!("the empty stack of {secrets_project}"));
     }
     if let Some((before, shown)) = &stored.first_run {
-        match restore(before) {
-            Ok(()) => done
-                .taken
-                .push(format!("the first run's answers in {shown}")),
-            Err(why) => done
-                .kept
-                .push(format!("the first run's answers in {shown} ({why})")),
+        // With anything kept, the answers stay too: the stack is then not new, and its next
+        // run reads them rather than asking again over what is left.
+        let said = format!("the first run's answers in {shown}");
+        match done.kept.is_empty() {
+            true => match restore(before, &ready.config) {
+                Ok(()) => done.taken.push(said),
+                Err(why) => done.kept.push(format!("{said} ({why})")),
+            },
+            false => done.kept.push(format!("{said} (with what was kept)")),
         }
     }
     done
 }
 
-/// The shared configuration as it was before a first run wrote its answers: no file, or the
-/// file without keys as it was.
-fn restore(before: &StackConfigFile) -> std::result::Result<(), String> {
+/// The shared configuration as it was before a first run wrote its answers (`written`): no
+/// file, or the file without keys as it was — unless it changed since it was written (a
+/// `config set` while the question waited), which is kept.
+fn restore(before: &StackConfigFile, written: &StackConfigFile) -> std::result::Result<(), String> {
+    let now = crate::files::read_to_string(written.path()).unwrap_or_default();
+    if now != written.text() {
+        return Err("changed since the first run wrote it".into());
+    }
     match before {
         StackConfigFile::Missing(path) => std::fs::remove_file(path).map_err(|e| e.to_string()),
         StackConfigFile::Empty { path, text } => {

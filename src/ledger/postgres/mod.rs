@@ -23,13 +23,13 @@ use crate::error::{Error, Problem, Result};
 pub use link::Escalation;
 use link::{CONNECT_LIMIT, Driver, Failure, Link};
 
-/// Each entry moves the schema one version up; never edit one, add the next. The schema they
-/// make is the one `tests/ledger_contract.rs` describes (`SCHEMA`), as SQLite's are.
 /// The schema's version once every migration is made.
 pub fn schema_version() -> usize {
     MIGRATIONS.len()
 }
 
+/// Each entry moves the schema one version up; never edit one, add the next. The schema they
+/// make is the one `tests/ledger_contract.rs` describes (`SCHEMA`), as SQLite's are.
 const MIGRATIONS: &[&str] = &[
     // 1: what the SQLite ledger's first three versions hold.
     "CREATE TABLE mara_runs (
