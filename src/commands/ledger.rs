@@ -764,7 +764,7 @@ pub fn ledger(settings: &Settings, command: Option<crate::cli::LedgerCommand>) -
                 server => server.to_string(),
             };
             let runs = match ledger::open_existing(&place)? {
-                Some(ledger) => ledger.runs(None, usize::MAX >> 1)?.len(),
+                Some(ledger) => ledger.count_runs()?,
                 None => 0,
             };
             let text = match settings.output {

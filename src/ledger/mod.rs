@@ -682,6 +682,9 @@ pub trait Ledger: Send {
     /// Every stack a run is recorded of, by name — however old its runs.
     fn stacks(&self) -> Result<Vec<String>>;
 
+    /// How many runs are recorded (one count, not every run read).
+    fn count_runs(&self) -> Result<usize>;
+
     /// The runs a retention does not keep — started before `since` (an RFC 3339 instant), or
     /// past the newest `newest` — removed with everything recorded of them (their projects,
     /// previews, inputs, audit, a server's log lines), unless `dry_run`; never a running run, one

@@ -880,6 +880,13 @@ impl<S: Store> Ledger for Records<S> {
         Ok(Some(record))
     }
 
+    fn count_runs(&self) -> Result<usize> {
+        let rows = self.store.query("SELECT COUNT(*) FROM {p}runs", &[])?;
+        let count = rows.first().map(|r| r.int(0)).transpose();
+        let count = count.map_err(|m| self.unreadable(m))?.unwrap_or(0);
+        Ok(count.max(0) as usize)
+    }
+
     fn stacks(&self) -> Result<Vec<String>> {
         let rows = self
             .store
