@@ -36,10 +36,6 @@ impl Drop for Driver {
 }
 
 impl Driver {
-    fn start(program: &PathBuf) -> Driver {
-        Driver::start_in(program, None)
-    }
-
     /// chromedriver, and the browsers it starts, in time zone `zone` (`TZ`) when given.
     fn start_in(program: &PathBuf, zone: Option<&str>) -> Driver {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -68,6 +64,15 @@ impl Driver {
     }
 }
 
+/// Chromium, and chromedriver started (its browsers in time zone `zone` when given); `None`,
+/// said, where either is missing (a failure where the tools are required).
+fn browser_in(zone: Option<&str>) -> Option<(PathBuf, Driver)> {
+    let why = "the browser test of mara serve";
+    let browser = common::tools::tool("chromium", why)?;
+    let chromedriver = common::tools::tool("chromedriver", why)?;
+    Some((browser, Driver::start_in(&chromedriver, zone)))
+}
+
 /// The browser itself: Debian's binary behind its wrapper script, where it is.
 fn chromium(wrapper: PathBuf) -> PathBuf {
     let binary = PathBuf::from("/usr/lib/chromium/chromium");
@@ -88,14 +93,9 @@ fn artifacts() -> PathBuf {
 
 #[test]
 fn a_running_runs_page_follows_it_in_a_real_browser() {
-    let why = "the browser test of mara serve";
-    let Some(browser) = common::tools::tool("chromium", why) else {
+    let Some((browser, driver)) = browser_in(None) else {
         return;
     };
-    let Some(chromedriver) = common::tools::tool("chromedriver", why) else {
-        return;
-    };
-    let driver = Driver::start(&chromedriver);
     let w = workspace();
     let serve = Serve::start(w.path(), &[]);
     let mut up = slow_up(&w, "3");
@@ -136,14 +136,9 @@ async fn session(driver: &Driver, browser: PathBuf) -> Client {
 
 #[test]
 fn a_secret_split_by_cr_crlf_or_lf_is_not_on_the_page_a_browser_follows() {
-    let why = "the browser test of mara serve";
-    let Some(browser) = common::tools::tool("chromium", why) else {
+    let Some((browser, driver)) = browser_in(None) else {
         return;
     };
-    let Some(chromedriver) = common::tools::tool("chromedriver", why) else {
-        return;
-    };
-    let driver = Driver::start(&chromedriver);
     let w = leaky_workspace();
     let bin = common::stand_in_bin();
     let serve = Serve::start(w.path(), &[]);
@@ -321,14 +316,9 @@ fn listen_beyond_loopback() -> String {
 
 #[test]
 fn beyond_loopback_the_page_asks_for_a_token_once_and_acts_with_it() {
-    let why = "the browser test of mara serve";
-    let Some(browser) = common::tools::tool("chromium", why) else {
+    let Some((browser, driver)) = browser_in(None) else {
         return;
     };
-    let Some(chromedriver) = common::tools::tool("chromedriver", why) else {
-        return;
-    };
-    let driver = Driver::start(&chromedriver);
     let w = workspace();
     let added = w
         .mara()
@@ -446,15 +436,10 @@ fn beyond_loopback_the_page_asks_for_a_token_once_and_acts_with_it() {
 
 #[test]
 fn an_unlock_is_said_at_the_top_its_row_shows_it_at_once_and_times_are_the_viewers() {
-    let why = "the browser test of mara serve";
-    let Some(browser) = common::tools::tool("chromium", why) else {
-        return;
-    };
-    let Some(chromedriver) = common::tools::tool("chromedriver", why) else {
-        return;
-    };
     // A zone five and a half hours from UTC, with no summer time.
-    let driver = Driver::start_in(&chromedriver, Some("Asia/Kolkata"));
+    let Some((browser, driver)) = browser_in(Some("Asia/Kolkata")) else {
+        return;
+    };
     let w = workspace();
     let serve = Serve::start(w.path(), &[("MARA_SERVE_TOKEN", "operator-token")]);
     // A run killed mid-way leaves its lock, held by a process that is gone.
@@ -514,14 +499,9 @@ const CROSSINGS_BEFORE: usize = 15;
 
 #[test]
 fn the_example_workspaces_graph_shows_full_names_a_legend_and_few_crossings() {
-    let why = "the browser test of mara serve";
-    let Some(browser) = common::tools::tool("chromium", why) else {
+    let Some((browser, driver)) = browser_in(None) else {
         return;
     };
-    let Some(chromedriver) = common::tools::tool("chromedriver", why) else {
-        return;
-    };
-    let driver = Driver::start(&chromedriver);
     let d = common::Deployment::of("mara-local");
     let output = d.mara().args(["up", "--yes"]).output().unwrap();
     assert!(output.status.success(), "{}", common::stderr(&output));

@@ -11,6 +11,12 @@ use crate::workspace::yaml;
 /// The project file names Pulumi accepts, in the order it looks for them.
 pub const PROJECT_FILES: &[&str] = &["Pulumi.yaml", "Pulumi.yml"];
 
+/// The virtualenv `venv` (as a project file in `dir` names it) when it is not there — no
+/// `bin/` in it — without `.`/`..` components.
+pub fn missing_virtualenv(dir: &Path, venv: &str) -> Option<PathBuf> {
+    (!dir.join(venv).join("bin").is_dir()).then(|| crate::files::normalize(&dir.join(venv)))
+}
+
 /// The keys of a project file mara reads.
 #[derive(serde::Deserialize)]
 struct Keys {

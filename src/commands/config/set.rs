@@ -18,6 +18,7 @@ use crate::run::process::last_error;
 use crate::settings::Settings;
 use crate::ui::prompt::{Prompter, TerminalPrompter};
 use crate::workspace::config_path::{ConfigPath, Found};
+use crate::workspace::pulumi_project::PROJECT_FILES;
 use crate::workspace::stack_config::{EditError, StackConfigFile};
 
 pub(super) fn set(
@@ -32,16 +33,7 @@ pub(super) fn set(
     let workspace = &stack_files.workspace;
     let target = target(key, path)?;
     if secret && value.is_some() {
-        // On a command line it would be in the shell's history and in `ps` for anyone.
-        let path = if path { "--path " } else { "" };
-        return Err(Error::usage(
-            Problem::new("a secret is never given on the command line")
-                .subject(format!("`{key}`"))
-                .hint(format!(
-                    "give it on standard input (`{} < file`), or type it at the prompt",
-                    settings.again(&format!("config set {path}--secret {key}"))
-                )),
-        ));
+        return Err(secret_on_the_command_line(settings, key, path));
     }
     // The provider's `[[config]]` entries type the value and check it before anything is
     // asked or written. A secret needs no provider (it is a string, kept in the secrets
@@ -368,6 +360,20 @@ fn set_plain(
     .map(drop)
 }
 
+/// A secret given as an argument: refused, since on a command line it would be in the shell's
+/// history and in `ps` for anyone.
+fn secret_on_the_command_line(settings: &Settings, key: &str, path: bool) -> Error {
+    let path = if path { "--path " } else { "" };
+    Error::usage(
+        Problem::new("a secret is never given on the command line")
+            .subject(format!("`{key}`"))
+            .hint(format!(
+                "give it on standard input (`{} < file`), or type it at the prompt",
+                settings.again(&format!("config set {path}--secret {key}"))
+            )),
+    )
+}
+
 /// A secret is kept by the secrets project (a Pulumi project: Pulumi encrypts it into its stack
 /// configuration): one the workspace does not have — a Terraform workspace, say — is said
 /// before anything is asked, rather than met as Pulumi failing to start there.
@@ -381,7 +387,7 @@ fn secrets_project_there(
         Some(d) if d.graph.lookup(project).is_none() => {
             format!("provider {} has no project `{project}`", d.provider.name)
         }
-        _ if !dir.join("Pulumi.yaml").is_file() && !dir.join("Pulumi.yml").is_file() => {
+        _ if !(PROJECT_FILES.iter()).any(|f| dir.join(f).is_file()) => {
             format!(
                 "there is no Pulumi project in {}",
                 workspace.display(&dir).display()

@@ -16,6 +16,8 @@ pub struct Found {
     pub path: String,
     pub engine: EngineKind,
     pub name: Option<String>,
+    /// A Pulumi project's Python virtualenv, as its file names it (relative to its directory).
+    pub virtualenv: Option<String>,
 }
 
 /// A built-in provider whose projects are found under one directory.
@@ -54,20 +56,21 @@ pub fn projects(root: &Path) -> Vec<Found> {
         if relative.is_empty() {
             continue;
         }
-        let pulumi = ["Pulumi.yaml", "Pulumi.yml"]
-            .iter()
-            .map(|f| dir.join(f))
-            .find(|f| f.is_file());
-        let project = match pulumi {
-            Some(file) => Found {
-                path: relative.into_owned(),
-                engine: EngineKind::default(),
-                name: PulumiProject::load(&file).ok().map(|p| p.name),
-            },
+        let project = match PulumiProject::load_in(&dir) {
+            Some(read) => {
+                let read = read.ok();
+                Found {
+                    path: relative.into_owned(),
+                    engine: EngineKind::default(),
+                    name: read.as_ref().map(|p| p.name.clone()),
+                    virtualenv: read.and_then(|p| p.virtualenv),
+                }
+            }
             None if has_tf(&dir) => Found {
                 path: relative.into_owned(),
                 engine: EngineKind::named("terraform").expect("an engine of mara's"),
                 name: None,
+                virtualenv: None,
             },
             None => continue,
         };
@@ -132,15 +135,11 @@ pub fn layout(root: &Path, projects: Vec<Found>, providers: &[Provider]) -> Layo
 /// The virtualenvs the Pulumi projects' files name that are not there, relative to `root`.
 fn missing_venvs(root: &Path, projects: &[Found]) -> Vec<String> {
     let mut missing = BTreeSet::new();
-    for project in projects.iter().filter(|p| p.name.is_some()) {
+    for project in projects {
         let dir = root.join(&project.path);
-        let Ok(pulumi) = PulumiProject::load(&dir.join("Pulumi.yaml")) else {
-            continue;
-        };
-        if let Some(venv) = pulumi.virtualenv
-            && !dir.join(&venv).join("bin").is_dir()
-        {
-            let venv = crate::files::normalize(&dir.join(venv));
+        let absent = (project.virtualenv.as_deref())
+            .and_then(|venv| crate::workspace::pulumi_project::missing_virtualenv(&dir, venv));
+        if let Some(venv) = absent {
             let shown = venv.strip_prefix(root).unwrap_or(&venv);
             missing.insert(shown.to_string_lossy().into_owned());
         }

@@ -17,6 +17,7 @@ use crate::error::{Error, Problem, Result};
 use crate::settings::{OutputFormat, Settings};
 use crate::ui;
 use crate::workspace::MARA_TOML;
+use crate::workspace::pulumi_project::PROJECT_FILES;
 use found::{Found, Layout};
 
 /// What `init` writes (relative paths and contents) and what to do next.
@@ -45,11 +46,7 @@ pub fn run(settings: &Settings) -> Result<()> {
         ));
     }
     // A repository that is one project: mara runs projects in directories of their own.
-    if ["Pulumi.yaml", "Pulumi.yml"]
-        .iter()
-        .any(|f| root.join(f).is_file())
-        || found::has_tf(&root)
-    {
+    if PROJECT_FILES.iter().any(|f| root.join(f).is_file()) || found::has_tf(&root) {
         return Err(Error::usage(
             Problem::new(format!(
                 "{} is a project itself (a Pulumi.yaml or .tf files at its top): nothing was written",

@@ -4,7 +4,7 @@
 //! configuration, else each key), and a first run's answers (the shared file as it was) are
 //! taken back, in that order; whatever cannot be is said, with why, and kept.
 
-use super::Ready;
+use super::{Loaded, Ready};
 use crate::engine::pulumi::Pulumi;
 use crate::engine::{Step, StepKind};
 use crate::error::{Error, Problem};
@@ -25,6 +25,29 @@ pub(super) struct Stored {
     pub secrets_file_before: bool,
     /// The projects whose stack the preview created.
     pub created: Vec<String>,
+}
+
+impl Stored {
+    /// What preparing `loaded` for `operation` made: a first run's answers, written to
+    /// `config`; the `secrets` stored. The preview's stacks are added once it has run.
+    pub(super) fn of(
+        operation: crate::engine::Operation,
+        loaded: &Loaded<'_>,
+        workspace: &crate::workspace::Workspace,
+        config: &StackConfigFile,
+        secrets: &crate::run::prepare::Secrets,
+    ) -> Stored {
+        let first = operation == crate::engine::Operation::Up && loaded.config.is_first_run();
+        Stored {
+            first_run: first.then(|| {
+                let shown = workspace.display(config.path()).display().to_string();
+                (loaded.config.clone(), shown)
+            }),
+            secrets: secrets.keys().cloned().collect(),
+            secrets_file_before: !matches!(loaded.stored, StackConfigFile::Missing(_)),
+            created: Vec::new(),
+        }
+    }
 }
 
 /// What a take-back came to: what it took away, and what it kept, with why.

@@ -248,21 +248,7 @@ impl<'a> Invocation<'a> {
             None => *planner,
         };
 
-        // Plan, and confirm.
-        let plan = match self.confirmed_plan(planner, &ready) {
-            // A "no" that left nothing behind leaves no record either.
-            Err(error @ Error::Declined(_)) => {
-                *ran = *ran && !ready.taken_back.get();
-                return Err(error);
-            }
-            plan => plan?,
-        };
-        interrupt.checkpoint()?;
-        if run.operation == Operation::Up && planner.deployment.files.env_file.is_none() {
-            let file = workspace.env_file();
-            crate::files::write_private(&file, &first_env(stack))
-                .map_err(|e| Error::write(&file, e))?;
-        }
+        let plan = self.planned(planner, &ready, ran)?;
 
         // Execute: the terminal and the ledger follow the run as it goes.
         let clock_start = Instant::now();
@@ -310,6 +296,26 @@ impl<'a> Invocation<'a> {
             record::infra_type(self.settings, planner, &ready.config);
         }
         result
+    }
+
+    /// Plan, and confirm: a "no" that left nothing behind leaves no record either; once
+    /// confirmed, a first `up` writes the environment file.
+    fn planned(&self, planner: &Planner<'_>, ready: &Ready, ran: &mut bool) -> Result<RunPlan> {
+        let plan = match self.confirmed_plan(planner, ready) {
+            Err(error @ Error::Declined(_)) => {
+                *ran = *ran && !ready.taken_back.get();
+                return Err(error);
+            }
+            plan => plan?,
+        };
+        self.runner.interrupt().checkpoint()?;
+        let files = &planner.deployment.files;
+        if self.run.operation == Operation::Up && files.env_file.is_none() {
+            let file = files.workspace.env_file();
+            crate::files::write_private(&file, &first_env(planner.stack))
+                .map_err(|e| Error::write(&file, e))?;
+        }
+        Ok(plan)
     }
 
     /// Runs `plan` with the terminal and the ledger following it; the projects' reports.

@@ -49,17 +49,7 @@ impl Invocation<'_> {
             }
             _ => (loaded.config.clone(), Default::default()),
         };
-        let stored = Stored {
-            first_run: (run.operation == Operation::Up && loaded.config.is_first_run()).then(
-                || {
-                    let shown = workspace.display(config.path()).display().to_string();
-                    (loaded.config.clone(), shown)
-                },
-            ),
-            secrets: secrets.keys().cloned().collect(),
-            secrets_file_before: !matches!(loaded.stored, StackConfigFile::Missing(_)),
-            created: Vec::new(),
-        };
+        let stored = Stored::of(run.operation, loaded, workspace, &config, &secrets);
         let mut env = prepared.env.clone();
         // The engines' copy of the configuration as it now is (a first run has just written it).
         prepare::write_for_engines(&config, workspace)?;

@@ -538,10 +538,9 @@ struct Venvs {
 
 impl Venvs {
     fn add(&mut self, path: &str, dir: &Path, pulumi: &PulumiProject) {
-        if let Some(venv) = &pulumi.virtualenv
-            && !dir.join(venv).join("bin").is_dir()
-        {
-            let venv = normalize(&dir.join(venv));
+        let missing = (pulumi.virtualenv.as_deref())
+            .and_then(|venv| crate::workspace::pulumi_project::missing_virtualenv(dir, venv));
+        if let Some(venv) = missing {
             self.missing.entry(venv).or_default().push(path.to_string());
         }
     }
