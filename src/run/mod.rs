@@ -20,5 +20,6 @@ pub mod recorder;
 pub mod redact;
 pub mod runner;
 pub mod scheduler;
+pub mod spawn;
 pub mod stacks;
 pub mod watchdog;

@@ -17,6 +17,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::interrupt::{Interrupt, Stop};
+use super::spawn::Spawner;
 use crate::engine::Step;
 
 /// Which stream a line came from.
@@ -35,35 +36,30 @@ pub struct Finished {
     pub stderr: String,
 }
 
-/// Runs `step` with `env`, sending each line to `lines` as it arrives; `stdin` is written to the
-/// process and closed (secrets travel this way, never as arguments). Once `stop` says so, the
-/// process gets SIGINT (once), and is waited for.
+/// Runs `step` as `spawner` starts a run's engines, sending each line to `lines` as it
+/// arrives; `stdin` is written to the process and closed (secrets travel this way, never as
+/// arguments). Once `stop` says so, the process gets SIGINT (once), and is waited for.
 pub async fn run(
     step: &Step,
-    env: &BTreeMap<String, String>,
+    spawner: &Spawner,
     stdin: Option<&str>,
     interrupt: &Interrupt,
     lines: mpsc::UnboundedSender<(Stream, String)>,
     stop: Option<Stop>,
 ) -> std::io::Result<Finished> {
-    let mut command = tokio::process::Command::from(command(step, env, stdin.is_some())?);
     let group = interrupt.run_group();
-    command.process_group(group.unwrap_or(0)).kill_on_drop(true);
-    let mut child = command.spawn()?;
-    let mut registered = child
-        .id()
-        .map(|pid| Registered::new(interrupt, pid as i32, group));
+    let mut child = spawner.spawn(step, stdin.is_some(), group)?;
+    let mut registered = Some(Registered::new(interrupt, child.pid, group));
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(text.as_bytes()).await?;
+        // A process that ends without reading it closes the pipe: not an error here.
+        let _ = pipe.write_all(text.as_bytes()).await;
         drop(pipe);
     }
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let stderr = child.stderr.take().expect("stderr is piped");
     let pid = registered.as_ref().map(|r| r.pid);
     let work = async {
         let (stdout, stderr) = tokio::join!(
-            read_lines(stdout, Stream::Stdout, lines.clone()),
-            read_lines(stderr, Stream::Stderr, lines)
+            read_lines(&mut child.stdout, Stream::Stdout, lines.clone()),
+            read_lines(&mut child.stderr, Stream::Stderr, lines)
         );
         (stdout, stderr, child.wait().await)
     };
@@ -90,7 +86,7 @@ pub async fn run(
     }
     drop(registered);
     Ok(Finished {
-        code: status?.code(),
+        code: status?,
         stdout,
         stderr,
     })
@@ -314,7 +310,7 @@ mod tests {
         let script = "echo out-$ONLY; echo err-${HOME:-unset} >&2; read x; echo got-$x; exit 3";
         let finished = run(
             &step(&["-c", script]),
-            &env(),
+            &Spawner::new(&env()),
             Some("input\n"),
             &Interrupt::default(),
             tx,
@@ -349,9 +345,16 @@ mod tests {
         });
         // The shell traps INT and reports it; its foreground child, in the same group, gets it too.
         let script = "trap 'echo trapped; exit 9' INT; sleep 5; echo not-reached";
-        let finished = run(&step(&["-c", script]), &env(), None, &interrupt, tx, None)
-            .await
-            .unwrap();
+        let finished = run(
+            &step(&["-c", script]),
+            &Spawner::new(&env()),
+            None,
+            &interrupt,
+            tx,
+            None,
+        )
+        .await
+        .unwrap();
         assert_eq!(finished.code, Some(9));
         assert!(finished.stdout.contains("trapped") && !finished.stdout.contains("not-reached"));
     }
@@ -373,7 +376,7 @@ mod tests {
                       i=0; while [ $i -lt 50 ]; do sleep 0.02; i=$((i+1)); done; echo clean; exit 0";
         let finished = run(
             &step(&["-c", script]),
-            &env(),
+            &Spawner::new(&env()),
             None,
             &Interrupt::default(),
             tx,
@@ -409,9 +412,16 @@ mod tests {
         let (tx, _rx) = mpsc::unbounded_channel();
         let mut s = step(&[]);
         s.program = "no-such-program-mara".into();
-        let err = run(&s, &env(), None, &Interrupt::default(), tx, None)
-            .await
-            .unwrap_err();
+        let err = run(
+            &s,
+            &Spawner::new(&env()),
+            None,
+            &Interrupt::default(),
+            tx,
+            None,
+        )
+        .await
+        .unwrap_err();
         assert!(
             err.to_string()
                 .contains("`no-such-program-mara` was not found on PATH")

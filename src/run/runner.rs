@@ -82,8 +82,10 @@ impl Runner {
         schedule: Schedule,
         sinks: &mut [&mut dyn Sink],
     ) -> Vec<ProjectReport> {
+        let spawner = super::spawn::Spawner::new(&context.env);
         let shared = Arc::new(Shared {
             context,
+            spawner,
             interrupt: self.interrupt.clone(),
             clock: self.clock.clone(),
         });

@@ -46,6 +46,8 @@ pub struct Shared {
     pub interrupt: Interrupt,
     /// The run's clock, which stamps its events (`clock::Clock`).
     pub clock: Arc<dyn crate::clock::Clock>,
+    /// What starts its engines, with the run's environment made once.
+    pub spawner: super::spawn::Spawner,
 }
 
 /// One project's task: owned, so that it can run on its own.
@@ -247,13 +249,13 @@ impl Prepared {
         self.opened = true;
         self.log = open_log(&self.job.project.log);
         if let Some(file) = &mut self.log {
-            let _ = writeln!(
-                file,
-                "# mara {} {} at {}",
+            let header = format!(
+                "# mara {} {} at {}\n",
                 self.job.operation,
                 self.job.project.path,
                 crate::clock::rfc3339(self.job.shared.clock.now())
             );
+            let _ = file.write_all(header.as_bytes());
         }
     }
 
@@ -1008,12 +1010,13 @@ async fn run_step(
     reader: &mut Reader,
 ) -> Result<process::Finished, String> {
     if let Some(file) = log {
-        let _ = writeln!(
-            file,
-            "$ {}    # in {}",
+        // One write: `writeln!` on a file makes one per piece.
+        let line = format!(
+            "$ {}    # in {}\n",
             job.redactor.redact(&step.display()),
             step.cwd.display()
         );
+        let _ = file.write_all(line.as_bytes());
     }
     // A plan holds secrets: the directories mara makes for it are private, and so is the file.
     if let Some(file) = step.writes.as_deref() {
@@ -1107,7 +1110,7 @@ async fn stream(
     let (tx, mut rx) = mpsc::unbounded_channel();
     let process = process::run(
         step,
-        &job.shared.context.env,
+        &job.shared.spawner,
         None,
         &job.shared.interrupt,
         tx,
@@ -1132,11 +1135,14 @@ async fn stream(
     }
 }
 
-/// The project's log file, created empty with its directories; `None` if it cannot be (the run
-/// goes on without it).
+/// The project's log file, created empty — with its directories when they are not there yet
+/// (the run's first project in each); `None` if it cannot be (the run goes on without it).
 fn open_log(path: &std::path::Path) -> Option<std::fs::File> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).ok()?;
+    match std::fs::File::create(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(path.parent()?).ok()?;
+            std::fs::File::create(path).ok()
+        }
+        opened => opened.ok(),
     }
-    std::fs::File::create(path).ok()
 }

@@ -130,7 +130,9 @@ impl Recorder {
 impl Sink for LedgerSink {
     fn handle(&mut self, event: &Event) {
         let kept = match event {
+            // The run's end: what waits is written at once.
             Event::ProjectStarted { .. } | Event::ProjectFinished { .. } => true,
+            Event::RunFinished { .. } | Event::Interrupting { .. } => true,
             Event::Line { .. } => self.logs,
             _ => false,
         };
@@ -201,18 +203,32 @@ const BUSY_FOR_LONG: Duration = Duration::from_secs(2);
 /// How long log lines wait to go in a batch with others.
 const TICK: Duration = Duration::from_millis(200);
 
+/// The least time between two transactions of starts and ends: what comes sooner waits for the
+/// next (an end is shown this much later at most), so that a thousand quick projects are a few
+/// dozen transactions, not thousands; a start or end after a quiet moment is written at once
+/// (docs/decisions.md, "Per task no dearer than make").
+const GATHER: Duration = Duration::from_millis(40);
+
 impl Writer {
-    /// Takes the run's events until the run ends, writing what came together in one batch.
-    /// Log lines wait for a tick, or 200 of them, or a project's start or end (they go before
-    /// it).
+    /// Takes the run's events until the run ends, writing what came together in one batch:
+    /// a start or an end at most `GATHER` after the last batch (the run's end or an
+    /// interruption sends at once), log lines a tick, or 200 of them, or a project's start or
+    /// end (they go before it).
     fn follow(&mut self, events: &mpsc::Receiver<Event>) {
         let mut tick = Instant::now() + TICK;
+        // When what waits is written, and when the last batch was.
+        let mut due: Option<Instant> = None;
+        let mut sent: Option<Instant> = None;
         loop {
-            match events.recv_timeout(tick.saturating_duration_since(Instant::now())) {
+            let until = due.map_or(tick, |due| due.min(tick));
+            match events.recv_timeout(until.saturating_duration_since(Instant::now())) {
                 Ok(event) => {
-                    self.take(event);
+                    let mut now = self.take(event);
                     while let Ok(event) = events.try_recv() {
-                        self.take(event);
+                        now |= self.take(event);
+                    }
+                    if now {
+                        due = Some(Instant::now());
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -224,26 +240,45 @@ impl Writer {
             if Instant::now() >= tick {
                 self.batch();
                 tick = Instant::now() + TICK;
+                due = Some(Instant::now());
+            }
+            if !self.waiting.is_empty() {
+                let next = sent.map_or_else(Instant::now, |sent| sent + GATHER);
+                if Instant::now() < *due.get_or_insert(next) {
+                    continue;
+                }
             }
             // Never long away from the run's events: a ledger another thread is waiting on is
             // tried at the next tick.
+            if !self.waiting.is_empty() {
+                sent = Some(Instant::now());
+            }
             self.send(Instant::now() + TICK);
+            due = (!self.waiting.is_empty()).then_some(tick);
         }
     }
 
-    fn take(&mut self, event: Event) {
+    /// Takes `event`; whether what waits is to be written at once (the run ended or is
+    /// interrupted).
+    fn take(&mut self, event: Event) -> bool {
         match event {
             Event::Line { path, text, .. } => {
                 self.lines.push((path, text));
                 if self.lines.len() >= 200 {
                     self.batch();
                 }
+                false
+            }
+            Event::RunFinished { .. } | Event::Interrupting { .. } => {
+                self.batch();
+                true
             }
             event => {
                 self.batch();
                 if let Some(entry) = self.entry_of(&event) {
                     self.waiting.push_back(entry);
                 }
+                false
             }
         }
     }
