@@ -231,3 +231,98 @@ fn typing_yes_confirms_and_ctrl_c_at_a_prompt_is_an_interruption() {
         "only the up that ran is recorded: {history:#}"
     );
 }
+
+/// `up` on a terminal, answered yes: its exit code, its screen, and the stand-in's calls.
+fn up_answered_yes(d: &Deployment) -> (i32, String, Vec<serde_json::Value>) {
+    let start = d.calls().len();
+    let log = d.log().display().to_string();
+    let env = [("PULUMI_STAND_IN_LOG", log.as_str())];
+    let mut terminal = common::Terminal::start_with(d.root(), d.bin.path(), "up", &env);
+    terminal.wait_for("Do you want to perform this update?");
+    terminal.type_keys("\x1b[A\r"); // up once is yes
+    let (code, screen) = terminal.finish();
+    (code, screen, d.calls()[start..].to_vec())
+}
+
+/// Of `calls`, how many of `command` each project's directory received, in the order of the
+/// directories.
+fn per_project(calls: &[serde_json::Value], command: &str) -> Vec<usize> {
+    let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+    for call in calls.iter().filter(|c| common::command_of(c) == command) {
+        *counts.entry(call["cwd"].as_str().unwrap()).or_default() += 1;
+    }
+    counts.into_values().collect()
+}
+
+/// With `[pulumi] update_plans`, what the confirmation's preview showed is held by Pulumi itself
+/// (`up --plan`): each project is previewed once, for the question, and updated once.
+#[test]
+fn an_up_confirmed_with_update_plans_previews_each_project_once() {
+    let d = Deployment::of("mara-local");
+    d.mara().args(["up", "--yes"]).assert().success();
+    let counts = |calls: &[serde_json::Value]| format!("{:?}", common::counted(calls));
+
+    // Today: each project previewed for the question, then again before its up (no project's
+    // preview is stale: nothing changes, so each is approved as shown).
+    let (code, screen, calls) = up_answered_yes(&d);
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(calls.len(), 44, "{}", counts(&calls));
+    assert_eq!(
+        per_project(&calls, "preview"),
+        [2; 14],
+        "{}",
+        counts(&calls)
+    );
+    assert_eq!(per_project(&calls, "up"), [1; 14]);
+
+    // With update plans: once, and the up holds to the plan that preview saved.
+    let toml = d.root().join("mara.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    std::fs::write(&toml, format!("{text}\n[pulumi]\nupdate_plans = true\n")).unwrap();
+    let (code, screen, calls) = up_answered_yes(&d);
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(calls.len(), 30, "{}", counts(&calls));
+    assert_eq!(
+        per_project(&calls, "preview"),
+        [1; 14],
+        "{}",
+        counts(&calls)
+    );
+    assert_eq!(per_project(&calls, "up"), [1; 14]);
+    let held = (calls.iter())
+        .filter(|c| common::command_of(c) == "up")
+        .filter(|c| c["argv"].as_array().unwrap().iter().any(|w| w == "--plan"))
+        .count();
+    assert_eq!(held, 14, "every up applies its plan");
+    assert!(screen.contains("(applied as approved)"), "{screen}");
+
+    // A change: the cluster's update held to the plan its question showed (the projects that
+    // read its outputs were stale, and are planned as their turn comes).
+    let config = d.root().join("config/pulumi/Pulumi.dev.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("node_count: 3", "node_count: 5")).unwrap();
+    let (code, screen, calls) = up_answered_yes(&d);
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(
+        per_project(&calls, "preview"),
+        [1; 14],
+        "{}",
+        counts(&calls)
+    );
+    let cluster = (calls.iter())
+        .find(|c| common::command_of(c) == "up" && c["project"] == "local-cluster")
+        .unwrap();
+    assert!(
+        cluster["argv"].to_string().contains("cluster.plan.json"),
+        "{cluster}"
+    );
+    let outputs = (d.mara())
+        .args(["output", "infrastructure/local/cluster"])
+        .output()
+        .unwrap();
+    let outputs: serde_json::Value = serde_json::from_slice(&outputs.stdout).unwrap();
+    assert_eq!(outputs["node_count"], 5);
+    // The plans were the run's alone: gone with it.
+    let plans = d.root().join(".mara/plans");
+    assert!(std::fs::read_dir(&plans).map_or(true, |mut d| d.next().is_none()));
+}

@@ -54,9 +54,23 @@ pub trait Engine: Send + Sync + 'static {
         ApprovalSteps::default()
     }
 
-    /// Whether a previewed project of it saves its plan in a file (`preview --save-plans`):
-    /// then an approved one without its file is refused.
+    /// Whether every previewed project of it has its plan in a file (a Terraform module's
+    /// approval is that file, and its planned outputs are read from it): then an approved one
+    /// without its file is refused, and a preview whose planned outputs others take saves one.
     fn saves_plan_files(&self) -> bool {
+        false
+    }
+
+    /// How the file of a plan it saves ends (`.tfplan`), for an engine whose `up` can apply the
+    /// plan its preview saved; `None`: it has none.
+    fn plan_suffix(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether, in this run, a preview that keeps its plan for an approval saves it
+    /// (`Target::plan_file`) and the `up` of that approval applies it (`approval_steps`'s
+    /// `apply_saved`): Terraform's always; Pulumi's with `[pulumi] update_plans`.
+    fn applies_saved_plans(&self, _run: &Engines) -> bool {
         false
     }
 

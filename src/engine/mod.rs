@@ -254,7 +254,8 @@ pub struct Target<'a> {
     pub stack_known: bool,
     /// Where a Terraform module's init stamp is kept (`<state_dir>/init/<path>.stamp`).
     pub init_stamp: &'a Path,
-    /// Where a Terraform module's preview saves its plan, when its planned outputs are read
+    /// Where its preview saves its plan: an approval's, with the saved plans (`DIR/<path>.tfplan`,
+    /// `DIR/<path>.plan.json`), or a Terraform module's whose planned outputs are read
     /// (`<state_dir>/plans/<run>/<path>.tfplan`).
     pub plan_file: Option<&'a Path>,
     /// Whether a preview that saves its plan records which state it was made against (the
@@ -382,7 +383,7 @@ impl Engines {
 /// "Saved plans").
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ApprovalSteps {
-    /// Applies the saved plan (Terraform's `apply PLANFILE`).
+    /// Applies the saved plan (Terraform's `apply PLANFILE`, Pulumi's `up --plan FILE`).
     pub apply_saved: Option<Step>,
     /// Plans again, to compare with the approved plan: Terraform's `plan -out=NEW`, Pulumi's
     /// preview.

@@ -8,6 +8,10 @@
 //! `stack output --json --show-secrets`. Change counts come from the JSON: the `summaryEvent` of
 //! the NDJSON stream for up/refresh/destroy, the digest's `changeSummary` for preview.
 //!
+//! With `[pulumi] update_plans`, a preview whose plan an approval keeps saves Pulumi's update
+//! plan (`--save-plan FILE`), and the approved `up` applies it (`--plan FILE`, a hidden flag the
+//! CLI takes without `PULUMI_EXPERIMENTAL`, which is never set: it would change every preview).
+//!
 //! `destroy --remove` runs `stack rm --yes` after the destroy instead of passing Pulumi's
 //! `--remove`, as the Automation API does: `stack rm` takes no `--config-file`, so it can only
 //! ever delete the project's own stack file, never the shared configuration.
@@ -36,6 +40,9 @@ pub struct Pulumi {
     pub color: bool,
     /// `state = "ledger"`: the server its projects that name no backend keep their stacks in.
     pub state: Option<super::state::StateServer>,
+    /// `[pulumi] update_plans`: a preview that saves its plan saves Pulumi's update plan
+    /// (`--save-plan`), and the `up` of an approved one applies it (`--plan`).
+    pub update_plans: bool,
 }
 
 impl Pulumi {
@@ -128,6 +135,16 @@ impl super::Engine for PulumiEngine {
     fn steps(&self, run: &super::Engines, target: &super::Target<'_>, op: Operation) -> Vec<Step> {
         let remove = run.remove_stacks && op == Operation::Destroy;
         let mut steps = run.pulumi.steps(target.path, target.dir, op, remove);
+        // A preview whose plan is kept saves Pulumi's update plan there (`[pulumi]
+        // update_plans`), which the `up` of its approval applies.
+        if let (Operation::Preview, Some(file)) = (op, target.plan_file)
+            && let Some(preview) = steps.iter_mut().find(|s| s.kind == StepKind::Operation)
+        {
+            preview
+                .args
+                .extend(["--save-plan".into(), file.display().to_string()]);
+            preview.writes = Some(file.to_path_buf());
+        }
         // A stack known to exist is not selected first: the operation names it (`--stack`), and
         // selects (creates) it only if it finds it gone.
         if target.stack_known
@@ -150,19 +167,38 @@ impl super::Engine for PulumiEngine {
         Box::new(Reader::new(operation))
     }
 
-    /// A fresh preview, compared with the approved one; then the operation as planned.
+    /// The update plan its preview saved (`saved`), applied: `up --plan`, which Pulumi refuses
+    /// when the update would do what the plan does not hold. Without one, or once its inputs
+    /// moved: a fresh preview, compared with the approved one; then the operation as planned.
     fn approval_steps(
         &self,
         run: &super::Engines,
         target: &super::Target<'_>,
-        _saved: Option<&Path>,
+        saved: Option<&Path>,
         _replan: &Path,
     ) -> super::ApprovalSteps {
+        let operation =
+            |op| (run.steps(target, op).into_iter()).find(|s| s.kind == StepKind::Operation);
+        let apply_saved = saved.and_then(|file| {
+            let mut up = operation(Operation::Up)?;
+            up.args
+                .extend(["--plan".into(), file.display().to_string()]);
+            Some(up)
+        });
         super::ApprovalSteps {
-            replan: (run.steps(target, Operation::Preview).into_iter())
-                .find(|s| s.kind == StepKind::Operation),
+            apply_saved,
+            replan: operation(Operation::Preview),
             ..super::ApprovalSteps::default()
         }
+    }
+
+    fn plan_suffix(&self) -> Option<&'static str> {
+        Some(".plan.json")
+    }
+
+    /// With `[pulumi] update_plans` (docs/decisions.md, "One preview per approval").
+    fn applies_saved_plans(&self, run: &super::Engines) -> bool {
+        run.pulumi.update_plans
     }
 
     fn config_namespace(&self, _leaf: &str, pulumi_name: Option<&str>) -> Option<String> {
@@ -1166,6 +1202,7 @@ mod tests {
             secrets_provider: None,
             color: false,
             state: None,
+            update_plans: false,
         }
     }
 

@@ -363,6 +363,14 @@ impl super::Engine for TerraformEngine {
         true
     }
 
+    fn plan_suffix(&self) -> Option<&'static str> {
+        Some(".tfplan")
+    }
+
+    fn applies_saved_plans(&self, _run: &super::Engines) -> bool {
+        true
+    }
+
     fn input_variable(&self, name: &str) -> String {
         format!("TF_VAR_{name}")
     }

@@ -173,6 +173,7 @@ after = ["net"]
             fingerprints: &BTreeMap::new(),
             kubeconfig: &root.join(".mara/kube/dev.yaml"),
             is_dir: &|dir| dir.is_dir(),
+            is_file: &|file| file.is_file(),
             has_kustomization: &|_| false,
             initialized: &|_| false,
             absent: &BTreeMap::new(),

@@ -34,7 +34,8 @@ pub struct Manifest {
 pub struct Planned {
     pub path: String,
     pub engine: EngineKind,
-    /// Its saved plan (Terraform), relative to the plans directory.
+    /// Its saved plan (a Terraform module's; a Pulumi project's update plan, with `[pulumi]
+    /// update_plans`), relative to the plans directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<String>,
     /// For a project with inputs: which values its plan took.

@@ -87,14 +87,20 @@ pub struct Approval {
     pub replan: bool,
     /// An interactive `up`: a new plan whose changes differ is shown, and the person asked.
     pub ask: bool,
+    /// Why the plan its engine would apply in this run is not there (a manifest without it, a
+    /// file gone): it is checked as an engine without one is, which its turn says.
+    pub unsaved: Option<String>,
 }
 
 impl Approval {
-    /// `--dry-run`'s lines in its operation's place: what it will run (`inputs`: whether it has
-    /// any, which may have moved).
-    fn render(&self, inputs: bool) -> String {
+    /// `--dry-run`'s lines in the place of its `operation`: what it will run (`inputs`: whether
+    /// it has any, which may have moved).
+    fn render(&self, inputs: bool, operation: &Step) -> String {
         let steps = &self.steps;
         let mut text = String::new();
+        if let Some(why) = &self.unsaved {
+            text.push_str(&format!("#   {why}: checked as without one\n"));
+        }
         if let Some(apply) = (steps.apply_saved.as_ref()).filter(|_| !self.approved.deferred()) {
             text.push_str(&format!("{}\n", apply.display()));
             if !inputs {
@@ -120,47 +126,73 @@ impl Approval {
             )),
             (None, _) => text.push_str("#   its up, when its inputs are as planned:\n"),
         }
+        // Pulumi's, a command's: the operation itself, once it holds.
+        if steps.apply_replanned.is_none() {
+            text.push_str(&format!("{}\n", operation.display()));
+        }
         text
     }
 }
 
 impl Plans {
-    /// Where a preview saves project `path`'s Terraform plan: with the saved plans, or — when
-    /// its planned outputs are read (other projects take them) — in the run's `plans`.
+    /// Where a preview saves project `path`'s plan (its `engine`'s, as the run's `engines`
+    /// say it saves one): with the saved plans, when its `up` applies it; or — a Terraform
+    /// module's, whose planned outputs are read from it, when other projects take them — in
+    /// the run's `plans`.
     fn plan_file(
         &self,
-        operation: Operation,
-        plans: &Path,
-        path: &str,
-        outputs_taken: &[String],
+        (operation, plans): (Operation, &Path),
+        (path, outputs_taken): (&str, &[String]),
+        (engine, engines): (EngineKind, &Engines),
     ) -> Option<PathBuf> {
+        let suffix = engine.plan_suffix()?;
         match (operation, &self.save_in) {
-            (Operation::Preview, Some(dir)) => Some(dir.join(format!("{path}.tfplan"))),
-            (Operation::Preview, None) if !outputs_taken.is_empty() => {
-                Some(plans.join(format!("{path}.tfplan")))
+            (Operation::Preview, Some(dir)) if engine.applies_saved_plans(engines) => {
+                Some(dir.join(format!("{path}{suffix}")))
+            }
+            (Operation::Preview, None)
+                if engine.saves_plan_files() && !outputs_taken.is_empty() =>
+            {
+                Some(plans.join(format!("{path}{suffix}")))
             }
             _ => None,
         }
     }
 
-    /// Project `path`'s approved plan in an `up`, with the steps that apply it or plan it
-    /// again (a new plan saved in the run's `plans`).
+    /// Project `path`'s approved plan in an `up`, with the steps that apply it — its saved
+    /// plan, where its engine applies one in this run and the file is there (`is_file`) — or
+    /// plan it again (a new plan saved in the run's `plans`).
     fn approval(
         &self,
-        path: &str,
+        (path, target): (&str, &Target<'_>),
         engines: &Engines,
-        target: &Target<'_>,
         plans: &Path,
+        is_file: &(dyn Fn(&Path) -> bool + Sync),
     ) -> Option<Approval> {
         let (dir, manifest) = self.approved.as_ref()?;
         let approved = manifest.projects.iter().find(|p| p.path == path)?;
-        let replan = plans.join(format!("{path}.replan.tfplan"));
-        let saved_plan = approved.plan.as_ref().map(|file| dir.join(file));
+        let engine = engines.engine_of(target);
+        let suffix = engine.plan_suffix().unwrap_or_default();
+        let replan = plans.join(format!("{path}.replan{suffix}"));
+        let applies = engine.applies_saved_plans(engines);
+        let saved_plan = (approved.plan.as_ref())
+            .map(|file| dir.join(file))
+            .filter(|_| applies);
+        let unsaved = match &saved_plan {
+            _ if !applies || approved.deferred() => None,
+            None => Some("its approval holds no saved plan".to_string()),
+            Some(file) if !is_file(file) => {
+                Some(format!("its saved plan {} is gone", file.display()))
+            }
+            Some(_) => None,
+        };
+        let saved_plan = saved_plan.filter(|_| unsaved.is_none());
         Some(Approval {
             approved: approved.clone(),
             steps: engines.approval_steps(target, saved_plan.as_deref(), &replan),
             replan: self.replan,
             ask: self.ask,
+            unsaved,
         })
     }
 }
@@ -168,8 +200,9 @@ impl Plans {
 /// The plans a run works with (docs/commands.md, "Saved plans").
 #[derive(Debug, Clone, Default)]
 pub struct Plans {
-    /// A preview saves every Terraform plan here (`preview --save-plans DIR`, the confirmation
-    /// of `up`); else only those whose planned outputs are read, in the run's own directory.
+    /// A preview saves here every plan its `up` would apply (`preview --save-plans DIR`, the
+    /// confirmation of `up`): Terraform's, and Pulumi's with `update_plans`; else only the
+    /// Terraform plans whose planned outputs are read, in the run's own directory.
     pub save_in: Option<PathBuf>,
     /// An `up` applies these: the directory and its manifest.
     pub approved: Option<(PathBuf, crate::run::approval::Manifest)>,
@@ -281,6 +314,7 @@ pub fn pulumi(
         secrets_provider: settings.pulumi.secrets_provider.clone(),
         color,
         state: state.cloned(),
+        update_plans: settings.pulumi.update_plans,
     }
 }
 
@@ -373,6 +407,7 @@ impl Planner<'_> {
             fingerprints: self.fingerprints,
             kubeconfig: &workspace.kubeconfig_file(&self.stack.name),
             is_dir: &|dir| dir.is_dir(),
+            is_file: &|file| file.is_file(),
             has_kustomization: &|dir| kubectl::kustomization(dir).is_some(),
             initialized: &crate::fingerprint::init_is_current,
             absent: self.absent,
@@ -425,6 +460,8 @@ pub struct Inputs<'a> {
     pub kubeconfig: &'a Path,
     /// Whether a directory exists (the plan itself never looks).
     pub is_dir: &'a (dyn Fn(&Path) -> bool + Sync),
+    /// Whether a file exists: an approved plan's.
+    pub is_file: &'a (dyn Fn(&Path) -> bool + Sync),
     /// Whether a directory holds a kustomization (for the kubectl engine).
     pub has_kustomization: &'a (dyn Fn(&Path) -> bool + Sync),
     /// Whether a Terraform module's init stamp is current (the plan itself never reads it).
@@ -487,12 +524,7 @@ impl RunPlan {
                 match &project.approval {
                     // What an approved plan runs in its operation's place.
                     Some(approval) if step.kind == crate::engine::StepKind::Operation => {
-                        text.push_str(&approval.render(!project.inputs.is_empty()));
-                        // Pulumi's, a command's: the operation itself, once it holds.
-                        if approval.steps.apply_replanned.is_none() {
-                            text.push_str(&step.display());
-                            text.push('\n');
-                        }
+                        text.push_str(&approval.render(!project.inputs.is_empty(), step));
                     }
                     _ => {
                         text.push_str(&step.display());
@@ -533,10 +565,12 @@ fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> 
     };
     let outputs_taken = outputs_taken(graph, i);
     // A preview's planned outputs are read for the projects that take them; every
-    // plan is kept where plans are saved.
-    let plan_file = inputs
-        .saved
-        .plan_file(operation, inputs.plans, &project.path, &outputs_taken);
+    // plan its `up` would apply is kept where plans are saved.
+    let plan_file = inputs.saved.plan_file(
+        (operation, inputs.plans),
+        (&project.path, &outputs_taken),
+        (project.engine_or(engines.default), engines),
+    );
     let mut target = Target {
         path: &project.path,
         engine: project.engine,
@@ -564,9 +598,8 @@ fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> 
     let taken = PlannedInput::of(project, engine);
     let approval = (operation == Operation::Up)
         .then(|| {
-            inputs
-                .saved
-                .approval(&project.path, engines, &target, inputs.plans)
+            let project = (project.path.as_str(), &target);
+            (inputs.saved).approval(project, engines, inputs.plans, inputs.is_file)
         })
         .flatten()
         .map(Box::new);
@@ -678,6 +711,7 @@ pub mod fixtures {
                 secrets_provider: None,
                 color: false,
                 state: None,
+                update_plans: false,
             },
             config: Default::default(),
             remove_stacks: false,
@@ -700,6 +734,17 @@ pub mod fixtures {
     /// The plan of the built-in `aws` provider for `operation`, narrowed to `only` (all when
     /// empty).
     pub fn plan(operation: Operation, only: &[&str]) -> RunPlan {
+        plan_with(operation, only, (&Plans::default(), &engines()), &|_| true)
+    }
+
+    /// `plan`, with the plans `saved` it saves or applies, the `engines`, and which files
+    /// exist (`is_file`).
+    pub fn plan_with(
+        operation: Operation,
+        only: &[&str],
+        (saved, engines): (&Plans, &Engines),
+        is_file: &(dyn Fn(&Path) -> bool + Sync),
+    ) -> RunPlan {
         let graph = ExecutionGraph::build(&Registry::builtin().resolve("aws").unwrap()).unwrap();
         let selection = Selection {
             only: only.iter().map(|s| s.to_string()).collect(),
@@ -710,15 +755,16 @@ pub mod fixtures {
         RunPlan::build(&Inputs {
             operation,
             selected: &selected,
-            engines: &engines(),
+            engines,
             workspace: &workspace(),
             provider: "aws",
             logs: Path::new("/w/.mara/logs/r1"),
             plans: Path::new("/w/.mara/plans/r1"),
-            saved: &Plans::default(),
+            saved,
             fingerprints: &fingerprints,
             kubeconfig: Path::new("/w/.mara/kube/dev.yaml"),
             is_dir: &|_| true,
+            is_file,
             has_kustomization: &|_| false,
             initialized: &|_| false,
             absent: &BTreeMap::new(),
@@ -812,6 +858,123 @@ pulumi --non-interactive destroy --yes --skip-preview --stack dev --config-file 
 pulumi --non-interactive destroy --yes --skip-preview --stack dev --config-file /w/config/pulumi/Pulumi.dev.yaml --color never --json
 "
         );
+    }
+
+    #[test]
+    fn with_update_plans_a_pulumi_preview_saves_the_plan_its_approved_up_applies() {
+        use super::fixtures::{engines, plan_with};
+        use crate::run::approval::{Manifest, Planned};
+        let eks = "infrastructure/aws/eks";
+        let holding = |update_plans: bool| Engines {
+            pulumi: Pulumi {
+                update_plans,
+                ..engines().pulumi
+            },
+            ..engines()
+        };
+        let saving = Plans {
+            save_in: Some("/w/release".into()),
+            ..Plans::default()
+        };
+        let arg = |plan: &RunPlan, flag: &str| {
+            let operation = crate::engine::StepKind::Operation;
+            let op = (plan.projects[0].steps.iter()).find(|s| s.kind == operation);
+            let args = &op.unwrap().args;
+            let at = args.iter().position(|a| a == flag)?;
+            Some(args[at + 1].clone())
+        };
+        let previewed = plan_with(
+            Operation::Preview,
+            &[eks],
+            (&saving, &holding(true)),
+            &|_| true,
+        );
+        let file = "/w/release/infrastructure/aws/eks.plan.json";
+        assert_eq!(arg(&previewed, "--save-plan").as_deref(), Some(file));
+        let op = previewed.projects[0]
+            .steps
+            .iter()
+            .find(|s| s.writes.is_some());
+        assert_eq!(op.unwrap().writes.as_deref(), Some(Path::new(file)));
+        // Off (the default): a preview as always.
+        let today = plan_with(
+            Operation::Preview,
+            &[eks],
+            (&saving, &holding(false)),
+            &|_| true,
+        );
+        assert_eq!(arg(&today, "--save-plan"), None);
+
+        let approved = |plan: Option<&str>| Plans {
+            approved: Some((
+                "/w/release".into(),
+                Manifest {
+                    version: crate::run::approval::VERSION,
+                    stack: "dev".into(),
+                    provider: "aws".into(),
+                    run_id: "r0".into(),
+                    projects: vec![Planned {
+                        path: eks.into(),
+                        engine: EngineKind::named("pulumi").unwrap(),
+                        plan: plan.map(str::to_string),
+                        planned_with: None,
+                        inputs: Default::default(),
+                        changes: None,
+                        resources: Vec::new(),
+                        waited: false,
+                        digest: None,
+                        state: None,
+                        against: Default::default(),
+                    }],
+                },
+            )),
+            ..Plans::default()
+        };
+        let named = approved(Some("infrastructure/aws/eks.plan.json"));
+        let up = |plans: &Plans, update_plans: bool, there: bool| {
+            let is_file = move |_: &Path| there;
+            let plan = plan_with(
+                Operation::Up,
+                &[eks],
+                (plans, &holding(update_plans)),
+                &is_file,
+            );
+            *plan.projects[0].approval.clone().unwrap()
+        };
+        let held = up(&named, true, true);
+        let apply = held.steps.apply_saved.as_ref().unwrap();
+        assert_eq!(apply.args[1], "up");
+        assert!(
+            apply.display().ends_with(&format!("--plan {file}")),
+            "{}",
+            apply.display()
+        );
+        // Never experimental: the flag is taken without it.
+        assert!(!apply.env.contains_key("PULUMI_EXPERIMENTAL"));
+        assert_eq!(held.unsaved, None);
+        assert!(
+            held.steps.replan.is_some(),
+            "a fresh preview, when its inputs moved"
+        );
+        let shown = plan_with(Operation::Up, &[eks], (&named, &holding(true)), &|_| true);
+        let shown = shown.render(|p| p.display().to_string());
+        assert_eq!(shown.matches(" up ").count(), 1, "{shown}");
+        // Without its plan, or with update plans off: checked by a fresh preview, as today.
+        let gone = up(&named, true, false);
+        assert_eq!(gone.steps.apply_saved, None);
+        assert_eq!(
+            gone.unsaved.unwrap(),
+            format!("its saved plan {file} is gone")
+        );
+        let none = up(&approved(None), true, true);
+        assert_eq!(none.steps.apply_saved, None);
+        assert_eq!(
+            none.unsaved.as_deref(),
+            Some("its approval holds no saved plan")
+        );
+        let off = up(&named, false, true);
+        assert_eq!((off.steps.apply_saved, off.unsaved), (None, None));
+        assert!(off.steps.replan.is_some());
     }
 
     #[test]

@@ -65,6 +65,11 @@ pub enum StatePlace {
 pub struct PulumiSettings {
     pub binary: String,
     pub secrets_provider: Option<String>,
+    /// `update_plans`: an approved preview's Pulumi update plan is what its `up` applies
+    /// (`preview --save-plan`, `up --plan`), instead of a fresh preview compared with it
+    /// (docs/commands.md, "Saved plans"). Off by default: Pulumi's update plans are a public
+    /// preview.
+    pub update_plans: bool,
 }
 
 impl Default for WorkspaceSettings {
@@ -82,6 +87,7 @@ impl Default for WorkspaceSettings {
             pulumi: PulumiSettings {
                 binary: "pulumi".into(),
                 secrets_provider: None,
+                update_plans: false,
             },
             ledger: None,
             pools: BTreeMap::new(),
@@ -128,6 +134,7 @@ struct RawRetention {
 struct RawPulumi {
     binary: Option<Spanned<String>>,
     secrets_provider: Option<String>,
+    update_plans: Option<bool>,
 }
 
 /// Parses the text of `mara.toml` (read from `path`), reporting every problem with its line.
@@ -332,11 +339,12 @@ impl Reader<'_> {
         }
     }
 
-    /// `[pulumi]`: a `binary` that names a program.
+    /// `[pulumi]`: a `binary` that names a program; `update_plans`, true or false.
     fn pulumi(&mut self, value: Option<RawPulumi>, default: PulumiSettings) -> PulumiSettings {
         let Some(RawPulumi {
             binary,
             secrets_provider,
+            update_plans,
         }) = value
         else {
             return default;
@@ -355,6 +363,7 @@ impl Reader<'_> {
                 None => default.binary,
             },
             secrets_provider,
+            update_plans: update_plans.unwrap_or(default.update_plans),
         }
     }
 
@@ -552,6 +561,7 @@ engine = "pulumi"
 [pulumi]
 binary = "/opt/pulumi/bin/pulumi"
 secrets_provider = "passphrase"
+update_plans = true
 "#;
         let settings = parse(Path::new("mara.toml"), text).unwrap();
         assert_eq!(settings.projects_dir, "pulumi/python");
@@ -562,6 +572,22 @@ secrets_provider = "passphrase"
             settings.pulumi.secrets_provider.as_deref(),
             Some("passphrase")
         );
+        assert!(settings.pulumi.update_plans);
+        assert!(!WorkspaceSettings::default().pulumi.update_plans, "opt-in");
+    }
+
+    #[test]
+    fn update_plans_is_true_or_false_said_with_its_line_and_key() {
+        let text = "parallel = 2\n[pulumi]\nupdate_plans = \"yes\"\n";
+        let err = parse(Path::new("mara.toml"), text).unwrap_err();
+        let problem = err.problems()[0].to_string();
+        assert!(
+            problem.starts_with("mara.toml:3: `update_plans`: "),
+            "{problem}"
+        );
+        assert!(problem.contains("expected true or false"), "{problem}");
+        let off = parse(Path::new("mara.toml"), "[pulumi]\nupdate_plans = false\n").unwrap();
+        assert!(!off.pulumi.update_plans);
     }
 
     #[test]

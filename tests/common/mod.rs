@@ -203,12 +203,42 @@ impl Deployment {
 
     /// Every call the stand-in logged so far.
     pub fn calls(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.log())
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
-            .collect()
+        calls_in(&self.log())
     }
+}
+
+/// Every call a stand-in logged in `log` (`PULUMI_STAND_IN_LOG`).
+pub fn calls_in(log: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect()
+}
+
+/// The Pulumi command a logged call ran, as its words say it: `preview`, `up`, `stack select`,
+/// `config set`.
+pub fn command_of(call: &serde_json::Value) -> String {
+    let words: Vec<&str> = (call["argv"].as_array().unwrap().iter())
+        .map(|w| w.as_str().unwrap())
+        .filter(|w| *w != "--non-interactive")
+        .collect();
+    match words.as_slice() {
+        [group @ ("stack" | "config"), command, ..] if !command.starts_with('-') => {
+            format!("{group} {command}")
+        }
+        [command, ..] => command.to_string(),
+        [] => String::new(),
+    }
+}
+
+/// How many calls of each command `calls` holds.
+pub fn counted(calls: &[serde_json::Value]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for call in calls {
+        *counts.entry(command_of(call)).or_default() += 1;
+    }
+    counts
 }
 
 /// `PATH` with `dir` first: how the tests put stand-ins before the real tools.

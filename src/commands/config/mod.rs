@@ -89,6 +89,8 @@ pub(super) fn pulumi(workspace: &Workspace, files: &Files) -> Pulumi {
         secrets_provider: workspace.settings.pulumi.secrets_provider.clone(),
         color: false,
         state: files.state.clone(),
+        // `config set` and `get` apply no plan.
+        update_plans: false,
     }
 }
 

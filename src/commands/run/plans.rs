@@ -376,8 +376,10 @@ fn mismatches(
     problems
 }
 
-/// What is wrong with a project's plan file in the manifest: one outside `dir` (or not a plan),
-/// one gone, or none for a Terraform module that was previewed.
+/// What is wrong with a project's plan file in the manifest: one outside `dir` (or not a plan
+/// of its engine), one gone, or none for a Terraform module that was previewed. A Pulumi
+/// project's update plan that is not there is no problem: its approval is then checked by a
+/// fresh preview, as its turn says (`run::plan::Approval::unsaved`).
 fn plan_file_problem(
     path: &str,
     planned: &approval::Planned,
@@ -395,13 +397,16 @@ fn plan_file_problem(
     let inside = Path::new(file)
         .components()
         .all(|c| matches!(c, std::path::Component::Normal(_)));
-    if !inside || !file.ends_with(".tfplan") {
+    let its_plan = engine
+        .plan_suffix()
+        .is_some_and(|suffix| file.ends_with(suffix));
+    if !inside || !its_plan {
         return Some(Problem::new(format!(
             "{path}: the manifest names `{file}`, which is no plan file in {}",
             dir.display()
         )));
     }
-    (!dir.join(file).is_file()).then(|| {
+    (saves_files && !dir.join(file).is_file()).then(|| {
         Problem::new(format!(
             "{path}: its saved plan {} is gone",
             dir.join(file).display()

@@ -1,7 +1,9 @@
 //! A project's approved plan, as its turn in `up` comes (docs/commands.md, "Saved plans"): its
-//! saved plan applied when its inputs are those it was planned with; else planned again, and
-//! applied when its changes are the approved ones (or `--replan` lets it); else refused, it and
-//! what follows it.
+//! saved plan applied when its inputs are those it was planned with (a Terraform module's plan
+//! file; a Pulumi project's update plan, with `[pulumi] update_plans`, which Pulumi itself holds
+//! the update to); else planned again, and applied when its changes are the approved ones (or
+//! `--replan` lets it); else refused, it and what follows it. An approval whose saved plan its
+//! engine would apply is not there is planned again, as one without, and says so.
 
 use super::{Finished, Outcome, Prepared, process, run_repaired};
 use crate::engine::{Step, StepKind};
@@ -18,6 +20,10 @@ impl Prepared {
             return Ok(());
         };
         let approved = &approval.approved;
+        if let Some(why) = &approval.unsaved {
+            let said = format!("{why}: planned again and compared with the approved plan instead");
+            self.job.emit(&mut self.log, super::Stream::Stderr, &said);
+        }
         // A project that was not previewed has no inputs on record: planning it is what tells.
         let changed = match approved.deferred() {
             true => Vec::new(),

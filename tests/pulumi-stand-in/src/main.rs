@@ -5,7 +5,9 @@
 //! (`postgres://…`, Pulumi's DIY PostgreSQL backend with lib/pq's connection rules: see
 //! `postgres/mod.rs`) — exit codes and messages are Pulumi's, and programs are a small subset of
 //! Pulumi YAML (see `program.rs`) so that state really flows between projects through stack
-//! references. `stack export` and `stack import` move a stack between backends (`transfer.rs`);
+//! references. `preview --save-plan` writes Pulumi's update plan and `up --plan` holds the update
+//! to it, refusing one that leaves it as Pulumi does (`plan.rs`). `stack export` and `stack
+//! import` move a stack between backends (`transfer.rs`);
 //! `stack init` reuses the `encryptionsalt` its configuration file already holds, once the
 //! passphrase is checked against it, as the passphrase secrets manager does.
 //!
@@ -44,6 +46,7 @@
 
 mod backend;
 mod flags;
+mod plan;
 mod postgres;
 mod program;
 mod store;
@@ -770,6 +773,17 @@ impl Ctx<'_> {
         };
         let changes = count_changes(&before, &after);
         let changed = changes.keys().any(|k| k != "same");
+        // An update held to a saved plan: one that leaves it fails, having changed nothing.
+        if let Some(file) = self.args.value("plan").filter(|_| op == "up") {
+            let planned = plan::read(Path::new(file))?;
+            if let Err(message) = plan::check(&planned, &before, &after) {
+                return Err(self.bail(op, &message));
+            }
+        }
+        if let Some(file) = self.args.value("save-plan").filter(|_| op == "preview") {
+            let config = ConfigFile::load(&self.config_path())?.values();
+            plan::save(Path::new(file), (&before, &after), &config)?;
+        }
         if mutates {
             let mut next = checkpoint.clone();
             next["checkpoint"]["latest"]["manifest"] = backend::manifest();

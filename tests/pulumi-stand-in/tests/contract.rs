@@ -244,6 +244,59 @@ fn state_flows_through_stack_references_and_secrets_stay_secret() {
     }
 }
 
+/// `preview --save-plan` writes Pulumi's update plan; `up --plan` applies it, and refuses an
+/// update that leaves it (exit 1, nothing written), with Pulumi's words.
+#[test]
+fn an_update_plan_is_applied_and_an_update_that_leaves_it_refused() {
+    let s = Scratch::new();
+    s.create("a");
+    assert!(s.up("a").status.success());
+    let shared = s.shared();
+    let plan = s.path().join("a.plan.json").display().to_string();
+    let operation = |command: &str, flag: &str| {
+        let args = [
+            "--non-interactive",
+            command,
+            "--stack",
+            "dev",
+            "--config-file",
+            &shared,
+        ];
+        let mut args = args.to_vec();
+        if command == "up" {
+            args.extend(["--yes", "--skip-preview", "--json"]);
+        }
+        args.extend([flag, &plan]);
+        s.pulumi("a", &args)
+    };
+    let count =
+        |n: &str| std::fs::write(&shared, format!("config:\n  proj-a:count: {n}\n")).unwrap();
+    let state =
+        || std::fs::read_to_string(s.path().join("state/.pulumi/stacks/proj-a/dev.json")).unwrap();
+    count("3");
+    let out = operation("preview", "--save-plan");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let saved = std::fs::read_to_string(&plan).unwrap();
+    assert!(saved.contains("\"resourcePlans\""), "{saved}");
+    assert!(!saved.contains("t0k3n"), "secrets stay encrypted: {saved}");
+    // The configuration moved after the preview: refused, nothing written.
+    count("4");
+    let before = state();
+    let out = operation("up", "--plan");
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("resource violates plan: properties changed: ~~count[{3}!={4}]"),
+        "{said}"
+    );
+    assert_eq!(state(), before);
+    // As planned: applied.
+    count("3");
+    let out = operation("up", "--plan");
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    assert!(state().contains("\"count\":3"), "{}", state());
+}
+
 #[test]
 fn config_set_secret_reads_stdin_and_config_get_decrypts() {
     let s = Scratch::new();
