@@ -14,6 +14,7 @@ pub mod narrow;
 pub mod outputs;
 pub mod plan;
 pub mod prepare;
+pub mod priority;
 pub mod process;
 pub mod project;
 pub mod recorder;

@@ -270,6 +270,10 @@ pub struct RunPlan {
     /// preview of `up`'s confirmation, for its details).
     pub show_diff: bool,
     pub budgets: Budgets,
+    /// Each project's duration in the operation's last recorded run on the stack, where the
+    /// ledger has one (empty when not asked): what the scheduler ranks them by
+    /// (`run::priority`).
+    pub estimates: Vec<Option<std::time::Duration>>,
 }
 
 /// Makes the plans of one run from its deployment: the run's own, and the preview its
@@ -503,6 +507,7 @@ impl RunPlan {
             projects,
             show_diff: false,
             budgets: inputs.budgets.clone(),
+            estimates: Vec::new(),
         }
     }
 

@@ -12,7 +12,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::future::Future;
 use std::pin::Pin;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 use super::events::{Event, Finished, Outcome, ProjectReport};
 use super::interrupt::{Interrupt, Stop};
 use super::plan::{Budgets, RunPlan};
+use super::priority::{Priorities, Running};
 use crate::clock::Clock;
 use crate::engine::EngineKind;
 
@@ -84,6 +85,7 @@ pub async fn run<S: Send + 'static>(
         target: "mara::graph",
         projects = walk.reports.len(),
         unblocked = walk.unblocked,
+        held = walk.held_slots,
         "scheduled"
     );
     walk.not_run()
@@ -97,13 +99,17 @@ struct Ready {
     /// Each project's class, and each class's pool and engine.
     class_of: Vec<usize>,
     classes: Vec<(Option<String>, EngineKind)>,
-    queues: Vec<BinaryHeap<Reverse<usize>>>,
+    /// Each class's ready projects, the highest ranked first, then the earliest.
+    queues: Vec<BinaryHeap<(Duration, Reverse<usize>)>>,
+    /// Each project's rank (`run::priority`): all alike when one project runs at a time, so
+    /// that the plan's order is kept.
+    rank: Vec<Duration>,
     pools: BTreeMap<String, usize>,
     engines: BTreeMap<EngineKind, usize>,
 }
 
 impl Ready {
-    fn new(plan: &RunPlan) -> Ready {
+    fn new(plan: &RunPlan, priorities: Option<&Priorities>) -> Ready {
         let mut classes: Vec<(Option<String>, EngineKind)> = Vec::new();
         let class_of = (plan.projects.iter())
             .map(|p| {
@@ -117,9 +123,13 @@ impl Ready {
                 }
             })
             .collect();
+        let rank = (0..plan.projects.len())
+            .map(|i| priorities.map_or(Duration::ZERO, |p| p.rank(i)))
+            .collect();
         Ready {
             budgets: plan.budgets.clone(),
             queues: vec![BinaryHeap::new(); classes.len()],
+            rank,
             class_of,
             classes,
             pools: BTreeMap::new(),
@@ -128,7 +138,7 @@ impl Ready {
     }
 
     fn push(&mut self, i: usize) {
-        self.queues[self.class_of[i]].push(Reverse(i));
+        self.queues[self.class_of[i]].push((self.rank[i], Reverse(i)));
     }
 
     /// Whether class `c` can start one more now.
@@ -170,21 +180,26 @@ impl Ready {
         })
     }
 
-    /// The earliest ready project whose budgets have room.
-    fn pop(&mut self) -> Option<usize> {
-        let c = (0..self.queues.len())
+    /// The best ready project whose budgets have room: the highest ranked, then the earliest.
+    fn best(&self) -> Option<usize> {
+        (0..self.queues.len())
             .filter(|&c| self.has_room(c))
-            .filter_map(|c| self.queues[c].peek().map(|Reverse(i)| (*i, c)))
-            .min()?
-            .1;
-        self.queues[c].pop().map(|Reverse(i)| i)
+            .filter_map(|c| self.queues[c].peek().copied())
+            .max()
+            .map(|(_, Reverse(i))| i)
+    }
+
+    /// Takes `i`, which `best` named, out of the ready projects.
+    fn take(&mut self, i: usize) {
+        let taken = self.queues[self.class_of[i]].pop();
+        debug_assert_eq!(taken.map(|(_, Reverse(j))| j), Some(i));
     }
 
     /// The first ready project of each class its budget holds back, with why.
     fn held(&self) -> Vec<(usize, String)> {
         (0..self.queues.len())
             .filter_map(|c| {
-                let Reverse(i) = self.queues[c].peek()?;
+                let (_, Reverse(i)) = self.queues[c].peek()?;
                 self.held_by(c).map(|why| (*i, why))
             })
             .collect()
@@ -230,8 +245,13 @@ struct Walk<'a, S, P, St> {
     /// go.
     waiting: Vec<usize>,
     unblocks: Vec<Vec<usize>>,
-    /// Ready projects, earliest in the plan first, within their budgets.
+    /// Ready projects, the highest ranked first, within their budgets.
     ready: Ready,
+    /// The projects' ranks, and whether a slot waits for one about to be ready: only when
+    /// more than one project runs at a time.
+    priorities: Option<Priorities>,
+    /// Counted by the tests: how many times a free slot waited for a project about to be ready.
+    held_slots: usize,
     /// The projects a budget held back, said once each (`Event::Held`).
     held: BTreeSet<usize>,
     /// Waiting projects that can prepare ahead of their turn, those preparing, and what that
@@ -283,7 +303,8 @@ where
                 unblocks[j].push(i);
             }
         }
-        let mut ready = Ready::new(plan);
+        let priorities = (parallel > 1).then(|| Priorities::new(plan));
+        let mut ready = Ready::new(plan, priorities.as_ref());
         for i in (0..projects.len()).filter(|&i| waiting[i] == 0) {
             ready.push(i);
         }
@@ -308,6 +329,8 @@ where
             waiting,
             unblocks,
             ready,
+            priorities,
+            held_slots: 0,
             held: BTreeSet::new(),
             early,
             preparing: BTreeSet::new(),
@@ -348,7 +371,12 @@ where
     /// Fills the free slots: ready projects first, then preparations.
     fn fill(&mut self) {
         while !self.stopping() && self.running.len() < self.parallel.max(1) {
-            if let Some(i) = self.ready.pop() {
+            if let Some(i) = self.ready.best() {
+                if self.holds_for_imminent(i) {
+                    self.held_slots += 1;
+                    break;
+                }
+                self.ready.take(i);
                 self.start_project(i);
                 continue;
             }
@@ -379,6 +407,44 @@ where
         if self.stopping() && !self.interrupt.is_interrupted() && !self.preparing.is_empty() {
             let _ = self.stop_preparing.send(true);
         }
+    }
+
+    /// Whether the slot `best` would take waits for projects about to be ready that outrank it
+    /// (`Priorities::hold`).
+    fn holds_for_imminent(&self, best: usize) -> bool {
+        let Some(priorities) = self.priorities.as_ref().filter(|p| p.holds()) else {
+            return false;
+        };
+        let now = self.clock.now();
+        let is_running = |j: usize| self.started_at.contains_key(&j) && !self.ended_or_released(j);
+        let running: Vec<Running> = (self.started_at.iter())
+            .filter(|(j, _)| is_running(**j))
+            .map(|(&index, &at)| Running {
+                index,
+                for_: now.duration_since(at).unwrap_or_default(),
+            })
+            .collect();
+        let mut imminent: Vec<(usize, Vec<usize>)> = Vec::new();
+        for r in &running {
+            for &w in &self.unblocks[r.index] {
+                if self.started_at.contains_key(&w) || imminent.iter().any(|(v, _)| *v == w) {
+                    continue;
+                }
+                let on: Vec<usize> = (self.plan.projects[w].waits_for.iter().copied())
+                    .filter(|&j| is_running(j))
+                    .collect();
+                if on.len() == self.waiting[w] && !self.blocked.contains_key(&w) {
+                    imminent.push((w, on));
+                }
+            }
+        }
+        let free = self.parallel.max(1) - self.running.len();
+        priorities.hold(best, free, &running, &imminent)
+    }
+
+    /// Whether project `j` has ended, or let its dependents go.
+    fn ended_or_released(&self, j: usize) -> bool {
+        self.reports.contains_key(&j) || self.released.contains(&j)
     }
 
     /// A ready project that a free slot would start but for its pool's or engine's budget says
@@ -844,6 +910,28 @@ mod tests {
         .await;
         assert!(reports.iter().all(|r| r.status == ProjectStatus::Succeeded));
         said.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn the_head_of_the_longest_chain_starts_first_when_more_than_one_runs() {
+        // Three projects ready at once; the third leads a chain of three.
+        let mut plan = fixtures::plan(Operation::Up, &[]);
+        plan.projects.truncate(5);
+        let edges = [vec![], vec![], vec![], vec![2], vec![3]];
+        for (project, waits_for) in plan.projects.iter_mut().zip(edges) {
+            project.waits_for = waits_for;
+            project.steps.clear();
+        }
+        let path = |i: usize| format!("start {}", plan.projects[i].path);
+        let started = |said: Vec<String>| -> Vec<String> {
+            said.into_iter()
+                .filter(|s| s.starts_with("start"))
+                .take(2)
+                .collect()
+        };
+        assert_eq!(started(timeline(&plan, 2, &[]).await), [path(2), path(0)]);
+        // One at a time: the plan's order, as the original runner's.
+        assert_eq!(started(timeline(&plan, 1, &[]).await), [path(0), path(1)]);
     }
 
     #[tokio::test]

@@ -121,6 +121,9 @@ struct Prepared<'a> {
     destroyed: Option<crate::ledger::RunRecord>,
     /// The outputs its inputs take from projects it does not apply (`Survey::inputs`).
     inputs: BTreeMap<String, crate::run::inputs::Known>,
+    /// Each project's duration in the operation's last run on the stack, by path
+    /// (`run::priority`).
+    durations: std::collections::HashMap<String, std::time::Duration>,
 }
 
 impl<'a> Invocation<'a> {
@@ -160,6 +163,7 @@ impl<'a> Invocation<'a> {
         let Some(found) = self.survey(deployment, &loaded, &mut ledger, &env)? else {
             return Ok(());
         };
+        let durations = self.durations(&mut ledger, loaded.stack);
         let started = self.runner.now();
         let run_id = self.run_id(started);
         let planner = Planner {
@@ -206,6 +210,7 @@ impl<'a> Invocation<'a> {
             ledger,
             destroyed: found.destroyed,
             inputs: found.inputs,
+            durations,
         };
         let mut went = Went::default();
         let result = self.go(&planner, prepared, recorder.as_mut(), &mut went);
@@ -213,6 +218,30 @@ impl<'a> Invocation<'a> {
         let result = summary::lease_kept(interrupt, result);
         self.close(recorder, &result, (went.ran, went.verdict), &planner);
         result
+    }
+
+    /// Each project's duration in the operation's last run on `stack`, which the scheduler
+    /// ranks projects by when more than one runs at a time (`run::priority`); none when the
+    /// ledger has no such run (or cannot be read now: the run is the same without).
+    fn durations(
+        &self,
+        ledger: &mut Opener,
+        stack: &crate::workspace::stack::ResolvedStack,
+    ) -> std::collections::HashMap<String, std::time::Duration> {
+        if self.run.parallel <= 1 {
+            return Default::default();
+        }
+        let last = ledger.existing().ok().flatten().and_then(|ledger| {
+            ledger
+                .last_run(stack.name.as_str(), self.run.operation)
+                .ok()?
+        });
+        let Some(last) = last else {
+            return Default::default();
+        };
+        (crate::run::priority::durations(&last).into_iter())
+            .map(|(path, took)| (path.to_string(), took))
+            .collect()
     }
 
     /// The run's id: the fanned-out run's it opens or joins, else one of its start.
@@ -248,7 +277,10 @@ impl<'a> Invocation<'a> {
             None => *planner,
         };
 
-        let plan = self.planned(planner, &ready, ran)?;
+        let mut plan = self.planned(planner, &ready, ran)?;
+        plan.estimates = (plan.projects.iter())
+            .map(|p| prepared.durations.get(&p.path).copied())
+            .collect();
 
         // Execute: the terminal and the ledger follow the run as it goes.
         let clock_start = Instant::now();
