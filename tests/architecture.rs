@@ -397,7 +397,7 @@ fn input_files_are_read_through_the_one_counted_path() {
     // `workspace::read_input` logs every read under `mara::reads` (tests/scale.rs counts them).
     // The other reads are not inputs: a project's files hashed for its fingerprint, what a
     // command step wrote to $MARA_OUTPUTS, the user's kubeconfig, mara's own logs, stdin, the
-    // watchdog's look at /proc — and `files::read`, through which the files something else may
+    // watchdog's look at /proc, the /dev/null an engine reads as its stdin — and `files::read`, through which the files something else may
     // have put there are opened only when they are regular files.
     let found = used_outside(
         &["fs::read_to_string", "fs::read(", "File::open"],
@@ -410,6 +410,7 @@ fn input_files_are_read_through_the_one_counted_path() {
             "commands::ledger",
             "run::outputs",
             "run::watchdog",
+            "run::spawn",
         ],
     );
     assert!(found.is_empty(), "{found:#?}");

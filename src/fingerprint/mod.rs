@@ -15,6 +15,7 @@ use crate::graph::Plan;
 use crate::provider::Project;
 use walk::Special;
 
+mod cache;
 mod walk;
 
 /// Why a project runs, or is skipped, under `--changed`.
@@ -59,6 +60,13 @@ pub fn compare(now: &str, before: Option<&str>) -> Change {
     }
 }
 
+/// Keeps the hashes the last `fingerprints` made for the next command (`cache`): called by a
+/// run once it runs — a command that only looks, or a run refused before it starts, writes
+/// nothing.
+pub fn keep_hashes() {
+    cache::save_held();
+}
+
 /// Every project of the plan, by graph index, in execution order (dependencies first).
 pub fn fingerprints(
     plan: &Plan<'_>,
@@ -82,16 +90,30 @@ pub fn fingerprints(
         dirs,
         files,
     } = walked(plan, project_dir, state_dir)?;
+    // A project whose files' times say they are as they were is not read again (`cache`).
+    let cache = cache::Cache::open(state_dir);
     let own_hash = |k: usize| {
         let mut own = Sha256::new();
         own.update(common);
-        own.update(entry(plan.graph.project(counted[k])).as_bytes());
+        let entry = entry(plan.graph.project(counted[k]));
+        own.update(entry.as_bytes());
+        let key = [common.as_slice(), entry.as_bytes(), stack.as_bytes()].join(&0u8);
+        let signed =
+            (files[k].as_deref()).and_then(|found| cache::signature(&key, &dirs[k], found));
+        if let Some(hash) = signed.as_ref().and_then(|s| cache.get(&dirs[k], s)) {
+            return hash;
+        }
         hash_files(&mut own, &dirs[k], files[k].as_deref(), stack);
-        hex(&own.finalize())
+        let hash = hex(&own.finalize());
+        if let Some(signature) = signed {
+            cache.put(&dirs[k], signature, hash.clone());
+        }
+        hash
     };
     let owns: BTreeMap<usize, String> = (counted.iter().copied())
         .zip(crate::parallel::map(counted.len(), own_hash))
         .collect();
+    cache::hold(cache);
     let mut done: BTreeMap<usize, String> = BTreeMap::new();
     for &i in plan.graph.order() {
         let Some(own) = owns.get(&i) else {

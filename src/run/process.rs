@@ -10,7 +10,6 @@
 //! run's watchdog (`run::watchdog`) leads the group and sends them, so no engine outlives its run.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -18,6 +17,7 @@ use tokio::sync::mpsc;
 
 use super::interrupt::{Interrupt, Stop};
 use super::spawn::Spawner;
+pub use super::spawn::resolve_program;
 use crate::engine::Step;
 
 /// Which stream a line came from.
@@ -263,21 +263,6 @@ fn command(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     Ok(command)
-}
-
-/// The program as the child's PATH finds it, so that the environment file's PATH counts.
-pub fn resolve_program(
-    program: &str,
-    env: &BTreeMap<String, String>,
-    cwd: &Path,
-) -> std::io::Result<std::path::PathBuf> {
-    let path = env.get("PATH").map(String::as_str).unwrap_or_default();
-    which::which_in(program, Some(path), cwd).map_err(|_| {
-        std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!("`{program}` was not found on PATH"),
-        )
-    })
 }
 
 #[cfg(test)]

@@ -16,9 +16,7 @@ use std::ffi::{CString, c_char, c_int, c_void};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-#[cfg(test)]
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use tokio::io::unix::AsyncFd;
@@ -185,7 +183,7 @@ impl Spawner {
         if cached && let Some(found) = self.lock().get(&step.program) {
             return Ok(found.clone());
         }
-        let found = super::process::resolve_program(&step.program, &self.env, &step.cwd)?;
+        let found = resolve_program(&step.program, &self.env, &step.cwd)?;
         if cached {
             self.lock().insert(step.program.clone(), found.clone());
         }
@@ -272,6 +270,21 @@ fn reap(pid: i32, flags: c_int) -> io::Result<Option<Option<i32>>> {
     Ok(Some(
         libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
     ))
+}
+
+/// The program as the child's PATH finds it, so that the environment file's PATH counts.
+pub fn resolve_program(
+    program: &str,
+    env: &BTreeMap<String, String>,
+    cwd: &Path,
+) -> std::io::Result<std::path::PathBuf> {
+    let path = env.get("PATH").map(String::as_str).unwrap_or_default();
+    which::which_in(program, Some(path), cwd).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("`{program}` was not found on PATH"),
+        )
+    })
 }
 
 /// A pipe, both ends close-on-exec (the child's end is made its stdin, stdout or stderr by

@@ -291,6 +291,7 @@ impl<'a> Invocation<'a> {
             recorder.as_deref_mut(),
             &workspace.root,
         );
+        crate::fingerprint::keep_hashes();
         if run.operation == Operation::Preview {
             self.save_manifest(planner, (&plan, &reports), &ready.config)?;
         }
