@@ -14,7 +14,7 @@ use crate::ledger::{Opener, RunStart};
 use crate::run::events::ProjectReport;
 use crate::run::plan::{Planner, RunPlan};
 use crate::run::recorder::{Recorder, TakenOver};
-use crate::run::{fanout, prepare, stacks};
+use crate::run::{fanout, prepare, retention, stacks};
 use crate::settings::Settings;
 use crate::ui::ledger::takeover_note;
 use crate::workspace::stack::ResolvedStack;
@@ -143,10 +143,36 @@ impl Invocation<'_> {
         let paths: Vec<String> = (planner.selected.order().iter())
             .map(|&i| planner.deployment.graph.project(i).path.clone())
             .collect();
-        if let Err(error) = recorder.close(result, went, &paths) {
-            let text = format!("warning: the run's end was not recorded: {error}");
-            crate::ui::errln!("{}", self.settings.stderr_style.yellow(&text));
+        match recorder.close(result, went, &paths) {
+            Err(error) => {
+                let text = format!("warning: the run's end was not recorded: {error}");
+                crate::ui::errln!("{}", self.settings.stderr_style.yellow(&text));
+            }
+            // An interrupted run ends at once; the next one applies the retention.
+            Ok(Some(mut ledger)) if !matches!(result, Err(Error::Interrupted)) => {
+                retain(ledger.as_mut(), &planner.deployment.files.workspace);
+            }
+            Ok(_) => {}
         }
+    }
+}
+
+/// `[retention]` applied once a run's end is recorded, on its own connection (docs/decisions.md,
+/// "A ledger that stays small"): reading what is past its bounds costs a walk of an index over
+/// the runs it keeps, so it is done after every run, and the ledger and `.mara/logs` never hold
+/// more than it says for long. What it could not do is a warning; the run's exit is its own.
+fn retain(ledger: &mut dyn crate::ledger::Ledger, workspace: &crate::workspace::Workspace) {
+    let bounds = workspace.settings.retention;
+    if bounds.days.is_none() && bounds.runs.is_none() {
+        return;
+    }
+    match retention::apply(ledger, workspace, (bounds.days, bounds.runs), false) {
+        Ok(pruned) => tracing::debug!(
+            runs = pruned.runs.len(),
+            logs = pruned.logs,
+            "the retention applied"
+        ),
+        Err(error) => tracing::warn!("{error}: the retention was not applied"),
     }
 }
 
