@@ -46,6 +46,26 @@ pub fn apply(
     Ok(Pruned { runs: gone, logs })
 }
 
+/// `[retention]` applied once a run's end is recorded, on the run's own connection
+/// (docs/decisions.md, "A ledger that stays small"): reading what is past its bounds costs a walk
+/// of an index over the runs it keeps, so it is done after every run, and the ledger and
+/// `.mara/logs` never hold more than it says for long. What it could not do is a warning; the
+/// run's exit is its own.
+pub fn after_a_run(ledger: &mut dyn Ledger, workspace: &Workspace) {
+    let bounds = workspace.settings.retention;
+    if bounds.days.is_none() && bounds.runs.is_none() {
+        return;
+    }
+    match apply(ledger, workspace, (bounds.days, bounds.runs), false) {
+        Ok(pruned) => tracing::debug!(
+            runs = pruned.runs.len(),
+            logs = pruned.logs,
+            "the retention applied"
+        ),
+        Err(error) => tracing::warn!("{error}: the retention was not applied"),
+    }
+}
+
 /// Removes the log directories of the runs `gone` (`logs/<run>`, and `logs/<run>-<suffix>` of
 /// its confirmation's preview), and of the runs the ledger does not hold that the bounds would
 /// not keep were they runs: past the newest `runs` runs with a directory, or started before

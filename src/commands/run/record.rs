@@ -148,31 +148,15 @@ impl Invocation<'_> {
                 let text = format!("warning: the run's end was not recorded: {error}");
                 crate::ui::errln!("{}", self.settings.stderr_style.yellow(&text));
             }
-            // An interrupted run ends at once; the next one applies the retention.
-            Ok(Some(mut ledger)) if !matches!(result, Err(Error::Interrupted)) => {
-                retain(ledger.as_mut(), &planner.deployment.files.workspace);
+            // An interrupted run ends at once, and the next one applies the retention; a job's
+            // end is not its run's, which `mara ci close` ends.
+            Ok(Some(mut ledger))
+                if !matches!(result, Err(Error::Interrupted)) && self.run.join.is_none() =>
+            {
+                retention::after_a_run(ledger.as_mut(), &planner.deployment.files.workspace);
             }
             Ok(_) => {}
         }
-    }
-}
-
-/// `[retention]` applied once a run's end is recorded, on its own connection (docs/decisions.md,
-/// "A ledger that stays small"): reading what is past its bounds costs a walk of an index over
-/// the runs it keeps, so it is done after every run, and the ledger and `.mara/logs` never hold
-/// more than it says for long. What it could not do is a warning; the run's exit is its own.
-fn retain(ledger: &mut dyn crate::ledger::Ledger, workspace: &crate::workspace::Workspace) {
-    let bounds = workspace.settings.retention;
-    if bounds.days.is_none() && bounds.runs.is_none() {
-        return;
-    }
-    match retention::apply(ledger, workspace, (bounds.days, bounds.runs), false) {
-        Ok(pruned) => tracing::debug!(
-            runs = pruned.runs.len(),
-            logs = pruned.logs,
-            "the retention applied"
-        ),
-        Err(error) => tracing::warn!("{error}: the retention was not applied"),
     }
 }
 
