@@ -691,7 +691,7 @@ fn a_read_only_ledger_is_read_without_leaving_files_and_refused_for_a_run() {
 #[test]
 fn prune_keeps_what_the_retention_says_and_takes_the_logs_too() {
     let ws = common::Workspace::new(&[
-        ("mara.toml", "provider = \"p\"\n\n[retention]\nruns = 1\n"),
+        ("mara.toml", "provider = \"p\"\n"),
         (
             "providers/p.toml",
             "description = \"p\"\ninfra_type = \"p\"\n\n[[project]]\npath = \"app\"\nup = \"echo up\"\ndestroy = \"true\"\n",
@@ -708,6 +708,7 @@ fn prune_keeps_what_the_retention_says_and_takes_the_logs_too() {
             .count()
     };
     assert_eq!(logs(), 3);
+    ws.write("mara.toml", "provider = \"p\"\n\n[retention]\nruns = 1\n");
     let said = |args: &[&str]| {
         let output = ws.mara().args(args).output().unwrap();
         (
@@ -736,4 +737,72 @@ fn prune_keeps_what_the_retention_says_and_takes_the_logs_too() {
     let (code, out) = said(&["ledger", "prune"]);
     assert_eq!(code, Some(3), "{out}");
     assert!(out.contains("mara.toml:3: `retention.runs`"), "{out}");
+}
+
+#[test]
+fn every_recorded_run_applies_the_retention_so_the_ledger_and_its_logs_stay_bounded() {
+    let ws = common::Workspace::new(&[
+        ("mara.toml", "provider = \"p\"\n\n[retention]\nruns = 3\n"),
+        (
+            "providers/p.toml",
+            "description = \"p\"\ninfra_type = \"p\"\n\n[[project]]\npath = \"app\"\nup = \"echo up\"\npreview = \"echo preview\"\ndestroy = \"true\"\n",
+        ),
+        ("config/pulumi/environment", "PULUMI_STACK=dev\n"),
+    ]);
+    let run = |args: &[&str]| {
+        let output = ws.mara().args(args).output().unwrap();
+        assert!(output.status.success(), "{}", common::stderr(&output));
+    };
+    let logs = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(ws.path().join(".mara/logs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let runs = || -> Vec<String> {
+        let output = (ws.mara())
+            .args(["--output", "json", "history", "--limit", "100"])
+            .output()
+            .unwrap();
+        let runs: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+        let mut ids: Vec<String> = (runs.iter())
+            .map(|r| r["run_id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    // Many more runs than it keeps: after each, the newest three, their logs and no more.
+    for n in 1..=8 {
+        run(&["up", "--yes"]);
+        let (runs, logs) = (runs(), logs());
+        assert_eq!(runs.len(), n.min(3), "{runs:?}");
+        assert_eq!(logs, runs, "the logs are the runs kept");
+    }
+    // A preview records no run: its logs are kept as the newest three directories are (and
+    // those of the runs the ledger keeps); an older one's go with the next recorded run.
+    let ups = runs();
+    run(&["preview"]);
+    let first_preview: Vec<String> = (logs().into_iter()).filter(|l| !ups.contains(l)).collect();
+    assert_eq!(first_preview.len(), 1, "{:?}", logs());
+    for _ in 0..3 {
+        run(&["preview"]);
+    }
+    run(&["up", "--yes"]);
+    let (runs, logs) = (runs(), logs());
+    assert_eq!(runs.len(), 3);
+    assert!(
+        !logs.contains(&first_preview[0]),
+        "an old preview's logs go: {logs:?}"
+    );
+    assert!(logs.len() <= 6, "{logs:?}");
+    assert!(runs.iter().all(|r| logs.contains(r)), "{runs:?} {logs:?}");
+    // `mara ledger prune` says there is nothing more to remove.
+    let output = ws.mara().args(["ledger", "prune"]).output().unwrap();
+    assert!(
+        common::stdout(&output).starts_with("Nothing to remove"),
+        "{}",
+        common::stdout(&output)
+    );
 }

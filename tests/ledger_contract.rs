@@ -1694,6 +1694,104 @@ fn both_backends_migrate_to_the_one_schema_described() {
     }
 }
 
+/// The indexes both backends make beyond their tables' keys, by their SQLite names (a server's
+/// are `mara_` and the same), with the columns they order by: what keeps `status`, `history`,
+/// `mara serve`'s pages and a retention flat in the history (`tests/scale.rs` counts it).
+const INDEXES: &[(&str, &str, &[&str], Option<Dialect>)] = &[
+    (
+        "runs_by_stack",
+        "runs",
+        &["stack", "started", "run_id"],
+        None,
+    ),
+    ("runs_by_start", "runs", &["started", "run_id"], None),
+    (
+        "runs_by_operation",
+        "runs",
+        &["stack", "operation", "started", "run_id"],
+        None,
+    ),
+    ("projects_by_path", "projects", &["path"], None),
+    ("audit_by_run", "audit", &["run_id", "at"], None),
+    // The log lines a server keeps.
+    (
+        "log_lines_by_run",
+        "log_lines",
+        &["run_id", "seq"],
+        Some(Dialect::Postgres),
+    ),
+];
+
+/// (index, table, columns) of the indexes `backend`'s ledger has beyond its keys, as its
+/// catalogue says.
+fn indexes(
+    backend: &Backend,
+) -> (
+    Dialect,
+    std::collections::BTreeSet<(String, String, String)>,
+) {
+    drop(backend.open());
+    match (&backend.place, &backend._server) {
+        (Place::File(file), _) => {
+            let connection = rusqlite::Connection::open(file).unwrap();
+            let mut statement = connection
+                .prepare(
+                    "SELECT m.name, m.tbl_name, group_concat(i.name, ', ')
+                     FROM sqlite_master m JOIN pragma_index_info(m.name) i
+                     WHERE m.type = 'index' AND m.sql IS NOT NULL GROUP BY m.name",
+                )
+                .unwrap();
+            let rows = statement.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)));
+            (Dialect::Sqlite, rows.unwrap().map(Result::unwrap).collect())
+        }
+        (Place::Server(_), Some(server)) => {
+            let said = server.sql(
+                "contract",
+                "SELECT indexname, tablename, indexdef FROM pg_indexes
+                 WHERE schemaname = current_schema() AND tablename LIKE 'mara\\_%'
+                   AND indexname NOT LIKE '%\\_pkey' AND indexname NOT LIKE '%\\_key'",
+            );
+            let found = (said.lines())
+                .map(|line| {
+                    let [name, table, def] = line.split('|').collect::<Vec<_>>()[..] else {
+                        panic!("psql said `{line}`")
+                    };
+                    let columns = def.rsplit_once('(').unwrap().1.trim_end_matches(')');
+                    (name.into(), table.into(), columns.into())
+                })
+                .collect();
+            (Dialect::Postgres, found)
+        }
+        (Place::Server(_), None) => unreachable!("a server backend has its server"),
+    }
+}
+
+#[test]
+fn both_backends_migrate_to_the_one_set_of_indexes_described() {
+    for backend in backends() {
+        let (dialect, has) = indexes(&backend);
+        let prefix = match dialect {
+            Dialect::Sqlite => "",
+            Dialect::Postgres => "mara_",
+        };
+        let described: std::collections::BTreeSet<(String, String, String)> = (INDEXES.iter())
+            .filter(|(.., only)| only.is_none_or(|d| d == dialect))
+            .map(|(name, table, columns, _)| {
+                (
+                    format!("{prefix}{name}"),
+                    format!("{prefix}{table}"),
+                    columns.join(", "),
+                )
+            })
+            .collect();
+        assert_eq!(
+            has, described,
+            "{}: the ledger's indexes are not those described (INDEXES, in this file)",
+            backend.name
+        );
+    }
+}
+
 #[test]
 fn prune_removes_what_the_retention_does_not_keep_and_never_a_running_run() {
     for backend in backends() {
@@ -1745,5 +1843,113 @@ fn prune_removes_what_the_retention_does_not_keep_and_never_a_running_run() {
             "{name}"
         );
         assert_eq!(ledger.runs(None, 10).unwrap().len(), 3, "{name}");
+    }
+}
+
+/// Each operation on two stacks, in turn, and an up of a third; the last up of dev left running
+/// and locked, drift checks with what their previews showed, prod's run cleared by `unlock
+/// --force`. The runs' ids.
+fn every_operation_on_two_stacks(ledger: &mut dyn Ledger) -> Vec<String> {
+    use mara::ledger::Previewed;
+    use mara::ledger::writes::{Entry, RunOf};
+    let mut ids = Vec::new();
+    for k in 0..14 {
+        let (id, stack) = (format!("r{k:02}"), ["dev", "qa"][k % 2]);
+        let operation = Operation::ALL[(k / 2) % 5];
+        let start = RunStart {
+            projects: vec!["network".into(), "cluster".into()],
+            ..start(&id, stack, operation)
+        };
+        ledger.begin(&start, operation.mutates()).unwrap();
+        let preview = (operation == Operation::Drift).then(|| {
+            Box::new(Previewed {
+                changed_outputs: Some(vec!["url".into()]),
+                ..Previewed::default()
+            })
+        });
+        let end = Entry::ProjectFinished {
+            run_id: id.clone(),
+            project: ended("network", ProjectStatus::Succeeded),
+            of: Some(RunOf {
+                stack: stack.into(),
+                operation,
+            }),
+            outputs: None,
+            preview,
+        };
+        ledger.write(&[end]).unwrap();
+        if id != "r10" {
+            let at = "2026-11-25T11:00:00.000Z";
+            ledger.finish(&id, RunStatus::Succeeded, at).unwrap();
+        }
+        ids.push(id);
+    }
+    ledger
+        .begin(&start("u1", "prod", Operation::Up), true)
+        .unwrap();
+    ledger.unlock("prod", &me()).unwrap();
+    ids.push("u1".into());
+    ids
+}
+
+#[test]
+fn the_reads_made_at_once_say_what_the_reads_one_by_one_say() {
+    use mara::ledger::RunRecord;
+    let json = |runs: &[RunRecord]| serde_json::to_string(runs).unwrap();
+    for backend in backends() {
+        let name = backend.name;
+        let mut ledger = backend.open();
+        let ids = every_operation_on_two_stacks(ledger.as_mut());
+        // Page by page, as `history --output json` reads them: what one read of them all says.
+        for stack in [None, Some("dev")] {
+            let all = ledger.runs(stack, 100).unwrap();
+            let mut paged = ledger.runs(stack, 4).unwrap();
+            while let Some(last) = paged.last().cloned() {
+                let next = ledger.runs_after(stack, &last, 4).unwrap();
+                if next.is_empty() {
+                    break;
+                }
+                paged.extend(next);
+            }
+            assert_eq!(json(&paged), json(&all), "{name}: {stack:?}");
+            let one_by_one: Vec<RunRecord> = (all.iter())
+                .map(|r| ledger.run(&r.run_id).unwrap().unwrap())
+                .collect();
+            let at_once = ledger.with_projects(all.clone()).unwrap();
+            assert_eq!(json(&at_once), json(&one_by_one), "{name}: {stack:?}");
+        }
+        // The last run of each operation on each stack; the locks; the previews.
+        let stacks = ledger.stacks().unwrap();
+        assert_eq!(stacks, ["dev", "prod", "qa"], "{name}");
+        let last = ledger.last_runs(&stacks, &Operation::ALL).unwrap();
+        let mut each: Vec<RunRecord> = (stacks.iter())
+            .flat_map(|s| Operation::ALL.map(|o| (s.clone(), o)))
+            .filter_map(|(s, o)| ledger.last_run(&s, o).unwrap())
+            .map(|mut r| {
+                r.projects.clear();
+                r
+            })
+            .collect();
+        each.sort_by(|a, b| (&b.started, &b.run_id).cmp(&(&a.started, &a.run_id)));
+        assert_eq!(last.len(), 11, "{name}: {last:?}");
+        assert_eq!(json(&last), json(&each), "{name}");
+        let holders = ledger.holders().unwrap();
+        assert_eq!(holders.keys().collect::<Vec<_>>(), ["dev"], "{name}");
+        assert_eq!(
+            Some(&holders["dev"]),
+            ledger.holder("dev").unwrap().as_ref()
+        );
+        let previews = ledger.previews_of(&ids).unwrap();
+        for id in &ids {
+            let one = ledger.previews(id).unwrap();
+            assert_eq!(
+                previews.get(id).cloned().unwrap_or_default(),
+                one,
+                "{name}: {id}"
+            );
+        }
+        assert_eq!(previews.len(), 2, "{name}: the two drift checks'");
+        let asked = vec!["r03".to_string(), "gone".to_string()];
+        assert_eq!(ledger.recorded(&asked).unwrap(), ["r03".to_string()].into());
     }
 }

@@ -429,3 +429,313 @@ fn a_preview_alone_learns_its_stacks_too() {
         "the second preview makes one call each: {calls:?}"
     );
 }
+
+/// A workspace whose ledger is filled through the ledger's own API (`Ledger::import`: one
+/// transaction for thousands of runs), on this machine's SQLite file or on a PostgreSQL server.
+struct Ledgered {
+    ws: common::Workspace,
+    /// The server's ledger, when it is one.
+    url: Option<String>,
+}
+
+/// What a command, or a page of `mara serve`, read of the ledger: queries, rows, and SQLite's
+/// steps (`MARA_LOG=mara::ledger=debug`).
+type Reads = (u64, u64, u64);
+
+impl Ledgered {
+    fn new(url: Option<String>) -> Ledgered {
+        let ws = common::Workspace::new(&[
+            ("mara.toml", "provider = \"p\"\n"),
+            (
+                "providers/p.toml",
+                "description = \"p\"\ninfra_type = \"p\"\n\n[[project]]\npath = \"net\"\nup = \"true\"\n\n[[project]]\npath = \"app\"\nafter = [\"net\"]\nup = \"true\"\n",
+            ),
+            // No stack named: `status` shows every stack.
+            ("config/pulumi/environment", "PULUMI_CONFIG_PASSPHRASE=x\n"),
+        ]);
+        Ledgered { ws, url }
+    }
+
+    fn place(&self) -> mara::ledger::Place {
+        match &self.url {
+            Some(url) => mara::ledger::Place::Server(url.clone()),
+            None => mara::ledger::Place::File(self.ws.path().join(".mara/ledger.db")),
+        }
+    }
+
+    /// Records runs `ks` of the history (`recorded`).
+    fn import(&self, ks: std::ops::Range<usize>) {
+        self.import_runs(ks.map(recorded));
+    }
+
+    fn import_runs(&self, runs: impl Iterator<Item = Recorded>) {
+        let mut history = mara::ledger::History::default();
+        for (run, previews) in runs {
+            history.runs.push(run);
+            history.previews.extend(previews);
+        }
+        let mut ledger = mara::ledger::open(&self.place()).unwrap();
+        ledger.import(&history).unwrap();
+    }
+
+    fn mara(&self) -> Command {
+        let mut cmd = common::mara(self.ws.path());
+        cmd.env("MARA_LOG", "mara::ledger=debug");
+        if let Some(url) = &self.url {
+            cmd.env("MARA_LEDGER_URL", url);
+        }
+        cmd
+    }
+
+    /// What `mara <args>` read of the ledger, and what it wrote on stdout.
+    fn reads(&self, args: &[&str]) -> (Reads, String) {
+        let output = self.mara().args(args).output().unwrap();
+        let stderr = common::stderr(&output);
+        assert!(output.status.success(), "{args:?}: {stderr}");
+        (summed(&stderr, "ledger read"), common::stdout(&output))
+    }
+
+    /// What `mara serve` read of the ledger to answer `GET path`, and the answer.
+    fn served(&self, path: &str) -> (Reads, String) {
+        let mut env = vec![("MARA_LOG", "mara::ledger=debug")];
+        if let Some(url) = &self.url {
+            env.push(("MARA_LEDGER_URL", url));
+        }
+        let serve = common::web::Serve::start(self.ws.path(), &env);
+        let reply = serve.get(path);
+        assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+        let (_, said) = serve.stop();
+        (summed(&said, "request read"), reply.body)
+    }
+}
+
+/// The reads the `what` debug lines of `stderr` count, summed.
+fn summed(stderr: &str, what: &str) -> Reads {
+    let field = |line: &str, name: &str| -> u64 {
+        let start = line.find(&format!(" {name}=")).unwrap() + name.len() + 2;
+        let digits = line[start..].split(|c: char| !c.is_ascii_digit()).next();
+        digits.unwrap().parse().unwrap()
+    };
+    let lines: Vec<&str> = (stderr.lines())
+        .filter(|l| l.starts_with(&format!("DEBUG {what} ")))
+        .collect();
+    lines.iter().fold((0, 0, 0), |(q, r, s), line| {
+        (
+            q + field(line, "queries"),
+            r + field(line, "rows"),
+            s + field(line, "steps"),
+        )
+    })
+}
+
+/// A run as recorded, with its projects' previews: (run, project, what it showed).
+type Recorded = (mara::ledger::RunRecord, Vec<(String, String, String)>);
+
+/// Run `k` of a history, started `k` seconds after the first: of stack dev or qa in turn, each
+/// operation in turn (so that any ten in a row hold every stack's last run of each), two
+/// projects (`app` failed in every seventh), a drift check's previews with it, and a cancel
+/// done to every 25th.
+fn recorded(k: usize) -> Recorded {
+    use mara::engine::Operation;
+    use mara::ledger::access::{Act, Action, Via};
+    use mara::ledger::{ProjectRecord, RunRecord};
+    use mara::status::{ProjectStatus, RunStatus};
+    let at = |s: usize| {
+        let (days, s) = (s / 86_400, s % 86_400);
+        format!(
+            "2026-{:02}-{:02}T{:02}:{:02}:{:02}.000Z",
+            1 + days / 28,
+            1 + days % 28,
+            s / 3600,
+            s / 60 % 60,
+            s % 60
+        )
+    };
+    let (run_id, stack) = (format!("r{k:05}"), ["dev", "qa"][k % 2].to_string());
+    let operation = Operation::ALL[(k / 2) % 5];
+    let project = |path: &str, status| ProjectRecord {
+        path: path.into(),
+        status,
+        started: Some(at(k * 60)),
+        finished: Some(at(k * 60 + 30)),
+        exit_code: Some(i32::from(status == ProjectStatus::Failed)),
+        changes: Some([("update".to_string(), (k % 3) as u64)].into()),
+        reason: None,
+        log: Some(format!(".mara/logs/{run_id}/{path}.log")),
+        fingerprint: Some(format!("{path}-{k}")),
+    };
+    let app = match k % 7 {
+        0 => ProjectStatus::Failed,
+        _ => ProjectStatus::Succeeded,
+    };
+    let actions = match k % 25 {
+        0 => vec![Action {
+            at: at(k * 60 + 10),
+            act: Act::Cancel,
+            stack: stack.clone(),
+            run_id: run_id.clone(),
+            by: "ana".into(),
+            via: Via::Page,
+        }],
+        _ => Vec::new(),
+    };
+    let previews = match operation {
+        Operation::Drift => vec![(
+            run_id.clone(),
+            "net".to_string(),
+            r#"{"changed_outputs":["url"]}"#.to_string(),
+        )],
+        _ => Vec::new(),
+    };
+    let run = RunRecord {
+        run_id: run_id.clone(),
+        operation,
+        provider: "p".into(),
+        stack,
+        user: "ana".into(),
+        host: "ci-runner".into(),
+        pid: 4242,
+        command: format!("mara {operation}"),
+        started: at(k * 60),
+        finished: Some(at(k * 60 + 40)),
+        status: RunStatus::Succeeded,
+        projects: vec![
+            project("net", ProjectStatus::Succeeded),
+            project("app", app),
+        ],
+        selected: Some(2),
+        graph: Some(vec![("net".into(), "app".into())]),
+        leased: false,
+        actions,
+    };
+    (run, previews)
+}
+
+/// SQLite, then PostgreSQL when it can be started here (a skip, counted, elsewhere).
+fn ledgers(server: &Option<common::postgres::Server>) -> Vec<Ledgered> {
+    let mut all = vec![Ledgered::new(None)];
+    if let Some(server) = server {
+        all.push(Ledgered::new(Some(server.url("scale"))));
+    }
+    all
+}
+
+#[test]
+fn status_history_and_the_pages_read_as_much_at_10_runs_as_at_5000() {
+    let server = common::postgres::Server::start();
+    for ledger in ledgers(&server) {
+        let name = if ledger.url.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        };
+        // The newest ten runs (every stack's last of each operation among them), then 4,990
+        // older ones under them.
+        ledger.import(4990..5000);
+        let measure = || -> BTreeMap<&str, Reads> {
+            let mut reads = BTreeMap::new();
+            for (what, args) in [
+                (
+                    "history",
+                    ["history", "--all-stacks", "--limit", "10"].as_slice(),
+                ),
+                (
+                    "history --output json",
+                    &[
+                        "--output",
+                        "json",
+                        "history",
+                        "--all-stacks",
+                        "--limit",
+                        "10",
+                    ],
+                ),
+                ("history -s dev", &["-s", "dev", "history", "--limit", "5"]),
+                ("status", &["status"]),
+                ("status --output json", &["--output", "json", "status"]),
+            ] {
+                reads.insert(what, ledger.reads(args).0);
+            }
+            for page in ["/?limit=10", "/stacks", "/api/runs?limit=10", "/api/stacks"] {
+                reads.insert(page, ledger.served(page).0);
+            }
+            reads
+        };
+        let small = measure();
+        assert!(
+            small.values().all(|&(queries, ..)| queries > 0),
+            "{small:?}"
+        );
+        ledger.import(0..4990);
+        let large = measure();
+        eprintln!("{name}: at 10 runs {small:?}\n{name}: at 5,000 runs {large:?}");
+        assert_eq!(
+            small, large,
+            "{name}: what each command and page reads of the ledger grows with its history"
+        );
+        // Every stack, however old its runs: one whose only run is the oldest of all.
+        let (mut legacy, _) = recorded(5000);
+        (legacy.stack, legacy.started) = ("legacy".into(), "2025-01-01T00:00:00.000Z".into());
+        ledger.import_runs([(legacy, Vec::new())].into_iter());
+        let (_, said) = ledger.reads(&["--output", "json", "status"]);
+        assert!(said.contains("\"stack\": \"legacy\""), "{name}: {said}");
+        let (_, stacks) = ledger.served("/api/stacks");
+        let stacks: serde_json::Value = serde_json::from_str(&stacks).unwrap();
+        let names: Vec<&str> = (stacks.as_array().unwrap().iter())
+            .map(|s| s["stack"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["dev", "legacy", "qa"], "{name}");
+    }
+}
+
+#[test]
+fn history_s_json_written_run_by_run_is_what_it_was_written_whole() {
+    use mara::ledger::RunRecord;
+    use mara::status::{ProjectStatus, RunStatus};
+    let server = common::postgres::Server::start();
+    for ledger in ledgers(&server) {
+        // 130 runs (pages of 50 are read), some running — one of a process gone from this
+        // machine, shown abandoned with its projects — and one recorded abandoned.
+        let host = mara::ledger::whoami().1;
+        ledger.import_runs((0..130).map(recorded).map(|(mut run, previews)| {
+            match run.run_id.as_str() {
+                "r00100" | "r00120" => {
+                    (run.status, run.host, run.pid, run.finished) =
+                        (RunStatus::Running, host.clone(), 999_999_999, None);
+                    run.projects[1].status = ProjectStatus::Running;
+                }
+                "r00110" => {
+                    run.status = RunStatus::Abandoned;
+                    run.projects[1].status = ProjectStatus::Waiting;
+                    run.projects[1].finished = None;
+                }
+                _ => {}
+            }
+            (run, previews)
+        }));
+        // What it wrote before: every run read whole again, as seen, in one array.
+        let opened = mara::ledger::open(&ledger.place()).unwrap();
+        let whole: Vec<RunRecord> = (opened.runs(None, 120).unwrap().into_iter())
+            .map(|r| opened.run(&r.run_id).unwrap().unwrap().as_seen())
+            .collect();
+        let before = format!("{}\n", serde_json::to_string_pretty(&whole).unwrap());
+        let (_, now) = ledger.reads(&[
+            "--output",
+            "json",
+            "history",
+            "--all-stacks",
+            "--limit",
+            "120",
+        ]);
+        assert!(now == before, "the JSON changed:\n{now}");
+        assert!(now.contains("\"status\": \"abandoned\""), "{now}");
+        // A stack's, and none.
+        let (_, dev) = ledger.reads(&["-s", "dev", "--output", "json", "history", "--limit", "70"]);
+        let dev: Vec<serde_json::Value> = serde_json::from_str(&dev).unwrap();
+        assert_eq!(dev.len(), 65);
+        assert!(dev.iter().all(|r| r["stack"] == "dev"));
+        let empty = Ledgered::new(None);
+        let (_, none) = empty.reads(&["--output", "json", "history"]);
+        assert_eq!(none, "[]\n");
+    }
+}

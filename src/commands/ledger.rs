@@ -63,13 +63,19 @@ pub fn status(settings: &Settings, watch: bool) -> Result<()> {
             Some(stack) => vec![stack.clone()],
             None => ledger.stacks()?,
         };
+        let last = last_of(ledger.as_ref(), &stacks)?;
+        let drift_ids: Vec<String> = (last.iter().filter_map(|(_, c)| c.as_ref()))
+            .map(|c| c.run_id.clone())
+            .collect();
+        let mut previews = ledger.previews_of(&drift_ids)?;
         let mut runs = Vec::new();
         let mut checks = Vec::new();
-        for stack in &stacks {
-            if let Some(last) = last_deployment(ledger.as_ref(), stack)? {
-                runs.push(last.as_seen());
-                checks.push(last_drift_check(ledger.as_ref(), stack)?);
-            }
+        for (last, check) in last {
+            runs.push(last.as_seen());
+            checks.push(check.map(|run| {
+                let previews = previews.remove(&run.run_id).unwrap_or_default();
+                drift_check(run.as_seen(), &previews)
+            }));
         }
         let running = runs.iter().any(|r| r.status == RunStatus::Running);
         let text = match settings.output {
@@ -115,16 +121,42 @@ pub fn status(settings: &Settings, watch: bool) -> Result<()> {
 /// The last run of `stack` that is not a drift check (a scheduled check would otherwise hide
 /// the last deployment from `status` and `unlock`), with its projects; else its last drift check.
 fn last_deployment(ledger: &dyn Ledger, stack: &str) -> Result<Option<RunRecord>> {
-    let recent = ledger.runs(Some(stack), 200)?;
-    let Some(last) = (recent.iter())
-        .find(|r| r.operation != Operation::Drift)
-        .or_else(|| recent.first())
-    else {
-        return Ok(None);
+    let last = last_of(ledger, &[stack.to_string()])?;
+    Ok(last.into_iter().next().map(|(deployment, _)| deployment))
+}
+
+/// Each of `stacks` that has a run (in their order), with its last deployment (as
+/// `last_deployment` says) and its last drift check, each with its projects: three reads of the
+/// ledger, however long its history and however many the stacks.
+fn last_of(ledger: &dyn Ledger, stacks: &[String]) -> Result<Vec<(RunRecord, Option<RunRecord>)>> {
+    // Newest first: the first of each stack's is its last.
+    let last = ledger.last_runs(stacks, &Operation::ALL)?;
+    let mut deployed: BTreeMap<&str, &RunRecord> = BTreeMap::new();
+    let mut checked: BTreeMap<&str, &RunRecord> = BTreeMap::new();
+    for run in &last {
+        let of = match run.operation {
+            Operation::Drift => &mut checked,
+            _ => &mut deployed,
+        };
+        of.entry(run.stack.as_str()).or_insert(run);
+    }
+    let mut wanted: Vec<RunRecord> = Vec::new();
+    for run in deployed.values().chain(checked.values()) {
+        if !wanted.iter().any(|w| w.run_id == run.run_id) {
+            wanted.push((*run).clone());
+        }
+    }
+    let full = ledger.with_projects(wanted)?;
+    let find = |run: Option<&&RunRecord>| {
+        run.and_then(|run| full.iter().find(|f| f.run_id == run.run_id).cloned())
     };
-    Ok(Some(
-        ledger.run(&last.run_id)?.unwrap_or_else(|| last.clone()),
-    ))
+    Ok((stacks.iter())
+        .filter_map(|stack| {
+            let check = find(checked.get(stack.as_str()));
+            let deployment = find(deployed.get(stack.as_str())).or_else(|| check.clone())?;
+            Some((deployment, check))
+        })
+        .collect())
 }
 
 /// A stack's last drift check (`mara drift`): when, and which of the projects it checked
@@ -169,14 +201,10 @@ impl DriftCheck {
     }
 }
 
-/// The last drift check of `stack`, if one ran: a project drifted when its check found it
-/// changed outside its engine, or that applying its code would change it.
-fn last_drift_check(ledger: &dyn Ledger, stack: &str) -> Result<Option<DriftCheck>> {
-    let Some(run) = ledger.last_run(stack, Operation::Drift)? else {
-        return Ok(None);
-    };
-    let run = run.as_seen();
-    let previews = ledger.previews(&run.run_id)?;
+/// A stack's last drift check (`run`, as seen, with what its projects' previews showed): a
+/// project drifted when its check found it changed outside its engine, or that applying its
+/// code would change it.
+fn drift_check(run: RunRecord, previews: &BTreeMap<String, ledger::Previewed>) -> DriftCheck {
     let checked: Vec<&crate::ledger::ProjectRecord> = (run.projects.iter())
         .filter(|p| p.status.is_success())
         .collect();
@@ -191,7 +219,7 @@ fn last_drift_check(ledger: &dyn Ledger, stack: &str) -> Result<Option<DriftChec
         .filter(|p| p.status == ProjectStatus::Failed)
         .map(|p| p.path.clone())
         .collect::<Vec<_>>();
-    Ok(Some(DriftCheck {
+    DriftCheck {
         not_checked: run.projects.len() - checked.len() - failed.len(),
         run_id: run.run_id,
         status: run.status,
@@ -199,7 +227,7 @@ fn last_drift_check(ledger: &dyn Ledger, stack: &str) -> Result<Option<DriftChec
         checked: checked.len(),
         drifted,
         failed,
-    }))
+    }
 }
 
 /// A run and its projects, for people.
@@ -260,78 +288,99 @@ fn run_status_word(status: RunStatus, style: Style) -> String {
 pub fn history(settings: &Settings, limit: usize, all_stacks: bool) -> Result<()> {
     let (workspace, stack) = stack(settings)?;
     let stack = if all_stacks { None } else { stack };
-    let runs = match open_existing(settings, &workspace)? {
-        Some(ledger) => {
-            let mut runs = ledger.runs(stack.as_deref(), limit)?;
-            // Each with its projects (the JSON lists them; the table does not).
-            if settings.output == OutputFormat::Json {
-                for run in &mut runs {
-                    if let Some(full) = ledger.run(&run.run_id)? {
-                        *run = full;
-                    }
-                }
-            }
-            runs.into_iter().map(RunRecord::as_seen).collect()
-        }
+    let ledger = open_existing(settings, &workspace)?;
+    if settings.output == OutputFormat::Json {
+        return history_json(ledger.as_deref(), stack.as_deref(), limit);
+    }
+    let runs: Vec<RunRecord> = match &ledger {
+        Some(ledger) => (ledger.runs(stack.as_deref(), limit)?.into_iter())
+            .map(RunRecord::as_seen)
+            .collect(),
         None => Vec::new(),
     };
-    let text = match settings.output {
-        OutputFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string_pretty(&runs).expect("runs serialize")
-        ),
-        // No run to list is a note: `-q` leaves it out, heading and all.
-        OutputFormat::Human if runs.is_empty() && settings.verbosity < 0 => String::new(),
-        OutputFormat::Human => {
-            let rows: Vec<[String; 7]> = runs
-                .iter()
-                .map(|r| {
-                    [
-                        r.run_id.clone(),
-                        r.operation.to_string(),
-                        r.stack.clone(),
-                        r.provider.clone(),
-                        r.status.to_string(),
-                        r.started.clone(),
-                        format!("{}@{}", r.user, r.host),
-                    ]
-                })
-                .collect();
-            let headers = [
-                "RUN",
-                "OPERATION",
-                "STACK",
-                "PROVIDER",
-                "STATUS",
-                "STARTED",
-                "BY",
-            ];
-            let widths = ui::column_widths(headers, &rows);
-            let line = |cells: [&str; 7]| {
-                let padded: Vec<String> = cells
-                    .iter()
-                    .zip(widths)
-                    .take(6)
-                    .map(|(c, w)| ui::pad(c, w))
-                    .collect();
-                format!("{}  {}", padded.join("  "), cells[6])
-            };
-            let mut out = format!("{}\n", settings.stdout_style.bold(&line(headers)));
-            for (r, run) in rows.iter().zip(&runs) {
-                out.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6]]));
-                out.push('\n');
-                // What was done to it, under its row: `cancelled by ana via the web page at …`.
-                for action in &run.actions {
-                    out.push_str(&format!("  {}\n", action.said()));
-                }
-            }
-            if runs.is_empty() {
-                out.push_str("(no runs recorded)\n");
-            }
-            out
-        }
+    // No run to list is a note: `-q` leaves it out, heading and all.
+    if runs.is_empty() && settings.verbosity < 0 {
+        return Ok(());
+    }
+    ui::print(&history_table(&runs, settings.stdout_style))
+}
+
+/// `history`'s table: a run a line, what was done to it under it.
+fn history_table(runs: &[RunRecord], style: Style) -> String {
+    let rows: Vec<[String; 7]> = runs
+        .iter()
+        .map(|r| {
+            [
+                r.run_id.clone(),
+                r.operation.to_string(),
+                r.stack.clone(),
+                r.provider.clone(),
+                r.status.to_string(),
+                r.started.clone(),
+                format!("{}@{}", r.user, r.host),
+            ]
+        })
+        .collect();
+    let headers = [
+        "RUN",
+        "OPERATION",
+        "STACK",
+        "PROVIDER",
+        "STATUS",
+        "STARTED",
+        "BY",
+    ];
+    let widths = ui::column_widths(headers, &rows);
+    let line = |cells: [&str; 7]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .take(6)
+            .map(|(c, w)| ui::pad(c, w))
+            .collect();
+        format!("{}  {}", padded.join("  "), cells[6])
     };
-    ui::print(&text)
+    let mut out = format!("{}\n", style.bold(&line(headers)));
+    for (r, run) in rows.iter().zip(runs) {
+        out.push_str(&line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6]]));
+        out.push('\n');
+        // What was done to it, under its row: `cancelled by ana via the web page at …`.
+        for action in &run.actions {
+            out.push_str(&format!("  {}\n", action.said()));
+        }
+    }
+    if runs.is_empty() {
+        out.push_str("(no runs recorded)\n");
+    }
+    out
+}
+
+/// How many runs `history --output json` reads at once: what it holds in memory, however many
+/// it writes.
+const HISTORY_PAGE: usize = 50;
+
+/// `history --output json`: the runs, each with its projects, written as they are read, a page
+/// at a time (`ui::print_json_array`).
+fn history_json(ledger: Option<&dyn Ledger>, stack: Option<&str>, limit: usize) -> Result<()> {
+    let mut left = limit;
+    let mut last: Option<RunRecord> = None;
+    ui::print_json_array(|| {
+        let Some(ledger) = ledger.filter(|_| left > 0) else {
+            return Ok(None);
+        };
+        let n = left.min(HISTORY_PAGE);
+        let page = match &last {
+            None => ledger.runs(stack, n)?,
+            Some(after) => ledger.runs_after(stack, after, n)?,
+        };
+        left = match page.len() < n {
+            true => 0,
+            false => left - n,
+        };
+        last = page.last().cloned();
+        let page = ledger.with_projects(page)?;
+        Ok(Some(page.into_iter().map(RunRecord::as_seen).collect()))
+    })
 }
 
 pub fn logs(

@@ -183,16 +183,17 @@ impl Operation {
         }
     }
 
+    /// Every operation.
+    pub const ALL: [Operation; 5] = [
+        Operation::Up,
+        Operation::Preview,
+        Operation::Refresh,
+        Operation::Destroy,
+        Operation::Drift,
+    ];
+
     pub fn parse(text: &str) -> Option<Operation> {
-        [
-            Operation::Up,
-            Operation::Preview,
-            Operation::Refresh,
-            Operation::Destroy,
-            Operation::Drift,
-        ]
-        .into_iter()
-        .find(|o| o.as_str() == text)
+        Operation::ALL.into_iter().find(|o| o.as_str() == text)
     }
 
     /// Whether it changes infrastructure (and so takes locks and asks for confirmation).

@@ -676,8 +676,39 @@ pub trait Ledger: Send {
     /// Runs, newest first (without their projects), of one stack or all.
     fn runs(&self, stack: Option<&str>, limit: usize) -> Result<Vec<RunRecord>>;
 
+    /// `runs` past `after` (the last run of the page before): the next page, read from where
+    /// that one ended, not from the newest again.
+    fn runs_after(
+        &self,
+        stack: Option<&str>,
+        after: &RunRecord,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>>;
+
     /// One run with its projects.
     fn run(&self, run_id: &str) -> Result<Option<RunRecord>>;
+
+    /// `runs` with their projects, as `run` reads each: in one read for them all.
+    fn with_projects(&self, runs: Vec<RunRecord>) -> Result<Vec<RunRecord>>;
+
+    /// The last run of each of `operations` on each of `stacks` that has one (without its
+    /// projects), newest first: what `last_run` finds, in one read for them all.
+    fn last_runs(&self, stacks: &[String], operations: &[Operation]) -> Result<Vec<RunRecord>>;
+
+    /// Who holds each stack's lock now, by stack.
+    fn holders(&self) -> Result<BTreeMap<String, Holder>>;
+
+    /// What `previews` reads, of each of `run_ids`, in one read for them all.
+    fn previews_of(
+        &self,
+        run_ids: &[String],
+    ) -> Result<BTreeMap<String, BTreeMap<String, Previewed>>>;
+
+    /// Which of `run_ids` it holds.
+    fn recorded(&self, run_ids: &[String]) -> Result<std::collections::BTreeSet<String>>;
+
+    /// What its reads have cost so far (`store::Reads`).
+    fn reads(&self) -> store::Reads;
 
     /// Every stack a run is recorded of, by name — however old its runs.
     fn stacks(&self) -> Result<Vec<String>>;

@@ -20,10 +20,19 @@ use crate::error::{Error, Problem, Result};
 use crate::status::{ProjectStatus, RunStatus};
 
 /// The ledger on a store: every method of the contract, for both backends.
-pub struct Records<S> {
+pub struct Records<S: Store> {
     pub(super) store: S,
     user: String,
     host: String,
+}
+
+/// What the ledger read, said as it closes (`MARA_LOG=mara::ledger=debug`): what the tests and
+/// the benchmarks count (`store::Reads`).
+impl<S: Store> Drop for Records<S> {
+    fn drop(&mut self) {
+        let reads = self.store.reads();
+        tracing::debug!(target: "mara::ledger", queries = reads.queries, rows = reads.rows, steps = reads.steps, "ledger read");
+    }
 }
 
 /// The tables a forgotten run's rows are deleted from, in this order (the locks and log lines
@@ -48,6 +57,61 @@ macro_rules! run_columns {
 
 const HOLDER: &str = "SELECT r.run_id, r.{user}, r.host, r.pid, r.started, r.command, {lease_left}
      FROM {p}locks l JOIN {p}runs r ON r.run_id = l.run_id WHERE l.stack = $1";
+
+/// Every stack's holder, the stack last.
+const HOLDERS: &str =
+    "SELECT r.run_id, r.{user}, r.host, r.pid, r.started, r.command, {lease_left}, l.stack
+     FROM {p}locks l JOIN {p}runs r ON r.run_id = l.run_id";
+
+/// The runs newest first, a page of them: of every stack, or of one (`$1`); the first page, or
+/// those after the run of start and id `$N`, `$N+1` (the last of the page before). Each is an
+/// index's order (`runs_by_start`, `runs_by_stack`), read no further than the page.
+const RUNS: [&str; 4] = [
+    concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM {p}runs ORDER BY started DESC, run_id DESC LIMIT $1"
+    ),
+    concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM {p}runs WHERE stack = $1 ORDER BY started DESC, run_id DESC LIMIT $2"
+    ),
+    concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM {p}runs WHERE (started, run_id) < ($1, $2)
+         ORDER BY started DESC, run_id DESC LIMIT $3"
+    ),
+    concat!(
+        "SELECT ",
+        run_columns!(),
+        " FROM {p}runs WHERE stack = $1 AND (started, run_id) < ($2, $3)
+         ORDER BY started DESC, run_id DESC LIMIT $4"
+    ),
+];
+
+/// The last run of each (stack, operation) pair of `$1` and `$2`: one seek each in
+/// `runs_by_operation`, whatever the history.
+const LAST_RUNS: &str = concat!(
+    "SELECT ",
+    run_columns!(),
+    " FROM {p}runs WHERE run_id IN (
+       SELECT (SELECT r.run_id FROM {p}runs r WHERE r.stack = first AND r.operation = second
+               ORDER BY r.started DESC, r.run_id DESC LIMIT 1)
+       FROM {pairs $1 $2})
+     ORDER BY started DESC, run_id DESC"
+);
+
+/// Every stack a run is recorded of: from one to the next in `runs_by_stack` (a loose index
+/// scan), one seek a stack rather than a step a run.
+const STACKS: &str = "WITH RECURSIVE found (stack) AS (
+       SELECT MIN(stack) FROM {p}runs
+       UNION ALL
+       SELECT (SELECT MIN(r.stack) FROM {p}runs r WHERE r.stack > found.stack)
+       FROM found WHERE found.stack IS NOT NULL
+     )
+     SELECT stack FROM found WHERE stack IS NOT NULL";
 
 impl<S: Store> Records<S> {
     /// Makes `entries` in order, in one transaction (`writes::Batch`). A project's end kept by
@@ -139,6 +203,55 @@ impl<S: Store> Records<S> {
             .map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?)))
             .collect::<Read<Vec<_>>>()
             .map_err(|m| self.unreadable(m))
+    }
+
+    /// The runs a retention does not keep (`Ledger::prune`), oldest first. Only the runs past
+    /// its bounds are read — started before `since` (`runs_by_start`), past the newest `newest`
+    /// (stepped over in that index, not read) — with the newest run of each of their stacks
+    /// and the locks: what it keeps costs an index's step, and no more as the history grows.
+    fn unkept(&self, since: Option<&str>, newest: Option<usize>) -> Result<Vec<String>> {
+        let mut past = Vec::new();
+        if let Some(since) = since {
+            past.extend(self.store.query(
+                "SELECT run_id, stack, started, status FROM {p}runs WHERE started < $1",
+                &[since.into()],
+            )?);
+        }
+        if let Some(newest) = newest {
+            let newest = Value::Int(newest.min(i64::MAX as usize) as i64);
+            past.extend(self.store.query(
+                "SELECT run_id, stack, started, status FROM {p}runs
+                 ORDER BY started DESC, run_id DESC LIMIT $2 OFFSET $1",
+                &[newest, Value::Int(i64::MAX)],
+            )?);
+        }
+        if past.is_empty() {
+            return Ok(Vec::new());
+        }
+        let read = || -> Read<BTreeMap<(String, String), (String, String)>> {
+            (past.iter())
+                .map(|r| Ok(((r.text(2)?, r.text(0)?), (r.text(1)?, r.text(3)?))))
+                .collect()
+        };
+        let past = read().map_err(|m| self.unreadable(m))?;
+        let stacks: BTreeSet<&String> = past.values().map(|(stack, _)| stack).collect();
+        let newest_of = self.store.query(
+            "SELECT (SELECT r.run_id FROM {p}runs r WHERE r.stack = value
+                     ORDER BY r.started DESC, r.run_id DESC LIMIT 1) FROM {list $1}",
+            &[Value::Texts(stacks.into_iter().cloned().collect())],
+        )?;
+        let held = self.store.query("SELECT run_id FROM {p}locks", &[])?;
+        let kept = (newest_of.iter().chain(&held))
+            .filter_map(|r| r.opt_text(0).transpose())
+            .collect::<Read<BTreeSet<String>>>()
+            .map_err(|m| self.unreadable(m))?;
+        Ok(past
+            .into_iter()
+            .filter(|((_, run_id), (_, status))| {
+                !kept.contains(run_id) && status != RunStatus::Running.as_str()
+            })
+            .map(|((_, run_id), _)| run_id)
+            .collect())
     }
 
     /// The images recorded for `host` and `stack` (every one's with `None`), by host, stack and
@@ -322,9 +435,6 @@ fn image_values(i: &ImageRecord) -> [Value; 6] {
     ]
     .map(Value::from)
 }
-
-/// A run as `prune` weighs it: its id, stack, start and status.
-type RunHeld = (String, String, String, String);
 
 /// A run's graph as its row keeps it: JSON, (needed, needing) pairs of paths.
 fn graph_text(graph: &[(String, String)]) -> String {
@@ -857,13 +967,26 @@ impl<S: Store> Ledger for Records<S> {
     }
 
     fn runs(&self, stack: Option<&str>, limit: usize) -> Result<Vec<RunRecord>> {
-        const ALL: &str = concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM {p}runs WHERE CAST($1 AS TEXT) IS NULL OR stack = $1 ORDER BY started DESC, run_id DESC LIMIT $2"
-        );
-        let limit = limit.min(i64::MAX as usize) as i64;
-        let rows = self.store.query(ALL, &[stack.into(), limit.into()])?;
+        let limit = Value::Int(limit.min(i64::MAX as usize) as i64);
+        let rows = match stack {
+            None => self.store.query(RUNS[0], &[limit])?,
+            Some(stack) => self.store.query(RUNS[1], &[stack.into(), limit])?,
+        };
+        self.runs_from(rows)
+    }
+
+    fn runs_after(
+        &self,
+        stack: Option<&str>,
+        after: &RunRecord,
+        limit: usize,
+    ) -> Result<Vec<RunRecord>> {
+        let limit = Value::Int(limit.min(i64::MAX as usize) as i64);
+        let (started, run_id) = ((&after.started).into(), (&after.run_id).into());
+        let rows = match stack {
+            None => self.store.query(RUNS[2], &[started, run_id, limit])?,
+            Some(stack) => (self.store).query(RUNS[3], &[stack.into(), started, run_id, limit])?,
+        };
         self.runs_from(rows)
     }
 
@@ -880,6 +1003,101 @@ impl<S: Store> Ledger for Records<S> {
         Ok(Some(record))
     }
 
+    fn with_projects(&self, mut runs: Vec<RunRecord>) -> Result<Vec<RunRecord>> {
+        if runs.is_empty() {
+            return Ok(runs);
+        }
+        let ids: Vec<String> = runs.iter().map(|r| r.run_id.clone()).collect();
+        let rows = self.store.query(
+            "SELECT path, status, started, finished, exit_code, changes, reason, log, fingerprint, run_id
+             FROM {p}projects WHERE run_id IN (SELECT value FROM {list $1}) ORDER BY {order}",
+            &[Value::Texts(ids)],
+        )?;
+        let mut of: BTreeMap<String, Vec<ProjectRecord>> = BTreeMap::new();
+        for row in &rows {
+            let found = project(row).and_then(|p| Ok((row.text(9)?, p)));
+            let (run_id, found) = found.map_err(|m| self.unreadable(m))?;
+            of.entry(run_id).or_default().push(found);
+        }
+        for run in &mut runs {
+            run.projects = of.remove(&run.run_id).unwrap_or_default();
+        }
+        // As `run` reads one: a run abandoned, its projects with it.
+        Ok(runs
+            .into_iter()
+            .map(|run| match run.status {
+                RunStatus::Abandoned => run.abandoned(),
+                _ => run,
+            })
+            .collect())
+    }
+
+    fn last_runs(&self, stacks: &[String], operations: &[Operation]) -> Result<Vec<RunRecord>> {
+        let pairs = stacks.iter().flat_map(|s| {
+            operations
+                .iter()
+                .map(move |o| (s.clone(), o.as_str().to_string()))
+        });
+        let (stacks, operations): (Vec<String>, Vec<String>) = pairs.unzip();
+        if stacks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows =
+            (self.store).query(LAST_RUNS, &[Value::Texts(stacks), Value::Texts(operations)])?;
+        self.runs_from(rows)
+    }
+
+    fn holders(&self) -> Result<BTreeMap<String, Holder>> {
+        let rows = self.store.query(HOLDERS, &[])?;
+        rows.iter()
+            .map(|r| Ok((r.text(7)?, holder(r)?)))
+            .collect::<Read<_>>()
+            .map_err(|m| self.unreadable(m))
+    }
+
+    fn previews_of(
+        &self,
+        run_ids: &[String],
+    ) -> Result<BTreeMap<String, BTreeMap<String, super::Previewed>>> {
+        if run_ids.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let rows = self.store.query(
+            "SELECT run_id, path, preview FROM {p}previews
+             WHERE run_id IN (SELECT value FROM {list $1})",
+            &[Value::Texts(run_ids.to_vec())],
+        )?;
+        let mut found: BTreeMap<String, BTreeMap<String, super::Previewed>> = BTreeMap::new();
+        for row in &rows {
+            let read = || -> Read<(String, String, super::Previewed)> {
+                let preview = serde_json::from_str(&row.text(2)?)
+                    .map_err(|e| format!("a project's preview is no JSON: {e}"))?;
+                Ok((row.text(0)?, row.text(1)?, preview))
+            };
+            let (run_id, path, preview) = read().map_err(|m| self.unreadable(m))?;
+            found.entry(run_id).or_default().insert(path, preview);
+        }
+        Ok(found)
+    }
+
+    fn recorded(&self, run_ids: &[String]) -> Result<BTreeSet<String>> {
+        if run_ids.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let rows = self.store.query(
+            "SELECT run_id FROM {p}runs WHERE run_id IN (SELECT value FROM {list $1})",
+            &[Value::Texts(run_ids.to_vec())],
+        )?;
+        rows.iter()
+            .map(|r| r.text(0))
+            .collect::<Read<_>>()
+            .map_err(|m| self.unreadable(m))
+    }
+
+    fn reads(&self) -> super::store::Reads {
+        self.store.reads()
+    }
+
     fn count_runs(&self) -> Result<usize> {
         let rows = self.store.query("SELECT COUNT(*) FROM {p}runs", &[])?;
         let count = rows.first().map(|r| r.int(0)).transpose();
@@ -888,9 +1106,7 @@ impl<S: Store> Ledger for Records<S> {
     }
 
     fn stacks(&self) -> Result<Vec<String>> {
-        let rows = self
-            .store
-            .query("SELECT DISTINCT stack FROM {p}runs", &[])?;
+        let rows = self.store.query(STACKS, &[])?;
         let mut stacks = (rows.iter())
             .map(|r| r.text(0))
             .collect::<Read<Vec<_>>>()
@@ -906,32 +1122,7 @@ impl<S: Store> Ledger for Records<S> {
         newest: Option<usize>,
         dry_run: bool,
     ) -> Result<Vec<String>> {
-        let rows = self.store.query(
-            "SELECT run_id, stack, started, status FROM {p}runs ORDER BY started DESC, run_id DESC",
-            &[],
-        )?;
-        let held = self.store.query("SELECT run_id FROM {p}locks", &[])?;
-        let read = || -> Read<(Vec<RunHeld>, BTreeSet<String>)> {
-            let runs = (rows.iter())
-                .map(|r| Ok((r.text(0)?, r.text(1)?, r.text(2)?, r.text(3)?)))
-                .collect::<Read<Vec<_>>>()?;
-            let held = held.iter().map(|r| r.text(0)).collect::<Read<_>>()?;
-            Ok((runs, held))
-        };
-        let (runs, held) = read().map_err(|m| self.unreadable(m))?;
-        let mut newest_of = BTreeSet::new();
-        let mut gone = Vec::new();
-        for (k, (run_id, stack, started, status)) in runs.into_iter().enumerate() {
-            let kept = newest_of.insert(stack)
-                || status == RunStatus::Running.as_str()
-                || held.contains(&run_id);
-            let old = since.is_some_and(|s| started.as_str() < s);
-            let past = newest.is_some_and(|n| k >= n);
-            if !kept && (old || past) {
-                gone.push(run_id);
-            }
-        }
-        gone.reverse();
+        let gone = self.unkept(since, newest)?;
         if dry_run || gone.is_empty() {
             return Ok(gone);
         }

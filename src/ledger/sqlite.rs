@@ -7,6 +7,7 @@
 //! A lock is held by a live process of this machine: there are no leases, and no log lines
 //! (they are in the run's log files).
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::records::Records;
-use super::store::{Row, Store, Tx, Value, Words};
+use super::store::{Reads, Row, Store, Tx, Value, Words};
 use crate::error::{Error, Problem, Result};
 
 /// Each entry moves the schema one version up; never edit one, add the next. The schema they
@@ -141,6 +142,15 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE runs ADD COLUMN graph TEXT;",
     // 11: a project's runs, for its page in `mara serve`.
     "CREATE INDEX projects_by_path ON projects (path);",
+    // 12: what `status`, `history`, `mara serve`'s pages and a retention read, each in an
+    // index's order and no further than it needs, however long the history: every run by its
+    // start (`history --all-stacks`, the runs list, the runs past a retention's bounds), a
+    // stack's (its history, and every stack one seek each), a stack's last run of each
+    // operation.
+    "DROP INDEX runs_by_stack;
+    CREATE INDEX runs_by_stack ON runs (stack, started, run_id);
+    CREATE INDEX runs_by_start ON runs (started, run_id);
+    CREATE INDEX runs_by_operation ON runs (stack, operation, started, run_id);",
 ];
 
 /// The workspace's own ledger.
@@ -150,6 +160,7 @@ pub type SqliteLedger = Records<Sqlite>;
 pub struct Sqlite {
     connection: Connection,
     path: PathBuf,
+    reads: Cell<Reads>,
 }
 
 fn set_up(connection: &mut Connection) -> rusqlite::Result<usize> {
@@ -234,10 +245,21 @@ fn row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         .map(Row)
 }
 
-fn query(connection: &Connection, sql: &str, params: &[Value]) -> rusqlite::Result<Vec<Row>> {
+/// The rows `sql` returns, counted in `reads` with the steps SQLite took for them.
+fn query(
+    connection: &Connection,
+    sql: &str,
+    params: &[Value],
+    reads: &Cell<Reads>,
+) -> rusqlite::Result<Vec<Row>> {
+    use rusqlite::StatementStatus::VmStep;
     let mut statement = connection.prepare_cached(&Sqlite::WORDS.render(sql))?;
-    let rows = statement.query_map(rusqlite::params_from_iter(params), row)?;
-    rows.collect()
+    statement.reset_status(VmStep);
+    let rows = (statement.query_map(rusqlite::params_from_iter(params), row)?)
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let steps = statement.reset_status(VmStep).max(0) as u64;
+    Reads::count(reads, rows.len(), steps);
+    Ok(rows)
 }
 
 fn execute(connection: &Connection, sql: &str, params: &[Value]) -> rusqlite::Result<u64> {
@@ -251,6 +273,7 @@ fn execute(connection: &Connection, sql: &str, params: &[Value]) -> rusqlite::Re
 struct SqliteTx<'a> {
     transaction: &'a rusqlite::Transaction<'a>,
     path: &'a Path,
+    reads: &'a Cell<Reads>,
 }
 
 impl Tx for SqliteTx<'_> {
@@ -259,7 +282,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn query(&mut self, sql: &'static str, params: &[Value]) -> Result<Vec<Row>> {
-        query(self.transaction, sql, params).map_err(|e| db_error(self.path, e))
+        query(self.transaction, sql, params, self.reads).map_err(|e| db_error(self.path, e))
     }
 }
 
@@ -282,7 +305,11 @@ impl Store for Sqlite {
     }
 
     fn query(&self, sql: &'static str, params: &[Value]) -> Result<Vec<Row>> {
-        query(&self.connection, sql, params).map_err(|e| db_error(&self.path, e))
+        query(&self.connection, sql, params, &self.reads).map_err(|e| db_error(&self.path, e))
+    }
+
+    fn reads(&self) -> Reads {
+        self.reads.get()
     }
 
     fn execute(&mut self, sql: &'static str, params: &[Value]) -> Result<u64> {
@@ -296,7 +323,7 @@ impl Store for Sqlite {
         _stack: Option<&str>,
         work: &mut dyn FnMut(&mut dyn Tx) -> Result<()>,
     ) -> Result<()> {
-        let path = &self.path;
+        let (path, reads) = (&self.path, &self.reads);
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -304,6 +331,7 @@ impl Store for Sqlite {
         work(&mut SqliteTx {
             transaction: &transaction,
             path,
+            reads,
         })?;
         transaction.commit().map_err(|e| db_error(path, e))
     }
@@ -353,6 +381,7 @@ impl Sqlite {
         Ok(Records::new(Sqlite {
             connection,
             path: path.to_path_buf(),
+            reads: Cell::default(),
         }))
     }
 
@@ -405,6 +434,7 @@ impl Sqlite {
         Ok(Records::new(Sqlite {
             connection,
             path: path.to_path_buf(),
+            reads: Cell::default(),
         }))
     }
 }

@@ -228,6 +228,38 @@ impl Words {
     }
 }
 
+/// What a store's reads cost, counted as they are made: the queries, the rows they returned,
+/// and the steps SQLite's virtual machine took for them (a server's work is not seen from here:
+/// 0). A read whose cost grows with the history shows here first — a scan or a sort steps over
+/// every run — which is how `tests/scale.rs` holds `status`, `history` and `mara serve`'s pages
+/// flat, and what `MARA_LOG=mara::ledger=debug` says as a command ends.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Reads {
+    pub queries: u64,
+    pub rows: u64,
+    pub steps: u64,
+}
+
+impl Reads {
+    /// One more query, of `rows` rows and `steps` steps, counted in `into`.
+    pub fn count(into: &std::cell::Cell<Reads>, rows: usize, steps: u64) {
+        let mut reads = into.get();
+        reads.queries += 1;
+        reads.rows += rows as u64;
+        reads.steps += steps;
+        into.set(reads);
+    }
+
+    /// What was read since `before`.
+    pub fn since(self, before: Reads) -> Reads {
+        Reads {
+            queries: self.queries - before.queries,
+            rows: self.rows - before.rows,
+            steps: self.steps - before.steps,
+        }
+    }
+}
+
 /// A statement and its values, made with others (`Store::write_all`).
 pub type Statement = (&'static str, Vec<Value>);
 
@@ -248,6 +280,9 @@ pub trait Store: Send {
     fn query(&self, sql: &'static str, params: &[Value]) -> Result<Vec<Row>>;
 
     fn execute(&mut self, sql: &'static str, params: &[Value]) -> Result<u64>;
+
+    /// What its queries have read so far.
+    fn reads(&self) -> Reads;
 
     /// Runs `work` in one transaction, committed when it returns `Ok`. With `stack`, one
     /// transaction at a time decides about that stack's lock.

@@ -19,6 +19,7 @@ pub mod process;
 pub mod project;
 pub mod recorder;
 pub mod redact;
+pub mod retention;
 pub mod runner;
 pub mod scheduler;
 pub mod spawn;

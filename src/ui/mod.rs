@@ -113,6 +113,73 @@ pub fn note(settings: &crate::settings::Settings, text: &str) -> crate::error::R
     }
 }
 
+/// Writes to stdout the items of the pages `next` gives, until it gives none, as one JSON array
+/// and a newline — byte for byte what `serde_json::to_string_pretty` of them all would be — each
+/// as it comes, through a buffer: one page in memory at a time, however long the array. A closed
+/// pipe ends it quietly, as `print`, and asks for no more pages.
+pub fn print_json_array<T: serde::Serialize>(
+    mut next: impl FnMut() -> crate::error::Result<Option<Vec<T>>>,
+) -> crate::error::Result<()> {
+    use serde::ser::{SerializeSeq, Serializer};
+    let closed = std::rc::Rc::new(std::cell::Cell::new(false));
+    let out = UntilClosed {
+        out: io::BufWriter::new(io::stdout().lock()),
+        closed: closed.clone(),
+    };
+    let failed = |e: serde_json::Error| crate::error::Error::Output(io::Error::other(e));
+    let mut json = serde_json::Serializer::pretty(out);
+    let mut array = (&mut json).serialize_seq(None).map_err(failed)?;
+    while !closed.get()
+        && let Some(page) = next()?
+    {
+        for item in &page {
+            array.serialize_element(item).map_err(failed)?;
+        }
+    }
+    array.end().map_err(failed)?;
+    let mut out = json.into_inner();
+    out.write_all(b"\n")
+        .and_then(|()| out.flush())
+        .map_err(crate::error::Error::Output)
+}
+
+/// A writer whose closed pipe (`mara … | head`) is where its reader stopped: said in `closed`,
+/// and what follows dropped.
+struct UntilClosed<W> {
+    out: W,
+    closed: std::rc::Rc<std::cell::Cell<bool>>,
+}
+
+impl<W: Write> UntilClosed<W> {
+    fn quiet(&self, result: io::Result<()>) -> io::Result<()> {
+        match result {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                self.closed.set(true);
+                Ok(())
+            }
+            other => other,
+        }
+    }
+}
+
+impl<W: Write> Write for UntilClosed<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.closed.get() {
+            return Ok(buf.len());
+        }
+        let written = self.out.write_all(buf);
+        self.quiet(written).map(|()| buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.closed.get() {
+            return Ok(());
+        }
+        let flushed = self.out.flush();
+        self.quiet(flushed)
+    }
+}
+
 /// Writes `text` to stdout in one piece. A closed pipe (`mara … | head`) is not an error.
 pub fn print(text: &str) -> crate::error::Result<()> {
     let mut out = io::stdout().lock();

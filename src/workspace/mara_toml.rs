@@ -37,13 +37,14 @@ pub struct WorkspaceSettings {
     pub retry: Option<Retry>,
     /// `state`: where the engines keep the projects' state.
     pub state: StatePlace,
-    /// `[retention]`: how much of the ledger's history `mara ledger prune` keeps.
+    /// `[retention]`: how much of the ledger's history is kept (applied after every recorded run,
+    /// and by `mara ledger prune`).
     pub retention: Retention,
 }
 
-/// `[retention]` (docs/commands.md, "ledger"): the runs `mara ledger prune` keeps — those
-/// started in the last `days`, and the newest `runs` — besides every running run and each
-/// stack's newest. Unset, a key keeps everything it would decide.
+/// `[retention]` (docs/commands.md, "ledger"): the runs the ledger keeps — those started in the
+/// last `days`, and the newest `runs` — besides every running run and each stack's newest. Unset,
+/// a key keeps everything it would decide.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Retention {
     pub days: Option<u32>,

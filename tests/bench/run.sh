@@ -9,12 +9,12 @@
 # asserted in tests.
 #
 #   bash tests/bench/run.sh            # everything (about ten minutes on 2 cores)
-#   bash tests/bench/run.sh plan cost  # some parts: plan, cost, parallel, changed, startup, calls, ledger
+#   bash tests/bench/run.sh plan cost  # some parts: plan, cost, parallel, changed, startup, calls, ledger, history
 #   ROUNDS=3 bash tests/bench/run.sh   # fewer rounds (a quick look; the doc's figures use the default)
-#   MARA_BEFORE=/path/to/older/mara bash tests/bench/run.sh calls   # the calls part, before/after
+#   MARA_BEFORE=/path/to/older/mara bash tests/bench/run.sh calls   # the calls (or history) part, before/after
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-parts=${*:-plan cost parallel changed startup calls ledger}
+parts=${*:-plan cost parallel changed startup calls ledger history}
 ROUNDS=${ROUNDS:-7}
 cargo build --release --workspace -q
 MARA="$PWD/target/release/mara"
@@ -345,5 +345,75 @@ print(f"| {'PostgreSQL, 8 copies' if ledger == 'postgres' else 'SQLite, one work
       f"| {statistics.median(decided):.2f} / {q(decided, 0.95):.2f} / {max(decided):.2f} "
       f"| {statistics.median(refused):.1f} / {max(refused):.1f} | {good} of 20 |")
 PY
+  done
+fi
+
+# --- 8. The ledger's history: status, history and mara serve's pages ------------------------
+# 100 projects: ten real `up`s, then their rows copied under 4,990 older run ids (what 4,990 more
+# runs leave: ups, refreshes and drift checks of stack dev, a run a minute). Each command timed in
+# interleaved rounds, `/` and `/stacks` fetched with curl from one `mara serve` (curl's own few
+# milliseconds included); the peak memory of the JSON history. With MARA_BEFORE, an older mara
+# beside it, on a workspace and ledger of its own, filled the same way.
+if [[ " $parts " == *" history "* ]]; then
+  command -v curl > /dev/null || { echo "the history part needs curl" >&2; exit 1; }
+  echo
+  echo "## The ledger's history: status, history and mara serve at 10 and 5,000 recorded runs (100 projects)"
+  echo "| mara | recorded runs | command | median [min–max] (ms) | peak memory (MiB) |"
+  echo "|---|---|---|---|---|"
+  for bin in ${MARA_BEFORE:+"$MARA_BEFORE"} "$MARA"; do
+    label=$([ "$bin" = "$MARA" ] && echo now || echo before)
+    ws="$work/history-$label"
+    rm -rf "$ws" && $GENERATE 100 "$ws" > /dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do "$bin" -C "$ws" up --yes -q > /dev/null; done
+    for runs in 10 5000; do
+      # The ten runs' rows (a run and its projects) copied, in turn, under older ids.
+      [ "$runs" -gt 10 ] && python3 - "$ws/.mara/ledger.db" "$runs" <<'PY'
+import datetime, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+real = db.execute("SELECT run_id, started FROM runs ORDER BY started").fetchall()
+first = datetime.datetime.fromisoformat(real[0][1].replace("Z", "+00:00"))
+columns = lambda table: [c[1] for c in db.execute(f"PRAGMA table_info({table})")]
+runs, projects = columns("runs"), columns("projects")
+for k in range(int(sys.argv[2]) - len(real)):
+    at = first - datetime.timedelta(minutes=k + 1)
+    new = at.strftime("%Y%m%d-%H%M%S") + f"-{k:06x}"
+    source = real[k % len(real)][0]
+    fixed = {"run_id": new, "operation": ["up", "refresh", "drift"][k % 3],
+             "started": at.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+             "finished": (at + datetime.timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%S.000Z")}
+    picked = ", ".join("?" if c in fixed else c for c in runs)
+    db.execute(f"INSERT INTO runs ({', '.join(runs)}) SELECT {picked} FROM runs WHERE run_id = ?",
+               [fixed[c] for c in runs if c in fixed] + [source])
+    picked = ", ".join("?" if c == "run_id" else c for c in projects)
+    db.execute(f"INSERT INTO projects ({', '.join(projects)}) SELECT {picked} FROM projects WHERE run_id = ?",
+               (new, source))
+db.commit()
+PY
+      "$bin" -C "$ws" serve --listen 127.0.0.1:0 2> "$work/serve.log" &
+      serve=$!
+      cleanup+=("kill $serve 2> /dev/null || true")
+      port=
+      for _ in $(seq 100); do
+        port=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.log" | head -1 | cut -d: -f3) || true
+        [ -n "$port" ] && break
+        sleep 0.05
+      done
+      [ -n "$port" ] || { echo "mara serve did not start: $(cat "$work/serve.log")" >&2; exit 1; }
+      url="http://127.0.0.1:$port"
+      python3 -c 'import json,sys; m, ws, url = sys.argv[1:]; print(json.dumps([
+        {"label": "history", "sh": f"{m} -C {ws} history"},
+        {"label": "history --limit 1000 --output json", "sh": f"{m} -C {ws} history --limit 1000 --output json"},
+        {"label": "status", "sh": f"{m} -C {ws} status"},
+        {"label": "GET /", "sh": f"curl -sf -o /dev/null {url}/"},
+        {"label": "GET /stacks", "sh": f"curl -sf -o /dev/null {url}/stacks"}]))' "$bin" "$ws" "$url" | rounds "$ROUNDS"
+      for cmd in "history" "history --limit 1000 --output json" "status" "GET /" "GET /stacks"; do
+        case "$cmd" in
+          GET*) peak="—" ;;
+          *) peak=$(peak_mib "$bin" -C "$ws" $cmd) ;;
+        esac
+        echo "| $label | $runs | \`$cmd\` | $(ms "$cmd") | $peak |"
+      done
+      kill "$serve" && wait "$serve" 2> /dev/null || true
+    done
   done
 fi

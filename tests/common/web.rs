@@ -263,10 +263,16 @@ impl Serve {
     fn spawned(mut command: Command) -> Serve {
         let mut child = command.spawn().expect("start mara serve");
         let mut stderr = BufReader::new(child.stderr.take().expect("its stderr"));
+        // Its debug lines (`MARA_LOG`) may come first.
         let mut first = String::new();
-        stderr
-            .read_line(&mut first)
-            .expect("read what mara serve says");
+        loop {
+            let read = stderr
+                .read_line(&mut first)
+                .expect("read what mara serve says");
+            if read == 0 || first.contains(" on http://") || !first.starts_with("DEBUG ") {
+                break;
+            }
+        }
         let (host, port) = (first.split(" on http://").nth(1))
             .and_then(|rest| rest.split('/').next())
             .and_then(|bound| bound.rsplit_once(':'))

@@ -15,7 +15,7 @@ use crate::engine::Operation;
 use crate::error::{Error, Problem, Result};
 use crate::graph::Selection;
 use crate::ledger::{self, Ledger, ProjectRecord, RunRecord};
-use crate::run::fanout;
+use crate::run::{fanout, retention};
 use crate::settings::Settings;
 use crate::settings::run::{OpenRun, Reports, RunSettings};
 use crate::status::{ProjectStatus, RunStatus};
@@ -109,6 +109,7 @@ fn close(settings: &Settings, run_id: &str, reports: Reports) -> Result<()> {
     let closed = record.finished.is_some();
     if !closed {
         record_end(settings, ledger.as_mut(), &deployment, &record)?;
+        retention::after_a_run(ledger.as_mut(), &files.workspace);
     }
     let record = ledger.run(run_id)?.expect("the run was read above");
     if closed {

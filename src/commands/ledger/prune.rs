@@ -1,11 +1,13 @@
 //! `mara ledger prune [--days N] [--runs N] [--dry-run]` (docs/commands.md, "ledger"): the runs
 //! the workspace's `[retention]` (or the flags) does not keep, removed from the ledger with
-//! everything recorded of them (`Ledger::prune`), then their log files under `.mara/logs/`.
+//! everything recorded of them, then their log files under `.mara/logs/` (`run::retention`, which
+//! every recorded run applies too once it has ended).
 
 use serde_json::json;
 
 use crate::error::{Error, Problem, Result, plural};
 use crate::ledger;
+use crate::run::retention;
 use crate::settings::{OutputFormat, Settings};
 use crate::ui;
 use crate::workspace::Workspace;
@@ -28,38 +30,8 @@ pub fn run(
     let Some(mut ledger) = ledger::open_existing(&place)? else {
         return ui::print(&said(settings, &[], 0, dry_run));
     };
-    let since = days.map(|d| {
-        let age = std::time::Duration::from_secs(u64::from(d) * 86_400);
-        crate::clock::rfc3339(std::time::SystemTime::now() - age)
-    });
-    let gone = ledger.prune(since.as_deref(), runs.map(|n| n as usize), dry_run)?;
-    let mut files = 0;
-    if !dry_run {
-        files = remove_logs(workspace, &gone)?;
-    }
-    ui::print(&said(settings, &gone, files, dry_run))
-}
-
-/// Each removed run's log directories (`logs/<run>`, and `logs/<run>-<suffix>` of its
-/// confirmation's preview): how many were removed.
-fn remove_logs(workspace: &Workspace, gone: &[String]) -> Result<usize> {
-    let dir = workspace.state_dir().join("logs");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Ok(0);
-    };
-    let gone: std::collections::BTreeSet<&str> = gone.iter().map(String::as_str).collect();
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        // `20261126-050354-64634a` or `20261126-050354-64634a-preview`.
-        let run = name.get(..22).unwrap_or(&name);
-        if gone.contains(run) && (name.len() == run.len() || name[run.len()..].starts_with('-')) {
-            let path = entry.path();
-            std::fs::remove_dir_all(&path).map_err(|e| Error::write(&path, e))?;
-            removed += 1;
-        }
-    }
-    Ok(removed)
+    let pruned = retention::apply(ledger.as_mut(), workspace, (days, runs), dry_run)?;
+    ui::print(&said(settings, &pruned.runs, pruned.logs, dry_run))
 }
 
 fn said(settings: &Settings, gone: &[String], logs: usize, dry_run: bool) -> String {

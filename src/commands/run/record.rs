@@ -14,7 +14,7 @@ use crate::ledger::{Opener, RunStart};
 use crate::run::events::ProjectReport;
 use crate::run::plan::{Planner, RunPlan};
 use crate::run::recorder::{Recorder, TakenOver};
-use crate::run::{fanout, prepare, stacks};
+use crate::run::{fanout, prepare, retention, stacks};
 use crate::settings::Settings;
 use crate::ui::ledger::takeover_note;
 use crate::workspace::stack::ResolvedStack;
@@ -143,9 +143,19 @@ impl Invocation<'_> {
         let paths: Vec<String> = (planner.selected.order().iter())
             .map(|&i| planner.deployment.graph.project(i).path.clone())
             .collect();
-        if let Err(error) = recorder.close(result, went, &paths) {
-            let text = format!("warning: the run's end was not recorded: {error}");
-            crate::ui::errln!("{}", self.settings.stderr_style.yellow(&text));
+        match recorder.close(result, went, &paths) {
+            Err(error) => {
+                let text = format!("warning: the run's end was not recorded: {error}");
+                crate::ui::errln!("{}", self.settings.stderr_style.yellow(&text));
+            }
+            // An interrupted run ends at once, and the next one applies the retention; a job's
+            // end is not its run's, which `mara ci close` ends.
+            Ok(Some(mut ledger))
+                if !matches!(result, Err(Error::Interrupted)) && self.run.join.is_none() =>
+            {
+                retention::after_a_run(ledger.as_mut(), &planner.deployment.files.workspace);
+            }
+            Ok(_) => {}
         }
     }
 }

@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use maud::Markup;
 use serde_json::json;
 
+use crate::engine::Operation;
 use crate::graph::ExecutionGraph;
 use crate::ledger::{Holder, Ledger, Previewed, RunRecord};
 use crate::status::RunStatus;
@@ -157,7 +158,9 @@ fn filter(query: Params) -> Answer<Filter> {
     })
 }
 
-/// The runs `filter` keeps, newest first, each with its projects counted; and every stack.
+/// The runs `filter` keeps, newest first, each with its projects counted; and every stack. A
+/// few reads of the ledger, whatever its history: the runs, their projects and what drift
+/// checks' previews showed, each in one read for the page.
 async fn list(app: &Shared, filter: &Filter) -> Answer<(Vec<RunRow>, Vec<String>)> {
     let filter = filter.clone();
     let found = app
@@ -169,20 +172,19 @@ async fn list(app: &Shared, filter: &Filter) -> Answer<(Vec<RunRow>, Vec<String>
                 Some(_) => 1000,
                 None => filter.limit,
             };
-            let mut rows = Vec::new();
+            let mut runs = Vec::new();
             for run in ledger.runs(filter.stack.as_deref(), read)? {
-                if rows.len() == filter.limit {
+                if runs.len() == filter.limit {
                     break;
                 }
                 let status = run.clone().as_seen().status;
-                if filter.status.is_some_and(|s| s != status) {
-                    continue;
+                if filter.status.is_none_or(|s| s == status) {
+                    runs.push(run);
                 }
-                // Read again with its projects, to count them.
-                let run = ledger.run(&run.run_id)?.unwrap_or(run).as_seen();
-                rows.push(row(ledger, &run)?);
             }
-            Ok((rows, stacks(ledger)?))
+            let runs = ledger.with_projects(runs)?;
+            let runs: Vec<RunRecord> = runs.into_iter().map(RunRecord::as_seen).collect();
+            Ok((rows(ledger, &runs)?, stacks(ledger)?))
         })
         .await?;
     Ok(found.unwrap_or_default())
@@ -193,6 +195,23 @@ async fn list(app: &Shared, filter: &Filter) -> Answer<(Vec<RunRow>, Vec<String>
 fn row(ledger: &dyn Ledger, record: &RunRecord) -> crate::error::Result<RunRow> {
     let previews = crate::ui::recorded::previews_of(ledger, record)?;
     Ok(RunRow::of(record, &summary(record, None, previews)))
+}
+
+/// `records` (as seen, with their projects) as the list shows them, as `row` makes each: the
+/// previews of the drift checks among them read at once — a drift check's row says what it
+/// found from them; a preview's says its status, whatever its previews showed.
+fn rows(ledger: &dyn Ledger, records: &[RunRecord]) -> crate::error::Result<Vec<RunRow>> {
+    let checks: Vec<String> = (records.iter())
+        .filter(|r| r.operation == Operation::Drift)
+        .map(|r| r.run_id.clone())
+        .collect();
+    let mut previews = ledger.previews_of(&checks)?;
+    Ok((records.iter())
+        .map(|record| {
+            let previews = previews.remove(&record.run_id).unwrap_or_default();
+            RunRow::of(record, &summary(record, None, previews))
+        })
+        .collect())
 }
 
 /// `record` as its summary says it, its projects in the order of `graph` when there is one.
@@ -398,23 +417,30 @@ pub async fn log_json(
     ))
 }
 
-/// Every stack with its lock and its last run of each operation.
+/// Every stack with its lock and its last run of each operation: a few reads of the ledger,
+/// whatever its history — the stacks, their last runs, those runs' projects and drift checks'
+/// previews, the locks.
 async fn stack_rows(app: &Shared) -> Answer<Vec<StackRow>> {
     let found = app
         .source
         .read(|ledger| {
-            let mut rows = Vec::new();
-            for stack in stacks(ledger)? {
-                let mut last = BTreeMap::new();
-                for operation in OPERATIONS {
-                    if let Some(run) = ledger.last_run(&stack, operation)? {
-                        last.insert(operation, row(ledger, &run.as_seen())?);
-                    }
-                }
-                let lock = ledger.holder(&stack)?;
-                rows.push(StackRow { stack, lock, last });
+            let stacks = stacks(ledger)?;
+            let last = ledger.with_projects(ledger.last_runs(&stacks, &OPERATIONS)?)?;
+            let last: Vec<RunRecord> = last.into_iter().map(RunRecord::as_seen).collect();
+            let mut of: BTreeMap<String, BTreeMap<Operation, RunRow>> = BTreeMap::new();
+            for (run, row) in last.iter().zip(rows(ledger, &last)?) {
+                of.entry(run.stack.clone())
+                    .or_default()
+                    .insert(run.operation, row);
             }
-            Ok(rows)
+            let mut locks = ledger.holders()?;
+            Ok((stacks.into_iter())
+                .map(|stack| StackRow {
+                    lock: locks.remove(&stack),
+                    last: of.remove(&stack).unwrap_or_default(),
+                    stack,
+                })
+                .collect())
         })
         .await?;
     Ok(found.unwrap_or_default())

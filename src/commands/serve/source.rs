@@ -77,7 +77,14 @@ impl Source {
                 return;
             }
             let result = match ledger {
-                Ok(Some(ledger)) => work(ledger).map(Some),
+                Ok(Some(ledger)) => {
+                    let before = ledger.reads();
+                    let result = work(&mut *ledger).map(Some);
+                    // What each read cost (`MARA_LOG=mara::ledger=debug`): what the tests count.
+                    let read = ledger.reads().since(before);
+                    tracing::debug!(target: "mara::ledger", queries = read.queries, rows = read.rows, steps = read.steps, "request read");
+                    result
+                }
                 Ok(None) => Ok(None),
                 Err(error) => Err(error),
             };

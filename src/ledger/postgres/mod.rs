@@ -163,6 +163,15 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE mara_runs ADD COLUMN graph TEXT;",
     // 13: a project's runs, for its page in `mara serve`.
     "CREATE INDEX mara_projects_by_path ON mara_projects (path);",
+    // 14: what `status`, `history`, `mara serve`'s pages and a retention read, each in an
+    // index's order and no further than it needs, however long the history: every run by its
+    // start (`history --all-stacks`, the runs list, the runs past a retention's bounds), a
+    // stack's (its history, and every stack one seek each), a stack's last run of each
+    // operation.
+    "DROP INDEX mara_runs_by_stack;
+    CREATE INDEX mara_runs_by_stack ON mara_runs (stack, started, run_id);
+    CREATE INDEX mara_runs_by_start ON mara_runs (started, run_id);
+    CREATE INDEX mara_runs_by_operation ON mara_runs (stack, operation, started, run_id);",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2
@@ -204,6 +213,8 @@ pub struct Postgres {
     /// This process as its claims name it (`Store::claim`), and the run it claimed in.
     claimer: String,
     claimed: Option<String>,
+    /// What its queries have read (`store::Reads`: no steps, which the server does not say).
+    reads: std::cell::Cell<store::Reads>,
 }
 
 impl Postgres {
@@ -263,6 +274,7 @@ impl Postgres {
             shown,
             claimer: claimer(),
             claimed: None,
+            reads: Default::default(),
         }))
     }
 
@@ -355,6 +367,7 @@ impl Postgres {
         let rows = self
             .driver
             .call(self.driver.limit, client.query(&statement, &refs(&values)))?;
+        store::Reads::count(&self.reads, rows.len(), 0);
         rows.iter()
             .map(|r| self.row(r))
             .collect::<Result<Vec<_>>>()
@@ -522,6 +535,10 @@ impl Store for Postgres {
 
     fn execute(&mut self, sql: &'static str, params: &[Value]) -> Result<u64> {
         self.with(|client| self.execute_on(client, sql, params))
+    }
+
+    fn reads(&self) -> store::Reads {
+        self.reads.get()
     }
 
     /// With `stack`, one transaction at a time decides about its lock: the lock's row, or (when

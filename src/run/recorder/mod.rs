@@ -205,7 +205,7 @@ impl Recorder {
 
     /// A joined run's projects that could not run (the job failed before them), recorded failed
     /// with `reason`.
-    fn not_run(mut self, paths: &[String], reason: &str) -> Result<()> {
+    fn not_run(&mut self, paths: &[String], reason: &str) -> Result<()> {
         self.stop_watching();
         let finished = clock::rfc3339(SystemTime::now());
         self.mark(
@@ -281,8 +281,23 @@ impl Recorder {
     ///
     /// `verdict` is the run's status and end as its summary said them, once it had one
     /// (`commands::run`'s verdict): the record says the same.
+    ///
+    /// The run's ledger is handed back once the record is closed (when no thread of the run
+    /// still has it), for what the command does after on the same connection: the retention.
     pub fn close(
-        self,
+        mut self,
+        result: &Result<()>,
+        went: (bool, Option<(RunStatus, SystemTime)>),
+        paths: &[String],
+    ) -> Result<Option<Box<dyn Ledger>>> {
+        self.closed(result, went, paths)?;
+        let ledger = Arc::try_unwrap(self.ledger).ok();
+        Ok(ledger.and_then(|l| l.into_inner().ok()))
+    }
+
+    /// `close`'s record.
+    fn closed(
+        &mut self,
         result: &Result<()>,
         (ran, verdict): (bool, Option<(RunStatus, SystemTime)>),
         paths: &[String],
@@ -321,7 +336,7 @@ impl Recorder {
     }
 
     /// Records how the run ended and releases the stack's lock.
-    fn finish(mut self, (status, at): (RunStatus, SystemTime)) -> Result<()> {
+    fn finish(&mut self, (status, at): (RunStatus, SystemTime)) -> Result<()> {
         self.stop_watching();
         if self.joined {
             return Ok(());
@@ -380,7 +395,7 @@ impl Recorder {
 
     /// Forgets a run that never ran (refused before its projects, or not confirmed) and
     /// releases the stack's lock.
-    fn forget(mut self) -> Result<()> {
+    fn forget(&mut self) -> Result<()> {
         self.stop_watching();
         if self.joined {
             return Ok(());
@@ -467,7 +482,7 @@ mod tests {
     fn a_run_is_recorded_project_by_project_and_releases_its_lock() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("ledger.db");
-        let (recorder, took_over) = Recorder::start(
+        let (mut recorder, took_over) = Recorder::start(
             crate::ledger::open(&crate::ledger::Place::File(file.clone())).unwrap(),
             &start("r1"),
             true,
