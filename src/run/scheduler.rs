@@ -269,6 +269,8 @@ struct Walk<'a, S, P, St> {
     released: BTreeSet<usize>,
     reports: BTreeMap<usize, ProjectReport>,
     started_at: BTreeMap<usize, SystemTime>,
+    /// The projects running now (started, not ended nor released), with when they started.
+    running_now: BTreeMap<usize, SystemTime>,
     running: JoinSet<Done<S>>,
     task_of: BTreeMap<tokio::task::Id, usize>,
     first_failure: Option<String>,
@@ -343,6 +345,7 @@ where
             released: BTreeSet::new(),
             reports: BTreeMap::new(),
             started_at: BTreeMap::new(),
+            running_now: BTreeMap::new(),
             running: JoinSet::new(),
             task_of: BTreeMap::new(),
             first_failure: None,
@@ -416,9 +419,8 @@ where
             return false;
         };
         let now = self.clock.now();
-        let is_running = |j: usize| self.started_at.contains_key(&j) && !self.ended_or_released(j);
-        let running: Vec<Running> = (self.started_at.iter())
-            .filter(|(j, _)| is_running(**j))
+        let is_running = |j: usize| self.running_now.contains_key(&j);
+        let running: Vec<Running> = (self.running_now.iter())
             .map(|(&index, &at)| Running {
                 index,
                 for_: now.duration_since(at).unwrap_or_default(),
@@ -440,11 +442,6 @@ where
         }
         let free = self.parallel.max(1) - self.running.len();
         priorities.hold(best, free, &running, &imminent)
-    }
-
-    /// Whether project `j` has ended, or let its dependents go.
-    fn ended_or_released(&self, j: usize) -> bool {
-        self.reports.contains_key(&j) || self.released.contains(&j)
     }
 
     /// A ready project that a free slot would start but for its pool's or engine's budget says
@@ -474,6 +471,7 @@ where
         let path = self.plan.projects[i].path.clone();
         let at = self.clock.now();
         self.started_at.insert(i, at);
+        self.running_now.insert(i, at);
         self.ready.count(i, 1);
         let _ = self
             .events
@@ -502,6 +500,7 @@ where
             Some(i) = self.released_rx.recv() => {
                 // Its end may have been taken first, and its dependents released with it.
                 if !self.reports.contains_key(&i) && self.released.insert(i) {
+                    self.running_now.remove(&i);
                     self.let_go(i);
                 }
                 return Next::Again;
@@ -554,6 +553,7 @@ where
     /// Project `i` ended: its dependents go on, or are blocked, and its report is sent.
     fn ended(&mut self, i: usize, finished: Finished) {
         let path = self.plan.projects[i].path.clone();
+        self.running_now.remove(&i);
         // Its budget is free again (a project that waited without a task never took it).
         if self.started_at.contains_key(&i) {
             self.ready.count(i, -1);

@@ -9,12 +9,12 @@
 # asserted in tests.
 #
 #   bash tests/bench/run.sh            # everything (about ten minutes on 2 cores)
-#   bash tests/bench/run.sh plan cost  # some parts: plan, cost, parallel, changed, startup, calls, ledger, history
+#   bash tests/bench/run.sh plan cost  # some parts: plan, cost, pertask, parallel, changed, startup, calls, ledger, history
 #   ROUNDS=3 bash tests/bench/run.sh   # fewer rounds (a quick look; the doc's figures use the default)
 #   MARA_BEFORE=/path/to/older/mara bash tests/bench/run.sh calls   # the calls (or history) part, before/after
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-parts=${*:-plan cost parallel changed startup calls ledger history}
+parts=${*:-plan cost pertask parallel changed startup calls ledger history}
 ROUNDS=${ROUNDS:-7}
 cargo build --release --workspace -q
 MARA="$PWD/target/release/mara"
@@ -32,6 +32,8 @@ echo "machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 $GENERATE --shape "$work/aws.json" "$work/aws"
 for n in 100 1000 10000; do $GENERATE "$n" "$work/$n"; done
 $GENERATE 100 "$work/layers10" --layers 10 --strict
+$GENERATE 100 "$work/skip10" --layers 10
+$GENERATE 1000 "$work/width50" --layers 20
 sizes="aws 100 1000 10000"
 
 # A pulumi that does no work (tests/bench/nowork.rs): it answers every call mara makes at once,
@@ -42,7 +44,7 @@ rustc -O --edition 2021 -C target-feature=+crt-static -o "$work/nowork/pulumi" t
   rustc -O --edition 2021 -o "$work/nowork/pulumi" tests/bench/nowork.rs
 export PATH="$work/nowork:$PATH"
 # Every workspace's stacks exist, as in steady state (the first up creates them).
-for size in $sizes layers10; do "$MARA" -C "$work/$size" up --yes -q > /dev/null; done
+for size in $sizes layers10 skip10 width50; do "$MARA" -C "$work/$size" up --yes -q > /dev/null; done
 
 # Projects and edges of a workspace's plan, and its longest chain of dependent projects.
 shape() {
@@ -141,6 +143,71 @@ PY
   done
 fi
 
+# --- 2b. Per task, 8 at a time, against make ---------------------------------------------------
+# 1,000 projects in 20 layers of 50, 8 jobs: mara up --parallel 8, make -j8 executing the engine
+# directly (a recipe without shell syntax: make execs it itself), make -j8 with shell recipes
+# (`cd DIR && … > /dev/null`: a shell per task), and ninja -j8 where installed. Wall time per
+# task, the CPU of the whole tree per task (GNU time's user + system, the engines' included), and
+# the system calls per task each tool makes of its own (strace -f -c of the whole tree, less the
+# engine's own calls: one engine process's count, times the tasks).
+if [[ " $parts " == *" pertask "* ]]; then
+  echo
+  echo "## Per task, 8 at a time: 1,000 projects in 20 layers of 50"
+  echo "| tool | median [min–max] (ms) | per task (ms) | CPU per task (ms) | own system calls per task |"
+  echo "|---|---|---|---|---|"
+  ws="$work/width50"
+  "$MARA" -C "$ws" show-execution --format json > "$work/plan.json"
+  common="--non-interactive up --yes --skip-preview --stack dev --config-file $ws/config/pulumi/Pulumi.dev.yaml --color never --json"
+  python3 - "$work/plan.json" "$ws" "$common" "$work" <<'PY'
+import json, sys
+plan, ws, common, work = json.load(open(sys.argv[1]))["projects"], sys.argv[2], sys.argv[3], sys.argv[4]
+t = lambda p: p.replace("/", "_")
+head = ".PHONY: all " + " ".join(t(p["path"]) for p in plan) + "\nall: " + " ".join(t(p["path"]) for p in plan) + "\n"
+recipes = {
+    # No shell syntax: make forks and execs pulumi itself (its output goes where make's does).
+    "direct": lambda p: f"pulumi --cwd {ws}/{p} {common}",
+    "shell": lambda p: f"cd '{ws}/{p}' && pulumi {common} > /dev/null",
+}
+for name, recipe in recipes.items():
+    with open(f"{work}/Makefile-{name}", "w") as f:
+        f.write(head + "".join(f"{t(p['path'])}: {' '.join(t(a) for a in p['after'])}\n\t{recipe(p['path'])}\n" for p in plan))
+with open(f"{work}/build-width50.ninja", "w") as f:
+    f.write(f"rule up\n  command = pulumi --cwd $dir {common}\n")
+    for p in plan:
+        deps = " ".join("phony_" + t(a) for a in p["after"])
+        f.write(f"build phony_{t(p['path'])}: up" + (f" || {deps}" if deps else "") + f"\n  dir = {ws}/{p['path']}\n")
+PY
+  tools=(mara "make (direct exec)" "make (shell recipes)")
+  spec="[{\"label\": \"mara\", \"sh\": \"$MARA -C $ws up --yes --parallel 8 --color never -q\"},
+         {\"label\": \"make (direct exec)\", \"sh\": \"make -s -j8 -f $work/Makefile-direct all > /dev/null\"},
+         {\"label\": \"make (shell recipes)\", \"sh\": \"make -s -j8 -f $work/Makefile-shell all\"}"
+  if command -v ninja > /dev/null; then
+    tools+=(ninja)
+    spec="$spec, {\"label\": \"ninja\", \"sh\": \"rm -f $work/.ninja_log && ninja -j8 -f $work/build-width50.ninja -C $work > /dev/null\"}"
+  fi
+  echo "$spec]" | rounds "$ROUNDS"
+  command_of() {
+    case "$1" in
+      mara) echo "$MARA -C $ws up --yes --parallel 8 --color never -q" ;;
+      "make (direct exec)") echo "make -s -j8 -f $work/Makefile-direct all" ;;
+      "make (shell recipes)") echo "make -s -j8 -f $work/Makefile-shell all" ;;
+      ninja) echo "ninja -j8 -f $work/build-width50.ninja -C $work" ;;
+    esac
+  }
+  # One engine process's own system calls.
+  first=$("$MARA" -C "$ws" show-execution --format list | head -1)
+  engine=$(cd "$ws/$first" && syscalls pulumi $common)
+  for tool in "${tools[@]}"; do
+    # CPU: the least of three runs (what the host's other work adds is never less).
+    cpu=$(for _ in 1 2 3; do rm -f "$work/.ninja_log"; /usr/bin/time -o "$work/time.txt" -f '%U %S' $(command_of "$tool") > /dev/null 2>&1; awk '{print ($1 + $2) * 1000}' "$work/time.txt"; done | sort -n | head -1)
+    rm -f "$work/.ninja_log"
+    calls=$(syscalls $(command_of "$tool"))
+    echo "| $tool | $(ms "$tool") | $(calc "$(med "$tool") / 1000" .3f) | $(calc "$cpu / 1000" .3f) | $(calc "$calls / 1000 - $engine" .1f) |"
+  done
+  echo
+  echo "One engine process makes $engine system calls of its own (not counted above)."
+fi
+
 # --- 3. Parallel efficiency ------------------------------------------------------------------
 # Every project's `up` takes the same time; the wall time against the critical path: the longest
 # chain of dependent projects times one project's engine time, measured alone (a shell running
@@ -152,7 +219,7 @@ if [[ " $parts " == *" parallel "* ]]; then
   echo "| workspace | projects | longest chain | --parallel | one project (ms) | critical path (ms) | wall time (ms) | ratio |"
   echo "|---|---|---|---|---|---|---|---|"
   export NOWORK_SLEEP=0.2
-  for size in layers10 aws; do
+  for size in layers10 skip10 aws; do
     read -r n _ chain < <(shape "$work/$size")
     parallel=$([ "$size" = aws ] && echo 16 || echo 10)
     first=$("$MARA" -C "$work/$size" show-execution --format list | head -1)
