@@ -205,31 +205,44 @@ const TICK: Duration = Duration::from_millis(200);
 
 /// The least time between two transactions of starts and ends: what comes sooner waits for the
 /// next (an end is shown this much later at most), so that a thousand quick projects are a few
-/// dozen transactions, not thousands; a start or end after a quiet moment is written at once
-/// (docs/decisions.md, "Per task no dearer than make").
+/// dozen transactions, not thousands (docs/decisions.md, "Per task no dearer than make").
 const GATHER: Duration = Duration::from_millis(40);
+
+/// How long the run's events may pause before what waits is written without waiting for
+/// `GATHER`: a start or end after a quiet moment — a run's last end, a slow project's — is not
+/// held back.
+const QUIET: Duration = Duration::from_millis(8);
 
 impl Writer {
     /// Takes the run's events until the run ends, writing what came together in one batch:
-    /// a start or an end at most `GATHER` after the last batch (the run's end or an
-    /// interruption sends at once), log lines a tick, or 200 of them, or a project's start or
-    /// end (they go before it).
+    /// starts and ends `GATHER` after the last batch, or once the events pause for `QUIET` (the
+    /// run's end or an interruption at once), log lines a tick, or 200 of them, or a project's
+    /// start or end (they go before it).
     fn follow(&mut self, events: &mpsc::Receiver<Event>) {
         let mut tick = Instant::now() + TICK;
-        // When what waits is written, and when the last batch was.
-        let mut due: Option<Instant> = None;
-        let mut sent: Option<Instant> = None;
+        // When the last batch was sent and the last event heard; whether what waits goes at
+        // once; when a batch the ledger did not take is tried again.
+        let (mut sent, mut heard): (Option<Instant>, Instant) = (None, Instant::now());
+        let (mut at_once, mut retry) = (false, None::<Instant>);
         loop {
-            let until = due.map_or(tick, |due| due.min(tick));
+            let due = |at_once: bool, heard: Instant, waiting: bool| {
+                waiting.then(|| match (at_once, retry) {
+                    (true, _) => Instant::now(),
+                    (false, Some(retry)) => retry,
+                    (false, None) => {
+                        let gathered = sent.map_or_else(Instant::now, |sent| sent + GATHER);
+                        gathered.min(heard + QUIET)
+                    }
+                })
+            };
+            let until = due(at_once, heard, !self.waiting.is_empty()).map_or(tick, |d| d.min(tick));
             match events.recv_timeout(until.saturating_duration_since(Instant::now())) {
                 Ok(event) => {
-                    let mut now = self.take(event);
+                    at_once |= self.take(event);
                     while let Ok(event) = events.try_recv() {
-                        now |= self.take(event);
+                        at_once |= self.take(event);
                     }
-                    if now {
-                        due = Some(Instant::now());
-                    }
+                    heard = Instant::now();
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -240,21 +253,20 @@ impl Writer {
             if Instant::now() >= tick {
                 self.batch();
                 tick = Instant::now() + TICK;
-                due = Some(Instant::now());
+                at_once = true;
             }
-            if !self.waiting.is_empty() {
-                let next = sent.map_or_else(Instant::now, |sent| sent + GATHER);
-                if Instant::now() < *due.get_or_insert(next) {
-                    continue;
+            match due(at_once, heard, !self.waiting.is_empty()) {
+                None => at_once = false,
+                Some(due) if Instant::now() < due => {}
+                Some(_) => {
+                    // Never long away from the run's events: a ledger another thread is waiting
+                    // on is tried at the next tick.
+                    sent = Some(Instant::now());
+                    self.send(Instant::now() + TICK);
+                    at_once = false;
+                    retry = (!self.waiting.is_empty()).then_some(tick);
                 }
             }
-            // Never long away from the run's events: a ledger another thread is waiting on is
-            // tried at the next tick.
-            if !self.waiting.is_empty() {
-                sent = Some(Instant::now());
-            }
-            self.send(Instant::now() + TICK);
-            due = (!self.waiting.is_empty()).then_some(tick);
         }
     }
 
