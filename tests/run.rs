@@ -46,16 +46,8 @@ impl Deployment {
                 .iter()
                 .map(|a| a.as_str().unwrap().to_string())
                 .collect();
-            let status = StdCommand::new(common::stand_in())
-                .args(&argv)
-                .env("PULUMI_STAND_IN_CHECK_ONLY", "1")
-                .status()
-                .unwrap();
-            assert!(
-                status.success(),
-                "the real CLI would reject: pulumi {}",
-                argv.join(" ")
-            );
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            common::assert_valid_for_the_real_cli(&argv);
         }
     }
 

@@ -182,16 +182,7 @@ fn every_argv_valid(calls: &[Value]) {
         let argv: Vec<&str> = (call["argv"].as_array().unwrap().iter())
             .map(|w| w.as_str().unwrap())
             .collect();
-        let status = std::process::Command::new(common::stand_in())
-            .args(&argv)
-            .env("PULUMI_STAND_IN_CHECK_ONLY", "1")
-            .status()
-            .unwrap();
-        assert!(
-            status.success(),
-            "the real CLI would reject: pulumi {}",
-            argv.join(" ")
-        );
+        common::assert_valid_for_the_real_cli(&argv);
     }
 }
 

@@ -546,45 +546,7 @@ impl<S: Store> Ledger for Records<S> {
                     )?;
                 }
             }
-            // What the store records as deployed is newer than a copied history.
-            for (stack, project, fingerprint) in &history.deployed {
-                tx.execute(
-                    "INSERT INTO {p}deployed (stack, project, fingerprint) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                    &[stack.into(), project.into(), fingerprint.into()],
-                )?;
-            }
-            for (backend, stack, project) in &history.stacks {
-                tx.execute(
-                    "INSERT INTO {p}stacks (backend, stack, project) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                    &[backend.into(), stack.into(), project.into()],
-                )?;
-            }
-            for (run_id, inputs) in &history.run_inputs {
-                tx.execute(
-                    "INSERT INTO {p}run_inputs (run_id, inputs) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                    &[run_id.into(), inputs.into()],
-                )?;
-            }
-            for (run_id, path, preview) in &history.previews {
-                tx.execute(
-                    "INSERT INTO {p}previews (run_id, path, preview) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                    &[run_id.into(), path.into(), preview.into()],
-                )?;
-            }
-            for (stack, project, run_id, outputs, destroyed) in &history.outputs {
-                tx.execute(
-                    "INSERT INTO {p}outputs (stack, project, run_id, outputs, destroyed) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                    &[stack.into(), project.into(), run_id.into(), outputs.into(), destroyed.into()],
-                )?;
-            }
-            for i in &history.images {
-                tx.execute(
-                    "INSERT INTO {p}images (host, stack, image, image_id, cluster, imported)
-                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-                    &image_values(i),
-                )?;
-            }
-            Ok(())
+            import_kept(tx, history)
         })?;
         Ok(added)
     }
@@ -1022,14 +984,7 @@ impl<S: Store> Ledger for Records<S> {
         for run in &mut runs {
             run.projects = of.remove(&run.run_id).unwrap_or_default();
         }
-        // As `run` reads one: a run abandoned, its projects with it.
-        Ok(runs
-            .into_iter()
-            .map(|run| match run.status {
-                RunStatus::Abandoned => run.abandoned(),
-                _ => run,
-            })
-            .collect())
+        Ok(as_read(runs))
     }
 
     fn last_runs(&self, stacks: &[String], operations: &[Operation]) -> Result<Vec<RunRecord>> {
@@ -1169,13 +1124,7 @@ impl<S: Store> Ledger for Records<S> {
                 run.projects = vec![found];
             }
         }
-        Ok(runs
-            .into_iter()
-            .map(|run| match run.status {
-                RunStatus::Abandoned => run.abandoned(),
-                _ => run,
-            })
-            .collect())
+        Ok(as_read(runs))
     }
 
     fn last_run(&self, stack: &str, operation: Operation) -> Result<Option<RunRecord>> {
@@ -1350,4 +1299,57 @@ impl<S: Store> Ledger for Records<S> {
             gone: gone.to_vec(),
         }])
     }
+}
+
+/// A run read whole, as `run` reads one: a run abandoned, its projects with it.
+fn as_read(runs: Vec<RunRecord>) -> Vec<RunRecord> {
+    (runs.into_iter())
+        .map(|run| match run.status {
+            RunStatus::Abandoned => run.abandoned(),
+            _ => run,
+        })
+        .collect()
+}
+
+/// What an imported history holds besides its runs: each row kept where the ledger has none.
+fn import_kept(tx: &mut dyn Tx, history: &History) -> Result<()> {
+    // What the store records as deployed is newer than a copied history.
+    for (stack, project, fingerprint) in &history.deployed {
+        tx.execute(
+            "INSERT INTO {p}deployed (stack, project, fingerprint) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[stack.into(), project.into(), fingerprint.into()],
+        )?;
+    }
+    for (backend, stack, project) in &history.stacks {
+        tx.execute(
+            "INSERT INTO {p}stacks (backend, stack, project) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[backend.into(), stack.into(), project.into()],
+        )?;
+    }
+    for (run_id, inputs) in &history.run_inputs {
+        tx.execute(
+            "INSERT INTO {p}run_inputs (run_id, inputs) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[run_id.into(), inputs.into()],
+        )?;
+    }
+    for (run_id, path, preview) in &history.previews {
+        tx.execute(
+            "INSERT INTO {p}previews (run_id, path, preview) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            &[run_id.into(), path.into(), preview.into()],
+        )?;
+    }
+    for (stack, project, run_id, outputs, destroyed) in &history.outputs {
+        tx.execute(
+            "INSERT INTO {p}outputs (stack, project, run_id, outputs, destroyed) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            &[stack.into(), project.into(), run_id.into(), outputs.into(), destroyed.into()],
+        )?;
+    }
+    for i in &history.images {
+        tx.execute(
+            "INSERT INTO {p}images (host, stack, image, image_id, cluster, imported)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+            &image_values(i),
+        )?;
+    }
+    Ok(())
 }

@@ -600,20 +600,12 @@ fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> 
     if let Some(stamp) = engine.init_stamp(&target) {
         target.initialized = (inputs.initialized)(&stamp);
     }
-    let taken = PlannedInput::of(project, engine);
-    let approval = (operation == Operation::Up)
-        .then(|| {
-            let project = (project.path.as_str(), &target);
-            (inputs.saved).approval(project, engines, inputs.plans, inputs.is_file)
-        })
-        .flatten()
-        .map(Box::new);
     PlannedProject {
         path: project.path.clone(),
         engine,
-        inputs: taken,
+        inputs: PlannedInput::of(project, engine),
         outputs_taken,
-        approval,
+        approval: approval_of(inputs, &project.path, &target),
         steps: engines.steps(&target, operation),
         hooks: hooks_of(project, operation).to_vec(),
         log: inputs.logs.join(format!("{}.log", project.path)),
@@ -632,6 +624,15 @@ fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> 
         },
         context,
     }
+}
+
+/// What an `up` of the project `path` (as `target`) applies that a person approved, if anything.
+fn approval_of(inputs: &Inputs<'_>, path: &str, target: &Target<'_>) -> Option<Box<Approval>> {
+    if inputs.operation != Operation::Up {
+        return None;
+    }
+    let saved = inputs.saved;
+    (saved.approval((path, target), inputs.engines, inputs.plans, inputs.is_file)).map(Box::new)
 }
 
 /// Whether any of `hooks` reads the project's outputs (a command hook gets them).

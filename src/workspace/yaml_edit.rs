@@ -21,14 +21,7 @@ pub fn set(
         return Ok(text);
     }
     let mut doc = Doc::new(text)?;
-    // The keys a line edit walks: up to the first list index, below which the list is
-    // written anew.
-    let mut keys = vec![path.key.clone()];
-    keys.extend(path.steps.iter().map_while(|step| match step {
-        Step::Key(name) => Some(name.clone()),
-        Step::Index(_) => None,
-    }));
-    let through_list = keys.len() <= path.steps.len();
+    let (keys, through_list) = walked_keys(path);
     let config = doc.config()?;
     let unit = child_indent(&doc.lines, config, 0).unwrap_or(2);
     let (mut parent, mut parent_indent) = (config, 0);
@@ -92,6 +85,18 @@ pub fn set(
         }
     }
     Err("the path is empty".into())
+}
+
+/// The keys a line edit of `path` walks: up to the first list index, below which the list is
+/// written anew; and whether the path goes on through a list.
+fn walked_keys(path: &ConfigPath) -> (Vec<String>, bool) {
+    let mut keys = vec![path.key.clone()];
+    keys.extend(path.steps.iter().map_while(|step| match step {
+        Step::Key(name) => Some(name.clone()),
+        Step::Index(_) => None,
+    }));
+    let through_list = keys.len() <= path.steps.len();
+    (keys, through_list)
 }
 
 /// A scalar that becomes another, written over its own text wherever it is (inside a flow

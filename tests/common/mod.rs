@@ -159,6 +159,21 @@ pub fn stand_in_bin() -> tempfile::TempDir {
     bin
 }
 
+/// Fails unless the real Pulumi CLI would take `argv` (the stand-in checks it against
+/// pulumi-flags.json without running it).
+pub fn assert_valid_for_the_real_cli(argv: &[&str]) {
+    let status = std::process::Command::new(stand_in())
+        .args(argv)
+        .env("PULUMI_STAND_IN_CHECK_ONLY", "1")
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "the real CLI would reject: pulumi {}",
+        argv.join(" ")
+    );
+}
+
 /// A copy of an example workspace with the stand-in installed as `pulumi` (first on PATH), a
 /// private HOME, and the stand-in's log of every call it received.
 pub struct Deployment {
