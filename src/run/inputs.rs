@@ -341,19 +341,7 @@ pub fn before(
         operation,
         Operation::Destroy | Operation::Refresh | Operation::Drift
     );
-    let mut known: BTreeMap<String, Known> = recorded
-        .into_iter()
-        .filter(|(_, r)| standing || r.destroyed.is_none())
-        .map(|(path, r)| {
-            let known = Known {
-                values: r.outputs.values,
-                secret: r.outputs.secret,
-                found: Found::Before(Some(r.run_id)),
-                planned: None,
-            };
-            (path, known)
-        })
-        .collect();
+    let mut known = known_from(recorded, standing);
     let mut read_already = BTreeSet::new();
     let mut problems = Vec::new();
     for &i in selected.order().iter().filter(|i| !absent.contains_key(i)) {
@@ -407,6 +395,27 @@ pub fn before(
         }
     }
     (known, problems)
+}
+
+/// The upstreams' outputs as the ledger recorded them: a destroyed one's only for a run on
+/// what still `standing` (a destroy, a refresh, a drift check).
+fn known_from(
+    recorded: BTreeMap<String, RecordedOutputs>,
+    standing: bool,
+) -> BTreeMap<String, Known> {
+    recorded
+        .into_iter()
+        .filter(|(_, r)| standing || r.destroyed.is_none())
+        .map(|(path, r)| {
+            let known = Known {
+                values: r.outputs.values,
+                secret: r.outputs.secret,
+                found: Found::Before(Some(r.run_id)),
+                planned: None,
+            };
+            (path, known)
+        })
+        .collect()
 }
 
 /// An input that has no value before the run: its upstream has no outputs known, or not that

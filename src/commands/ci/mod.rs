@@ -145,26 +145,7 @@ fn record_end(
 ) -> Result<()> {
     let run_id = record.run_id.as_str();
     let finished = crate::clock::rfc3339(SystemTime::now());
-    // A job still deploying keeps the run open: releasing its lock now would let another
-    // run deploy the stack beside it. A preview or a drift check holds no lock: a job killed
-    // without recording its end (a cancelled workflow's) is closed as abandoned.
-    if let Some(running) = record
-        .projects
-        .iter()
-        .find(|p| p.status == ProjectStatus::Running)
-        .filter(|_| record.status == RunStatus::Running && record.operation.mutates())
-    {
-        return Err(Error::Locked(Box::new(
-            Problem::new(format!(
-                "{} is still running in run {run_id}: the run cannot be closed yet",
-                running.path
-            ))
-            .hint(format!(
-                "close it once its job has ended, or stop the run with `{}`",
-                settings.again("cancel")
-            )),
-        )));
-    }
+    still_deploying(settings, record)?;
     let cancelled = ledger.cancel_requested(run_id)?;
     // A project whose job stopped without recording its end (killed, its runner lost) is
     // abandoned: its engine may hold its stack's own lock.
@@ -203,6 +184,36 @@ fn record_end(
         )?;
     }
     let record = ledger.run(run_id)?.expect("the run was read above");
+    ledger.finish(run_id, closed_status(&record, cancelled), &finished)
+}
+
+/// Refuses to close run `record` while a job of it still deploys: releasing its lock now would
+/// let another run deploy the stack beside it. A preview or a drift check holds no lock: a job
+/// killed without recording its end (a cancelled workflow's) is closed as abandoned.
+fn still_deploying(settings: &Settings, record: &RunRecord) -> Result<()> {
+    let run_id = record.run_id.as_str();
+    if let Some(running) = record
+        .projects
+        .iter()
+        .find(|p| p.status == ProjectStatus::Running)
+        .filter(|_| record.status == RunStatus::Running && record.operation.mutates())
+    {
+        return Err(Error::Locked(Box::new(
+            Problem::new(format!(
+                "{} is still running in run {run_id}: the run cannot be closed yet",
+                running.path
+            ))
+            .hint(format!(
+                "close it once its job has ended, or stop the run with `{}`",
+                settings.again("cancel")
+            )),
+        )));
+    }
+    Ok(())
+}
+
+/// The status of a closed run, from its projects as recorded.
+fn closed_status(record: &RunRecord, cancelled: bool) -> RunStatus {
     // A preview its job ended waiting (on a project not deployed yet) is done, as in one
     // `preview`.
     let all_done = record.projects.iter().all(|p| {
@@ -212,12 +223,11 @@ fn record_end(
         ) || fanout::waited(p)
             || (record.operation == Operation::Drift && fanout::not_checked(p))
     });
-    let status = match (cancelled, all_done) {
+    match (cancelled, all_done) {
         (true, _) => RunStatus::Cancelled,
         (false, true) => RunStatus::Succeeded,
         (false, false) => RunStatus::Failed,
-    };
-    ledger.finish(run_id, status, &finished)
+    }
 }
 
 /// What a closed run's status means as the close job's exit: a drift check that found drift

@@ -31,76 +31,90 @@ impl Recorder {
         if let Some(lease) = lease {
             interrupt.lease().confirmed(self.confirmed, lease);
         }
-        let mut sent_last = self.confirmed;
-        self.watcher = Some(std::thread::spawn(move || {
-            let mut cancelled = false;
-            let mut lost = false;
+        let mut watch = Watch {
+            run_id,
+            interrupt,
+            lease,
+            cancelled: false,
+            lost: false,
+            sent_last: self.confirmed,
             // A server that did not answer is let be for a while: a watcher that asked it
             // four times a second would keep the ledger from the run's own writes.
-            let pause = lease.map_or(Duration::from_secs(2), |l| l / 3);
-            let mut quiet_until = Instant::now();
+            pause: lease.map_or(Duration::from_secs(2), |l| l / 3),
+            quiet_until: Instant::now(),
+        };
+        self.watcher = Some(std::thread::spawn(move || {
             while let Err(mpsc::RecvTimeoutError::Timeout) =
                 stopped.recv_timeout(Duration::from_millis(250))
             {
-                if Instant::now() < quiet_until {
+                if Instant::now() < watch.quiet_until {
                     continue;
                 }
                 let Ok(mut ledger) = ledger.lock() else {
                     return;
                 };
-                let failed = |quiet_until: &mut Instant| *quiet_until = Instant::now() + pause;
-                if !cancelled {
-                    match ledger.cancel_requested(&run_id) {
-                        Ok(true) => {
-                            interrupt.cancel(Cause::CancelRequest);
-                            cancelled = true;
-                        }
-                        Ok(false) => {}
-                        Err(_) => {
-                            failed(&mut quiet_until);
-                            continue;
-                        }
-                    }
-                }
-                // Drained (by the clock, say): nothing is started any more, nothing to renew.
-                lost = lost || interrupt.draining().is_some();
-                let Some(lease) = lease.filter(|_| !lost) else {
-                    continue;
-                };
-                // A lock cleared or taken over elsewhere is noticed at once, not at the next
-                // renewal: no project starts beside another run's.
-                match ledger.holds_lock(&run_id) {
-                    Ok(false) => {
-                        lost = true;
-                        interrupt.drain(LOCK_TAKEN.into());
-                        continue;
-                    }
-                    Ok(true) => {}
-                    Err(_) => {
-                        failed(&mut quiet_until);
-                        continue;
-                    }
-                }
-                if sent_last.elapsed() < lease / 3 {
-                    continue;
-                }
-                let sent = Moment::now();
-                match ledger.renew(&run_id) {
-                    Ok(true) => {
-                        sent_last = sent;
-                        interrupt.lease().confirmed(sent, lease);
-                    }
-                    Ok(false) => {
-                        lost = true;
-                        interrupt.drain(LOCK_TAKEN.into());
-                    }
-                    // Tried again after the pause; the clock drains the run if none succeeds.
-                    Err(error) => {
-                        interrupt.lease().trouble(error.to_string());
-                        failed(&mut quiet_until);
-                    }
+                if watch.look(ledger.as_mut()).is_err() {
+                    watch.quiet_until = Instant::now() + watch.pause;
                 }
             }
         }));
+    }
+}
+
+/// The watcher's state between its looks at the ledger.
+struct Watch {
+    run_id: String,
+    interrupt: Interrupt,
+    lease: Option<Duration>,
+    cancelled: bool,
+    /// The run's lock is no longer its own (or the run drained): nothing more to renew.
+    lost: bool,
+    /// When the last confirmed renewal was sent.
+    sent_last: Moment,
+    pause: Duration,
+    quiet_until: Instant,
+}
+
+impl Watch {
+    /// One look: a cancel request; on a server, the lock still the run's, and the lease renewed
+    /// when a third of it has passed. `Err` when the ledger did not answer (it is let be for a
+    /// pause; the clock drains the run if no renewal succeeds).
+    fn look(&mut self, ledger: &mut dyn crate::ledger::Ledger) -> Result<(), ()> {
+        let (run_id, interrupt) = (&self.run_id, &self.interrupt);
+        if !self.cancelled && ledger.cancel_requested(run_id).map_err(|_| ())? {
+            interrupt.cancel(Cause::CancelRequest);
+            self.cancelled = true;
+        }
+        // Drained (by the clock, say): nothing is started any more, nothing to renew.
+        self.lost = self.lost || interrupt.draining().is_some();
+        let Some(lease) = self.lease.filter(|_| !self.lost) else {
+            return Ok(());
+        };
+        // A lock cleared or taken over elsewhere is noticed at once, not at the next renewal:
+        // no project starts beside another run's.
+        if !ledger.holds_lock(run_id).map_err(|_| ())? {
+            self.lost = true;
+            interrupt.drain(LOCK_TAKEN.into());
+            return Ok(());
+        }
+        if self.sent_last.elapsed() < lease / 3 {
+            return Ok(());
+        }
+        let sent = Moment::now();
+        match ledger.renew(run_id) {
+            Ok(true) => {
+                self.sent_last = sent;
+                interrupt.lease().confirmed(sent, lease);
+            }
+            Ok(false) => {
+                self.lost = true;
+                interrupt.drain(LOCK_TAKEN.into());
+            }
+            Err(error) => {
+                interrupt.lease().trouble(error.to_string());
+                return Err(());
+            }
+        }
+        Ok(())
     }
 }
