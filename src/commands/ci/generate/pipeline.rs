@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::cli::{CiOperation, CiSystem, CiTrigger, SelectionArgs};
 use crate::deployment::Deployment;
 use crate::error::{Error, Problem, Result};
-use crate::graph::Plan;
+use crate::graph::{ExecutionGraph, Plan};
 
 /// What a GitLab pipeline's top level means by itself, and GitLab's Pages job.
 const RESERVED: &[&str] = &[
@@ -240,6 +240,45 @@ fn job_ids(graph: &crate::graph::ExecutionGraph, order: &[usize]) -> BTreeMap<us
     ids
 }
 
+/// One job per project of `order`, each needing the jobs of the projects it comes after (before,
+/// for a destroy) — the open job when none —, with the secrets it gets (the secrets project all).
+fn jobs(
+    graph: &ExecutionGraph,
+    (order, ids): (&[usize], &BTreeMap<usize, String>),
+    destroy: bool,
+    (secrets_project, all_secrets): (&str, &BTreeSet<String>),
+) -> Vec<Job> {
+    order
+        .iter()
+        .map(|&i| {
+            let first = match destroy {
+                true => graph.successors(i),
+                false => graph.predecessors(i),
+            };
+            let mut needs: Vec<String> = first
+                .into_iter()
+                .filter_map(|(d, _)| ids.get(&d).cloned())
+                .collect();
+            needs.sort();
+            needs.dedup();
+            if needs.is_empty() {
+                needs.push("mara-open".into());
+            }
+            let project = graph.project(i);
+            let secrets = match project.path == secrets_project {
+                true => all_secrets.clone(),
+                false => project.secrets.iter().map(|s| s.env_var()).collect(),
+            };
+            Job {
+                id: ids[&i].clone(),
+                path: project.path.clone(),
+                needs,
+                secrets,
+            }
+        })
+        .collect()
+}
+
 pub(super) fn pipeline(
     deployment: &Deployment,
     plan: &Plan<'_>,
@@ -261,35 +300,12 @@ pub(super) fn pipeline(
     let all_secrets: BTreeSet<String> = (0..graph.len())
         .flat_map(|i| graph.project(i).secrets.iter().map(|s| s.env_var()))
         .collect();
-    let jobs = order
-        .iter()
-        .map(|&i| {
-            let first = match destroy {
-                true => graph.successors(i),
-                false => graph.predecessors(i),
-            };
-            let mut needs: Vec<String> = first
-                .into_iter()
-                .filter_map(|(d, _)| ids.get(&d).cloned())
-                .collect();
-            needs.sort();
-            needs.dedup();
-            if needs.is_empty() {
-                needs.push("mara-open".into());
-            }
-            let project = graph.project(i);
-            let secrets = match &project.path == secrets_project {
-                true => all_secrets.clone(),
-                false => project.secrets.iter().map(|s| s.env_var()).collect(),
-            };
-            Job {
-                id: ids[&i].clone(),
-                path: project.path.clone(),
-                needs,
-                secrets,
-            }
-        })
-        .collect();
+    let jobs = jobs(
+        graph,
+        (&order, &ids),
+        destroy,
+        (secrets_project, &all_secrets),
+    );
     let tokens: Vec<(String, String)> = (deployment.provider.tokens())
         .map(|(variable, spec)| (variable.to_string(), spec.key.clone()))
         .collect();
