@@ -180,7 +180,7 @@ impl Interrupt {
             .expect("the process set is never poisoned")
             .insert(pid, group);
         if let Some(watchdog) = &self.watchdog {
-            watchdog.tell(pid, true);
+            watchdog.tell(true);
         }
         // A process started after the interruption gets it at once, alone: the others of the
         // run's group have had theirs (a second SIGINT would be a second Ctrl-C to them).
@@ -216,7 +216,7 @@ impl Interrupt {
             .expect("the process set is never poisoned")
             .remove(&pid);
         if let Some(watchdog) = &self.watchdog {
-            watchdog.tell(pid, false);
+            watchdog.tell(false);
         }
     }
 

@@ -7,12 +7,15 @@
 //! — configuration steps, operations, hooks — is started into it, so it is in the group from its
 //! first instruction, with no moment in which mara knows of it and the watchdog does not.
 //!
-//! mara writes `+<pid>` and `-<pid>` as its processes start and end, and `done` as it ends
-//! normally. When the pipe closes — mara has exited, however it exited — without `done`, or with
-//! a process still listed, the watchdog sends SIGINT to the group (the engines cancel as on
-//! Ctrl-C), waits up to the grace period for them to end, and sends SIGKILL to whatever is left:
-//! an engine that ignores SIGINT does not outlive its run either. The group being the watchdog's
-//! own, its id cannot be reused while it waits.
+//! mara writes `done` as it ends normally with none of its processes running — it counts them as
+//! they start and end, and tells the watchdog nothing of each (a write and a wake-up of the
+//! watchdog per process were a tenth of a run's own cost: docs/benchmarks.md). When the pipe
+//! closes — mara has exited, however it exited — without `done`, the watchdog sends SIGINT to the
+//! group (the engines cancel as on Ctrl-C), waits up to the grace period for them to end, and
+//! sends SIGKILL to whatever is left: an engine that ignores SIGINT does not outlive its run
+//! either. The group being the watchdog's own, its id cannot be reused while it waits. (An older
+//! mara's `+<pid>` and `-<pid>` lines are still read: a process still listed at the end is
+//! stopped as without `done`.)
 //!
 //! Why not `PR_SET_PDEATHSIG` in each engine: setting it needs code between fork and exec, which
 //! turns every engine start into a full fork of mara instead of a `posix_spawn`, and that cost
@@ -39,6 +42,8 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 pub struct Watchdog {
     grace: Duration,
     state: Mutex<State>,
+    /// The run's processes running (or left behind unfinished): `done` only when none is.
+    running: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Default)]
@@ -56,6 +61,7 @@ impl Watchdog {
         Watchdog {
             grace,
             state: Mutex::new(State::NotStarted),
+            running: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -84,10 +90,13 @@ impl Watchdog {
         }
     }
 
-    /// Tells the watchdog that process `pid` is running (`true`) or has ended (`false`). A
-    /// watchdog that cannot be written to costs only this protection, never the run.
-    pub fn tell(&self, pid: i32, running: bool) {
-        self.write(&format!("{}{pid}", if running { '+' } else { '-' }));
+    /// Counts a process of the run as running (`true`) or ended (`false`): nothing is written.
+    pub fn tell(&self, running: bool) {
+        use std::sync::atomic::Ordering::SeqCst;
+        match running {
+            true => self.running.fetch_add(1, SeqCst),
+            false => self.running.fetch_sub(1, SeqCst),
+        };
     }
 
     /// Tells the watchdog that mara has signalled the group itself (SIGINT, or SIGKILL with
@@ -109,10 +118,13 @@ impl Watchdog {
 
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        // mara ends normally: `done`, then the pipe closes; with every process ended, the
-        // watchdog signals nothing. It is not waited for: with a process still listed it has
-        // a grace period to give, and mara does not stay for it.
-        self.write("done");
+        // mara ends normally: `done`, then the pipe closes, and the watchdog signals nothing —
+        // unless a process is still running (one left behind by a task that panicked): then no
+        // `done`, and the watchdog stops the group. It is not waited for: it has a grace period
+        // to give, and mara does not stay for it.
+        if *self.running.get_mut() == 0 {
+            self.write("done");
+        }
         if let Ok(state) = self.state.get_mut() {
             drop(std::mem::take(state));
         }

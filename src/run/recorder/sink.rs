@@ -25,7 +25,10 @@ use crate::run::plan::RunPlan;
 
 /// Forwards project starts and ends (and log lines) to the recorder's writer thread.
 pub struct LedgerSink {
-    to_writer: Option<mpsc::Sender<Event>>,
+    to_writer: Option<mpsc::Sender<Vec<Event>>>,
+    /// What the burst being handled has for the writer: sent to it together, at `settle`, so
+    /// that a burst wakes it once.
+    burst: Vec<Event>,
     writer: Option<JoinHandle<()>>,
     /// Whether the ledger keeps log lines: then they go to it too.
     logs: bool,
@@ -104,7 +107,7 @@ impl Recorder {
         let journal = self.journal.clone();
         let journaled = self.journaled.clone();
         let interrupt = self.interrupt.clone();
-        let (to_writer, events) = mpsc::channel::<Event>();
+        let (to_writer, events) = mpsc::channel::<Vec<Event>>();
         let writer = std::thread::spawn(move || {
             // However the writer ends (a panic included), nothing waits on it any more.
             let _ended = Ended(writer.progress.clone());
@@ -118,6 +121,7 @@ impl Recorder {
         });
         LedgerSink {
             to_writer: Some(to_writer),
+            burst: Vec::new(),
             writer: Some(writer),
             logs,
             ends: 0,
@@ -136,9 +140,9 @@ impl Sink for LedgerSink {
             Event::Line { .. } => self.logs,
             _ => false,
         };
-        if kept && let Some(to_writer) = &self.to_writer {
+        if kept && self.to_writer.is_some() {
             self.ends += u64::from(matches!(event, Event::ProjectFinished { .. }));
-            let _ = to_writer.send(event.clone());
+            self.burst.push(event.clone());
         }
     }
 
@@ -146,6 +150,11 @@ impl Sink for LedgerSink {
     /// take writes now, the run is interrupted (what it shows then is shown at once), or
     /// `SHOWN_WITHIN` passed.
     fn settle(&mut self) {
+        if let Some(to_writer) = &self.to_writer
+            && !self.burst.is_empty()
+        {
+            let _ = to_writer.send(std::mem::take(&mut self.burst));
+        }
         let until = Instant::now() + SHOWN_WITHIN;
         let Ok(mut made) = self.progress.made.lock() else {
             return;
@@ -165,7 +174,12 @@ impl Sink for LedgerSink {
 
 impl Drop for LedgerSink {
     fn drop(&mut self) {
-        drop(self.to_writer.take());
+        // What a burst left unsettled still goes (a sink dropped without its `settle`).
+        if let Some(to_writer) = self.to_writer.take()
+            && !self.burst.is_empty()
+        {
+            let _ = to_writer.send(std::mem::take(&mut self.burst));
+        }
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
         }
@@ -218,7 +232,7 @@ impl Writer {
     /// starts and ends `GATHER` after the last batch, or once the events pause for `QUIET` (the
     /// run's end or an interruption at once), log lines a tick, or 200 of them, or a project's
     /// start or end (they go before it).
-    fn follow(&mut self, events: &mpsc::Receiver<Event>) {
+    fn follow(&mut self, events: &mpsc::Receiver<Vec<Event>>) {
         let mut tick = Instant::now() + TICK;
         // When the last batch was sent and the last event heard; whether what waits goes at
         // once; when a batch the ledger did not take is tried again.
@@ -237,9 +251,8 @@ impl Writer {
             };
             let until = due(at_once, heard, !self.waiting.is_empty()).map_or(tick, |d| d.min(tick));
             match events.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                Ok(event) => {
-                    at_once |= self.take(event);
-                    while let Ok(event) = events.try_recv() {
+                Ok(burst) => {
+                    for event in burst.into_iter().chain(events.try_iter().flatten()) {
                         at_once |= self.take(event);
                     }
                     heard = Instant::now();
