@@ -30,7 +30,8 @@ Exit codes:
   2    usage error: a bad flag, or one the command does not use; a confirmation nobody can give
   3    validation or configuration error: nothing ran
   4    `drift` found drift, `preview --expect-no-changes` found changes, `ci generate --check`
-       found the file out of date, or an approved plan of `up --plans` no longer holds
+       found the file out of date, an approved plan of `up --plans` no longer holds, or the
+       policies deny the plan
   5    the stack is locked by another run (or the run lost its lease)
   6    not confirmed
   7    a job of a fanned-out run (`--run`) ran none of its projects: one they depend on has not
@@ -213,6 +214,13 @@ pub enum Command {
     /// Fan a deployment out over CI runners: one job per project
     #[command(subcommand)]
     Ci(CiCommand),
+
+    /// The workspace's policies (policy/*.rego): run their tests, or evaluate them on a file
+    #[command(
+        subcommand,
+        after_help = "Runs evaluate the policies by themselves: `preview`, `up` and `up --plans` before anything is applied (docs/commands.md, \"Policies\")."
+    )]
+    Policy(PolicyCommand),
 
     /// Show the ledger's runs, locks and logs on a web page, live
     #[command(
@@ -698,6 +706,23 @@ pub enum TokenCommand {
 pub enum RoleArg {
     Viewer,
     Operator,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Run every `test_` rule of the policies, as `opa test` does
+    Test,
+    /// Evaluate the policies on a JSON file (a plan shown as JSON, or with --deployment a
+    /// deployment's input): print each message, exit 4 when one denies
+    Eval {
+        /// The input: a JSON file (`-`: standard input)
+        #[arg(value_name = "FILE")]
+        input: std::path::PathBuf,
+        /// Evaluate the deployment packages (`[policy] deployment_packages`), not the
+        /// per-project ones
+        #[arg(long)]
+        deployment: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

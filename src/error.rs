@@ -252,6 +252,19 @@ pub enum Error {
     /// An `up` of approved plans refused projects whose plans no longer held (exit 4).
     #[error("{}: not applied, nor what follows", match refused { 1 => "the approved plan of 1 project no longer holds".to_string(), n => format!("the approved plans of {n} projects no longer hold") })]
     PlansRefused { refused: usize },
+    /// The policies deny the plan (exit 4): nothing of it is applied. Each message has been
+    /// said already.
+    #[error("the policies deny {what} ({denied} {}){}", plural(*denied, "denial", "denials"), if *stopped { ": nothing was applied" } else { "" })]
+    PolicyDenied {
+        denied: usize,
+        /// What they judged: `the plan`, `the destroy`, `the input`.
+        what: &'static str,
+        /// Whether the denial stopped an operation that applies (`up`, `destroy`).
+        stopped: bool,
+    },
+    /// `mara policy test` found tests that fail or err (exit 1); each has been said.
+    #[error("{failed} of {tests} policy {} failed", plural(*tests, "test", "tests"))]
+    PolicyTestsFailed { failed: usize, tests: usize },
     /// `preview --expect-no-changes` found changes (exit 4).
     #[error("the preview found changes in {changed} {}", plural(*changed, "project", "projects"))]
     Drift { changed: usize },
@@ -344,11 +357,13 @@ impl Error {
             | Error::Terminal(_)
             | Error::Runtime(_)
             | Error::ProjectsFailed { .. }
+            | Error::PolicyTestsFailed { .. }
             | Error::NotRun { .. } => exit::PROJECT_FAILED,
             Error::Drift { .. }
             | Error::Drifted { .. }
             | Error::OutOfDate(_)
             | Error::NotAsApproved(_)
+            | Error::PolicyDenied { .. }
             | Error::PlansRefused { .. } => exit::DRIFT,
             Error::Skipped { .. } => exit::SKIPPED,
             Error::Interrupted => exit::INTERRUPTED,

@@ -22,6 +22,7 @@ pub mod fingerprint;
 pub mod graph;
 pub mod ledger;
 pub mod parallel;
+pub mod policy;
 pub mod provider;
 pub mod run;
 pub mod settings;

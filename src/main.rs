@@ -74,6 +74,7 @@ fn dispatch(settings: &Settings, command: Command) -> mara::error::Result<()> {
         Command::Cancel => commands::ledger::cancel(settings),
         Command::State(command) => commands::state::run(settings, command),
         Command::Ci(command) => commands::ci::run(settings, command),
+        Command::Policy(command) => commands::policy::run(settings, command),
         Command::Serve {
             command: Some(ServeCommand::Token(command)),
             ..

@@ -475,7 +475,7 @@ const LAYERS: &[&[&str]] = &[
     &["workspace"],
     &["provider"],
     &["graph"],
-    &["fingerprint", "ledger"],
+    &["fingerprint", "ledger", "policy"],
     &["cli"],
     &["settings"],
     &["configure"],

@@ -8,6 +8,7 @@ pub mod init;
 pub mod ledger;
 pub mod list_providers;
 pub mod output;
+pub mod policy;
 pub mod run;
 pub mod serve;
 pub mod show_execution;

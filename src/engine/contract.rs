@@ -406,6 +406,12 @@ pub trait OutputReader: Send + fmt::Debug {
         None
     }
 
+    /// A preview's own plan as JSON text, when its own output is one (Pulumi's preview
+    /// digest), for the policies: taken, not copied.
+    fn plan_document(&mut self) -> Option<String> {
+        None
+    }
+
     /// An apply's outputs, when its own output gave them: each value, `None` for a secret.
     fn applied_outputs(&self) -> Option<BTreeMap<String, Option<Value>>> {
         None

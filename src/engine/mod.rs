@@ -262,6 +262,9 @@ pub struct Target<'a> {
     /// Whether a preview that saves its plan records which state it was made against (the
     /// approved plans of `preview --save-plans`).
     pub record_state: bool,
+    /// Whether the policies read its preview's own plan: a Terraform module's is saved and
+    /// shown as JSON (`show -json`).
+    pub plan_document: bool,
     /// Whether its stamp says the module was initialized on its current inputs: then `init` is
     /// left out, and runs only if the operation asks for it.
     pub initialized: bool,
@@ -731,6 +734,12 @@ impl Reader {
     /// Terraform's is read from its saved plan).
     pub fn plan_digest(&self) -> Option<String> {
         self.0.plan_digest()
+    }
+
+    /// A preview's own plan as JSON text, when its own output is one (Pulumi's digest;
+    /// Terraform's is shown from its saved plan, `StepKind::PlannedOutputs`).
+    pub fn plan_document(&mut self) -> Option<String> {
+        self.0.plan_document()
     }
 
     /// An apply's outputs, when its own output gave them (Terraform's last message): each

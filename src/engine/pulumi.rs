@@ -1135,6 +1135,12 @@ impl super::OutputReader for Reader {
         self.plan_digest.clone()
     }
 
+    fn plan_document(&mut self) -> Option<String> {
+        // A digest that was read (the preview ended with one); its secrets are Pulumi's
+        // ciphertexts, which the policies see as `[secret]` (`run::gate`).
+        (self.plan_digest.is_some()).then(|| std::mem::take(&mut self.document))
+    }
+
     fn changes(&mut self) -> Option<Changes> {
         self.changes.take()
     }

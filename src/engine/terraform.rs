@@ -326,7 +326,7 @@ impl super::Engine for TerraformEngine {
     fn steps(&self, run: &super::Engines, target: &super::Target<'_>, op: Operation) -> Vec<Step> {
         let module = Module {
             plan_file: target.plan_file,
-            read_planned: target.outputs_taken,
+            read_planned: target.outputs_taken || target.plan_document,
             record_state: target.record_state,
             ..self.module(run, target)
         };

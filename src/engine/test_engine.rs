@@ -218,6 +218,7 @@ after = ["net"]
             logs: None,
             expect_no_changes: false,
             exit_code: None,
+            policy: None,
         };
         (summary, lines.0)
     }

@@ -141,6 +141,9 @@ pub struct Preview {
     pub approval: Option<crate::run::approval::Held>,
     /// A saved plan's: the state it was made against (Terraform's lineage and serial).
     pub state: Option<crate::engine::StateVersion>,
+    /// Its engine's own plan as JSON text (Terraform's `show -json`, Pulumi's preview digest),
+    /// kept for the policies when they read it: never shown, never recorded.
+    pub document: Option<std::sync::Arc<str>>,
 }
 
 pub use super::approval::PlannedWith;
@@ -358,6 +361,12 @@ pub struct ProjectReport {
     /// The state its saved plan was made against, for the manifest.
     #[serde(skip)]
     pub state: Option<crate::engine::StateVersion>,
+    /// Its engine's own plan as JSON text, for the policies (`Preview::document`).
+    #[serde(skip)]
+    pub document: Option<std::sync::Arc<str>>,
+    /// What the policies said of it (docs/commands.md, "Policies").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub policy: Vec<crate::policy::Message>,
     /// An `up` of approved plans': `applied as approved`, `replanned` or `refused`.
     #[serde(
         skip_serializing_if = "Option::is_none",
@@ -440,6 +449,8 @@ impl ProjectReport {
             inputs_taken: preview.inputs_taken,
             plan_digest: preview.plan_digest,
             state: preview.state,
+            document: preview.document,
+            policy: Vec::new(),
             approval: preview.approval,
             outcome: finished.outcome,
             log: finished.log,

@@ -5,6 +5,7 @@ pub mod approval;
 pub mod drain;
 pub mod events;
 pub mod fanout;
+pub mod gate;
 pub mod holds;
 pub mod hooks;
 pub mod inputs;

@@ -32,6 +32,8 @@ pub struct PlannedProject {
     pub hooks: Vec<Hook>,
     /// `<state_dir>/logs/<run>/<path>.log`.
     pub log: PathBuf,
+    /// Its preview keeps its engine's own plan in its report, for the policies (`run::gate`).
+    pub keeps_document: bool,
     /// The positions (in the plan) of the projects that must succeed before it starts.
     pub waits_for: Vec<usize>,
     /// Its inputs' fingerprint, recorded with it (`up` only).
@@ -151,7 +153,7 @@ impl Plans {
                 Some(dir.join(format!("{path}{suffix}")))
             }
             (Operation::Preview, None)
-                if engine.saves_plan_files() && !outputs_taken.is_empty() =>
+                if engine.saves_plan_files() && (!outputs_taken.is_empty() || self.documents) =>
             {
                 Some(plans.join(format!("{path}{suffix}")))
             }
@@ -216,6 +218,9 @@ pub struct Plans {
     /// `preview --save-plans`: what each project is planned against besides its inputs and
     /// state (its namespace's configuration, its code), by path, for the manifest.
     pub against: BTreeMap<String, crate::run::approval::Against>,
+    /// The policies read each project's own plan (`run::gate`): a preview keeps it in its
+    /// report, and a Terraform module's preview saves its plan to show it as JSON.
+    pub documents: bool,
 }
 
 /// An input of a planned project (docs/formats.md, "Inputs"): `variable` (`TF_VAR_<name>` or
@@ -587,6 +592,7 @@ fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> 
         init_stamp: &init_stamp,
         plan_file: plan_file.as_deref(),
         record_state: inputs.saved.record_state,
+        plan_document: inputs.saved.documents,
         initialized: false,
         hook_reads_outputs: reads_outputs(hooks_of(project, operation)),
         dir: &dir,
@@ -617,6 +623,7 @@ fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> 
         blocked: inputs.blocked.get(&i).cloned(),
         pool: project.pool.as_ref().map(|pool| pool.target.clone()),
         retry: (project.retry.clone()).or_else(|| workspace.settings.retry.clone()),
+        keeps_document: inputs.saved.documents && operation == Operation::Preview,
         dir: if has_dir {
             dir.clone()
         } else {

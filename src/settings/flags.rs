@@ -116,6 +116,10 @@ fn uses(command: &Command) -> (&'static str, Vec<Unused>) {
         ),
         Command::State(_) => ("state migrate", vec![]),
         Command::Ci(_) => ("ci", vec![]),
+        Command::Policy(_) => (
+            "policy",
+            workspace_wide("the policies are the workspace's, for every stack"),
+        ),
         Command::Serve { command, .. } => serve(command.as_ref()),
         Command::Kubectl { .. } => ("kubectl", kubectl()),
         Command::Cluster(_) => ("cluster", vec![]),

@@ -24,6 +24,14 @@ impl Sink for LineCollector {
     }
 }
 
+/// What the policies said of the plan about to be confirmed, under a heading.
+pub fn policies(decision: &crate::policy::Decision, style: Style) -> String {
+    let lines: String = (super::report::decision_lines(decision, style).iter())
+        .map(|l| format!("  {l}\n"))
+        .collect();
+    format!("\n{}\n{lines}", style.bold("Policies"))
+}
+
 /// The preview's changes as a table, then "Do you want to perform this update?" until the answer
 /// is yes or no. `reports` are in the plan's order, as are the collected lines.
 pub fn update(

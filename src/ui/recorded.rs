@@ -70,6 +70,7 @@ pub fn summary_of(
         logs: None,
         expect_no_changes: false,
         exit_code: None,
+        policy: None,
     }
 }
 
@@ -112,6 +113,8 @@ fn report(p: &ProjectRecord, previewed: Previewed) -> ProjectReport {
         inputs_taken: Default::default(),
         plan_digest: None,
         state: None,
+        document: None,
+        policy: Vec::new(),
         approval: None,
         new_stack: previewed.new_stack,
         outcome,

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::budgets::{Checked, RawRetry, Retry};
+use super::policy_settings::{PolicySettings, RawPolicy};
 use crate::engine::EngineKind;
 use crate::error::{Error, Location, Problem, Result};
 
@@ -40,6 +41,8 @@ pub struct WorkspaceSettings {
     /// `[retention]`: how much of the ledger's history is kept (applied after every recorded run,
     /// and by `mara ledger prune`).
     pub retention: Retention,
+    /// `[policy]`: the workspace's policies (docs/commands.md, "Policies").
+    pub policy: PolicySettings,
 }
 
 /// `[retention]` (docs/commands.md, "ledger"): the runs the ledger keeps — those started in the
@@ -96,6 +99,7 @@ impl Default for WorkspaceSettings {
             retry: None,
             state: StatePlace::Engines,
             retention: Retention::default(),
+            policy: PolicySettings::default(),
         }
     }
 }
@@ -121,6 +125,7 @@ struct RawMaraToml {
     retry: Option<Spanned<RawRetry>>,
     state: Option<Spanned<String>>,
     retention: Option<RawRetention>,
+    policy: Option<RawPolicy>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,6 +164,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         retry,
         state,
         retention,
+        policy,
     } = raw;
     let defaults = WorkspaceSettings::default();
     let mut read = Reader {
@@ -186,6 +192,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
     let pools = checked.pools(pools);
     let limits = checked.limits(limits);
     let retry = retry.and_then(|retry| checked.retry(retry, None));
+    let policy = checked.policy(policy);
     if !problems.is_empty() {
         problems.sort_by_key(|p| p.location.as_ref().and_then(|l| l.line));
         return Err(Error::Problems(problems));
@@ -207,6 +214,7 @@ pub fn parse(path: &Path, text: &str) -> Result<WorkspaceSettings> {
         retry,
         state,
         retention,
+        policy,
     })
 }
 

@@ -10,6 +10,7 @@ pub mod identity;
 pub mod kubeconfig;
 pub mod ledger_url;
 pub mod mara_toml;
+pub mod policy_settings;
 pub mod pulumi_project;
 pub mod stack;
 pub mod stack_config;

@@ -4,9 +4,12 @@
 use std::collections::BTreeSet;
 
 use super::declined::{self, Stored};
-use super::{Invocation, Ready};
+use super::{Invocation, Loaded, Ready};
 use crate::engine::Operation;
+use crate::error::Error;
 use crate::error::{Result, plural};
+use crate::policy::Decision as PolicyDecision;
+use crate::run::events::ProjectReport;
 use crate::run::events::Sink;
 use crate::run::plan::{Planner, Plans, RunPlan};
 use crate::run::project::Context;
@@ -23,7 +26,12 @@ impl Invocation<'_> {
     /// The run's plan, confirmed where a person confirms it. It is planned with the stacks the
     /// run selected since it began — the secrets project's, to store secrets; those the
     /// confirmation's preview selected or made — so that no stack is selected twice in a run.
-    pub(super) fn confirmed_plan(&self, planner: &Planner<'_>, ready: &Ready) -> Result<RunPlan> {
+    pub(super) fn confirmed_plan(
+        &self,
+        planner: &Planner<'_>,
+        loaded: &Loaded<'_>,
+        ready: &Ready,
+    ) -> Result<RunPlan> {
         let run = self.run;
         let plan_with = |planner: &Planner<'_>, known: &BTreeSet<String>| RunPlan {
             show_diff: run.diff,
@@ -41,7 +49,7 @@ impl Invocation<'_> {
             known_stacks: &known,
             ..*planner
         };
-        let (selected, approved) = self.confirm(&previewed, &planned, ready)?;
+        let (selected, approved) = self.confirm(&previewed, loaded, &planned, ready)?;
         if selected.is_empty() && approved.is_none() {
             return Ok(planned);
         }
@@ -60,22 +68,27 @@ impl Invocation<'_> {
     }
 
     /// On a terminal (`Confirmation::Ask`), the person confirms `plan` (`confirm`); a "no"
-    /// takes back what `up` had made (`ready.stored`, `declined`) and says so. Returns the Pulumi
-    /// projects whose stack the confirmation's preview selected (or made): the run need not
-    /// select them again.
+    /// takes back what `up` had made (`ready.stored`, `declined`) and says so. With policies, an
+    /// `up` previews its plan first even with `--yes`, and the policies judge it before anyone
+    /// is asked: a denial takes back what `up` had made, as a "no" does (exit 4). Returns the
+    /// Pulumi projects whose stack the confirmation's preview selected (or made): the run need
+    /// not select them again.
     fn confirm(
         &self,
         planner: &Planner<'_>,
+        loaded: &Loaded<'_>,
         plan: &RunPlan,
         ready: &Ready,
     ) -> Result<(Vec<String>, Option<Approved>)> {
         let run = self.run;
-        if run.confirmation != Confirmation::Ask {
+        let gated = run.operation == Operation::Up && loaded.policies.is_some();
+        if run.confirmation != Confirmation::Ask && !gated {
             return Ok((Vec::new(), None));
         }
         // Its details show each change's properties; its plans are kept, to be what runs.
         let saving = Plans {
             save_in: Some(planner.plans("-preview")),
+            documents: planner.plans.documents,
             ..Plans::default()
         };
         let previewing = Planner {
@@ -87,13 +100,16 @@ impl Invocation<'_> {
             ..previewing.plan(Operation::Preview, &ready.config, "-preview")
         };
         let (stack, context) = (planner.stack, ready.context.clone());
+        let judge = |preview: &RunPlan, reports: &mut [ProjectReport]| {
+            let judged = self.judge(planner, loaded, (preview, reports))?;
+            *ready.judged.borrow_mut() = judged.clone();
+            Ok(judged)
+        };
         let decision = confirm(
-            self.settings,
-            run,
-            self.runner,
+            (self.settings, run, self.runner),
             stack,
             plan,
-            preview,
+            (preview, judge),
             context,
         )?;
         match decision {
@@ -127,14 +143,21 @@ impl Invocation<'_> {
                 });
                 Ok((selected, approved))
             }
-            Decision::Declined { created } => {
+            Decision::Declined { created, denied } => {
                 let stored = Stored {
                     created,
                     ..ready.stored.clone()
                 };
                 let done = declined::take_back(planner, (ready, self.runner.interrupt()), &stored);
                 ready.taken_back.set(done.kept.is_empty());
-                Err(declined::declined(run.operation, &done))
+                match denied {
+                    0 => Err(declined::declined(run.operation, &done)),
+                    denied => Err(Error::PolicyDenied {
+                        denied,
+                        what: "the plan",
+                        stopped: true,
+                    }),
+                }
             }
         }
     }
@@ -151,77 +174,109 @@ enum Decision {
         selected: Vec<String>,
         previewed: Option<(RunPlan, Vec<crate::run::events::ProjectReport>)>,
     },
-    /// Not confirmed; the projects whose stack the preview created.
-    Declined { created: Vec<String> },
+    /// Not confirmed, or denied by the policies (how many denials); the projects whose stack
+    /// the preview created.
+    Declined { created: Vec<String>, denied: usize },
 }
 
 /// On a terminal: `up` previews every project, shows the combined changes and asks; `destroy`
-/// asks for the stack's name.
+/// asks for the stack's name. The policies (`judge`) see an `up`'s preview first, asked or not:
+/// what they say is shown, and a denial is the answer.
 fn confirm(
-    settings: &Settings,
-    run: &RunSettings,
-    runner: &Runner,
+    (settings, run, runner): (&Settings, &RunSettings, &Runner),
     stack: &ResolvedStack,
     plan: &RunPlan,
-    preview: impl FnOnce() -> RunPlan,
+    (preview, judge): (
+        impl FnOnce() -> RunPlan,
+        impl FnOnce(&RunPlan, &mut [ProjectReport]) -> Result<Option<PolicyDecision>>,
+    ),
     context: Context,
 ) -> Result<Decision> {
     let style = settings.stderr_style;
     let stack = stack.name.as_str();
     let mut prompter = TerminalPrompter;
-    let (confirmed, created, selected, previewed) = match run.operation {
-        Operation::Destroy => {
-            let projects: Vec<&str> = plan.projects.iter().map(|p| p.path.as_str()).collect();
-            let confirmed = confirm::destroy(&mut prompter, stack, &projects, style)?;
-            (confirmed, Vec::new(), Vec::new(), None)
-        }
-        _ => {
-            let preview = preview();
-            let n = preview.len();
-            crate::ui::errln!(
-                "Previewing {n} {} on stack {stack}…",
-                plural(n, "project", "projects")
-            );
-            // On the terminal that will be asked: a live line a running project and the count
-            // of those done, so that a long preview is seen going (its output is not shown).
-            let options = reporter::Options {
-                live: true,
-                order: LogOrder::Grouped,
-                style,
-                quiet: true,
-                verb: "preview",
-            };
-            let stderr = || Box::new(std::io::stderr());
-            let mut failures = Reporter::new(options, stderr(), stderr());
-            let mut lines = LineCollector::default();
-            let schedule = Schedule {
-                parallel: run.parallel,
-                failure: FailurePolicy::SkipDependents,
-            };
-            let sinks: &mut [&mut dyn Sink] = &mut [&mut failures, &mut lines];
-            let reports = runner.execute(&preview, context, schedule, sinks);
-            runner.interrupt().checkpoint()?;
-            let confirmed = confirm::update(&mut prompter, &reports, &lines, style)?;
-            let created = reports
-                .iter()
-                .filter(|r| r.created_stack)
-                .map(|r| r.path.clone())
-                .collect();
-            // A project previewed, or whose preview made its stack, has it now (where a
-            // preview makes stacks: Pulumi's).
-            let selected = (preview.projects.iter().zip(&reports))
-                .filter(|(p, _)| p.engine.previews_make_stacks())
-                .filter(|(_, r)| r.status.is_success() || r.created_stack)
-                .map(|(p, _)| p.path.clone())
-                .collect();
-            (confirmed, created, selected, Some((preview, reports)))
-        }
-    };
-    Ok(match confirmed {
-        true => Decision::Go {
-            selected,
-            previewed,
-        },
-        false => Decision::Declined { created },
+    if run.operation == Operation::Destroy {
+        let projects: Vec<&str> = plan.projects.iter().map(|p| p.path.as_str()).collect();
+        return Ok(
+            match confirm::destroy(&mut prompter, stack, &projects, style)? {
+                true => Decision::Go {
+                    selected: Vec::new(),
+                    previewed: None,
+                },
+                false => Decision::Declined {
+                    created: Vec::new(),
+                    denied: 0,
+                },
+            },
+        );
+    }
+    let preview = preview();
+    let (mut reports, lines) = run_preview((settings, run, runner), stack, &preview, context)?;
+    let judged = judge(&preview, &mut reports)?;
+    if let Some(judged) = judged.as_ref().filter(|j| !j.is_empty()) {
+        crate::ui::eprint(&confirm::policies(judged, style));
+    }
+    let created = created_by(&reports);
+    let denied = judged.as_ref().map_or(0, |j| j.denied().count());
+    let confirmed = denied == 0
+        && match run.confirmation {
+            Confirmation::Ask => confirm::update(&mut prompter, &reports, &lines, style)?,
+            _ => true,
+        };
+    if !confirmed {
+        return Ok(Decision::Declined { created, denied });
+    }
+    // A project previewed, or whose preview made its stack, has it now (where a preview makes
+    // stacks: Pulumi's).
+    let selected = (preview.projects.iter().zip(&reports))
+        .filter(|(p, _)| p.engine.previews_make_stacks())
+        .filter(|(_, r)| r.status.is_success() || r.created_stack)
+        .map(|(p, _)| p.path.clone())
+        .collect();
+    Ok(Decision::Go {
+        selected,
+        previewed: Some((preview, reports)),
     })
+}
+
+/// Runs the confirmation's preview: on the terminal that will be asked, a live line a running
+/// project and the count of those done, so that a long preview is seen going (its output is
+/// not shown, its lines collected for the details). Its reports and lines.
+fn run_preview(
+    (settings, run, runner): (&Settings, &RunSettings, &Runner),
+    stack: &str,
+    preview: &RunPlan,
+    context: Context,
+) -> Result<(Vec<ProjectReport>, LineCollector)> {
+    let n = preview.len();
+    crate::ui::errln!(
+        "Previewing {n} {} on stack {stack}…",
+        plural(n, "project", "projects")
+    );
+    let options = reporter::Options {
+        live: true,
+        order: LogOrder::Grouped,
+        style: settings.stderr_style,
+        quiet: true,
+        verb: "preview",
+    };
+    let stderr = || Box::new(std::io::stderr());
+    let mut failures = Reporter::new(options, stderr(), stderr());
+    let mut lines = LineCollector::default();
+    let schedule = Schedule {
+        parallel: run.parallel,
+        failure: FailurePolicy::SkipDependents,
+    };
+    let sinks: &mut [&mut dyn Sink] = &mut [&mut failures, &mut lines];
+    let reports = runner.execute(preview, context, schedule, sinks);
+    runner.interrupt().checkpoint()?;
+    Ok((reports, lines))
+}
+
+/// The projects whose stack a preview created (its reports'): a "no" removes them again.
+fn created_by(reports: &[ProjectReport]) -> Vec<String> {
+    (reports.iter())
+        .filter(|r| r.created_stack)
+        .map(|r| r.path.clone())
+        .collect()
 }

@@ -52,6 +52,7 @@ impl Invocation<'_> {
             stored,
             fingerprints,
             state: None,
+            policies: super::policies::of(run.operation, &files.workspace)?,
         })
     }
 

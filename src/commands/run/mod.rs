@@ -10,6 +10,7 @@ mod decide;
 mod declined;
 mod load;
 mod plans;
+mod policies;
 mod preparation;
 mod record;
 mod summary;
@@ -82,6 +83,9 @@ struct Loaded<'d> {
     fingerprints: BTreeMap<usize, String>,
     /// `state = "ledger"`: the server the engines keep state in, once the ledger is reached.
     state: Option<crate::engine::state::StateServer>,
+    /// The workspace's policies, compiled once for the run, where they judge its operation
+    /// (`policies::of`).
+    policies: Option<std::cell::RefCell<crate::policy::Policies>>,
 }
 
 /// The environment file a first `up` writes when there is none: the stack it deployed.
@@ -277,7 +281,7 @@ impl<'a> Invocation<'a> {
             None => *planner,
         };
 
-        let mut plan = self.planned(planner, &ready, ran)?;
+        let mut plan = self.planned(planner, prepared.loaded, &ready, ran)?;
         plan.estimates = (plan.projects.iter())
             .map(|p| prepared.durations.get(&p.path).copied())
             .collect();
@@ -285,13 +289,19 @@ impl<'a> Invocation<'a> {
         // Execute: the terminal and the ledger follow the run as it goes.
         let clock_start = Instant::now();
         *ran = true;
-        let reports = self.follow(
+        let mut reports = self.follow(
             &plan,
             ready.context,
             recorder.as_deref_mut(),
             &workspace.root,
         );
         crate::fingerprint::keep_hashes();
+        let judged = self.judged(
+            planner,
+            prepared.loaded,
+            &ready.judged,
+            (&plan, &mut reports),
+        )?;
         if run.operation == Operation::Preview {
             self.save_manifest(planner, (&plan, &reports), &ready.config)?;
         }
@@ -307,6 +317,7 @@ impl<'a> Invocation<'a> {
         let took = clock_start.elapsed();
         let times = (prepared.started, self.runner.now());
         let mut summary = summary::of(run, planner, reports, times, took, interrupt);
+        summary.policy = judged;
         // What the run ends with, decided first so that the summary says it (`exit_code`).
         let nothing = stacks::none_has_it(&summary.projects, stack.name.as_str());
         let destroyed = prepared.destroyed.take().filter(|_| nothing);
@@ -333,9 +344,15 @@ impl<'a> Invocation<'a> {
 
     /// Plan, and confirm: a "no" that left nothing behind leaves no record either; once
     /// confirmed, a first `up` writes the environment file.
-    fn planned(&self, planner: &Planner<'_>, ready: &Ready, ran: &mut bool) -> Result<RunPlan> {
-        let plan = match self.confirmed_plan(planner, ready) {
-            Err(error @ Error::Declined(_)) => {
+    fn planned(
+        &self,
+        planner: &Planner<'_>,
+        loaded: &Loaded<'_>,
+        ready: &Ready,
+        ran: &mut bool,
+    ) -> Result<RunPlan> {
+        let plan = match self.confirmed_plan(planner, loaded, ready) {
+            Err(error @ (Error::Declined(_) | Error::PolicyDenied { .. })) => {
                 *ran = *ran && !ready.taken_back.get();
                 return Err(error);
             }
@@ -397,6 +414,8 @@ struct Ready {
     stored: Stored,
     /// Set by a "no" that took back everything the run made: it is not recorded.
     taken_back: std::cell::Cell<bool>,
+    /// What the policies decided of the plans the confirmation previewed (an `up`'s).
+    judged: std::cell::RefCell<Option<crate::policy::Decision>>,
     /// The projects whose stack preparing selected (the secrets project's, to store secrets).
     selected: Vec<String>,
 }

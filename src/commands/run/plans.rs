@@ -22,6 +22,7 @@ impl Invocation<'_> {
         let run = self.run;
         let mut plans = Plans {
             replan: run.replan,
+            documents: super::policies::read_plans(loaded),
             ..Plans::default()
         };
         if let Some(dir) = &run.save_plans {

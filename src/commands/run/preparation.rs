@@ -91,6 +91,7 @@ impl Invocation<'_> {
             stored,
             selected,
             taken_back: Default::default(),
+            judged: Default::default(),
         })
     }
 

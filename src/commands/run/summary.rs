@@ -47,6 +47,7 @@ pub(super) fn of(
         projects: reports,
         expect_no_changes: run.expect_no_changes,
         exit_code: None,
+        policy: None,
     }
 }
 
@@ -88,9 +89,13 @@ pub fn summarize(settings: &Settings, run: &RunSettings, summary: &RunSummary) -
         // verdict, unless all went well.
         OutputFormat::Human if settings.verbosity < 0 => {
             let drift = summary.expect_no_changes && summary.changed() > 0;
-            if summary.status != RunStatus::Succeeded || drift {
-                let verdict = report::verdict(summary, settings.stdout_style);
-                crate::ui::print(&format!("{verdict}\n"))?
+            let denied = summary.policy.as_ref().is_some_and(|d| d.denies());
+            if summary.status != RunStatus::Succeeded || drift || denied {
+                let style = settings.stdout_style;
+                let lines = report::policy_lines(summary, style);
+                let said: String = lines.iter().map(|l| format!("{l}\n")).collect();
+                let verdict = report::verdict(summary, style);
+                crate::ui::print(&format!("{said}{verdict}\n"))?
             }
         }
         OutputFormat::Human => {
@@ -175,6 +180,14 @@ fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
     }
     if failed > 0 {
         return Err(Error::ProjectsFailed { failed });
+    }
+    // The policies deny the previewed plans: they are not to be applied (exit 4).
+    if let Some(decision) = summary.policy.as_ref().filter(|d| d.denies()) {
+        return Err(Error::PolicyDenied {
+            denied: decision.denied().count(),
+            what: "the plan",
+            stopped: false,
+        });
     }
     let refused = (summary.projects.iter())
         .filter(|p| p.approval == Some(crate::run::approval::Held::Refused))

@@ -482,6 +482,9 @@ impl Prepared {
             StepKind::PlannedOutputs => {
                 let planned = engine.planned_outputs(&finished.stdout);
                 (job.shared.context.inputs).planned(&job.project.path, planned);
+                if job.project.keeps_document {
+                    self.preview.document = Some(finished.stdout.as_str().into());
+                }
             }
             StepKind::StateVersion => {
                 self.preview.state = engine.state_version(&finished.stdout);
@@ -815,6 +818,11 @@ fn read_operation(
     }
     preview.diff = reader.diffs();
     preview.plan_digest = reader.plan_digest();
+    if job.project.keeps_document
+        && let Some(document) = reader.plan_document()
+    {
+        preview.document = Some(document.into());
+    }
     if job.operation == Operation::Drift {
         preview.drifted = reader.drifted();
         // What applying would change, apart from what changed outside.

@@ -123,6 +123,7 @@ mod tests {
             logs: None,
             expect_no_changes: false,
             exit_code: None,
+            policy: None,
         }
     }
 

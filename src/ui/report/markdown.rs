@@ -287,6 +287,7 @@ mod tests {
             logs: None,
             expect_no_changes: false,
             exit_code: None,
+            policy: None,
         }
     }
 

@@ -17,6 +17,7 @@ use serde::Serialize;
 use super::Style;
 use crate::engine::{Operation, changes_summary};
 use crate::error::Error;
+use crate::policy::Level;
 use crate::run::events::{PlannedWith, ProjectReport};
 use crate::status::{ProjectStatus, RunStatus};
 
@@ -72,6 +73,10 @@ pub struct RunSummary {
     /// known as the summary is shown: a drift check that found changes succeeded, and exits 4.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// What the workspace's policies decided of the run's plans (docs/commands.md,
+    /// "Policies"): every message, each project's also in its report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::policy::Decision>,
 }
 
 impl RunSummary {
@@ -214,7 +219,33 @@ fn notes(p: &ProjectReport) -> Vec<String> {
     {
         notes.push(format!("({})", held.as_str()));
     }
+    let level = |level| p.policy.iter().filter(|m| m.level == level).count();
+    match (level(Level::Deny), level(Level::Warn)) {
+        (0, 0) => {}
+        (0, _) => notes.push("(policy warnings)".to_string()),
+        (_, _) => notes.push("(denied by policy)".to_string()),
+    }
     notes
+}
+
+/// What the policies said of the run, a line each, denials first: `deny  PROJECT: message
+/// (rule)` — the project's name where a per-project package said it.
+pub fn policy_lines(summary: &RunSummary, style: Style) -> Vec<String> {
+    (summary.policy.as_ref()).map_or_else(Vec::new, |d| decision_lines(d, style))
+}
+
+/// A decision's messages, a line each, as `policy_lines` says them.
+pub fn decision_lines(decision: &crate::policy::Decision, style: Style) -> Vec<String> {
+    (decision.messages.iter())
+        .map(|m| {
+            let level = match m.level {
+                Level::Deny => style.red("deny"),
+                Level::Warn => style.yellow("warn"),
+            };
+            let about = (m.project.as_deref()).map_or_else(String::new, |p| format!("{p}: "));
+            format!("{level}  {about}{} ({})", m.text, m.rule)
+        })
+        .collect()
 }
 
 /// Writes the JSON report, the JUnit file and the GitHub step summary (appended), each where it

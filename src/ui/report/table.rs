@@ -87,6 +87,11 @@ pub fn stale_notes(summary: &RunSummary, style: Style) -> String {
         let heading = "Drifted: changed outside their engines";
         let _ = write!(out, "{}\n{notes}\n", style.bold(heading));
     }
+    let policies = super::policy_lines(summary, style);
+    if !policies.is_empty() {
+        let notes: String = policies.iter().map(|l| format!("  {l}\n")).collect();
+        let _ = write!(out, "{}\n{notes}\n", style.bold("Policies"));
+    }
     out
 }
 
@@ -115,7 +120,13 @@ pub fn verdict(summary: &RunSummary, style: Style) -> String {
     };
     let drift = summary.changed();
     let refused = summary.refused();
+    let denied = (summary.policy.as_ref()).map_or(0, |d| d.denied().count());
     match summary.status {
+        RunStatus::Succeeded if denied > 0 => style.red(&format!(
+            "✗ {what}: {}; the policies deny the plan ({denied} {})",
+            counts.join(", "),
+            crate::error::plural(denied, "denial", "denials")
+        )),
         RunStatus::Failed if refused > 0 && summary.count(ProjectStatus::Failed) == 0 => {
             style.red(&format!(
                 "✗ {what}: {}; {}{logs}",
@@ -183,6 +194,7 @@ mod tests {
             logs: Some(logs),
             expect_no_changes: false,
             exit_code: None,
+            policy: None,
         };
         let here = Logs::Here(".mara/logs/r1".into());
         assert_eq!(

@@ -1,0 +1,182 @@
+//! The policy gate of a run (docs/commands.md, "Policies"): the two inputs the workspace's
+//! policies are evaluated over, and their decision over a planned run. Per project, the
+//! engine's own plan as its users' policies already expect it — Terraform's `show -json`,
+//! Pulumi's preview digest — with mara's context under `mara`; per deployment, the run as a
+//! whole: its projects in order with what each plans, its graph, what waits and what was
+//! planned with projected values, and what a destroy would leave standing on what it removes.
+//! Secrets are `[secret]` in both; the plans are read in memory only.
+
+use serde_json::{Map, Value, json};
+
+use super::events::ProjectReport;
+use super::plan::{PlannedProject, RunPlan};
+use crate::engine::Operation;
+use crate::policy::{Decision, Failed, Kind, Policies};
+
+/// What every input says of the run.
+#[derive(Debug, Clone, Copy)]
+pub struct About<'a> {
+    /// The operation the decision is for: an `up`'s, though its plans are a preview's.
+    pub operation: Operation,
+    pub stack: &'a str,
+    pub provider: &'a str,
+    pub run_id: &'a str,
+    /// A run fanned out over CI jobs (`ci open`, a job's `--run`).
+    pub fanned_out: bool,
+}
+
+/// A project that a destroy would leave standing on one it removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orphan {
+    pub path: String,
+    /// The projects the destroy removes that it depends on.
+    pub depends_on: Vec<String>,
+}
+
+/// The `mara` key of every input, and the deployment input's own fields.
+fn context(about: &About<'_>) -> Map<String, Value> {
+    let (user, host) = crate::ledger::whoami();
+    let mut context = Map::new();
+    context.insert("operation".into(), about.operation.as_str().into());
+    context.insert("stack".into(), about.stack.into());
+    context.insert("provider".into(), about.provider.into());
+    context.insert("run_id".into(), about.run_id.into());
+    context.insert("who".into(), format!("{user}@{host}").into());
+    context.insert("fanned_out".into(), about.fanned_out.into());
+    context
+}
+
+/// Pulumi's mark of a secret value in a digest: such an object is `[secret]`.
+const PULUMI_SECRET: &str = "4dabf18193072939515e22adb298388d";
+
+/// `value` with each of Pulumi's secret values as `[secret]`.
+fn masked(value: Value) -> Value {
+    match value {
+        Value::Object(map) if map.contains_key(PULUMI_SECRET) => Value::from("[secret]"),
+        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, masked(v))).collect()),
+        Value::Array(items) => Value::Array(items.into_iter().map(masked).collect()),
+        other => other,
+    }
+}
+
+/// A project's input: its engine's plan (an empty object without one: a command, kubectl, a
+/// preview that failed), with mara's context under `mara` — the project, its engine, and the
+/// run's.
+pub fn project_input(about: &About<'_>, project: &PlannedProject, report: &ProjectReport) -> Value {
+    let document = (report.document.as_deref()).and_then(|text| serde_json::from_str(text).ok());
+    let mut input = match document.map(masked) {
+        Some(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    let mut mara = context(about);
+    mara.insert("project".into(), project.path.clone().into());
+    mara.insert("engine".into(), project.engine.as_str().into());
+    input.insert("mara".into(), Value::Object(mara));
+    Value::Object(input)
+}
+
+/// A property's value as a policy compares it: JSON where the diff holds JSON text, else the
+/// text itself (`[secret]`).
+fn property_value(text: &Option<String>) -> Value {
+    match text {
+        None => Value::Null,
+        Some(text) => serde_json::from_str(text).unwrap_or_else(|_| Value::from(text.as_str())),
+    }
+}
+
+/// What a project plans, in the deployment input.
+fn planned(project: &PlannedProject, report: &ProjectReport, plan: &RunPlan) -> Value {
+    let after: Vec<&str> = (project.waits_for.iter())
+        .filter_map(|&i| plan.projects.get(i).map(|p| p.path.as_str()))
+        .collect();
+    let resources: Vec<Value> = (report.diff.iter())
+        .map(|d| {
+            let properties: Vec<Value> = (d.properties.iter())
+                .map(|p| {
+                    json!({"path": p.path, "kind": p.kind,
+                           "old": property_value(&p.old), "new": property_value(&p.new)})
+                })
+                .collect();
+            json!({"resource": d.resource, "action": d.op, "properties": properties})
+        })
+        .collect();
+    let inputs: Map<String, Value> = (report.inputs_taken.iter())
+        .map(|(name, taken)| {
+            let value = match taken.starts_with("sha256:") {
+                true => Value::from("[secret]"),
+                false => property_value(&Some(taken.clone())),
+            };
+            (name.clone(), value)
+        })
+        .collect();
+    let stale: Vec<Value> = (report.stale.iter())
+        .map(|s| json!({"reads": s.reads, "outputs": s.outputs}))
+        .collect();
+    json!({
+        "path": project.path,
+        "engine": project.engine.as_str(),
+        "after": after,
+        "status": report.status.as_str(),
+        "changes": report.changes,
+        "resources": resources,
+        "changed_outputs": report.changed_outputs,
+        "new_stack": report.new_stack,
+        "stale": stale,
+        "waits_on": report.waits_on,
+        "planned_with": report.planned_with,
+        "deferred": report.planned_with == Some(super::events::PlannedWith::Deferred),
+        "inputs": inputs,
+        "projected": report.projected,
+    })
+}
+
+/// The deployment's input: the run's context, its projects in the plan's order with what each
+/// plans, and what a destroy would orphan.
+pub fn deployment_input(
+    about: &About<'_>,
+    plan: &RunPlan,
+    reports: &[ProjectReport],
+    orphans: &[Orphan],
+) -> Value {
+    let mut input = context(about);
+    let projects: Vec<Value> = (plan.projects.iter().zip(reports))
+        .map(|(project, report)| planned(project, report, plan))
+        .collect();
+    input.insert("projects".into(), Value::Array(projects));
+    let orphans: Vec<Value> = (orphans.iter())
+        .map(|o| json!({"path": o.path, "depends_on": o.depends_on}))
+        .collect();
+    input.insert("orphans".into(), Value::Array(orphans));
+    Value::Object(input)
+}
+
+/// What the policies decide of a planned run: each project's plan by the per-project packages
+/// (its messages also put in its report), the run by the deployment packages when it is the
+/// whole deployment (`whole`: not a job of a fanned-out run, which holds only its projects).
+/// Every message, denials first.
+pub fn decide(
+    policies: &mut Policies,
+    about: &About<'_>,
+    (plan, reports): (&RunPlan, &mut [ProjectReport]),
+    (orphans, whole): (&[Orphan], bool),
+) -> Result<Decision, Failed> {
+    let mut decision = Decision::default();
+    if policies.has(Kind::Project) {
+        for (project, report) in plan.projects.iter().zip(reports.iter_mut()) {
+            // A preview that failed planned nothing to judge: the run fails on it already.
+            if !report.status.is_success() {
+                continue;
+            }
+            let input = project_input(about, project, report);
+            let said = policies.evaluate(Kind::Project, &input, Some(&project.path))?;
+            report.policy = said.messages.clone();
+            decision.messages.extend(said.messages);
+        }
+    }
+    if whole && policies.has(Kind::Deployment) {
+        let input = deployment_input(about, plan, reports, orphans);
+        decision.extend(policies.evaluate(Kind::Deployment, &input, None)?);
+    }
+    decision.messages.sort();
+    Ok(decision)
+}

@@ -1,0 +1,328 @@
+//! Policies on every plan (docs/commands.md, "Policies"), with the real Terraform: a
+//! conftest-style policy over a module's own plan (`terraform show -json`) blocks `up` before
+//! anything is applied and shows in `preview`; a warning shows and blocks nothing; a deployment
+//! policy sees the values an input is planned with; a policy that does not compile stops the
+//! run before any engine call; `mara policy test` and `[policy]`'s mistakes.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// A copy of `examples/terraform-local` whose network module has a resource (Terraform's own
+/// `terraform_data`: no provider to download), with its own HOME and the policies given.
+struct Modules {
+    dir: tempfile::TempDir,
+}
+
+impl Modules {
+    fn new(policies: &[(&str, &str)]) -> Option<Modules> {
+        common::terraform()?;
+        let dir = tempfile::tempdir().unwrap();
+        common::copy_example(&common::example("terraform-local"), dir.path());
+        let network = dir.path().join("network/main.tf");
+        let mut text = std::fs::read_to_string(&network).unwrap();
+        text.push_str("\nresource \"terraform_data\" \"route\" {\n  input = var.cidr\n}\n");
+        std::fs::write(&network, text).unwrap();
+        for (name, text) in policies {
+            let file = dir.path().join(name);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, text).unwrap();
+        }
+        Some(Modules { dir })
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn mara(&self) -> Command {
+        let mut cmd = common::mara(self.root());
+        cmd.env("HOME", self.root().join("home"))
+            .env_remove("TF_WORKSPACE")
+            .env_remove("TF_DATA_DIR");
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> (i32, Value) {
+        common::json_report(self.mara(), args)
+    }
+
+    fn set_cidr(&self, cidr: &str) {
+        let output = self
+            .mara()
+            .args(["config", "set", "network:cidr", cidr])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", common::stderr(&output));
+    }
+
+    /// The network module's state of the stack, as the local backend keeps it.
+    fn network_state(&self) -> PathBuf {
+        self.root()
+            .join("network/terraform.tfstate.d/dev/terraform.tfstate")
+    }
+}
+
+/// As conftest's documentation writes a policy for Terraform plans.
+const DENY_EVERYWHERE: &str = r#"package main
+
+import rego.v1
+
+deny contains msg if {
+	resource := input.resource_changes[_]
+	resource.type == "terraform_data"
+	"create" in resource.change.actions
+	resource.change.after.input == "0.0.0.0/0"
+	msg := sprintf("%s: a route to everywhere (%s on %s)", [resource.address, input.mara.project, input.mara.stack])
+}
+"#;
+
+const WARN_CREATES: &str = r#"package main
+
+import rego.v1
+
+warn contains msg if {
+	some resource in input.resource_changes
+	"create" in resource.change.actions
+	msg := sprintf("%s is created", [resource.address])
+}
+"#;
+
+fn messages(report: &Value) -> Vec<(String, String, Option<String>)> {
+    (report["policy"]["messages"]
+        .as_array()
+        .into_iter()
+        .flatten())
+    .map(|m| {
+        (
+            m["level"].as_str().unwrap().to_string(),
+            m["text"].as_str().unwrap().to_string(),
+            m["project"].as_str().map(str::to_string),
+        )
+    })
+    .collect()
+}
+
+#[test]
+fn a_denying_policy_shows_in_preview_and_blocks_up_before_anything_is_applied() {
+    let Some(modules) = Modules::new(&[("policy/routes.rego", DENY_EVERYWHERE)]) else {
+        return;
+    };
+    modules.set_cidr("0.0.0.0/0");
+
+    let (code, report) = modules.run(&["preview"]);
+    assert_eq!(code, 4, "{report}");
+    assert_eq!(
+        messages(&report),
+        [(
+            "deny".to_string(),
+            "terraform_data.route: a route to everywhere (network on dev)".to_string(),
+            Some("network".to_string()),
+        )]
+    );
+    assert_eq!(report["projects"][0]["policy"][0]["rule"], "data.main.deny");
+    assert_eq!(report["exit_code"], 4);
+
+    // The table says it too.
+    let output = modules.mara().arg("preview").output().unwrap();
+    let shown = common::stdout(&output);
+    assert!(
+        shown.contains("Policies\n  deny  network: terraform_data.route: a route to everywhere"),
+        "{shown}"
+    );
+    assert!(shown.contains("(denied by policy)"), "{shown}");
+    assert!(common::stderr(&output).contains("the policies deny the plan (1 denial)"));
+
+    let output = modules.mara().args(["up", "--yes"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(4), "{}", common::stderr(&output));
+    let said = common::stderr(&output);
+    assert!(
+        said.contains("deny  network: terraform_data.route: a route to everywhere"),
+        "{said}"
+    );
+    assert!(
+        said.contains("the policies deny the plan (1 denial): nothing was applied"),
+        "{said}"
+    );
+    assert!(!modules.network_state().exists(), "nothing was applied");
+
+    // Fixed, it goes: planned once, judged, and that plan applied.
+    modules.set_cidr("10.30.0.0/16");
+    let (code, report) = modules.run(&["up", "--yes"]);
+    assert_eq!(code, 0, "{report}");
+    assert!(messages(&report).is_empty(), "{report}");
+    let state = std::fs::read_to_string(modules.network_state()).unwrap();
+    assert!(state.contains("10.30.0.0/16"), "{state}");
+}
+
+#[test]
+fn a_warning_shows_and_blocks_nothing() {
+    let Some(modules) = Modules::new(&[("policy/creates.rego", WARN_CREATES)]) else {
+        return;
+    };
+    let (code, report) = modules.run(&["up", "--yes"]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(
+        messages(&report),
+        [(
+            "warn".to_string(),
+            "terraform_data.route is created".to_string(),
+            Some("network".to_string())
+        )]
+    );
+    assert!(modules.network_state().exists(), "applied");
+    let output = modules.mara().arg("preview").output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+}
+
+#[test]
+fn a_deployment_policy_sees_the_values_an_input_is_planned_with() {
+    // The app takes the network's subnets as inputs; previewed before the network is
+    // deployed, it is planned with the values the network's plan projects.
+    let policy = r#"package deployment
+
+import rego.v1
+
+deny contains msg if {
+	some p in input.projects
+	some name in p.projected
+	some subnet in p.inputs.subnets
+	startswith(subnet, "10.99.")
+	msg := sprintf("%s would take %s = %s (%s), planned by %s", [p.path, name, subnet, p.planned_with, concat(", ", p.after)])
+}
+"#;
+    let Some(modules) = Modules::new(&[("policy/deployment.rego", policy)]) else {
+        return;
+    };
+    modules.set_cidr("10.99.0.0/16");
+    let (code, report) = modules.run(&["preview"]);
+    assert_eq!(code, 4, "{report}");
+    let said: Vec<String> = messages(&report)
+        .into_iter()
+        .map(|(_, text, _)| text)
+        .collect();
+    assert!(
+        said.contains(
+            &"app would take network:subnets = 10.99.0.0/24 (projected), planned by network"
+                .to_string()
+        ),
+        "{said:?}"
+    );
+    assert!(
+        report["policy"]["messages"][0].get("project").is_none(),
+        "a deployment's message is the run's"
+    );
+}
+
+#[test]
+fn a_policy_that_does_not_compile_stops_the_run_before_any_engine_call() {
+    let broken = "package main\n\nimport rego.v1\n\ndeny contains msg if {\n\tmsg := undefined_function(input)\n}\n";
+    let Some(modules) = Modules::new(&[("policy/broken.rego", broken)]) else {
+        return;
+    };
+    for args in [&["preview"][..], &["up", "--yes"]] {
+        let output = modules.mara().args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(3), "{}", common::stderr(&output));
+        let said = common::stderr(&output);
+        assert!(
+            said.contains("policy/broken.rego:6: data.main.deny failed: could not find function undefined_function"),
+            "{said}"
+        );
+    }
+    assert!(
+        !modules.root().join("network/.terraform").exists(),
+        "no engine ran"
+    );
+    assert!(
+        !modules.root().join(".mara/ledger.db").exists(),
+        "nothing was recorded"
+    );
+}
+
+#[test]
+fn policy_test_runs_the_test_rules_and_fails_on_one_that_fails() {
+    let tests = r#"package main
+
+import rego.v1
+
+test_a_route_everywhere_is_denied if {
+	count(deny) == 1 with input as {"mara": {"project": "p", "stack": "s"}, "resource_changes": [{"address": "a", "type": "terraform_data", "change": {"actions": ["create"], "after": {"input": "0.0.0.0/0"}}}]}
+}
+"#;
+    let Some(modules) = Modules::new(&[
+        ("policy/routes.rego", DENY_EVERYWHERE),
+        ("policy/routes_test.rego", tests),
+    ]) else {
+        return;
+    };
+    let output = modules.mara().args(["policy", "test"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    assert_eq!(
+        common::stdout(&output),
+        "PASS: data.main.test_a_route_everywhere_is_denied\n1/1 passed\n"
+    );
+    let failing = tests.replace("count(deny) == 1", "count(deny) == 2");
+    std::fs::write(modules.root().join("policy/routes_test.rego"), failing).unwrap();
+    let output = modules.mara().args(["policy", "test"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        common::stdout(&output)
+            .starts_with("FAIL: data.main.test_a_route_everywhere_is_denied\n0/1 passed")
+    );
+    assert!(common::stderr(&output).contains("1 of 1 policy test failed"));
+}
+
+#[test]
+fn policy_settings_are_checked_with_their_line_and_key() {
+    let ws = common::Workspace::new(&[(
+        "mara.toml",
+        "provider = \"p\"\n[policy]\npaths = [\"rules\", \"../outside\"]\ndeployment_packages = [\"not-a-package\"]\n",
+    )]);
+    let output = ws.mara().args(["policy", "test"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let said = common::stderr(&output);
+    assert!(
+        said.contains(
+            "mara.toml:3: `policy.paths`: `../outside` must stay inside the workspace (no `..`)"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("mara.toml:4: `policy.deployment_packages`: \"not-a-package\" is not a Rego package name"), "{said}");
+
+    // A path it names that is not there.
+    std::fs::write(
+        ws.path().join("mara.toml"),
+        "[policy]\npaths = [\"rules\"]\n",
+    )
+    .unwrap();
+    let output = ws.mara().args(["policy", "test"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        common::stderr(&output).contains("mara.toml:2: `policy.paths`: rules is not there"),
+        "{}",
+        common::stderr(&output)
+    );
+
+    // An input that is not JSON, at its line.
+    std::fs::create_dir_all(ws.path().join("rules")).unwrap();
+    std::fs::write(
+        ws.path().join("rules/a.rego"),
+        "package main\nimport rego.v1\nwarn contains \"w\" if input.a\n",
+    )
+    .unwrap();
+    std::fs::write(ws.path().join("in.json"), "{\n  \"a\": 1,\n}\n").unwrap();
+    let output = ws
+        .mara()
+        .args(["policy", "eval", "in.json"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        common::stderr(&output).contains("in.json:3: is not JSON"),
+        "{}",
+        common::stderr(&output)
+    );
+}
