@@ -254,13 +254,13 @@ pub enum Error {
     PlansRefused { refused: usize },
     /// The policies deny the plan (exit 4): nothing of it is applied. Each message has been
     /// said already.
-    #[error("the policies deny {what} ({denied} {}){}", plural(*denied, "denial", "denials"), if *stopped { ": nothing was applied" } else { "" })]
+    #[error("the policies deny {what} ({denied} {}){then}", plural(*denied, "denial", "denials"))]
     PolicyDenied {
         denied: usize,
         /// What they judged: `the plan`, `the destroy`, `the input`.
         what: &'static str,
-        /// Whether the denial stopped an operation that applies (`up`, `destroy`).
-        stopped: bool,
+        /// What the denial stopped (`: nothing was applied`), or nothing (a preview's).
+        then: &'static str,
     },
     /// `mara policy test` found tests that fail or err (exit 1); each has been said.
     #[error("{failed} of {tests} policy {} failed", plural(*tests, "test", "tests"))]

@@ -326,3 +326,51 @@ fn policy_settings_are_checked_with_their_line_and_key() {
         common::stderr(&output)
     );
 }
+
+#[test]
+fn a_deployment_policy_denies_a_destroy_that_would_orphan_deployed_projects() {
+    let policy = r#"package deployment
+
+import rego.v1
+
+deny contains msg if {
+	input.operation == "destroy"
+	some orphan in input.orphans
+	msg := sprintf("destroying %s would orphan %s", [concat(", ", orphan.depends_on), orphan.path])
+}
+"#;
+    let Some(modules) = Modules::new(&[("policy/deployment.rego", policy)]) else {
+        return;
+    };
+    let (code, report) = modules.run(&["up", "--yes"]);
+    assert_eq!(code, 0, "{report}");
+    // mara itself refuses to orphan (exit 3) unless told to; told to, the policy refuses.
+    let output = (modules.mara())
+        .args([
+            "destroy",
+            "--yes",
+            "--only",
+            "network",
+            "--orphan-dependents",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(4), "{}", common::stderr(&output));
+    let said = common::stderr(&output);
+    assert!(
+        said.contains("deny  destroying network would orphan app (data.deployment.deny)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("the policies deny the destroy (1 denial): nothing was destroyed"),
+        "{said}"
+    );
+    let state = std::fs::read_to_string(modules.network_state()).unwrap();
+    assert!(
+        state.contains("terraform_data"),
+        "nothing was destroyed: {state}"
+    );
+    // The whole stack orphans nothing: it goes.
+    let (code, report) = modules.run(&["destroy", "--yes"]);
+    assert_eq!(code, 0, "{report}");
+}

@@ -122,7 +122,7 @@ fn eval(settings: &Settings, mut policies: Policies, file: &Path, kind: Kind) ->
         denied => Err(Error::PolicyDenied {
             denied,
             what: "the input",
-            stopped: false,
+            then: "",
         }),
     }
 }

@@ -60,10 +60,15 @@ fn masked(value: Value) -> Value {
 }
 
 /// A project's input: its engine's plan (an empty object without one: a command, kubectl, a
-/// preview that failed), with mara's context under `mara` — the project, its engine, and the
-/// run's.
-pub fn project_input(about: &About<'_>, project: &PlannedProject, report: &ProjectReport) -> Value {
-    let document = (report.document.as_deref()).and_then(|text| serde_json::from_str(text).ok());
+/// destroy, which plans nothing), with mara's context under `mara` — the project, its engine,
+/// and the run's.
+pub fn project_input(
+    about: &About<'_>,
+    project: &PlannedProject,
+    report: Option<&ProjectReport>,
+) -> Value {
+    let document = (report.and_then(|r| r.document.as_deref()))
+        .and_then(|text| serde_json::from_str(text).ok());
     let mut input = match document.map(masked) {
         Some(Value::Object(map)) => map,
         _ => Map::new(),
@@ -84,11 +89,20 @@ fn property_value(text: &Option<String>) -> Value {
     }
 }
 
-/// What a project plans, in the deployment input.
-fn planned(project: &PlannedProject, report: &ProjectReport, plan: &RunPlan) -> Value {
+/// What a project plans, in the deployment input: as its preview said (`report`), or, judged
+/// before it runs (a destroy), `planned` and nothing more.
+fn planned(project: &PlannedProject, report: Option<&ProjectReport>, plan: &RunPlan) -> Value {
     let after: Vec<&str> = (project.waits_for.iter())
         .filter_map(|&i| plan.projects.get(i).map(|p| p.path.as_str()))
         .collect();
+    let Some(report) = report else {
+        return json!({
+            "path": project.path, "engine": project.engine.as_str(), "after": after,
+            "status": "planned", "changes": null, "resources": [], "changed_outputs": null,
+            "new_stack": false, "stale": [], "waits_on": [], "planned_with": null,
+            "deferred": false, "inputs": {}, "projected": [],
+        });
+    };
     let resources: Vec<Value> = (report.diff.iter())
         .map(|d| {
             let properties: Vec<Value> = (d.properties.iter())
@@ -135,12 +149,12 @@ fn planned(project: &PlannedProject, report: &ProjectReport, plan: &RunPlan) -> 
 pub fn deployment_input(
     about: &About<'_>,
     plan: &RunPlan,
-    reports: &[ProjectReport],
+    reports: Option<&[ProjectReport]>,
     orphans: &[Orphan],
 ) -> Value {
     let mut input = context(about);
-    let projects: Vec<Value> = (plan.projects.iter().zip(reports))
-        .map(|(project, report)| planned(project, report, plan))
+    let projects: Vec<Value> = (plan.projects.iter().enumerate())
+        .map(|(i, project)| planned(project, reports.and_then(|r| r.get(i)), plan))
         .collect();
     input.insert("projects".into(), Value::Array(projects));
     let orphans: Vec<Value> = (orphans.iter())
@@ -150,31 +164,35 @@ pub fn deployment_input(
     Value::Object(input)
 }
 
-/// What the policies decide of a planned run: each project's plan by the per-project packages
-/// (its messages also put in its report), the run by the deployment packages when it is the
-/// whole deployment (`whole`: not a job of a fanned-out run, which holds only its projects).
-/// Every message, denials first.
+/// What the policies decide of a planned run — previewed (`reports`, where each project's
+/// messages are also put), or judged before it runs (a destroy) —: each project by the
+/// per-project packages, the run by the deployment packages when it is the whole deployment
+/// (`whole`: not a job of a fanned-out run, which holds only its projects). Every message,
+/// denials first.
 pub fn decide(
     policies: &mut Policies,
     about: &About<'_>,
-    (plan, reports): (&RunPlan, &mut [ProjectReport]),
+    (plan, mut reports): (&RunPlan, Option<&mut [ProjectReport]>),
     (orphans, whole): (&[Orphan], bool),
 ) -> Result<Decision, Failed> {
     let mut decision = Decision::default();
     if policies.has(Kind::Project) {
-        for (project, report) in plan.projects.iter().zip(reports.iter_mut()) {
+        for (i, project) in plan.projects.iter().enumerate() {
+            let mut report = reports.as_deref_mut().and_then(|r| r.get_mut(i));
             // A preview that failed planned nothing to judge: the run fails on it already.
-            if !report.status.is_success() {
+            if report.as_ref().is_some_and(|r| !r.status.is_success()) {
                 continue;
             }
-            let input = project_input(about, project, report);
+            let input = project_input(about, project, report.as_deref());
             let said = policies.evaluate(Kind::Project, &input, Some(&project.path))?;
-            report.policy = said.messages.clone();
+            if let Some(report) = report.as_mut() {
+                report.policy = said.messages.clone();
+            }
             decision.messages.extend(said.messages);
         }
     }
     if whole && policies.has(Kind::Deployment) {
-        let input = deployment_input(about, plan, reports, orphans);
+        let input = deployment_input(about, plan, reports.as_deref(), orphans);
         decision.extend(policies.evaluate(Kind::Deployment, &input, None)?);
     }
     decision.messages.sort();

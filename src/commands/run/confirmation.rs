@@ -102,7 +102,7 @@ impl Invocation<'_> {
         let (stack, context) = (planner.stack, ready.context.clone());
         let judge = |preview: &RunPlan, reports: &mut [ProjectReport]| {
             let judged = self.judge(planner, loaded, (preview, reports))?;
-            *ready.judged.borrow_mut() = judged.clone();
+            *loaded.judged.borrow_mut() = judged.clone();
             Ok(judged)
         };
         let decision = confirm(
@@ -155,7 +155,7 @@ impl Invocation<'_> {
                     denied => Err(Error::PolicyDenied {
                         denied,
                         what: "the plan",
-                        stopped: true,
+                        then: ": nothing was applied",
                     }),
                 }
             }

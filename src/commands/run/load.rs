@@ -53,6 +53,7 @@ impl Invocation<'_> {
             fingerprints,
             state: None,
             policies: super::policies::of(run.operation, &files.workspace)?,
+            judged: Default::default(),
         })
     }
 

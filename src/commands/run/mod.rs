@@ -86,6 +86,9 @@ struct Loaded<'d> {
     /// The workspace's policies, compiled once for the run, where they judge its operation
     /// (`policies::of`).
     policies: Option<std::cell::RefCell<crate::policy::Policies>>,
+    /// What they decided before the run went on: of the plans an `up`'s confirmation
+    /// previewed, of what a destroy removes. For the summary.
+    judged: std::cell::RefCell<Option<crate::policy::Decision>>,
 }
 
 /// The environment file a first `up` writes when there is none: the stack it deployed.
@@ -188,6 +191,7 @@ impl<'a> Invocation<'a> {
         // Every approved plan still holds, or nothing is recorded nor applied (a dry run checks
         // what needs no engine).
         self.approved_hold(&planner, &loaded, &env, &found.inputs)?;
+        self.judge_destroy(&planner, &loaded, &mut ledger)?;
         if run.dry_run {
             let plan = planner.plan(run.operation, &loaded.config, "");
             let shown = |p: &std::path::Path| files.workspace.display(p).display().to_string();
@@ -296,12 +300,7 @@ impl<'a> Invocation<'a> {
             &workspace.root,
         );
         crate::fingerprint::keep_hashes();
-        let judged = self.judged(
-            planner,
-            prepared.loaded,
-            &ready.judged,
-            (&plan, &mut reports),
-        )?;
+        let judged = self.judged(planner, prepared.loaded, (&plan, &mut reports))?;
         if run.operation == Operation::Preview {
             self.save_manifest(planner, (&plan, &reports), &ready.config)?;
         }
@@ -414,8 +413,6 @@ struct Ready {
     stored: Stored,
     /// Set by a "no" that took back everything the run made: it is not recorded.
     taken_back: std::cell::Cell<bool>,
-    /// What the policies decided of the plans the confirmation previewed (an `up`'s).
-    judged: std::cell::RefCell<Option<crate::policy::Decision>>,
     /// The projects whose stack preparing selected (the secrets project's, to store secrets).
     selected: Vec<String>,
 }

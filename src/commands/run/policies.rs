@@ -5,18 +5,23 @@
 use std::cell::RefCell;
 
 use super::{Invocation, Loaded};
+use crate::deployment::checks::dependents;
 use crate::engine::Operation;
 use crate::error::{Error, Result};
+use crate::ledger::Opener;
 use crate::policy::{Decision, Kind, Policies};
 use crate::run::events::ProjectReport;
-use crate::run::gate::{self, About};
+use crate::run::gate::{self, About, Orphan};
 use crate::run::plan::{Planner, RunPlan};
 use crate::workspace::Workspace;
 
-/// The policies of `workspace`, where they judge `operation`: a preview's plans, and what an
-/// `up` applies.
+/// The policies of `workspace`, where they judge `operation`: a preview's plans, what an `up`
+/// applies, what a destroy removes.
 pub(super) fn of(operation: Operation, workspace: &Workspace) -> Result<Option<RefCell<Policies>>> {
-    if !matches!(operation, Operation::Preview | Operation::Up) {
+    if !matches!(
+        operation,
+        Operation::Preview | Operation::Up | Operation::Destroy
+    ) {
         return Ok(None);
     }
     let policies = Policies::load(&workspace.root, &workspace.settings.policy)?;
@@ -35,12 +40,11 @@ impl Invocation<'_> {
         &self,
         planner: &Planner<'_>,
         loaded: &Loaded<'_>,
-        confirmed: &RefCell<Option<Decision>>,
         (plan, reports): (&RunPlan, &mut [ProjectReport]),
     ) -> Result<Option<Decision>> {
         match self.run.operation {
             Operation::Preview => self.judge(planner, loaded, (plan, reports)),
-            _ => Ok(confirmed.take()),
+            _ => Ok(loaded.judged.take()),
         }
     }
 
@@ -56,20 +60,80 @@ impl Invocation<'_> {
         let Some(policies) = &loaded.policies else {
             return Ok(None);
         };
+        let mut policies = policies.borrow_mut();
+        // A job of a fanned-out run holds its own projects only: the deployment's policies are
+        // not its to judge.
+        let whole = self.run.join.is_none();
+        let about = self.about(planner);
+        let decision = gate::decide(&mut policies, &about, (plan, Some(reports)), (&[], whole))
+            .map_err(|failed| Error::config(failed.problem()))?;
+        Ok(Some(decision))
+    }
+
+    /// What every input says of this run.
+    fn about<'p>(&self, planner: &'p Planner<'_>) -> About<'p> {
         let run = self.run;
-        let about = About {
+        About {
             operation: run.operation,
             stack: planner.stack.name.as_str(),
             provider: planner.deployment.provider.name.as_str(),
             run_id: planner.run_id,
             fanned_out: run.join.is_some() || run.open.is_some(),
+        }
+    }
+
+    /// Before a destroy asks, records or runs anything: what the policies say of it — each
+    /// project it removes (mara's context alone: a destroy plans nothing to show) and the
+    /// deployment, with the deployed projects it would leave standing on what it removes
+    /// (which `--orphan-dependents` lets it leave). Said on stderr; a denial is exit 4.
+    pub(super) fn judge_destroy(
+        &self,
+        planner: &Planner<'_>,
+        loaded: &Loaded<'_>,
+        ledger: &mut Opener,
+    ) -> Result<()> {
+        let Some(policies) = loaded
+            .policies
+            .as_ref()
+            .filter(|_| self.run.operation == Operation::Destroy)
+        else {
+            return Ok(());
         };
-        let mut policies = policies.borrow_mut();
-        // A job of a fanned-out run holds its own projects only: the deployment's policies are
-        // not its to judge.
-        let whole = run.join.is_none();
-        let decision = gate::decide(&mut policies, &about, (plan, reports), (&[], whole))
-            .map_err(|failed| Error::config(failed.problem()))?;
-        Ok(Some(decision))
+        let stack = loaded.stack.name.as_str();
+        let deployed = match ledger.existing()? {
+            Some(ledger) => ledger.last_fingerprints(stack)?,
+            None => Default::default(),
+        };
+        let deployed = deployed.keys().map(String::as_str).collect();
+        let orphans: Vec<Orphan> = (dependents::orphans_standing_on(&loaded.selected, &deployed))
+            .into_iter()
+            .map(|(path, depends_on)| Orphan { path, depends_on })
+            .collect();
+        let plan = planner.plan(Operation::Destroy, &loaded.config, "");
+        let whole = self.run.join.is_none();
+        let about = self.about(planner);
+        let decision = gate::decide(
+            &mut policies.borrow_mut(),
+            &about,
+            (&plan, None),
+            (&orphans, whole),
+        )
+        .map_err(|failed| Error::config(failed.problem()))?;
+        if !decision.is_empty() {
+            crate::ui::eprint(&crate::ui::confirm::policies(
+                &decision,
+                self.settings.stderr_style,
+            ));
+        }
+        let denied = decision.denied().count();
+        *loaded.judged.borrow_mut() = Some(decision);
+        match denied {
+            0 => Ok(()),
+            denied => Err(Error::PolicyDenied {
+                denied,
+                what: "the destroy",
+                then: ": nothing was destroyed",
+            }),
+        }
     }
 }

@@ -91,7 +91,6 @@ impl Invocation<'_> {
             stored,
             selected,
             taken_back: Default::default(),
-            judged: Default::default(),
         })
     }
 

@@ -186,7 +186,7 @@ fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
         return Err(Error::PolicyDenied {
             denied: decision.denied().count(),
             what: "the plan",
-            stopped: false,
+            then: "",
         });
     }
     let refused = (summary.projects.iter())

@@ -14,19 +14,54 @@ use crate::graph::Plan;
 /// in execution order. A selected project that is not deployed (destroyed already) leaves no
 /// orphan: destroying it again changes nothing under its dependents.
 pub fn orphans(selected: &Plan<'_>, deployed: &BTreeSet<&str>) -> Vec<String> {
+    (orphans_standing_on(selected, deployed).into_iter())
+        .map(|(path, _)| path)
+        .collect()
+}
+
+/// Each of `orphans`, with the selected, deployed projects it stands on (however far back), in
+/// execution order: what a policy over a destroy reads (`run::gate::Orphan`).
+pub fn orphans_standing_on(
+    selected: &Plan<'_>,
+    deployed: &BTreeSet<&str>,
+) -> Vec<(String, Vec<String>)> {
     let graph = selected.graph;
     let is_deployed = |i: usize| deployed.contains(graph.project(i).path.as_str());
-    let mut standing = vec![false; graph.len()];
     // In execution order, a project stands on the selection when one of its predecessors is
-    // selected and deployed, or stands on it.
+    // selected and deployed, or stands on it; what it stands on is theirs.
+    let mut on: Vec<Option<BTreeSet<usize>>> = vec![None; graph.len()];
     for &i in graph.order() {
-        standing[i] = !selected.contains(i)
-            && (graph.predecessors(i).into_iter())
-                .any(|(d, _)| (selected.contains(d) && is_deployed(d)) || standing[d]);
+        if selected.contains(i) {
+            continue;
+        }
+        let mut roots = BTreeSet::new();
+        let mut standing = false;
+        for (d, _) in graph.predecessors(i) {
+            if selected.contains(d) && is_deployed(d) {
+                roots.insert(d);
+                standing = true;
+            }
+            if let Some(theirs) = &on[d] {
+                roots.extend(theirs.iter().copied());
+                standing = true;
+            }
+        }
+        on[i] = standing.then_some(roots);
     }
+    let position: BTreeMap<usize, usize> = (graph.order().iter().enumerate())
+        .map(|(k, &i)| (i, k))
+        .collect();
     (graph.order().iter())
-        .filter(|&&i| standing[i] && is_deployed(i))
-        .map(|&i| graph.project(i).path.clone())
+        .filter(|&&i| on[i].is_some() && is_deployed(i))
+        .map(|&i| {
+            let mut roots: Vec<usize> = on[i].iter().flatten().copied().collect();
+            roots.sort_by_key(|r| position[r]);
+            let paths = roots
+                .iter()
+                .map(|&r| graph.project(r).path.clone())
+                .collect();
+            (graph.project(i).path.clone(), paths)
+        })
         .collect()
 }
 
@@ -149,5 +184,26 @@ mod tests {
             )
             .is_none()
         );
+    }
+
+    #[test]
+    fn each_orphan_says_what_it_stands_on() {
+        let graph = aws();
+        let plan = select(&graph, &["infrastructure/aws/vpc"], false);
+        let deployed: BTreeSet<&str> = (0..graph.len())
+            .map(|i| graph.project(i).path.as_str())
+            .collect();
+        let found = orphans_standing_on(&plan, &deployed);
+        assert!(!found.is_empty());
+        for (path, on) in &found {
+            assert_eq!(on, &["infrastructure/aws/vpc".to_string()], "{path}");
+        }
+        assert_eq!(
+            found.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(),
+            orphans(&plan, &deployed)
+        );
+        // One not deployed leaves no orphan.
+        let none: BTreeSet<&str> = BTreeSet::new();
+        assert!(orphans_standing_on(&plan, &none).is_empty());
     }
 }
