@@ -374,3 +374,68 @@ deny contains msg if {
     let (code, report) = modules.run(&["destroy", "--yes"]);
     assert_eq!(code, 0, "{report}");
 }
+
+#[test]
+fn the_examples_carry_a_policy_that_passes_its_tests_and_gates_their_runs() {
+    // The Pulumi example: its deployment policy's tests pass; its `up --yes` previews every
+    // project first (the gate), then applies what was judged.
+    let pulumi = common::Deployment::of("mara-local");
+    common::copy_example_with_policies(&common::example("mara-local"), pulumi.root());
+    let output = pulumi.mara().args(["policy", "test"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    assert!(
+        common::stdout(&output).ends_with("2/2 passed\n"),
+        "{}",
+        common::stdout(&output)
+    );
+    let (code, report) = common::json_report(pulumi.mara(), &["up", "--yes"]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(
+        report["policy"]["messages"],
+        serde_json::json!([]),
+        "judged, nothing said"
+    );
+    let calls = pulumi.calls();
+    let first_up = (calls.iter())
+        .position(|c| c["argv"].as_array().unwrap().iter().any(|a| a == "up"))
+        .unwrap();
+    let previews = (calls[..first_up].iter())
+        .filter(|c| c["argv"].as_array().unwrap().iter().any(|a| a == "preview"))
+        .count();
+    assert!(
+        previews > 0,
+        "previewed before anything was applied: {calls:?}"
+    );
+
+    // The Terraform example: its conftest-style policy over each module's plan.
+    if common::terraform().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    common::copy_example_with_policies(&common::example("terraform-local"), dir.path());
+    let mara = || {
+        let mut cmd = common::mara(dir.path());
+        cmd.env("HOME", dir.path().join("home"))
+            .env_remove("TF_WORKSPACE");
+        cmd
+    };
+    let output = mara().args(["policy", "test"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    let output = mara()
+        .args(["config", "set", "app:replicas", "1"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    let (code, report) = common::json_report(mara(), &["up", "--yes"]);
+    assert_eq!(code, 4, "{report}");
+    assert_eq!(
+        report["policy"]["messages"][0]["text"],
+        "1 replicas: between 2 and 20, please"
+    );
+    assert_eq!(report["policy"]["messages"][0]["project"], "app");
+    assert_eq!(report["status"], "denied");
+    let state = dir
+        .path()
+        .join("network/terraform.tfstate.d/dev/terraform.tfstate");
+    assert!(!state.exists(), "nothing was applied");
+}

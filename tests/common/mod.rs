@@ -127,8 +127,16 @@ pub fn json_report(mut cmd: Command, args: &[&str]) -> (i32, serde_json::Value) 
 
 /// Copies an example workspace, leaving out what a local run of it may have left behind: mara's
 /// state, the stack files Pulumi writes into each project (the shared configuration stays), and
-/// Terraform's working directories and local state.
+/// Terraform's working directories and local state — and its policies (`policy/`), which would
+/// make every `up` preview first: the tests of what they gate copy them
+/// (`copy_example_with_policies`).
 pub fn copy_example(from: &Path, to: &Path) {
+    copy_example_with_policies(from, to);
+    let _ = std::fs::remove_dir_all(to.join("policy"));
+}
+
+/// Copies an example workspace as `copy_example` does, its policies included.
+pub fn copy_example_with_policies(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).expect("read the example").flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let stack_file = name.starts_with("Pulumi.")
@@ -144,7 +152,7 @@ pub fn copy_example(from: &Path, to: &Path) {
         let target = to.join(&name);
         if entry.path().is_dir() {
             std::fs::create_dir_all(&target).expect("create the directory");
-            copy_example(&entry.path(), &target);
+            copy_example_with_policies(&entry.path(), &target);
         } else {
             std::fs::copy(entry.path(), target).expect("copy the file");
         }

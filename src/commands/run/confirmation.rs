@@ -150,14 +150,17 @@ impl Invocation<'_> {
                 };
                 let done = declined::take_back(planner, (ready, self.runner.interrupt()), &stored);
                 ready.taken_back.set(done.kept.is_empty());
-                match denied {
-                    0 => Err(declined::declined(run.operation, &done)),
-                    denied => Err(Error::PolicyDenied {
-                        denied,
-                        what: "the plan",
-                        then: ": nothing was applied",
-                    }),
+                if denied == 0 {
+                    return Err(declined::declined(run.operation, &done));
                 }
+                if let Some(decision) = loaded.judged.borrow().as_ref() {
+                    self.print_denied(planner, decision)?;
+                }
+                Err(Error::PolicyDenied {
+                    denied,
+                    what: "the plan",
+                    then: ": nothing was applied",
+                })
             }
         }
     }

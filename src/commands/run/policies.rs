@@ -70,6 +70,26 @@ impl Invocation<'_> {
         Ok(Some(decision))
     }
 
+    /// A denial of what `up` or `destroy` would do, for programs (`--output json`): the run's
+    /// summary has nothing to say, nothing having run, so this is the document on stdout — the
+    /// run, `"status": "denied"`, the decision and the exit code.
+    pub(super) fn print_denied(&self, planner: &Planner<'_>, decision: &Decision) -> Result<()> {
+        if self.settings.output != crate::settings::OutputFormat::Json {
+            return Ok(());
+        }
+        let document = serde_json::json!({
+            "run_id": planner.run_id,
+            "operation": self.run.operation,
+            "provider": planner.deployment.provider.name,
+            "stack": planner.stack.name.as_str(),
+            "status": "denied",
+            "policy": decision,
+            "exit_code": crate::error::exit::DRIFT,
+        });
+        let text = serde_json::to_string_pretty(&document).expect("a decision serializes");
+        crate::ui::print(&format!("{text}\n"))
+    }
+
     /// What every input says of this run.
     fn about<'p>(&self, planner: &'p Planner<'_>) -> About<'p> {
         let run = self.run;
@@ -126,6 +146,9 @@ impl Invocation<'_> {
             ));
         }
         let denied = decision.denied().count();
+        if denied > 0 {
+            self.print_denied(planner, &decision)?;
+        }
         *loaded.judged.borrow_mut() = Some(decision);
         match denied {
             0 => Ok(()),
