@@ -1,5 +1,6 @@
 //! A `pulumi` that does no work, for the benchmarks (tests/bench/run.sh): it answers each call mara
-//! makes at once with valid output, sleeps `NOWORK_SLEEP` seconds in `up`/`refresh`/`destroy` and
+//! makes at once with valid output (a preview, a digest of one bucket created and the stack the
+//! same), sleeps `NOWORK_SLEEP` seconds in `up`/`refresh`/`destroy` and
 //! `NOWORK_CALL_SLEEP` seconds in every call (what a real CLI's start-up and backend cost), and
 //! appends its arguments to `NOWORK_LOG` when that is set. Compiled rather than a shell script so
 //! that its own start-up (one process, no `sleep` child) disturbs the measurements as little as
@@ -24,6 +25,12 @@ fn main() {
         match word.as_str() {
             "output" => {
                 println!("{{}}");
+                return;
+            }
+            "preview" => {
+                println!(
+                    r#"{{"steps":[{{"op":"same","urn":"urn:pulumi:dev::p::pulumi:pulumi:Stack::p-dev"}},{{"op":"create","urn":"urn:pulumi:dev::p::aws:s3/bucket:Bucket::logs","newState":{{"type":"aws:s3/bucket:Bucket","inputs":{{"bucket":"logs","tags":{{"owner":"platform"}}}}}}}}],"changeSummary":{{"same":1,"create":1}}}}"#
+                );
                 return;
             }
             "up" | "refresh" | "destroy" => {

@@ -9,12 +9,12 @@
 # asserted in tests.
 #
 #   bash tests/bench/run.sh            # everything (about ten minutes on 2 cores)
-#   bash tests/bench/run.sh plan cost  # some parts: plan, cost, pertask, parallel, changed, startup, calls, ledger, history
+#   bash tests/bench/run.sh plan cost  # some parts: plan, cost, pertask, parallel, changed, startup, calls, ledger, history, policy
 #   ROUNDS=3 bash tests/bench/run.sh   # fewer rounds (a quick look; the doc's figures use the default)
 #   MARA_BEFORE=/path/to/older/mara bash tests/bench/run.sh calls   # the calls (or history) part, before/after
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-parts=${*:-plan cost pertask parallel changed startup calls ledger history}
+parts=${*:-plan cost pertask parallel changed startup calls ledger history policy}
 ROUNDS=${ROUNDS:-7}
 cargo build --release --workspace -q
 MARA="$PWD/target/release/mara"
@@ -484,3 +484,89 @@ PY
     done
   done
 fi
+
+# --- 9. Policies: what the gate adds to a preview of 1,000 projects -------------------------
+# The same preview of width50 (1,000 projects, --parallel 8) without policies and with a
+# per-project package (three rules over each Pulumi digest) and a deployment package (three
+# rules over the whole run); and the deployment's policies alone on a 1,000-project input
+# (`mara policy eval --deployment`: compiled, checked over an empty input, evaluated).
+if [[ " $parts " == *" policy "* ]]; then
+  echo
+  echo "## Policies at 1,000 projects"
+  gated="$work/width50-policy"
+  cp -r "$work/width50" "$gated"
+  mkdir -p "$gated/policy"
+  cat > "$gated/policy/main.rego" <<'REGO'
+package main
+
+import rego.v1
+
+deny contains msg if {
+	some step in input.steps
+	step.op == "replace"
+	msg := sprintf("%s would be replaced", [step.urn])
+}
+
+deny_untagged contains msg if {
+	some step in input.steps
+	step.op == "create"
+	not step.newState.inputs.tags.owner
+	msg := sprintf("%s has no owner", [step.urn])
+}
+
+warn contains msg if {
+	input.changeSummary.create > 10
+	msg := sprintf("%s creates %d resources", [input.mara.project, input.changeSummary.create])
+}
+REGO
+  cat > "$gated/policy/deployment.rego" <<'REGO'
+package deployment
+
+import rego.v1
+
+deny contains msg if {
+	some p in input.projects
+	p.deferred
+	msg := sprintf("%s was not previewed", [p.path])
+}
+
+deny_replace_under contains msg if {
+	some p in input.projects
+	some r in p.resources
+	r.action == "replace"
+	some q in input.projects
+	p.path in q.after
+	msg := sprintf("%s replaces %s under %s", [p.path, r.resource, q.path])
+}
+
+warn contains msg if {
+	n := count([p | some p in input.projects; p.status != "succeeded"])
+	n > 0
+	msg := sprintf("%d projects not previewed", [n])
+}
+REGO
+  "$MARA" -C "$gated" preview --parallel 8 --output json > "$work/gated.json" 2> /dev/null || true
+  python3 - "$work/gated.json" "$work/deployment-1000.json" <<'PY'
+import json, sys
+summary = json.load(open(sys.argv[1]))
+assert "policy" in summary, "the gated preview was not judged"
+projects = [{"path": p["path"], "engine": "pulumi", "after": [], "status": "succeeded",
+             "changes": {"create": 1, "same": 1},
+             "resources": [{"resource": "aws:s3/bucket:Bucket (logs)", "action": "create", "properties": []}],
+             "changed_outputs": [], "new_stack": False, "stale": [], "waits_on": [], "planned_with": None,
+             "deferred": False, "inputs": {}, "projected": []} for p in summary["projects"]]
+json.dump({"operation": "preview", "stack": "dev", "provider": "synthetic", "run_id": "r", "who": "a@b",
+           "fanned_out": False, "projects": projects, "orphans": []}, open(sys.argv[2], "w"))
+PY
+  echo "| run | median [min–max] (ms) |"
+  echo "|---|---|"
+  echo "[{\"label\": \"preview\", \"sh\": \"$MARA -C $work/width50 preview --parallel 8 -q\"},
+         {\"label\": \"preview with policies\", \"sh\": \"$MARA -C $gated preview --parallel 8 -q\"},
+         {\"label\": \"policy eval --deployment\", \"sh\": \"$MARA -C $gated policy eval --deployment $work/deployment-1000.json > /dev/null\"}]" | rounds "$ROUNDS"
+  for label in "preview" "preview with policies" "policy eval --deployment"; do
+    echo "| \`mara $label\` | $(ms "$label") |"
+  done
+  echo
+  echo "What the policies add to the preview: $(calc "$(med "preview with policies") - $(med "preview")" .1f) ms (1,000 project inputs and one deployment input, compiled once)"
+fi
+
