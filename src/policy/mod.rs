@@ -153,6 +153,7 @@ impl Policies {
         if files.is_empty() {
             return Ok(None);
         }
+        let started = std::time::Instant::now();
         let mut engine = regorus::Engine::new();
         let mut problems = Vec::new();
         for file in &files {
@@ -193,6 +194,11 @@ impl Policies {
             all_rules,
         };
         policies.preflight()?;
+        tracing::debug!(
+            files = policies.files.len(),
+            micros = started.elapsed().as_micros() as u64,
+            "policies compiled"
+        );
         Ok(Some(policies))
     }
 

@@ -65,8 +65,15 @@ impl Invocation<'_> {
         // not its to judge.
         let whole = self.run.join.is_none();
         let about = self.about(planner);
+        let started = std::time::Instant::now();
         let decision = gate::decide(&mut policies, &about, (plan, Some(reports)), (&[], whole))
             .map_err(|failed| Error::config(failed.problem()))?;
+        // What the gate costs, for the benchmark (docs/benchmarks.md, "Policies").
+        tracing::debug!(
+            projects = plan.len(),
+            micros = started.elapsed().as_micros() as u64,
+            "policies judged"
+        );
         Ok(Some(decision))
     }
 
