@@ -439,3 +439,62 @@ fn the_examples_carry_a_policy_that_passes_its_tests_and_gates_their_runs() {
         .join("network/terraform.tfstate.d/dev/terraform.tfstate");
     assert!(!state.exists(), "nothing was applied");
 }
+
+#[test]
+fn saved_plans_are_applied_only_under_the_policies_that_judged_them() {
+    let Some(modules) = Modules::new(&[("policy/creates.rego", WARN_CREATES)]) else {
+        return;
+    };
+    let root = modules.root();
+    let run = |args: &[&str]| {
+        let output = modules.mara().args(args).output().unwrap();
+        (output.status.code().unwrap(), common::stderr(&output))
+    };
+
+    // Judged and passed: the manifest says by which policies; `up --plans` applies them.
+    assert_eq!(run(&["preview", "--save-plans", "judged"]).0, 0);
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(root.join("judged/mara-plans.json")).unwrap())
+            .unwrap();
+    assert!(
+        manifest["judged_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:"),
+        "{manifest}"
+    );
+
+    // Saved without policies: not applied under them.
+    std::fs::rename(root.join("policy"), root.join("policy.off")).unwrap();
+    assert_eq!(run(&["preview", "--save-plans", "unjudged"]).0, 0);
+    std::fs::rename(root.join("policy.off"), root.join("policy")).unwrap();
+    let (code, said) = run(&["up", "--plans", "unjudged"]);
+    assert_eq!(code, 4, "{said}");
+    assert!(said.contains("the approved plans were saved without the workspace's policies judging them: nothing ran"), "{said}");
+    assert!(!modules.network_state().exists(), "nothing was applied");
+
+    // The policies changed since: not applied; as they were, applied.
+    let file = root.join("policy/creates.rego");
+    std::fs::write(&file, WARN_CREATES.replace("is created", "is new")).unwrap();
+    let (code, said) = run(&["up", "--plans", "judged"]);
+    assert_eq!(code, 4, "{said}");
+    assert!(
+        said.contains("the approved plans were judged by other policies than the workspace's now"),
+        "{said}"
+    );
+    assert!(!modules.network_state().exists(), "nothing was applied");
+    std::fs::write(&file, WARN_CREATES).unwrap();
+    let (code, said) = run(&["up", "--plans", "judged"]);
+    assert_eq!(code, 0, "{said}");
+    assert!(modules.network_state().exists());
+
+    // Denied: no plan is kept to approve.
+    let frozen = "package main\n\nimport rego.v1\n\ndeny contains r.address if {\n\tsome r in input.resource_changes\n\tr.change.actions != [\"no-op\"]\n}\n";
+    std::fs::write(root.join("policy/frozen.rego"), frozen).unwrap();
+    modules.set_cidr("10.40.0.0/16");
+    assert_eq!(run(&["preview", "--save-plans", "denied"]).0, 4);
+    assert!(
+        !root.join("denied/mara-plans.json").exists(),
+        "a denied preview approves nothing"
+    );
+}

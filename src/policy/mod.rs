@@ -100,6 +100,9 @@ pub struct Policies {
     engine: regorus::Engine,
     /// The files read, from the workspace root.
     pub files: Vec<PathBuf>,
+    /// What they are, as one digest: every file's path and text, and which packages decide
+    /// (saved plans record the policies that judged them).
+    pub digest: String,
     /// The rules each kind of package evaluates, as `data.<package>.<rule>`, with their level.
     rules: BTreeMap<Kind, Vec<(String, Level)>>,
     /// Every rule of every package, by package: what `mara policy test` looks through.
@@ -156,6 +159,10 @@ impl Policies {
         let started = std::time::Instant::now();
         let mut engine = regorus::Engine::new();
         let mut problems = Vec::new();
+        let mut digested = format!(
+            "{:?} {:?}\n",
+            settings.packages, settings.deployment_packages
+        );
         for file in &files {
             let full = root.join(file);
             let text = crate::files::read(&full)
@@ -167,6 +174,8 @@ impl Policies {
                         )
                     })
                 })?;
+            digested.push_str(&format!("{}\n{}\n", file.display(), text.len()));
+            digested.push_str(&text);
             if let Err(error) = engine.add_policy(file.display().to_string(), text) {
                 problems.push(rules::compile_problem(file, &format!("{error:#}")));
             }
@@ -189,6 +198,7 @@ impl Policies {
         ]);
         let mut policies = Policies {
             engine,
+            digest: crate::engine::sha256(&digested),
             files,
             rules,
             all_rules,

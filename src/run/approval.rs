@@ -27,6 +27,10 @@ pub struct Manifest {
     /// The preview's run.
     pub run_id: String,
     pub projects: Vec<Planned>,
+    /// The workspace's policies that judged these plans, and passed them: their digest
+    /// (`policy::Policies::digest`). `up --plans` applies them only under the same policies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged_by: Option<String>,
 }
 
 /// One project as its preview planned it.

@@ -939,6 +939,7 @@ pulumi --non-interactive destroy --yes --skip-preview --stack dev --config-file 
                         state: None,
                         against: Default::default(),
                     }],
+                    judged_by: None,
                 },
             )),
             ..Plans::default()

@@ -192,6 +192,7 @@ impl<'a> Invocation<'a> {
         // what needs no engine).
         self.approved_hold(&planner, &loaded, &env, &found.inputs)?;
         self.judge_destroy(&planner, &loaded, &mut ledger)?;
+        self.judged_plans(&planner, &loaded)?;
         if run.dry_run {
             let plan = planner.plan(run.operation, &loaded.config, "");
             let shown = |p: &std::path::Path| files.workspace.display(p).display().to_string();
@@ -302,7 +303,8 @@ impl<'a> Invocation<'a> {
         crate::fingerprint::keep_hashes();
         let judged = self.judged(planner, prepared.loaded, (&plan, &mut reports))?;
         if run.operation == Operation::Preview {
-            self.save_manifest(planner, (&plan, &reports), &ready.config)?;
+            let judged_by = policies::judged_by(prepared.loaded, judged.as_ref());
+            self.save_manifest(planner, (&plan, &reports), &ready.config, judged_by)?;
         }
         record::stacks_seen(
             recorder.as_deref(),

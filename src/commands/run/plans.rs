@@ -93,6 +93,7 @@ impl Invocation<'_> {
         planner: &Planner<'_>,
         (plan, reports): (&RunPlan, &[ProjectReport]),
         config: &crate::workspace::stack_config::StackConfigFile,
+        judged_by: Result<Option<String>, ()>,
     ) -> Result<()> {
         let Some(dir) = &planner.plans.save_in else {
             return Ok(());
@@ -100,24 +101,28 @@ impl Invocation<'_> {
         let written: Vec<&Path> = (plan.projects.iter())
             .flat_map(|p| p.steps.iter().filter_map(|s| s.writes.as_deref()))
             .collect();
-        // A preview that failed approves nothing: no manifest, no plans kept.
+        // A preview that failed approves nothing: no manifest, no plans kept; nor does one the
+        // policies deny (`judged_by` an error).
         let whole =
             (reports.iter()).all(|r| r.status.is_success() || r.status == ProjectStatus::Waiting);
-        if !whole {
+        let (true, Ok(judged_by)) = (whole, judged_by) else {
             return forget(&written).map_err(|e| Error::write(dir, e));
-        }
+        };
         let workspace = &planner.deployment.files.workspace;
         let values = (config.config())
             .map(|c| c.values.clone())
             .unwrap_or_default();
         let stack = planner.stack.name.as_str();
         let against = holds::against(planner.selected, workspace, stack, &values)?;
-        let manifest = manifest(
-            (stack, &planner.deployment.provider.name, planner.run_id),
-            (plan, reports),
-            dir,
-            &against,
-        );
+        let manifest = Manifest {
+            judged_by,
+            ..manifest(
+                (stack, &planner.deployment.provider.name, planner.run_id),
+                (plan, reports),
+                dir,
+                &against,
+            )
+        };
         for file in written.iter().filter(|f| f.is_file()) {
             crate::files::set_mode(file, 0o600).map_err(|e| Error::write(file, e))?;
         }
@@ -164,6 +169,7 @@ pub(super) fn manifest(
         provider: provider.to_string(),
         run_id: run_id.to_string(),
         projects,
+        judged_by: None,
     }
 }
 

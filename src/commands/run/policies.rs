@@ -28,6 +28,21 @@ pub(super) fn of(operation: Operation, workspace: &Workspace) -> Result<Option<R
     Ok(policies.map(RefCell::new))
 }
 
+/// What a preview's saved plans record of the policies that judged them: their digest when they
+/// passed the plans (`None`: no policies), an error when they denied them (no plan is kept).
+pub(super) fn judged_by(
+    loaded: &Loaded<'_>,
+    judged: Option<&Decision>,
+) -> Result<Option<String>, ()> {
+    let Some(policies) = &loaded.policies else {
+        return Ok(None);
+    };
+    match judged.is_some_and(Decision::denies) {
+        true => Err(()),
+        false => Ok(Some(policies.borrow().digest.clone())),
+    }
+}
+
 /// Whether the run's previews keep each project's own plan: the per-project policies read it.
 pub(super) fn read_plans(loaded: &Loaded<'_>) -> bool {
     (loaded.policies.as_ref()).is_some_and(|p| p.borrow().has(Kind::Project))
@@ -75,6 +90,30 @@ impl Invocation<'_> {
             "policies judged"
         );
         Ok(Some(decision))
+    }
+
+    /// Before an `up --plans DIR` records or runs anything: with policies, its plans must be
+    /// those the same policies judged and passed as they were saved (`Manifest::judged_by`) —
+    /// saved without policies, or before they changed, they are not applied (exit 4).
+    pub(super) fn judged_plans(&self, planner: &Planner<'_>, loaded: &Loaded<'_>) -> Result<()> {
+        let (Some(policies), Some((dir, manifest))) = (&loaded.policies, &planner.plans.approved)
+        else {
+            return Ok(());
+        };
+        let digest = policies.borrow().digest.clone();
+        let why = match &manifest.judged_by {
+            Some(judged) if *judged == digest => return Ok(()),
+            Some(_) => "were judged by other policies than the workspace's now",
+            None => "were saved without the workspace's policies judging them",
+        };
+        let file = dir.join(crate::run::approval::MANIFEST);
+        Err(Error::NotAsApproved(vec![
+            crate::error::Problem::new(format!("the approved plans {why}: nothing ran"))
+                .at(crate::error::Location::file(file))
+                .hint(
+                    "preview --save-plans DIR again (the policies judge it), then up --plans DIR",
+                ),
+        ]))
     }
 
     /// A denial of what `up` or `destroy` would do, for programs (`--output json`): the run's
