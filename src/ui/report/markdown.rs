@@ -101,6 +101,7 @@ pub(super) fn markdown_as(summary: &RunSummary, shape: Markdown) -> String {
             || !p.stale.is_empty()
             || !p.projected.is_empty()
             || p.approval.is_some()
+            || !p.policy.is_empty()
     };
     let rows: Vec<&ProjectReport> = summary.projects.iter().filter(listed).collect();
     if !rows.is_empty() {
@@ -169,6 +170,24 @@ fn markdown_notes(summary: &RunSummary) -> String {
         out.push_str("**Stale previews.** They read outputs that an update would change:\n\n");
         for line in stale {
             let _ = writeln!(out, "- {}", markdown_text(&line));
+        }
+        out.push('\n');
+    }
+    if let Some(decision) = summary.policy.as_ref().filter(|d| !d.is_empty()) {
+        out.push_str("**Policies.** What the workspace's policies say of the plan:\n\n");
+        for m in &decision.messages {
+            let level = match m.level {
+                crate::policy::Level::Deny => "**deny**",
+                crate::policy::Level::Warn => "warn",
+            };
+            let about = (m.project.as_deref())
+                .map_or_else(String::new, |p| format!("`{}`: ", p.replace('`', "'")));
+            let text = markdown_text(&m.text.replace(['\n', '\r'], " "));
+            let _ = writeln!(
+                out,
+                "- {level} {about}{text} (`{}`)",
+                m.rule.replace('`', "'")
+            );
         }
         out.push('\n');
     }
@@ -389,6 +408,47 @@ Run `gh-1-1`: `mara logs gh-1-1` shows every project's log.
             text.ends_with("and `mara logs gh-1-1` every log._\n"),
             "{}",
             &text[text.len() - 300..]
+        );
+    }
+
+    #[test]
+    fn a_comment_says_what_the_policies_said_and_escapes_it() {
+        use crate::policy::{Decision, Level, Message};
+        use crate::run::events::Outcome;
+        let mut vpc = previewed("infra/vpc", Outcome::Succeeded, &[("create", 1)]);
+        let denied = Message {
+            level: Level::Deny,
+            rule: "data.main.deny".into(),
+            text: "a <b>bucket</b> | public\nto all".into(),
+            project: Some("infra/vpc".into()),
+            details: None,
+        };
+        vpc.policy = vec![denied.clone()];
+        let quiet = previewed("infra/dns", Outcome::Unchanged, &[("same", 3)]);
+        let mut summary = preview_of(vec![vpc, quiet]);
+        summary.status = RunStatus::Succeeded;
+        let warned = Message {
+            level: Level::Warn,
+            rule: "data.deployment.warn".into(),
+            text: "two stacks change".into(),
+            project: None,
+            details: None,
+        };
+        summary.policy = Some(Decision {
+            messages: vec![denied, warned],
+        });
+        let text = comment(&summary);
+        assert!(
+            text.contains("### mara preview on stack `dev` (my provider): the policies deny the plan (1 denial)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| `infra/vpc` | succeeded |  | +1 (denied by policy) |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("**Policies.** What the workspace's policies say of the plan:\n\n- **deny** `infra/vpc`: a &lt;b>bucket&lt;/b> \\| public to all (`data.main.deny`)\n- warn two stacks change (`data.deployment.warn`)\n"),
+            "{text}"
         );
     }
 }

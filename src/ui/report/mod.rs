@@ -125,6 +125,13 @@ impl RunSummary {
                 ),
             };
         }
+        let denied = (self.policy.as_ref()).map_or(0, |d| d.denied().count());
+        if denied > 0 && self.status == RunStatus::Succeeded {
+            return format!(
+                "the policies deny the plan ({denied} {})",
+                crate::error::plural(denied, "denial", "denials")
+            );
+        }
         match self.changed() {
             n if self.expect_no_changes && n > 0 && self.status == RunStatus::Succeeded => {
                 format!(
