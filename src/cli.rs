@@ -218,7 +218,7 @@ pub enum Command {
     /// The workspace's policies (policy/*.rego): run their tests, or evaluate them on a file
     #[command(
         subcommand,
-        after_help = "Runs evaluate the policies by themselves: `preview`, `up` and `up --plans` before anything is applied (docs/commands.md, \"Policies\")."
+        after_help = "Runs evaluate the policies by themselves: `preview`, `up` (before anything is applied), `destroy` (before anything is removed), `drift`; `up --plans` applies only plans these policies passed (docs/commands.md, \"Policies\")."
     )]
     Policy(PolicyCommand),
 

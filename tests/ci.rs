@@ -1024,6 +1024,22 @@ fn a_fanned_out_destroy_is_refused_when_it_would_leave_orphans_unless_asked() {
     let (code, _, err) = run(&open);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("would leave 12 deployed projects"), "{err}");
+    // A deployment policy judges what `ci open` knows, the orphans among it: told to leave them,
+    // mara would; the policy does not, and nothing is opened.
+    let policy = "package deployment\n\nimport rego.v1\n\ndeny contains sprintf(\"a fanned-out %s would orphan %s\", [input.operation, o.path]) if {\n\tinput.fanned_out\n\tsome o in input.orphans\n}\n";
+    std::fs::create_dir_all(copy.root().join("policy")).unwrap();
+    std::fs::write(copy.root().join("policy/deployment.rego"), policy).unwrap();
+    let (code, out, err) = run(&[&open[..], &["--orphan-dependents"]].concat());
+    assert_eq!(code, 4, "{out}{err}");
+    assert!(
+        err.contains("deny  a fanned-out destroy would orphan infrastructure/kubeconfig"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the policies deny the destroy (12 denials): nothing was opened"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(copy.root().join("policy")).unwrap();
     let (code, out, err) = run(&[&open[..], &["--orphan-dependents"]].concat());
     assert_eq!(code, 0, "{err}");
     assert!(

@@ -176,6 +176,27 @@ fn a_warning_shows_and_blocks_nothing() {
     assert!(modules.network_state().exists(), "applied");
     let output = modules.mara().arg("preview").output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    // `-q`: nothing went wrong, nothing is said — not even the gate's preview.
+    let output = modules.mara().args(["up", "--yes", "-q"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    assert_eq!(
+        (common::stdout(&output), common::stderr(&output)),
+        (String::new(), String::new())
+    );
+
+    // A drift check is judged too, each module with its own plan.
+    let drift = "package main\n\nimport rego.v1\n\nwarn contains sprintf(\"%s: %d resources checked\", [input.mara.project, count(input.resource_changes)]) if input.mara.operation == \"drift\"\n";
+    std::fs::write(modules.root().join("policy/drift.rego"), drift).unwrap();
+    let (code, report) = modules.run(&["drift"]);
+    assert_eq!(code, 0, "{report}");
+    let said: Vec<String> = messages(&report)
+        .into_iter()
+        .map(|(_, text, _)| text)
+        .collect();
+    assert!(
+        said.contains(&"network: 1 resources checked".to_string()),
+        "{said:?}"
+    );
 }
 
 #[test]
@@ -306,6 +327,68 @@ fn policy_settings_are_checked_with_their_line_and_key() {
         common::stderr(&output)
     );
 
+    // A package it names that no policy declares: a typo would turn the gate off.
+    std::fs::create_dir_all(ws.path().join("rules")).unwrap();
+    std::fs::write(
+        ws.path().join("rules/a.rego"),
+        "package main\nimport rego.v1\nwarn contains \"w\" if input.a\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("mara.toml"),
+        "[policy]\npaths = [\"rules\"]\npackages = [\"mian\"]\n",
+    )
+    .unwrap();
+    let output = ws.mara().args(["policy", "test"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        common::stderr(&output).contains(
+            "mara.toml: `policy.packages`: no policy declares package `mian` (they declare: main)"
+        ),
+        "{}",
+        common::stderr(&output)
+    );
+    // Pulumi's policy packs: refused, not ignored.
+    std::fs::write(
+        ws.path().join("mara.toml"),
+        "[policy]\npaths = [\"rules\"]\npulumi_packs = [\"packs\"]\n",
+    )
+    .unwrap();
+    let output = ws.mara().args(["policy", "test"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        common::stderr(&output).contains(
+            "mara.toml:3: `policy.pulumi_packs`: Pulumi's policy packs are not passed to Pulumi yet"
+        ),
+        "{}",
+        common::stderr(&output)
+    );
+    // Rego v0, as conftest's older examples write it: said, with the v1 form.
+    std::fs::write(
+        ws.path().join("mara.toml"),
+        "[policy]\npaths = [\"rules\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("rules/b.rego"),
+        "package main\n\ndeny[msg] {\n  msg := \"x\"\n}\n",
+    )
+    .unwrap();
+    let output = ws.mara().args(["policy", "test"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let said = common::stderr(&output);
+    assert!(
+        said.contains("rules/b.rego:3: the policy does not compile:"),
+        "{said}"
+    );
+    assert!(
+        said.contains(
+            "hint: mara reads Rego v1, as OPA 1.0 does: write `deny contains msg if { … }`"
+        ),
+        "{said}"
+    );
+    std::fs::remove_file(ws.path().join("rules/b.rego")).unwrap();
+
     // An input that is not JSON, at its line.
     std::fs::create_dir_all(ws.path().join("rules")).unwrap();
     std::fs::write(
@@ -420,6 +503,9 @@ fn the_examples_carry_a_policy_that_passes_its_tests_and_gates_their_runs() {
         cmd
     };
     let output = mara().args(["policy", "test"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    // As it comes, it passes: the README deploys it.
+    let output = mara().arg("preview").output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
     let output = mara()
         .args(["config", "set", "app:replicas", "1"])

@@ -100,9 +100,19 @@ fn eval(settings: &Settings, mut policies: Policies, file: &Path, kind: Kind) ->
     let input: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         Error::config(
             Problem::new(format!("is not JSON: {e}"))
-                .at(Location::line(shown.clone(), e.line().max(1))),
+                .at(Location::line(shown.clone(), e.line().max(1)))
+                .hint("a saved plan is not JSON: show it as JSON first (`terraform show -json plan.tfplan > plan.json`)"),
         )
     })?;
+    if !policies.has(kind) {
+        let which = match kind {
+            Kind::Project => "per-project packages (`[policy] packages`)",
+            Kind::Deployment => "deployment packages (`[policy] deployment_packages`)",
+        };
+        ui::errln!(
+            "note: no deny, violation or warn rule in the {which}: nothing judges this input"
+        );
+    }
     let decision = (policies.evaluate(kind, &input, None)).map_err(|failed| {
         let problem = failed.problem();
         match problem.location {

@@ -73,6 +73,7 @@ pub fn check(settings: &Settings, selection: &Selection) -> Report {
     report.workspace = Some(files.workspace.root.clone());
     report.stack = files.stack.as_ref().map(|s| s.name.to_string());
     let workspace = &files.workspace;
+    check_policies(checks, workspace);
     let env = files.environment(settings);
     let on = (workspace, settings_read);
     let provider = check_chosen_provider(checks, settings, on, config.as_ref());
@@ -226,6 +227,20 @@ fn check_workspace(checks: &mut Checks, settings: &Settings) -> (Workspace, bool
         (Some(_), Some(error)) => checks.fail_with("workspace", error),
     }
     (workspace, settings_read)
+}
+
+/// The workspace's policies, when it has any: they compile, and mara.toml names only packages
+/// they declare (a run would refuse them, exit 3).
+fn check_policies(checks: &mut Checks, workspace: &Workspace) {
+    match crate::policy::Policies::load(&workspace.root, &workspace.settings.policy) {
+        Ok(None) => {}
+        Ok(Some(policies)) => {
+            let n = policies.files.len();
+            let files = crate::error::plural(n, "file", "files");
+            checks.pass("policies", format!("{n} policy {files} compile"));
+        }
+        Err(error) => checks.fail_with("policies", error.relative_to(&workspace.root)),
+    }
 }
 
 /// The stack's name, checked: from `--stack`, the environment, or the environment file.

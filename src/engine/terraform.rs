@@ -139,7 +139,8 @@ impl Terraform {
         if operation == Operation::Destroy || (never_makes && !module.workspace_known) {
             steps.push(self.repaired(module, self.workspaces_listed(module), &init));
         }
-        let plan_file = module.plan_file.filter(|_| operation == Operation::Preview);
+        let plan_file = (module.plan_file)
+            .filter(|_| matches!(operation, Operation::Preview | Operation::Drift));
         // An approved plan keeps which state it was made against, read before it is made: a
         // change between the two makes the plan look stale, never a stale one current.
         if plan_file.is_some() && module.record_state {

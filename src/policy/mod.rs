@@ -186,6 +186,7 @@ impl Policies {
         let all_rules = rules::of(&engine).map_err(|message| {
             Error::config(Problem::new(message).at(Location::file(files[0].clone())))
         })?;
+        undeclared(root, settings, &all_rules)?;
         let rules = BTreeMap::from([
             (
                 Kind::Project,
@@ -314,4 +315,42 @@ fn rego_files_in(dir: &Path, root: &Path, files: &mut Vec<PathBuf>) -> std::io::
         }
     }
     Ok(())
+}
+
+/// A package `[policy]` names that no policy declares — a typo would turn the gate off in
+/// silence — is an error; the defaults (`main`, `deployment`) may be absent.
+fn undeclared(
+    root: &Path,
+    settings: &Settings,
+    all_rules: &BTreeMap<String, Vec<String>>,
+) -> Result<()> {
+    let defaults = Settings::default();
+    let named = [
+        ("packages", &settings.packages, &defaults.packages),
+        (
+            "deployment_packages",
+            &settings.deployment_packages,
+            &defaults.deployment_packages,
+        ),
+    ];
+    let declared: Vec<&str> = all_rules.keys().map(String::as_str).collect();
+    let mut problems = Vec::new();
+    for (key, packages, default) in named {
+        for package in packages.iter().filter(|p| !default.contains(p)) {
+            if !all_rules.contains_key(package) {
+                problems.push(
+                    Problem::new(format!(
+                        "no policy declares package `{package}` (they declare: {})",
+                        declared.join(", ")
+                    ))
+                    .subject(format!("`policy.{key}`"))
+                    .at(Location::file(root.join("mara.toml"))),
+                );
+            }
+        }
+    }
+    match problems.is_empty() {
+        true => Ok(()),
+        false => Err(Error::Problems(problems)),
+    }
 }

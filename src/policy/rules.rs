@@ -175,8 +175,13 @@ pub(super) fn located(said: &str) -> (Option<Location>, String) {
 /// A compile error of `file` as a problem at its line.
 pub(super) fn compile_problem(file: &Path, said: &str) -> Problem {
     let (at, message) = located(said);
+    // Conftest's older examples write Rego v0 (`deny[msg] { … }`).
+    let hint = (message.contains("`if` keyword is required")).then_some(
+        "mara reads Rego v1, as OPA 1.0 does: write `deny contains msg if { … }` for conftest's `deny[msg] { … }`",
+    );
     Problem::new(format!("the policy does not compile: {message}"))
         .at(at.unwrap_or_else(|| Location::file(file)))
+        .maybe_hint(hint.map(str::to_string))
 }
 
 #[cfg(test)]

@@ -164,19 +164,29 @@ pub fn deployment_input(
     Value::Object(input)
 }
 
+/// Which packages judge a run, and what a destroy would orphan.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    /// Each project by the per-project packages: not `ci open`'s, whose jobs judge their own
+    /// plans.
+    pub projects: bool,
+    /// The run by the deployment packages: not a job of a fanned-out run's, which holds only
+    /// its own projects.
+    pub deployment: bool,
+    pub orphans: &'a [Orphan],
+}
+
 /// What the policies decide of a planned run — previewed (`reports`, where each project's
-/// messages are also put), or judged before it runs (a destroy) —: each project by the
-/// per-project packages, the run by the deployment packages when it is the whole deployment
-/// (`whole`: not a job of a fanned-out run, which holds only its projects). Every message,
-/// denials first.
+/// messages are also put), or judged before it runs (a destroy, `ci open`) —, by the packages
+/// `scope` names. Every message, denials first.
 pub fn decide(
     policies: &mut Policies,
     about: &About<'_>,
     (plan, mut reports): (&RunPlan, Option<&mut [ProjectReport]>),
-    (orphans, whole): (&[Orphan], bool),
+    scope: Scope<'_>,
 ) -> Result<Decision, Failed> {
     let mut decision = Decision::default();
-    if policies.has(Kind::Project) {
+    if scope.projects && policies.has(Kind::Project) {
         for (i, project) in plan.projects.iter().enumerate() {
             let mut report = reports.as_deref_mut().and_then(|r| r.get_mut(i));
             // A preview that failed planned nothing to judge: the run fails on it already.
@@ -191,8 +201,8 @@ pub fn decide(
             decision.messages.extend(said.messages);
         }
     }
-    if whole && policies.has(Kind::Deployment) {
-        let input = deployment_input(about, plan, reports.as_deref(), orphans);
+    if scope.deployment && policies.has(Kind::Deployment) {
+        let input = deployment_input(about, plan, reports.as_deref(), scope.orphans);
         decision.extend(policies.evaluate(Kind::Deployment, &input, None)?);
     }
     decision.messages.sort();

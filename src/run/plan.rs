@@ -157,6 +157,10 @@ impl Plans {
             {
                 Some(plans.join(format!("{path}{suffix}")))
             }
+            // A drift check's plan, shown for the policies.
+            (Operation::Drift, _) if engine.saves_plan_files() && self.documents => {
+                Some(plans.join(format!("{path}{suffix}")))
+            }
             _ => None,
         }
     }
@@ -623,7 +627,8 @@ fn planned(inputs: &Inputs<'_>, i: usize, position: &BTreeMap<usize, usize>) -> 
         blocked: inputs.blocked.get(&i).cloned(),
         pool: project.pool.as_ref().map(|pool| pool.target.clone()),
         retry: (project.retry.clone()).or_else(|| workspace.settings.retry.clone()),
-        keeps_document: inputs.saved.documents && operation == Operation::Preview,
+        keeps_document: inputs.saved.documents
+            && matches!(operation, Operation::Preview | Operation::Drift),
         dir: if has_dir {
             dir.clone()
         } else {

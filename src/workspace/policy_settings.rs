@@ -68,8 +68,18 @@ impl Checked<'_> {
             Some(names) => self.packages("deployment_packages", names),
             None => defaults.deployment_packages,
         };
+        // Not passed to Pulumi yet: refused rather than ignored, so that nobody believes a pack
+        // gates what it does not.
         let pulumi_packs = (raw.pulumi_packs.into_iter().flatten())
-            .filter_map(|p| self.path_in("pulumi_packs", &p))
+            .filter_map(|p| {
+                let at = self.at(&p);
+                self.problems.push(
+                    Problem::new("Pulumi's policy packs are not passed to Pulumi yet: leave `pulumi_packs` out, and write the policy in Rego (docs/commands.md, \"Policies\")")
+                        .at(at)
+                        .subject("`policy.pulumi_packs`"),
+                );
+                self.path_in("pulumi_packs", &p)
+            })
             .collect();
         PolicySettings {
             paths,

@@ -5,9 +5,10 @@ package main
 
 import rego.v1
 
-# The app runs on at least two replicas, and at most twenty.
+# The app runs on at least two replicas, and at most twenty. (A plan holds its variables as
+# they were given: mara gives them as TF_VAR_*, text, hence `to_number`.)
 deny contains msg if {
-	replicas := input.variables.replicas.value
+	replicas := to_number(input.variables.replicas.value)
 	not replicas_in_range(replicas)
 	msg := sprintf("%v replicas: between 2 and 20, please", [replicas])
 }
@@ -18,9 +19,9 @@ replicas_in_range(n) if {
 }
 
 test_one_replica_is_denied if {
-	count(deny) == 1 with input as {"variables": {"replicas": {"value": 1}}}
+	count(deny) == 1 with input as {"variables": {"replicas": {"value": "1"}}}
 }
 
 test_three_replicas_pass if {
-	count(deny) == 0 with input as {"variables": {"replicas": {"value": 3}}}
+	count(deny) == 0 with input as {"variables": {"replicas": {"value": "3"}}}
 }

@@ -216,8 +216,8 @@ fn confirm(
     let preview = preview();
     let (mut reports, lines) = run_preview((settings, run, runner), stack, &preview, context)?;
     let judged = judge(&preview, &mut reports)?;
-    if let Some(judged) = judged.as_ref().filter(|j| !j.is_empty()) {
-        crate::ui::eprint(&confirm::policies(judged, style));
+    if let Some(judged) = &judged {
+        super::policies::say(settings, judged, run.confirmation == Confirmation::Ask);
     }
     let created = created_by(&reports);
     let denied = judged.as_ref().map_or(0, |j| j.denied().count());
@@ -252,10 +252,12 @@ fn run_preview(
     context: Context,
 ) -> Result<(Vec<ProjectReport>, LineCollector)> {
     let n = preview.len();
-    crate::ui::errln!(
-        "Previewing {n} {} on stack {stack}…",
-        plural(n, "project", "projects")
-    );
+    if settings.verbosity >= 0 {
+        crate::ui::errln!(
+            "Previewing {n} {} on stack {stack}…",
+            plural(n, "project", "projects")
+        );
+    }
     let options = reporter::Options {
         live: true,
         order: LogOrder::Grouped,

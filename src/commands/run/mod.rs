@@ -191,7 +191,7 @@ impl<'a> Invocation<'a> {
         // Every approved plan still holds, or nothing is recorded nor applied (a dry run checks
         // what needs no engine).
         self.approved_hold(&planner, &loaded, &env, &found.inputs)?;
-        self.judge_destroy(&planner, &loaded, &mut ledger)?;
+        self.judge_before(&planner, &loaded, &mut ledger)?;
         self.judged_plans(&planner, &loaded)?;
         if run.dry_run {
             let plan = planner.plan(run.operation, &loaded.config, "");

@@ -11,16 +11,17 @@ use crate::error::{Error, Result};
 use crate::ledger::Opener;
 use crate::policy::{Decision, Kind, Policies};
 use crate::run::events::ProjectReport;
-use crate::run::gate::{self, About, Orphan};
+use crate::run::gate::{self, About, Orphan, Scope};
 use crate::run::plan::{Planner, RunPlan};
+use crate::settings::run::Confirmation;
 use crate::workspace::Workspace;
 
 /// The policies of `workspace`, where they judge `operation`: a preview's plans, what an `up`
-/// applies, what a destroy removes.
+/// applies, what a destroy removes, what a drift check found.
 pub(super) fn of(operation: Operation, workspace: &Workspace) -> Result<Option<RefCell<Policies>>> {
     if !matches!(
         operation,
-        Operation::Preview | Operation::Up | Operation::Destroy
+        Operation::Preview | Operation::Up | Operation::Destroy | Operation::Drift
     ) {
         return Ok(None);
     }
@@ -49,8 +50,9 @@ pub(super) fn read_plans(loaded: &Loaded<'_>) -> bool {
 }
 
 impl Invocation<'_> {
-    /// What the policies said of the run, for its summary: a preview's plans judged now that
-    /// it ran; an `up`'s, what they said of the plans its confirmation previewed.
+    /// What the policies said of the run, for its summary: a preview's (or a drift check's)
+    /// plans judged now that it ran; an `up`'s, what they said of the plans its confirmation
+    /// previewed; a destroy's, what they said before it asked.
     pub(super) fn judged(
         &self,
         planner: &Planner<'_>,
@@ -58,7 +60,7 @@ impl Invocation<'_> {
         (plan, reports): (&RunPlan, &mut [ProjectReport]),
     ) -> Result<Option<Decision>> {
         match self.run.operation {
-            Operation::Preview => self.judge(planner, loaded, (plan, reports)),
+            Operation::Preview | Operation::Drift => self.judge(planner, loaded, (plan, reports)),
             _ => Ok(loaded.judged.take()),
         }
     }
@@ -78,10 +80,14 @@ impl Invocation<'_> {
         let mut policies = policies.borrow_mut();
         // A job of a fanned-out run holds its own projects only: the deployment's policies are
         // not its to judge.
-        let whole = self.run.join.is_none();
+        let scope = Scope {
+            projects: true,
+            deployment: self.run.join.is_none(),
+            orphans: &[],
+        };
         let about = self.about(planner);
         let started = std::time::Instant::now();
-        let decision = gate::decide(&mut policies, &about, (plan, Some(reports)), (&[], whole))
+        let decision = gate::decide(&mut policies, &about, (plan, Some(reports)), scope)
             .map_err(|failed| Error::config(failed.problem()))?;
         // What the gate costs, for the benchmark (docs/benchmarks.md, "Policies").
         tracing::debug!(
@@ -148,49 +154,42 @@ impl Invocation<'_> {
         }
     }
 
-    /// Before a destroy asks, records or runs anything: what the policies say of it — each
-    /// project it removes (mara's context alone: a destroy plans nothing to show) and the
-    /// deployment, with the deployed projects it would leave standing on what it removes
-    /// (which `--orphan-dependents` lets it leave). Said on stderr; a denial is exit 4.
-    pub(super) fn judge_destroy(
+    /// Before a destroy or `ci open` asks, records or runs anything: what the policies say of
+    /// it, from what it knows without a preview — a destroy's projects with mara's context
+    /// alone (a destroy plans nothing to show) and the deployment, with the deployed projects a
+    /// destroy would leave standing on what it removes (which `--orphan-dependents` lets it
+    /// leave); `ci open`'s deployment alone (its jobs judge their own plans, and it needs no
+    /// project's secrets). Said on stderr; a denial is exit 4.
+    pub(super) fn judge_before(
         &self,
         planner: &Planner<'_>,
         loaded: &Loaded<'_>,
         ledger: &mut Opener,
     ) -> Result<()> {
-        let Some(policies) = loaded
-            .policies
-            .as_ref()
-            .filter(|_| self.run.operation == Operation::Destroy)
-        else {
+        let run = self.run;
+        let destroy = run.operation == Operation::Destroy;
+        let opens = run.open.is_some();
+        let Some(policies) = loaded.policies.as_ref().filter(|_| destroy || opens) else {
             return Ok(());
         };
-        let stack = loaded.stack.name.as_str();
-        let deployed = match ledger.existing()? {
-            Some(ledger) => ledger.last_fingerprints(stack)?,
-            None => Default::default(),
+        let orphans = match destroy {
+            true => orphans(loaded, ledger)?,
+            false => Vec::new(),
         };
-        let deployed = deployed.keys().map(String::as_str).collect();
-        let orphans: Vec<Orphan> = (dependents::orphans_standing_on(&loaded.selected, &deployed))
-            .into_iter()
-            .map(|(path, depends_on)| Orphan { path, depends_on })
-            .collect();
-        let plan = planner.plan(Operation::Destroy, &loaded.config, "");
-        let whole = self.run.join.is_none();
+        let plan = planner.plan(run.operation, &loaded.config, "");
+        let scope = Scope {
+            projects: destroy && !opens,
+            deployment: run.join.is_none(),
+            orphans: &orphans,
+        };
         let about = self.about(planner);
-        let decision = gate::decide(
-            &mut policies.borrow_mut(),
-            &about,
-            (&plan, None),
-            (&orphans, whole),
-        )
-        .map_err(|failed| Error::config(failed.problem()))?;
-        if !decision.is_empty() {
-            crate::ui::eprint(&crate::ui::confirm::policies(
-                &decision,
-                self.settings.stderr_style,
-            ));
-        }
+        let decision = gate::decide(&mut policies.borrow_mut(), &about, (&plan, None), scope)
+            .map_err(|failed| Error::config(failed.problem()))?;
+        say(
+            self.settings,
+            &decision,
+            run.confirmation == Confirmation::Ask,
+        );
         let denied = decision.denied().count();
         if denied > 0 {
             self.print_denied(planner, &decision)?;
@@ -200,9 +199,48 @@ impl Invocation<'_> {
             0 => Ok(()),
             denied => Err(Error::PolicyDenied {
                 denied,
-                what: "the destroy",
-                then: ": nothing was destroyed",
+                what: if destroy { "the destroy" } else { "the run" },
+                then: if opens {
+                    ": nothing was opened"
+                } else {
+                    ": nothing was destroyed"
+                },
             }),
         }
+    }
+}
+
+/// The deployed projects a destroy of the selection would leave standing on what it removes,
+/// each with what it stands on, as the ledger knows what is deployed.
+fn orphans(loaded: &Loaded<'_>, ledger: &mut Opener) -> Result<Vec<Orphan>> {
+    let stack = loaded.stack.name.as_str();
+    let deployed = match ledger.existing()? {
+        Some(ledger) => ledger.last_fingerprints(stack)?,
+        None => Default::default(),
+    };
+    let deployed = deployed.keys().map(String::as_str).collect();
+    Ok(
+        (dependents::orphans_standing_on(&loaded.selected, &deployed).into_iter())
+            .map(|(path, depends_on)| Orphan { path, depends_on })
+            .collect(),
+    )
+}
+
+/// What the policies said before the run goes on, on stderr: when someone is about to be asked
+/// (`asking`), or when they deny it (no summary will say it); otherwise the run's summary says
+/// it. With `-q`, only the denials.
+pub(super) fn say(settings: &crate::settings::Settings, decision: &Decision, asking: bool) {
+    if !(asking || decision.denies()) {
+        return;
+    }
+    let quiet = settings.verbosity < 0;
+    let shown = Decision {
+        messages: (decision.messages.iter())
+            .filter(|m| !quiet || m.level == crate::policy::Level::Deny)
+            .cloned()
+            .collect(),
+    };
+    if !shown.is_empty() {
+        crate::ui::eprint(&crate::ui::confirm::policies(&shown, settings.stderr_style));
     }
 }
