@@ -214,6 +214,14 @@ deny contains msg if {
 	startswith(subnet, "10.99.")
 	msg := sprintf("%s would take %s = %s (%s), planned by %s", [p.path, name, subnet, p.planned_with, concat(", ", p.after)])
 }
+
+# A module's resources with their values, from its own plan.
+warn contains sprintf("%s: %s %s %s -> %v", [p.path, r.action, r.resource, prop.path, prop.new]) if {
+	some p in input.projects
+	some r in p.resources
+	some prop in r.properties
+	prop.path == "input"
+}
 "#;
     let Some(modules) = Modules::new(&[("policy/deployment.rego", policy)]) else {
         return;
@@ -235,6 +243,10 @@ deny contains msg if {
     assert!(
         report["policy"]["messages"][0].get("project").is_none(),
         "a deployment's message is the run's"
+    );
+    assert!(
+        said.contains(&"network: create terraform_data.route input -> 10.99.0.0/16".to_string()),
+        "{said:?}"
     );
 }
 

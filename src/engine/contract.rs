@@ -197,6 +197,13 @@ pub trait Engine: Send + Sync + 'static {
         None
     }
 
+    /// The resources a preview's own plan (`Preview::document`) changes, with their values,
+    /// where the engine's streamed output named them without (Terraform's): for the policies'
+    /// deployment input. `None`: the streamed output said them already.
+    fn plan_resources(&self, _document: &str) -> Option<Vec<ResourceDiff>> {
+        None
+    }
+
     /// Which state a plan was made against (`StepKind::StateVersion`'s output).
     fn state_version(&self, _stdout: &str) -> Option<StateVersion> {
         None

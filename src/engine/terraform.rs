@@ -501,6 +501,10 @@ impl super::Engine for TerraformEngine {
         plan_digest(stdout)
     }
 
+    fn plan_resources(&self, document: &str) -> Option<Vec<super::ResourceDiff>> {
+        Some(resource_diffs(document))
+    }
+
     fn state_version(&self, stdout: &str) -> Option<super::StateVersion> {
         state_version(stdout)
     }
@@ -953,6 +957,92 @@ pub fn plan_digest(json: &str) -> Option<String> {
         })
         .collect();
     Some(super::plan_digest(&serde_json::json!([resources, outputs])))
+}
+
+/// The resources a saved plan changes, from `show -json PLANFILE` (its `resource_changes`),
+/// each with the top-level attributes that change: their values before and after as JSON,
+/// `[secret]` where the plan marks them sensitive, `(known after apply)` where it cannot know
+/// them yet. For the policies' deployment input (`run::gate`): Terraform's streamed plan names
+/// the resources it changes, not their values.
+pub fn resource_diffs(json: &str) -> Vec<super::ResourceDiff> {
+    let Ok(plan) = serde_json::from_str::<Value>(json) else {
+        return Vec::new();
+    };
+    (plan["resource_changes"].as_array().into_iter().flatten())
+        .filter_map(|r| {
+            let change = &r["change"];
+            let actions: Vec<&str> = (change["actions"].as_array().into_iter().flatten())
+                .filter_map(Value::as_str)
+                .collect();
+            let op = match actions.as_slice() {
+                ["create"] => "create",
+                ["update"] => "update",
+                ["delete"] => "delete",
+                ["delete", "create"] | ["create", "delete"] => "replace",
+                _ => return None,
+            };
+            Some(super::ResourceDiff {
+                op: op.to_string(),
+                resource: r["address"].as_str().unwrap_or_default().to_string(),
+                properties: attribute_changes(change),
+            })
+        })
+        .collect()
+}
+
+/// The top-level attributes a resource change changes, by name.
+fn attribute_changes(change: &Value) -> Vec<super::PropertyDiff> {
+    let empty = Map::new();
+    let before = change["before"].as_object().unwrap_or(&empty);
+    let after = change["after"].as_object().unwrap_or(&empty);
+    // A mark that holds `true` anywhere (a nested attribute's): the whole attribute.
+    fn any_true(value: &Value) -> bool {
+        match value {
+            Value::Bool(b) => *b,
+            Value::Object(map) => map.values().any(any_true),
+            Value::Array(items) => items.iter().any(any_true),
+            _ => false,
+        }
+    }
+    let marked = |marks: &Value, key: &str| match marks {
+        Value::Bool(all) => *all,
+        marks => marks.get(key).is_some_and(any_true),
+    };
+    let shown = |value: Option<&Value>, secret: bool| match (value, secret) {
+        (None | Some(Value::Null), _) => None,
+        (Some(_), true) => Some("\"[secret]\"".to_string()),
+        (Some(value), false) => Some(value.to_string()),
+    };
+    let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|key| {
+            let unknown = marked(&change["after_unknown"], key);
+            let (old, new) = (before.get(key), after.get(key));
+            if old == new && !unknown {
+                return None;
+            }
+            let kind = match (
+                old.is_some_and(|v| !v.is_null()),
+                new.is_some_and(|v| !v.is_null()) || unknown,
+            ) {
+                (false, true) => "add",
+                (true, false) => "delete",
+                _ => "update",
+            };
+            let new = match unknown {
+                true => Some("\"(known after apply)\"".to_string()),
+                false => shown(new, marked(&change["after_sensitive"], key)),
+            };
+            Some(super::PropertyDiff {
+                path: key.clone(),
+                kind: kind.to_string(),
+                old: shown(old, marked(&change["before_sensitive"], key)),
+                new,
+            })
+        })
+        .collect()
 }
 
 /// The outputs a saved plan leaves, from `show -json PLANFILE` (its `output_changes`): each
@@ -1739,5 +1829,57 @@ mod tests {
         let steps = terraform().state_steps(&module(false, true));
         let words: Vec<&str> = steps.iter().map(|s| s.args[0].as_str()).collect();
         assert_eq!(words, ["init", "state"]);
+    }
+
+    #[test]
+    fn a_plans_resources_say_their_values_secrets_apart() {
+        let plan = serde_json::json!({"resource_changes": [
+            {"address": "terraform_data.route", "change": {"actions": ["update"],
+             "before": {"input": "10.0.0.0/16", "id": "x", "token": "old"},
+             "after": {"input": "10.1.0.0/16", "id": "x", "token": "new"},
+             "after_unknown": {}, "before_sensitive": {"token": true}, "after_sensitive": {"token": true}}},
+            {"address": "aws_s3_bucket.b", "change": {"actions": ["create"], "before": null,
+             "after": {"bucket": "b", "arn": null}, "after_unknown": {"arn": true},
+             "after_sensitive": {}}},
+            {"address": "terraform_data.same", "change": {"actions": ["no-op"], "before": {}, "after": {}}},
+            {"address": "aws_instance.web", "change": {"actions": ["delete", "create"],
+             "before": {"ami": "a"}, "after": {"ami": "b"}}}
+        ]});
+        let diffs = super::resource_diffs(&plan.to_string());
+        let said: Vec<(String, String, Vec<String>)> = (diffs.iter())
+            .map(|d| {
+                let properties = (d.properties.iter())
+                    .map(|p| format!("{} {} {:?} {:?}", p.path, p.kind, p.old, p.new))
+                    .collect();
+                (d.op.clone(), d.resource.clone(), properties)
+            })
+            .collect();
+        assert_eq!(
+            said,
+            [
+                (
+                    "update".into(),
+                    "terraform_data.route".into(),
+                    vec![
+                        r#"input update Some("\"10.0.0.0/16\"") Some("\"10.1.0.0/16\"")"#
+                            .to_string(),
+                        r#"token update Some("\"[secret]\"") Some("\"[secret]\"")"#.to_string(),
+                    ]
+                ),
+                (
+                    "create".into(),
+                    "aws_s3_bucket.b".into(),
+                    vec![
+                        r#"arn add None Some("\"(known after apply)\"")"#.to_string(),
+                        r#"bucket add None Some("\"b\"")"#.to_string(),
+                    ]
+                ),
+                (
+                    "replace".into(),
+                    "aws_instance.web".into(),
+                    vec![r#"ami update Some("\"a\"") Some("\"b\"")"#.to_string(),]
+                ),
+            ]
+        );
     }
 }

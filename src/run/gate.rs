@@ -103,7 +103,10 @@ fn planned(project: &PlannedProject, report: Option<&ProjectReport>, plan: &RunP
             "deferred": false, "inputs": {}, "projected": [],
         });
     };
-    let resources: Vec<Value> = (report.diff.iter())
+    // A Terraform module's streamed plan names its resources without their values: its own
+    // plan, kept for the policies, has them.
+    let from_document = (report.document.as_deref()).and_then(|d| project.engine.plan_resources(d));
+    let resources: Vec<Value> = (from_document.as_ref().unwrap_or(&report.diff).iter())
         .map(|d| {
             let properties: Vec<Value> = (d.properties.iter())
                 .map(|p| {

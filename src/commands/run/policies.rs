@@ -9,7 +9,7 @@ use crate::deployment::checks::dependents;
 use crate::engine::Operation;
 use crate::error::{Error, Result};
 use crate::ledger::Opener;
-use crate::policy::{Decision, Kind, Policies};
+use crate::policy::{Decision, Policies};
 use crate::run::events::ProjectReport;
 use crate::run::gate::{self, About, Orphan, Scope};
 use crate::run::plan::{Planner, RunPlan};
@@ -44,9 +44,10 @@ pub(super) fn judged_by(
     }
 }
 
-/// Whether the run's previews keep each project's own plan: the per-project policies read it.
+/// Whether the run's previews keep each project's own plan: the per-project policies read it,
+/// and the deployment's input takes a Terraform module's resources with their values from it.
 pub(super) fn read_plans(loaded: &Loaded<'_>) -> bool {
-    (loaded.policies.as_ref()).is_some_and(|p| p.borrow().has(Kind::Project))
+    loaded.policies.is_some()
 }
 
 impl Invocation<'_> {
