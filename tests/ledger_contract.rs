@@ -1459,6 +1459,8 @@ const SCHEMA: &[Table] = &[
             maybe("selected", Integer),
             // Its graph as it started, JSON; none for a run recorded before mara recorded it.
             maybe("graph", Text),
+            // What the policies said of it, JSON; none where they said nothing.
+            maybe("policy", Text),
         ],
     ),
     table(

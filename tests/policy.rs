@@ -596,3 +596,45 @@ fn saved_plans_are_applied_only_under_the_policies_that_judged_them() {
         "a denied preview approves nothing"
     );
 }
+
+#[test]
+fn what_the_policies_said_is_recorded_with_the_run_and_shown_on_its_page() {
+    // Command projects: each judged with mara's context, the run by the deployment's policy,
+    // whose message carries what an engine or a policy may say (HTML).
+    let w = common::web::workspace();
+    w.write(
+        "policy/deployment.rego",
+        "package deployment\n\nimport rego.v1\n\nwarn contains sprintf(\"<b>%d projects</b> on %s\", [count(input.projects), input.stack]) if input.operation == \"up\"\n",
+    );
+    let output = w
+        .mara()
+        .args(["up", "--yes"])
+        .env("MARA_TEST_SLEEP", "0")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    let history = w
+        .mara()
+        .args(["--output", "json", "history"])
+        .output()
+        .unwrap();
+    let history: Value = serde_json::from_slice(&history.stdout).unwrap();
+    let run = &history[0];
+    assert_eq!(
+        run["policy"]["messages"][0]["text"], "<b>3 projects</b> on dev",
+        "{run}"
+    );
+    assert_eq!(run["policy"]["messages"][0]["level"], "warn");
+
+    let serve = common::web::Serve::start(w.path(), &[]);
+    let page = serve.get(&format!("/runs/{}", run["run_id"].as_str().unwrap()));
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("<h2>Policies</h2>"), "{}", page.body);
+    assert!(
+        page.body.contains("&lt;b&gt;3 projects&lt;/b&gt; on dev"),
+        "the message is text, never markup: {}",
+        page.body
+    );
+    assert!(!page.body.contains("<b>3 projects"), "{}", page.body);
+    serve.stop();
+}

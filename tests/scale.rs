@@ -605,6 +605,7 @@ fn recorded(k: usize) -> Recorded {
         ],
         selected: Some(2),
         graph: Some(vec![("net".into(), "app".into())]),
+        policy: None,
         leased: false,
         actions,
     };

@@ -220,6 +220,7 @@ mod tests {
                 run_id: "r1".into(),
                 status: RunStatus::Succeeded,
                 finished: "2026-01-01T00:00:02Z".into(),
+                policy: None,
             },
         ];
         journal.keep(&entries[..2]).unwrap();

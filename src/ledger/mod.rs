@@ -347,6 +347,10 @@ pub struct RunRecord {
     /// run recorded by a mara that did not record it (its page draws the provider as it is).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graph: Option<Vec<(String, String)>>,
+    /// What the workspace's policies said of it, where they said anything (docs/commands.md,
+    /// "Policies").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::policy::Decision>,
     /// Read from a server, whose leases say whether a run is alive: its status is already as
     /// seen, and no pid of this machine's says otherwise (two machines may share a host name).
     #[serde(skip)]

@@ -51,7 +51,7 @@ const FORGET: [&str; 7] = [
 /// A run's columns, in the order `run` reads them.
 macro_rules! run_columns {
     () => {
-        "run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status, {lapsed}, selected, graph"
+        "run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status, {lapsed}, selected, graph, policy"
     };
 }
 
@@ -403,6 +403,12 @@ fn run(row: &Row, leased: bool) -> Read<RunRecord> {
             }
             None => None,
         },
+        policy: match row.opt_text(14)? {
+            Some(text) => Some(
+                serde_json::from_str(&text).map_err(|e| format!("a run's policy messages: {e}"))?,
+            ),
+            None => None,
+        },
         leased,
         actions: Vec::new(),
     })
@@ -513,8 +519,8 @@ impl<S: Store> Ledger for Records<S> {
             added.clear();
             for run in &history.runs {
                 let inserted = tx.execute(
-                    "INSERT INTO {p}runs (run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status, selected, graph)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING",
+                    "INSERT INTO {p}runs (run_id, operation, provider, stack, {user}, host, pid, command, started, finished, status, selected, graph, policy)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING",
                     &[
                         (&run.run_id).into(),
                         run.operation.as_str().into(),
@@ -529,6 +535,7 @@ impl<S: Store> Ledger for Records<S> {
                         run.status.as_str().into(),
                         run.selected.map(i64::from).into(),
                         (&run.graph.as_deref().map(graph_text)).into(),
+                        (&run.policy.as_ref().and_then(|d| serde_json::to_string(d).ok())).into(),
                     ],
                 )?;
                 if inserted == 0 {
@@ -749,6 +756,7 @@ impl<S: Store> Ledger for Records<S> {
             run_id: run_id.to_string(),
             status,
             finished: finished.to_string(),
+            policy: None,
         }])
     }
 

@@ -151,6 +151,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_by_stack ON runs (stack, started, run_id);
     CREATE INDEX runs_by_start ON runs (started, run_id);
     CREATE INDEX runs_by_operation ON runs (stack, operation, started, run_id);",
+    // 13: what the workspace's policies said of the run (docs/commands.md, "Policies"), as
+    // JSON; none where they said nothing, or there were none.
+    "ALTER TABLE runs ADD COLUMN policy TEXT;",
 ];
 
 /// The workspace's own ledger.

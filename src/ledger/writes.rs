@@ -45,6 +45,9 @@ pub enum Entry {
         run_id: String,
         status: RunStatus,
         finished: String,
+        /// What the workspace's policies said of the run, as JSON (`policy::Decision`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy: Option<String>,
     },
     StacksChanged {
         backend: String,
@@ -183,7 +186,13 @@ impl Batch {
                 run_id,
                 status,
                 finished,
-            } => (self.statements).extend(finish_statements(run_id, *status, finished)),
+                policy,
+            } => (self.statements).extend(finish_statements(
+                run_id,
+                *status,
+                finished,
+                policy.as_deref(),
+            )),
             Entry::StacksChanged {
                 backend,
                 stack,
@@ -388,14 +397,25 @@ pub(super) fn finished_statement(run_id: &str, project: &ProjectRecord) -> State
 /// Why a project its run never started, and said nothing of, is skipped once the run ended.
 pub const NOT_STARTED: &str = "not started: the run ended before it";
 
-/// The run's end, which releases its lock.
-fn finish_statements(run_id: &str, status: RunStatus, finished: &str) -> Vec<Statement> {
+/// The run's end, which releases its lock, with what the policies said of it.
+fn finish_statements(
+    run_id: &str,
+    status: RunStatus,
+    finished: &str,
+    policy: Option<&str>,
+) -> Vec<Statement> {
     vec![
         // A run whose lock was taken over was recorded abandoned by the run that took it: that
         // record stands.
         (
-            "UPDATE {p}runs SET status = $2, finished = $3 WHERE run_id = $1 AND status = 'running'",
-            vec![run_id.into(), status.as_str().into(), finished.into()],
+            "UPDATE {p}runs SET status = $2, finished = $3, policy = COALESCE($4, policy)
+             WHERE run_id = $1 AND status = 'running'",
+            vec![
+                run_id.into(),
+                status.as_str().into(),
+                finished.into(),
+                policy.into(),
+            ],
         ),
         // No project stays running once its run ended: one whose end was not recorded (a write
         // lost) is abandoned — until a journal that kept it says how it ended.

@@ -11,7 +11,7 @@ pub mod test;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Location, Problem, Result};
 pub use crate::workspace::policy_settings::PolicySettings as Settings;
@@ -27,7 +27,7 @@ pub enum Kind {
 }
 
 /// Whether a message blocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
     /// A `deny` or `violation` rule's: nothing is applied.
@@ -37,7 +37,7 @@ pub enum Level {
 }
 
 /// One message of a decision.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Message {
     pub level: Level,
     /// The rule that said it, as `data.<package>.<rule>`.
@@ -45,12 +45,25 @@ pub struct Message {
     /// Its text: the rule's string, or its object's `msg`.
     pub text: String,
     /// The project it is about: the one whose plan it read (a per-project package's).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
     /// What else a `violation` object said besides its `msg` (conftest's `details`), as JSON
     /// text (written as JSON).
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "as_json")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "as_json",
+        deserialize_with = "from_json"
+    )]
     pub details: Option<String>,
+}
+
+/// JSON read back as its text (what `as_json` wrote).
+fn from_json<'de, D: serde::Deserializer<'de>>(
+    from: D,
+) -> std::result::Result<Option<String>, D::Error> {
+    let value: Option<serde_json::Value> = Option::deserialize(from)?;
+    Ok(value.map(|v| v.to_string()))
 }
 
 /// JSON text written as the JSON it is.
@@ -64,7 +77,7 @@ fn as_json<S: serde::Serializer>(
 }
 
 /// What the policies decided over one input, or over a run: every message, denials first.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     pub messages: Vec<Message>,
 }

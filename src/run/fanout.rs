@@ -337,6 +337,7 @@ mod tests {
             status: RunStatus::Running,
             selected: None,
             graph: None,
+            policy: None,
             projects,
             leased: true,
             actions: Vec::new(),

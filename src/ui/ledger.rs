@@ -105,6 +105,7 @@ mod tests {
             status: RunStatus::Abandoned,
             selected: None,
             graph: None,
+            policy: None,
             projects,
             leased: true,
             actions: Vec::new(),

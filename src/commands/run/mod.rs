@@ -301,7 +301,12 @@ impl<'a> Invocation<'a> {
             &workspace.root,
         );
         crate::fingerprint::keep_hashes();
-        let judged = self.judged(planner, prepared.loaded, (&plan, &mut reports))?;
+        let judged = self.judged(
+            planner,
+            prepared.loaded,
+            (&plan, &mut reports),
+            recorder.as_deref_mut(),
+        )?;
         if run.operation == Operation::Preview {
             let judged_by = policies::judged_by(prepared.loaded, judged.as_ref());
             self.save_manifest(planner, (&plan, &reports), &ready.config, judged_by)?;

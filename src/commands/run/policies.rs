@@ -51,7 +51,7 @@ pub(super) fn read_plans(loaded: &Loaded<'_>) -> bool {
 }
 
 impl Invocation<'_> {
-    /// What the policies said of the run, for its summary: a preview's (or a drift check's)
+    /// What the policies said of the run, for its summary and its record: a preview's (or a drift check's)
     /// plans judged now that it ran; an `up`'s, what they said of the plans its confirmation
     /// previewed; a destroy's, what they said before it asked.
     pub(super) fn judged(
@@ -59,11 +59,19 @@ impl Invocation<'_> {
         planner: &Planner<'_>,
         loaded: &Loaded<'_>,
         (plan, reports): (&RunPlan, &mut [ProjectReport]),
+        recorder: Option<&mut crate::run::recorder::Recorder>,
     ) -> Result<Option<Decision>> {
-        match self.run.operation {
-            Operation::Preview | Operation::Drift => self.judge(planner, loaded, (plan, reports)),
-            _ => Ok(loaded.judged.take()),
+        let judged = match self.run.operation {
+            Operation::Preview | Operation::Drift => {
+                self.judge(planner, loaded, (plan, reports))?
+            }
+            _ => loaded.judged.take(),
+        };
+        // The run's record keeps what they said, with its end.
+        if let (Some(recorder), Some(decision)) = (recorder, &judged) {
+            recorder.judged(decision);
         }
+        Ok(judged)
     }
 
     /// What the policies decide of `plan`, previewed in `reports` (each project's messages put

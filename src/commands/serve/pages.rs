@@ -5,6 +5,7 @@
 use maud::{DOCTYPE, Markup, html};
 
 use crate::ledger::Holder;
+use crate::policy::Level;
 use crate::status::RunStatus;
 
 use super::svg;
@@ -190,6 +191,28 @@ pub fn runs(chrome: &Chrome<'_>, rows: &[RunRow], stacks: &[String], filter: &Fi
     layout(chrome, content)
 }
 
+/// What the workspace's policies said of a run, when they said anything: each message as text
+/// (engine output and policies' words alike never become markup).
+fn policies(run: &RunRow) -> Markup {
+    html! {
+        @if let Some(decision) = run.policy.as_ref().filter(|d| !d.is_empty()) {
+            section #policies {
+                h2 { "Policies" }
+                ul.policies {
+                    @for m in &decision.messages {
+                        @let level = match m.level { Level::Deny => "deny", Level::Warn => "warn" };
+                        li class=(level) {
+                            span.level { (level) } " "
+                            @if let Some(project) = &m.project { code { (project) } ": " }
+                            (m.text) " " span.rule { "(" (m.rule) ")" }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// `/runs/ID`: the run, its graph, its projects, what they change, and their logs.
 pub fn run(
     chrome: &Chrome<'_>,
@@ -237,6 +260,7 @@ pub fn run(
                 }
             }
         }
+        (policies(run))
         @if page.projects.iter().any(|p| !p.diff.is_empty() || !p.drifted.is_empty()) {
             section {
                 h2 { "What changes" }

@@ -45,6 +45,9 @@ pub struct RunRow {
     /// What was done to it from outside: a cancel, its lock cleared — who, when, from where.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<Action>,
+    /// What the workspace's policies said of it (docs/commands.md, "Policies").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::policy::Decision>,
 }
 
 impl RunRow {
@@ -85,6 +88,7 @@ impl RunRow {
                 false => record.status.as_str(),
             },
             actions: record.actions.clone(),
+            policy: record.policy.clone(),
         }
     }
 

@@ -172,6 +172,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX mara_runs_by_stack ON mara_runs (stack, started, run_id);
     CREATE INDEX mara_runs_by_start ON mara_runs (started, run_id);
     CREATE INDEX mara_runs_by_operation ON mara_runs (stack, operation, started, run_id);",
+    // 15: what the workspace's policies said of the run (docs/commands.md, "Policies"), as
+    // JSON; none where they said nothing, or there were none.
+    "ALTER TABLE mara_runs ADD COLUMN policy TEXT;",
 ];
 
 /// How long a lock lasts unless renewed: `MARA_LEASE_SECONDS` (`given`), 60 by default, from 2

@@ -70,6 +70,8 @@ pub struct Recorder {
     /// The run's interruption (`watch_cancel` gets it): once the run is interrupted, a write the
     /// ledger does not take is kept at once, not tried for a lease.
     interrupt: Interrupt,
+    /// What the workspace's policies said of the run, as JSON: recorded with its end.
+    policy: Option<String>,
 }
 
 impl Recorder {
@@ -131,6 +133,7 @@ impl Recorder {
                     journaled: Arc::default(),
                     lease: lease_of,
                     interrupt: Interrupt::default(),
+                    policy: None,
                 };
                 let taken = took_over.map(|holder| TakenOver {
                     run: recorder.run(&holder.run_id).ok().flatten(),
@@ -183,6 +186,7 @@ impl Recorder {
             journaled: Arc::default(),
             lease: ledger_lease,
             interrupt: Interrupt::default(),
+            policy: None,
         })
     }
 
@@ -345,8 +349,17 @@ impl Recorder {
             run_id: self.run_id.clone(),
             status,
             finished: clock::rfc3339(at),
+            policy: self.policy.take(),
         };
         self.write(entry)
+    }
+
+    /// What the workspace's policies said of the run, recorded with its end (nothing when they
+    /// said nothing).
+    pub fn judged(&mut self, decision: &crate::policy::Decision) {
+        if !decision.is_empty() {
+            self.policy = serde_json::to_string(decision).ok();
+        }
     }
 
     /// Records which projects now have `stack` on `backend`, and which were found without it.
@@ -673,6 +686,7 @@ mod tests {
             journaled: Arc::default(),
             lease: None,
             interrupt: Interrupt::default(),
+            policy: None,
         };
         let refused = Error::config(Problem::new("the kubeconfig cannot be written"));
         joined(ledger)
