@@ -297,6 +297,27 @@ test_a_route_everywhere_is_denied if {
         common::stdout(&output),
         "PASS: data.main.test_a_route_everywhere_is_denied\n1/1 passed\n"
     );
+    // Tests alone gate nothing: an `up --yes` does not preview for them.
+    let alone = tempfile::tempdir().unwrap();
+    common::copy_example(&common::example("terraform-local"), alone.path());
+    std::fs::create_dir_all(alone.path().join("policy")).unwrap();
+    std::fs::write(
+        alone.path().join("policy/only_test.rego"),
+        "package main\n\nimport rego.v1\n\ntest_nothing if true\n",
+    )
+    .unwrap();
+    let output = common::mara(alone.path())
+        .env("HOME", alone.path().join("home"))
+        .env_remove("TF_WORKSPACE")
+        .args(["up", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
+    assert!(
+        !common::stderr(&output).contains("Previewing"),
+        "{}",
+        common::stderr(&output)
+    );
     let failing = tests.replace("count(deny) == 1", "count(deny) == 2");
     std::fs::write(modules.root().join("policy/routes_test.rego"), failing).unwrap();
     let output = modules.mara().args(["policy", "test"]).output().unwrap();

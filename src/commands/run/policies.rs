@@ -9,7 +9,7 @@ use crate::deployment::checks::dependents;
 use crate::engine::Operation;
 use crate::error::{Error, Result};
 use crate::ledger::Opener;
-use crate::policy::{Decision, Policies};
+use crate::policy::{Decision, Kind, Policies};
 use crate::run::events::ProjectReport;
 use crate::run::gate::{self, About, Orphan, Scope};
 use crate::run::plan::{Planner, RunPlan};
@@ -17,7 +17,8 @@ use crate::settings::run::Confirmation;
 use crate::workspace::Workspace;
 
 /// The policies of `workspace`, where they judge `operation`: a preview's plans, what an `up`
-/// applies, what a destroy removes, what a drift check found.
+/// applies, what a destroy removes, what a drift check found. Policies with no deciding rule
+/// (tests alone) gate nothing: an `up --yes` does not preview for them.
 pub(super) fn of(operation: Operation, workspace: &Workspace) -> Result<Option<RefCell<Policies>>> {
     if !matches!(
         operation,
@@ -26,7 +27,8 @@ pub(super) fn of(operation: Operation, workspace: &Workspace) -> Result<Option<R
         return Ok(None);
     }
     let policies = Policies::load(&workspace.root, &workspace.settings.policy)?;
-    Ok(policies.map(RefCell::new))
+    let decides = |p: &Policies| p.has(Kind::Project) || p.has(Kind::Deployment);
+    Ok(policies.filter(decides).map(RefCell::new))
 }
 
 /// What a preview's saved plans record of the policies that judged them: their digest when they
