@@ -39,11 +39,7 @@ impl Modules {
     }
 
     fn mara(&self) -> Command {
-        let mut cmd = common::mara(self.root());
-        cmd.env("HOME", self.root().join("home"))
-            .env_remove("TF_WORKSPACE")
-            .env_remove("TF_DATA_DIR");
-        cmd
+        common::terraform_mara(self.root())
     }
 
     fn run(&self, args: &[&str]) -> (i32, Value) {
@@ -306,9 +302,7 @@ test_a_route_everywhere_is_denied if {
         "package main\n\nimport rego.v1\n\ntest_nothing if true\n",
     )
     .unwrap();
-    let output = common::mara(alone.path())
-        .env("HOME", alone.path().join("home"))
-        .env_remove("TF_WORKSPACE")
+    let output = common::terraform_mara(alone.path())
         .args(["up", "--yes"])
         .output()
         .unwrap();
@@ -529,12 +523,7 @@ fn the_examples_carry_a_policy_that_passes_its_tests_and_gates_their_runs() {
     }
     let dir = tempfile::tempdir().unwrap();
     common::copy_example_with_policies(&common::example("terraform-local"), dir.path());
-    let mara = || {
-        let mut cmd = common::mara(dir.path());
-        cmd.env("HOME", dir.path().join("home"))
-            .env_remove("TF_WORKSPACE");
-        cmd
-    };
+    let mara = || common::terraform_mara(dir.path());
     let output = mara().args(["policy", "test"]).output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", common::stderr(&output));
     // As it comes, it passes: the README deploys it.

@@ -28,11 +28,7 @@ impl Modules {
     }
 
     fn mara(&self) -> Command {
-        let mut cmd = common::mara(self.root());
-        cmd.env("HOME", self.root().join("home"))
-            .env_remove("TF_WORKSPACE")
-            .env_remove("TF_DATA_DIR");
-        cmd
+        common::terraform_mara(self.root())
     }
 
     /// `mara --output json <args>`: its exit code and report.

@@ -959,6 +959,17 @@ pub fn plan_digest(json: &str) -> Option<String> {
     Some(super::plan_digest(&serde_json::json!([resources, outputs])))
 }
 
+/// Whether a plan's mark (`after_unknown`, `after_sensitive`: `true`, or the value's shape with
+/// `true` where it applies) holds `true` anywhere: a nested attribute's marks the whole.
+fn any_true(value: &Value) -> bool {
+    match value {
+        Value::Bool(b) => *b,
+        Value::Object(map) => map.values().any(any_true),
+        Value::Array(items) => items.iter().any(any_true),
+        _ => false,
+    }
+}
+
 /// The resources a saved plan changes, from `show -json PLANFILE` (its `resource_changes`),
 /// each with the top-level attributes that change: their values before and after as JSON,
 /// `[secret]` where the plan marks them sensitive, `(known after apply)` where it cannot know
@@ -995,15 +1006,6 @@ fn attribute_changes(change: &Value) -> Vec<super::PropertyDiff> {
     let empty = Map::new();
     let before = change["before"].as_object().unwrap_or(&empty);
     let after = change["after"].as_object().unwrap_or(&empty);
-    // A mark that holds `true` anywhere (a nested attribute's): the whole attribute.
-    fn any_true(value: &Value) -> bool {
-        match value {
-            Value::Bool(b) => *b,
-            Value::Object(map) => map.values().any(any_true),
-            Value::Array(items) => items.iter().any(any_true),
-            _ => false,
-        }
-    }
     let marked = |marks: &Value, key: &str| match marks {
         Value::Bool(all) => *all,
         marks => marks.get(key).is_some_and(any_true),
@@ -1049,14 +1051,6 @@ fn attribute_changes(change: &Value) -> Vec<super::PropertyDiff> {
 /// value after the apply (`None` where `after_unknown` says it is known only then), whether the
 /// plan changes it, and whether it is sensitive.
 pub fn planned_outputs(json: &str) -> super::PlannedOutputs {
-    fn any_true(value: &Value) -> bool {
-        match value {
-            Value::Bool(b) => *b,
-            Value::Object(map) => map.values().any(any_true),
-            Value::Array(items) => items.iter().any(any_true),
-            _ => false,
-        }
-    }
     let Ok(plan) = serde_json::from_str::<Value>(json) else {
         return Default::default();
     };

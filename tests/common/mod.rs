@@ -394,6 +394,16 @@ impl Terminal {
     }
 }
 
+/// `mara` in `dir` for Terraform modules: its own HOME (`dir/home`), and none of the person's
+/// `TF_WORKSPACE` or `TF_DATA_DIR`, which would choose the workspace and working directory.
+pub fn terraform_mara(dir: &Path) -> Command {
+    let mut cmd = mara(dir);
+    cmd.env("HOME", dir.join("home"))
+        .env_remove("TF_WORKSPACE")
+        .env_remove("TF_DATA_DIR");
+    cmd
+}
+
 /// The `terraform` on PATH. Without one a Terraform test is skipped, and counted, under a plain
 /// `cargo test`, and fails under `.ci/test`, which installs it (`tools.rs`).
 pub fn terraform() -> Option<PathBuf> {

@@ -116,54 +116,62 @@ impl Invocation<'_> {
             Decision::Go {
                 selected,
                 previewed,
-            } => {
-                let dir = planner.plans("-preview");
-                // What the confirmation said will be evaluated again (stale, waiting, deferred)
-                // is planned as its turn comes; the rest is approved as shown.
-                let approved = previewed.map(|(preview, reports)| {
-                    // Applied at once, under the run's lock: what it was planned against
-                    // is not checked again apart (`up --plans` does that).
-                    let made = (
-                        stack.name.as_str(),
-                        planner.deployment.provider.name.as_str(),
-                        planner.run_id,
-                    );
-                    let mut manifest = super::plans::manifest(
-                        made,
-                        (&preview, &reports),
-                        &dir,
-                        &Default::default(),
-                    );
-                    let shown = |path: &str| {
-                        (reports.iter())
-                            .any(|r| r.path == path && r.status.is_success() && r.stale.is_empty())
-                    };
-                    manifest.projects.retain(|p| shown(&p.path));
-                    (dir, manifest)
-                });
-                Ok((selected, approved))
-            }
+            } => Ok((selected, previewed.map(|p| approved(planner, p)))),
             Decision::Declined { created, denied } => {
-                let stored = Stored {
-                    created,
-                    ..ready.stored.clone()
-                };
-                let done = declined::take_back(planner, (ready, self.runner.interrupt()), &stored);
-                ready.taken_back.set(done.kept.is_empty());
-                if denied == 0 {
-                    return Err(declined::declined(run.operation, &done));
-                }
-                if let Some(decision) = loaded.judged.borrow().as_ref() {
-                    self.print_denied(planner, decision)?;
-                }
-                Err(Error::PolicyDenied {
-                    denied,
-                    what: "the plan",
-                    then: ": nothing was applied",
-                })
+                Err(self.declined(planner, (loaded, ready), created, denied))
             }
         }
     }
+
+    /// A "no", or the policies' denial: what `up` had made taken back (`ready.stored`, and the
+    /// stacks the preview `created`), and the error that says so.
+    fn declined(
+        &self,
+        planner: &Planner<'_>,
+        (loaded, ready): (&Loaded<'_>, &Ready),
+        created: Vec<String>,
+        denied: usize,
+    ) -> Error {
+        let stored = Stored {
+            created,
+            ..ready.stored.clone()
+        };
+        let done = declined::take_back(planner, (ready, self.runner.interrupt()), &stored);
+        ready.taken_back.set(done.kept.is_empty());
+        if denied == 0 {
+            return declined::declined(self.run.operation, &done);
+        }
+        if let Some(decision) = loaded.judged.borrow().as_ref()
+            && let Err(error) = self.print_denied(planner, decision)
+        {
+            return error;
+        }
+        Error::PolicyDenied {
+            denied,
+            what: "the plan",
+            then: ": nothing was applied",
+        }
+    }
+}
+
+/// The plans a confirmed preview showed, approved: what it said will be evaluated again
+/// (stale, waiting, deferred) is planned as its turn comes; the rest is applied as shown, at
+/// once, under the run's lock — what it was planned against is not checked again apart (`up
+/// --plans` does that).
+fn approved(planner: &Planner<'_>, (preview, reports): (RunPlan, Vec<ProjectReport>)) -> Approved {
+    let dir = planner.plans("-preview");
+    let made = (
+        planner.stack.name.as_str(),
+        planner.deployment.provider.name.as_str(),
+        planner.run_id,
+    );
+    let mut manifest =
+        super::plans::manifest(made, (&preview, &reports), &dir, &Default::default());
+    let shown = |path: &str| {
+        (reports.iter()).any(|r| r.path == path && r.status.is_success() && r.stale.is_empty())
+    };
+    manifest.projects.retain(|p| shown(&p.path));
+    (dir, manifest)
 }
 
 /// Approved plans: their directory and manifest.

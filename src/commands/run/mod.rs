@@ -301,16 +301,11 @@ impl<'a> Invocation<'a> {
             &workspace.root,
         );
         crate::fingerprint::keep_hashes();
-        let judged = self.judged(
-            planner,
-            prepared.loaded,
+        let judged = self.judged_and_kept(
+            (planner, prepared.loaded, &ready.config),
             (&plan, &mut reports),
             recorder.as_deref_mut(),
         )?;
-        if run.operation == Operation::Preview {
-            let judged_by = policies::judged_by(prepared.loaded, judged.as_ref());
-            self.save_manifest(planner, (&plan, &reports), &ready.config, judged_by)?;
-        }
         record::stacks_seen(
             recorder.as_deref(),
             &mut prepared,

@@ -15,6 +15,7 @@ use crate::run::gate::{self, About, Orphan, Scope};
 use crate::run::plan::{Planner, RunPlan};
 use crate::settings::run::Confirmation;
 use crate::workspace::Workspace;
+use crate::workspace::stack_config::StackConfigFile;
 
 /// The policies of `workspace`, where they judge `operation`: a preview's plans, what an `up`
 /// applies, what a destroy removes, what a drift check found. Policies with no deciding rule
@@ -72,6 +73,22 @@ impl Invocation<'_> {
         // The run's record keeps what they said, with its end.
         if let (Some(recorder), Some(decision)) = (recorder, &judged) {
             recorder.judged(decision);
+        }
+        Ok(judged)
+    }
+
+    /// What the policies said of the run (`judged`), and a preview's plans kept with which
+    /// policies passed them (`save_manifest`, where `--save-plans` asked for them).
+    pub(super) fn judged_and_kept(
+        &self,
+        (planner, loaded, config): (&Planner<'_>, &Loaded<'_>, &StackConfigFile),
+        (plan, reports): (&RunPlan, &mut [ProjectReport]),
+        recorder: Option<&mut crate::run::recorder::Recorder>,
+    ) -> Result<Option<Decision>> {
+        let judged = self.judged(planner, loaded, (plan, reports), recorder)?;
+        if self.run.operation == Operation::Preview {
+            let judged_by = judged_by(loaded, judged.as_ref());
+            self.save_manifest(planner, (plan, reports), config, judged_by)?;
         }
         Ok(judged)
     }
