@@ -1,0 +1,293 @@
+//! Reading a Pulumi operation's stdout: the NDJSON event stream of up, refresh and destroy, the
+//! digest a preview prints at its end — lines for people, change counts, errors, what a preview
+//! plans.
+
+use serde_json::Value;
+
+use super::digest::{plan_digest, planned_outputs, resource_diff, stack_outputs};
+use crate::engine::{Changes, Operation, changes_summary};
+
+/// Reads an operation's stdout: lines for people, and the change counts.
+#[derive(Debug)]
+pub struct Reader {
+    operation: Operation,
+    /// `preview --json` prints one document at the end: it is collected, then read.
+    document: String,
+    pub changes: Option<Changes>,
+    /// A preview's: the root stack's outputs that change, and whether it creates the stack.
+    pub outputs: Option<(Vec<String>, bool)>,
+    /// A preview's: the root stack's outputs as it plans them.
+    pub planned: Option<crate::engine::PlannedOutputs>,
+    /// A preview's: what it plans, as one digest (`plan_digest`).
+    pub plan_digest: Option<String>,
+    /// A preview's: the resources that change, with their properties.
+    pub diffs: Vec<crate::engine::ResourceDiff>,
+    /// A drift check's: the resources its refresh found changed outside Pulumi (the digest's
+    /// `refresh` steps).
+    pub drifted: Vec<crate::engine::ResourceDiff>,
+    /// Whether a preview shows each change's properties under it.
+    pub show_diff: bool,
+    pub result: Option<String>,
+    /// The first diagnostic of severity `error` (its first line): why the operation failed.
+    pub error: Option<String>,
+    /// Every diagnostic of severity `error`, its whole message, each once: what `[retry]`
+    /// matches (docs/formats.md, "Budgets and retries").
+    pub errors: Vec<String>,
+}
+
+impl Reader {
+    pub fn new(operation: Operation) -> Reader {
+        Reader {
+            operation,
+            document: String::new(),
+            changes: None,
+            outputs: None,
+            planned: None,
+            plan_digest: None,
+            diffs: Vec::new(),
+            drifted: Vec::new(),
+            show_diff: false,
+            result: None,
+            error: None,
+            errors: Vec::new(),
+        }
+    }
+
+    /// The lines to show for one line of stdout.
+    pub fn line(&mut self, line: &str) -> Vec<String> {
+        if matches!(self.operation, Operation::Preview | Operation::Drift) {
+            self.document.push_str(line);
+            self.document.push('\n');
+            return Vec::new();
+        }
+        match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(event)) => self.event(&event),
+            _ => vec![line.to_string()],
+        }
+    }
+
+    /// The lines still to show once stdout has ended.
+    pub fn finish(&mut self) -> Vec<String> {
+        let previews = matches!(self.operation, Operation::Preview | Operation::Drift);
+        if !previews || self.document.trim().is_empty() {
+            return Vec::new();
+        }
+        let Ok(digest) = serde_json::from_str::<Value>(&self.document) else {
+            return self.document.lines().map(str::to_string).collect();
+        };
+        let mut lines = Vec::new();
+        for step in digest["steps"].as_array().into_iter().flatten() {
+            let op = step["op"].as_str().unwrap_or_default();
+            if op == "refresh" {
+                // What the refresh found changed outside Pulumi: a refresh step that found the
+                // resource as recorded is no drift.
+                if !refresh_changed(step) {
+                    continue;
+                }
+                let diff = resource_diff(step);
+                lines.push(format!(
+                    "drifted {}",
+                    urn_name(step["urn"].as_str().unwrap_or_default())
+                ));
+                if self.show_diff {
+                    lines.extend(diff.lines().into_iter().skip(1));
+                }
+                self.drifted.push(diff);
+            } else if op != "same" {
+                lines.push(format!(
+                    "{op} {}",
+                    urn_name(step["urn"].as_str().unwrap_or_default())
+                ));
+                let diff = resource_diff(step);
+                if self.show_diff {
+                    lines.extend(diff.lines().into_iter().skip(1));
+                }
+                self.diffs.push(diff);
+            }
+        }
+        for diagnostic in digest["diagnostics"].as_array().into_iter().flatten() {
+            self.keep_error(diagnostic);
+            lines.push(diagnostic_line(diagnostic));
+        }
+        let mut changes = counts(&digest["changeSummary"]);
+        // What a refresh read is no change of the preview's.
+        changes.remove("refresh");
+        lines.push(format!("Preview: {}", changes_summary(&changes)));
+        self.changes = Some(changes);
+        if digest["diagnostics"]
+            .as_array()
+            .is_none_or(|d| d.is_empty())
+        {
+            self.outputs = Some(stack_outputs(&digest));
+            self.planned = planned_outputs(&digest);
+            self.plan_digest = Some(plan_digest(&digest));
+        }
+        lines
+    }
+
+    fn event(&mut self, event: &serde_json::Map<String, Value>) -> Vec<String> {
+        if let Some(summary) = event.get("summaryEvent") {
+            let changes = counts(&summary["resourceChanges"]);
+            self.result = summary["result"].as_str().map(str::to_string);
+            let line = format!(
+                "Resources: {} ({}s)",
+                changes_summary(&changes),
+                summary["durationSeconds"].as_u64().unwrap_or_default()
+            );
+            self.changes = Some(changes);
+            return vec![line];
+        }
+        if let Some(diagnostic) = event.get("diagnosticEvent") {
+            self.keep_error(diagnostic);
+            return vec![diagnostic_line(diagnostic)];
+        }
+        if let Some(stdout) = event.get("stdoutEvent") {
+            return stdout["message"]
+                .as_str()
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_string)
+                .collect();
+        }
+        if let Some(pre) = event.get("resourcePreEvent") {
+            let op = pre["metadata"]["op"].as_str().unwrap_or_default();
+            if op != "same" && !op.is_empty() {
+                return vec![format!(
+                    "{op} {}",
+                    urn_name(pre["metadata"]["urn"].as_str().unwrap_or_default())
+                )];
+            }
+        }
+        if let Some(failed) = event.get("resOpFailedEvent") {
+            return vec![format!(
+                "failed: {}",
+                urn_name(failed["metadata"]["urn"].as_str().unwrap_or_default())
+            )];
+        }
+        if event.contains_key("cancelEvent") {
+            return vec!["cancelled".into()];
+        }
+        Vec::new()
+    }
+}
+
+impl Reader {
+    /// Keeps an error diagnostic's message; the first one's first line is the failure's reason.
+    fn keep_error(&mut self, diagnostic: &Value) {
+        if diagnostic["severity"] != "error" {
+            return;
+        }
+        let message = diagnostic["message"].as_str().unwrap_or_default().trim();
+        if message.is_empty() {
+            return;
+        }
+        if self.error.is_none() {
+            let first = message.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            self.error = Some(first.trim().to_string());
+        }
+        if !self.errors.iter().any(|kept| kept == message) {
+            self.errors.push(message.to_string());
+        }
+    }
+}
+
+fn diagnostic_line(diagnostic: &Value) -> String {
+    let severity = diagnostic["severity"].as_str().unwrap_or("info");
+    let message = diagnostic["message"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_end();
+    if severity == "info" {
+        message.to_string()
+    } else {
+        format!("{severity}: {message}")
+    }
+}
+
+/// Whether a refresh step found the resource other than recorded: properties that differ
+/// (`detailedDiff`, `diffReasons`), or other outputs.
+fn refresh_changed(step: &Value) -> bool {
+    let said = |key: &str| match &step[key] {
+        Value::Object(map) => !map.is_empty(),
+        Value::Array(list) => !list.is_empty(),
+        _ => false,
+    };
+    said("detailedDiff")
+        || said("diffReasons")
+        || step["oldState"]["outputs"] != step["newState"]["outputs"]
+}
+
+/// `urn:pulumi:dev::proj::pulumi:pulumi:StackReference::cluster` → `pulumi:pulumi:StackReference cluster`.
+fn urn_name(urn: &str) -> String {
+    let mut parts = urn.rsplitn(3, "::");
+    let name = parts.next().unwrap_or_default();
+    let kind = parts.next().unwrap_or_default();
+    if kind.is_empty() {
+        name.to_string()
+    } else {
+        format!("{kind} {name}")
+    }
+}
+
+fn counts(value: &Value) -> Changes {
+    value
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_u64().map(|n| (k.clone(), n)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl crate::engine::OutputReader for Reader {
+    fn line(&mut self, line: &str) -> Vec<String> {
+        Reader::line(self, line)
+    }
+
+    fn finish(&mut self) -> Vec<String> {
+        Reader::finish(self)
+    }
+
+    fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    fn errors(&self) -> Vec<&str> {
+        self.errors.iter().map(String::as_str).collect()
+    }
+
+    fn diffs(&self) -> Vec<crate::engine::ResourceDiff> {
+        self.diffs.clone()
+    }
+
+    fn drifted(&self) -> Vec<crate::engine::ResourceDiff> {
+        self.drifted.clone()
+    }
+
+    fn show_diff(&mut self, diff: bool) {
+        self.show_diff = diff;
+    }
+
+    fn outputs(&self) -> Option<(Vec<String>, bool)> {
+        self.outputs.clone()
+    }
+
+    fn planned_outputs(&mut self) -> Option<crate::engine::PlannedOutputs> {
+        self.planned.take()
+    }
+
+    fn plan_digest(&self) -> Option<String> {
+        self.plan_digest.clone()
+    }
+
+    fn plan_document(&mut self) -> Option<String> {
+        // A digest that was read (the preview ended with one); its secrets are Pulumi's
+        // ciphertexts, which the policies see as `[secret]` (`run::gate`).
+        (self.plan_digest.is_some()).then(|| std::mem::take(&mut self.document))
+    }
+
+    fn changes(&mut self) -> Option<Changes> {
+        self.changes.take()
+    }
+}
