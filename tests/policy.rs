@@ -375,7 +375,7 @@ fn policy_settings_are_checked_with_their_line_and_key() {
         "{}",
         common::stderr(&output)
     );
-    // Pulumi's policy packs: refused, not ignored.
+    // A Pulumi policy pack must be one.
     std::fs::write(
         ws.path().join("mara.toml"),
         "[policy]\npaths = [\"rules\"]\npulumi_packs = [\"packs\"]\n",
@@ -385,7 +385,7 @@ fn policy_settings_are_checked_with_their_line_and_key() {
     assert_eq!(output.status.code(), Some(3));
     assert!(
         common::stderr(&output).contains(
-            "mara.toml:3: `policy.pulumi_packs`: Pulumi's policy packs are not passed to Pulumi yet"
+            "mara.toml:3: `policy.pulumi_packs`: `packs` is not a Pulumi policy pack: it has no PulumiPolicy.yaml"
         ),
         "{}",
         common::stderr(&output)

@@ -362,6 +362,19 @@ pub enum ProjectFiles {
 
 /// Reads an engine's operation output: lines for people, the change counts, and what it says of
 /// a failure, a preview or a drift check.
+/// A violation of one of the engine's own policies (a Pulumi policy pack's, docs/commands.md,
+/// "Policies"): which pack and policy, about which resource, what it says, and whether it blocks
+/// (Pulumi's `mandatory`) or is said (`advisory`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyViolation {
+    pub pack: String,
+    pub version: String,
+    pub policy: String,
+    pub resource: String,
+    pub message: String,
+    pub mandatory: bool,
+}
+
 pub trait OutputReader: Send + fmt::Debug {
     /// A line of its stdout: the lines to show for it.
     fn line(&mut self, line: &str) -> Vec<String>;
@@ -422,6 +435,12 @@ pub trait OutputReader: Send + fmt::Debug {
     /// An apply's outputs, when its own output gave them: each value, `None` for a secret.
     fn applied_outputs(&self) -> Option<BTreeMap<String, Option<Value>>> {
         None
+    }
+
+    /// What the engine's own policies said of the operation (Pulumi's policy packs'
+    /// `policyEvent`s), in the order it said them.
+    fn policy_violations(&self) -> Vec<PolicyViolation> {
+        Vec::new()
     }
 
     fn changes(&mut self) -> Option<Changes> {

@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use contract::{Engine, LockClearing, OutputReader, OutputsSource, Programs, ProjectFiles};
+pub use contract::{
+    Engine, LockClearing, OutputReader, OutputsSource, PolicyViolation, Programs, ProjectFiles,
+};
 
 /// Every engine mara knows, in the order they are listed (and sorted): to add one, write its
 /// module (an `Engine`) and add it here.
@@ -740,6 +742,11 @@ impl Reader {
     /// Terraform's is shown from its saved plan, `StepKind::PlannedOutputs`).
     pub fn plan_document(&mut self) -> Option<String> {
         self.0.plan_document()
+    }
+
+    /// What the engine's own policies said of the operation (Pulumi's policy packs).
+    pub fn policy_violations(&self) -> Vec<PolicyViolation> {
+        self.0.policy_violations()
     }
 
     /// An apply's outputs, when its own output gave them (Terraform's last message): each

@@ -40,7 +40,8 @@ pub enum Level {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Message {
     pub level: Level,
-    /// The rule that said it, as `data.<package>.<rule>`.
+    /// The rule that said it, as `data.<package>.<rule>`; a Pulumi policy pack's as
+    /// `pulumi:<pack>/<policy>`.
     pub rule: String,
     /// Its text: the rule's string, or its object's `msg`.
     pub text: String,
@@ -57,6 +58,36 @@ pub struct Message {
     )]
     pub details: Option<String>,
 }
+
+impl Message {
+    /// A violation of a Pulumi policy pack's policy, in `project`: its rule
+    /// `pulumi:<pack>/<policy>`, its details the resource and the pack's version.
+    pub fn of_pack(violation: &crate::engine::PolicyViolation, project: &str) -> Message {
+        let details = serde_json::json!({
+            "resource": violation.resource,
+            "pack_version": violation.version,
+        });
+        Message {
+            level: if violation.mandatory {
+                Level::Deny
+            } else {
+                Level::Warn
+            },
+            rule: format!("{PACK_RULE}{}/{}", violation.pack, violation.policy),
+            text: violation.message.clone(),
+            project: Some(project.to_string()),
+            details: Some(details.to_string()),
+        }
+    }
+
+    /// Whether a Pulumi policy pack said it (`of_pack`), not the workspace's Rego.
+    pub fn is_pack(&self) -> bool {
+        self.rule.starts_with(PACK_RULE)
+    }
+}
+
+/// How the rule of a Pulumi policy pack's message starts.
+const PACK_RULE: &str = "pulumi:";
 
 /// JSON read back as its text (what `as_json` wrote).
 fn from_json<'de, D: serde::Deserializer<'de>>(
@@ -321,7 +352,9 @@ fn files_of(root: &Path, settings: &Settings) -> Result<Vec<PathBuf>> {
 fn rego_files_in(dir: &Path, root: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        if path.is_dir() {
+        // A Pulumi policy pack (`PulumiPolicy.yaml`) is Pulumi's to run (`pulumi_packs`), in
+        // its own Rego dialect: not one of the workspace's policies.
+        if path.is_dir() && !path.join("PulumiPolicy.yaml").is_file() {
             rego_files_in(&path, root, files)?;
         } else if path.extension().is_some_and(|e| e == "rego") {
             files.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());

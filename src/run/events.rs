@@ -144,6 +144,9 @@ pub struct Preview {
     /// Its engine's own plan as JSON text (Terraform's `show -json`, Pulumi's preview digest),
     /// kept for the policies when they read it: never shown, never recorded.
     pub document: Option<std::sync::Arc<str>>,
+    /// What the engine's own policies said of its operation (Pulumi's policy packs), whether
+    /// it succeeded or not.
+    pub violations: Vec<crate::engine::PolicyViolation>,
 }
 
 pub use super::approval::PlannedWith;
@@ -422,6 +425,9 @@ impl ProjectReport {
         finished: Finished,
     ) -> ProjectReport {
         let preview = *finished.preview;
+        let policy = (preview.violations.iter())
+            .map(|v| crate::policy::Message::of_pack(v, &path))
+            .collect();
         let (started, end) = (ran.map(|(s, _)| s), ran.map(|(_, e)| e));
         let duration_ms = started
             .zip(end)
@@ -450,7 +456,7 @@ impl ProjectReport {
             plan_digest: preview.plan_digest,
             state: preview.state,
             document: preview.document,
-            policy: Vec::new(),
+            policy,
             approval: preview.approval,
             outcome: finished.outcome,
             log: finished.log,

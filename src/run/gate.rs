@@ -198,8 +198,10 @@ pub fn decide(
             }
             let input = project_input(about, project, report.as_deref());
             let said = policies.evaluate(Kind::Project, &input, Some(&project.path))?;
+            // Beside what the engine's own policies said of it (Pulumi's policy packs).
             if let Some(report) = report.as_mut() {
-                report.policy = said.messages.clone();
+                report.policy.retain(crate::policy::Message::is_pack);
+                report.policy.extend(said.messages.iter().cloned());
             }
             decision.messages.extend(said.messages);
         }

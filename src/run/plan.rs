@@ -328,6 +328,9 @@ pub fn pulumi(
         color,
         state: state.cloned(),
         update_plans: settings.pulumi.update_plans,
+        policy_packs: (settings.policy.pulumi_packs.iter())
+            .map(|pack| deployment.files.workspace.root.join(pack))
+            .collect(),
     }
 }
 
@@ -730,6 +733,7 @@ pub mod fixtures {
                 color: false,
                 state: None,
                 update_plans: false,
+                policy_packs: Vec::new(),
             },
             config: Default::default(),
             remove_stacks: false,

@@ -20,7 +20,8 @@ pub struct PolicySettings {
     pub packages: Vec<String>,
     /// The packages evaluated once over the whole deployment.
     pub deployment_packages: Vec<String>,
-    /// Pulumi policy packs (directories), passed to Pulumi's previews and updates.
+    /// Pulumi policy packs (directories with a `PulumiPolicy.yaml`, from the workspace root),
+    /// passed to Pulumi's previews and updates (`--policy-pack`).
     pub pulumi_packs: Vec<PathBuf>,
 }
 
@@ -68,18 +69,8 @@ impl Checked<'_> {
             Some(names) => self.packages("deployment_packages", names),
             None => defaults.deployment_packages,
         };
-        // Not passed to Pulumi yet: refused rather than ignored, so that nobody believes a pack
-        // gates what it does not.
         let pulumi_packs = (raw.pulumi_packs.into_iter().flatten())
-            .filter_map(|p| {
-                let at = self.at(&p);
-                self.problems.push(
-                    Problem::new("Pulumi's policy packs are not passed to Pulumi yet: leave `pulumi_packs` out, and write the policy in Rego (docs/commands.md, \"Policies\")")
-                        .at(at)
-                        .subject("`policy.pulumi_packs`"),
-                );
-                self.path_in("pulumi_packs", &p)
-            })
+            .filter_map(|p| self.pulumi_pack(&p))
             .collect();
         PolicySettings {
             paths,
@@ -87,6 +78,37 @@ impl Checked<'_> {
             deployment_packages,
             pulumi_packs,
         }
+    }
+
+    /// A Pulumi policy pack of `policy.pulumi_packs`: a directory of the workspace with a
+    /// `PulumiPolicy.yaml` (Pulumi fails on any other, once it has started), whose path has no
+    /// comma (Pulumi splits `--policy-pack` values at commas).
+    fn pulumi_pack(&mut self, value: &Spanned<String>) -> Option<PathBuf> {
+        let path = self.path_in("pulumi_packs", value)?;
+        let root = self.path.parent().unwrap_or(std::path::Path::new("."));
+        let problem = if value.get_ref().contains(',') {
+            Some(format!(
+                "`{}` has a comma, which Pulumi reads as two packs: rename the directory",
+                value.get_ref()
+            ))
+        } else if !root.join(&path).join("PulumiPolicy.yaml").is_file() {
+            Some(format!(
+                "`{}` is not a Pulumi policy pack: it has no PulumiPolicy.yaml",
+                value.get_ref()
+            ))
+        } else {
+            None
+        };
+        let Some(message) = problem else {
+            return Some(path);
+        };
+        let at = self.at(value);
+        (self.problems).push(
+            Problem::new(message)
+                .at(at)
+                .subject("`policy.pulumi_packs`"),
+        );
+        None
     }
 
     fn at<T>(&self, value: &Spanned<T>) -> Location {

@@ -89,8 +89,9 @@ pub(super) fn pulumi(workspace: &Workspace, files: &Files) -> Pulumi {
         secrets_provider: workspace.settings.pulumi.secrets_provider.clone(),
         color: false,
         state: files.state.clone(),
-        // `config set` and `get` apply no plan.
+        // `config set` and `get` apply no plan, run no policy.
         update_plans: false,
+        policy_packs: Vec::new(),
     }
 }
 

@@ -101,7 +101,8 @@ impl Invocation<'_> {
         };
         let (stack, context) = (planner.stack, ready.context.clone());
         let judge = |preview: &RunPlan, reports: &mut [ProjectReport]| {
-            let judged = self.judge(planner, loaded, (preview, reports))?;
+            let judged = self.judge(planner, loaded, (preview, &mut *reports))?;
+            let judged = super::policies::with_packs(judged, reports);
             *loaded.judged.borrow_mut() = judged.clone();
             Ok(judged)
         };

@@ -70,6 +70,7 @@ impl Invocation<'_> {
             }
             _ => loaded.judged.take(),
         };
+        let judged = with_packs(judged, reports);
         // The run's record keeps what they said, with its end.
         if let (Some(recorder), Some(decision)) = (recorder, &judged) {
             recorder.judged(decision);
@@ -252,6 +253,20 @@ fn orphans(loaded: &Loaded<'_>, ledger: &mut Opener) -> Result<Vec<Orphan>> {
             .map(|(path, depends_on)| Orphan { path, depends_on })
             .collect(),
     )
+}
+
+/// The run's decision with what the engines' own policies (Pulumi's policy packs) said of its
+/// projects as they ran: a decision of its own when the workspace has no Rego policy.
+pub(super) fn with_packs(judged: Option<Decision>, reports: &[ProjectReport]) -> Option<Decision> {
+    let said: Vec<_> = (reports.iter())
+        .flat_map(|r| r.policy.iter().filter(|m| m.is_pack()).cloned())
+        .collect();
+    if said.is_empty() {
+        return judged;
+    }
+    let mut decision = judged.unwrap_or_default();
+    decision.extend(Decision { messages: said });
+    Some(decision)
 }
 
 /// What the policies said before the run goes on, on stderr: when someone is about to be asked

@@ -178,8 +178,26 @@ fn outcome(run: &RunSettings, summary: &RunSummary) -> Result<()> {
     if summary.status == RunStatus::Cancelled {
         return Err(Error::Interrupted);
     }
-    if failed > 0 {
+    // A project whose engine's own policies (Pulumi's policy packs) refused its operation is
+    // denied, not broken: when that is every failure, the run is denied (exit 4).
+    let denied_by_packs = (summary.projects.iter())
+        .filter(|p| p.status == ProjectStatus::Failed)
+        .filter(|p| (p.policy.iter()).any(|m| m.is_pack() && m.level == crate::policy::Level::Deny))
+        .count();
+    if failed > 0 && denied_by_packs < failed {
         return Err(Error::ProjectsFailed { failed });
+    }
+    if failed > 0 {
+        let denied = (summary.policy.as_ref()).map_or(failed, |d| d.denied().count());
+        let then = match run.operation {
+            Operation::Up => ": what they refused was not applied",
+            _ => "",
+        };
+        return Err(Error::PolicyDenied {
+            denied,
+            what: "the plan",
+            then,
+        });
     }
     // The policies deny the previewed plans: they are not to be applied (exit 4).
     if let Some(decision) = summary.policy.as_ref().filter(|d| d.denies()) {

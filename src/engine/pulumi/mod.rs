@@ -25,6 +25,7 @@ use super::{Operation, Step, StepKind};
 
 mod digest;
 mod reader;
+mod stream;
 
 pub use digest::{plan_digest, planned_outputs, resource_diff, stack_outputs};
 pub use reader::Reader;
@@ -49,7 +50,14 @@ pub struct Pulumi {
     /// `[pulumi] update_plans`: a preview that saves its plan saves Pulumi's update plan
     /// (`--save-plan`), and the `up` of an approved one applies it (`--plan`).
     pub update_plans: bool,
+    /// `[policy] pulumi_packs`: the policy packs (absolute directories) its previews and
+    /// updates run (`--policy-pack`).
+    pub policy_packs: Vec<PathBuf>,
 }
+
+/// The variable that makes `preview --json` print the engine's events as they come instead of
+/// one digest at the end, which leaves the policy packs' violations out.
+pub const STREAMING_PREVIEW: &str = "PULUMI_ENABLE_STREAMING_JSON_PREVIEW";
 
 impl Pulumi {
     /// The steps of `operation` on the project at `path` (relative to the projects directory),
@@ -78,13 +86,24 @@ impl Pulumi {
             if self.color { "always" } else { "never" },
             "--json",
         ]));
+        // The policy packs judge what a preview plans and what an update does (not a drift
+        // check's refresh: docs/commands.md, "Policies"); a preview then streams its events, so
+        // that their violations are read.
+        let judged = matches!(operation, Operation::Preview | Operation::Up);
+        for pack in self.policy_packs.iter().filter(|_| judged) {
+            op.extend(["--policy-pack".to_string(), pack.display().to_string()]);
+        }
         // `destroy`, `refresh` and a drift check never create a stack: they name it, and a
         // stack that does not exist fails them (exit 6), which the run reports as such.
         let mut steps = match operation {
             Operation::Up | Operation::Preview => vec![self.select_step(dir)],
             Operation::Refresh | Operation::Destroy | Operation::Drift => Vec::new(),
         };
-        steps.push(self.kept(Step::new(StepKind::Operation, self.binary.clone(), op, dir)));
+        let mut operation_step = Step::new(StepKind::Operation, self.binary.clone(), op, dir);
+        if operation == Operation::Preview && !self.policy_packs.is_empty() {
+            (operation_step.env).insert(STREAMING_PREVIEW.into(), "true".into());
+        }
+        steps.push(self.kept(operation_step));
         let stack = self.stack.as_str();
         match operation {
             Operation::Up => steps.push(self.step(
@@ -708,7 +727,84 @@ mod tests {
             color: false,
             state: None,
             update_plans: false,
+            policy_packs: Vec::new(),
         }
+    }
+
+    /// Policy packs go to previews and updates (Pulumi's refresh and destroy take none, and a
+    /// drift check's refresh is not judged); a preview with packs streams its events.
+    #[test]
+    fn policy_packs_go_to_previews_and_updates_and_a_preview_streams() {
+        let mut p = pulumi();
+        p.policy_packs = vec!["/w/policy/a".into(), "/w/policy/b".into()];
+        let operation = |op| {
+            let steps = p.steps("x", Path::new("/w/x"), op, false);
+            steps
+                .into_iter()
+                .find(|s| s.kind == StepKind::Operation)
+                .unwrap()
+        };
+        for op in [Operation::Preview, Operation::Up] {
+            let step = operation(op);
+            assert!(
+                step.display()
+                    .ends_with("--policy-pack /w/policy/a --policy-pack /w/policy/b"),
+                "{}",
+                step.display()
+            );
+            let streams = step.env.get(STREAMING_PREVIEW).map(String::as_str);
+            assert_eq!(streams, (op == Operation::Preview).then_some("true"));
+        }
+        for op in [Operation::Drift, Operation::Refresh, Operation::Destroy] {
+            let step = operation(op);
+            assert!(!step.args.iter().any(|a| a == "--policy-pack"), "{op:?}");
+            assert!(!step.env.contains_key(STREAMING_PREVIEW));
+        }
+        assert!(
+            !pulumi()
+                .steps("x", Path::new("/w/x"), Operation::Preview, false)
+                .iter()
+                .any(|s| s.env.contains_key(STREAMING_PREVIEW))
+        );
+    }
+
+    /// A streamed preview reads as its digest would, and its packs' violations are kept: a
+    /// mandatory one is why it failed.
+    #[test]
+    fn a_streamed_preview_gives_its_changes_and_the_packs_violations() {
+        let mut reader = Reader::new(Operation::Preview);
+        let lines = [
+            r#"{"sequence":0,"timestamp":1,"preludeEvent":{"config":{}}}"#,
+            r#"{"sequence":1,"timestamp":1,"resourcePreEvent":{"metadata":{"op":"create","urn":"urn:pulumi:dev::b::pulumi:pulumi:StackReference::a","type":"pulumi:pulumi:StackReference","old":null,"new":{"type":"pulumi:pulumi:StackReference","inputs":{"name":"o/a/dev"}}},"planning":true}}"#,
+            r#"{"sequence":2,"timestamp":1,"policyEvent":{"resourceUrn":"urn:pulumi:dev::b::pulumi:pulumi:StackReference::a","message":"<{%reset%}>a reads o/a/dev<{%reset%}>\n","color":"raw","policyName":"warn_any","policyPackName":"refs","policyPackVersion":"0.0.1","policyPackVersionTag":"0.0.1","enforcementLevel":"advisory"}}"#,
+            r#"{"sequence":3,"timestamp":1,"policyEvent":{"message":"<{%reset%}>no<{%reset%}>\n","policyName":"deny_all","policyPackName":"refs","policyPackVersion":"0.0.1","enforcementLevel":"mandatory"}}"#,
+            r#"{"sequence":4,"timestamp":1,"summaryEvent":{"maybeCorrupt":false,"durationSeconds":0,"resourceChanges":{"create":1},"PolicyPacks":{"refs":"v0.0.1"},"isPreview":true,"result":"failed"}}"#,
+        ];
+        let mut said = Vec::new();
+        for line in lines {
+            said.extend(reader.line(line));
+        }
+        said.extend(reader.finish());
+        assert_eq!(
+            said,
+            [
+                "policy advisory: a reads o/a/dev (refs warn_any)",
+                "policy mandatory: no (refs deny_all)",
+                "create pulumi:pulumi:StackReference a",
+                "Preview: +1",
+            ]
+        );
+        assert_eq!(reader.changes, Some(Changes::from([("create".into(), 1)])));
+        assert_eq!(reader.error.as_deref(), Some("policy pack refs: no"));
+        assert!(reader.errors.is_empty(), "a denial is no error to retry");
+        let violations = crate::engine::OutputReader::policy_violations(&reader);
+        assert_eq!(violations.len(), 2);
+        assert_eq!(
+            violations[0].resource,
+            "urn:pulumi:dev::b::pulumi:pulumi:StackReference::a"
+        );
+        assert!(!violations[0].mandatory && violations[1].mandatory);
+        assert!(reader.plan_digest.is_some());
     }
 
     fn server() -> StateServer {

@@ -5,7 +5,8 @@
 use serde_json::Value;
 
 use super::digest::{plan_digest, planned_outputs, resource_diff, stack_outputs};
-use crate::engine::{Changes, Operation, changes_summary};
+use super::stream::{self, Streamed};
+use crate::engine::{Changes, Operation, PolicyViolation, changes_summary};
 
 /// Reads an operation's stdout: lines for people, and the change counts.
 #[derive(Debug)]
@@ -33,6 +34,10 @@ pub struct Reader {
     /// Every diagnostic of severity `error`, its whole message, each once: what `[retry]`
     /// matches (docs/formats.md, "Budgets and retries").
     pub errors: Vec<String>,
+    /// A preview that streams its events (policy packs run): read into its digest.
+    streamed: Option<Streamed>,
+    /// What the policy packs said (`policyEvent`s).
+    pub violations: Vec<PolicyViolation>,
 }
 
 impl Reader {
@@ -50,12 +55,28 @@ impl Reader {
             result: None,
             error: None,
             errors: Vec::new(),
+            streamed: None,
+            violations: Vec::new(),
         }
     }
 
     /// The lines to show for one line of stdout.
     pub fn line(&mut self, line: &str) -> Vec<String> {
-        if matches!(self.operation, Operation::Preview | Operation::Drift) {
+        let previews = matches!(self.operation, Operation::Preview | Operation::Drift);
+        // A preview's first line an event: it streams (`stream`), else it prints its digest.
+        if previews && self.streamed.is_none() && self.document.is_empty() {
+            self.streamed = stream::starts(line).then(Streamed::default);
+        }
+        if let Some(streamed) = self.streamed.as_mut() {
+            if let Ok(Value::Object(event)) = serde_json::from_str::<Value>(line) {
+                streamed.event(&event);
+                if let Some(policy) = event.get("policyEvent") {
+                    return self.violated(policy).into_iter().collect();
+                }
+            }
+            return Vec::new();
+        }
+        if previews {
             self.document.push_str(line);
             self.document.push('\n');
             return Vec::new();
@@ -68,6 +89,9 @@ impl Reader {
 
     /// The lines still to show once stdout has ended.
     pub fn finish(&mut self) -> Vec<String> {
+        if let Some(streamed) = self.streamed.take() {
+            self.document = streamed.digest();
+        }
         let previews = matches!(self.operation, Operation::Preview | Operation::Drift);
         if !previews || self.document.trim().is_empty() {
             return Vec::new();
@@ -141,6 +165,9 @@ impl Reader {
             self.keep_error(diagnostic);
             return vec![diagnostic_line(diagnostic)];
         }
+        if let Some(policy) = event.get("policyEvent") {
+            return self.violated(policy).into_iter().collect();
+        }
         if let Some(stdout) = event.get("stdoutEvent") {
             return stdout["message"]
                 .as_str()
@@ -172,6 +199,29 @@ impl Reader {
 }
 
 impl Reader {
+    /// Keeps a policy pack's violation; a mandatory one is why the operation failed (Pulumi
+    /// says nothing else). The line that says it.
+    fn violated(&mut self, event: &Value) -> Option<String> {
+        let violation = stream::violation(event);
+        let level = if violation.mandatory {
+            "mandatory"
+        } else {
+            "advisory"
+        };
+        let line = format!(
+            "policy {level}: {} ({} {})",
+            violation.message, violation.pack, violation.policy
+        );
+        if violation.mandatory && self.error.is_none() {
+            self.error = Some(format!(
+                "policy pack {}: {}",
+                violation.pack, violation.message
+            ));
+        }
+        self.violations.push(violation);
+        Some(line)
+    }
+
     /// Keeps an error diagnostic's message; the first one's first line is the failure's reason.
     fn keep_error(&mut self, diagnostic: &Value) {
         if diagnostic["severity"] != "error" {
@@ -289,5 +339,9 @@ impl crate::engine::OutputReader for Reader {
 
     fn changes(&mut self) -> Option<Changes> {
         self.changes.take()
+    }
+
+    fn policy_violations(&self) -> Vec<PolicyViolation> {
+        self.violations.clone()
     }
 }

@@ -460,7 +460,9 @@ impl Prepared {
             return job.absent(finished.code, log);
         }
         let reason = failure_reason(job, step, finished, reader);
-        job.failed(finished.code.or(self.exit_code), reason, log)
+        let mut failed = job.failed(finished.code.or(self.exit_code), reason, log);
+        failed.preview.violations = reader.policy_violations();
+        failed
     }
 
     /// What `step` said once it succeeded, read by its kind: the stamp of an `init`, a list of
@@ -818,6 +820,7 @@ fn read_operation(
     }
     preview.diff = reader.diffs();
     preview.plan_digest = reader.plan_digest();
+    preview.violations = reader.policy_violations();
     if job.project.keeps_document
         && let Some(document) = reader.plan_document()
     {

@@ -9,7 +9,10 @@
 //! to it, refusing one that leaves it as Pulumi does (`plan.rs`). `stack export` and `stack
 //! import` move a stack between backends (`transfer.rs`);
 //! `stack init` reuses the `encryptionsalt` its configuration file already holds, once the
-//! passphrase is checked against it, as the passphrase secrets manager does.
+//! passphrase is checked against it, as the passphrase secrets manager does. `--policy-pack` runs
+//! packs of Pulumi's OPA bridge and reports their violations as Pulumi's engine does
+//! (`policy.rs`); `PULUMI_ENABLE_STREAMING_JSON_PREVIEW` makes `preview --json` print the event
+//! stream instead of the digest, which leaves policy events out.
 //!
 //! Not part of the real CLI's contract but of what it does, and mirrored: a `postgres://` URL
 //! with a path keeps its keys under that path (`<database>/.pulumi/…`); lib/pq v1.12.3 takes
@@ -47,6 +50,7 @@
 mod backend;
 mod flags;
 mod plan;
+mod policy;
 mod postgres;
 mod program;
 mod store;
@@ -706,14 +710,7 @@ impl Ctx<'_> {
     /// `up`, `preview`, `refresh` and `destroy`.
     fn operation(&self) -> Result<(), Failure> {
         let op = self.args.command.as_str();
-        let confirmed = self.args.has("yes")
-            || self.args.has("skip-preview")
-            || env("PULUMI_SKIP_CONFIRMATIONS").is_some_and(|v| v == "true" || v == "1");
-        if op != "preview" && !confirmed && !self.args.has("preview-only") {
-            let message = "--yes or --skip-preview or --preview-only must be passed in to proceed when running in non-interactive mode";
-            // refresh reports it as a plain error (exit 1); up and destroy as a missing confirmation (2).
-            return Err(Failure::new(if op == "refresh" { 1 } else { 2 }, message));
-        }
+        self.confirmed(op)?;
         let checkpoint = self.require_stack()?;
         let passphrase = self.passphrase(&checkpoint)?;
         let mutates = op != "preview" && !self.args.has("preview-only");
@@ -724,80 +721,29 @@ impl Ctx<'_> {
         };
         let started = backend::now_secs_f64();
         self.wait()?;
-        if env("PULUMI_STAND_IN_CRASH").is_some_and(|p| p == self.project.name) {
-            eprintln!(
-                "Traceback (most recent call last):\n  File \"/usr/lib/python3/dist-packages/pulumi/runtime/stack.py\", line 138, in run_in_stack\n    await run_pulumi_func(run)\n  File \"__main__.py\", line 12, in <module>\n    cluster = config.require_object(\"cluster\")\nKeyError: 'aws:profile'\n"
-            );
-            std::process::exit(1);
-        }
-        if op == "up"
-            && let Some(message) = self.flaky()?
-        {
-            return Err(self.bail(op, &message));
-        }
-        if fails(op, &self.project.name) {
-            let message = format!(
-                "the stand-in was told to fail {op} of {} (PULUMI_STAND_IN_FAIL)",
-                self.project.name
-            );
-            return Err(self.bail(op, &message));
-        }
-        let recorded = checkpoint["checkpoint"]["latest"]["resources"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        // `preview --refresh`: the resources as the cloud has them (`PULUMI_STAND_IN_DRIFT`),
-        // without writing them; the preview compares the program with those.
-        let (before, drifted) = match op == "preview" && self.args.has("refresh") {
-            true => self.refreshed(&recorded),
-            false => (recorded, Vec::new()),
-        };
-        let after = match op {
-            "destroy" => Vec::new(),
-            "refresh" => before.clone(),
-            _ => {
-                let config = ConfigFile::load(&self.config_path())?.values();
-                let evaluated = program::evaluate(
-                    &self.project,
-                    &self.stack,
-                    &config,
-                    &self.backend,
-                    Some(passphrase.clone()),
-                )
-                .map_err(|failure| match self.args.has("json") {
-                    true => self.bail(op, &failure.message),
-                    false => failure,
-                })?;
-                self.resources(&evaluated, &passphrase)
-            }
-        };
+        self.told_to_fail(op)?;
+        let [before, drifted, after] = self.planned(op, &checkpoint, &passphrase)?;
         let changes = count_changes(&before, &after);
         let changed = changes.keys().any(|k| k != "same");
-        // An update held to a saved plan: one that leaves it fails, having changed nothing.
-        if let Some(file) = self.args.value("plan").filter(|_| op == "up") {
-            let planned = plan::read(Path::new(file))?;
-            if let Err(message) = plan::check(&planned, &before, &after) {
-                return Err(self.bail(op, &message));
-            }
+        // The policy packs judge what the operation would leave; a mandatory violation fails
+        // it (a bail), having changed nothing and saved no plan.
+        let judged = self.judged(&after)?;
+        let ran = |failed: bool| Ran {
+            changes: &changes,
+            duration: backend::now_secs_f64() - started,
+            mutates,
+            judged: &judged,
+            failed,
+        };
+        if judged.denied() {
+            self.report(op, (&before, &drifted), &after, &ran(true));
+            return Err(Failure::new(1, ""));
         }
-        if let Some(file) = self.args.value("save-plan").filter(|_| op == "preview") {
-            let config = ConfigFile::load(&self.config_path())?.values();
-            plan::save(Path::new(file), (&before, &after), &config)?;
-        }
+        self.plans(op, &before, &after)?;
         if mutates {
-            let mut next = checkpoint.clone();
-            next["checkpoint"]["latest"]["manifest"] = backend::manifest();
-            next["checkpoint"]["latest"]["resources"] = Value::Array(after.clone());
-            if after.is_empty() {
-                next["checkpoint"]["latest"]
-                    .as_object_mut()
-                    .expect("latest")
-                    .remove("resources");
-            }
-            self.backend.write(&self.project.name, &self.stack, &next)?;
+            self.write(&checkpoint, &after)?;
         }
-        let duration = backend::now_secs_f64() - started;
-        self.report(op, (&before, &drifted), &after, &changes, duration, mutates);
+        self.report(op, (&before, &drifted), &after, &ran(false));
         if op == "destroy" && self.args.has("remove") {
             self.backend.remove(&self.project.name, &self.stack)?;
             let _ = std::fs::remove_file(self.project.stack_config_path(&self.stack));
@@ -816,6 +762,112 @@ impl Ctx<'_> {
             ));
         }
         Ok(())
+    }
+
+    /// An operation that changes the stack needs its confirmation (`--yes`) when nobody is
+    /// asked.
+    fn confirmed(&self, op: &str) -> Result<(), Failure> {
+        let confirmed = self.args.has("yes")
+            || self.args.has("skip-preview")
+            || env("PULUMI_SKIP_CONFIRMATIONS").is_some_and(|v| v == "true" || v == "1");
+        if op != "preview" && !confirmed && !self.args.has("preview-only") {
+            let message = "--yes or --skip-preview or --preview-only must be passed in to proceed when running in non-interactive mode";
+            // refresh reports it as a plain error (exit 1); up and destroy as a missing confirmation (2).
+            return Err(Failure::new(if op == "refresh" { 1 } else { 2 }, message));
+        }
+        Ok(())
+    }
+
+    /// What the knobs tell the operation to do instead of its work: crash, fail once, fail.
+    fn told_to_fail(&self, op: &str) -> Result<(), Failure> {
+        if env("PULUMI_STAND_IN_CRASH").is_some_and(|p| p == self.project.name) {
+            eprintln!(
+                "Traceback (most recent call last):\n  File \"/usr/lib/python3/dist-packages/pulumi/runtime/stack.py\", line 138, in run_in_stack\n    await run_pulumi_func(run)\n  File \"__main__.py\", line 12, in <module>\n    cluster = config.require_object(\"cluster\")\nKeyError: 'aws:profile'\n"
+            );
+            std::process::exit(1);
+        }
+        if op == "up"
+            && let Some(message) = self.flaky()?
+        {
+            return Err(self.bail(op, &message));
+        }
+        if fails(op, &self.project.name) {
+            let message = format!(
+                "the stand-in was told to fail {op} of {} (PULUMI_STAND_IN_FAIL)",
+                self.project.name
+            );
+            return Err(self.bail(op, &message));
+        }
+        Ok(())
+    }
+
+    /// The resources before the operation (as recorded, or as a `preview --refresh` finds them
+    /// in the cloud: `PULUMI_STAND_IN_DRIFT`, nothing written), the refresh steps that found
+    /// them changed, and the resources the operation leaves.
+    fn planned(
+        &self,
+        op: &str,
+        checkpoint: &Value,
+        passphrase: &str,
+    ) -> Result<[Vec<Value>; 3], Failure> {
+        let recorded = checkpoint["checkpoint"]["latest"]["resources"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let (before, drifted) = match op == "preview" && self.args.has("refresh") {
+            true => self.refreshed(&recorded),
+            false => (recorded, Vec::new()),
+        };
+        let after = match op {
+            "destroy" => Vec::new(),
+            "refresh" => before.clone(),
+            _ => {
+                let config = ConfigFile::load(&self.config_path())?.values();
+                let evaluated = program::evaluate(
+                    &self.project,
+                    &self.stack,
+                    &config,
+                    &self.backend,
+                    Some(passphrase.to_string()),
+                )
+                .map_err(|failure| match self.args.has("json") {
+                    true => self.bail(op, &failure.message),
+                    false => failure,
+                })?;
+                self.resources(&evaluated, passphrase)
+            }
+        };
+        Ok([before, drifted, after])
+    }
+
+    /// An update held to a saved plan (`--plan`): one that leaves it fails, having changed
+    /// nothing. A preview that saves its plan (`--save-plan`) writes it.
+    fn plans(&self, op: &str, before: &[Value], after: &[Value]) -> Result<(), Failure> {
+        if let Some(file) = self.args.value("plan").filter(|_| op == "up") {
+            let planned = plan::read(Path::new(file))?;
+            if let Err(message) = plan::check(&planned, before, after) {
+                return Err(self.bail(op, &message));
+            }
+        }
+        if let Some(file) = self.args.value("save-plan").filter(|_| op == "preview") {
+            let config = ConfigFile::load(&self.config_path())?.values();
+            plan::save(Path::new(file), (before, after), &config)?;
+        }
+        Ok(())
+    }
+
+    /// The stack's checkpoint with the resources the operation left.
+    fn write(&self, checkpoint: &Value, after: &[Value]) -> Result<(), Failure> {
+        let mut next = checkpoint.clone();
+        next["checkpoint"]["latest"]["manifest"] = backend::manifest();
+        next["checkpoint"]["latest"]["resources"] = Value::Array(after.to_vec());
+        if after.is_empty() {
+            next["checkpoint"]["latest"]
+                .as_object_mut()
+                .expect("latest")
+                .remove("resources");
+        }
+        self.backend.write(&self.project.name, &self.stack, &next)
     }
 
     /// An update or preview that failed in the engine (the program, a resource): Pulumi shows the
@@ -910,21 +962,14 @@ impl Ctx<'_> {
         op: &str,
         (before, drifted): (&[Value], &[Value]),
         after: &[Value],
-        changes: &Map<String, Value>,
-        duration: f64,
-        mutates: bool,
+        run: &Ran,
     ) {
         let json = self.args.has("json");
-        if json && op == "preview" {
-            // The refresh's steps first: what it found changed outside Pulumi.
-            let mut steps: Vec<Value> = drifted.to_vec();
-            steps.extend(
-                step_ops(before, after)
-                    .into_iter()
-                    .filter(|(op, _)| *op != "same")
-                    .map(|(op, urn)| digest_step(op, &urn, before, after)),
-            );
-            let digest = json!({"steps": steps, "duration": (duration * 1e9) as u64, "changeSummary": changes});
+        let streams = env("PULUMI_ENABLE_STREAMING_JSON_PREVIEW")
+            .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+        if json && op == "preview" && !streams {
+            // The digest: Pulumi's leaves the policy events out (`ShowPreviewDigest`).
+            let digest = preview_digest(before, drifted, after, run);
             let mut text = Vec::new();
             let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
             let mut serializer = serde_json::Serializer::with_formatter(&mut text, formatter);
@@ -933,6 +978,7 @@ impl Ctx<'_> {
             return;
         }
         if json {
+            let preview = op == "preview";
             let now = (backend::now_nanos() / 1_000_000_000) as u64;
             let mut sequence = 0;
             let mut event = |kind: &str, body: Value| {
@@ -943,18 +989,26 @@ impl Ctx<'_> {
                 sequence += 1;
             };
             event("preludeEvent", json!({"config": {}}));
-            for resource in after {
-                event(
-                    "resourcePreEvent",
-                    json!({"metadata": {"op": "same", "urn": resource["urn"], "type": resource["type"]}}),
-                );
+            for body in step_events(before, drifted, after, preview) {
+                event("resourcePreEvent", body);
+            }
+            for violation in &run.judged.violations {
+                event("policyEvent", policy::event(violation));
             }
             event(
                 "summaryEvent",
-                json!({"maybeCorrupt": false, "durationSeconds": duration as u64, "resourceChanges": changes, "PolicyPacks": {}, "isPreview": !mutates, "result": "succeeded"}),
+                json!({"maybeCorrupt": false, "durationSeconds": run.duration as u64, "resourceChanges": run.changes, "PolicyPacks": policy::summary(&run.judged.packs), "isPreview": !run.mutates, "result": if run.failed { "failed" } else { "succeeded" }}),
             );
             return;
         }
+        self.text_report(op, after, run);
+    }
+
+    /// What Pulumi prints for people: the resources, the outputs of an update, the policy
+    /// violations, the counts.
+    fn text_report(&self, op: &str, after: &[Value], run: &Ran) {
+        let changes = run.changes;
+        let duration = run.duration;
         let verb = match op {
             "up" => "Updating",
             "preview" => "Previewing update",
@@ -989,12 +1043,118 @@ impl Ctx<'_> {
                 println!("    {name}: {shown}");
             }
         }
+        if !run.judged.violations.is_empty() {
+            println!("\nPolicy Violations:");
+            for v in &run.judged.violations {
+                let level = if v.mandatory { "mandatory" } else { "advisory" };
+                println!(
+                    "    [{level}]  {} v{}  {} ({})",
+                    v.pack, v.version, v.policy, v.urn
+                );
+                println!("    {}", v.message);
+            }
+        }
         println!("\nResources:");
         for (kind, count) in changes {
             println!("    {count} {kind}");
         }
         println!("\nDuration: {}s", duration.round());
     }
+}
+
+/// What an operation did, for its report.
+struct Ran<'a> {
+    changes: &'a Map<String, Value>,
+    duration: f64,
+    mutates: bool,
+    judged: &'a Judged,
+    /// Failed by a mandatory policy.
+    failed: bool,
+}
+
+/// The policy packs of the operation (`--policy-pack`) and what they found.
+#[derive(Default)]
+struct Judged {
+    packs: Vec<policy::Pack>,
+    violations: Vec<policy::Violation>,
+}
+
+impl Judged {
+    fn denied(&self) -> bool {
+        self.violations.iter().any(|v| v.mandatory)
+    }
+}
+
+impl Ctx<'_> {
+    /// The packs' verdicts on every resource the program registers (Pulumi analyzes each as
+    /// it is registered, whatever its step), then on the stack as it would be.
+    fn judged(&self, after: &[Value]) -> Result<Judged, Failure> {
+        let values = self
+            .args
+            .flags
+            .get("policy-pack")
+            .cloned()
+            .unwrap_or_default();
+        let mut packs = policy::load_all(&values)?;
+        let mut violations = Vec::new();
+        let stack_urn = after
+            .first()
+            .map(|s| s["urn"].as_str().unwrap_or_default().to_string());
+        for pack in &mut packs {
+            for resource in after {
+                violations.extend(pack.analyze(resource)?);
+            }
+            violations.extend(pack.analyze_stack(after, stack_urn.as_deref().unwrap_or_default())?);
+        }
+        Ok(Judged { packs, violations })
+    }
+}
+
+/// A preview's digest (`preview --json`): the refresh's steps first (what it found changed
+/// outside Pulumi), then each change.
+fn preview_digest(before: &[Value], drifted: &[Value], after: &[Value], run: &Ran) -> Value {
+    let mut steps: Vec<Value> = drifted.to_vec();
+    steps.extend(
+        step_ops(before, after)
+            .into_iter()
+            .filter(|(op, _)| *op != "same")
+            .map(|(op, urn)| digest_step(op, &urn, before, after)),
+    );
+    json!({"steps": steps, "duration": (run.duration * 1e9) as u64, "changeSummary": run.changes})
+}
+
+/// The `resourcePreEvent` bodies of an operation's stream. A streamed preview's carry each
+/// step's metadata as the digest's steps do (`old`/`new` states, `diffs`, `detailedDiff` with
+/// `diffKind`), `planning` set; an update's are the resources it leaves, as `same` (the
+/// stand-in's updates apply a stack at once).
+fn step_events(before: &[Value], drifted: &[Value], after: &[Value], preview: bool) -> Vec<Value> {
+    if !preview {
+        let same =
+            |r: &Value| json!({"metadata": {"op": "same", "urn": r["urn"], "type": r["type"]}});
+        return after.iter().map(same).collect();
+    }
+    let digest_steps = drifted.iter().cloned().chain(
+        step_ops(before, after)
+            .into_iter()
+            .map(|(op, urn)| digest_step(op, &urn, before, after)),
+    );
+    digest_steps
+        .map(|step| {
+            let state = |key: &str| step.get(key).cloned().unwrap_or(Value::Null);
+            let kind = state("newState")["type"].clone();
+            let kind = if kind.is_null() { state("oldState")["type"].clone() } else { kind };
+            let detailed: Map<String, Value> = (step["detailedDiff"].as_object().into_iter().flatten())
+                .map(|(path, d)| (path.clone(), json!({"diffKind": d["kind"], "inputDiff": d["inputDiff"]})))
+                .collect();
+            json!({"metadata": {
+                "op": step["op"], "urn": step["urn"], "type": kind,
+                "old": state("oldState"), "new": state("newState"),
+                "diffs": step.get("diffReasons").cloned().unwrap_or_else(|| json!([])),
+                "detailedDiff": if detailed.is_empty() { Value::Null } else { Value::Object(detailed) },
+                "provider": "",
+            }, "planning": true})
+        })
+        .collect()
 }
 
 /// The step of each resource between two resource lists: (op, urn).

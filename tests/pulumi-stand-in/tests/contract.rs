@@ -471,3 +471,178 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     files
 }
+
+/// `--policy-pack DIR` on preview and up: a pack of Pulumi's OPA bridge judges each resource and
+/// the stack. The digest leaves the violations out, as Pulumi's does; with
+/// `PULUMI_ENABLE_STREAMING_JSON_PREVIEW` the preview is the event stream, a `policyEvent` per
+/// violation. A mandatory one fails the operation (exit 1), nothing written; an advisory one is
+/// said and the operation goes on. A directory without `PulumiPolicy.yaml` fails as Pulumi
+/// fails, and destroy takes no `--policy-pack`.
+#[test]
+fn policy_packs_judge_previews_and_updates() {
+    let s = Scratch::new();
+    let pack = s.path().join("pack");
+    std::fs::create_dir_all(&pack).unwrap();
+    std::fs::write(
+        pack.join("PulumiPolicy.yaml"),
+        "description: refs\nruntime: opa\nversion: 1.2.0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        pack.join("refs.rego"),
+        "package refs\n\nwarn_any[msg] {\n    input.type == \"pulumi:pulumi:StackReference\"\n    msg := sprintf(\"%s reads %s\", [input.__name, input.name])\n}\n\nstack_warn_count[msg] {\n    count(input.resources) > 1\n    msg := sprintf(\"%d resources\", [count(input.resources)])\n}\n",
+    )
+    .unwrap();
+    let pack = pack.display().to_string();
+    s.create("a");
+    s.create("b");
+    assert!(s.up("a").status.success());
+    let shared = s.shared();
+    let preview = |extra: &[&str], stream: bool| {
+        let mut args = vec![
+            "--non-interactive",
+            "preview",
+            "--stack",
+            "dev",
+            "--config-file",
+            &shared,
+            "--json",
+            "--policy-pack",
+            &pack,
+        ];
+        args.extend(extra);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pulumi"));
+        cmd.args(&args)
+            .current_dir(s.path().join("b"))
+            .env(
+                "PULUMI_BACKEND_URL",
+                format!("file://{}", s.path().join("state").display()),
+            )
+            .env("PULUMI_CONFIG_PASSPHRASE", "correct horse")
+            .env_remove("PULUMI_ENABLE_STREAMING_JSON_PREVIEW");
+        if stream {
+            cmd.env("PULUMI_ENABLE_STREAMING_JSON_PREVIEW", "true");
+        }
+        cmd.output().unwrap()
+    };
+    // Advisory only: said in the stream, the preview succeeds.
+    let out = preview(&[], true);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let events: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let policy: Vec<&serde_json::Value> =
+        events.iter().filter_map(|e| e.get("policyEvent")).collect();
+    assert_eq!(policy.len(), 2, "{events:?}");
+    assert_eq!(policy[0]["policyName"], "warn_any");
+    assert_eq!(policy[0]["enforcementLevel"], "advisory");
+    assert_eq!(
+        policy[0]["message"],
+        "<{%reset%}>a reads organization/proj-a/dev<{%reset%}>\n"
+    );
+    assert_eq!(policy[0]["policyPackName"], "pack");
+    assert_eq!(
+        policy[0]["resourceUrn"],
+        "urn:pulumi:dev::proj-b::pulumi:pulumi:StackReference::a"
+    );
+    assert_eq!(policy[1]["policyName"], "stack_warn_count");
+    let summary = &events.last().unwrap()["summaryEvent"];
+    assert_eq!(summary["PolicyPacks"]["pack"], "v1.2.0");
+    assert_eq!(summary["isPreview"], true);
+    let pre = events
+        .iter()
+        .find_map(|e| e.get("resourcePreEvent"))
+        .unwrap();
+    assert_eq!(pre["planning"], true);
+    assert_eq!(pre["metadata"]["op"], "create");
+    // The digest has no place for them.
+    let out = preview(&[], false);
+    assert!(out.status.success());
+    assert!(
+        !text(&out.stdout).contains("warn_any"),
+        "{}",
+        text(&out.stdout)
+    );
+    // Mandatory: the preview fails (a bail: exit 1, no error line), the update applies nothing.
+    std::fs::write(
+        s.path().join("pack/refs.rego"),
+        "package refs\n\ndeny_cross_project[msg] {\n    input.type == \"pulumi:pulumi:StackReference\"\n    contains(input.name, \"proj-a\")\n    msg := sprintf(\"%s reads proj-a\", [input.__name])\n}\n",
+    )
+    .unwrap();
+    let out = preview(&[], true);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr), "");
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("\"enforcementLevel\":\"mandatory\""),
+        "{said}"
+    );
+    assert!(said.contains("\"result\":\"failed\""), "{said}");
+    let out = s.pulumi(
+        "b",
+        &[
+            "--non-interactive",
+            "up",
+            "--yes",
+            "--skip-preview",
+            "--stack",
+            "dev",
+            "--config-file",
+            &shared,
+            "--json",
+            "--policy-pack",
+            &pack,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("a reads proj-a"),
+        "{}",
+        text(&out.stdout)
+    );
+    let state =
+        std::fs::read_to_string(s.path().join("state/.pulumi/stacks/proj-b/dev.json")).unwrap();
+    assert!(
+        !state.contains("StackReference"),
+        "nothing applied: {state}"
+    );
+    // Not a pack; and destroy takes none.
+    let empty = s.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = s.pulumi(
+        "b",
+        &[
+            "--non-interactive",
+            "preview",
+            "--stack",
+            "dev",
+            "--policy-pack",
+            &empty.display().to_string(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(&format!("error: failed to load Pulumi policy project located at {:?}: open {}/PulumiPolicy.yaml: no such file or directory", empty.display().to_string(), empty.display())),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = s.pulumi(
+        "b",
+        &[
+            "--non-interactive",
+            "destroy",
+            "--yes",
+            "--stack",
+            "dev",
+            "--policy-pack",
+            &pack,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("unknown flag: --policy-pack"),
+        "{}",
+        text(&out.stderr)
+    );
+}
