@@ -269,3 +269,59 @@ fn an_up_that_asks_stops_at_a_denied_preview() {
     let calls = &d.calls()[start..];
     assert_eq!(common::counted(calls).get("up"), None, "nothing applied");
 }
+
+/// A pack's message that quotes a secret is redacted wherever mara says or keeps it, as every
+/// line of an engine's output is.
+#[test]
+fn a_packs_message_never_carries_a_secret() {
+    let d = with_pack(r#"["policy/refs"]"#);
+    std::fs::write(
+        d.root().join("policy/refs/refs.rego"),
+        "package refs\n\nwarn_quote[msg] {\n    input.type == \"pulumi:pulumi:Stack\"\n    msg := \"the admin password is example-prometheus-admin\"\n}\n",
+    )
+    .unwrap();
+    let out = d
+        .mara()
+        .args(["up", "--yes", "--output", "json", "--report", "report.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        said(&report, "kubernetes/secrets")[0].ends_with("the admin password is [secret]"),
+        "{report:#}"
+    );
+    let history = d
+        .mara()
+        .args(["history", "--output", "json"])
+        .output()
+        .unwrap();
+    let mut everything = vec![
+        common::stdout(&out),
+        common::stderr(&out),
+        common::stdout(&history),
+    ];
+    everything.push(std::fs::read_to_string(d.root().join("report.json")).unwrap());
+    for file in walk(&d.root().join(".mara")) {
+        everything.push(String::from_utf8_lossy(&std::fs::read(file).unwrap()).into_owned());
+    }
+    for text in everything {
+        assert!(
+            !text.contains("example-prometheus-admin"),
+            "a secret leaked: {text}"
+        );
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        match path.is_dir() {
+            true if !path.ends_with("pulumi-state") => files.extend(walk(&path)),
+            true => {}
+            false => files.push(path),
+        }
+    }
+    files
+}

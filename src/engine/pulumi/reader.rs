@@ -68,13 +68,14 @@ impl Reader {
             self.streamed = stream::starts(line).then(Streamed::default);
         }
         if let Some(streamed) = self.streamed.as_mut() {
-            if let Ok(Value::Object(event)) = serde_json::from_str::<Value>(line) {
-                streamed.event(&event);
-                if let Some(policy) = event.get("policyEvent") {
-                    return self.violated(policy).into_iter().collect();
-                }
-            }
-            return Vec::new();
+            let Ok(Value::Object(event)) = serde_json::from_str::<Value>(line) else {
+                return vec![line.to_string()];
+            };
+            streamed.event(&event);
+            return match event.get("policyEvent") {
+                Some(policy) => vec![self.violated(policy)],
+                None => Vec::new(),
+            };
         }
         if previews {
             self.document.push_str(line);
@@ -166,7 +167,7 @@ impl Reader {
             return vec![diagnostic_line(diagnostic)];
         }
         if let Some(policy) = event.get("policyEvent") {
-            return self.violated(policy).into_iter().collect();
+            return vec![self.violated(policy)];
         }
         if let Some(stdout) = event.get("stdoutEvent") {
             return stdout["message"]
@@ -201,7 +202,7 @@ impl Reader {
 impl Reader {
     /// Keeps a policy pack's violation; a mandatory one is why the operation failed (Pulumi
     /// says nothing else). The line that says it.
-    fn violated(&mut self, event: &Value) -> Option<String> {
+    fn violated(&mut self, event: &Value) -> String {
         let violation = stream::violation(event);
         let level = if violation.mandatory {
             "mandatory"
@@ -219,7 +220,7 @@ impl Reader {
             ));
         }
         self.violations.push(violation);
-        Some(line)
+        line
     }
 
     /// Keeps an error diagnostic's message; the first one's first line is the failure's reason.

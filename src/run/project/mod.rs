@@ -461,7 +461,7 @@ impl Prepared {
         }
         let reason = failure_reason(job, step, finished, reader);
         let mut failed = job.failed(finished.code.or(self.exit_code), reason, log);
-        failed.preview.violations = reader.policy_violations();
+        failed.preview.violations = violations(job, reader);
         failed
     }
 
@@ -799,6 +799,16 @@ fn taken_from_apply(
     })
 }
 
+/// What the engine's own policies said of its operation, each message redacted as every line
+/// of its output is (a pack's message may quote a value).
+fn violations(job: &Job, reader: &Reader) -> Vec<crate::engine::PolicyViolation> {
+    let mut violations = reader.policy_violations();
+    for violation in &mut violations {
+        violation.message = job.redactor.redact(&violation.message);
+    }
+    violations
+}
+
 /// Reads what an operation's output said, once it ended (its last lines shown by `run_step`): its
 /// preview of outputs and resources (values redacted, as every line is), and its change counts.
 fn read_operation(
@@ -820,7 +830,7 @@ fn read_operation(
     }
     preview.diff = reader.diffs();
     preview.plan_digest = reader.plan_digest();
-    preview.violations = reader.policy_violations();
+    preview.violations = violations(job, reader);
     if job.project.keeps_document
         && let Some(document) = reader.plan_document()
     {
