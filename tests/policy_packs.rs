@@ -109,7 +109,8 @@ fn a_pack_judges_every_preview_and_update_and_its_denial_is_exit_4() {
 
     // `up --yes`: Pulumi's update of each project runs the pack; the log agent's is refused,
     // nothing of it applied, the rest deployed; the warnings said where they are.
-    let (code, up) = report(&d, &["up", "--yes"]);
+    // (`--keep-going`: every project not after the refused one runs, whatever the timing.)
+    let (code, up) = report(&d, &["up", "--yes", "--keep-going"]);
     assert_eq!(code, 4, "{up:#}");
     let agent = common::project(&up, "kubernetes/logagent");
     assert_eq!(agent["status"], "failed");
@@ -145,7 +146,7 @@ fn a_pack_judges_every_preview_and_update_and_its_denial_is_exit_4() {
     // `preview`: streamed, so that the warnings of unchanged projects are read too; the denial
     // fails the log agent's preview.
     let start = d.calls().len();
-    let (code, preview) = report(&d, &["preview"]);
+    let (code, preview) = report(&d, &["preview", "--keep-going"]);
     assert_eq!(code, 4, "{preview:#}");
     assert_eq!(preview["exit_code"], 4);
     assert_eq!(
@@ -177,9 +178,23 @@ fn a_pack_judges_every_preview_and_update_and_its_denial_is_exit_4() {
         common::stderr(&out)
     );
 
-    // A drift check and a destroy run no pack (Pulumi's refresh and destroy take none).
+    // `-q`: the denial, not the warnings.
+    let out = d.mara().args(["preview", "-q"]).output().unwrap();
+    let said = common::stdout(&out);
+    assert!(said.contains("deny  kubernetes/logagent"), "{said}");
+    assert!(!said.contains("warn "), "{said}");
+
+    // A drift check's preview runs the pack too (the log agent's refused again: exit 4); a
+    // destroy runs none (Pulumi's destroy takes no pack).
     let start = d.calls().len();
-    d.mara().arg("drift").output().unwrap();
+    let drift = d.mara().arg("drift").output().unwrap();
+    assert_eq!(drift.status.code(), Some(4), "{}", common::stderr(&drift));
+    let drifts = packs_of(&d.calls()[start..], "preview");
+    assert!(
+        !drifts.is_empty() && drifts.iter().all(|p| *p == [pack.clone()]),
+        "{drifts:?}"
+    );
+    let start = d.calls().len();
     d.mara().args(["destroy", "--yes"]).output().unwrap();
     let calls = &d.calls()[start..];
     assert!(!calls.is_empty());
@@ -228,8 +243,26 @@ fn a_pack_that_is_not_one_is_refused_before_anything_runs() {
             "`policy/refs,more` has a comma, which Pulumi reads as two packs",
         ),
         (r#"["../refs"]"#, "`../refs` must stay inside the workspace"),
+        (
+            r#"["policy/refs/PulumiPolicy.yaml"]"#,
+            "`policy/refs/PulumiPolicy.yaml` is a file: name the pack's directory",
+        ),
+        (
+            r#"["policy/bare"]"#,
+            "`policy/bare` has a PulumiPolicy.yaml without its `runtime`",
+        ),
+        (
+            r#"["policy/out"]"#,
+            "`policy/out` leads out of the workspace (to ",
+        ),
     ] {
         let d = with_pack(packs);
+        let bare = d.root().join("policy/bare");
+        std::fs::create_dir_all(&bare).unwrap();
+        std::fs::write(bare.join("PulumiPolicy.yaml"), "description: no runtime\n").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("PulumiPolicy.yaml"), "runtime: opa\n").unwrap();
+        std::os::unix::fs::symlink(outside.path(), d.root().join("policy/out")).unwrap();
         let out = d.mara().arg("preview").output().unwrap();
         assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
         let stderr = common::stderr(&out);
@@ -242,7 +275,26 @@ fn a_pack_that_is_not_one_is_refused_before_anything_runs() {
             "{stderr}"
         );
         assert!(d.calls().is_empty(), "no engine call");
+        let validate = d.mara().arg("validate").output().unwrap();
+        assert_eq!(
+            validate.status.code(),
+            Some(3),
+            "{}",
+            common::stderr(&validate)
+        );
     }
+    // Named twice: passed once.
+    let d = with_pack(r#"["policy/refs", "./policy/refs/"]"#);
+    d.mara()
+        .args(["preview", "--only", "cluster"])
+        .output()
+        .unwrap();
+    let previews = packs_of(&d.calls(), "preview");
+    assert_eq!(previews.len(), 1);
+    assert_eq!(
+        previews[0],
+        [d.root().join("policy/refs").display().to_string()]
+    );
 }
 
 /// An `up` that asks first: the preview its question shows runs the packs; a denial there is

@@ -69,9 +69,14 @@ impl Checked<'_> {
             Some(names) => self.packages("deployment_packages", names),
             None => defaults.deployment_packages,
         };
-        let pulumi_packs = (raw.pulumi_packs.into_iter().flatten())
-            .filter_map(|p| self.pulumi_pack(&p))
-            .collect();
+        let mut pulumi_packs: Vec<PathBuf> = Vec::new();
+        for pack in raw.pulumi_packs.into_iter().flatten() {
+            // Named twice (`policy/a`, `./policy/a/`): run once.
+            match self.pulumi_pack(&pack) {
+                Some(path) if !pulumi_packs.contains(&path) => pulumi_packs.push(path),
+                _ => {}
+            }
+        }
         PolicySettings {
             paths,
             packages,
@@ -80,24 +85,22 @@ impl Checked<'_> {
         }
     }
 
-    /// A Pulumi policy pack of `policy.pulumi_packs`: a directory of the workspace with a
-    /// `PulumiPolicy.yaml` (Pulumi fails on any other, once it has started), whose path has no
-    /// comma (Pulumi splits `--policy-pack` values at commas).
+    /// A Pulumi policy pack of `policy.pulumi_packs`: a directory of the workspace (a link
+    /// that leads out of it is refused too) with a `PulumiPolicy.yaml` that names its `runtime`
+    /// (Pulumi fails on any other, once it has started), whose path has no comma (Pulumi splits
+    /// `--policy-pack` values at commas). Its path as written, without `.` or a trailing `/`.
     fn pulumi_pack(&mut self, value: &Spanned<String>) -> Option<PathBuf> {
-        let path = self.path_in("pulumi_packs", value)?;
+        let path: PathBuf = (self.path_in("pulumi_packs", value)?.components())
+            .filter(|c| *c != std::path::Component::CurDir)
+            .collect();
         let root = self.path.parent().unwrap_or(std::path::Path::new("."));
-        let problem = if value.get_ref().contains(',') {
+        let text = value.get_ref();
+        let problem = if text.contains(',') {
             Some(format!(
-                "`{}` has a comma, which Pulumi reads as two packs: rename the directory",
-                value.get_ref()
-            ))
-        } else if !root.join(&path).join("PulumiPolicy.yaml").is_file() {
-            Some(format!(
-                "`{}` is not a Pulumi policy pack: it has no PulumiPolicy.yaml",
-                value.get_ref()
+                "`{text}` has a comma, which Pulumi reads as two packs: rename the directory"
             ))
         } else {
-            None
+            pack_problem(root, &path).map(|why| format!("`{text}` {why}"))
         };
         let Some(message) = problem else {
             return Some(path);
@@ -178,5 +181,42 @@ impl Checked<'_> {
             );
         }
         packages
+    }
+}
+
+/// Why the directory at `path` (from `root`) is not a Pulumi policy pack mara can pass on; `None`
+/// when it is one.
+fn pack_problem(root: &std::path::Path, path: &std::path::Path) -> Option<String> {
+    let dir = root.join(path);
+    if dir.is_file() {
+        return Some(
+            "is a file: name the pack's directory (the one holding its PulumiPolicy.yaml)".into(),
+        );
+    }
+    if let (Ok(real), Ok(real_root)) = (dir.canonicalize(), root.canonicalize())
+        && !real.starts_with(&real_root)
+    {
+        return Some(format!(
+            "leads out of the workspace (to {}): keep the pack inside it",
+            real.display()
+        ));
+    }
+    let project = dir.join("PulumiPolicy.yaml");
+    let Ok(text) = std::fs::read_to_string(&project) else {
+        return Some("is not a Pulumi policy pack: it has no PulumiPolicy.yaml".into());
+    };
+    #[derive(serde::Deserialize)]
+    struct PolicyProject {
+        runtime: Option<serde_json::Value>,
+    }
+    match serde_saphyr::from_str::<PolicyProject>(&text) {
+        Err(error) => Some(format!(
+            "has a PulumiPolicy.yaml that is not YAML Pulumi reads: {}",
+            error.to_string().lines().next().unwrap_or_default()
+        )),
+        Ok(PolicyProject { runtime: None }) => {
+            Some("has a PulumiPolicy.yaml without its `runtime` (nodejs, python, opa, …)".into())
+        }
+        Ok(_) => None,
     }
 }

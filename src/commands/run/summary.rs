@@ -92,7 +92,12 @@ pub fn summarize(settings: &Settings, run: &RunSettings, summary: &RunSummary) -
             let denied = summary.policy.as_ref().is_some_and(|d| d.denies());
             if summary.status != RunStatus::Succeeded || drift || denied {
                 let style = settings.stdout_style;
-                let lines = report::policy_lines(summary, style);
+                // `-q` leaves out the warnings: only what stopped the run.
+                let denials = (summary.policy.as_ref()).map(|d| crate::policy::Decision {
+                    messages: d.denied().cloned().collect(),
+                });
+                let lines =
+                    (denials.as_ref()).map_or_else(Vec::new, |d| report::decision_lines(d, style));
                 let said: String = lines.iter().map(|l| format!("{l}\n")).collect();
                 let verdict = report::verdict(summary, style);
                 crate::ui::print(&format!("{said}{verdict}\n"))?

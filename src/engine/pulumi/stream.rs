@@ -1,6 +1,7 @@
 //! A preview that streams its engine events (`PULUMI_ENABLE_STREAMING_JSON_PREVIEW`, which mara
 //! sets when policy packs run: the digest leaves their violations out), read back into the digest
-//! Pulumi would have printed — each `resourcePreEvent`'s metadata as a step (`old`/`new` as
+//! Pulumi would have printed — the steps it shows (not a `same` one but the root stack's), each
+//! `resourcePreEvent`'s metadata as a step (`old`/`new` as
 //! `oldState`/`newState`, `diffs`, `keys`, `detailedDiff` with `diffKind` as `kind`), the outputs a
 //! `resOutputsEvent` registers over its step's, diagnostics (their message without the prefix
 //! the severity says), the change counts — so that a
@@ -17,13 +18,17 @@ pub struct Streamed {
     steps: Vec<Value>,
     diagnostics: Vec<Value>,
     changes: Value,
+    /// The summary's duration, in seconds (the digest's is in nanoseconds).
+    seconds: Option<u64>,
 }
 
 impl Streamed {
     /// Takes one event of the stream.
     pub fn event(&mut self, event: &Map<String, Value>) {
         if let Some(pre) = event.get("resourcePreEvent") {
-            self.steps.push(step(&pre["metadata"]));
+            if shown(&pre["metadata"]) {
+                self.steps.push(step(&pre["metadata"]));
+            }
         } else if let Some(outputs) = event.get("resOutputsEvent") {
             let metadata = &outputs["metadata"];
             let new = &metadata["new"]["outputs"];
@@ -43,6 +48,7 @@ impl Streamed {
             }));
         } else if let Some(summary) = event.get("summaryEvent") {
             self.changes = summary["resourceChanges"].clone();
+            self.seconds = summary["durationSeconds"].as_u64();
         }
     }
 
@@ -54,6 +60,9 @@ impl Streamed {
         }
         if !self.diagnostics.is_empty() {
             digest.insert("diagnostics".into(), Value::Array(self.diagnostics.clone()));
+        }
+        if let Some(seconds) = self.seconds.filter(|s| *s > 0) {
+            digest.insert("duration".into(), Value::from(seconds * 1_000_000_000));
         }
         if self.changes.is_object() {
             digest.insert("changeSummary".into(), self.changes.clone());
@@ -71,6 +80,15 @@ impl Streamed {
 pub fn starts(line: &str) -> bool {
     line.starts_with("{\"sequence\"")
         || serde_json::from_str::<Value>(line).is_ok_and(|v| v.get("sequence").is_some())
+}
+
+/// Whether the digest shows a step (`ShowPreviewDigest`): not a `same` one — unless its
+/// protection changed — but the root stack's always.
+fn shown(metadata: &Value) -> bool {
+    let root =
+        (metadata["urn"].as_str()).is_some_and(|urn| urn.contains("::pulumi:pulumi:Stack::"));
+    let protection_changed = metadata["old"]["protect"] != metadata["new"]["protect"];
+    metadata["op"] != "same" || protection_changed || root
 }
 
 /// A `resourcePreEvent`'s metadata as the digest's step.
@@ -178,9 +196,21 @@ mod tests {
             json!({"sequence": 3, "diagnosticEvent": {"prefix": "warning: ", "message": "w\n", "severity": "warning"}}),
             json!({"sequence": 4, "summaryEvent": {"resourceChanges": {"update": 1}, "isPreview": true}}),
         ];
+        let same =
+            |urn: &str| json!({"resourcePreEvent": {"metadata": {"op": "same", "urn": urn}}});
+        streamed.event(
+            same("urn:pulumi:dev::a::pulumi:pulumi:StackReference::k")
+                .as_object()
+                .unwrap(),
+        );
         for event in &events {
             streamed.event(event.as_object().unwrap());
         }
+        streamed.event(
+            same("urn:pulumi:dev::b::pulumi:pulumi:Stack::b-dev")
+                .as_object()
+                .unwrap(),
+        );
         let digest: Value = serde_json::from_str(&streamed.digest()).unwrap();
         let step = &digest["steps"][0];
         assert_eq!(step["op"], "update");
@@ -190,5 +220,13 @@ mod tests {
         assert!(step.get("provider").is_none());
         assert_eq!(digest["diagnostics"][0]["message"], "w\n");
         assert_eq!(digest["changeSummary"]["update"], 1);
+        let ops: Vec<&str> = (digest["steps"].as_array().unwrap().iter())
+            .map(|s| s["op"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ops,
+            ["update", "same"],
+            "the root stack's step is shown, same or not"
+        );
     }
 }

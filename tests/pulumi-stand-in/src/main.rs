@@ -992,12 +992,20 @@ impl Ctx<'_> {
             for body in step_events(before, drifted, after, preview) {
                 event("resourcePreEvent", body);
             }
+            // `--color never` takes the colour directives out of a policy event's message.
+            let plain = self.args.value("color") == Some("never");
             for violation in &run.judged.violations {
-                event("policyEvent", policy::event(violation));
+                event("policyEvent", policy::event(violation, plain));
             }
+            // An update a policy refused applied nothing (the stand-in applies a stack at once).
+            let empty = Map::new();
+            let changes = match run.failed && run.mutates {
+                true => &empty,
+                false => run.changes,
+            };
             event(
                 "summaryEvent",
-                json!({"maybeCorrupt": false, "durationSeconds": run.duration as u64, "resourceChanges": run.changes, "PolicyPacks": policy::summary(&run.judged.packs), "isPreview": !run.mutates, "result": if run.failed { "failed" } else { "succeeded" }}),
+                json!({"maybeCorrupt": false, "durationSeconds": run.duration as u64, "resourceChanges": changes, "PolicyPacks": policy::summary(&run.judged.packs), "isPreview": !run.mutates, "result": if run.failed { "failed" } else { "succeeded" }}),
             );
             return;
         }

@@ -12,7 +12,8 @@
 //! `version`, else `0.0.1`.
 //!
 //! Each violation is a `policyEvent` as the engine emits it (`pkg/engine/events.go`): the message
-//! wrapped in colour directives (`<{%reset%}>…<{%reset%}>\n`, colour `raw`), the policy's and the
+//! wrapped in colour directives (`<{%reset%}>…<{%reset%}>\n`, colour `raw`; `--color never` takes
+//! them out, `pkg/backend/display/display.go`), the policy's and the
 //! pack's names, the enforcement level. A mandatory one fails the operation (exit 1, no message of
 //! its own: a "bail"); the stand-in applies a stack's resources at once, so an `up` it fails
 //! applies none of them.
@@ -213,12 +214,20 @@ fn messages(value: &Value) -> Vec<String> {
     }
 }
 
-/// The `policyEvent` of a violation, as Pulumi's JSON display writes it.
-pub fn event(violation: &Violation) -> Value {
+/// The `policyEvent` of a violation, as Pulumi's JSON display writes it: its message in colour
+/// directives (colour `raw`), or without them (`plain`: `--color never`, colour `never`).
+pub fn event(violation: &Violation, plain: bool) -> Value {
+    let (message, color) = match plain {
+        true => (format!("{}\n", violation.message), "never"),
+        false => (
+            format!("<{{%reset%}}>{}<{{%reset%}}>\n", violation.message),
+            "raw",
+        ),
+    };
     json!({
         "resourceUrn": violation.urn,
-        "message": format!("<{{%reset%}}>{}<{{%reset%}}>\n", violation.message),
-        "color": "raw",
+        "message": message,
+        "color": color,
         "policyName": violation.policy,
         "policyPackName": violation.pack,
         "policyPackVersion": violation.version,
