@@ -184,17 +184,10 @@ fn a_pack_judges_every_preview_and_update_and_its_denial_is_exit_4() {
     assert!(said.contains("deny  kubernetes/logagent"), "{said}");
     assert!(!said.contains("warn "), "{said}");
 
-    // A drift check's preview runs the pack too (the log agent's refused again: exit 4); a
-    // destroy runs none (Pulumi's destroy takes no pack).
+    // A drift check runs no pack (a refusal would fail it and hide the drift it found), nor
+    // does a destroy (Pulumi's destroy takes none).
     let start = d.calls().len();
-    let drift = d.mara().arg("drift").output().unwrap();
-    assert_eq!(drift.status.code(), Some(4), "{}", common::stderr(&drift));
-    let drifts = packs_of(&d.calls()[start..], "preview");
-    assert!(
-        !drifts.is_empty() && drifts.iter().all(|p| *p == [pack.clone()]),
-        "{drifts:?}"
-    );
-    let start = d.calls().len();
+    d.mara().arg("drift").output().unwrap();
     d.mara().args(["destroy", "--yes"]).output().unwrap();
     let calls = &d.calls()[start..];
     assert!(!calls.is_empty());

@@ -193,13 +193,20 @@ fn pack_problem(root: &std::path::Path, path: &std::path::Path) -> Option<String
             "is a file: name the pack's directory (the one holding its PulumiPolicy.yaml)".into(),
         );
     }
-    if let (Ok(real), Ok(real_root)) = (dir.canonicalize(), root.canonicalize())
-        && !real.starts_with(&real_root)
-    {
-        return Some(format!(
-            "leads out of the workspace (to {}): keep the pack inside it",
-            real.display()
-        ));
+    if let (Ok(real), Ok(real_root)) = (dir.canonicalize(), root.canonicalize()) {
+        if !real.starts_with(&real_root) {
+            return Some(format!(
+                "leads out of the workspace (to {}): keep the pack inside it",
+                real.display()
+            ));
+        }
+        // mara passes the pack's absolute path, which Pulumi would split at a comma.
+        if real.to_string_lossy().contains(',') {
+            return Some(format!(
+                "is at {}, a path with a comma, which Pulumi reads as two packs: move the workspace",
+                real.display()
+            ));
+        }
     }
     let project = dir.join("PulumiPolicy.yaml");
     let Ok(text) = std::fs::read_to_string(&project) else {

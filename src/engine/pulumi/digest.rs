@@ -124,7 +124,7 @@ fn shown_value(value: &Value) -> String {
 }
 
 /// The key that marks a secret value in Pulumi's state.
-const SECRET_SIGNATURE: &str = "4dabf18193072939515e22adb298388d";
+pub(super) const SECRET_SIGNATURE: &str = "4dabf18193072939515e22adb298388d";
 
 /// The root stack's outputs that a preview digest changes (its step's `oldState` and
 /// `newState` outputs differ; without a step, none), and whether it creates the stack.

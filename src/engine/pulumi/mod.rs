@@ -86,13 +86,11 @@ impl Pulumi {
             if self.color { "always" } else { "never" },
             "--json",
         ]));
-        // The policy packs judge what a preview plans (a drift check's too) and what an update
-        // does (Pulumi's refresh and destroy take none: docs/commands.md, "Policies"); a preview
-        // then streams its events, so that their violations are read.
-        let judged = matches!(
-            operation,
-            Operation::Preview | Operation::Drift | Operation::Up
-        );
+        // The policy packs judge what a preview plans and what an update does: not a drift
+        // check, which a pack's refusal would fail, hiding the drift it found (Pulumi's refresh
+        // and destroy take none: docs/commands.md, "Pulumi's own policy packs"); a preview then
+        // streams its events, so that their violations are read.
+        let judged = matches!(operation, Operation::Preview | Operation::Up);
         for pack in self.policy_packs.iter().filter(|_| judged) {
             op.extend(["--policy-pack".to_string(), pack.display().to_string()]);
         }
@@ -103,8 +101,7 @@ impl Pulumi {
             Operation::Refresh | Operation::Destroy | Operation::Drift => Vec::new(),
         };
         let mut operation_step = Step::new(StepKind::Operation, self.binary.clone(), op, dir);
-        let previews = matches!(operation, Operation::Preview | Operation::Drift);
-        if previews && !self.policy_packs.is_empty() {
+        if operation == Operation::Preview && !self.policy_packs.is_empty() {
             (operation_step.env).insert(STREAMING_PREVIEW.into(), "true".into());
         }
         steps.push(self.kept(operation_step));
@@ -735,7 +732,7 @@ mod tests {
         }
     }
 
-    /// Policy packs go to previews (a drift check's too) and updates (Pulumi's refresh and
+    /// Policy packs go to previews and updates (not to a drift check; Pulumi's refresh and
     /// destroy take none); a preview with packs streams its events.
     #[test]
     fn policy_packs_go_to_previews_and_updates_and_a_preview_streams() {
@@ -748,7 +745,7 @@ mod tests {
                 .find(|s| s.kind == StepKind::Operation)
                 .unwrap()
         };
-        for op in [Operation::Preview, Operation::Drift, Operation::Up] {
+        for op in [Operation::Preview, Operation::Up] {
             let step = operation(op);
             assert!(
                 step.display()
@@ -757,9 +754,9 @@ mod tests {
                 step.display()
             );
             let streams = step.env.get(STREAMING_PREVIEW).map(String::as_str);
-            assert_eq!(streams, (op != Operation::Up).then_some("true"));
+            assert_eq!(streams, (op == Operation::Preview).then_some("true"));
         }
-        for op in [Operation::Refresh, Operation::Destroy] {
+        for op in [Operation::Drift, Operation::Refresh, Operation::Destroy] {
             let step = operation(op);
             assert!(!step.args.iter().any(|a| a == "--policy-pack"), "{op:?}");
             assert!(!step.env.contains_key(STREAMING_PREVIEW));

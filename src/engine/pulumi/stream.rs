@@ -1,12 +1,19 @@
 //! A preview that streams its engine events (`PULUMI_ENABLE_STREAMING_JSON_PREVIEW`, which mara
 //! sets when policy packs run: the digest leaves their violations out), read back into the digest
-//! Pulumi would have printed — the steps it shows (not a `same` one but the root stack's), each
-//! `resourcePreEvent`'s metadata as a step (`old`/`new` as
-//! `oldState`/`newState`, `diffs`, `keys`, `detailedDiff` with `diffKind` as `kind`), the outputs a
-//! `resOutputsEvent` registers over its step's, diagnostics (their message without the prefix
-//! the severity says), the change counts — so that a
-//! streamed preview is read as a digest is (docs/commands.md, "Policies"). And the packs'
-//! `policyEvent`s, in either stream.
+//! Pulumi would have printed (`ShowPreviewDigest`), so that a streamed preview is read as a digest
+//! is (docs/commands.md, "Pulumi's own policy packs"):
+//!
+//! - the steps the digest shows — not a `same` one (unless its protection changed) but the root
+//!   stack's always, not a replacement's parts unless logical — each `resourcePreEvent`'s metadata
+//!   (`old`/`new` as `oldState`/`newState`, `diffs`, `keys`, `detailedDiff` with `diffKind` as
+//!   `kind`), a secret as `[secret]`; what a `resOutputsEvent` says over it (a refresh step's
+//!   state and diff come there, the root stack's outputs too);
+//! - the diagnostics it keeps: not an ephemeral or debug one, each as `prefix` + `message`
+//!   without colour directives, and the program's output (`stdoutEvent`) as `info`;
+//! - the configuration (`preludeEvent`), the counts, `maybeCorrupt` and the duration (to the
+//!   second) of the summary.
+//!
+//! And the packs' `policyEvent`s, in either stream.
 
 use serde_json::{Map, Value, json};
 
@@ -15,57 +22,87 @@ use crate::engine::PolicyViolation;
 /// The digest of a streamed preview, as its events come.
 #[derive(Debug, Default)]
 pub struct Streamed {
+    digest: Map<String, Value>,
     steps: Vec<Value>,
     diagnostics: Vec<Value>,
-    changes: Value,
-    /// The summary's duration, in seconds (the digest's is in nanoseconds).
-    seconds: Option<u64>,
 }
 
 impl Streamed {
     /// Takes one event of the stream.
     pub fn event(&mut self, event: &Map<String, Value>) {
-        if let Some(pre) = event.get("resourcePreEvent") {
+        if let Some(prelude) = event.get("preludeEvent") {
+            self.keep("config", &prelude["config"]);
+        } else if let Some(pre) = event.get("resourcePreEvent") {
             if shown(&pre["metadata"]) {
                 self.steps.push(step(&pre["metadata"]));
             }
         } else if let Some(outputs) = event.get("resOutputsEvent") {
-            let metadata = &outputs["metadata"];
-            let new = &metadata["new"]["outputs"];
-            let urn = &metadata["urn"];
-            if let Some(step) = self.steps.iter_mut().rev().find(|s| &s["urn"] == urn)
-                && new.is_object()
-                && step["newState"].is_object()
-            {
-                step["newState"]["outputs"] = new.clone();
-            }
+            self.outputs(&outputs["metadata"]);
         } else if let Some(diagnostic) = event.get("diagnosticEvent") {
-            // Its message without the prefix (`error: `), which the severity says.
-            self.diagnostics.push(json!({
-                "urn": diagnostic["urn"],
-                "message": diagnostic["message"],
-                "severity": diagnostic["severity"],
-            }));
+            let kept = diagnostic["ephemeral"] != true && diagnostic["severity"] != "debug";
+            if kept {
+                let text = |key: &str| diagnostic[key].as_str().unwrap_or_default().to_string();
+                let message = without_directives(&(text("prefix") + &text("message")));
+                let urn = diagnostic
+                    .get("urn")
+                    .filter(|u| u.as_str().is_some_and(|u| !u.is_empty()));
+                let mut kept = json!({"message": message, "severity": diagnostic["severity"]});
+                if let Some(urn) = urn {
+                    kept["urn"] = urn.clone();
+                }
+                self.diagnostics.push(kept);
+            }
+        } else if let Some(stdout) = event.get("stdoutEvent") {
+            let message = without_directives(stdout["message"].as_str().unwrap_or_default());
+            (self.diagnostics).push(json!({"message": message, "severity": "info"}));
         } else if let Some(summary) = event.get("summaryEvent") {
-            self.changes = summary["resourceChanges"].clone();
-            self.seconds = summary["durationSeconds"].as_u64();
+            self.keep("changeSummary", &summary["resourceChanges"]);
+            if summary["maybeCorrupt"] == true {
+                self.keep("maybeCorrupt", &Value::Bool(true));
+            }
+            if let Some(seconds) = summary["durationSeconds"].as_u64().filter(|s| *s > 0) {
+                self.keep("duration", &Value::from(seconds * 1_000_000_000));
+            }
+        }
+    }
+
+    fn keep(&mut self, key: &str, value: &Value) {
+        if !value.is_null() {
+            self.digest.insert(key.to_string(), value.clone());
+        }
+    }
+
+    /// What a `resOutputsEvent` says of its step: a refresh step's state as the refresh read it
+    /// and its diff (its `resourcePreEvent` holds the recorded state); another's outputs (the
+    /// root stack's, registered at its end).
+    fn outputs(&mut self, metadata: &Value) {
+        let urn = &metadata["urn"];
+        let Some(step) = self.steps.iter_mut().rev().find(|s| &s["urn"] == urn) else {
+            return;
+        };
+        let refreshed = step["op"] == "refresh" && metadata["op"] == "refresh";
+        let new = &metadata["new"];
+        if refreshed && new.is_object() {
+            let read = step_of(metadata);
+            for key in ["newState", "diffReasons", "detailedDiff"] {
+                match read.get(key) {
+                    Some(value) => step[key] = value.clone(),
+                    None => _ = step.as_object_mut().map(|s| s.remove(key)),
+                }
+            }
+        } else if new["outputs"].is_object() && step["newState"].is_object() {
+            step["newState"]["outputs"] = blind(&new["outputs"]);
         }
     }
 
     /// The digest, as `preview --json` prints it (4-space indent, empty fields left out).
     pub fn digest(&self) -> String {
-        let mut digest = Map::new();
+        let mut digest = self.digest.clone();
         if !self.steps.is_empty() {
             digest.insert("steps".into(), Value::Array(self.steps.clone()));
         }
         if !self.diagnostics.is_empty() {
             digest.insert("diagnostics".into(), Value::Array(self.diagnostics.clone()));
-        }
-        if let Some(seconds) = self.seconds.filter(|s| *s > 0) {
-            digest.insert("duration".into(), Value::from(seconds * 1_000_000_000));
-        }
-        if self.changes.is_object() {
-            digest.insert("changeSummary".into(), self.changes.clone());
         }
         let mut text = Vec::new();
         let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
@@ -82,17 +119,35 @@ pub fn starts(line: &str) -> bool {
         || serde_json::from_str::<Value>(line).is_ok_and(|v| v.get("sequence").is_some())
 }
 
-/// Whether the digest shows a step (`ShowPreviewDigest`): not a `same` one — unless its
-/// protection changed — but the root stack's always.
+/// Whether the digest shows a step (`ShowPreviewDigest`'s `shouldShow`, in JSON mode): not a
+/// `same` one unless its protection changed, nor a replacement's part that is not logical; the
+/// root stack's always.
 fn shown(metadata: &Value) -> bool {
     let root =
         (metadata["urn"].as_str()).is_some_and(|urn| urn.contains("::pulumi:pulumi:Stack::"));
+    let op = metadata["op"].as_str().unwrap_or_default();
     let protection_changed = metadata["old"]["protect"] != metadata["new"]["protect"];
-    metadata["op"] != "same" || protection_changed || root
+    let replacement = REPLACEMENT_OPS.contains(&op) && metadata["logical"] != true;
+    root || (op != "same" || protection_changed) && !replacement
 }
+
+/// The ops of a replacement (`deploy.IsReplacementStep`).
+const REPLACEMENT_OPS: &[&str] = &[
+    "replace",
+    "create-replacement",
+    "delete-replaced",
+    "read-replacement",
+    "discard-replaced",
+    "remove-pending-replace",
+    "import-replacement",
+];
 
 /// A `resourcePreEvent`'s metadata as the digest's step.
 fn step(metadata: &Value) -> Value {
+    Value::Object(step_of(metadata))
+}
+
+fn step_of(metadata: &Value) -> Map<String, Value> {
     let mut step = Map::new();
     let mut put = |key: &str, value: &Value| {
         let empty = match value {
@@ -109,8 +164,8 @@ fn step(metadata: &Value) -> Value {
     put("op", &metadata["op"]);
     put("urn", &metadata["urn"]);
     put("provider", &metadata["provider"]);
-    put("oldState", &metadata["old"]);
-    put("newState", &metadata["new"]);
+    put("oldState", &state(&metadata["old"]));
+    put("newState", &state(&metadata["new"]));
     put("diffReasons", &metadata["diffs"]);
     put("replaceReasons", &metadata["keys"]);
     if let Some(detailed) = metadata["detailedDiff"].as_object() {
@@ -122,7 +177,32 @@ fn step(metadata: &Value) -> Value {
             .collect();
         put("detailedDiff", &Value::Object(detailed));
     }
-    Value::Object(step)
+    step
+}
+
+/// A state of an event as the digest writes it: each secret (an object with Pulumi's secret
+/// signature, its ciphertext blinded) as `[secret]`.
+fn state(state: &Value) -> Value {
+    let mut state = state.clone();
+    for key in ["inputs", "outputs"] {
+        if let Some(value) = state.get(key) {
+            state[key] = blind(value);
+        }
+    }
+    state
+}
+
+fn blind(value: &Value) -> Value {
+    match value {
+        Value::Object(map) if map.contains_key(super::digest::SECRET_SIGNATURE) => {
+            Value::from("[secret]")
+        }
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), blind(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(blind).collect()),
+        other => other.clone(),
+    }
 }
 
 /// A `policyEvent` as the violation it reports: its message without Pulumi's colour directives
@@ -218,7 +298,7 @@ mod tests {
         assert_eq!(step["newState"]["outputs"]["n"], 2);
         assert_eq!(step["detailedDiff"]["outputs.n"]["kind"], "update");
         assert!(step.get("provider").is_none());
-        assert_eq!(digest["diagnostics"][0]["message"], "w\n");
+        assert_eq!(digest["diagnostics"][0]["message"], "warning: w\n");
         assert_eq!(digest["changeSummary"]["update"], 1);
         let ops: Vec<&str> = (digest["steps"].as_array().unwrap().iter())
             .map(|s| s["op"].as_str().unwrap())
@@ -228,5 +308,54 @@ mod tests {
             ["update", "same"],
             "the root stack's step is shown, same or not"
         );
+    }
+
+    /// What the digest leaves out is left out of the stream's: debug and ephemeral diagnostics,
+    /// a replacement's parts; the program's output is an `info` diagnostic; colour directives go;
+    /// a refresh step's state and diff come with its outputs; secrets are `[secret]`.
+    #[test]
+    fn a_streamed_preview_keeps_what_the_digest_keeps() {
+        let mut streamed = Streamed::default();
+        let urn = "urn:pulumi:dev::a::aws:s3/bucket:Bucket::b";
+        let sig = "4dabf18193072939515e22adb298388d";
+        let events = [
+            json!({"preludeEvent": {"config": {"a:region": "eu"}}}),
+            json!({"diagnosticEvent": {"message": "noise", "severity": "debug"}}),
+            json!({"diagnosticEvent": {"message": "tick", "severity": "info", "ephemeral": true}}),
+            json!({"diagnosticEvent": {"prefix": "<{%fg 1%}>error: <{%reset%}>", "message": "bad\n", "severity": "error"}}),
+            json!({"stdoutEvent": {"message": "<{%bold%}>hello<{%reset%}>\n"}}),
+            json!({"resourcePreEvent": {"metadata": {"op": "replace", "urn": urn, "logical": true,
+                "new": {"inputs": {"key": {sig: "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "[secret]"}}}}}}),
+            json!({"resourcePreEvent": {"metadata": {"op": "create-replacement", "urn": urn}}}),
+            json!({"resourcePreEvent": {"metadata": {"op": "delete-replaced", "urn": urn}}}),
+            json!({"resourcePreEvent": {"metadata": {"op": "refresh", "urn": "urn:pulumi:dev::a::x:y:Z::z",
+                "old": {"outputs": {"n": 1}}, "new": {"outputs": {"n": 1}}}}}),
+            json!({"resOutputsEvent": {"metadata": {"op": "refresh", "urn": "urn:pulumi:dev::a::x:y:Z::z",
+                "old": {"outputs": {"n": 1}}, "new": {"outputs": {"n": 2}}, "diffs": ["n"],
+                "detailedDiff": {"n": {"diffKind": "update", "inputDiff": false}}}}}),
+            json!({"summaryEvent": {"resourceChanges": {"replace": 1}, "maybeCorrupt": true}}),
+        ];
+        for event in &events {
+            streamed.event(event.as_object().unwrap());
+        }
+        let digest: Value = serde_json::from_str(&streamed.digest()).unwrap();
+        assert_eq!(digest["config"]["a:region"], "eu");
+        assert_eq!(digest["maybeCorrupt"], true);
+        let said: Vec<(&str, &str)> = (digest["diagnostics"].as_array().unwrap().iter())
+            .map(|d| {
+                (
+                    d["severity"].as_str().unwrap(),
+                    d["message"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(said, [("error", "error: bad\n"), ("info", "hello\n")]);
+        let steps = digest["steps"].as_array().unwrap();
+        let ops: Vec<&str> = steps.iter().map(|s| s["op"].as_str().unwrap()).collect();
+        assert_eq!(ops, ["replace", "refresh"]);
+        assert_eq!(steps[0]["newState"]["inputs"]["key"], "[secret]");
+        assert_eq!(steps[1]["newState"]["outputs"]["n"], 2);
+        assert_eq!(steps[1]["diffReasons"], json!(["n"]));
+        assert_eq!(steps[1]["detailedDiff"]["n"]["kind"], "update");
     }
 }

@@ -877,7 +877,7 @@ impl Ctx<'_> {
     fn bail(&self, op: &str, message: &str) -> Failure {
         if !self.args.has("json") {
             println!("    error: {message}");
-        } else if op == "preview" {
+        } else if op == "preview" && !streams() {
             let digest = json!({
                 "diagnostics": [{"message": format!("{message}\n"), "prefix": "error: ", "severity": "error"}],
                 "changeSummary": {},
@@ -895,7 +895,7 @@ impl Ctx<'_> {
             );
             println!(
                 "{}",
-                json!({"sequence": 1, "timestamp": now, "summaryEvent": {"maybeCorrupt": false, "durationSeconds": 0, "resourceChanges": {}, "PolicyPacks": {}, "isPreview": false, "result": "failed"}})
+                json!({"sequence": 1, "timestamp": now, "summaryEvent": {"maybeCorrupt": false, "durationSeconds": 0, "resourceChanges": {}, "PolicyPacks": {}, "isPreview": op == "preview", "result": "failed"}})
             );
         }
         Failure::new(1, "")
@@ -965,9 +965,7 @@ impl Ctx<'_> {
         run: &Ran,
     ) {
         let json = self.args.has("json");
-        let streams = env("PULUMI_ENABLE_STREAMING_JSON_PREVIEW")
-            .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-        if json && op == "preview" && !streams {
+        if json && op == "preview" && !streams() {
             // The digest: Pulumi's leaves the policy events out (`ShowPreviewDigest`).
             let digest = preview_digest(before, drifted, after, run);
             let mut text = Vec::new();
@@ -989,8 +987,8 @@ impl Ctx<'_> {
                 sequence += 1;
             };
             event("preludeEvent", json!({"config": {}}));
-            for body in step_events(before, drifted, after, preview) {
-                event("resourcePreEvent", body);
+            for (kind, body) in step_events(before, drifted, after, preview) {
+                event(kind, body);
             }
             // `--color never` takes the colour directives out of a policy event's message.
             let plain = self.args.value("color") == Some("never");
@@ -1131,38 +1129,77 @@ fn preview_digest(before: &[Value], drifted: &[Value], after: &[Value], run: &Ra
     json!({"steps": steps, "duration": (run.duration * 1e9) as u64, "changeSummary": run.changes})
 }
 
-/// The `resourcePreEvent` bodies of an operation's stream. A streamed preview's carry each
-/// step's metadata as the digest's steps do (`old`/`new` states, `diffs`, `detailedDiff` with
-/// `diffKind`), `planning` set; an update's are the resources it leaves, as `same` (the
+/// Whether `preview --json` streams its events (`PULUMI_ENABLE_STREAMING_JSON_PREVIEW`, read
+/// as Pulumi's `env.Bool` reads it) instead of printing its digest.
+fn streams() -> bool {
+    env("PULUMI_ENABLE_STREAMING_JSON_PREVIEW")
+        .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+/// The resource events of an operation's stream. A streamed preview's carry each step's
+/// metadata as the digest's steps do (`old`/`new` states, `diffs`, `detailedDiff` with
+/// `diffKind`), `planning` set, every step (`same` too: the stream leaves none out); a refresh
+/// step's `resourcePreEvent` holds the state as recorded, and its `resOutputsEvent` the state as
+/// the refresh read it, with its diff. An update's are the resources it leaves, as `same` (the
 /// stand-in's updates apply a stack at once).
-fn step_events(before: &[Value], drifted: &[Value], after: &[Value], preview: bool) -> Vec<Value> {
+fn step_events(
+    before: &[Value],
+    drifted: &[Value],
+    after: &[Value],
+    preview: bool,
+) -> Vec<(&'static str, Value)> {
     if !preview {
         let same =
             |r: &Value| json!({"metadata": {"op": "same", "urn": r["urn"], "type": r["type"]}});
-        return after.iter().map(same).collect();
+        return after
+            .iter()
+            .map(|r| ("resourcePreEvent", same(r)))
+            .collect();
     }
-    let digest_steps = drifted.iter().cloned().chain(
-        step_ops(before, after)
-            .into_iter()
-            .map(|(op, urn)| digest_step(op, &urn, before, after)),
-    );
-    digest_steps
-        .map(|step| {
-            let state = |key: &str| step.get(key).cloned().unwrap_or(Value::Null);
-            let kind = state("newState")["type"].clone();
-            let kind = if kind.is_null() { state("oldState")["type"].clone() } else { kind };
-            let detailed: Map<String, Value> = (step["detailedDiff"].as_object().into_iter().flatten())
-                .map(|(path, d)| (path.clone(), json!({"diffKind": d["kind"], "inputDiff": d["inputDiff"]})))
-                .collect();
-            json!({"metadata": {
-                "op": step["op"], "urn": step["urn"], "type": kind,
-                "old": state("oldState"), "new": state("newState"),
-                "diffs": step.get("diffReasons").cloned().unwrap_or_else(|| json!([])),
-                "detailedDiff": if detailed.is_empty() { Value::Null } else { Value::Object(detailed) },
-                "provider": "",
-            }, "planning": true})
+    let metadata = |step: &Value| {
+        let state = |key: &str| step.get(key).cloned().unwrap_or(Value::Null);
+        let kind = match state("newState")["type"].clone() {
+            Value::Null => state("oldState")["type"].clone(),
+            kind => kind,
+        };
+        let detailed: Map<String, Value> = (step["detailedDiff"].as_object().into_iter().flatten())
+            .map(|(path, d)| {
+                let diff = json!({"diffKind": d["kind"], "inputDiff": d["inputDiff"]});
+                (path.clone(), diff)
+            })
+            .collect();
+        json!({
+            "op": step["op"], "urn": step["urn"], "type": kind,
+            "old": state("oldState"), "new": state("newState"),
+            "diffs": step.get("diffReasons").cloned().unwrap_or_else(|| json!([])),
+            "detailedDiff": if detailed.is_empty() { Value::Null } else { Value::Object(detailed) },
+            "provider": "",
         })
-        .collect()
+    };
+    let mut events = Vec::new();
+    for step in drifted {
+        let read = metadata(step);
+        let mut recorded = read.clone();
+        recorded["new"] = recorded["old"].clone();
+        recorded["diffs"] = json!([]);
+        recorded["detailedDiff"] = Value::Null;
+        events.push((
+            "resourcePreEvent",
+            json!({"metadata": recorded, "planning": true}),
+        ));
+        events.push((
+            "resOutputsEvent",
+            json!({"metadata": read, "planning": true}),
+        ));
+    }
+    for (op, urn) in step_ops(before, after) {
+        let step = digest_step(op, &urn, before, after);
+        events.push((
+            "resourcePreEvent",
+            json!({"metadata": metadata(&step), "planning": true}),
+        ));
+    }
+    events
 }
 
 /// The step of each resource between two resource lists: (op, urn).

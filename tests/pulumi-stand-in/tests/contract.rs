@@ -472,14 +472,10 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// `--policy-pack DIR` on preview and up: a pack of Pulumi's OPA bridge judges each resource and
-/// the stack. The digest leaves the violations out, as Pulumi's does; with
-/// `PULUMI_ENABLE_STREAMING_JSON_PREVIEW` the preview is the event stream, a `policyEvent` per
-/// violation. A mandatory one fails the operation (exit 1), nothing written; an advisory one is
-/// said and the operation goes on. A directory without `PulumiPolicy.yaml` fails as Pulumi
-/// fails, and destroy takes no `--policy-pack`.
-#[test]
-fn policy_packs_judge_previews_and_updates() {
+/// A scratch workspace whose project `b` reads `a`'s stack (deployed), and a pack of Pulumi's
+/// OPA bridge (`pack/`, version 1.2.0) that warns of every stack reference and of a stack of
+/// more than one resource.
+fn pack_scratch() -> (Scratch, String) {
     let s = Scratch::new();
     let pack = s.path().join("pack");
     std::fs::create_dir_all(&pack).unwrap();
@@ -497,36 +493,47 @@ fn policy_packs_judge_previews_and_updates() {
     s.create("a");
     s.create("b");
     assert!(s.up("a").status.success());
+    (s, pack)
+}
+
+/// `preview --json --policy-pack PACK` of `b`, streamed or not.
+fn preview_with_pack(s: &Scratch, pack: &str, stream: bool) -> Output {
     let shared = s.shared();
-    let preview = |extra: &[&str], stream: bool| {
-        let mut args = vec![
-            "--non-interactive",
-            "preview",
-            "--stack",
-            "dev",
-            "--config-file",
-            &shared,
-            "--json",
-            "--policy-pack",
-            &pack,
-        ];
-        args.extend(extra);
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pulumi"));
-        cmd.args(&args)
-            .current_dir(s.path().join("b"))
-            .env(
-                "PULUMI_BACKEND_URL",
-                format!("file://{}", s.path().join("state").display()),
-            )
-            .env("PULUMI_CONFIG_PASSPHRASE", "correct horse")
-            .env_remove("PULUMI_ENABLE_STREAMING_JSON_PREVIEW");
-        if stream {
-            cmd.env("PULUMI_ENABLE_STREAMING_JSON_PREVIEW", "true");
-        }
-        cmd.output().unwrap()
-    };
+    let args = [
+        "--non-interactive",
+        "preview",
+        "--stack",
+        "dev",
+        "--config-file",
+        &shared,
+        "--json",
+        "--policy-pack",
+        pack,
+    ];
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pulumi"));
+    cmd.args(args)
+        .current_dir(s.path().join("b"))
+        .env(
+            "PULUMI_BACKEND_URL",
+            format!("file://{}", s.path().join("state").display()),
+        )
+        .env("PULUMI_CONFIG_PASSPHRASE", "correct horse")
+        .env_remove("PULUMI_ENABLE_STREAMING_JSON_PREVIEW");
+    if stream {
+        cmd.env("PULUMI_ENABLE_STREAMING_JSON_PREVIEW", "true");
+    }
+    cmd.output().unwrap()
+}
+
+/// `--policy-pack DIR` on a preview: a pack of Pulumi's OPA bridge judges each resource and the
+/// stack; with `PULUMI_ENABLE_STREAMING_JSON_PREVIEW` the preview is the event stream, a
+/// `policyEvent` per violation; the digest leaves them out, as Pulumi's does. An advisory
+/// violation is said and the preview goes on.
+#[test]
+fn a_pack_says_its_violations_in_the_stream_and_not_in_the_digest() {
+    let (s, pack) = pack_scratch();
     // Advisory only: said in the stream, the preview succeeds.
-    let out = preview(&[], true);
+    let out = preview_with_pack(&s, &pack, true);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let events: Vec<serde_json::Value> = text(&out.stdout)
         .lines()
@@ -557,20 +564,27 @@ fn policy_packs_judge_previews_and_updates() {
     assert_eq!(pre["planning"], true);
     assert_eq!(pre["metadata"]["op"], "create");
     // The digest has no place for them.
-    let out = preview(&[], false);
+    let out = preview_with_pack(&s, &pack, false);
     assert!(out.status.success());
     assert!(
         !text(&out.stdout).contains("warn_any"),
         "{}",
         text(&out.stdout)
     );
+}
+
+/// A mandatory violation fails the operation (exit 1, no message: a bail), nothing written.
+#[test]
+fn a_mandatory_violation_fails_the_operation_and_applies_nothing() {
+    let (s, pack) = pack_scratch();
+    let shared = s.shared();
     // Mandatory: the preview fails (a bail: exit 1, no error line), the update applies nothing.
     std::fs::write(
         s.path().join("pack/refs.rego"),
         "package refs\n\ndeny_cross_project[msg] {\n    input.type == \"pulumi:pulumi:StackReference\"\n    contains(input.name, \"proj-a\")\n    msg := sprintf(\"%s reads proj-a\", [input.__name])\n}\n",
     )
     .unwrap();
-    let out = preview(&[], true);
+    let out = preview_with_pack(&s, &pack, true);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(text(&out.stderr), "");
     let said = text(&out.stdout);
@@ -607,6 +621,13 @@ fn policy_packs_judge_previews_and_updates() {
         !state.contains("StackReference"),
         "nothing applied: {state}"
     );
+}
+
+/// A directory without `PulumiPolicy.yaml` fails as Pulumi fails, and destroy takes no
+/// `--policy-pack`.
+#[test]
+fn a_directory_without_its_project_file_is_no_pack() {
+    let (s, pack) = pack_scratch();
     // Not a pack; and destroy takes none.
     let empty = s.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
