@@ -46,19 +46,6 @@ fn context(about: &About<'_>) -> Map<String, Value> {
     context
 }
 
-/// Pulumi's mark of a secret value in a digest: such an object is `[secret]`.
-const PULUMI_SECRET: &str = "4dabf18193072939515e22adb298388d";
-
-/// `value` with each of Pulumi's secret values as `[secret]`.
-fn masked(value: Value) -> Value {
-    match value {
-        Value::Object(map) if map.contains_key(PULUMI_SECRET) => Value::from("[secret]"),
-        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, masked(v))).collect()),
-        Value::Array(items) => Value::Array(items.into_iter().map(masked).collect()),
-        other => other,
-    }
-}
-
 /// A project's input: its engine's plan (an empty object without one: a command, kubectl, a
 /// destroy, which plans nothing), with mara's context under `mara` — the project, its engine,
 /// and the run's.
@@ -69,7 +56,8 @@ pub fn project_input(
 ) -> Value {
     let document = (report.and_then(|r| r.document.as_deref()))
         .and_then(|text| serde_json::from_str(text).ok());
-    let mut input = match document.map(masked) {
+    // A Pulumi digest's secrets are their ciphertexts: the policies see `[secret]`.
+    let mut input = match document.map(crate::engine::pulumi::blinded) {
         Some(Value::Object(map)) => map,
         _ => Map::new(),
     };

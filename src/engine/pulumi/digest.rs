@@ -105,26 +105,27 @@ fn property_path(path: &str) -> Vec<Segment<'_>> {
 /// A value of a preview's state as people read it: JSON text, a secret as `[secret]` (Pulumi's
 /// secret signature, or a value already blinded), nested secrets too.
 fn shown_value(value: &Value) -> String {
-    fn blind(value: &Value) -> Value {
-        match value {
-            Value::Object(map) if map.contains_key(SECRET_SIGNATURE) => {
-                Value::String("[secret]".into())
-            }
-            Value::Object(map) => {
-                Value::Object(map.iter().map(|(k, v)| (k.clone(), blind(v))).collect())
-            }
-            Value::Array(items) => Value::Array(items.iter().map(blind).collect()),
-            other => other.clone(),
-        }
-    }
-    match blind(value) {
+    match blinded(value.clone()) {
         Value::String(text) if text == "[secret]" => text,
         other => other.to_string(),
     }
 }
 
 /// The key that marks a secret value in Pulumi's state.
-pub(super) const SECRET_SIGNATURE: &str = "4dabf18193072939515e22adb298388d";
+const SECRET_SIGNATURE: &str = "4dabf18193072939515e22adb298388d";
+
+/// `value` with each of Pulumi's secret values (an object with its secret signature, whatever
+/// its ciphertext) as `[secret]`, nested ones too.
+pub fn blinded(value: Value) -> Value {
+    match value {
+        Value::Object(map) if map.contains_key(SECRET_SIGNATURE) => Value::from("[secret]"),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, blinded(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(blinded).collect()),
+        other => other,
+    }
+}
 
 /// The root stack's outputs that a preview digest changes (its step's `oldState` and
 /// `newState` outputs differ; without a step, none), and whether it creates the stack.
@@ -199,16 +200,6 @@ pub fn planned_outputs(digest: &Value) -> Option<crate::engine::PlannedOutputs> 
 /// and new inputs and outputs, a secret as `[secret]` (its ciphertext changes with each
 /// encryption).
 pub fn plan_digest(digest: &Value) -> String {
-    fn plain(value: &Value) -> Value {
-        match value {
-            Value::Object(map) if map.contains_key(SECRET_SIGNATURE) => Value::from("[secret]"),
-            Value::Object(map) => {
-                Value::Object(map.iter().map(|(k, v)| (k.clone(), plain(v))).collect())
-            }
-            Value::Array(items) => Value::Array(items.iter().map(plain).collect()),
-            other => other.clone(),
-        }
-    }
     let mut steps: Vec<Value> = (digest["steps"].as_array().into_iter().flatten())
         .filter(|step| step["op"] != "same")
         .map(|step| {
@@ -216,8 +207,8 @@ pub fn plan_digest(digest: &Value) -> String {
             serde_json::json!([
                 step["urn"],
                 step["op"],
-                plain(&new["inputs"]),
-                plain(&new["outputs"])
+                blinded(new["inputs"].clone()),
+                blinded(new["outputs"].clone())
             ])
         })
         .collect();

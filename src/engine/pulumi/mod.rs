@@ -27,7 +27,7 @@ mod digest;
 mod reader;
 mod stream;
 
-pub use digest::{plan_digest, planned_outputs, resource_diff, stack_outputs};
+pub use digest::{blinded, plan_digest, planned_outputs, resource_diff, stack_outputs};
 pub use reader::Reader;
 
 /// Pulumi's message when another update holds the stack (DIY backends and Pulumi Cloud).

@@ -17,6 +17,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::digest::blinded;
 use crate::engine::PolicyViolation;
 
 /// The digest of a streamed preview, as its events come.
@@ -91,7 +92,7 @@ impl Streamed {
                 }
             }
         } else if new["outputs"].is_object() && step["newState"].is_object() {
-            step["newState"]["outputs"] = blind(&new["outputs"]);
+            step["newState"]["outputs"] = blinded(new["outputs"].clone());
         }
     }
 
@@ -185,24 +186,11 @@ fn step_of(metadata: &Value) -> Map<String, Value> {
 fn state(state: &Value) -> Value {
     let mut state = state.clone();
     for key in ["inputs", "outputs"] {
-        if let Some(value) = state.get(key) {
-            state[key] = blind(value);
+        if let Some(value) = state.get_mut(key) {
+            *value = blinded(value.take());
         }
     }
     state
-}
-
-fn blind(value: &Value) -> Value {
-    match value {
-        Value::Object(map) if map.contains_key(super::digest::SECRET_SIGNATURE) => {
-            Value::from("[secret]")
-        }
-        Value::Object(map) => {
-            Value::Object(map.iter().map(|(k, v)| (k.clone(), blind(v))).collect())
-        }
-        Value::Array(items) => Value::Array(items.iter().map(blind).collect()),
-        other => other.clone(),
-    }
 }
 
 /// A `policyEvent` as the violation it reports: its message without Pulumi's colour directives

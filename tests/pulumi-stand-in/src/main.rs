@@ -882,11 +882,7 @@ impl Ctx<'_> {
                 "diagnostics": [{"message": format!("{message}\n"), "prefix": "error: ", "severity": "error"}],
                 "changeSummary": {},
             });
-            let mut text = Vec::new();
-            let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-            let mut serializer = serde_json::Serializer::with_formatter(&mut text, formatter);
-            serde::Serialize::serialize(&digest, &mut serializer).expect("JSON");
-            println!("{}", String::from_utf8(text).expect("UTF-8"));
+            println!("{}", transfer::indented(&digest));
         } else {
             let now = (backend::now_nanos() / 1_000_000_000) as u64;
             println!(
@@ -968,11 +964,7 @@ impl Ctx<'_> {
         if json && op == "preview" && !streams() {
             // The digest: Pulumi's leaves the policy events out (`ShowPreviewDigest`).
             let digest = preview_digest(before, drifted, after, run);
-            let mut text = Vec::new();
-            let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-            let mut serializer = serde_json::Serializer::with_formatter(&mut text, formatter);
-            serde::Serialize::serialize(&digest, &mut serializer).expect("JSON");
-            println!("{}", String::from_utf8(text).expect("UTF-8"));
+            println!("{}", transfer::indented(&digest));
             return;
         }
         if json {

@@ -300,7 +300,7 @@ fn undeserializable(message: &str) -> Failure {
 }
 
 /// JSON indented by four spaces, as Go's encoder with `SetIndent("", "    ")` writes it.
-fn indented(value: &Value) -> String {
+pub fn indented(value: &Value) -> String {
     let mut text = Vec::new();
     let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
     let mut serializer = serde_json::Serializer::with_formatter(&mut text, formatter);
