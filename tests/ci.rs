@@ -2014,6 +2014,21 @@ fn the_terraform_example_pipeline_keeps_its_state_in_the_ledger_and_runs_twice()
     assert!(states.is_empty(), "{states:?}");
 }
 
+/// The binary under test as a release archive holds it: stripped, as the release profile's
+/// `strip = true` makes it (Cargo.toml). A test build carries its debug information, several
+/// times the size, and the pipeline test unpacks it once a job.
+fn stripped_mara(dir: &Path) -> PathBuf {
+    let copy = dir.join("mara");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("mara"), &copy).unwrap();
+    let stripped = Command::new("strip").arg(&copy).status();
+    assert!(
+        stripped.is_ok_and(|status| status.success()),
+        "`strip` (binutils, beside gcc) could not strip {}",
+        copy.display()
+    );
+    copy
+}
+
 /// mara's own release (docs/install.md): the workflow passes actionlint, and the archive
 /// `.ci/release-archive` makes of a binary holds it under the name `ci generate --install`
 /// fetches, with a SHA-256 that `sha256sum -c` checks and that a changed byte fails.
@@ -2027,7 +2042,8 @@ fn the_release_workflow_is_clean_and_its_archive_holds_a_checked_mara() {
     assert_eq!(findings, serde_json::json!([]), "actionlint: {findings:#}");
 
     let out = tempfile::tempdir().unwrap();
-    let binary = assert_cmd::cargo::cargo_bin("mara");
+    let built = tempfile::tempdir().unwrap();
+    let binary = stripped_mara(built.path());
     let made = Command::new(repository.join(".ci/release-archive"))
         .args([
             binary.as_os_str(),
@@ -2618,9 +2634,10 @@ fn jobs_install_mara_from_a_release_archive_and_refuse_one_whose_sum_is_wrong() 
         _ => "x86_64-unknown-linux-gnu",
     };
     let dist = tempfile::tempdir().unwrap();
+    let built = tempfile::tempdir().unwrap();
     let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
     let made = Command::new(repository.join(".ci/release-archive"))
-        .arg(assert_cmd::cargo::cargo_bin("mara"))
+        .arg(stripped_mara(built.path()))
         .args([target.as_ref(), dist.path().as_os_str()])
         .output()
         .unwrap();
