@@ -56,7 +56,8 @@ pub struct Pulumi {
 }
 
 /// The variable that makes `preview --json` print the engine's events as they come instead of
-/// one digest at the end, which leaves the policy packs' violations out.
+/// one digest at the end, which leaves out the policy packs' violations and what a refresh
+/// step read (the digest holds its resource as recorded).
 pub const STREAMING_PREVIEW: &str = "PULUMI_ENABLE_STREAMING_JSON_PREVIEW";
 
 impl Pulumi {
@@ -101,7 +102,10 @@ impl Pulumi {
             Operation::Refresh | Operation::Destroy | Operation::Drift => Vec::new(),
         };
         let mut operation_step = Step::new(StepKind::Operation, self.binary.clone(), op, dir);
-        if operation == Operation::Preview && !self.policy_packs.is_empty() {
+        // A drift check reads what its refresh steps read, which only their outputs events say
+        // (docs/commands.md, "drift"); a preview with packs their violations.
+        let packs = operation == Operation::Preview && !self.policy_packs.is_empty();
+        if packs || operation == Operation::Drift {
             (operation_step.env).insert(STREAMING_PREVIEW.into(), "true".into());
         }
         steps.push(self.kept(operation_step));
@@ -733,7 +737,8 @@ mod tests {
     }
 
     /// Policy packs go to previews and updates (not to a drift check; Pulumi's refresh and
-    /// destroy take none); a preview with packs streams its events.
+    /// destroy take none); a preview with packs streams its events, as a drift check always does
+    /// (what its refresh steps read is only in the stream).
     #[test]
     fn policy_packs_go_to_previews_and_updates_and_a_preview_streams() {
         let mut p = pulumi();
@@ -759,14 +764,15 @@ mod tests {
         for op in [Operation::Drift, Operation::Refresh, Operation::Destroy] {
             let step = operation(op);
             assert!(!step.args.iter().any(|a| a == "--policy-pack"), "{op:?}");
-            assert!(!step.env.contains_key(STREAMING_PREVIEW));
+            let streams = step.env.get(STREAMING_PREVIEW).map(String::as_str);
+            assert_eq!(streams, (op == Operation::Drift).then_some("true"));
         }
-        assert!(
-            !pulumi()
-                .steps("x", Path::new("/w/x"), Operation::Preview, false)
-                .iter()
-                .any(|s| s.env.contains_key(STREAMING_PREVIEW))
-        );
+        let without_packs = |op| {
+            let steps = pulumi().steps("x", Path::new("/w/x"), op, false);
+            steps.iter().any(|s| s.env.contains_key(STREAMING_PREVIEW))
+        };
+        assert!(!without_packs(Operation::Preview));
+        assert!(without_packs(Operation::Drift));
     }
 
     /// A streamed preview reads as its digest would, and its packs' violations are kept: a
@@ -1069,7 +1075,8 @@ mod tests {
     }
 
     /// A `preview --refresh` lists a refresh step for every resource it read: only one that
-    /// found the resource other than recorded is drift, and refresh steps are not counted.
+    /// found the resource other than recorded is drift, and refresh steps are not counted. (The
+    /// digest a drift check's stream is read into: Pulumi's own holds a refresh step as recorded.)
     #[test]
     fn only_a_refresh_step_that_found_a_difference_is_drift() {
         let mut reader = Reader::new(Operation::Drift);

@@ -30,8 +30,9 @@
 //!   fails its first `n` times with `error: <message>` (exit 1), as a cloud API's transient
 //!   error does; the times are counted in the backend (`.stand-in-flaky-<project>`).
 //! - `PULUMI_STAND_IN_DRIFT=<project>:<output>=<value>`, comma-separated: the cloud holds that
-//!   root stack output as `<value>`, which `preview --refresh` finds (its refresh steps) and
-//!   compares the program with; nothing is written.
+//!   root stack output as `<value>`, which `preview --refresh` finds (its refresh steps: in the
+//!   digest as recorded, as Pulumi's are; what the refresh read only in the stream) and compares
+//!   the program with; nothing is written.
 //! - `PULUMI_STAND_IN_CRASH=<project>`: the operation of that project ends as a program that
 //!   crashed before Pulumi could report it does: a Python traceback on stderr, no `error:` line,
 //!   exit 1.
@@ -675,7 +676,8 @@ impl Ctx<'_> {
 
     /// The recorded resources as the cloud has them: the root stack's outputs that
     /// `PULUMI_STAND_IN_DRIFT=<project>:<output>=<value>,…` names set to those values (strings),
-    /// and the refresh steps that say so.
+    /// and a refresh step for every resource read, holding what the refresh read (a resource
+    /// found as recorded: the same state, no diff).
     fn refreshed(&self, recorded: &[Value]) -> (Vec<Value>, Vec<Value>) {
         let mut cloud = recorded.to_vec();
         let knob = env("PULUMI_STAND_IN_DRIFT").unwrap_or_default();
@@ -697,7 +699,6 @@ impl Ctx<'_> {
         }
         let steps = step_ops(recorded, &cloud)
             .into_iter()
-            .filter(|(op, _)| *op == "update")
             .map(|(_, urn)| {
                 let mut step = digest_step("update", &urn, recorded, &cloud);
                 step["op"] = Value::String("refresh".into());
@@ -722,7 +723,7 @@ impl Ctx<'_> {
         let started = backend::now_secs_f64();
         self.wait()?;
         self.told_to_fail(op)?;
-        let [before, drifted, after] = self.planned(op, &checkpoint, &passphrase)?;
+        let [before, refreshes, after] = self.planned(op, &checkpoint, &passphrase)?;
         let changes = count_changes(&before, &after);
         let changed = changes.keys().any(|k| k != "same");
         // The policy packs judge what the operation would leave; a mandatory violation fails
@@ -736,14 +737,14 @@ impl Ctx<'_> {
             failed,
         };
         if judged.denied() {
-            self.report(op, (&before, &drifted), &after, &ran(true));
+            self.report(op, (&before, &refreshes), &after, &ran(true));
             return Err(Failure::new(1, ""));
         }
         self.plans(op, &before, &after)?;
         if mutates {
             self.write(&checkpoint, &after)?;
         }
-        self.report(op, (&before, &drifted), &after, &ran(false));
+        self.report(op, (&before, &refreshes), &after, &ran(false));
         if op == "destroy" && self.args.has("remove") {
             self.backend.remove(&self.project.name, &self.stack)?;
             let _ = std::fs::remove_file(self.project.stack_config_path(&self.stack));
@@ -802,8 +803,8 @@ impl Ctx<'_> {
     }
 
     /// The resources before the operation (as recorded, or as a `preview --refresh` finds them
-    /// in the cloud: `PULUMI_STAND_IN_DRIFT`, nothing written), the refresh steps that found
-    /// them changed, and the resources the operation leaves.
+    /// in the cloud: `PULUMI_STAND_IN_DRIFT`, nothing written), the refresh's steps (one for each
+    /// resource it read), and the resources the operation leaves.
     fn planned(
         &self,
         op: &str,
@@ -814,7 +815,7 @@ impl Ctx<'_> {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let (before, drifted) = match op == "preview" && self.args.has("refresh") {
+        let (before, refreshes) = match op == "preview" && self.args.has("refresh") {
             true => self.refreshed(&recorded),
             false => (recorded, Vec::new()),
         };
@@ -837,7 +838,7 @@ impl Ctx<'_> {
                 self.resources(&evaluated, passphrase)
             }
         };
-        Ok([before, drifted, after])
+        Ok([before, refreshes, after])
     }
 
     /// An update held to a saved plan (`--plan`): one that leaves it fails, having changed
@@ -956,14 +957,14 @@ impl Ctx<'_> {
     fn report(
         &self,
         op: &str,
-        (before, drifted): (&[Value], &[Value]),
+        (before, refreshes): (&[Value], &[Value]),
         after: &[Value],
         run: &Ran,
     ) {
         let json = self.args.has("json");
         if json && op == "preview" && !streams() {
             // The digest: Pulumi's leaves the policy events out (`ShowPreviewDigest`).
-            let digest = preview_digest(before, drifted, after, run);
+            let digest = preview_digest(before, refreshes, after, run);
             println!("{}", transfer::indented(&digest));
             return;
         }
@@ -979,7 +980,7 @@ impl Ctx<'_> {
                 sequence += 1;
             };
             event("preludeEvent", json!({"config": {}}));
-            for (kind, body) in step_events(before, drifted, after, preview) {
+            for (kind, body) in step_events(before, refreshes, after, preview) {
                 event(kind, body);
             }
             // `--color never` takes the colour directives out of a policy event's message.
@@ -1108,10 +1109,13 @@ impl Ctx<'_> {
     }
 }
 
-/// A preview's digest (`preview --json`): the refresh's steps first (what it found changed
-/// outside Pulumi), then each change.
-fn preview_digest(before: &[Value], drifted: &[Value], after: &[Value], run: &Ran) -> Value {
-    let mut steps: Vec<Value> = drifted.to_vec();
+/// A preview's digest (`preview --json`): the refresh's steps first, then each change. The
+/// digest is made of the steps' `resourcePreEvent`s (`ShowPreviewDigest` passes over their
+/// `resOutputsEvent`s), and a refresh step's holds the resource as recorded on both sides
+/// (Pulumi's `NewRefreshStep` sets `new` to `old` until the step has run) and no diff: what the
+/// refresh read is only in the stream (`step_events`).
+fn preview_digest(before: &[Value], refreshes: &[Value], after: &[Value], run: &Ran) -> Value {
+    let mut steps: Vec<Value> = refreshes.iter().map(as_recorded).collect();
     steps.extend(
         step_ops(before, after)
             .into_iter()
@@ -1119,6 +1123,17 @@ fn preview_digest(before: &[Value], drifted: &[Value], after: &[Value], run: &Ra
             .map(|(op, urn)| digest_step(op, &urn, before, after)),
     );
     json!({"steps": steps, "duration": (run.duration * 1e9) as u64, "changeSummary": run.changes})
+}
+
+/// A refresh step as it is before it runs: the resource as recorded on both sides, no diff.
+fn as_recorded(step: &Value) -> Value {
+    let mut recorded = step.clone();
+    recorded["newState"] = step["oldState"].clone();
+    if let Some(step) = recorded.as_object_mut() {
+        step.remove("diffReasons");
+        step.remove("detailedDiff");
+    }
+    recorded
 }
 
 /// Whether `preview --json` streams its events (`PULUMI_ENABLE_STREAMING_JSON_PREVIEW`, read
@@ -1136,7 +1151,7 @@ fn streams() -> bool {
 /// stand-in's updates apply a stack at once).
 fn step_events(
     before: &[Value],
-    drifted: &[Value],
+    refreshes: &[Value],
     after: &[Value],
     preview: bool,
 ) -> Vec<(&'static str, Value)> {
@@ -1169,12 +1184,9 @@ fn step_events(
         })
     };
     let mut events = Vec::new();
-    for step in drifted {
+    for step in refreshes {
         let read = metadata(step);
-        let mut recorded = read.clone();
-        recorded["new"] = recorded["old"].clone();
-        recorded["diffs"] = json!([]);
-        recorded["detailedDiff"] = Value::Null;
+        let recorded = metadata(&as_recorded(step));
         events.push((
             "resourcePreEvent",
             json!({"metadata": recorded, "planning": true}),

@@ -667,3 +667,76 @@ fn a_directory_without_its_project_file_is_no_pack() {
         text(&out.stderr)
     );
 }
+
+/// `preview --refresh --json` on a stack whose cloud changed (`PULUMI_STAND_IN_DRIFT`), as
+/// Pulumi's `ShowPreviewDigest` builds its digest from the steps' `resourcePreEvent`s only: a
+/// refresh step there holds its resource as recorded on both sides, no diff, one for each
+/// resource read; what the refresh read is in the stream alone, in the step's
+/// `resOutputsEvent`. The update the changed output calls for is in both.
+#[test]
+fn a_refresh_step_says_what_it_read_only_in_the_stream() {
+    let s = Scratch::new();
+    s.create("a");
+    assert!(s.up("a").status.success());
+    let shared = s.shared();
+    let preview = |stream: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pulumi"));
+        cmd.args([
+            "--non-interactive",
+            "preview",
+            "--refresh",
+            "--stack",
+            "dev",
+            "--config-file",
+            &shared,
+            "--json",
+        ])
+        .current_dir(s.path().join("a"))
+        .env(
+            "PULUMI_BACKEND_URL",
+            format!("file://{}", s.path().join("state").display()),
+        )
+        .env("PULUMI_CONFIG_PASSPHRASE", "correct horse")
+        .env("PULUMI_STAND_IN_DRIFT", "proj-a:message=changed by hand")
+        .env_remove("PULUMI_ENABLE_STREAMING_JSON_PREVIEW");
+        if stream {
+            cmd.env("PULUMI_ENABLE_STREAMING_JSON_PREVIEW", "true");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let digest: serde_json::Value = serde_json::from_str(&preview(false)).unwrap();
+    let steps = digest["steps"].as_array().unwrap();
+    let refreshes: Vec<&serde_json::Value> =
+        steps.iter().filter(|s| s["op"] == "refresh").collect();
+    assert_eq!(refreshes.len(), 1, "{digest:#}");
+    assert_eq!(refreshes[0]["oldState"], refreshes[0]["newState"]);
+    assert_eq!(
+        refreshes[0]["oldState"]["outputs"]["message"],
+        "hello world"
+    );
+    assert!(refreshes[0].get("detailedDiff").is_none(), "{digest:#}");
+    assert!(
+        steps.iter().any(|s| s["op"] == "update"),
+        "the program's output differs from the cloud's: {digest:#}"
+    );
+
+    let events: Vec<serde_json::Value> = preview(true)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let refresh = |kind: &str| {
+        let found = events.iter().filter_map(|e| e.get(kind));
+        let found: Vec<&serde_json::Value> =
+            found.filter(|e| e["metadata"]["op"] == "refresh").collect();
+        assert_eq!(found.len(), 1, "{kind}: {events:#?}");
+        found[0]["metadata"].clone()
+    };
+    let pre = refresh("resourcePreEvent");
+    assert_eq!(pre["old"], pre["new"]);
+    let read = refresh("resOutputsEvent");
+    assert_eq!(read["new"]["outputs"]["message"], "changed by hand");
+    assert_eq!(read["old"]["outputs"]["message"], "hello world");
+    assert_eq!(read["diffs"], serde_json::json!(["message"]));
+}
