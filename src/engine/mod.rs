@@ -859,9 +859,17 @@ pub fn is_locked(stderr: &str) -> bool {
 /// Resource change counts by Pulumi operation name (`create`, `same`, `update`, `delete`, …).
 pub type Changes = BTreeMap<String, u64>;
 
+/// What a count of changes names that changes nothing: a resource left as it was (`same`), or
+/// only read (`read`: Pulumi reads a stack reference on every run, and counts it when the stack
+/// it reads changed; Terraform reads its data sources) — as Pulumi's own `--expect-no-changes`
+/// counts them.
+pub fn changes_nothing(op: &str) -> bool {
+    op == "same" || op == "read"
+}
+
 /// Whether any count is a real change.
 pub fn has_changes(changes: &Changes) -> bool {
-    changes.iter().any(|(op, n)| op != "same" && *n > 0)
+    changes.iter().any(|(op, n)| !changes_nothing(op) && *n > 0)
 }
 
 /// `+2 ~1 -1` for people (`same` is not a change).
@@ -884,7 +892,7 @@ pub fn changes_summary(changes: &Changes) -> String {
     ordered.sort_by_key(|(op, _)| rank(op));
     let parts: Vec<String> = ordered
         .into_iter()
-        .filter(|(op, n)| op.as_str() != "same" && **n > 0)
+        .filter(|(op, n)| !changes_nothing(op) && **n > 0)
         .map(|(op, n)| match symbol(op) {
             "" => format!(
                 "{n} {}",

@@ -185,7 +185,11 @@ pub fn planned_outputs(digest: &Value) -> Option<crate::engine::PlannedOutputs> 
     let planned = new.iter().map(|(name, value)| {
         let changes = old.and_then(|o| o.get(name)) != Some(value);
         let unknown = holds(value, &|v| v.as_str() == Some(UNKNOWN));
-        let secret = holds(value, &|v| v.get(SECRET_SIGNATURE).is_some());
+        // Pulumi's digest and a streamed one hold a secret as `[secret]`; a stored one as its
+        // ciphertext.
+        let secret = holds(value, &|v| {
+            v.get(SECRET_SIGNATURE).is_some() || v.as_str() == Some("[secret]")
+        });
         let planned = crate::engine::PlannedOutput {
             value: (!unknown && !secret).then(|| value.clone()),
             changes,
@@ -201,7 +205,7 @@ pub fn planned_outputs(digest: &Value) -> Option<crate::engine::PlannedOutputs> 
 /// encryption).
 pub fn plan_digest(digest: &Value) -> String {
     let mut steps: Vec<Value> = (digest["steps"].as_array().into_iter().flatten())
-        .filter(|step| step["op"] != "same")
+        .filter(|step| !crate::engine::changes_nothing(step["op"].as_str().unwrap_or_default()))
         .map(|step| {
             let new = &step["newState"];
             serde_json::json!([

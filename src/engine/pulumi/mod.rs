@@ -102,10 +102,11 @@ impl Pulumi {
             Operation::Refresh | Operation::Destroy | Operation::Drift => Vec::new(),
         };
         let mut operation_step = Step::new(StepKind::Operation, self.binary.clone(), op, dir);
-        // A drift check reads what its refresh steps read, which only their outputs events say
-        // (docs/commands.md, "drift"); a preview with packs their violations.
-        let packs = operation == Operation::Preview && !self.policy_packs.is_empty();
-        if packs || operation == Operation::Drift {
+        // A preview streams its events: only they say the stack's planned outputs (its outputs
+        // event; the digest holds them as they were, or not: Pulumi's issue 9571), what a
+        // drift check's refresh steps read, and the packs' violations (docs/commands.md,
+        // "preview" and "drift").
+        if matches!(operation, Operation::Preview | Operation::Drift) {
             (operation_step.env).insert(STREAMING_PREVIEW.into(), "true".into());
         }
         steps.push(self.kept(operation_step));
@@ -737,8 +738,8 @@ mod tests {
     }
 
     /// Policy packs go to previews and updates (not to a drift check; Pulumi's refresh and
-    /// destroy take none); a preview with packs streams its events, as a drift check always does
-    /// (what its refresh steps read is only in the stream).
+    /// destroy take none); a preview streams its events, with packs or not, as a drift check
+    /// does (the planned outputs and what its refresh steps read are only in the stream).
     #[test]
     fn policy_packs_go_to_previews_and_updates_and_a_preview_streams() {
         let mut p = pulumi();
@@ -771,8 +772,9 @@ mod tests {
             let steps = pulumi().steps("x", Path::new("/w/x"), op, false);
             steps.iter().any(|s| s.env.contains_key(STREAMING_PREVIEW))
         };
-        assert!(!without_packs(Operation::Preview));
+        assert!(without_packs(Operation::Preview));
         assert!(without_packs(Operation::Drift));
+        assert!(!without_packs(Operation::Up));
     }
 
     /// A streamed preview reads as its digest would, and its packs' violations are kept: a

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::digest::{plan_digest, planned_outputs, resource_diff, stack_outputs};
 use super::stream::{self, Streamed};
-use crate::engine::{Changes, Operation, PolicyViolation, changes_summary};
+use crate::engine::{Changes, Operation, PolicyViolation, changes_nothing, changes_summary};
 
 /// Reads an operation's stdout: lines for people, and the change counts.
 #[derive(Debug)]
@@ -119,7 +119,7 @@ impl Reader {
                     lines.extend(diff.lines().into_iter().skip(1));
                 }
                 self.drifted.push(diff);
-            } else if op != "same" {
+            } else if !changes_nothing(op) {
                 lines.push(format!(
                     "{op} {}",
                     urn_name(step["urn"].as_str().unwrap_or_default())
@@ -171,16 +171,13 @@ impl Reader {
             return vec![self.violated(policy)];
         }
         if let Some(stdout) = event.get("stdoutEvent") {
-            return stdout["message"]
-                .as_str()
-                .unwrap_or_default()
-                .lines()
-                .map(str::to_string)
-                .collect();
+            let message =
+                stream::without_directives(stdout["message"].as_str().unwrap_or_default());
+            return message.lines().map(str::to_string).collect();
         }
         if let Some(pre) = event.get("resourcePreEvent") {
             let op = pre["metadata"]["op"].as_str().unwrap_or_default();
-            if op != "same" && !op.is_empty() {
+            if !changes_nothing(op) && !op.is_empty() {
                 return vec![format!(
                     "{op} {}",
                     urn_name(pre["metadata"]["urn"].as_str().unwrap_or_default())
@@ -193,7 +190,9 @@ impl Reader {
                 urn_name(failed["metadata"]["urn"].as_str().unwrap_or_default())
             )];
         }
-        if event.contains_key("cancelEvent") {
+        // Every operation's stream ends with a cancel event, after its summary: one before the
+        // summary is a cancellation.
+        if event.contains_key("cancelEvent") && self.result.is_none() && self.changes.is_none() {
             return vec!["cancelled".into()];
         }
         Vec::new()
@@ -229,7 +228,8 @@ impl Reader {
         if diagnostic["severity"] != "error" {
             return;
         }
-        let message = diagnostic["message"].as_str().unwrap_or_default().trim();
+        let message = diagnostic_message(diagnostic);
+        let message = message.trim();
         if message.is_empty() {
             return;
         }
@@ -243,12 +243,21 @@ impl Reader {
     }
 }
 
+/// A diagnostic's message without colour directives (`--color always` leaves them in the JSON)
+/// or the severity's prefix (the digest writes it into the message: "error: …").
+fn diagnostic_message(diagnostic: &Value) -> String {
+    let severity = diagnostic["severity"].as_str().unwrap_or("info");
+    let message = stream::without_directives(diagnostic["message"].as_str().unwrap_or_default());
+    match message.strip_prefix(&format!("{severity}: ")) {
+        Some(rest) => rest.to_string(),
+        None => message,
+    }
+}
+
 fn diagnostic_line(diagnostic: &Value) -> String {
     let severity = diagnostic["severity"].as_str().unwrap_or("info");
-    let message = diagnostic["message"]
-        .as_str()
-        .unwrap_or_default()
-        .trim_end();
+    let message = diagnostic_message(diagnostic);
+    let message = message.trim_end();
     if severity == "info" {
         message.to_string()
     } else {
@@ -345,5 +354,107 @@ impl crate::engine::OutputReader for Reader {
 
     fn policy_violations(&self) -> Vec<PolicyViolation> {
         self.violations.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(operation: Operation, lines: &[&str]) -> (Reader, Vec<String>) {
+        let mut reader = Reader::new(operation);
+        let mut said = Vec::new();
+        for line in lines {
+            said.extend(reader.line(line));
+        }
+        said.extend(reader.finish());
+        (reader, said)
+    }
+
+    /// Every operation's stream ends with a cancel event after its summary (Pulumi's engine
+    /// closes its events so): only one before the summary is a cancellation.
+    #[test]
+    fn a_cancel_event_after_the_summary_is_the_streams_end() {
+        let summary = r#"{"sequence":1,"timestamp":1,"summaryEvent":{"maybeCorrupt":false,"durationSeconds":0,"resourceChanges":{"same":1},"isPreview":false,"result":"succeeded"}}"#;
+        let cancel = r#"{"sequence":2,"timestamp":1,"cancelEvent":{}}"#;
+        let (_, said) = read(Operation::Up, &[summary, cancel]);
+        assert_eq!(said, ["Resources: no changes (0s)"]);
+        let (_, said) = read(Operation::Up, &[cancel]);
+        assert_eq!(said, ["cancelled"]);
+    }
+
+    /// `--color always` leaves colour directives in the JSON's diagnostics, and the digest writes
+    /// a diagnostic's prefix into its message: the reason and the line hold neither.
+    #[test]
+    fn a_diagnostic_is_read_without_directives_or_its_prefix_twice() {
+        let event = r#"{"sequence":0,"timestamp":1,"diagnosticEvent":{"message":"<{%reset%}>update failed: quota<{%reset%}>\n","prefix":"<{%fg 1%}>error: <{%reset%}>","color":"always","severity":"error"}}"#;
+        let (reader, said) = read(Operation::Up, &[event]);
+        assert_eq!(said, ["error: update failed: quota"]);
+        assert_eq!(reader.error.as_deref(), Some("update failed: quota"));
+        assert_eq!(reader.errors, ["update failed: quota"]);
+
+        let digest = r#"{"diagnostics": [{"message": "error: Preview failed: no quota\n", "severity": "error"}], "changeSummary": {}}"#;
+        let (reader, said) = read(Operation::Preview, &[digest]);
+        assert_eq!(
+            said,
+            ["error: Preview failed: no quota", "Preview: no changes"]
+        );
+        assert_eq!(reader.error.as_deref(), Some("Preview failed: no quota"));
+    }
+
+    /// Pulumi reads a stack reference on every run (a `read` step, counted when the stack it
+    /// reads changed): no change of the project's, nor part of what its plan approves.
+    #[test]
+    fn a_read_step_changes_nothing() {
+        let digest = serde_json::json!({
+            "steps": [
+                {"op": "read", "urn": "urn:pulumi:dev::b::pulumi:pulumi:StackReference::a",
+                 "newState": {"type": "pulumi:pulumi:StackReference",
+                              "outputs": {"outputs": {"url": "https://a"}}}},
+            ],
+            "changeSummary": {"read": 1, "same": 1}
+        });
+        let (reader, said) = read(Operation::Preview, &[&digest.to_string()]);
+        assert_eq!(said, ["Preview: no changes"]);
+        assert!(reader.diffs.is_empty());
+        assert!(!crate::engine::has_changes(
+            reader.changes.as_ref().unwrap()
+        ));
+        let without = serde_json::json!({"steps": [], "changeSummary": {"same": 1}});
+        assert_eq!(reader.plan_digest, Some(plan_digest(&without)));
+    }
+
+    /// A resource deleted outside Pulumi: its refresh step's outputs event has no new state.
+    #[test]
+    fn a_resource_the_refresh_found_deleted_has_drifted() {
+        let urn = "urn:pulumi:dev::p::aws:s3/bucket:Bucket::gone";
+        let recorded =
+            serde_json::json!({"type": "aws:s3/bucket:Bucket", "outputs": {"acl": "private"}});
+        let event = |kind: &str, new: &Value| {
+            let metadata =
+                serde_json::json!({"op": "refresh", "urn": urn, "old": recorded, "new": new});
+            serde_json::json!({"sequence": 1, "timestamp": 1, kind: {"metadata": metadata}})
+                .to_string()
+        };
+        let pre = event("resourcePreEvent", &recorded);
+        let read_back = event("resOutputsEvent", &Value::Null);
+        let summary = r#"{"sequence":3,"timestamp":1,"summaryEvent":{"resourceChanges":{},"result":"succeeded"}}"#;
+        let (reader, said) = read(Operation::Drift, &[&pre, &read_back, summary]);
+        assert_eq!(reader.drifted.len(), 1, "{said:?}");
+        assert!(said.contains(&"drifted aws:s3/bucket:Bucket gone".to_string()));
+    }
+
+    /// A secret output as Pulumi's digest (and a streamed one) holds it, `[secret]`: planned as
+    /// a secret of unknown value, never as the text.
+    #[test]
+    fn a_secret_planned_output_is_no_value() {
+        let digest = serde_json::json!({"steps": [
+            {"op": "same", "urn": "urn:pulumi:dev::a::pulumi:pulumi:Stack::a-dev",
+             "oldState": {"type": "pulumi:pulumi:Stack", "outputs": {"token": "[secret]"}},
+             "newState": {"type": "pulumi:pulumi:Stack", "outputs": {"token": "[secret]", "url": "u"}}}
+        ]});
+        let planned = planned_outputs(&digest).unwrap();
+        assert!(planned["token"].secret && planned["token"].value.is_none());
+        assert_eq!(planned["url"].value, Some(Value::from("u")));
     }
 }

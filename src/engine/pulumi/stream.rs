@@ -84,7 +84,8 @@ impl Streamed {
         };
         let refreshed = step["op"] == "refresh" && metadata["op"] == "refresh";
         let new = &metadata["new"];
-        if refreshed && new.is_object() {
+        // A resource the refresh found deleted has no new state.
+        if refreshed && (new.is_object() || new.is_null()) {
             let read = step_of(metadata);
             for key in ["newState", "diffReasons", "detailedDiff"] {
                 match read.get(key) {
@@ -209,7 +210,7 @@ pub fn violation(event: &Value) -> PolicyViolation {
 }
 
 /// `text` without Pulumi's colour directives (`<{%fg 1%}>`, `<{%reset%}>`).
-fn without_directives(text: &str) -> String {
+pub(super) fn without_directives(text: &str) -> String {
     let mut plain = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("<{%") {

@@ -879,8 +879,9 @@ impl Ctx<'_> {
         if !self.args.has("json") {
             println!("    error: {message}");
         } else if op == "preview" && !streams() {
+            // The digest writes a diagnostic's prefix into its message (`ShowJSONEvents`).
             let digest = json!({
-                "diagnostics": [{"message": format!("{message}\n"), "prefix": "error: ", "severity": "error"}],
+                "diagnostics": [{"message": format!("error: {message}\n"), "severity": "error"}],
                 "changeSummary": {},
             });
             println!("{}", transfer::indented(&digest));
@@ -893,6 +894,11 @@ impl Ctx<'_> {
             println!(
                 "{}",
                 json!({"sequence": 1, "timestamp": now, "summaryEvent": {"maybeCorrupt": false, "durationSeconds": 0, "resourceChanges": {}, "PolicyPacks": {}, "isPreview": op == "preview", "result": "failed"}})
+            );
+            // Every engine operation ends its stream with a cancel event (`update.go`).
+            println!(
+                "{}",
+                json!({"sequence": 2, "timestamp": now, "cancelEvent": {}})
             );
         }
         Failure::new(1, "")
@@ -998,6 +1004,9 @@ impl Ctx<'_> {
                 "summaryEvent",
                 json!({"maybeCorrupt": false, "durationSeconds": run.duration as u64, "resourceChanges": changes, "PolicyPacks": policy::summary(&run.judged.packs), "isPreview": !run.mutates, "result": if run.failed { "failed" } else { "succeeded" }}),
             );
+            // Every engine operation ends its stream with a cancel event, after its summary
+            // (`update.go`, `refresh.go`, `destroy.go`: the engine's events are closed so).
+            event("cancelEvent", json!({}));
             return;
         }
         self.text_report(op, after, run);
@@ -1120,9 +1129,31 @@ fn preview_digest(before: &[Value], refreshes: &[Value], after: &[Value], run: &
         step_ops(before, after)
             .into_iter()
             .filter(|(op, _)| *op != "same")
-            .map(|(op, urn)| digest_step(op, &urn, before, after)),
+            .map(|(op, urn)| as_registered(&digest_step(op, &urn, before, after))),
     );
     json!({"steps": steps, "duration": (run.duration * 1e9) as u64, "changeSummary": run.changes})
+}
+
+fn is_root_stack(step: &Value) -> bool {
+    step["urn"]
+        .as_str()
+        .is_some_and(|urn| urn.contains("::pulumi:pulumi:Stack::"))
+}
+
+/// A step as its `resourcePreEvent` holds it: the root stack is registered before its program
+/// has run, its outputs as they were (a new stack's none) — Pulumi sets the new ones when the
+/// program ends, in the stack's `resOutputsEvent`, which the digest passes over. (Pulumi's
+/// digest serializes the state when it gets to the event, so it may hold the new outputs or not
+/// — Pulumi's issue 9571; the stand-in's holds the old ones, so that nothing reads the digest's
+/// for planned outputs.)
+fn as_registered(step: &Value) -> Value {
+    let mut registered = step.clone();
+    if is_root_stack(step) && step.get("newState").is_some() {
+        let old = step["oldState"]["outputs"].clone();
+        let old = if old.is_object() { old } else { json!({}) };
+        registered["newState"]["outputs"] = old;
+    }
+    registered
 }
 
 /// A refresh step as it is before it runs: the resource as recorded on both sides, no diff.
@@ -1196,11 +1227,23 @@ fn step_events(
             json!({"metadata": read, "planning": true}),
         ));
     }
+    // The root stack's outputs are registered when the program ends: its own outputs event,
+    // the last, says them.
+    let mut registered = None;
     for (op, urn) in step_ops(before, after) {
         let step = digest_step(op, &urn, before, after);
         events.push((
             "resourcePreEvent",
-            json!({"metadata": metadata(&step), "planning": true}),
+            json!({"metadata": metadata(&as_registered(&step)), "planning": true}),
+        ));
+        if is_root_stack(&step) && step.get("newState").is_some() {
+            registered = Some(metadata(&step));
+        }
+    }
+    if let Some(root) = registered {
+        events.push((
+            "resOutputsEvent",
+            json!({"metadata": root, "planning": true}),
         ));
     }
     events

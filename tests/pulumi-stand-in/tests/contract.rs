@@ -554,7 +554,9 @@ fn a_pack_says_its_violations_in_the_stream_and_not_in_the_digest() {
         "urn:pulumi:dev::proj-b::pulumi:pulumi:StackReference::a"
     );
     assert_eq!(policy[1]["policyName"], "stack_warn_count");
-    let summary = &events.last().unwrap()["summaryEvent"];
+    // The summary, then the cancel event that ends every stream.
+    let summary = &events[events.len() - 2]["summaryEvent"];
+    assert_eq!(events.last().unwrap()["cancelEvent"], serde_json::json!({}));
     assert_eq!(summary["PolicyPacks"]["pack"], "v1.2.0");
     assert_eq!(summary["isPreview"], true);
     let pre = events
