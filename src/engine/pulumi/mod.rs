@@ -57,7 +57,8 @@ pub struct Pulumi {
 
 /// The variable that makes `preview --json` print the engine's events as they come instead of
 /// one digest at the end, which leaves out the policy packs' violations and what a refresh
-/// step read (the digest holds its resource as recorded).
+/// step read (the digest holds its resource as recorded), and may hold the root stack's
+/// outputs as they were rather than as planned.
 pub const STREAMING_PREVIEW: &str = "PULUMI_ENABLE_STREAMING_JSON_PREVIEW";
 
 impl Pulumi {

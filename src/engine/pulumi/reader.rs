@@ -34,8 +34,8 @@ pub struct Reader {
     /// Every diagnostic of severity `error`, its whole message, each once: what `[retry]`
     /// matches (docs/formats.md, "Budgets and retries").
     pub errors: Vec<String>,
-    /// A preview that streams its events (policy packs run, or a drift check): read into its
-    /// digest.
+    /// A preview that streams its events (mara has every Pulumi preview and drift check
+    /// stream): read into its digest.
     streamed: Option<Streamed>,
     /// What the policy packs said (`policyEvent`s).
     pub violations: Vec<PolicyViolation>,

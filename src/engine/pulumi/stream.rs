@@ -1,8 +1,8 @@
 //! A preview that streams its engine events (`PULUMI_ENABLE_STREAMING_JSON_PREVIEW`, which mara
-//! sets when policy packs run, since the digest leaves their violations out, and for a drift
-//! check, since the digest holds a refresh step as recorded), read back into the digest Pulumi
-//! would have printed (`ShowPreviewDigest`), so that a streamed preview is read as a digest is
-//! (docs/commands.md, "Pulumi's own policy packs" and "drift"):
+//! sets for every preview and drift check: the digest leaves the packs' violations out, holds a
+//! refresh step as recorded and may hold the stack's old outputs), read back into the digest
+//! Pulumi would have printed (`ShowPreviewDigest`) with what the outputs events add, so that a
+//! streamed preview is read as a digest is (docs/commands.md, "Pulumi's own policy packs"):
 //!
 //! - the steps the digest shows — not a `same` one (unless its protection changed) but the root
 //!   stack's always, not a replacement's parts unless logical — each `resourcePreEvent`'s metadata
