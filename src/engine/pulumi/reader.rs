@@ -138,6 +138,12 @@ impl Reader {
         let mut changes = counts(&digest["changeSummary"]);
         // What a refresh read is no change of the preview's.
         changes.remove("refresh");
+        // Pulumi counts the root stack `same` when only its outputs change (its inputs do not):
+        // a change of the project's all the same, counted as Terraform's output-only plan is.
+        let (changed_outputs, _) = stack_outputs(&digest);
+        if !changed_outputs.is_empty() && !crate::engine::has_changes(&changes) {
+            changes.insert("output".into(), changed_outputs.len() as u64);
+        }
         lines.push(format!("Preview: {}", changes_summary(&changes)));
         self.changes = Some(changes);
         if digest["diagnostics"]
@@ -177,7 +183,10 @@ impl Reader {
         }
         if let Some(pre) = event.get("resourcePreEvent") {
             let op = pre["metadata"]["op"].as_str().unwrap_or_default();
-            if !changes_nothing(op) && !op.is_empty() {
+            // A replacement's parts, each a step of its own, are said by its `replace` step.
+            let part = matches!(op, "create-replacement" | "delete-replaced")
+                && pre["metadata"]["logical"] != true;
+            if !changes_nothing(op) && !op.is_empty() && !part {
                 return vec![format!(
                     "{op} {}",
                     urn_name(pre["metadata"]["urn"].as_str().unwrap_or_default())
@@ -258,7 +267,8 @@ fn diagnostic_line(diagnostic: &Value) -> String {
     let severity = diagnostic["severity"].as_str().unwrap_or("info");
     let message = diagnostic_message(diagnostic);
     let message = message.trim_end();
-    if severity == "info" {
+    // `infoerr`: what the program wrote to its standard error, said as its output is.
+    if severity == "info" || severity == "infoerr" {
         message.to_string()
     } else {
         format!("{severity}: {message}")
@@ -400,6 +410,48 @@ mod tests {
             ["error: Preview failed: no quota", "Preview: no changes"]
         );
         assert_eq!(reader.error.as_deref(), Some("Preview failed: no quota"));
+    }
+
+    /// A replacement is three steps, each with its event: the logical `replace` says it once;
+    /// what the program wrote to its standard error (`infoerr`) is said as its output is.
+    #[test]
+    fn a_replacement_is_said_once_and_the_programs_stderr_as_its_output() {
+        let pre = |op: &str, logical: bool| {
+            let metadata = serde_json::json!({"op": op, "urn": "urn:pulumi:dev::p::aws:s3/bucket:Bucket::b", "logical": logical});
+            serde_json::json!({"sequence": 1, "timestamp": 1, "resourcePreEvent": {"metadata": metadata}}).to_string()
+        };
+        let stderr = r#"{"sequence":4,"timestamp":1,"diagnosticEvent":{"message":"deprecated option\n","prefix":"","color":"never","severity":"infoerr"}}"#;
+        let lines = [
+            pre("replace", true),
+            pre("create-replacement", false),
+            pre("delete-replaced", false),
+            stderr.to_string(),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let (reader, said) = read(Operation::Up, &lines);
+        assert_eq!(
+            said,
+            ["replace aws:s3/bucket:Bucket b", "deprecated option"]
+        );
+        assert!(reader.error.is_none());
+    }
+
+    /// An output-only change leaves the root stack `same` in Pulumi's counts: it is counted as
+    /// an output change, as Terraform's output-only plan is.
+    #[test]
+    fn a_change_of_the_stacks_outputs_alone_is_a_change() {
+        let stack =
+            |outputs: Value| serde_json::json!({"type": "pulumi:pulumi:Stack", "outputs": outputs});
+        let digest = serde_json::json!({
+            "steps": [{"op": "same", "urn": "urn:pulumi:dev::a::pulumi:pulumi:Stack::a-dev",
+                       "oldState": stack(serde_json::json!({"url": "old", "port": 1})),
+                       "newState": stack(serde_json::json!({"url": "new", "port": 1}))}],
+            "changeSummary": {"same": 1}
+        });
+        let (reader, said) = read(Operation::Preview, &[&digest.to_string()]);
+        assert_eq!(said, ["Preview: 1 output"]);
+        assert!(crate::engine::has_changes(reader.changes.as_ref().unwrap()));
+        assert_eq!(reader.outputs, Some((vec!["url".to_string()], false)));
     }
 
     /// Pulumi reads a stack reference on every run (a `read` step, counted when the stack it
