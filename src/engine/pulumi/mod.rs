@@ -104,9 +104,9 @@ impl Pulumi {
         };
         let mut operation_step = Step::new(StepKind::Operation, self.binary.clone(), op, dir);
         // A preview streams its events: only they say the stack's planned outputs (its outputs
-        // event; the digest holds them as they were, or not: Pulumi's issue 9571), what a
-        // drift check's refresh steps read, and the packs' violations (docs/commands.md,
-        // "preview" and "drift").
+        // event; the digest may hold them as they were), what a drift check's refresh steps
+        // read, and the packs' violations (docs/decisions.md, "Pulumi's output as the real CLI
+        // writes it").
         if matches!(operation, Operation::Preview | Operation::Drift) {
             (operation_step.env).insert(STREAMING_PREVIEW.into(), "true".into());
         }
