@@ -127,22 +127,24 @@ pub fn blinded(value: Value) -> Value {
     }
 }
 
+/// Whether a URN names the root stack (`…::pulumi:pulumi:Stack::…`).
+pub(super) fn is_root_urn(urn: &Value) -> bool {
+    (urn.as_str()).is_some_and(|urn| urn.contains("::pulumi:pulumi:Stack::"))
+}
+
+/// The root stack's step of a preview digest: its type before or after, or its URN, says it.
+fn stack_step(digest: &Value) -> Option<&Value> {
+    (digest["steps"].as_array().into_iter().flatten()).find(|step| {
+        step["newState"]["type"] == "pulumi:pulumi:Stack"
+            || step["oldState"]["type"] == "pulumi:pulumi:Stack"
+            || is_root_urn(&step["urn"])
+    })
+}
+
 /// The root stack's outputs that a preview digest changes (its step's `oldState` and
 /// `newState` outputs differ; without a step, none), and whether it creates the stack.
 pub fn stack_outputs(digest: &Value) -> (Vec<String>, bool) {
-    let is_stack = |step: &&Value| {
-        step["newState"]["type"] == "pulumi:pulumi:Stack"
-            || step["oldState"]["type"] == "pulumi:pulumi:Stack"
-            || step["urn"]
-                .as_str()
-                .is_some_and(|urn| urn.contains("::pulumi:pulumi:Stack::"))
-    };
-    let Some(step) = digest["steps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(is_stack)
-    else {
+    let Some(step) = stack_step(digest) else {
         return (Vec::new(), false);
     };
     let created = step["op"] == "create";
@@ -174,12 +176,7 @@ pub fn planned_outputs(digest: &Value) -> Option<crate::engine::PlannedOutputs> 
                 _ => false,
             }
     }
-    let step = (digest["steps"].as_array().into_iter().flatten()).find(|step| {
-        step["newState"]["type"] == "pulumi:pulumi:Stack"
-            || step["urn"]
-                .as_str()
-                .is_some_and(|urn| urn.contains("::pulumi:pulumi:Stack::"))
-    })?;
+    let step = stack_step(digest)?;
     let old = step["oldState"]["outputs"].as_object();
     let new = step["newState"]["outputs"].as_object()?;
     let planned = new.iter().map(|(name, value)| {
@@ -218,4 +215,44 @@ pub fn plan_digest(digest: &Value) -> String {
         .collect();
     steps.sort_by_key(|step| step.to_string());
     crate::engine::plan_digest(&Value::Array(steps))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_digest_plans_known_values_and_says_which_are_known_only_once_applied() {
+        let digest = serde_json::json!({"steps": [
+            {"op": "update", "urn": "urn:pulumi:dev::vpc::pulumi:pulumi:Stack::vpc-dev",
+             "oldState": {"type": "pulumi:pulumi:Stack", "outputs": {
+                 "cidr": "10.0.0.0/16", "id": "vpc-1", "name": "a",
+                 "token": {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "x"},
+                 "gone": 1}},
+             "newState": {"type": "pulumi:pulumi:Stack", "outputs": {
+                 "cidr": "10.0.0.0/16", "id": "04da6b54-80e4-46f7-96ec-b56ff0331ba9",
+                 "name": "b", "subnets": ["s-1", "04da6b54-80e4-46f7-96ec-b56ff0331ba9"],
+                 "token": {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "y"}}}}
+        ]});
+        let planned = super::planned_outputs(&digest).unwrap();
+        let shown: Vec<(&str, Option<String>, bool, bool)> = (planned.iter())
+            .map(|(n, p)| {
+                (
+                    n.as_str(),
+                    p.value.as_ref().map(|v| v.to_string()),
+                    p.changes,
+                    p.secret,
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("cidr", Some("\"10.0.0.0/16\"".into()), false, false),
+                ("id", None, true, false),
+                ("name", Some("\"b\"".into()), true, false),
+                ("subnets", None, true, false),
+                ("token", None, true, true),
+            ]
+        );
+        assert!(super::planned_outputs(&serde_json::json!({"steps": []})).is_none());
+    }
 }

@@ -673,43 +673,6 @@ pub fn is_locked(stderr: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_digest_plans_known_values_and_says_which_are_known_only_once_applied() {
-        let digest = serde_json::json!({"steps": [
-            {"op": "update", "urn": "urn:pulumi:dev::vpc::pulumi:pulumi:Stack::vpc-dev",
-             "oldState": {"type": "pulumi:pulumi:Stack", "outputs": {
-                 "cidr": "10.0.0.0/16", "id": "vpc-1", "name": "a",
-                 "token": {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "x"},
-                 "gone": 1}},
-             "newState": {"type": "pulumi:pulumi:Stack", "outputs": {
-                 "cidr": "10.0.0.0/16", "id": "04da6b54-80e4-46f7-96ec-b56ff0331ba9",
-                 "name": "b", "subnets": ["s-1", "04da6b54-80e4-46f7-96ec-b56ff0331ba9"],
-                 "token": {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "y"}}}}
-        ]});
-        let planned = super::planned_outputs(&digest).unwrap();
-        let shown: Vec<(&str, Option<String>, bool, bool)> = (planned.iter())
-            .map(|(n, p)| {
-                (
-                    n.as_str(),
-                    p.value.as_ref().map(|v| v.to_string()),
-                    p.changes,
-                    p.secret,
-                )
-            })
-            .collect();
-        assert_eq!(
-            shown,
-            [
-                ("cidr", Some("\"10.0.0.0/16\"".into()), false, false),
-                ("id", None, true, false),
-                ("name", Some("\"b\"".into()), true, false),
-                ("subnets", None, true, false),
-                ("token", None, true, true),
-            ]
-        );
-        assert!(super::planned_outputs(&serde_json::json!({"steps": []})).is_none());
-    }
-
     use super::*;
     use crate::engine::{Changes, Engine as _, Engines};
 

@@ -140,9 +140,9 @@ impl Reader {
         changes.remove("refresh");
         // Pulumi counts the root stack `same` when only its outputs change (its inputs do not):
         // a change of the project's all the same, counted as Terraform's output-only plan is.
-        let (changed_outputs, _) = stack_outputs(&digest);
-        if !changed_outputs.is_empty() && !crate::engine::has_changes(&changes) {
-            changes.insert("output".into(), changed_outputs.len() as u64);
+        let outputs = stack_outputs(&digest);
+        if !outputs.0.is_empty() && !crate::engine::has_changes(&changes) {
+            changes.insert("output".into(), outputs.0.len() as u64);
         }
         lines.push(format!("Preview: {}", changes_summary(&changes)));
         self.changes = Some(changes);
@@ -150,7 +150,7 @@ impl Reader {
             .as_array()
             .is_none_or(|d| d.is_empty())
         {
-            self.outputs = Some(stack_outputs(&digest));
+            self.outputs = Some(outputs);
             self.planned = planned_outputs(&digest);
             self.plan_digest = Some(plan_digest(&digest));
         }

@@ -18,7 +18,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::digest::blinded;
+use super::digest::{blinded, is_root_urn};
 use crate::engine::PolicyViolation;
 
 /// The digest of a streamed preview, as its events come.
@@ -126,8 +126,7 @@ pub fn starts(line: &str) -> bool {
 /// `same` one unless its protection changed, nor a replacement's part that is not logical; the
 /// root stack's always.
 fn shown(metadata: &Value) -> bool {
-    let root =
-        (metadata["urn"].as_str()).is_some_and(|urn| urn.contains("::pulumi:pulumi:Stack::"));
+    let root = is_root_urn(&metadata["urn"]);
     let op = metadata["op"].as_str().unwrap_or_default();
     let protection_changed = metadata["old"]["protect"] != metadata["new"]["protect"];
     let replacement = REPLACEMENT_OPS.contains(&op) && metadata["logical"] != true;

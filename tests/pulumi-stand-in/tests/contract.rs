@@ -498,6 +498,18 @@ fn pack_scratch() -> (Scratch, String) {
 
 /// `preview --json --policy-pack PACK` of `b`, streamed or not.
 fn preview_with_pack(s: &Scratch, pack: &str, stream: bool) -> Output {
+    preview_json(s, "b", &["--policy-pack", pack], stream, &[])
+}
+
+/// `preview --json` of the project in `dir`, with `more` arguments and variables, streamed
+/// (`PULUMI_ENABLE_STREAMING_JSON_PREVIEW`) or not.
+fn preview_json(
+    s: &Scratch,
+    dir: &str,
+    more: &[&str],
+    stream: bool,
+    variables: &[(&str, &str)],
+) -> Output {
     let shared = s.shared();
     let args = [
         "--non-interactive",
@@ -507,18 +519,18 @@ fn preview_with_pack(s: &Scratch, pack: &str, stream: bool) -> Output {
         "--config-file",
         &shared,
         "--json",
-        "--policy-pack",
-        pack,
     ];
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pulumi"));
     cmd.args(args)
-        .current_dir(s.path().join("b"))
+        .args(more)
+        .current_dir(s.path().join(dir))
         .env(
             "PULUMI_BACKEND_URL",
             format!("file://{}", s.path().join("state").display()),
         )
         .env("PULUMI_CONFIG_PASSPHRASE", "correct horse")
-        .env_remove("PULUMI_ENABLE_STREAMING_JSON_PREVIEW");
+        .env_remove("PULUMI_ENABLE_STREAMING_JSON_PREVIEW")
+        .envs(variables.iter().copied());
     if stream {
         cmd.env("PULUMI_ENABLE_STREAMING_JSON_PREVIEW", "true");
     }
@@ -680,31 +692,9 @@ fn a_refresh_step_says_what_it_read_only_in_the_stream() {
     let s = Scratch::new();
     s.create("a");
     assert!(s.up("a").status.success());
-    let shared = s.shared();
     let preview = |stream: bool| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pulumi"));
-        cmd.args([
-            "--non-interactive",
-            "preview",
-            "--refresh",
-            "--stack",
-            "dev",
-            "--config-file",
-            &shared,
-            "--json",
-        ])
-        .current_dir(s.path().join("a"))
-        .env(
-            "PULUMI_BACKEND_URL",
-            format!("file://{}", s.path().join("state").display()),
-        )
-        .env("PULUMI_CONFIG_PASSPHRASE", "correct horse")
-        .env("PULUMI_STAND_IN_DRIFT", "proj-a:message=changed by hand")
-        .env_remove("PULUMI_ENABLE_STREAMING_JSON_PREVIEW");
-        if stream {
-            cmd.env("PULUMI_ENABLE_STREAMING_JSON_PREVIEW", "true");
-        }
-        let out = cmd.output().unwrap();
+        let drift = [("PULUMI_STAND_IN_DRIFT", "proj-a:message=changed by hand")];
+        let out = preview_json(&s, "a", &["--refresh"], stream, &drift);
         assert!(out.status.success(), "{}", text(&out.stderr));
         text(&out.stdout)
     };
