@@ -36,7 +36,7 @@ fn main() {
     let cli = Cli::parse();
     // A flag the command would not use is refused before anything is read (exit 2).
     let refused = mara::settings::flags::refuse_unused(&cli.global, &cli.command);
-    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let env = environment();
     let settings = Settings::resolve(cli.global, env, ui::terminals());
     init_tracing(settings.verbosity, settings.stderr_style.enabled);
     let result = refused.and_then(|()| dispatch(&settings, cli.command));
@@ -50,6 +50,25 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// The environment mara reads and passes on to its engines: a variable whose name or value is
+/// not UTF-8 (a shell passes any bytes) is left out, and said so, rather than ending mara
+/// (docs/decisions.md, "A variable that is not UTF-8").
+fn environment() -> std::collections::BTreeMap<String, String> {
+    let mut env = std::collections::BTreeMap::new();
+    for (name, value) in std::env::vars_os() {
+        match (name.into_string(), value.into_string()) {
+            (Ok(name), Ok(value)) => _ = env.insert(name, value),
+            (name, _) => {
+                let name = name.unwrap_or_else(|n| n.to_string_lossy().into_owned());
+                ui::eprint(&format!(
+                    "warning: the environment variable {name} is not UTF-8: mara leaves it out, and its engines do not get it\n"
+                ));
+            }
+        }
+    }
+    env
 }
 
 /// The command asked for, run.

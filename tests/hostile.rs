@@ -434,3 +434,26 @@ fn a_fifo_as_the_git_configuration_is_refused_not_waited_on() {
         common::stderr(&output)
     );
 }
+
+/// A variable whose value is not UTF-8 (a shell passes any bytes) is left out, and said so: it
+/// does not end mara, and the run goes on without it.
+#[test]
+fn a_variable_that_is_not_utf8_is_left_out_not_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let d = Deployment::of("mara-local");
+    let output = d
+        .mara()
+        .args(["preview", "--only", "infrastructure/local/cluster"])
+        .env("MARA_TRIAL_BYTES", std::ffi::OsStr::from_bytes(b"caf\xe9"))
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let said = common::stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("warning: the environment variable MARA_TRIAL_BYTES is not UTF-8"),
+        "{said}"
+    );
+    assert!(!said.contains("panicked"), "{said}");
+    assert!(!d.calls().is_empty(), "the preview ran");
+}
